@@ -1,0 +1,280 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/bufpool"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Timeout bounds each call, including reconnection attempts, unless the
+	// caller's context has an earlier deadline. Default 30 s.
+	Timeout time.Duration
+	// Name identifies the server in error messages (e.g. "data server 3").
+	Name string
+}
+
+// Client is a reconnecting, multiplexed connection to one server. Many calls
+// may be in flight at once; it is safe for concurrent use.
+type Client struct {
+	addr   string
+	secret []byte
+	opt    ClientOptions
+
+	mu     sync.Mutex // guards cur, closed
+	cur    *clientConn
+	closed bool
+	dialMu sync.Mutex // serialises dials
+}
+
+type call struct {
+	into    []byte
+	resp    *wire.Msg
+	payload []byte
+	err     error
+	done    chan struct{}
+}
+
+type clientConn struct {
+	c       net.Conn
+	wmu     sync.Mutex // guards writes on c and scratch
+	scratch []byte
+
+	mu      sync.Mutex // guards pending, nextID, err
+	pending map[uint64]*call
+	nextID  uint64
+	err     error // set once the connection is dead
+}
+
+// NewClient returns a client for addr. It dials lazily.
+func NewClient(addr string, secret []byte, opt ClientOptions) *Client {
+	if opt.Timeout <= 0 {
+		opt.Timeout = 30 * time.Second
+	}
+	if opt.Name == "" {
+		opt.Name = addr
+	}
+	return &Client{addr: addr, secret: secret, opt: opt}
+}
+
+// Addr returns the server address.
+func (c *Client) Addr() string { return c.addr }
+
+// Name returns the server's name used in errors.
+func (c *Client) Name() string { return c.opt.Name }
+
+// Close closes the connection; later calls fail.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.closed = true
+	cc := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if cc != nil {
+		cc.fail(net.ErrClosed)
+	}
+}
+
+var errClosed = errors.New("client closed")
+
+func (c *Client) conn(ctx context.Context) (*clientConn, error) {
+	c.mu.Lock()
+	cc := c.cur
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	if cc != nil {
+		return cc, nil
+	}
+	c.dialMu.Lock()
+	defer c.dialMu.Unlock()
+	c.mu.Lock()
+	cc = c.cur
+	c.mu.Unlock()
+	if cc != nil {
+		return cc, nil
+	}
+	d := net.Dialer{}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nc, err := d.DialContext(dctx, "tcp", c.addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if err := clientHandshake(nc, c.secret); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	cc = &clientConn{c: nc, pending: map[uint64]*call{}}
+	go cc.readLoop()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		return nil, errClosed
+	}
+	c.cur = cc
+	c.mu.Unlock()
+	return cc, nil
+}
+
+func (c *Client) drop(cc *clientConn) {
+	c.mu.Lock()
+	if c.cur == cc {
+		c.cur = nil
+	}
+	c.mu.Unlock()
+}
+
+// Call sends req with an optional payload and waits for the response. If
+// into is large enough the response payload is read into it; otherwise a
+// pooled buffer is returned, which the caller may give back with
+// bufpool.Put. A remote error status is returned as *Error alongside the
+// response. Connection failures are retried (with a fresh connection) until
+// the timeout; they surface as *TransportError naming the server.
+func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+	ctx, cancel := withTimeout(ctx, c.opt.Timeout)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	for {
+		cc, err := c.conn(ctx)
+		if err == nil {
+			var resp *wire.Msg
+			var p []byte
+			var sent bool
+			resp, p, sent, err = cc.do(ctx, req, payload, into)
+			if err == nil {
+				return resp, p, FromMsg(resp)
+			}
+			c.drop(cc)
+			if sent && ctx.Err() != nil {
+				return nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("no answer: %w", ctx.Err())}
+			}
+		}
+		if errors.Is(err, ErrAuth) || errors.Is(err, errClosed) {
+			return nil, nil, &TransportError{Server: c.opt.Name, Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("unreachable: %v", err)}
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// do runs one call on one connection. sent reports whether the request may
+// have reached the server.
+func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, bool, error) {
+	cl := &call{into: into, done: make(chan struct{})}
+	cc.mu.Lock()
+	if cc.err != nil {
+		err := cc.err
+		cc.mu.Unlock()
+		return nil, nil, false, err
+	}
+	cc.nextID++
+	id := cc.nextID
+	cc.pending[id] = cl
+	cc.mu.Unlock()
+
+	cc.wmu.Lock()
+	var err error
+	cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.KindRequest, id, req, payload)
+	cc.wmu.Unlock()
+	if err != nil {
+		cc.fail(err)
+		return nil, nil, true, err
+	}
+	select {
+	case <-cl.done:
+		return cl.resp, cl.payload, true, cl.err
+	case <-ctx.Done():
+		cc.mu.Lock()
+		_, mine := cc.pending[id]
+		delete(cc.pending, id)
+		cc.mu.Unlock()
+		if !mine {
+			// the reader already claimed the call and may be filling
+			// into; wait so the caller's buffer is not written after
+			// we return.
+			<-cl.done
+		}
+		return nil, nil, true, ctx.Err()
+	}
+}
+
+func (cc *clientConn) fail(err error) {
+	cc.mu.Lock()
+	if cc.err == nil {
+		cc.err = err
+	}
+	pending := cc.pending
+	cc.pending = map[uint64]*call{}
+	cc.mu.Unlock()
+	cc.c.Close()
+	for _, cl := range pending {
+		cl.err = err
+		close(cl.done)
+	}
+}
+
+func (cc *clientConn) readLoop() {
+	fr := newFrameReader(cc.c)
+	for {
+		h, m, err := fr.next()
+		if err == nil && h.Kind != wire.KindResponse {
+			err = fmt.Errorf("%w: request frame from server", wire.ErrMalformed)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			cc.fail(err)
+			return
+		}
+		cc.mu.Lock()
+		cl := cc.pending[h.ReqID]
+		delete(cc.pending, h.ReqID)
+		cc.mu.Unlock()
+		var p []byte
+		if h.PayloadLen > 0 {
+			n := int(h.PayloadLen)
+			if cl != nil && cap(cl.into) >= n {
+				p = cl.into[:n]
+			} else {
+				p = bufpool.Get(n)
+			}
+			if _, err := io.ReadFull(fr.r, p); err != nil {
+				cc.fail(err)
+				if cl != nil {
+					cl.err = err
+					close(cl.done)
+				}
+				return
+			}
+			if cl == nil {
+				bufpool.Put(p)
+			}
+		}
+		if cl != nil {
+			cl.resp, cl.payload = m, p
+			close(cl.done)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+var secret = []byte("test-secret")
+
+func echoServer(t *testing.T, h Handler) (*Server, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(secret, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go s.Serve(ln)
+	t.Cleanup(s.Close)
+	return s, ln.Addr().String()
+}
+
+var echo = HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
+	if m.Op == wire.OpUnlink {
+		return ToMsg(&wire.Msg{}, Errorf(syscall.ENOENT, "no such file %q", m.Name)), nil
+	}
+	if m.Op == wire.OpFsync {
+		time.Sleep(time.Duration(m.Size) * time.Millisecond)
+	}
+	out := append([]byte(nil), p...)
+	return &wire.Msg{Ino: m.Ino + 1, Size: uint64(len(p))}, out
+})
+
+func TestCallsInFlight(t *testing.T) {
+	_, addr := echoServer(t, echo)
+	c := NewClient(addr, secret, ClientOptions{})
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			payload := bytes.Repeat([]byte{byte(i)}, i*1000)
+			into := make([]byte, len(payload))
+			resp, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: uint64(i)}, payload, into)
+			if err != nil || resp.Ino != uint64(i+1) || !bytes.Equal(p, payload) {
+				t.Errorf("call %d: %v %+v", i, err, resp)
+			}
+		}(i)
+	}
+	wg.Wait()
+	_, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpUnlink, Name: "x"}, nil, nil)
+	if !errors.Is(err, syscall.ENOENT) || Errno(err) != syscall.ENOENT {
+		t.Fatalf("remote error: %v", err)
+	}
+}
+
+func TestSlowCallDoesNotBlockOthers(t *testing.T) {
+	_, addr := echoServer(t, echo)
+	c := NewClient(addr, secret, ClientOptions{})
+	defer c.Close()
+	go c.Call(context.Background(), &wire.Msg{Op: wire.OpFsync, Size: 2000}, nil, nil)
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpGetattr}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("fast call waited %v behind a slow one", d)
+	}
+}
+
+func TestWrongSecret(t *testing.T) {
+	s, addr := echoServer(t, echo)
+	c := NewClient(addr, []byte("wrong"), ClientOptions{Timeout: 2 * time.Second})
+	defer c.Close()
+	_, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil)
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("want auth error, got %v", err)
+	}
+	if s.AuthFailures.Load() == 0 {
+		t.Fatal("server did not count the failure")
+	}
+	// the server keeps serving good clients
+	good := NewClient(addr, secret, ClientOptions{})
+	defer good.Close()
+	if _, _, err := good.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGarbageClosesConnectionOnly(t *testing.T) {
+	_, addr := echoServer(t, echo)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientHandshake(nc, secret); err != nil {
+		t.Fatal(err)
+	}
+	nc.Write(bytes.Repeat([]byte{0xAB}, 100))
+	nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("server answered garbage")
+	}
+	c := NewClient(addr, secret, ClientOptions{})
+	defer c.Close()
+	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnreachableTimesOut(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	c := NewClient(addr, secret, ClientOptions{Timeout: 500 * time.Millisecond, Name: "data server 7"})
+	start := time.Now()
+	_, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil)
+	var te *TransportError
+	if !errors.As(err, &te) || Errno(err) != syscall.EIO {
+		t.Fatalf("want transport error, got %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if got := err.Error(); !bytes.Contains([]byte(got), []byte("data server 7")) {
+		t.Fatalf("error does not name the server: %s", got)
+	}
+}
+
+func TestReconnectAfterRestart(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	s := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go s.Serve(ln)
+	c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
+	defer c.Close()
+	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ln2, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s2 := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		t.Cleanup(s2.Close)
+		s2.Serve(ln2)
+	}()
+	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+}

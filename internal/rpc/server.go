@@ -1,0 +1,182 @@
+package rpc
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-hpc/sluice/internal/bufpool"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Request is one incoming request. The handler must call Reply exactly once,
+// from any goroutine; Reply releases Payload.
+type Request struct {
+	Msg     *wire.Msg
+	Payload []byte // request payload; valid until Reply
+	Peer    string
+	id      uint64
+	sc      *serverConn
+}
+
+// Reply sends the response and releases the request payload. respPayload is
+// not retained after Reply returns.
+func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
+	if r.Payload != nil {
+		bufpool.Put(r.Payload)
+		r.Payload = nil
+	}
+	r.sc.reply(r.id, resp, respPayload)
+}
+
+// ReplyErr sends an error response.
+func (r *Request) ReplyErr(err error) {
+	r.Reply(ToMsg(&wire.Msg{}, err), nil)
+}
+
+// Handler receives requests. Handle must not block for long: it either
+// answers at once or queues the request for its own workers.
+type Handler interface {
+	Handle(r *Request)
+}
+
+// HandlerFunc serves every request in its own goroutine with a synchronous
+// function: the simple model for daemons without a pipeline.
+type HandlerFunc func(m *wire.Msg, payload []byte) (*wire.Msg, []byte)
+
+// Handle implements Handler.
+func (f HandlerFunc) Handle(r *Request) {
+	go func() {
+		resp, p := f(r.Msg, r.Payload)
+		r.Reply(resp, p)
+	}()
+}
+
+// Server accepts authenticated connections and hands their requests to a
+// Handler.
+type Server struct {
+	secret []byte
+	h      Handler
+	log    *slog.Logger
+
+	mu     sync.Mutex // guards ln, conns, closed
+	ln     net.Listener
+	conns  map[*serverConn]struct{}
+	closed bool
+
+	// AuthFailures counts rejected connections (for tests and metrics).
+	AuthFailures atomic.Int64
+}
+
+// NewServer returns a server that authenticates with secret.
+func NewServer(secret []byte, h Handler, log *slog.Logger) *Server {
+	return &Server{secret: secret, h: h, log: log, conns: map[*serverConn]struct{}{}}
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		go s.serveConn(c)
+	}
+}
+
+// Close stops accepting and closes every connection.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.c.Close()
+	}
+	s.mu.Unlock()
+}
+
+type serverConn struct {
+	c       net.Conn
+	wmu     sync.Mutex // guards writes on c and scratch
+	scratch []byte
+	dead    atomic.Bool
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if err := serverHandshake(c, s.secret); err != nil {
+		s.AuthFailures.Add(1)
+		s.log.Warn("rejected connection", "peer", c.RemoteAddr().String(), "err", err)
+		c.Close()
+		return
+	}
+	sc := &serverConn{c: c}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[sc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		sc.dead.Store(true)
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, sc)
+		s.mu.Unlock()
+	}()
+	fr := newFrameReader(c)
+	peer := c.RemoteAddr().String()
+	for {
+		h, m, err := fr.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("closing connection", "peer", peer, "err", err)
+			}
+			return
+		}
+		if h.Kind != wire.KindRequest || !m.Op.Valid() {
+			s.log.Warn("closing connection: unexpected frame", "peer", peer, "kind", h.Kind, "op", m.Op)
+			return
+		}
+		var payload []byte
+		if h.PayloadLen > 0 {
+			payload = bufpool.Get(int(h.PayloadLen))
+			if _, err := io.ReadFull(fr.r, payload); err != nil {
+				bufpool.Put(payload)
+				return
+			}
+		}
+		s.h.Handle(&Request{Msg: m, Payload: payload, Peer: peer, id: h.ReqID, sc: sc})
+	}
+}
+
+func (sc *serverConn) reply(id uint64, m *wire.Msg, payload []byte) {
+	if sc.dead.Load() {
+		return
+	}
+	sc.wmu.Lock()
+	var err error
+	sc.scratch, err = writeFrame(sc.c, sc.scratch, wire.KindResponse, id, m, payload)
+	sc.wmu.Unlock()
+	if err != nil {
+		sc.c.Close()
+	}
+}

@@ -1,0 +1,109 @@
+package wire
+
+// Op numbers every operation of the protocol. Values are part of the wire
+// format: append, never renumber.
+type Op uint16
+
+// Client ↔ forwarding node and forwarding node ↔ metadata service.
+const (
+	OpInvalid Op = iota
+	OpPing
+	OpLookup
+	OpGetattr
+	OpSetattr
+	OpMknod // create a regular file
+	OpMkdir
+	OpUnlink
+	OpRmdir
+	OpRename
+	OpLink
+	OpSymlink
+	OpReadlink
+	OpReaddir
+	OpOpen
+	OpRelease
+	OpRead
+	OpWrite
+	OpFsync
+	OpFlush
+	OpStatfs
+	OpLayout    // get chunk locations of a file
+	OpAlloc     // allocate a chunk (meta)
+	OpExtend    // raise a file's size to at least Size (meta)
+	OpRegister  // a daemon registers/heartbeats with meta
+	OpServers   // list registered daemons
+	OpSetLayout // set a directory's chunk size and striping
+	OpChunkWrite
+	OpChunkRead
+	OpChunkTrunc
+	OpChunkDelete
+	OpChunkSync
+	OpPfsLink   // pfs tier: make a namespace path point at an object
+	OpPfsRename // pfs tier: rename a namespace path
+	OpPfsUnlink // pfs tier: remove a namespace path
+	OpStat      // data server: capacity and usage
+	opMax
+)
+
+var opNames = [...]string{
+	"invalid", "ping", "lookup", "getattr", "setattr", "mknod", "mkdir", "unlink", "rmdir",
+	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
+	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
+	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
+	"pfs-link", "pfs-rename", "pfs-unlink", "stat",
+}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "op?"
+}
+
+// Valid reports whether o is a known operation.
+func (o Op) Valid() bool { return o > OpInvalid && o < opMax }
+
+// Class is the forwarding pipeline queue a request belongs to.
+type Class uint8
+
+// Pipeline classes.
+const (
+	ClassMeta Class = iota
+	ClassSmall
+	ClassBulk
+	NumClasses
+)
+
+// SmallIOMax is the largest read or write that still counts as small I/O.
+const SmallIOMax = 64 << 10
+
+// ClassOf returns the pipeline class of a request.
+func ClassOf(m *Msg) Class {
+	switch m.Op {
+	case OpRead, OpChunkRead:
+		if m.Size > SmallIOMax {
+			return ClassBulk
+		}
+		return ClassSmall
+	case OpWrite, OpChunkWrite:
+		if m.Size > SmallIOMax {
+			return ClassBulk
+		}
+		return ClassSmall
+	case OpFsync, OpFlush, OpChunkSync:
+		return ClassSmall
+	}
+	return ClassMeta
+}
+
+func (c Class) String() string {
+	switch c {
+	case ClassMeta:
+		return "meta"
+	case ClassSmall:
+		return "small"
+	case ClassBulk:
+		return "bulk"
+	}
+	return "class?"
+}

@@ -1,0 +1,529 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Magic starts every frame ("SLC1").
+const Magic uint32 = 0x534c4331
+
+// HeaderSize is the size of a frame header in bytes.
+const HeaderSize = 24
+
+// Limits on frame parts. A frame over them is malformed and closes the
+// connection.
+const (
+	MaxBody    = 4 << 20
+	MaxPayload = 64 << 20
+)
+
+// Frame kinds.
+const (
+	KindRequest  uint8 = 1
+	KindResponse uint8 = 2
+)
+
+// Header is a decoded frame header.
+type Header struct {
+	Kind       uint8
+	Flags      uint8
+	ReqID      uint64
+	BodyLen    uint32
+	PayloadLen uint32
+}
+
+// ErrMalformed is returned for any frame or body that does not decode.
+var ErrMalformed = errors.New("wire: malformed frame")
+
+// PutHeader writes h into b[:HeaderSize].
+func PutHeader(b []byte, h Header) {
+	binary.BigEndian.PutUint32(b[0:4], Magic)
+	b[4] = h.Kind
+	b[5] = h.Flags
+	b[6], b[7] = 0, 0
+	binary.BigEndian.PutUint64(b[8:16], h.ReqID)
+	binary.BigEndian.PutUint32(b[16:20], h.BodyLen)
+	binary.BigEndian.PutUint32(b[20:24], h.PayloadLen)
+}
+
+// ParseHeader decodes and validates a frame header.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, ErrMalformed
+	}
+	if binary.BigEndian.Uint32(b[0:4]) != Magic {
+		return Header{}, fmt.Errorf("%w: bad magic", ErrMalformed)
+	}
+	h := Header{
+		Kind:       b[4],
+		Flags:      b[5],
+		ReqID:      binary.BigEndian.Uint64(b[8:16]),
+		BodyLen:    binary.BigEndian.Uint32(b[16:20]),
+		PayloadLen: binary.BigEndian.Uint32(b[20:24]),
+	}
+	if h.Kind != KindRequest && h.Kind != KindResponse {
+		return Header{}, fmt.Errorf("%w: bad kind %d", ErrMalformed, h.Kind)
+	}
+	if h.BodyLen > MaxBody || h.PayloadLen > MaxPayload {
+		return Header{}, fmt.Errorf("%w: frame too large", ErrMalformed)
+	}
+	return h, nil
+}
+
+// Attr is a file's attributes as the metadata service reports them.
+type Attr struct {
+	Ino        uint64
+	Mode       uint32 // type bits and permission bits, as in stat(2)
+	Nlink      uint32
+	Uid, Gid   uint32
+	Size       uint64
+	Atime      int64 // nanoseconds since the epoch
+	Mtime      int64
+	Ctime      int64
+	ChunkSize  uint32
+	StripeCnt  uint32
+	StripeUnit uint32
+}
+
+// DirEntry is one entry of a directory listing.
+type DirEntry struct {
+	Name string
+	Ino  uint64
+	Mode uint32
+}
+
+// ChunkLoc says where one chunk of a file lives: its tier and the group of
+// data servers its stripes are spread over.
+type ChunkLoc struct {
+	Idx     uint64
+	Tier    string
+	Servers []uint64
+}
+
+// ServerInfo describes a registered daemon (data server or forwarding node).
+type ServerInfo struct {
+	ID       uint64
+	Role     string // "data", "fwd", "client"
+	Tier     string // data servers only
+	Addr     string
+	Capacity uint64
+	Used     uint64
+	Node     string
+	Alive    bool
+	Rank     uint32 // tier rank: lower is faster
+}
+
+// Msg is the one message type of the protocol. Each operation uses a subset
+// of the fields; zero fields are not sent.
+type Msg struct {
+	Op     Op
+	Errno  uint32 // response status: 0 or a syscall errno
+	ErrMsg string // human-readable detail for a non-zero Errno
+
+	Ino, Parent, NewParent, Handle uint64
+	Name, NewName, Path            string
+	Mode, Uid, Gid, Flags, Mask    uint32
+	Offset, Size, Idx              uint64
+	ChunkSize, StripeCnt           uint32
+	StripeUnit                     uint32
+	Atime, Mtime                   int64
+
+	// Identity of the application behind the request.
+	Job  string
+	Rank int32
+	Node string
+
+	Attr    *Attr
+	Entries []DirEntry
+	Chunks  []ChunkLoc
+	Servers []ServerInfo
+	Sync    bool
+	Tier    string
+	Addr    string
+	ID      uint64
+	Used    uint64
+	Cap     uint64
+	Gen     uint64
+}
+
+// field tags
+const (
+	tOp byte = iota + 1
+	tErrno
+	tErrMsg
+	tIno
+	tParent
+	tNewParent
+	tHandle
+	tName
+	tNewName
+	tPath
+	tMode
+	tUid
+	tGid
+	tFlags
+	tMask
+	tOffset
+	tSize
+	tIdx
+	tChunkSize
+	tStripeCnt
+	tStripeUnit
+	tAtime
+	tMtime
+	tJob
+	tRank
+	tNode
+	tAttr
+	tEntries
+	tChunks
+	tServers
+	tSync
+	tTier
+	tAddr
+	tID
+	tUsed
+	tCap
+	tGen
+)
+
+// Encoder appends tagged fields to a byte slice.
+type encoder struct{ b []byte }
+
+func (e *encoder) uv(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) sv(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string) { e.uv(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) tag(t byte)   { e.b = append(e.b, t) }
+func (e *encoder) u(t byte, v uint64) {
+	if v != 0 {
+		e.tag(t)
+		e.uv(v)
+	}
+}
+func (e *encoder) s(t byte, v int64) {
+	if v != 0 {
+		e.tag(t)
+		e.sv(v)
+	}
+}
+func (e *encoder) st(t byte, v string) {
+	if v != "" {
+		e.tag(t)
+		e.str(v)
+	}
+}
+
+// Append encodes m and appends it to b.
+func (m *Msg) Append(b []byte) []byte {
+	e := encoder{b: b}
+	e.u(tOp, uint64(m.Op))
+	e.u(tErrno, uint64(m.Errno))
+	e.st(tErrMsg, m.ErrMsg)
+	e.u(tIno, m.Ino)
+	e.u(tParent, m.Parent)
+	e.u(tNewParent, m.NewParent)
+	e.u(tHandle, m.Handle)
+	e.st(tName, m.Name)
+	e.st(tNewName, m.NewName)
+	e.st(tPath, m.Path)
+	e.u(tMode, uint64(m.Mode))
+	e.u(tUid, uint64(m.Uid))
+	e.u(tGid, uint64(m.Gid))
+	e.u(tFlags, uint64(m.Flags))
+	e.u(tMask, uint64(m.Mask))
+	e.u(tOffset, m.Offset)
+	e.u(tSize, m.Size)
+	e.u(tIdx, m.Idx)
+	e.u(tChunkSize, uint64(m.ChunkSize))
+	e.u(tStripeCnt, uint64(m.StripeCnt))
+	e.u(tStripeUnit, uint64(m.StripeUnit))
+	e.s(tAtime, m.Atime)
+	e.s(tMtime, m.Mtime)
+	e.st(tJob, m.Job)
+	e.s(tRank, int64(m.Rank))
+	e.st(tNode, m.Node)
+	if a := m.Attr; a != nil {
+		e.tag(tAttr)
+		e.uv(a.Ino)
+		e.uv(uint64(a.Mode))
+		e.uv(uint64(a.Nlink))
+		e.uv(uint64(a.Uid))
+		e.uv(uint64(a.Gid))
+		e.uv(a.Size)
+		e.sv(a.Atime)
+		e.sv(a.Mtime)
+		e.sv(a.Ctime)
+		e.uv(uint64(a.ChunkSize))
+		e.uv(uint64(a.StripeCnt))
+		e.uv(uint64(a.StripeUnit))
+	}
+	if len(m.Entries) > 0 {
+		e.tag(tEntries)
+		e.uv(uint64(len(m.Entries)))
+		for _, d := range m.Entries {
+			e.str(d.Name)
+			e.uv(d.Ino)
+			e.uv(uint64(d.Mode))
+		}
+	}
+	if len(m.Chunks) > 0 {
+		e.tag(tChunks)
+		e.uv(uint64(len(m.Chunks)))
+		for _, c := range m.Chunks {
+			e.uv(c.Idx)
+			e.str(c.Tier)
+			e.uv(uint64(len(c.Servers)))
+			for _, s := range c.Servers {
+				e.uv(s)
+			}
+		}
+	}
+	if len(m.Servers) > 0 {
+		e.tag(tServers)
+		e.uv(uint64(len(m.Servers)))
+		for _, s := range m.Servers {
+			e.uv(s.ID)
+			e.str(s.Role)
+			e.str(s.Tier)
+			e.str(s.Addr)
+			e.uv(s.Capacity)
+			e.uv(s.Used)
+			e.str(s.Node)
+			if s.Alive {
+				e.uv(1)
+			} else {
+				e.uv(0)
+			}
+			e.uv(uint64(s.Rank))
+		}
+	}
+	if m.Sync {
+		e.tag(tSync)
+	}
+	e.st(tTier, m.Tier)
+	e.st(tAddr, m.Addr)
+	e.u(tID, m.ID)
+	e.u(tUsed, m.Used)
+	e.u(tCap, m.Cap)
+	e.u(tGen, m.Gen)
+	return e.b
+}
+
+// decoder reads tagged fields; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = ErrMalformed
+	}
+}
+
+func (d *decoder) uv() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	v := d.uv()
+	if v > math.MaxUint32 {
+		d.fail()
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *decoder) sv() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string {
+	n := d.uv()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// count reads a list length and checks it is plausible given the bytes left
+// (each element takes at least min bytes), so a hostile length cannot make
+// the decoder allocate without bound.
+func (d *decoder) count(min int) int {
+	n := d.uv()
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(len(d.b)/min) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+// Decode parses an encoded Msg. Unknown tags are an error: both ends are the
+// same binary version within a cluster.
+func Decode(b []byte) (*Msg, error) {
+	m := &Msg{}
+	d := decoder{b: b}
+	var last byte
+	for len(d.b) > 0 && d.err == nil {
+		t := d.b[0]
+		d.b = d.b[1:]
+		if t <= last {
+			return nil, fmt.Errorf("%w: tag %d out of order", ErrMalformed, t)
+		}
+		last = t
+		switch t {
+		case tOp:
+			v := d.uv()
+			if v > math.MaxUint16 {
+				d.fail()
+			}
+			m.Op = Op(v)
+		case tErrno:
+			m.Errno = d.u32()
+		case tErrMsg:
+			m.ErrMsg = d.str()
+		case tIno:
+			m.Ino = d.uv()
+		case tParent:
+			m.Parent = d.uv()
+		case tNewParent:
+			m.NewParent = d.uv()
+		case tHandle:
+			m.Handle = d.uv()
+		case tName:
+			m.Name = d.str()
+		case tNewName:
+			m.NewName = d.str()
+		case tPath:
+			m.Path = d.str()
+		case tMode:
+			m.Mode = d.u32()
+		case tUid:
+			m.Uid = d.u32()
+		case tGid:
+			m.Gid = d.u32()
+		case tFlags:
+			m.Flags = d.u32()
+		case tMask:
+			m.Mask = d.u32()
+		case tOffset:
+			m.Offset = d.uv()
+		case tSize:
+			m.Size = d.uv()
+		case tIdx:
+			m.Idx = d.uv()
+		case tChunkSize:
+			m.ChunkSize = d.u32()
+		case tStripeCnt:
+			m.StripeCnt = d.u32()
+		case tStripeUnit:
+			m.StripeUnit = d.u32()
+		case tAtime:
+			m.Atime = d.sv()
+		case tMtime:
+			m.Mtime = d.sv()
+		case tJob:
+			m.Job = d.str()
+		case tRank:
+			v := d.sv()
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				d.fail()
+			}
+			m.Rank = int32(v)
+		case tNode:
+			m.Node = d.str()
+		case tAttr:
+			a := &Attr{}
+			a.Ino = d.uv()
+			a.Mode = d.u32()
+			a.Nlink = d.u32()
+			a.Uid = d.u32()
+			a.Gid = d.u32()
+			a.Size = d.uv()
+			a.Atime = d.sv()
+			a.Mtime = d.sv()
+			a.Ctime = d.sv()
+			a.ChunkSize = d.u32()
+			a.StripeCnt = d.u32()
+			a.StripeUnit = d.u32()
+			m.Attr = a
+		case tEntries:
+			n := d.count(3)
+			m.Entries = make([]DirEntry, 0, n)
+			for i := 0; i < n && d.err == nil; i++ {
+				m.Entries = append(m.Entries, DirEntry{Name: d.str(), Ino: d.uv(), Mode: d.u32()})
+			}
+		case tChunks:
+			n := d.count(3)
+			m.Chunks = make([]ChunkLoc, 0, n)
+			for i := 0; i < n && d.err == nil; i++ {
+				c := ChunkLoc{Idx: d.uv(), Tier: d.str()}
+				k := d.count(1)
+				for j := 0; j < k && d.err == nil; j++ {
+					c.Servers = append(c.Servers, d.uv())
+				}
+				m.Chunks = append(m.Chunks, c)
+			}
+		case tServers:
+			n := d.count(9)
+			m.Servers = make([]ServerInfo, 0, n)
+			for i := 0; i < n && d.err == nil; i++ {
+				s := ServerInfo{ID: d.uv(), Role: d.str(), Tier: d.str(), Addr: d.str(),
+					Capacity: d.uv(), Used: d.uv(), Node: d.str()}
+				s.Alive = d.uv() == 1
+				s.Rank = d.u32()
+				m.Servers = append(m.Servers, s)
+			}
+		case tSync:
+			m.Sync = true
+		case tTier:
+			m.Tier = d.str()
+		case tAddr:
+			m.Addr = d.str()
+		case tID:
+			m.ID = d.uv()
+		case tUsed:
+			m.Used = d.uv()
+		case tCap:
+			m.Cap = d.uv()
+		case tGen:
+			m.Gen = d.uv()
+		default:
+			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
+		}
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
