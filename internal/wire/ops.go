@@ -42,6 +42,7 @@ const (
 	OpPfsRename // pfs tier: rename a namespace path
 	OpPfsUnlink // pfs tier: remove a namespace path
 	OpStat      // data server: capacity and usage
+	OpFault     // inject a fault: Name "slow" (Size = factor ×100), "fill" (Size = capacity), "stall" (Size = ms)
 	opMax
 )
 
@@ -50,7 +51,7 @@ var opNames = [...]string{
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
-	"pfs-link", "pfs-rename", "pfs-unlink", "stat",
+	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault",
 }
 
 func (o Op) String() string {
@@ -107,3 +108,22 @@ func (c Class) String() string {
 	}
 	return "class?"
 }
+
+// Setattr mask bits (Msg.Mask of OpSetattr).
+const (
+	SetMode uint32 = 1 << iota
+	SetUid
+	SetGid
+	SetSize
+	SetAtime
+	SetMtime
+)
+
+// Rename flags (Msg.Flags of OpRename), as renameat2(2).
+const (
+	RenameNoReplace uint32 = 1
+	RenameExchange  uint32 = 2
+)
+
+// Tier ranks: lower is faster. New data lands on the lowest rank with room.
+var TierRank = map[string]uint32{"mem": 0, "ssd": 1, "hdd": 2, "pfs": 3}

@@ -1,0 +1,482 @@
+// Package client is the compute-node side of sluice (LWFS-Client): a FUSE
+// file system (go-fuse raw API) that forwards every request to its
+// forwarding node, tagged with the caller's job id, rank and node. By
+// default it caches no dirty data on the node (direct I/O: a write returns
+// once the forwarding node has stored it), and attribute and entry caches
+// are short-lived. Permission checks are the kernel's (default_permissions)
+// against the caller's uid and gid.
+//
+// It holds no durable state and never talks to data servers or the
+// metadata service directly, except to discover forwarding nodes.
+package client
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Config configures a mount.
+type Config struct {
+	Mountpoint string
+	// Fwd is the forwarding node address; empty: ask the metadata service
+	// (Meta) and pick by the fixed mapping (hash of the node name).
+	Fwd    string
+	Meta   string
+	Secret []byte
+	Node   string
+	JobVar string // environment variable holding the job id
+	Log    *slog.Logger
+	// Timeout bounds each request (an unreachable forwarding node gives
+	// EIO after it). Default 30 s.
+	Timeout time.Duration
+	// AttrTimeout and EntryTimeout bound the kernel's caches (default 1 s).
+	AttrTimeout, EntryTimeout time.Duration
+	// CacheData lets the kernel cache file data (no direct I/O). Off by
+	// default: checkpoint semantics.
+	CacheData bool
+	Debug     bool
+}
+
+// FS is the FUSE file system.
+type FS struct {
+	fuse.RawFileSystem
+	cfg  Config
+	log  *slog.Logger
+	fwd  *rpc.Client
+	ids  ident.Resolver
+	attr time.Duration
+	ent  time.Duration
+
+	nextFh atomic.Uint64
+	dmu    sync.Mutex // guards dirs
+	dirs   map[uint64][]wire.DirEntry
+}
+
+// ChooseFwd returns the forwarding node for node under the fixed mapping:
+// live forwarding nodes sorted by id, indexed by a hash of the node name.
+func ChooseFwd(servers []wire.ServerInfo, node string) (wire.ServerInfo, error) {
+	var fwds []wire.ServerInfo
+	for _, s := range servers {
+		if s.Role == "fwd" && s.Alive {
+			fwds = append(fwds, s)
+		}
+	}
+	if len(fwds) == 0 {
+		return wire.ServerInfo{}, fmt.Errorf("no live forwarding node registered")
+	}
+	sort.Slice(fwds, func(i, j int) bool { return fwds[i].ID < fwds[j].ID })
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return fwds[int(h.Sum32())%len(fwds)], nil
+}
+
+// New connects to the forwarding node.
+func New(ctx context.Context, cfg Config) (*FS, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.AttrTimeout == 0 {
+		cfg.AttrTimeout = time.Second
+	}
+	if cfg.EntryTimeout == 0 {
+		cfg.EntryTimeout = time.Second
+	}
+	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), cfg: cfg, log: cfg.Log,
+		ids: ident.Resolver{JobVar: cfg.JobVar}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
+		dirs: map[uint64][]wire.DirEntry{}}
+	addr := cfg.Fwd
+	if addr == "" {
+		mc := rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
+		defer mc.Close()
+		resp, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		si, err := ChooseFwd(resp.Servers, cfg.Node)
+		if err != nil {
+			return nil, err
+		}
+		addr = si.Addr
+		cfg.Log.Info("forwarding node chosen by fixed mapping", "fwd", si.ID, "addr", addr)
+	}
+	fs.fwd = rpc.NewClient(addr, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "forwarding node " + addr})
+	if _, _, err := fs.fwd.Call(ctx, &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+		return nil, err
+	}
+	return fs, nil
+}
+
+// Mount mounts fs and returns the running server (Serve runs in the
+// background; Wait blocks until unmount).
+func (fs *FS) Mount() (*fuse.Server, error) {
+	opts := &fuse.MountOptions{
+		AllowOther:    true,
+		Options:       []string{"default_permissions"},
+		MaxWrite:      1 << 20,
+		MaxBackground: 64,
+		FsName:        "sluice",
+		Name:          "sluice",
+		Debug:         fs.cfg.Debug,
+		DirectMount:   true,
+		// Every request goes through the daemon: no readdirplus (we list
+		// names, attributes come from lookups) and no kernel passthrough.
+		DisabledCapabilities: fuse.CAP_READDIRPLUS | fuse.CAP_PASSTHROUGH,
+	}
+	srv, err := fuse.NewServer(fs, fs.cfg.Mountpoint, opts)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// Close drops the connection to the forwarding node.
+func (fs *FS) Close() { fs.fwd.Close() }
+
+func (fs *FS) String() string { return "sluice" }
+
+// call sends one request tagged with the caller's identity.
+func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
+	id := fs.ids.Lookup(h.Pid)
+	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.cfg.Node
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if cancel != nil {
+		go func() {
+			select {
+			case <-cancel:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	resp, p, err := fs.fwd.Call(ctx, m, payload, into)
+	if err != nil {
+		if rpc.Errno(err) == syscall.EIO {
+			fs.log.Error("request failed", "op", m.Op, "ino", m.Ino, "err", err)
+		}
+		return resp, p, fuse.Status(rpc.Errno(err))
+	}
+	return resp, p, fuse.OK
+}
+
+func toAttr(a *wire.Attr, out *fuse.Attr) {
+	out.Ino = a.Ino
+	out.Size = a.Size
+	out.Blocks = (a.Size + 511) / 512
+	out.Atime, out.Atimensec = uint64(a.Atime/1e9), uint32(a.Atime%1e9)
+	out.Mtime, out.Mtimensec = uint64(a.Mtime/1e9), uint32(a.Mtime%1e9)
+	out.Ctime, out.Ctimensec = uint64(a.Ctime/1e9), uint32(a.Ctime%1e9)
+	out.Mode = a.Mode
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Blksize = 1 << 20
+}
+
+func (fs *FS) entry(a *wire.Attr, out *fuse.EntryOut) {
+	out.NodeId = a.Ino
+	out.Generation = 1
+	out.SetEntryTimeout(fs.ent)
+	out.SetAttrTimeout(fs.attr)
+	toAttr(a, &out.Attr)
+}
+
+// Lookup implements fuse.RawFileSystem.
+func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	fs.entry(resp.Attr, out)
+	return fuse.OK
+}
+
+// Forget implements fuse.RawFileSystem: node ids are inode numbers, so
+// there is nothing to forget.
+func (fs *FS) Forget(nodeid, nlookup uint64) {}
+
+// GetAttr implements fuse.RawFileSystem.
+func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpGetattr, Ino: in.NodeId}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	toAttr(resp.Attr, &out.Attr)
+	out.SetTimeout(fs.attr)
+	return fuse.OK
+}
+
+// SetAttr implements fuse.RawFileSystem.
+func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	m := &wire.Msg{Op: wire.OpSetattr, Ino: in.NodeId}
+	now := time.Now().UnixNano()
+	if in.Valid&fuse.FATTR_MODE != 0 {
+		m.Mask |= wire.SetMode
+		m.Mode = in.Mode
+	}
+	if in.Valid&fuse.FATTR_UID != 0 {
+		m.Mask |= wire.SetUid
+		m.Uid = in.Owner.Uid
+	}
+	if in.Valid&fuse.FATTR_GID != 0 {
+		m.Mask |= wire.SetGid
+		m.Gid = in.Owner.Gid
+	}
+	if in.Valid&fuse.FATTR_SIZE != 0 {
+		m.Mask |= wire.SetSize
+		m.Size = in.Size
+	}
+	if in.Valid&fuse.FATTR_ATIME != 0 {
+		m.Mask |= wire.SetAtime
+		m.Atime = int64(in.Atime)*1e9 + int64(in.Atimensec)
+		if in.Valid&fuse.FATTR_ATIME_NOW != 0 {
+			m.Atime = now
+		}
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		m.Mask |= wire.SetMtime
+		m.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
+		if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
+			m.Mtime = now
+		}
+	}
+	resp, _, st := fs.call(cancel, &in.InHeader, m, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	toAttr(resp.Attr, &out.Attr)
+	out.SetTimeout(fs.attr)
+	return fuse.OK
+}
+
+// create makes a new inode owned by the caller.
+func (fs *FS) create(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, out *fuse.EntryOut) fuse.Status {
+	m.Uid, m.Gid = h.Uid, h.Gid
+	resp, _, st := fs.call(cancel, h, m, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	fs.entry(resp.Attr, out)
+	return fuse.OK
+}
+
+// Mknod implements fuse.RawFileSystem (regular files only).
+func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	if in.Mode&syscall.S_IFMT != syscall.S_IFREG && in.Mode&syscall.S_IFMT != 0 {
+		return fuse.EPERM
+	}
+	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777, Flags: syscall.O_EXCL}, out)
+}
+
+// Mkdir implements fuse.RawFileSystem.
+func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMkdir, Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777}, out)
+}
+
+// Symlink implements fuse.RawFileSystem.
+func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(cancel, h, &wire.Msg{Op: wire.OpSymlink, Parent: h.NodeId, Name: name, Path: target}, out)
+}
+
+// Link implements fuse.RawFileSystem.
+func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpLink, Ino: in.Oldnodeid, NewParent: in.NodeId, NewName: name}, out)
+}
+
+// Readlink implements fuse.RawFileSystem.
+func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpReadlink, Ino: h.NodeId}, nil, nil)
+	if st != fuse.OK {
+		return nil, st
+	}
+	return []byte(resp.Path), fuse.OK
+}
+
+// Unlink implements fuse.RawFileSystem.
+func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	_, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpUnlink, Parent: h.NodeId, Name: name}, nil, nil)
+	return st
+}
+
+// Rmdir implements fuse.RawFileSystem.
+func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	_, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name}, nil, nil)
+	return st
+}
+
+// Rename implements fuse.RawFileSystem.
+func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRename, Parent: in.NodeId, Name: oldName,
+		NewParent: in.Newdir, NewName: newName, Flags: in.Flags}, nil, nil)
+	return st
+}
+
+// Access implements fuse.RawFileSystem; the kernel checks permissions
+// (default_permissions), so only existence is left.
+func (fs *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	return fuse.OK
+}
+
+func (fs *FS) openFlags() uint32 {
+	if fs.cfg.CacheData {
+		return 0
+	}
+	return fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
+}
+
+// Create implements fuse.RawFileSystem.
+func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	flags := uint32(0)
+	if in.Flags&syscall.O_EXCL != 0 {
+		flags = syscall.O_EXCL
+	}
+	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777, Flags: flags, Uid: in.Uid, Gid: in.Gid}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	if _, _, st = fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: resp.Attr.Ino, Flags: in.Flags}, nil, nil); st != fuse.OK {
+		return st
+	}
+	fs.entry(resp.Attr, &out.EntryOut)
+	out.Fh = fs.nextFh.Add(1)
+	out.OpenFlags = fs.openFlags()
+	return fuse.OK
+}
+
+// Open implements fuse.RawFileSystem.
+func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: in.NodeId, Flags: in.Flags}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	out.Fh = fs.nextFh.Add(1)
+	out.OpenFlags = fs.openFlags()
+	return fuse.OK
+}
+
+// Read implements fuse.RawFileSystem. The data lands directly in buf.
+func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	_, p, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
+	if st != fuse.OK {
+		return nil, st
+	}
+	return fuse.ReadResultData(p), fuse.OK
+}
+
+// Write implements fuse.RawFileSystem.
+func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
+	if st != fuse.OK {
+		return 0, st
+	}
+	return uint32(len(data)), fuse.OK
+}
+
+// Flush implements fuse.RawFileSystem: sizes are reported at close so
+// another node that opens the file next sees them (close-to-open).
+func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId}, nil, nil)
+	return st
+}
+
+// Fsync implements fuse.RawFileSystem: durable on the tier's medium.
+func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId}, nil, nil)
+	return st
+}
+
+// Release implements fuse.RawFileSystem.
+func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.call(nil, &in.InHeader, &wire.Msg{Op: wire.OpRelease, Ino: in.NodeId}, nil, nil)
+}
+
+// OpenDir implements fuse.RawFileSystem: it snapshots the listing, which
+// ReadDir then serves by offset.
+func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	entries := []wire.DirEntry{{Name: ".", Ino: in.NodeId, Mode: syscall.S_IFDIR}, {Name: "..", Ino: 1, Mode: syscall.S_IFDIR}}
+	after := ""
+	for {
+		resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpReaddir, Ino: in.NodeId, Name: after, Size: 4096}, nil, nil)
+		if st != fuse.OK {
+			return st
+		}
+		entries = append(entries, resp.Entries...)
+		if len(resp.Entries) < 4096 {
+			break
+		}
+		after = resp.Entries[len(resp.Entries)-1].Name
+	}
+	fh := fs.nextFh.Add(1)
+	fs.dmu.Lock()
+	fs.dirs[fh] = entries
+	fs.dmu.Unlock()
+	out.Fh = fh
+	return fuse.OK
+}
+
+// ReadDir implements fuse.RawFileSystem.
+func (fs *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	fs.dmu.Lock()
+	entries := fs.dirs[in.Fh]
+	fs.dmu.Unlock()
+	for i := int(in.Offset); i < len(entries); i++ {
+		e := entries[i]
+		if !out.AddDirEntry(fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode, Off: uint64(i + 1)}) {
+			break
+		}
+	}
+	return fuse.OK
+}
+
+// ReleaseDir implements fuse.RawFileSystem.
+func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
+	fs.dmu.Lock()
+	delete(fs.dirs, in.Fh)
+	fs.dmu.Unlock()
+}
+
+// FsyncDir implements fuse.RawFileSystem.
+func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId}, nil, nil)
+	return st
+}
+
+// StatFs implements fuse.RawFileSystem: the tiers' total capacity.
+func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpStatfs}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	const bs = 4096
+	out.Bsize, out.Frsize = bs, bs
+	out.Blocks = resp.Cap / bs
+	free := uint64(0)
+	if resp.Cap > resp.Used {
+		free = (resp.Cap - resp.Used) / bs
+	}
+	out.Bfree, out.Bavail = free, free
+	out.Files = 1 << 40
+	out.Ffree = 1 << 40
+	out.NameLen = 255
+	return fuse.OK
+}

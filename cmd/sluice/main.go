@@ -1,0 +1,675 @@
+// Command sluice is the single binary of sluice: every role (metadata
+// service, data server, forwarding daemon, FUSE client) and the tools to run
+// a local cluster and inspect it. Only this package exits the process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/client"
+	"github.com/sluice-hpc/sluice/cluster"
+	"github.com/sluice-hpc/sluice/data"
+	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/member"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+	"github.com/sluice-hpc/sluice/meta/engine"
+)
+
+type command struct {
+	name, usage string
+	run         func(args []string) error
+}
+
+var commands = []command{
+	{"up", "start a local cluster and mount it: up --dir STATE --mount MNT", cmdUp},
+	{"down", "unmount and stop a local cluster: down --dir STATE", cmdDown},
+	{"status", "show servers, tiers, forwarding nodes and clients", cmdStatus},
+	{"stat", "show a file's layout: stat PATH", cmdStat},
+	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR", cmdSetstripe},
+	{"fault", "inject a fault: fault --server ID (--slow F | --fill BYTES | --stall MS)", cmdFault},
+	{"restart", "restart one daemon of a local cluster: restart --dir STATE NAME", cmdRestart},
+	{"meta", "run the metadata service", cmdMeta},
+	{"data", "run a data server for one tier", cmdData},
+	{"fwd", "run a forwarding daemon", cmdFwd},
+	{"mount", "mount sluice with FUSE: mount [flags] MOUNTPOINT", cmdMount},
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage(os.Stdout)
+		return
+	}
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			if err := c.run(os.Args[2:]); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					return
+				}
+				fmt.Fprintf(os.Stderr, "sluice %s: %v\n", c.name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "sluice: unknown command %q (run 'sluice help')\n", os.Args[1])
+	os.Exit(2)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "sluice: application-aware I/O forwarding and tiered burst buffer\n\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.usage)
+	}
+}
+
+// flagSet returns a flag set that reports errors as one line, with a
+// --config FILE option whose "name = value" lines set the same flags.
+func flagSet(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg := fs.String("config", "", "file of `name = value` lines setting these flags")
+	return fs, cfg
+}
+
+func parse(fs *flag.FlagSet, cfg *string, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return err
+		}
+		return err
+	}
+	if *cfg == "" {
+		return nil
+	}
+	b, err := os.ReadFile(*cfg)
+	if err != nil {
+		return fmt.Errorf("config: %v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return fmt.Errorf("config %s:%d: want name = value", *cfg, i+1)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if fs.Lookup(k) == nil {
+			return fmt.Errorf("config %s:%d: unknown setting %q", *cfg, i+1, k)
+		}
+		if set[k] {
+			continue // the command line wins
+		}
+		if err := fs.Set(k, v); err != nil {
+			return fmt.Errorf("config %s:%d: %s: %v", *cfg, i+1, k, err)
+		}
+	}
+	return nil
+}
+
+func logger(role string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", role)
+}
+
+func readSecret(file string) ([]byte, error) {
+	if s := os.Getenv("SLUICE_SECRET"); s != "" && file == "" {
+		return []byte(s), nil
+	}
+	if file == "" {
+		return nil, fmt.Errorf("--secret-file is required (or set SLUICE_SECRET)")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("secret: %v", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) < 16 {
+		return nil, fmt.Errorf("secret in %s is shorter than 16 characters", file)
+	}
+	return []byte(s), nil
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// signalContext ends on SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+func writeAddr(file, addr string) error {
+	if file == "" {
+		return nil
+	}
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+func checkListen(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %v", addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("--listen %q: give an explicit address (0.0.0.0 to listen beyond loopback)", addr)
+	}
+	return nil
+}
+
+func cmdMeta(args []string) error {
+	fs, cfg := flagSet("meta")
+	listen := fs.String("listen", "127.0.0.1:7100", "address to listen on")
+	dir := fs.String("dir", "", "directory of the embedded store")
+	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	addrFile := fs.String("addr-file", "", "write the bound address here")
+	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if err := checkListen(*listen); err != nil {
+		return err
+	}
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	if *eng != "mem" && *dir == "" {
+		return fmt.Errorf("--dir is required for engine %q", *eng)
+	}
+	if *dir != "" {
+		if err := os.MkdirAll(*dir, 0o700); err != nil {
+			return err
+		}
+	}
+	e, err := engine.Open(*eng, *dir)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	log := logger("meta")
+	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	if err := writeAddr(*addrFile, ln.Addr().String()); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	go svc.RunGC(ctx, 2*time.Second)
+	srv := rpc.NewServer(secret, svc.Handler(), log)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("metadata service listening", "addr", ln.Addr().String(), "engine", *eng)
+	return srv.Serve(ln)
+}
+
+func cmdData(args []string) error {
+	fs, cfg := flagSet("data")
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	kind := fs.String("tier", "", "tier kind: mem, ssd, hdd or pfs")
+	dir := fs.String("dir", "", "directory holding the chunks (tmpfs for mem; the PFS mount for pfs)")
+	capacity := fs.String("capacity", "0", "byte budget (e.g. 2G); 0: the file system's size")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
+	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
+	node := fs.String("node", hostname(), "node name")
+	addrFile := fs.String("addr-file", "", "write the bound address here")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if err := checkListen(*listen); err != nil {
+		return err
+	}
+	if _, ok := wire.TierRank[*kind]; !ok {
+		return fmt.Errorf("--tier %q: want mem, ssd, hdd or pfs", *kind)
+	}
+	if *dir == "" {
+		return fmt.Errorf("--dir is required")
+	}
+	c, err := cluster.ParseSize(*capacity)
+	if err != nil {
+		return fmt.Errorf("--capacity: %v", err)
+	}
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	log := logger("data").With("tier", *kind)
+	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *listen, Meta: *metaAddr,
+		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log})
+	if err != nil {
+		return err
+	}
+	ln, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	if err := writeAddr(*addrFile, srv.Addr()); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	idFile := filepath.Join(*dir, ".sluice-id")
+	if *kind == "pfs" {
+		idFile = filepath.Join(*dir, ".sluice", "id")
+	}
+	return srv.Run(ctx, ln, idFile)
+}
+
+func cmdFwd(args []string) error {
+	fs, cfg := flagSet("fwd")
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	mbps := fs.Float64("max-mbps", 0, "link bandwidth cap in MB/s; 0: none")
+	node := fs.String("node", hostname(), "node name")
+	addrFile := fs.String("addr-file", "", "write the bound address here")
+	idFile := fs.String("id-file", "", "keep the assigned id here across restarts")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if err := checkListen(*listen); err != nil {
+		return err
+	}
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	log := logger("fwd")
+	srv := fwd.New(fwd.Config{Listen: *listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
+		MaxMBps: *mbps, Timeout: *timeout})
+	ln, err := srv.Listen()
+	if err != nil {
+		return err
+	}
+	if err := writeAddr(*addrFile, srv.Addr()); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	return srv.Run(ctx, ln, *idFile)
+}
+
+func cmdMount(args []string) error {
+	fs, cfg := flagSet("mount")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address (to find a forwarding node)")
+	fwdAddr := fs.String("fwd", "", "forwarding node address (default: chosen by the fixed mapping)")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	node := fs.String("node", hostname(), "node name sent with every request")
+	jobVar := fs.String("jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
+	timeout := fs.Duration("timeout", 30*time.Second, "a request not answered within this fails with EIO")
+	cache := fs.Bool("cache-data", false, "let the kernel cache file data (default: direct I/O)")
+	debug := fs.Bool("debug", false, "log every FUSE request")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one mount point, got %d arguments", fs.NArg())
+	}
+	mnt := fs.Arg(0)
+	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
+		return fmt.Errorf("mount point %s is not a directory", mnt)
+	}
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	log := logger("client")
+	ctx, stop := signalContext()
+	defer stop()
+	cctx, cancel := context.WithTimeout(ctx, *timeout)
+	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
+		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug})
+	cancel()
+	if err != nil {
+		return err
+	}
+	srv, err := fsys.Mount()
+	if err != nil {
+		return fmt.Errorf("mount %s: %v", mnt, err)
+	}
+	log.Info("mounted", "mountpoint", mnt)
+	// report this client in the registry so status can list mounts
+	mc := rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "metadata service"})
+	mem := &member.Member{Meta: mc, Log: log, Info: func() wire.ServerInfo {
+		return wire.ServerInfo{Role: "client", Addr: mnt, Node: *node}
+	}}
+	go func() {
+		if err := mem.Register(ctx); err == nil {
+			mem.Run(ctx)
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(done)
+	}()
+	select {
+	case <-ctx.Done():
+		if err := srv.Unmount(); err != nil {
+			log.Warn("unmount failed, detaching", "err", err)
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+		<-done
+	case <-done:
+	}
+	fsys.Close()
+	return nil
+}
+
+func cmdUp(args []string) error {
+	fs, cfg := flagSet("up")
+	var o cluster.Options
+	fs.StringVar(&o.Dir, "dir", "", "state directory")
+	fs.StringVar(&o.Mount, "mount", "", "mount point")
+	mem := fs.String("mem", "2G", "memory tier budget")
+	ssd := fs.String("ssd", "8G", "ssd tier budget (0 disables the tier)")
+	fs.StringVar(&o.PFS, "pfs", "", "PFS directory for the pfs tier (default STATE/pfs)")
+	fs.IntVar(&o.Fwds, "fwds", 2, "forwarding daemons")
+	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
+	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon")
+	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if o.Dir == "" || o.Mount == "" {
+		return fmt.Errorf("--dir and --mount are required")
+	}
+	var err error
+	if o.MemBytes, err = cluster.ParseSize(*mem); err != nil {
+		return fmt.Errorf("--mem: %v", err)
+	}
+	if o.SSDBytes, err = cluster.ParseSize(*ssd); err != nil {
+		return fmt.Errorf("--ssd: %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Exe = exe
+	c, err := cluster.Up(o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("sluice is up: %s mounted (state in %s, metadata service %s)\n", c.Mount, c.Dir, c.MetaAddr)
+	return nil
+}
+
+func cmdDown(args []string) error {
+	fs, cfg := flagSet("down")
+	dir := fs.String("dir", "", "state directory")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	d, err := stateDir(*dir)
+	if err != nil {
+		return err
+	}
+	return cluster.Down(d)
+}
+
+func cmdRestart(args []string) error {
+	fs, cfg := flagSet("restart")
+	dir := fs.String("dir", "", "state directory")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	d, err := stateDir(*dir)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one daemon name (see %s/run)", d)
+	}
+	return cluster.Restart(d, fs.Arg(0))
+}
+
+// stateDir resolves --dir, falling back to the cluster `up` started last.
+func stateDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	if d := os.Getenv("SLUICE_DIR"); d != "" {
+		return d, nil
+	}
+	if d, err := cluster.Current(); err == nil {
+		return d, nil
+	}
+	return "", fmt.Errorf("--dir is required (no cluster started with 'sluice up' found)")
+}
+
+// metaClient connects to the cluster named by --dir or --meta.
+func metaClient(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, error) {
+	dir := fs.String("dir", "", "state directory of a local cluster")
+	metaAddr := fs.String("meta", "", "metadata service address")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	if err := parse(fs, cfg, args); err != nil {
+		return nil, err
+	}
+	if *metaAddr == "" {
+		d, err := stateDir(*dir)
+		if err != nil {
+			return nil, err
+		}
+		c, err := cluster.Load(d)
+		if err != nil {
+			return nil, err
+		}
+		*metaAddr = c.MetaAddr
+		if *secretFile == "" {
+			*secretFile = c.SecretFile()
+		}
+	}
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return nil, err
+	}
+	return rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + *metaAddr}), nil
+}
+
+func cmdStatus(args []string) error {
+	fs, cfg := flagSet("status")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpServers}, nil, nil)
+	if err != nil {
+		return err
+	}
+	servers := resp.Servers
+	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
+	fmt.Printf("%-4s %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", "ID", "ROLE", "TIER", "ADDRESS", "NODE", "CAPACITY", "USED", "USED%", "STATE")
+	tiers := map[string][2]uint64{}
+	for _, s := range servers {
+		state := "up"
+		if !s.Alive {
+			state = "DOWN"
+		}
+		capS, usedS, pct := "-", "-", "-"
+		if s.Role == "data" {
+			capS, usedS = cluster.FormatSize(s.Capacity), cluster.FormatSize(s.Used)
+			if s.Capacity > 0 {
+				pct = fmt.Sprintf("%.1f", 100*float64(s.Used)/float64(s.Capacity))
+			}
+			if s.Alive {
+				t := tiers[s.Tier]
+				tiers[s.Tier] = [2]uint64{t[0] + s.Capacity, t[1] + s.Used}
+			}
+		}
+		tier := s.Tier
+		if tier == "" {
+			tier = "-"
+		}
+		fmt.Printf("%-4d %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", s.ID, s.Role, tier, s.Addr, s.Node, capS, usedS, pct, state)
+	}
+	fmt.Println("\nTIER  CAPACITY       USED")
+	for _, t := range []string{"mem", "ssd", "hdd", "pfs"} {
+		if v, ok := tiers[t]; ok {
+			fmt.Printf("%-5s %-14s %s\n", t, cluster.FormatSize(v[0]), cluster.FormatSize(v[1]))
+		}
+	}
+	return nil
+}
+
+func cmdStat(args []string) error {
+	fs, cfg := flagSet("stat")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one path")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fs.Arg(0), &st); err != nil {
+		return fmt.Errorf("%s: %v", fs.Arg(0), err)
+	}
+	ctx := context.Background()
+	a, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: st.Ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	l, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: st.Ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	at := a.Attr
+	fmt.Printf("path:        %s\ninode:       %d\nsize:        %d\nchunk size:  %d\nstripe:      count %d, unit %d\nchunks:      %d allocated\n",
+		fs.Arg(0), at.Ino, at.Size, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
+	for _, c := range l.Chunks {
+		fmt.Printf("  chunk %-6d tier %-4s servers %v\n", c.Idx, c.Tier, c.Servers)
+	}
+	return nil
+}
+
+func cmdSetstripe(args []string) error {
+	fs, cfg := flagSet("setstripe")
+	chunk := fs.String("chunk-size", "0", "chunk size (power of two, e.g. 4M)")
+	count := fs.Uint("count", 0, "stripe count: data servers per chunk")
+	unit := fs.String("unit", "0", "stripe unit")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one directory")
+	}
+	cs, err := cluster.ParseSize(*chunk)
+	if err != nil {
+		return fmt.Errorf("--chunk-size: %v", err)
+	}
+	us, err := cluster.ParseSize(*unit)
+	if err != nil {
+		return fmt.Errorf("--unit: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fs.Arg(0), &st); err != nil {
+		return err
+	}
+	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpSetLayout, Ino: st.Ino,
+		ChunkSize: uint32(cs), StripeCnt: uint32(*count), StripeUnit: uint32(us)}, nil, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: chunk size %d, stripe count %d, unit %d\n", fs.Arg(0), resp.Attr.ChunkSize, resp.Attr.StripeCnt, resp.Attr.StripeUnit)
+	return nil
+}
+
+func cmdFault(args []string) error {
+	fs, cfg := flagSet("fault")
+	id := fs.Uint64("server", 0, "id of the data server or forwarding node (see status)")
+	slow := fs.Float64("slow", 0, "make every request take this many times as long")
+	fill := fs.String("fill", "", "shrink the tier's budget to this size")
+	stall := fs.Int("stall", -1, "delay every request by this many milliseconds (0 clears)")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	ctx := context.Background()
+	resp, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+	if err != nil {
+		return err
+	}
+	var target *wire.ServerInfo
+	for i := range resp.Servers {
+		if resp.Servers[i].ID == *id {
+			target = &resp.Servers[i]
+		}
+	}
+	if target == nil || target.Role == "client" {
+		return fmt.Errorf("--server %d: no such data server or forwarding node", *id)
+	}
+	m := &wire.Msg{Op: wire.OpFault}
+	switch {
+	case *slow > 0:
+		m.Name, m.Size = "slow", uint64(*slow*100)
+	case *fill != "":
+		n, err := cluster.ParseSize(*fill)
+		if err != nil {
+			return fmt.Errorf("--fill: %v", err)
+		}
+		m.Name, m.Size = "fill", uint64(n)
+	case *stall >= 0:
+		m.Name, m.Size = "stall", uint64(*stall)
+	default:
+		return fmt.Errorf("give one of --slow, --fill, --stall")
+	}
+	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("server %d", *id)})
+	defer sc.Close()
+	_, _, err = sc.Call(ctx, m, nil, nil)
+	return err
+}
+
+func mustSecret(fs *flag.FlagSet) []byte {
+	file := fs.Lookup("secret-file").Value.String()
+	if file == "" {
+		if d, err := stateDir(fs.Lookup("dir").Value.String()); err == nil {
+			if c, err := cluster.Load(d); err == nil {
+				file = c.SecretFile()
+			}
+		}
+	}
+	s, _ := readSecret(file)
+	return s
+}

@@ -1,0 +1,240 @@
+// Package data is the data server daemon: it serves chunk reads and writes
+// for one tier from a tier.Store, under optional bandwidth and IOPS caps,
+// reports capacity and usage to the metadata service, and accepts injected
+// faults (slowdown, fill-up, stall). It owns no metadata and never decides
+// where data goes.
+package data
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/bufpool"
+	"github.com/sluice-hpc/sluice/internal/member"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/throttle"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/tier"
+)
+
+// ChunkDeleteAll mirrors meta.ChunkDeleteAll.
+const ChunkDeleteAll = 1
+
+// Config configures a data server.
+type Config struct {
+	Kind     string // mem, ssd, hdd, pfs
+	Dir      string
+	Capacity int64
+	Listen   string // default 127.0.0.1:0
+	Meta     string // metadata service address
+	Secret   []byte
+	Node     string
+	MaxMBps  float64 // 0: unlimited
+	MaxIOPS  float64
+	Workers  int // concurrent requests toward the medium (default 16)
+	Log      *slog.Logger
+	Now      func() time.Time
+	// AddrFile, if set, receives the bound address once listening.
+	AddrFile string
+}
+
+// Server is a running data server.
+type Server struct {
+	cfg   Config
+	store tier.Store
+	bw    *throttle.Bucket
+	iops  *throttle.Bucket
+	sem   chan struct{}
+	stall atomic.Int64 // injected per-request stall, ns
+	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
+	mem   *member.Member
+	rpc   *rpc.Server
+	addr  string
+}
+
+// New opens the store.
+func New(cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 16
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	st, err := tier.Open(cfg.Kind, tier.Config{Dir: cfg.Dir, Capacity: cfg.Capacity})
+	if err != nil {
+		return nil, err
+	}
+	// Buckets always exist so a slowdown can be injected into an
+	// uncapped server; uncapped means a rate no device reaches.
+	mbps, iops := cfg.MaxMBps, cfg.MaxIOPS
+	if mbps <= 0 {
+		mbps = 1e6
+	}
+	if iops <= 0 {
+		iops = 1e9
+	}
+	s := &Server{cfg: cfg, store: st, sem: make(chan struct{}, cfg.Workers),
+		bw:   throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
+		iops: throttle.New(iops, iops/20, cfg.Now)}
+	return s, nil
+}
+
+// Store exposes the chunk store (tests).
+func (s *Server) Store() tier.Store { return s.store }
+
+// Addr returns the listening address once Run has started listening.
+func (s *Server) Addr() string { return s.addr }
+
+// Listen binds the listening socket.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	s.addr = ln.Addr().String()
+	return ln, nil
+}
+
+// Run serves on ln, registers with the metadata service and heartbeats
+// until ctx ends.
+func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error {
+	s.rpc = rpc.NewServer(s.cfg.Secret, s, s.cfg.Log)
+	go func() {
+		<-ctx.Done()
+		s.rpc.Close()
+	}()
+	metaC := rpc.NewClient(s.cfg.Meta, s.cfg.Secret, rpc.ClientOptions{Name: "metadata service " + s.cfg.Meta})
+	s.mem = &member.Member{Meta: metaC, IDFile: idFile, Log: s.cfg.Log, Info: func() wire.ServerInfo {
+		c, u := s.store.Usage()
+		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node}
+	}}
+	go func() {
+		for ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := s.mem.Register(rctx)
+			cancel()
+			if err == nil {
+				s.cfg.Log.Info("data server registered", "id", s.mem.ID(), "tier", s.cfg.Kind, "addr", s.addr)
+				s.mem.Run(ctx)
+				return
+			}
+			s.cfg.Log.Warn("registration failed, retrying", "err", err)
+		}
+	}()
+	err := s.rpc.Serve(ln)
+	s.store.Close()
+	metaC.Close()
+	return err
+}
+
+// Handle implements rpc.Handler.
+func (s *Server) Handle(r *rpc.Request) {
+	go s.serve(r)
+}
+
+func (s *Server) serve(r *rpc.Request) {
+	m := r.Msg
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if d := s.stall.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
+	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite {
+		s.iops.Wait(ctx, 1)
+		s.bw.Wait(ctx, float64(m.Size))
+	}
+	start := time.Now()
+	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
+	var err error
+	switch m.Op {
+	case wire.OpPing:
+	case wire.OpChunkWrite:
+		if uint64(len(r.Payload)) != m.Size {
+			err = rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(r.Payload), m.Size)
+			break
+		}
+		err = s.store.Write(id, int64(m.Offset), r.Payload, int64(m.Cap))
+	case wire.OpChunkRead:
+		if m.Size > wire.MaxPayload {
+			err = rpc.Errorf(syscall.EINVAL, "read of %d bytes too large", m.Size)
+			break
+		}
+		buf := bufpool.Get(int(m.Size))
+		if err = s.store.Read(id, int64(m.Offset), buf); err == nil {
+			s.reply(r, start, &wire.Msg{Size: m.Size}, buf)
+			bufpool.Put(buf)
+			return
+		}
+		bufpool.Put(buf)
+	case wire.OpChunkTrunc:
+		err = s.store.Truncate(id, int64(m.Size))
+	case wire.OpChunkDelete:
+		err = s.store.DeleteFile(m.Ino)
+	case wire.OpChunkSync:
+		err = s.store.Sync(m.Ino)
+	case wire.OpStat:
+		c, u := s.store.Usage()
+		s.reply(r, start, &wire.Msg{Cap: uint64(c), Used: uint64(u), Tier: s.cfg.Kind}, nil)
+		return
+	case wire.OpPfsLink, wire.OpPfsRename, wire.OpPfsUnlink:
+		pv, ok := s.store.(tier.PathView)
+		if !ok {
+			err = rpc.Errorf(syscall.EINVAL, "%s tier keeps no namespace view", s.cfg.Kind)
+			break
+		}
+		switch m.Op {
+		case wire.OpPfsLink:
+			err = pv.Link(m.Ino, m.Path)
+		case wire.OpPfsRename:
+			err = pv.Rename(m.Path, m.NewName)
+		default:
+			err = pv.Unlink(m.Path)
+		}
+	case wire.OpFault:
+		err = s.fault(m)
+	default:
+		err = rpc.Errorf(syscall.ENOSYS, "data server: unsupported operation %v", m.Op)
+	}
+	if err != nil && rpc.Errno(err) == syscall.EIO {
+		err = fmt.Errorf("data server %d (%s): %w", s.mem.ID(), s.cfg.Kind, err)
+	}
+	s.reply(r, start, rpc.ToMsg(&wire.Msg{}, err), nil)
+}
+
+// reply answers r; under an injected slowdown of f it first waits so the
+// request takes f times its real service time.
+func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []byte) {
+	if f := s.slow.Load(); f > 100 {
+		time.Sleep(time.Since(start) * time.Duration(f-100) / 100)
+	}
+	r.Reply(m, payload)
+}
+
+// fault applies an injected fault.
+func (s *Server) fault(m *wire.Msg) error {
+	switch m.Name {
+	case "slow":
+		f := float64(m.Size) / 100
+		s.slow.Store(int64(m.Size))
+		s.bw.SetSlowdown(f)
+		s.iops.SetSlowdown(f)
+	case "fill":
+		s.store.SetCapacity(int64(m.Size))
+	case "stall":
+		s.stall.Store(int64(time.Duration(m.Size) * time.Millisecond))
+	default:
+		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", m.Name)
+	}
+	s.cfg.Log.Warn("fault injected", "fault", m.Name, "value", m.Size)
+	return nil
+}

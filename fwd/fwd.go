@@ -1,0 +1,714 @@
+// Package fwd is the forwarding daemon (LWFSD / IO proxy): it serves many
+// clients over authenticated connections and runs every request through a
+// staged pipeline with one queue and worker pool per class (metadata, small
+// I/O, bulk I/O), so a slow bulk transfer never holds up metadata or small
+// requests. It resolves file layouts with the metadata service, moves data
+// to and from data servers with a bounded number of requests in flight per
+// backend, and reports file growth back to the metadata service.
+//
+// It keeps no durable state: a crash loses only sizes not yet reported for
+// writes never fsynced. It never decides placement (the metadata service
+// does) and never talks FUSE (the client does).
+package fwd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/bufpool"
+	"github.com/sluice-hpc/sluice/internal/member"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/throttle"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/layout"
+)
+
+// Config configures a forwarding daemon.
+type Config struct {
+	Listen  string
+	Meta    string
+	Secret  []byte
+	Node    string
+	Log     *slog.Logger
+	Now     func() time.Time
+	MaxMBps float64 // emulated link bandwidth; 0: unlimited
+	// Workers per pipeline class (meta, small, bulk). Defaults 16, 16, 8.
+	Workers [wire.NumClasses]int
+	// BackendInflight bounds requests in flight to one data server.
+	BackendInflight int
+	// Timeout bounds each call to the metadata service or a data server.
+	Timeout time.Duration
+	// SizeFlush is how often unreported file growth is sent to the
+	// metadata service (default 500 ms).
+	SizeFlush time.Duration
+}
+
+// Server is a running forwarding daemon.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	meta   *rpc.Client
+	queues [wire.NumClasses]chan *rpc.Request
+	bw     *throttle.Bucket
+	stall  atomic.Int64 // injected per-request stall (ns)
+	addr   string
+	mem    *member.Member
+
+	bmu      sync.Mutex // guards backends
+	backends map[uint64]*backend
+
+	fmu   sync.Mutex // guards files
+	files map[uint64]*file
+
+	// Depth and served count per class, for status and tests.
+	Depth  [wire.NumClasses]atomic.Int64
+	Served [wire.NumClasses]atomic.Int64
+}
+
+type backend struct {
+	c   *rpc.Client
+	sem chan struct{}
+}
+
+// file is the daemon's soft state for one inode.
+type file struct {
+	mu         sync.Mutex // guards the fields below
+	chunkSize  int64
+	stripeUnit int64
+	size       uint64 // largest size known (metadata or local writes)
+	pending    bool   // size/mtime not yet reported
+	mtime      int64
+	chunks     map[uint64]wire.ChunkLoc
+	loaded     bool            // chunks holds the full layout as of loading
+	dirty      map[uint64]bool // data servers written since the last fsync
+	opens      int
+}
+
+// New returns a daemon; Run starts it.
+func New(cfg Config) *Server {
+	def := [wire.NumClasses]int{16, 16, 8}
+	for i := range cfg.Workers {
+		if cfg.Workers[i] <= 0 {
+			cfg.Workers[i] = def[i]
+		}
+	}
+	if cfg.BackendInflight <= 0 {
+		cfg.BackendInflight = 8
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.SizeFlush <= 0 {
+		cfg.SizeFlush = 500 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	// The bucket always exists so a slowdown can be injected into an
+	// uncapped daemon; uncapped means a rate no link reaches.
+	mbps := cfg.MaxMBps
+	if mbps <= 0 {
+		mbps = 1e6
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, backends: map[uint64]*backend{}, files: map[uint64]*file{},
+		bw: throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now)}
+	s.meta = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
+	for c := range s.queues {
+		s.queues[c] = make(chan *rpc.Request, 4096)
+	}
+	return s
+}
+
+// Listen binds the daemon's socket.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	s.addr = ln.Addr().String()
+	return ln, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() string { return s.addr }
+
+// Run serves until ctx ends.
+func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error {
+	for c := range s.queues {
+		for i := 0; i < s.cfg.Workers[c]; i++ {
+			go s.worker(ctx, wire.Class(c))
+		}
+	}
+	s.mem = &member.Member{Meta: s.meta, IDFile: idFile, Log: s.log, Info: func() wire.ServerInfo {
+		return wire.ServerInfo{Role: "fwd", Addr: s.addr, Node: s.cfg.Node}
+	}}
+	go func() {
+		for ctx.Err() == nil {
+			if err := s.mem.Register(ctx); err == nil {
+				s.log.Info("forwarding node registered", "id", s.mem.ID(), "addr", s.addr)
+				s.mem.Run(ctx)
+				return
+			} else {
+				s.log.Warn("registration failed, retrying", "err", err)
+			}
+		}
+	}()
+	go s.flushLoop(ctx)
+	srv := rpc.NewServer(s.cfg.Secret, s, s.log)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	err := srv.Serve(ln)
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.flushSizes(fctx, 0, false)
+	cancel()
+	return err
+}
+
+// Handle implements rpc.Handler: it only classifies and queues.
+func (s *Server) Handle(r *rpc.Request) {
+	c := wire.ClassOf(r.Msg)
+	s.Depth[c].Add(1)
+	s.queues[c] <- r
+}
+
+func (s *Server) worker(ctx context.Context, c wire.Class) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-s.queues[c]:
+			s.Depth[c].Add(-1)
+			if d := s.stall.Load(); d > 0 {
+				time.Sleep(time.Duration(d))
+			}
+			s.serve(ctx, r)
+			s.Served[c].Add(1)
+		}
+	}
+}
+
+func (s *Server) serve(ctx context.Context, r *rpc.Request) {
+	m := r.Msg
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout+5*time.Second)
+	defer cancel()
+	switch m.Op {
+	case wire.OpWrite:
+		err := s.write(ctx, m, r.Payload)
+		r.Reply(rpc.ToMsg(&wire.Msg{Size: uint64(len(r.Payload))}, err), nil)
+	case wire.OpRead:
+		if m.Size > wire.MaxPayload {
+			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "read too large"))
+			return
+		}
+		buf := bufpool.Get(int(m.Size))
+		n, err := s.read(ctx, m, buf)
+		if err != nil {
+			r.ReplyErr(err)
+		} else {
+			r.Reply(&wire.Msg{Size: uint64(n)}, buf[:n])
+		}
+		bufpool.Put(buf)
+	case wire.OpFsync:
+		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fsync(ctx, m.Ino)), nil)
+	case wire.OpFlush:
+		r.Reply(rpc.ToMsg(&wire.Msg{}, s.flushSizes(ctx, m.Ino, false)), nil)
+	case wire.OpFault:
+		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fault(m)), nil)
+	case wire.OpPing:
+		r.Reply(&wire.Msg{ID: s.mem.ID()}, nil)
+	default:
+		resp, err := s.metaOp(ctx, m)
+		if resp == nil {
+			resp = &wire.Msg{}
+		}
+		r.Reply(rpc.ToMsg(resp, err), nil)
+	}
+}
+
+func (s *Server) fault(m *wire.Msg) error {
+	switch m.Name {
+	case "stall":
+		s.stall.Store(int64(time.Duration(m.Size) * time.Millisecond))
+	case "slow":
+		s.bw.SetSlowdown(float64(m.Size) / 100)
+	default:
+		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", m.Name)
+	}
+	s.log.Warn("fault injected", "fault", m.Name, "value", m.Size)
+	return nil
+}
+
+// metaOp forwards a namespace operation, keeping the file table in step.
+func (s *Server) metaOp(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
+	switch m.Op {
+	case wire.OpSetattr:
+		if m.Mask&wire.SetSize != 0 {
+			// a truncate overrides growth not yet reported
+			if f := s.lookupFile(m.Ino); f != nil {
+				f.mu.Lock()
+				f.size, f.pending = m.Size, false
+				f.mu.Unlock()
+			}
+		}
+	case wire.OpRelease:
+		if err := s.flushSizes(ctx, m.Ino, false); err != nil {
+			s.log.Warn("size report at close failed", "ino", m.Ino, "err", err)
+		}
+		s.release(m.Ino)
+	}
+	resp, _, err := s.meta.Call(ctx, m, nil, nil)
+	if err != nil {
+		return resp, err
+	}
+	if a := resp.Attr; a != nil {
+		switch m.Op {
+		case wire.OpOpen:
+			s.opened(a)
+		case wire.OpGetattr, wire.OpLookup, wire.OpSetattr:
+			s.mergeAttr(a)
+		}
+	}
+	return resp, nil
+}
+
+func (s *Server) lookupFile(ino uint64) *file {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	return s.files[ino]
+}
+
+func (s *Server) opened(a *wire.Attr) {
+	s.fmu.Lock()
+	f := s.files[a.Ino]
+	if f == nil {
+		f = newFile(a)
+		s.files[a.Ino] = f
+	}
+	s.fmu.Unlock()
+	f.mu.Lock()
+	f.opens++
+	if a.Size > f.size {
+		f.size = a.Size
+	}
+	f.mu.Unlock()
+}
+
+func newFile(a *wire.Attr) *file {
+	f := &file{chunkSize: int64(a.ChunkSize), stripeUnit: int64(a.StripeUnit), size: a.Size,
+		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}}
+	if f.chunkSize <= 0 {
+		f.chunkSize = layout.DefaultChunkSize
+	}
+	if f.stripeUnit <= 0 || f.stripeUnit > f.chunkSize {
+		f.stripeUnit = f.chunkSize
+	}
+	return f
+}
+
+func (s *Server) release(ino uint64) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	f := s.files[ino]
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	f.opens--
+	drop := f.opens <= 0 && !f.pending && len(f.dirty) == 0
+	f.mu.Unlock()
+	if drop {
+		delete(s.files, ino)
+	}
+}
+
+// mergeAttr raises a reported size to what local writes already reached.
+func (s *Server) mergeAttr(a *wire.Attr) {
+	f := s.lookupFile(a.Ino)
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	if f.size > a.Size {
+		a.Size = f.size
+	} else {
+		f.size = a.Size
+	}
+	if f.pending && f.mtime > a.Mtime {
+		a.Mtime = f.mtime
+	}
+	f.mu.Unlock()
+}
+
+// fileFor returns the file state, loading attributes when the daemon has
+// none (a client that opened the file through another daemon).
+func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
+	if f := s.lookupFile(ino); f != nil {
+		return f, nil
+	}
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	f := s.files[ino]
+	if f == nil {
+		f = newFile(resp.Attr)
+		s.files[ino] = f
+	}
+	return f, nil
+}
+
+func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
+	s.bmu.Lock()
+	b := s.backends[id]
+	s.bmu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	for _, si := range resp.Servers {
+		if si.Role != "data" {
+			continue
+		}
+		if old := s.backends[si.ID]; old != nil && old.c.Addr() == si.Addr {
+			continue
+		} else if old != nil {
+			old.c.Close()
+		}
+		s.backends[si.ID] = &backend{
+			c: rpc.NewClient(si.Addr, s.cfg.Secret, rpc.ClientOptions{Timeout: s.cfg.Timeout,
+				Name: fmt.Sprintf("data server %d (%s, %s)", si.ID, si.Tier, si.Addr)}),
+			sem: make(chan struct{}, s.cfg.BackendInflight)}
+	}
+	if b = s.backends[id]; b == nil {
+		return nil, rpc.Errorf(syscall.EIO, "data server %d is not registered", id)
+	}
+	return b, nil
+}
+
+func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, into []byte) error {
+	b, err := s.backend(ctx, id)
+	if err != nil {
+		return err
+	}
+	select {
+	case b.sem <- struct{}{}:
+	case <-ctx.Done():
+		return &rpc.TransportError{Server: b.c.Name(), Err: ctx.Err()}
+	}
+	defer func() { <-b.sem }()
+	_, _, err = b.c.Call(ctx, m, payload, into)
+	var te *rpc.TransportError
+	if errors.As(err, &te) {
+		s.log.Error("data server failed", "err", err)
+	}
+	return err
+}
+
+// chunk returns chunk idx's location; with alloc it asks the metadata
+// service to place a chunk that has none. ok is false for a hole.
+func (s *Server) chunk(ctx context.Context, ino uint64, f *file, idx uint64, alloc bool) (wire.ChunkLoc, bool, error) {
+	f.mu.Lock()
+	loc, ok := f.chunks[idx]
+	loaded := f.loaded
+	f.mu.Unlock()
+	if ok {
+		return loc, true, nil
+	}
+	if !loaded {
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+		if err != nil {
+			return loc, false, err
+		}
+		f.mu.Lock()
+		for _, c := range resp.Chunks {
+			f.chunks[c.Idx] = c
+		}
+		f.loaded = true
+		loc, ok = f.chunks[idx]
+		f.mu.Unlock()
+		if ok {
+			return loc, true, nil
+		}
+	}
+	if !alloc {
+		// another daemon may have placed it since we loaded
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+		if err != nil {
+			return loc, false, err
+		}
+		f.mu.Lock()
+		for _, c := range resp.Chunks {
+			f.chunks[c.Idx] = c
+		}
+		loc, ok = f.chunks[idx]
+		f.mu.Unlock()
+		return loc, ok, nil
+	}
+	return s.alloc(ctx, ino, f, idx, 0)
+}
+
+func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude uint64) (wire.ChunkLoc, bool, error) {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude}, nil, nil)
+	if err != nil {
+		return wire.ChunkLoc{}, false, err
+	}
+	loc := resp.Chunks[0]
+	f.mu.Lock()
+	f.chunks[idx] = loc
+	f.mu.Unlock()
+	return loc, true, nil
+}
+
+// write stores p at m.Offset of file m.Ino.
+func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) error {
+	if uint64(len(p)) != m.Size {
+		return rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(p), m.Size)
+	}
+	if err := s.bw.Wait(ctx, float64(len(p))); err != nil {
+		return err
+	}
+	f, err := s.fileFor(ctx, m.Ino)
+	if err != nil {
+		return err
+	}
+	spans := layout.Spans(int64(m.Offset), int64(len(p)), f.chunkSize)
+	err = s.parallel(len(spans), func(i int) error {
+		sp := spans[i]
+		return s.writeSpan(ctx, m, f, sp, p[sp.BufOff:sp.BufOff+sp.Len])
+	})
+	if err != nil {
+		return err
+	}
+	end := m.Offset + uint64(len(p))
+	f.mu.Lock()
+	if end > f.size {
+		f.size = end
+	}
+	f.mtime = s.cfg.Now().UnixNano()
+	f.pending = true
+	f.mu.Unlock()
+	return nil
+}
+
+func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p []byte) error {
+	loc, _, err := s.chunk(ctx, m.Ino, f, sp.Idx, true)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		g := len(loc.Servers)
+		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
+		err = s.parallel(len(pieces), func(i int) error {
+			pc := pieces[i]
+			id := loc.Servers[pc.Member]
+			req := &wire.Msg{Op: wire.OpChunkWrite, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
+				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
+				Cap: uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)),
+				Job: m.Job, Rank: m.Rank, Node: m.Node}
+			err := s.callData(ctx, id, req, p[pc.BufOff:pc.BufOff+pc.Len], nil)
+			if err == nil {
+				f.mu.Lock()
+				f.dirty[id] = true
+				f.mu.Unlock()
+			} else if rpc.Errno(err) == syscall.ENOSPC {
+				return &fullErr{id: id, err: err}
+			}
+			return err
+		})
+		var fe *fullErr
+		if !errors.As(err, &fe) || attempt > 8 {
+			return err
+		}
+		// the server had no room for a new chunk: place it elsewhere
+		// (the next tier down if this one is full)
+		loc, _, err = s.alloc(ctx, m.Ino, f, sp.Idx, fe.id)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+type fullErr struct {
+	id  uint64
+	err error
+}
+
+func (e *fullErr) Error() string { return e.err.Error() }
+func (e *fullErr) Unwrap() error { return e.err }
+
+// read fills buf from m.Offset, stopping at end of file; it returns the
+// number of bytes read.
+func (s *Server) read(ctx context.Context, m *wire.Msg, buf []byte) (int, error) {
+	if err := s.bw.Wait(ctx, float64(len(buf))); err != nil {
+		return 0, err
+	}
+	f, err := s.fileFor(ctx, m.Ino)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	size := f.size
+	f.mu.Unlock()
+	if m.Offset+uint64(len(buf)) > size {
+		// the file may have grown through another daemon
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: m.Ino}, nil, nil)
+		if err != nil {
+			return 0, err
+		}
+		s.mergeAttr(resp.Attr)
+		size = resp.Attr.Size
+	}
+	if m.Offset >= size {
+		return 0, nil
+	}
+	n := int64(len(buf))
+	if rem := int64(size - m.Offset); rem < n {
+		n = rem
+	}
+	buf = buf[:n]
+	spans := layout.Spans(int64(m.Offset), n, f.chunkSize)
+	err = s.parallel(len(spans), func(i int) error {
+		sp := spans[i]
+		dst := buf[sp.BufOff : sp.BufOff+sp.Len]
+		loc, ok, err := s.chunk(ctx, m.Ino, f, sp.Idx, false)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			clear(dst)
+			return nil
+		}
+		g := len(loc.Servers)
+		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
+		return s.parallel(len(pieces), func(j int) error {
+			pc := pieces[j]
+			into := dst[pc.BufOff : pc.BufOff+pc.Len]
+			req := &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
+				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Job: m.Job, Rank: m.Rank, Node: m.Node}
+			return s.callData(ctx, loc.Servers[pc.Member], req, nil, into)
+		})
+	})
+	return int(n), err
+}
+
+// parallel runs fn(0..n-1), concurrently when n > 1, and returns the first
+// error.
+func (s *Server) parallel(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = fn(i)
+		}(i)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// fsync makes the file's data and size durable: its data servers sync the
+// chunks written since the last fsync, then the size goes to the metadata
+// service with a synchronous commit.
+func (s *Server) fsync(ctx context.Context, ino uint64) error {
+	f := s.lookupFile(ino)
+	if f != nil {
+		f.mu.Lock()
+		ids := make([]uint64, 0, len(f.dirty))
+		for id := range f.dirty {
+			ids = append(ids, id)
+		}
+		f.mu.Unlock()
+		err := s.parallel(len(ids), func(i int) error {
+			return s.callData(ctx, ids[i], &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+		})
+		if len(ids) > 0 && err != nil {
+			return err
+		}
+		f.mu.Lock()
+		for _, id := range ids {
+			delete(f.dirty, id)
+		}
+		f.mu.Unlock()
+	}
+	return s.flushSizes(ctx, ino, true)
+}
+
+// flushSizes reports unreported growth of ino (or of every file when ino is
+// 0). With sync the metadata service commits durably.
+func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
+	s.fmu.Lock()
+	var inos []uint64
+	var fs []*file
+	if ino != 0 {
+		if f := s.files[ino]; f != nil {
+			inos, fs = append(inos, ino), append(fs, f)
+		}
+	} else {
+		for i, f := range s.files {
+			inos, fs = append(inos, i), append(fs, f)
+		}
+	}
+	s.fmu.Unlock()
+	var errs []error
+	reported := false
+	for i, f := range fs {
+		f.mu.Lock()
+		pending, size, mtime := f.pending, f.size, f.mtime
+		f.pending = false
+		f.mu.Unlock()
+		if !pending {
+			continue
+		}
+		reported = true
+		_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Sync: sync}, nil, nil)
+		if err != nil {
+			f.mu.Lock()
+			f.pending = true
+			f.mu.Unlock()
+			errs = append(errs, err)
+		}
+	}
+	if sync && !reported && len(errs) == 0 {
+		_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpFsync}, nil, nil)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) flushLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SizeFlush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.flushSizes(ctx, 0, false); err != nil && ctx.Err() == nil {
+				s.log.Warn("size report failed", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,74 @@
+// Package member owns a daemon's membership in the cluster: registering
+// with the metadata service, keeping the assigned id across restarts, and
+// the heartbeat that reports liveness and usage. It does not serve requests.
+package member
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Member keeps one daemon registered.
+type Member struct {
+	Meta   *rpc.Client
+	IDFile string // where the id is kept ("" keeps it in memory only)
+	Info   func() wire.ServerInfo
+	Log    *slog.Logger
+	Every  time.Duration
+
+	id uint64
+}
+
+// ID returns the id assigned by the metadata service (0 before Register).
+func (m *Member) ID() uint64 { return m.id }
+
+// Register registers once, reusing a stored id.
+func (m *Member) Register(ctx context.Context) error {
+	if m.id == 0 && m.IDFile != "" {
+		if b, err := os.ReadFile(m.IDFile); err == nil {
+			m.id, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		}
+	}
+	si := m.Info()
+	resp, _, err := m.Meta.Call(ctx, &wire.Msg{Op: wire.OpRegister, ID: m.id, Name: si.Role, Tier: si.Tier,
+		Addr: si.Addr, Cap: si.Capacity, Used: si.Used, Node: si.Node}, nil, nil)
+	if err != nil {
+		return err
+	}
+	if resp.ID != m.id && m.IDFile != "" {
+		if err := os.WriteFile(m.IDFile, []byte(strconv.FormatUint(resp.ID, 10)+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	m.id = resp.ID
+	return nil
+}
+
+// Run heartbeats until ctx ends; failures are logged and retried.
+func (m *Member) Run(ctx context.Context) {
+	every := m.Every
+	if every == 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, every*3)
+		if err := m.Register(cctx); err != nil && ctx.Err() == nil {
+			m.Log.Warn("heartbeat to metadata service failed", "err", err)
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,10 @@
+// Package meta is the metadata service: the namespace (inodes, directory
+// entries, attributes, symlinks, hard links), file layouts (which tier and
+// which data servers hold each chunk), the registry of data servers and
+// forwarding nodes, and the garbage collection of deleted files' chunks.
+//
+// It persists everything through an engine.Engine and never touches file
+// data itself, except to ask data servers to trim or delete chunks of files
+// it truncated or deleted, and to keep the pfs tier's namespace view in step.
+// It does not cache on behalf of clients and does not know about FUSE.
+package meta

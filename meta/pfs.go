@@ -1,0 +1,104 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// The pfs tier keeps each file's data in an object named by inode and makes
+// the file's namespace path a hard link to it, so users can read drained
+// data straight from the PFS. Data correctness depends only on the inode;
+// the path view is kept in step here, best effort, after each namespace
+// change.
+
+func (s *Service) pfsServers() []uint64 {
+	var ids []uint64
+	for _, si := range s.Servers() {
+		if si.Role == "data" && si.Tier == "pfs" {
+			ids = append(ids, si.ID)
+		}
+	}
+	return ids
+}
+
+func (s *Service) hasPfsData(ino uint64) bool {
+	found := false
+	s.e.Scan(layoutPrefix(ino), nil, func(_, v []byte) bool {
+		if c, err := decodeChunk(v); err == nil && c.Tier == "pfs" {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// pfsPathLocked returns the namespace path (relative, no leading slash) the
+// pfs view should use for ino, or "" when the pfs view does not need it. If
+// name is set the path is parent's path plus name. Caller holds mu.
+func (s *Service) pfsPathLocked(ino, parent uint64, name string) string {
+	if len(s.pfsServers()) == 0 {
+		return ""
+	}
+	if name != "" {
+		if n, err := s.getInode(ino); err == nil && !isDir(n.Mode) && !s.hasPfsData(ino) {
+			return ""
+		}
+		p := s.pathOfLocked(parent)
+		if p == "" && parent != RootIno {
+			return ""
+		}
+		if p == "" {
+			return name
+		}
+		return p + "/" + name
+	}
+	return s.pathOfLocked(ino)
+}
+
+// pathOfLocked walks primary parents up to the root.
+func (s *Service) pathOfLocked(ino uint64) string {
+	var parts []string
+	for i := 0; ino != RootIno; i++ {
+		n, err := s.getInode(ino)
+		if err != nil || n.Parent == 0 || i > 4096 {
+			return ""
+		}
+		parts = append(parts, n.Name)
+		ino = n.Parent
+	}
+	p := ""
+	for i := len(parts) - 1; i >= 0; i-- {
+		if p != "" {
+			p += "/"
+		}
+		p += parts[i]
+	}
+	return p
+}
+
+func (s *Service) pfsEach(m *wire.Msg) {
+	for _, id := range s.pfsServers() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+		err := s.reg.callData(ctx, id, m)
+		cancel()
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			s.log.Warn("pfs namespace update failed", "op", m.Op, "path", m.Path, "server", id, "err", err)
+		}
+	}
+}
+
+func (s *Service) pfsUnlink(path string) {
+	if path != "" {
+		s.pfsEach(&wire.Msg{Op: wire.OpPfsUnlink, Path: path})
+	}
+}
+
+func (s *Service) pfsRename(oldPath, newPath string) {
+	if oldPath != "" && newPath != "" {
+		s.pfsEach(&wire.Msg{Op: wire.OpPfsRename, Path: oldPath, NewName: newPath})
+	}
+}

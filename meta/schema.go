@@ -1,0 +1,113 @@
+package meta
+
+import (
+	"encoding/binary"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Key schema (all integers big-endian so keys sort numerically):
+//
+//	'I' ino                → inode record
+//	'D' parent name        → child ino (8 bytes) + mode (4 bytes)
+//	'L' ino idx            → chunk location (tier, server ids)
+//	'S' id                 → registered daemon
+//	'O' ino                → orphan: unlinked while open
+//	'G' ino                → garbage: deleted, chunks still to remove
+//	'C' name               → counter
+const (
+	pInode   = 'I'
+	pDentry  = 'D'
+	pLayout  = 'L'
+	pServer  = 'S'
+	pOrphan  = 'O'
+	pGarbage = 'G'
+	pCounter = 'C'
+)
+
+func key1(p byte, a uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = p
+	binary.BigEndian.PutUint64(k[1:], a)
+	return k
+}
+
+func inodeKey(ino uint64) []byte { return key1(pInode, ino) }
+
+func dentryPrefix(parent uint64) []byte { return key1(pDentry, parent) }
+
+func dentryKey(parent uint64, name string) []byte {
+	return append(dentryPrefix(parent), name...)
+}
+
+func layoutPrefix(ino uint64) []byte { return key1(pLayout, ino) }
+
+func layoutKey(ino, idx uint64) []byte {
+	return binary.BigEndian.AppendUint64(layoutPrefix(ino), idx)
+}
+
+func serverKey(id uint64) []byte  { return key1(pServer, id) }
+func orphanKey(ino uint64) []byte { return key1(pOrphan, ino) }
+func garbageKey(ino uint64) []byte {
+	return key1(pGarbage, ino)
+}
+func counterKey(name string) []byte { return append([]byte{pCounter}, name...) }
+
+// inode is the stored record of a file, directory or symlink.
+type inode struct {
+	wire.Attr
+	Target string // symlink target
+	Parent uint64 // primary parent (the pfs tier uses it to name the file)
+	Name   string // primary name
+}
+
+// encode reuses the wire codec: the record is a Msg with Attr, Path
+// (target), Parent and Name set.
+func (n *inode) encode() []byte {
+	a := n.Attr
+	return (&wire.Msg{Attr: &a, Path: n.Target, Parent: n.Parent, Name: n.Name}).Append(nil)
+}
+
+func decodeInode(b []byte) (*inode, error) {
+	m, err := wire.Decode(b)
+	if err != nil || m.Attr == nil {
+		return nil, errCorrupt
+	}
+	return &inode{Attr: *m.Attr, Target: m.Path, Parent: m.Parent, Name: m.Name}, nil
+}
+
+func encodeDentry(ino uint64, mode uint32) []byte {
+	b := binary.BigEndian.AppendUint64(nil, ino)
+	return binary.BigEndian.AppendUint32(b, mode)
+}
+
+func decodeDentry(b []byte) (uint64, uint32, error) {
+	if len(b) != 12 {
+		return 0, 0, errCorrupt
+	}
+	return binary.BigEndian.Uint64(b), binary.BigEndian.Uint32(b[8:]), nil
+}
+
+func encodeChunk(c wire.ChunkLoc) []byte {
+	return (&wire.Msg{Chunks: []wire.ChunkLoc{c}}).Append(nil)
+}
+
+func decodeChunk(b []byte) (wire.ChunkLoc, error) {
+	m, err := wire.Decode(b)
+	if err != nil || len(m.Chunks) != 1 {
+		return wire.ChunkLoc{}, errCorrupt
+	}
+	return m.Chunks[0], nil
+}
+
+func encodeServer(s wire.ServerInfo) []byte {
+	return (&wire.Msg{Servers: []wire.ServerInfo{s}}).Append(nil)
+}
+
+func decodeServer(b []byte) (wire.ServerInfo, error) {
+	m, err := wire.Decode(b)
+	if err != nil || len(m.Servers) != 1 {
+		return wire.ServerInfo{}, errCorrupt
+	}
+	return m.Servers[0], nil
+}

@@ -1,0 +1,694 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/layout"
+	"github.com/sluice-hpc/sluice/meta/engine"
+)
+
+// RootIno is the inode number of the root directory.
+const RootIno = 1
+
+var errCorrupt = errors.New("meta: corrupt record")
+
+// Config configures a Service.
+type Config struct {
+	Engine engine.Engine
+	Log    *slog.Logger
+	Now    func() time.Time
+	Secret []byte // to reach data servers
+	// Defaults for the root directory; new files inherit their parent's.
+	ChunkSize, StripeCnt, StripeUnit uint32
+	// Timeout for calls to data servers (default 30 s).
+	Timeout time.Duration
+	// HeartbeatTTL: a daemon not heard from for this long is dead.
+	HeartbeatTTL time.Duration
+}
+
+// Service implements the metadata operations.
+type Service struct {
+	cfg Config
+	e   engine.Engine
+	log *slog.Logger
+	now func() time.Time
+
+	// mu serialises every namespace mutation (read-modify-write of several
+	// keys committed as one batch). Reads go to the engine without it:
+	// batches are atomic, so readers see all of a mutation or none.
+	mu    sync.Mutex
+	opens map[uint64]int // guarded by mu: open handles per inode
+
+	reg registry
+
+	gcKick chan struct{}
+}
+
+// New opens the service on cfg.Engine, creating the root directory on first
+// use.
+func New(cfg Config) (*Service, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ChunkSize == 0 {
+		cfg.ChunkSize = layout.DefaultChunkSize
+	}
+	if cfg.StripeCnt == 0 {
+		cfg.StripeCnt = 1
+	}
+	if cfg.StripeUnit == 0 {
+		cfg.StripeUnit = layout.DefaultStripeUnit
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.HeartbeatTTL == 0 {
+		cfg.HeartbeatTTL = 5 * time.Second
+	}
+	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
+		opens: map[uint64]int{}, gcKick: make(chan struct{}, 1)}
+	s.reg.init(s)
+	if _, err := s.getInode(RootIno); errors.Is(err, syscall.ENOENT) {
+		t := s.now().UnixNano()
+		root := &inode{Attr: wire.Attr{Ino: RootIno, Mode: syscall.S_IFDIR | 0o755, Nlink: 2,
+			Atime: t, Mtime: t, Ctime: t, ChunkSize: cfg.ChunkSize, StripeCnt: cfg.StripeCnt,
+			StripeUnit: cfg.StripeUnit}}
+		var b engine.Batch
+		b.Set(inodeKey(RootIno), root.encode())
+		b.Set(counterKey("ino"), binary.BigEndian.AppendUint64(nil, RootIno))
+		if err := s.e.Apply(&b, true); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	if err := s.reg.load(); err != nil {
+		return nil, err
+	}
+	// Orphans were open when the service stopped; their handles died with
+	// the old process's open table, so they are garbage now.
+	var orphans []uint64
+	s.e.Scan([]byte{pOrphan}, nil, func(k, _ []byte) bool {
+		orphans = append(orphans, binary.BigEndian.Uint64(k[1:]))
+		return true
+	})
+	for _, ino := range orphans {
+		var b engine.Batch
+		b.Del(orphanKey(ino))
+		b.Del(inodeKey(ino))
+		b.Set(garbageKey(ino), nil)
+		if err := s.e.Apply(&b, false); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func errno(e syscall.Errno, format string, args ...any) error {
+	return rpc.Errorf(e, format, args...)
+}
+
+func (s *Service) getInode(ino uint64) (*inode, error) {
+	b, err := s.e.Get(inodeKey(ino))
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, errno(syscall.ENOENT, "inode %d not found", ino)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeInode(b)
+}
+
+func (s *Service) lookupEntry(parent uint64, name string) (uint64, uint32, error) {
+	b, err := s.e.Get(dentryKey(parent, name))
+	if errors.Is(err, engine.ErrNotFound) {
+		return 0, 0, errno(syscall.ENOENT, "%q not found in directory %d", name, parent)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return decodeDentry(b)
+}
+
+func (s *Service) getDir(ino uint64) (*inode, error) {
+	d, err := s.getInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if d.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return nil, errno(syscall.ENOTDIR, "inode %d is not a directory", ino)
+	}
+	return d, nil
+}
+
+// nextInoLocked allocates an inode number. Caller holds mu and commits b.
+func (s *Service) nextInoLocked(b *engine.Batch) (uint64, error) {
+	v, err := s.e.Get(counterKey("ino"))
+	if err != nil {
+		return 0, err
+	}
+	ino := binary.BigEndian.Uint64(v) + 1
+	b.Set(counterKey("ino"), binary.BigEndian.AppendUint64(nil, ino))
+	return ino, nil
+}
+
+func validName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') || strings.ContainsRune(name, 0) {
+		return errno(syscall.EINVAL, "invalid name %q", name)
+	}
+	if len(name) > 255 {
+		return errno(syscall.ENAMETOOLONG, "name too long")
+	}
+	return nil
+}
+
+func isDir(mode uint32) bool { return mode&syscall.S_IFMT == syscall.S_IFDIR }
+
+// Lookup resolves name in parent.
+func (s *Service) Lookup(parent uint64, name string) (*wire.Attr, error) {
+	ino, _, err := s.lookupEntry(parent, name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.getInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	return &n.Attr, nil
+}
+
+// Getattr returns an inode's attributes.
+func (s *Service) Getattr(ino uint64) (*wire.Attr, error) {
+	n, err := s.getInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	return &n.Attr, nil
+}
+
+// Create makes a file, directory or symlink named name in parent. For a
+// regular file without excl an existing file is returned instead.
+func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, target string, excl bool) (*wire.Attr, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, err := s.getDir(parent)
+	if err != nil {
+		return nil, err
+	}
+	if ino, m, err := s.lookupEntry(parent, name); err == nil {
+		if excl || mode&syscall.S_IFMT != syscall.S_IFREG || m&syscall.S_IFMT != syscall.S_IFREG {
+			return nil, errno(syscall.EEXIST, "%q exists", name)
+		}
+		n, err := s.getInode(ino)
+		if err != nil {
+			return nil, err
+		}
+		return &n.Attr, nil
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	var b engine.Batch
+	ino, err := s.nextInoLocked(&b)
+	if err != nil {
+		return nil, err
+	}
+	t := s.now().UnixNano()
+	n := &inode{Attr: wire.Attr{Ino: ino, Mode: mode, Nlink: 1, Uid: uid, Gid: gid,
+		Atime: t, Mtime: t, Ctime: t, ChunkSize: dir.ChunkSize, StripeCnt: dir.StripeCnt,
+		StripeUnit: dir.StripeUnit}, Parent: parent, Name: name}
+	if dir.Mode&syscall.S_ISGID != 0 {
+		n.Gid = dir.Gid
+		if isDir(mode) {
+			n.Mode |= syscall.S_ISGID
+		}
+	}
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		n.Nlink = 2
+		dir.Nlink++
+	case syscall.S_IFLNK:
+		n.Target = target
+		n.Size = uint64(len(target))
+		n.Mode = syscall.S_IFLNK | 0o777
+	case syscall.S_IFREG:
+	default:
+		return nil, errno(syscall.EPERM, "unsupported file type %o", mode&syscall.S_IFMT)
+	}
+	dir.Mtime, dir.Ctime = t, t
+	b.Set(inodeKey(ino), n.encode())
+	b.Set(dentryKey(parent, name), encodeDentry(ino, n.Mode))
+	b.Set(inodeKey(parent), dir.encode())
+	if err := s.e.Apply(&b, false); err != nil {
+		return nil, err
+	}
+	return &n.Attr, nil
+}
+
+// dropLinkLocked removes one link of n in batch b; when the last link goes
+// the inode becomes an orphan (still open) or garbage.
+func (s *Service) dropLinkLocked(b *engine.Batch, n *inode, t int64) {
+	if isDir(n.Mode) {
+		n.Nlink = 0
+	} else if n.Nlink > 0 {
+		n.Nlink--
+	}
+	n.Ctime = t
+	if n.Nlink > 0 {
+		b.Set(inodeKey(n.Ino), n.encode())
+		return
+	}
+	if s.opens[n.Ino] > 0 {
+		b.Set(inodeKey(n.Ino), n.encode())
+		b.Set(orphanKey(n.Ino), nil)
+		return
+	}
+	b.Del(inodeKey(n.Ino))
+	b.Set(garbageKey(n.Ino), nil)
+}
+
+// Remove unlinks a file (dir false) or removes an empty directory (dir true).
+func (s *Service) Remove(parent uint64, name string, dir bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pd, err := s.getDir(parent)
+	if err != nil {
+		return err
+	}
+	ino, _, err := s.lookupEntry(parent, name)
+	if err != nil {
+		return err
+	}
+	n, err := s.getInode(ino)
+	if err != nil {
+		return err
+	}
+	if dir && !isDir(n.Mode) {
+		return errno(syscall.ENOTDIR, "%q is not a directory", name)
+	}
+	if !dir && isDir(n.Mode) {
+		return errno(syscall.EISDIR, "%q is a directory", name)
+	}
+	if dir {
+		if s.hasEntries(ino) {
+			return errno(syscall.ENOTEMPTY, "directory %q not empty", name)
+		}
+		pd.Nlink--
+	}
+	oldPath := s.pfsPathLocked(ino, parent, name)
+	t := s.now().UnixNano()
+	var b engine.Batch
+	b.Del(dentryKey(parent, name))
+	pd.Mtime, pd.Ctime = t, t
+	s.dropLinkLocked(&b, n, t)
+	b.Set(inodeKey(parent), pd.encode())
+	if err := s.e.Apply(&b, false); err != nil {
+		return err
+	}
+	s.pfsUnlink(oldPath)
+	s.kickGC()
+	return nil
+}
+
+func (s *Service) hasEntries(ino uint64) bool {
+	found := false
+	s.e.Scan(dentryPrefix(ino), nil, func(_, _ []byte) bool {
+		found = true
+		return false
+	})
+	return found
+}
+
+// Rename moves parent/name to newParent/newName, atomically replacing an
+// existing target.
+func (s *Service) Rename(parent uint64, name string, newParent uint64, newName string, flags uint32) error {
+	if err := validName(newName); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src, err := s.getDir(parent)
+	if err != nil {
+		return err
+	}
+	dst := src
+	if newParent != parent {
+		if dst, err = s.getDir(newParent); err != nil {
+			return err
+		}
+	}
+	ino, _, err := s.lookupEntry(parent, name)
+	if err != nil {
+		return err
+	}
+	n, err := s.getInode(ino)
+	if err != nil {
+		return err
+	}
+	if parent == newParent && name == newName {
+		return nil
+	}
+	// a directory must not move into its own subtree
+	if isDir(n.Mode) && newParent != parent {
+		for p := newParent; p != RootIno && p != 0; {
+			if p == ino {
+				return errno(syscall.EINVAL, "cannot move a directory into itself")
+			}
+			pn, err := s.getInode(p)
+			if err != nil {
+				return err
+			}
+			p = pn.Parent
+		}
+	}
+	t := s.now().UnixNano()
+	var b engine.Batch
+	oldPath := s.pfsPathLocked(ino, parent, name)
+	newPath := s.pfsPathLocked(newParent, 0, "")
+	if newPath != "" {
+		newPath += "/" + newName
+	}
+	tino, _, terr := s.lookupEntry(newParent, newName)
+	if terr != nil && !errors.Is(terr, syscall.ENOENT) {
+		return terr
+	}
+	exists := terr == nil
+	if flags&wire.RenameNoReplace != 0 && exists {
+		return errno(syscall.EEXIST, "%q exists", newName)
+	}
+	if flags&wire.RenameExchange != 0 {
+		if !exists {
+			return errno(syscall.ENOENT, "%q not found", newName)
+		}
+		tn, err := s.getInode(tino)
+		if err != nil {
+			return err
+		}
+		b.Set(dentryKey(parent, name), encodeDentry(tino, tn.Mode))
+		b.Set(dentryKey(newParent, newName), encodeDentry(ino, n.Mode))
+		n.Parent, n.Name, n.Ctime = newParent, newName, t
+		tn.Parent, tn.Name, tn.Ctime = parent, name, t
+		if isDir(n.Mode) != isDir(tn.Mode) && parent != newParent {
+			if isDir(n.Mode) {
+				src.Nlink--
+				dst.Nlink++
+			} else {
+				src.Nlink++
+				dst.Nlink--
+			}
+		}
+		b.Set(inodeKey(ino), n.encode())
+		b.Set(inodeKey(tino), tn.encode())
+	} else {
+		if exists {
+			if tino == ino {
+				// both names are links to one file: POSIX says do nothing
+				return nil
+			}
+			tn, err := s.getInode(tino)
+			if err != nil {
+				return err
+			}
+			switch {
+			case isDir(n.Mode) && !isDir(tn.Mode):
+				return errno(syscall.ENOTDIR, "%q is not a directory", newName)
+			case !isDir(n.Mode) && isDir(tn.Mode):
+				return errno(syscall.EISDIR, "%q is a directory", newName)
+			case isDir(tn.Mode) && s.hasEntries(tino):
+				return errno(syscall.ENOTEMPTY, "directory %q not empty", newName)
+			}
+			if isDir(tn.Mode) {
+				dst.Nlink--
+			}
+			s.dropLinkLocked(&b, tn, t)
+		}
+		b.Del(dentryKey(parent, name))
+		b.Set(dentryKey(newParent, newName), encodeDentry(ino, n.Mode))
+		n.Parent, n.Name, n.Ctime = newParent, newName, t
+		b.Set(inodeKey(ino), n.encode())
+		if isDir(n.Mode) && parent != newParent {
+			src.Nlink--
+			dst.Nlink++
+		}
+	}
+	src.Mtime, src.Ctime = t, t
+	dst.Mtime, dst.Ctime = t, t
+	b.Set(inodeKey(parent), src.encode())
+	if newParent != parent {
+		b.Set(inodeKey(newParent), dst.encode())
+	}
+	if err := s.e.Apply(&b, false); err != nil {
+		return err
+	}
+	if flags&wire.RenameExchange == 0 {
+		s.pfsRename(oldPath, newPath)
+	}
+	s.kickGC()
+	return nil
+}
+
+// Link adds newParent/newName as another name of ino.
+func (s *Service) Link(ino, newParent uint64, newName string) (*wire.Attr, error) {
+	if err := validName(newName); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, err := s.getDir(newParent)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.getInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if isDir(n.Mode) {
+		return nil, errno(syscall.EPERM, "cannot hard-link a directory")
+	}
+	if n.Nlink == 0 {
+		return nil, errno(syscall.ENOENT, "inode %d was deleted", ino)
+	}
+	if _, _, err := s.lookupEntry(newParent, newName); err == nil {
+		return nil, errno(syscall.EEXIST, "%q exists", newName)
+	}
+	t := s.now().UnixNano()
+	n.Nlink++
+	n.Ctime = t
+	dir.Mtime, dir.Ctime = t, t
+	var b engine.Batch
+	b.Set(inodeKey(ino), n.encode())
+	b.Set(dentryKey(newParent, newName), encodeDentry(ino, n.Mode))
+	b.Set(inodeKey(newParent), dir.encode())
+	if err := s.e.Apply(&b, false); err != nil {
+		return nil, err
+	}
+	return &n.Attr, nil
+}
+
+// Readlink returns a symlink's target.
+func (s *Service) Readlink(ino uint64) (string, error) {
+	n, err := s.getInode(ino)
+	if err != nil {
+		return "", err
+	}
+	if n.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		return "", errno(syscall.EINVAL, "inode %d is not a symlink", ino)
+	}
+	return n.Target, nil
+}
+
+// Readdir lists up to max entries of a directory after the name after.
+func (s *Service) Readdir(ino uint64, after string, max int) ([]wire.DirEntry, error) {
+	if _, err := s.getDir(ino); err != nil {
+		return nil, err
+	}
+	if max <= 0 || max > 4096 {
+		max = 4096
+	}
+	pre := dentryPrefix(ino)
+	var start []byte
+	if after != "" {
+		start = append(dentryKey(ino, after), 0)
+	}
+	var out []wire.DirEntry
+	var derr error
+	s.e.Scan(pre, start, func(k, v []byte) bool {
+		cino, mode, err := decodeDentry(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, wire.DirEntry{Name: string(k[len(pre):]), Ino: cino, Mode: mode})
+		return len(out) < max
+	})
+	return out, derr
+}
+
+// Open records an open handle on ino, so an unlink keeps its data until the
+// last Release.
+func (s *Service) Open(ino uint64) (*wire.Attr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.getInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	s.opens[ino]++
+	return &n.Attr, nil
+}
+
+// Release drops an open handle; the last one of an unlinked file frees it.
+func (s *Service) Release(ino uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opens[ino] > 1 {
+		s.opens[ino]--
+		return nil
+	}
+	delete(s.opens, ino)
+	if _, err := s.e.Get(orphanKey(ino)); err != nil {
+		return nil
+	}
+	var b engine.Batch
+	b.Del(orphanKey(ino))
+	b.Del(inodeKey(ino))
+	b.Set(garbageKey(ino), nil)
+	if err := s.e.Apply(&b, false); err != nil {
+		return err
+	}
+	s.kickGC()
+	return nil
+}
+
+// Setattr changes the attributes selected by mask. Shrinking a file trims
+// its chunks on the data servers before returning.
+func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) {
+	s.mu.Lock()
+	n, err := s.getInode(m.Ino)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	t := s.now().UnixNano()
+	if m.Mask&wire.SetMode != 0 {
+		n.Mode = n.Mode&syscall.S_IFMT | m.Mode&^uint32(syscall.S_IFMT)
+	}
+	if m.Mask&wire.SetUid != 0 {
+		n.Uid = m.Uid
+	}
+	if m.Mask&wire.SetGid != 0 {
+		n.Gid = m.Gid
+	}
+	if m.Mask&(wire.SetUid|wire.SetGid) != 0 && !isDir(n.Mode) && m.Mask&wire.SetMode == 0 {
+		n.Mode &^= syscall.S_ISUID | syscall.S_ISGID
+	}
+	if m.Mask&wire.SetAtime != 0 {
+		n.Atime = m.Atime
+	}
+	if m.Mask&wire.SetMtime != 0 {
+		n.Mtime = m.Mtime
+	}
+	var trims []trim
+	if m.Mask&wire.SetSize != 0 {
+		if isDir(n.Mode) {
+			s.mu.Unlock()
+			return nil, errno(syscall.EISDIR, "cannot truncate a directory")
+		}
+		if m.Size < n.Size {
+			trims = s.trimsFor(n, m.Size)
+		}
+		n.Size = m.Size
+		if m.Mask&wire.SetMtime == 0 {
+			n.Mtime = t
+		}
+	}
+	n.Ctime = t
+	var b engine.Batch
+	b.Set(inodeKey(n.Ino), n.encode())
+	err = s.e.Apply(&b, false)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.applyTrims(ctx, n, trims); err != nil {
+		return nil, err
+	}
+	return &n.Attr, nil
+}
+
+// Extend raises a file's size to at least size and sets its mtime (the
+// forwarding node reports writes this way).
+func (s *Service) Extend(ino, size uint64, mtime int64) (*wire.Attr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.getInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	changed := false
+	if size > n.Size {
+		n.Size = size
+		changed = true
+	}
+	if mtime > n.Mtime {
+		n.Mtime, n.Ctime = mtime, mtime
+		changed = true
+	}
+	if changed {
+		var b engine.Batch
+		b.Set(inodeKey(ino), n.encode())
+		if err := s.e.Apply(&b, false); err != nil {
+			return nil, err
+		}
+	}
+	return &n.Attr, nil
+}
+
+// SetLayout sets a directory's chunk size and striping, inherited by files
+// and directories created in it afterwards.
+func (s *Service) SetLayout(ino uint64, chunk, cnt, unit uint32) (*wire.Attr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.getDir(ino)
+	if err != nil {
+		return nil, err
+	}
+	if chunk != 0 {
+		if chunk < layout.MinChunkSize || chunk > layout.MaxChunkSize || chunk&(chunk-1) != 0 {
+			return nil, errno(syscall.EINVAL, "chunk size must be a power of two between %d and %d", layout.MinChunkSize, layout.MaxChunkSize)
+		}
+		n.ChunkSize = chunk
+	}
+	if cnt != 0 {
+		if cnt > 64 {
+			return nil, errno(syscall.EINVAL, "stripe count %d too large", cnt)
+		}
+		n.StripeCnt = cnt
+	}
+	if unit != 0 {
+		n.StripeUnit = unit
+	}
+	if n.StripeUnit > n.ChunkSize || n.ChunkSize%n.StripeUnit != 0 {
+		return nil, errno(syscall.EINVAL, "stripe unit %d must divide chunk size %d", n.StripeUnit, n.ChunkSize)
+	}
+	var b engine.Batch
+	b.Set(inodeKey(ino), n.encode())
+	if err := s.e.Apply(&b, false); err != nil {
+		return nil, err
+	}
+	return &n.Attr, nil
+}
+
+// Sync makes every acknowledged metadata change durable on the medium.
+func (s *Service) Sync() error { return s.e.Sync() }

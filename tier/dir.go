@@ -1,0 +1,292 @@
+package tier
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+func init() {
+	for _, k := range []string{"mem", "ssd", "hdd"} {
+		kind := k
+		Register(kind, func(cfg Config) (Store, error) { return OpenDir(kind, cfg) })
+	}
+}
+
+// DirStore keeps each chunk as a file <dir>/<ino mod 256>/<ino>/<idx>.
+// For the mem tier dir is on tmpfs, so chunks survive a crash of the data
+// server daemon (not of the node).
+type DirStore struct {
+	kind string
+	dir  string
+
+	mu       sync.Mutex // guards capacity, used, reserved, files, lru
+	capacity int64
+	used     int64
+	reserved map[ChunkID]int64 // bytes charged per chunk
+	files    map[ChunkID]*list.Element
+	lru      *list.List // of *openFile, most recent first
+}
+
+type openFile struct {
+	id ChunkID
+	f  *os.File
+}
+
+const maxOpenFiles = 512
+
+var _ Store = (*DirStore)(nil)
+
+// OpenDir opens (and scans) a directory store.
+func OpenDir(kind string, cfg Config) (*DirStore, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("%s tier: no directory given", kind)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &DirStore{kind: kind, dir: cfg.Dir, capacity: cfg.Capacity,
+		reserved: map[ChunkID]int64{}, files: map[ChunkID]*list.Element{}, lru: list.New()}
+	if s.capacity == 0 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(cfg.Dir, &st); err != nil {
+			return nil, err
+		}
+		s.capacity = int64(st.Blocks) * st.Bsize
+	}
+	// charge chunks left by an earlier run at their current size
+	err := filepath.WalkDir(cfg.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		ino, err1 := strconv.ParseUint(filepath.Base(filepath.Dir(p)), 10, 64)
+		idx, err2 := strconv.ParseUint(d.Name(), 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		s.reserved[ChunkID{Ino: ino, Idx: idx}] = info.Size()
+		s.used += info.Size()
+		return nil
+	})
+	return s, err
+}
+
+func (s *DirStore) inoDir(ino uint64) string {
+	return filepath.Join(s.dir, strconv.FormatUint(ino%256, 16), strconv.FormatUint(ino, 10))
+}
+
+func (s *DirStore) path(id ChunkID) string {
+	return filepath.Join(s.inoDir(id.Ino), strconv.FormatUint(id.Idx, 10))
+}
+
+// key drops ChunkSize, which does not name a chunk.
+func key(id ChunkID) ChunkID { return ChunkID{Ino: id.Ino, Idx: id.Idx} }
+
+// file returns an open file for the chunk, creating it (and charging
+// reserve) when create is set. It returns nil, nil for a missing chunk when
+// !create.
+func (s *DirStore) file(id ChunkID, create bool, reserve int64) (*os.File, error) {
+	id = key(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.files[id]; ok {
+		s.lru.MoveToFront(e)
+		return e.Value.(*openFile).f, nil
+	}
+	_, exists := s.reserved[id]
+	if !exists && !create {
+		f, err := os.OpenFile(s.path(id), os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.cacheLocked(id, f)
+		return f, nil
+	}
+	if !exists {
+		if s.used+reserve > s.capacity {
+			return nil, fmt.Errorf("%s tier full (%d of %d bytes used): %w", s.kind, s.used, s.capacity, syscall.ENOSPC)
+		}
+		if err := os.MkdirAll(s.inoDir(id.Ino), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(s.path(id), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		s.reserved[id] = reserve
+		s.used += reserve
+	}
+	s.cacheLocked(id, f)
+	return f, nil
+}
+
+func (s *DirStore) cacheLocked(id ChunkID, f *os.File) {
+	s.files[id] = s.lru.PushFront(&openFile{id: id, f: f})
+	for s.lru.Len() > maxOpenFiles {
+		e := s.lru.Back()
+		of := e.Value.(*openFile)
+		s.lru.Remove(e)
+		delete(s.files, of.id)
+		of.f.Close()
+	}
+}
+
+func (s *DirStore) forgetLocked(id ChunkID) {
+	if e, ok := s.files[id]; ok {
+		s.lru.Remove(e)
+		delete(s.files, id)
+		e.Value.(*openFile).f.Close()
+	}
+}
+
+// Write implements Store.
+func (s *DirStore) Write(id ChunkID, off int64, p []byte, reserve int64) error {
+	f, err := s.file(id, true, reserve)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(p, off)
+	if errors.Is(err, os.ErrClosed) {
+		// evicted from the cache by a concurrent request: retry once
+		if f, err = s.file(id, true, reserve); err == nil {
+			_, err = f.WriteAt(p, off)
+		}
+	}
+	if err == nil {
+		s.mu.Lock()
+		if r, ok := s.reserved[key(id)]; ok && off+int64(len(p)) > r {
+			s.used += off + int64(len(p)) - r
+			s.reserved[key(id)] = off + int64(len(p))
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// Read implements Store.
+func (s *DirStore) Read(id ChunkID, off int64, p []byte) error {
+	f, err := s.file(id, false, 0)
+	if err != nil {
+		return err
+	}
+	n := 0
+	if f != nil {
+		n, err = f.ReadAt(p, off)
+		if errors.Is(err, os.ErrClosed) {
+			if f, err = s.file(id, false, 0); err == nil && f != nil {
+				n, err = f.ReadAt(p, off)
+			}
+		}
+		if err != nil && err != io.EOF {
+			return err
+		}
+	}
+	clear(p[n:])
+	return nil
+}
+
+// Truncate implements Store.
+func (s *DirStore) Truncate(id ChunkID, size int64) error {
+	f, err := s.file(id, false, 0)
+	if err != nil || f == nil {
+		return err
+	}
+	if size == 0 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		k := key(id)
+		s.forgetLocked(k)
+		s.used -= s.reserved[k]
+		delete(s.reserved, k)
+		err := os.Remove(s.path(k))
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return err
+	}
+	return f.Truncate(size)
+}
+
+// DeleteFile implements Store.
+func (s *DirStore) DeleteFile(ino uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, r := range s.reserved {
+		if id.Ino == ino {
+			s.forgetLocked(id)
+			s.used -= r
+			delete(s.reserved, id)
+		}
+	}
+	return os.RemoveAll(s.inoDir(ino))
+}
+
+// Sync implements Store.
+func (s *DirStore) Sync(ino uint64) error {
+	s.mu.Lock()
+	var ids []ChunkID
+	for id := range s.reserved {
+		if id.Ino == ino {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		f, err := s.file(id, false, 0)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+				return err
+			}
+		}
+	}
+	if len(ids) > 0 {
+		if d, err := os.Open(s.inoDir(ino)); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	return nil
+}
+
+// Usage implements Store.
+func (s *DirStore) Usage() (int64, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capacity, s.used
+}
+
+// SetCapacity implements Store.
+func (s *DirStore) SetCapacity(c int64) {
+	s.mu.Lock()
+	s.capacity = c
+	s.mu.Unlock()
+}
+
+// Close implements Store.
+func (s *DirStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.files {
+		s.forgetLocked(id)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+// Package tier owns the chunk stores of the storage tiers and the registry
+// that chooses one by kind: "mem" (a tmpfs directory under a byte budget),
+// "ssd" and "hdd" (directories), and "pfs" (plain files at their namespace
+// path in an existing parallel file system mount). A store keeps chunks of
+// files on one data server; it knows nothing of the namespace beyond what
+// the pfs view is told, of other servers or of the network.
+package tier
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// ChunkID names one chunk of one file on one data server.
+type ChunkID struct {
+	Ino       uint64
+	Idx       uint64
+	ChunkSize uint32 // the file's chunk size (the pfs store needs it)
+}
+
+// Store keeps chunks.
+type Store interface {
+	// Write stores p at off within the chunk's local object. Creating a
+	// chunk reserves reserve bytes of the budget; if they do not fit,
+	// Write fails with syscall.ENOSPC and stores nothing.
+	Write(id ChunkID, off int64, p []byte, reserve int64) error
+	// Read fills p from off; bytes never written read as zeros.
+	Read(id ChunkID, off int64, p []byte) error
+	// Truncate cuts the chunk's local object to size bytes.
+	Truncate(id ChunkID, size int64) error
+	// DeleteFile removes every chunk of ino.
+	DeleteFile(ino uint64) error
+	// Sync makes every chunk of ino durable on the medium.
+	Sync(ino uint64) error
+	// Usage reports the budget and the bytes reserved by chunks.
+	Usage() (capacity, used int64)
+	// SetCapacity changes the budget (fault injection: a tier that fills).
+	SetCapacity(c int64)
+	Close() error
+}
+
+// PathView is implemented by stores that keep a namespace view (pfs).
+type PathView interface {
+	Link(ino uint64, path string) error
+	Rename(oldPath, newPath string) error
+	Unlink(path string) error
+}
+
+// Config is what every store kind is opened with.
+type Config struct {
+	Dir      string
+	Capacity int64 // bytes; 0 means the file system's size
+}
+
+// Opener opens a store of one kind.
+type Opener func(cfg Config) (Store, error)
+
+var (
+	regMu sync.Mutex // guards kinds
+	kinds = map[string]Opener{}
+)
+
+// Register makes a store kind available by name.
+func Register(kind string, open Opener) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := kinds[kind]; dup {
+		panic("tier: duplicate kind " + kind)
+	}
+	kinds[kind] = open
+}
+
+// Open opens a store of the named kind.
+func Open(kind string, cfg Config) (Store, error) {
+	regMu.Lock()
+	open, ok := kinds[kind]
+	regMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown tier kind %q (have %v)", kind, Kinds())
+	}
+	return open(cfg)
+}
+
+// Kinds lists registered store kinds.
+func Kinds() []string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	var out []string
+	for k := range kinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

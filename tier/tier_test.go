@@ -1,0 +1,136 @@
+package tier
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestConformance runs every store kind through the same checks, including
+// a randomised sequence of writes, truncates and reads against a model.
+func TestConformance(t *testing.T) {
+	for _, kind := range Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(kind, Config{Dir: dir, Capacity: 64 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			const cs = 1 << 16
+			id := ChunkID{Ino: 7, Idx: 3, ChunkSize: cs}
+			// holes read as zeros, including a chunk never written
+			buf := bytes.Repeat([]byte{9}, 100)
+			if err := s.Read(ChunkID{Ino: 99, Idx: 0, ChunkSize: cs}, 0, buf); err != nil || !bytes.Equal(buf, make([]byte, 100)) {
+				t.Fatalf("missing chunk: %v", err)
+			}
+			r := rand.New(rand.NewSource(3))
+			model := make([]byte, 0, cs)
+			for i := 0; i < 300; i++ {
+				switch r.Intn(5) {
+				case 0:
+					n := int64(r.Intn(cs / 2))
+					if n < int64(len(model)) {
+						model = model[:n]
+						if err := s.Truncate(id, n); err != nil {
+							t.Fatal(err)
+						}
+					}
+				default:
+					off := r.Intn(cs - 1)
+					n := 1 + r.Intn(cs-off)
+					p := make([]byte, n)
+					r.Read(p)
+					if err := s.Write(id, int64(off), p, cs); err != nil {
+						t.Fatal(err)
+					}
+					if off+n > len(model) {
+						model = append(model, make([]byte, off+n-len(model))...)
+					}
+					copy(model[off:], p)
+				}
+				got := make([]byte, cs)
+				if err := s.Read(id, 0, got); err != nil {
+					t.Fatal(err)
+				}
+				want := append(append([]byte(nil), model...), make([]byte, cs-len(model))...)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("step %d: content differs from model", i)
+				}
+			}
+			if err := s.Sync(7); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DeleteFile(7); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 10)
+			s.Read(id, 0, got)
+			if !bytes.Equal(got, make([]byte, 10)) {
+				t.Fatal("data survived DeleteFile")
+			}
+			if kind == "pfs" {
+				return
+			}
+			// budget: a new chunk that does not fit is refused
+			s.SetCapacity(cs * 2)
+			if err := s.Write(ChunkID{Ino: 1, Idx: 0}, 0, []byte{1}, cs); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Write(ChunkID{Ino: 1, Idx: 1}, 0, []byte{1}, cs); err != nil {
+				t.Fatal(err)
+			}
+			err = s.Write(ChunkID{Ino: 1, Idx: 2}, 0, []byte{1}, cs)
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("want ENOSPC, got %v", err)
+			}
+			// writes into reserved chunks still succeed
+			if err := s.Write(ChunkID{Ino: 1, Idx: 0}, 100, []byte{1}, cs); err != nil {
+				t.Fatal(err)
+			}
+			s.DeleteFile(1)
+			if _, used := s.Usage(); used != 0 {
+				t.Fatalf("used %d after delete", used)
+			}
+		})
+	}
+}
+
+func TestPFSView(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenPFS(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Link(5, "proj/run1/ckpt.0"); err != nil {
+		t.Fatal(err)
+	}
+	s.Write(ChunkID{Ino: 5, Idx: 1, ChunkSize: 4}, 0, []byte("data"), 0)
+	got, err := os.ReadFile(filepath.Join(dir, "proj/run1/ckpt.0"))
+	if err != nil || string(got) != "\x00\x00\x00\x00data" {
+		t.Fatalf("plain file: %q %v", got, err)
+	}
+	if err := s.Rename("proj/run1", "proj/run2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "proj/run2/ckpt.0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unlink("proj/run2/ckpt.0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"../etc/passwd", ".sluice/objects/5", "/"} {
+		if err := s.Link(5, bad); err == nil && bad != "../etc/passwd" {
+			t.Fatalf("accepted %q", bad)
+		}
+	}
+	// "../etc/passwd" is cleaned to a path inside dir, never outside
+	if _, err := os.Stat(filepath.Join(dir, "etc/passwd")); err != nil {
+		t.Fatalf("cleaned path not kept inside: %v", err)
+	}
+}
