@@ -131,6 +131,9 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 		Name:          "sluice",
 		Debug:         fs.cfg.Debug,
 		DirectMount:   true,
+		// replies come from memory buffers: writev them; splicing through
+		// a pipe adds a copy and fails beyond the pipe's 1 MiB
+		DisableSplice: true,
 		// Every request goes through the daemon: no readdirplus (we list
 		// names, attributes come from lookups) and no kernel passthrough.
 		DisabledCapabilities: fuse.CAP_READDIRPLUS | fuse.CAP_PASSTHROUGH,
@@ -154,19 +157,19 @@ func (fs *FS) String() string { return "sluice" }
 
 // call sends one request tagged with the caller's identity.
 func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
-	id := fs.ids.Lookup(h.Pid)
-	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.cfg.Node
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	if cancel != nil {
-		go func() {
-			select {
-			case <-cancel:
-				stop()
-			case <-ctx.Done():
-			}
-		}()
+	var id ident.ID
+	switch m.Op {
+	case wire.OpFlush, wire.OpRelease:
+		// sent from close(), possibly inside the caller's execve
+		id = fs.ids.Cached(h.Pid)
+	default:
+		id = fs.ids.Lookup(h.Pid)
 	}
+	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.cfg.Node
+	// The kernel interrupts a request when the caller gets any signal (Go
+	// programs get SIGURG all the time); the request is still bounded by
+	// the timeout, so it is not abandoned half-way.
+	ctx := context.Background()
 	resp, p, err := fs.fwd.Call(ctx, m, payload, into)
 	if err != nil {
 		if rpc.Errno(err) == syscall.EIO {

@@ -193,7 +193,7 @@ func Up(o Options) (*Cluster, error) {
 		{"data-pfs", "pfs", o.PFS, 0},
 	}
 	for _, t := range tiers {
-		if t.kind != "pfs" && t.cap <= 0 {
+		if (t.kind != "pfs" && t.cap <= 0) || (t.kind == "pfs" && o.PFS == "none") {
 			continue
 		}
 		a, err := port(t.name)
@@ -389,11 +389,39 @@ func (c *Cluster) alive() bool {
 	return false
 }
 
+// AbortFuse cuts the kernel's FUSE connection of a mount, failing every
+// request still waiting on it, and detaches the mount: the last resort when
+// the daemon behind it is gone or stuck.
+func AbortFuse(mnt string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || fields[4] != mnt {
+			continue
+		}
+		_, minor, ok := strings.Cut(fields[2], ":")
+		if !ok {
+			continue
+		}
+		ctl := "/sys/fs/fuse/connections"
+		if _, err := os.Stat(ctl + "/" + minor); err != nil {
+			syscall.Mount("fusectl", ctl, "fusectl", 0, "")
+		}
+		os.WriteFile(ctl+"/"+minor+"/abort", []byte("1"), 0o200)
+	}
+	syscall.Unmount(mnt, syscall.MNT_DETACH)
+}
+
 // stop unmounts and terminates every daemon, the client first.
 func (c *Cluster) stop() {
 	if Mounted(c.Mount) {
 		if err := syscall.Unmount(c.Mount, 0); err != nil {
-			syscall.Unmount(c.Mount, syscall.MNT_DETACH)
+			AbortFuse(c.Mount)
 		}
 	}
 	for i := len(c.Daemons) - 1; i >= 0; i-- {

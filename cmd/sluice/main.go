@@ -400,7 +400,7 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.Mount, "mount", "", "mount point")
 	mem := fs.String("mem", "2G", "memory tier budget")
 	ssd := fs.String("ssd", "8G", "ssd tier budget (0 disables the tier)")
-	fs.StringVar(&o.PFS, "pfs", "", "PFS directory for the pfs tier (default STATE/pfs)")
+	fs.StringVar(&o.PFS, "pfs", "", "PFS directory for the pfs tier (default STATE/pfs; none: no pfs tier)")
 	fs.IntVar(&o.Fwds, "fwds", 2, "forwarding daemons")
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon")

@@ -30,6 +30,12 @@ type Resolver struct {
 	Now    func() time.Time
 	Proc   string // default /proc
 
+	// Wait bounds how long a lookup waits for /proc (default 100 ms).
+	// Reading another process's environment takes that process's exec
+	// lock; a process in execve that closes a file on this mount waits for
+	// our FLUSH reply, so an unbounded read would deadlock the two.
+	Wait time.Duration
+
 	mu    sync.Mutex // guards cache
 	cache map[uint32]entry
 }
@@ -59,14 +65,41 @@ func (r *Resolver) Lookup(pid uint32) ID {
 		return e.id
 	}
 	r.mu.Unlock()
-	id := r.read(pid)
-	r.mu.Lock()
-	if r.cache == nil || len(r.cache) > 4096 {
-		r.cache = map[uint32]entry{}
+	wait := r.Wait
+	if wait == 0 {
+		wait = 100 * time.Millisecond
 	}
-	r.cache[pid] = entry{id: id, at: t}
-	r.mu.Unlock()
-	return id
+	done := make(chan ID, 1)
+	go func() {
+		id := r.read(pid)
+		r.mu.Lock()
+		if r.cache == nil || len(r.cache) > 4096 {
+			r.cache = map[uint32]entry{}
+		}
+		r.cache[pid] = entry{id: id, at: t}
+		r.mu.Unlock()
+		done <- id
+	}()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case id := <-done:
+		return id
+	case <-timer.C:
+		return ID{Rank: -1}
+	}
+}
+
+// Cached returns the identity of pid if it is cached, without touching
+// /proc (for requests sent while the caller may be inside execve, such as
+// FLUSH and RELEASE).
+func (r *Resolver) Cached(pid uint32) ID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.cache[pid]; ok {
+		return e.id
+	}
+	return ID{Rank: -1}
 }
 
 func (r *Resolver) read(pid uint32) ID {

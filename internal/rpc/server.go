@@ -122,7 +122,11 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	if err := serverHandshake(c, s.secret); err != nil {
 		s.AuthFailures.Add(1)
-		s.log.Warn("rejected connection", "peer", c.RemoteAddr().String(), "err", err)
+		if errors.Is(err, ErrAuth) {
+			s.log.Warn("rejected connection: wrong cluster secret", "peer", c.RemoteAddr().String())
+		} else {
+			s.log.Debug("connection closed during handshake", "peer", c.RemoteAddr().String(), "err", err)
+		}
 		c.Close()
 		return
 	}

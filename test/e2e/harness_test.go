@@ -1,0 +1,218 @@
+// Package e2e tests sluice as users run it: the real binary, every role a
+// separate process on loopback, a real FUSE mount, real tools (fio). It needs
+// root and /dev/fuse; set SLUICE_E2E_SKIP=1 to skip it where neither exists.
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clusterpkg "github.com/sluice-hpc/sluice/cluster"
+)
+
+var sluiceBin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SLUICE_E2E_SKIP") == "1" {
+		fmt.Println("e2e: skipped by SLUICE_E2E_SKIP=1")
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "e2e: must run as root (FUSE mounts with allow_other); set SLUICE_E2E_SKIP=1 to skip")
+		os.Exit(1)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: /dev/fuse missing; set SLUICE_E2E_SKIP=1 to skip")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	sluiceBin = filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", sluiceBin, "../../cmd/sluice").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cluster is a running local cluster.
+type cluster struct {
+	t   *testing.T
+	dir string
+	mnt string
+}
+
+// startCluster runs `sluice up` with extra flags and tears it down (and
+// unmounts) when the test ends, pass or fail.
+func startCluster(t *testing.T, flags ...string) *cluster {
+	t.Helper()
+	base := t.TempDir()
+	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt")}
+	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s"}, flags...)
+	t.Cleanup(func() {
+		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir).CombinedOutput()
+		if err != nil {
+			t.Logf("down: %v %s", err, out)
+			clusterpkg.AbortFuse(c.mnt)
+		}
+		if t.Failed() {
+			keep := filepath.Join(os.TempDir(), "sluice-e2e-logs", strings.ReplaceAll(t.Name(), "/", "_"))
+			os.RemoveAll(keep)
+			os.MkdirAll(keep, 0o755)
+			exec.Command("cp", "-r", filepath.Join(c.dir, "logs"), keep).Run()
+			t.Logf("daemon logs kept in %s", keep)
+			for _, n := range []string{"meta", "fwd-0", "fwd-1", "data-mem", "mount"} {
+				if b, err := os.ReadFile(filepath.Join(c.dir, "logs", n+".log")); err == nil {
+					t.Logf("---- %s log (tail) ----\n%s", n, tail(string(b), 15))
+				}
+			}
+		}
+	})
+	out, err := exec.Command(sluiceBin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice up: %v\n%s", err, out)
+	}
+	return c
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (c *cluster) path(p string) string { return filepath.Join(c.mnt, p) }
+
+// sluice runs a sluice subcommand against this cluster.
+func (c *cluster) sluice(args ...string) (string, error) {
+	full := append([]string{args[0], "--dir", c.dir}, args[1:]...)
+	return run(2*time.Minute, sluiceBin, full...)
+}
+
+// run runs a command with a time limit, so a hang fails the test instead
+// of stalling it.
+func run(limit time.Duration, name string, args ...string) (string, error) {
+	return runCmd(limit, exec.Command(name, args...))
+}
+
+func runCmd(limit time.Duration, cmd *exec.Cmd) (string, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		return out.String(), fmt.Errorf("%s: no exit within %v", cmd.Path, limit)
+	}
+}
+
+func (c *cluster) pid(name string) int {
+	b, err := os.ReadFile(filepath.Join(c.dir, "cluster.json"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	// tiny parse: "Name": "x", ... "Pid": N
+	s := string(b)
+	i := strings.Index(s, `"Name": "`+name+`"`)
+	if i < 0 {
+		c.t.Fatalf("no daemon %s", name)
+	}
+	j := strings.Index(s[i:], `"Pid": `)
+	var pid int
+	fmt.Sscanf(s[i+j+len(`"Pid": `):], "%d", &pid)
+	return pid
+}
+
+func (c *cluster) kill9(name string) {
+	c.t.Helper()
+	if err := syscall.Kill(c.pid(name), syscall.SIGKILL); err != nil {
+		c.t.Fatalf("kill %s: %v", name, err)
+	}
+}
+
+func (c *cluster) restart(name string) {
+	c.t.Helper()
+	if out, err := c.sluice("restart", name); err != nil {
+		c.t.Fatalf("restart %s: %v %s", name, err, out)
+	}
+}
+
+func mustWrite(t *testing.T, p string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func wantErrno(t *testing.T, err error, want syscall.Errno, what string) {
+	t.Helper()
+	if !errorsIs(err, want) {
+		t.Fatalf("%s: want %v, got %v", what, want, err)
+	}
+}
+
+func errorsIs(err error, e syscall.Errno) bool {
+	for err != nil {
+		if en, ok := err.(syscall.Errno); ok {
+			return en == e
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
+
+func pattern(seed, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(seed*2654435761 + 1)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func eventually(t *testing.T, d time.Duration, f func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,386 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestPOSIX checks the POSIX behaviour a user expects through a real mount.
+func TestPOSIX(t *testing.T) {
+	c := startCluster(t)
+
+	t.Run("open flags", func(t *testing.T) {
+		p := c.path("flags")
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte("0123456789"))
+		f.Close()
+		_, err = os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		wantErrno(t, err, syscall.EEXIST, "O_EXCL on existing file")
+		f, err = os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte("ab"))
+		f.Close()
+		if got := string(mustRead(t, p)); got != "0123456789ab" {
+			t.Fatalf("append: %q", got)
+		}
+		f, err = os.OpenFile(p, os.O_TRUNC|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte("x"))
+		f.Close()
+		if got := string(mustRead(t, p)); got != "x" {
+			t.Fatalf("trunc: %q", got)
+		}
+		_, err = os.Open(c.path("missing"))
+		wantErrno(t, err, syscall.ENOENT, "open missing")
+	})
+
+	t.Run("offsets sparse and past 4GiB", func(t *testing.T) {
+		p := c.path("sparse")
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		data := pattern(1, 3<<20)
+		big := int64(5<<30 + 12345)
+		for _, off := range []int64{0, 7<<20 + 3, big} {
+			if _, err := f.WriteAt(data, off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, _ := f.Stat()
+		if st.Size() != big+int64(len(data)) {
+			t.Fatalf("size %d", st.Size())
+		}
+		got := make([]byte, len(data))
+		for _, off := range []int64{0, 7<<20 + 3, big} {
+			if _, err := f.ReadAt(got, off); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatalf("data at %d differs", off)
+			}
+		}
+		hole := make([]byte, 1<<20)
+		if _, err := f.ReadAt(hole, 1<<30); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(hole, make([]byte, len(hole))) {
+			t.Fatal("hole not zero")
+		}
+		// a read across the end returns the short tail
+		n, err := f.ReadAt(got, big+int64(len(data))-10)
+		if n != 10 || err != io.EOF {
+			t.Fatalf("read at EOF: %d %v", n, err)
+		}
+	})
+
+	t.Run("truncate", func(t *testing.T) {
+		p := c.path("trunc")
+		data := pattern(2, 9<<20)
+		mustWrite(t, p, data)
+		if err := os.Truncate(p, 5<<20+7); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 10<<20); err != nil {
+			t.Fatal(err)
+		}
+		got := mustRead(t, p)
+		want := append(append([]byte(nil), data[:5<<20+7]...), make([]byte, 10<<20-(5<<20+7))...)
+		if !bytes.Equal(got, want) {
+			t.Fatal("truncate down then up did not zero the tail")
+		}
+		f, _ := os.OpenFile(p, os.O_RDWR, 0)
+		if err := f.Truncate(3); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if got := mustRead(t, p); !bytes.Equal(got, data[:3]) {
+			t.Fatalf("ftruncate: %q", got)
+		}
+	})
+
+	t.Run("fsync", func(t *testing.T) {
+		f, err := os.Create(c.path("synced"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(pattern(3, 1<<20))
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	})
+
+	t.Run("rename", func(t *testing.T) {
+		os.MkdirAll(c.path("r/a"), 0o755)
+		os.MkdirAll(c.path("r/b"), 0o755)
+		mustWrite(t, c.path("r/a/f"), []byte("one"))
+		mustWrite(t, c.path("r/b/g"), []byte("two"))
+		if err := os.Rename(c.path("r/a/f"), c.path("r/b/g")); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(mustRead(t, c.path("r/b/g"))); got != "one" {
+			t.Fatalf("rename over: %q", got)
+		}
+		if _, err := os.Stat(c.path("r/a/f")); !os.IsNotExist(err) {
+			t.Fatal("source still there")
+		}
+		// directory rename, across parents, over an empty directory
+		mustWrite(t, c.path("r/a/inner"), []byte("x"))
+		os.Mkdir(c.path("r/b/empty"), 0o755)
+		// (os.Rename refuses an existing directory target itself, so use
+		// the system call)
+		if err := unix.Rename(c.path("r/a"), c.path("r/b/empty")); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(mustRead(t, c.path("r/b/empty/inner"))); got != "x" {
+			t.Fatal("moved directory lost its content")
+		}
+		// over a non-empty directory fails
+		os.Mkdir(c.path("r/c"), 0o755)
+		err := unix.Rename(c.path("r/c"), c.path("r/b/empty"))
+		if !errorsIs(err, syscall.ENOTEMPTY) {
+			t.Fatalf("rename over non-empty dir: %v", err)
+		}
+		// into its own subtree fails
+		wantErrno(t, unix.Rename(c.path("r/b"), c.path("r/b/empty/sub")), syscall.EINVAL, "rename into itself")
+		// a file over a directory and a directory over a file
+		wantErrno(t, unix.Rename(c.path("r/b/g"), c.path("r/c")), syscall.EISDIR, "file over directory")
+		wantErrno(t, unix.Rename(c.path("r/c"), c.path("r/b/g")), syscall.ENOTDIR, "directory over file")
+		// RENAME_NOREPLACE and RENAME_EXCHANGE
+		mustWrite(t, c.path("r/x"), []byte("X"))
+		mustWrite(t, c.path("r/y"), []byte("Y"))
+		err = unix.Renameat2(unix.AT_FDCWD, c.path("r/x"), unix.AT_FDCWD, c.path("r/y"), unix.RENAME_NOREPLACE)
+		wantErrno(t, err, syscall.EEXIST, "RENAME_NOREPLACE")
+		if err := unix.Renameat2(unix.AT_FDCWD, c.path("r/x"), unix.AT_FDCWD, c.path("r/y"), unix.RENAME_EXCHANGE); err != nil {
+			t.Fatal(err)
+		}
+		if string(mustRead(t, c.path("r/x"))) != "Y" || string(mustRead(t, c.path("r/y"))) != "X" {
+			t.Fatal("exchange did not swap")
+		}
+	})
+
+	t.Run("unlink open file", func(t *testing.T) {
+		p := c.path("doomed")
+		data := pattern(4, 5<<20)
+		mustWrite(t, p, data)
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatal("name still visible")
+		}
+		got, err := io.ReadAll(f)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("open handle after unlink: %v, %d bytes", err, len(got))
+		}
+		f.Close()
+	})
+
+	t.Run("links", func(t *testing.T) {
+		mustWrite(t, c.path("orig"), []byte("linked"))
+		if err := os.Link(c.path("orig"), c.path("hard")); err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		syscall.Stat(c.path("orig"), &st)
+		if st.Nlink != 2 {
+			t.Fatalf("nlink %d", st.Nlink)
+		}
+		os.Remove(c.path("orig"))
+		if string(mustRead(t, c.path("hard"))) != "linked" {
+			t.Fatal("hard link lost data")
+		}
+		if err := os.Symlink("hard", c.path("soft")); err != nil {
+			t.Fatal(err)
+		}
+		if tgt, _ := os.Readlink(c.path("soft")); tgt != "hard" {
+			t.Fatalf("readlink %q", tgt)
+		}
+		if string(mustRead(t, c.path("soft"))) != "linked" {
+			t.Fatal("symlink does not resolve")
+		}
+		wantErrno(t, os.Link(c.path("r"), c.path("dirlink")), syscall.EPERM, "hard link to a directory")
+	})
+
+	t.Run("mkdir rmdir readdir", func(t *testing.T) {
+		d := c.path("many")
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wantErrno(t, os.Mkdir(d, 0o755), syscall.EEXIST, "mkdir existing")
+		const n = 10000
+		for i := 0; i < n; i++ {
+			f, err := os.Create(filepath.Join(d, fmt.Sprintf("f%05d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		names, err := readdirnames(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) != n || names[0] != "f00000" || names[n-1] != fmt.Sprintf("f%05d", n-1) {
+			t.Fatalf("readdir returned %d entries", len(names))
+		}
+		wantErrno(t, syscall.Rmdir(d), syscall.ENOTEMPTY, "rmdir non-empty")
+		os.Mkdir(c.path("gone"), 0o700)
+		if err := syscall.Rmdir(c.path("gone")); err != nil {
+			t.Fatal(err)
+		}
+		wantErrno(t, syscall.Rmdir(c.path("flags")), syscall.ENOTDIR, "rmdir a file")
+		wantErrno(t, syscall.Unlink(d), syscall.EISDIR, "unlink a directory")
+	})
+
+	t.Run("chmod chown utimens and permissions", func(t *testing.T) {
+		// the test's temporary directories are 0700: open the path to the
+		// mount so that only the mount's own permissions decide
+		for d := c.mnt; d != "/"; d = filepath.Dir(d) {
+			if st, err := os.Stat(d); err == nil && d != c.mnt && st.Mode().Perm()&0o005 != 0o005 {
+				os.Chmod(d, st.Mode().Perm()|0o755)
+			}
+		}
+		p := c.path("private")
+		mustWrite(t, p, []byte("secret"))
+		if err := os.Chmod(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		mt := time.Date(2020, 1, 2, 3, 4, 5, 6000, time.UTC)
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := os.Stat(p)
+		if st.Mode().Perm() != 0o600 || !st.ModTime().Equal(mt) {
+			t.Fatalf("mode %v mtime %v", st.Mode(), st.ModTime())
+		}
+		// another user cannot read it, nor write into a root-owned 0755 dir
+		out, err := runAs(65534, "cat", p)
+		if err == nil || !strings.Contains(out, "Permission denied") {
+			t.Fatalf("uid 65534 read a 0600 root file: %v %s", err, out)
+		}
+		out, err = runAs(65534, "touch", c.path("r/intruder"))
+		if err == nil || !strings.Contains(out, "Permission denied") {
+			t.Fatalf("uid 65534 created a file in a 0755 root dir: %v %s", err, out)
+		}
+		// chown to that user lets them read; files they create are theirs
+		os.Chown(p, 65534, 65534)
+		if out, err := runAs(65534, "cat", p); err != nil || out != "secret" {
+			t.Fatalf("owner cannot read: %v %s", err, out)
+		}
+		os.Mkdir(c.path("shared"), 0o777)
+		os.Chmod(c.path("shared"), 0o777)
+		if out, err := runAs(65534, "touch", c.path("shared/mine")); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		var sst syscall.Stat_t
+		syscall.Stat(c.path("shared/mine"), &sst)
+		if sst.Uid != 65534 {
+			t.Fatalf("new file owned by %d", sst.Uid)
+		}
+		// a non-owner cannot chmod or chown
+		out, err = runAs(65534, "chmod", "777", c.path("flags"))
+		if err == nil {
+			t.Fatalf("non-owner chmod succeeded: %s", out)
+		}
+	})
+
+	t.Run("statfs", func(t *testing.T) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(c.mnt, &st); err != nil {
+			t.Fatal(err)
+		}
+		total := st.Blocks * uint64(st.Bsize)
+		if total < 1536<<20 {
+			t.Fatalf("statfs reports %d bytes, want at least the mem+ssd budgets", total)
+		}
+	})
+
+	t.Run("N-1 concurrent writers", func(t *testing.T) {
+		p := c.path("shared-file")
+		f, _ := os.Create(p)
+		f.Close()
+		const procs, block, blocks = 4, 256 << 10, 16
+		var wg sync.WaitGroup
+		errs := make(chan error, procs)
+		for r := 0; r < procs; r++ {
+			wg.Add(1)
+			go func(r int) {
+				defer wg.Done()
+				// each process writes its strided blocks with dd
+				for b := 0; b < blocks; b++ {
+					blk := b*procs + r
+					cmd := exec.Command("dd", "of="+p, "bs=262144", "count=1", "iflag=fullblock", "conv=notrunc", "status=none",
+						fmt.Sprintf("seek=%d", blk))
+					cmd.Stdin = bytes.NewReader(pattern(blk, block))
+					if out, err := runCmd(time.Minute, cmd); err != nil {
+						errs <- fmt.Errorf("rank %d: %v %s", r, err, out)
+						return
+					}
+				}
+			}(r)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		got := mustRead(t, p)
+		if len(got) != procs*blocks*block {
+			t.Fatalf("size %d", len(got))
+		}
+		for blk := 0; blk < procs*blocks; blk++ {
+			if !bytes.Equal(got[blk*block:(blk+1)*block], pattern(blk, block)) {
+				t.Fatalf("block %d differs", blk)
+			}
+		}
+	})
+}
+
+func readdirnames(d string) ([]string, error) {
+	f, err := os.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+// runAs runs a command as another user.
+func runAs(uid uint32, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	return runCmd(time.Minute, cmd)
+}
