@@ -63,6 +63,13 @@ type FS struct {
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
 	dirs   map[uint64][]wire.DirEntry
+	hmu    sync.Mutex // guards written
+	// written maps each open file handle that wrote since its last flush
+	// to the end of the furthest write. Closing any other handle costs no
+	// round trip (and cannot block a process in execve closing inherited
+	// descriptors). Flush and fsync send the end along, so the file's size
+	// survives a restart of the forwarding node in between.
+	written map[uint64]uint64
 }
 
 // ChooseFwd returns the forwarding node for node under the fixed mapping:
@@ -96,7 +103,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), cfg: cfg, log: cfg.Log,
 		ids: ident.Resolver{JobVar: cfg.JobVar}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
-		dirs: map[uint64][]wire.DirEntry{}}
+		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]uint64{}}
 	addr := cfg.Fwd
 	if addr == "" {
 		mc := rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
@@ -392,24 +399,49 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	if st != fuse.OK {
 		return 0, st
 	}
+	end := in.Offset + uint64(len(data))
+	fs.hmu.Lock()
+	if end > fs.written[in.Fh] {
+		fs.written[in.Fh] = end
+	}
+	fs.hmu.Unlock()
 	return uint32(len(data)), fuse.OK
 }
 
 // Flush implements fuse.RawFileSystem: sizes are reported at close so
 // another node that opens the file next sees them (close-to-open).
 func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId}, nil, nil)
+	fs.hmu.Lock()
+	end, w := fs.written[in.Fh]
+	fs.hmu.Unlock()
+	if !w {
+		return fuse.OK
+	}
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: end}, nil, nil)
+	if st == fuse.OK {
+		fs.hmu.Lock()
+		if fs.written[in.Fh] == end {
+			delete(fs.written, in.Fh)
+		}
+		fs.hmu.Unlock()
+	}
 	return st
 }
 
 // Fsync implements fuse.RawFileSystem: durable on the tier's medium.
 func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId}, nil, nil)
+	fs.hmu.Lock()
+	end := fs.written[in.Fh]
+	fs.hmu.Unlock()
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId, Size: end}, nil, nil)
 	return st
 }
 
 // Release implements fuse.RawFileSystem.
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.hmu.Lock()
+	delete(fs.written, in.Fh)
+	fs.hmu.Unlock()
 	fs.call(nil, &in.InHeader, &wire.Msg{Op: wire.OpRelease, Ino: in.NodeId}, nil, nil)
 }
 

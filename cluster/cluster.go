@@ -8,6 +8,7 @@ package cluster
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +23,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 // Options of a local cluster.
@@ -33,9 +37,12 @@ type Options struct {
 	SSDBytes int64 // 0 disables the ssd tier
 	PFS      string
 	Fwds     int
-	Engine   string
-	FwdMBps  float64
-	Timeout  time.Duration
+	// MemServers is the number of mem-tier data servers (default 1); each
+	// gets MemBytes.
+	MemServers int
+	Engine     string
+	FwdMBps    float64
+	Timeout    time.Duration
 }
 
 // Daemon is one process of the cluster.
@@ -184,14 +191,16 @@ func Up(o Options) (*Cluster, error) {
 	to := "--timeout=" + o.Timeout.String()
 	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append([]string{"meta", "--listen", metaAddr,
 		"--dir", filepath.Join(dir, "meta"), "--engine", o.Engine, to}, common...)})
-	tiers := []struct {
+	type tierd struct {
 		name, kind, dir string
 		cap             int64
-	}{
-		{"data-mem", "mem", memDir(dir), o.MemBytes},
-		{"data-ssd", "ssd", filepath.Join(dir, "ssd"), o.SSDBytes},
-		{"data-pfs", "pfs", o.PFS, 0},
 	}
+	tiers := []tierd{{"data-mem", "mem", memDir(dir), o.MemBytes}}
+	for i := 1; i < o.MemServers; i++ {
+		tiers = append(tiers, tierd{fmt.Sprintf("data-mem-%d", i), "mem", fmt.Sprintf("%s-%d", memDir(dir), i), o.MemBytes})
+	}
+	tiers = append(tiers, tierd{"data-ssd", "ssd", filepath.Join(dir, "ssd"), o.SSDBytes},
+		tierd{"data-pfs", "pfs", o.PFS, 0})
 	for _, t := range tiers {
 		if (t.kind != "pfs" && t.cap <= 0) || (t.kind == "pfs" && o.PFS == "none") {
 			continue
@@ -303,10 +312,35 @@ func (c *Cluster) waitRegistered(n int, d time.Duration) error {
 			}
 		}
 	}
-	// registration follows listening within one round trip; give the
-	// heartbeats a moment
-	time.Sleep(300 * time.Millisecond)
-	return nil
+	// then until every one of them has registered with the metadata
+	// service, so the mount finds all forwarding nodes and files are
+	// placed over all data servers from the first write
+	secret, err := os.ReadFile(c.SecretFile())
+	if err != nil {
+		return err
+	}
+	mc := rpc.NewClient(c.MetaAddr, []byte(strings.TrimSpace(string(secret))), rpc.ClientOptions{Timeout: d, Name: "metadata service"})
+	defer mc.Close()
+	deadline := time.Now().Add(d)
+	for {
+		resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpServers}, nil, nil)
+		if err != nil {
+			return err
+		}
+		alive := 0
+		for _, s := range resp.Servers {
+			if s.Alive && (s.Role == "data" || s.Role == "fwd") {
+				alive++
+			}
+		}
+		if alive >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d daemons registered after %v", alive, n, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func waitListening(addr string, d time.Duration) error {

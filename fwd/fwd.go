@@ -87,6 +87,11 @@ type file struct {
 	mtime      int64
 	chunks     map[uint64]wire.ChunkLoc
 	loaded     bool            // chunks holds the full layout as of loading
+	fresh      map[uint64]bool // chunks this daemon placed and has not written yet
+	// adopted: the state was built without an open through this daemon
+	// (e.g. after it restarted), so dirty may miss writes of an earlier
+	// incarnation: fsync then syncs every server holding the file.
+	adopted bool
 	dirty      map[uint64]bool // data servers written since the last fsync
 	opens      int
 }
@@ -221,9 +226,17 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		}
 		bufpool.Put(buf)
 	case wire.OpFsync:
-		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fsync(ctx, m.Ino)), nil)
+		err := s.sizeHint(ctx, m.Ino, m.Size)
+		if err == nil {
+			err = s.fsync(ctx, m.Ino)
+		}
+		r.Reply(rpc.ToMsg(&wire.Msg{}, err), nil)
 	case wire.OpFlush:
-		r.Reply(rpc.ToMsg(&wire.Msg{}, s.flushSizes(ctx, m.Ino, false)), nil)
+		err := s.sizeHint(ctx, m.Ino, m.Size)
+		if err == nil {
+			err = s.flushSizes(ctx, m.Ino, false)
+		}
+		r.Reply(rpc.ToMsg(&wire.Msg{}, err), nil)
 	case wire.OpFault:
 		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fault(m)), nil)
 	case wire.OpPing:
@@ -307,7 +320,7 @@ func (s *Server) opened(a *wire.Attr) {
 
 func newFile(a *wire.Attr) *file {
 	f := &file{chunkSize: int64(a.ChunkSize), stripeUnit: int64(a.StripeUnit), size: a.Size,
-		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}}
+		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}, fresh: map[uint64]bool{}}
 	if f.chunkSize <= 0 {
 		f.chunkSize = layout.DefaultChunkSize
 	}
@@ -366,6 +379,7 @@ func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
 	f := s.files[ino]
 	if f == nil {
 		f = newFile(resp.Attr)
+		f.adopted = true
 		s.files[ino] = f
 	}
 	return f, nil
@@ -474,6 +488,7 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude ui
 	loc := resp.Chunks[0]
 	f.mu.Lock()
 	f.chunks[idx] = loc
+	f.fresh[idx] = true
 	f.mu.Unlock()
 	return loc, true, nil
 }
@@ -529,31 +544,45 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 				f.mu.Lock()
 				f.dirty[id] = true
 				f.mu.Unlock()
-			} else if rpc.Errno(err) == syscall.ENOSPC {
-				return &fullErr{id: id, err: err}
+				return nil
+			}
+			f.mu.Lock()
+			fresh := f.fresh[sp.Idx]
+			f.mu.Unlock()
+			var te *rpc.TransportError
+			if rpc.Errno(err) == syscall.ENOSPC || (fresh && errors.As(err, &te)) {
+				return &refusedErr{id: id, err: err}
 			}
 			return err
 		})
-		var fe *fullErr
-		if !errors.As(err, &fe) || attempt > 8 {
+		var re *refusedErr
+		if !errors.As(err, &re) || attempt > 8 {
+			if err == nil {
+				f.mu.Lock()
+				delete(f.fresh, sp.Idx)
+				f.mu.Unlock()
+			}
 			return err
 		}
-		// the server had no room for a new chunk: place it elsewhere
-		// (the next tier down if this one is full)
-		loc, _, err = s.alloc(ctx, m.Ino, f, sp.Idx, fe.id)
+		// the server has no room for a new chunk, or is down and the
+		// chunk holds nothing yet: place it elsewhere (the next tier down
+		// if this one is full)
+		s.log.Warn("placing chunk elsewhere", "ino", m.Ino, "chunk", sp.Idx, "refused by", re.id, "err", re.err)
+		loc, _, err = s.alloc(ctx, m.Ino, f, sp.Idx, re.id)
 		if err != nil {
 			return err
 		}
 	}
 }
 
-type fullErr struct {
+// refusedErr: a data server could not take a new chunk.
+type refusedErr struct {
 	id  uint64
 	err error
 }
 
-func (e *fullErr) Error() string { return e.err.Error() }
-func (e *fullErr) Unwrap() error { return e.err }
+func (e *refusedErr) Error() string { return e.err.Error() }
+func (e *refusedErr) Unwrap() error { return e.err }
 
 // read fills buf from m.Offset, stopping at end of file; it returns the
 // number of bytes read.
@@ -629,6 +658,27 @@ func (s *Server) parallel(n int, fn func(i int) error) error {
 	return errors.Join(errs...)
 }
 
+// sizeHint applies the client's account of how far its writes reached: it
+// covers writes acknowledged by an earlier incarnation of this daemon whose
+// growth was never reported.
+func (s *Server) sizeHint(ctx context.Context, ino, end uint64) error {
+	if end == 0 {
+		return nil
+	}
+	f, err := s.fileFor(ctx, ino)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if end > f.size {
+		f.size = end
+		f.pending = true
+		f.mtime = s.cfg.Now().UnixNano()
+	}
+	f.mu.Unlock()
+	return nil
+}
+
 // fsync makes the file's data and size durable: its data servers sync the
 // chunks written since the last fsync, then the size goes to the metadata
 // service with a synchronous commit.
@@ -640,7 +690,26 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 		for id := range f.dirty {
 			ids = append(ids, id)
 		}
+		adopted := f.adopted
 		f.mu.Unlock()
+		if adopted {
+			resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+			if err != nil {
+				return err
+			}
+			seen := map[uint64]bool{}
+			for _, id := range ids {
+				seen[id] = true
+			}
+			for _, c := range resp.Chunks {
+				for _, id := range c.Servers {
+					if !seen[id] {
+						seen[id] = true
+						ids = append(ids, id)
+					}
+				}
+			}
+		}
 		err := s.parallel(len(ids), func(i int) error {
 			return s.callData(ctx, ids[i], &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
 		})

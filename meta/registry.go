@@ -202,6 +202,13 @@ func (s *Service) Alloc(ctx context.Context, ino, idx uint64, exclude []uint64) 
 func (r *registry) choose(n *inode, idx uint64, exclude []uint64) (wire.ChunkLoc, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// a server that refused a chunk (full, or unreachable) gets no new
+	// chunks until its next report says otherwise
+	for _, x := range exclude {
+		if m := r.servers[x]; m != nil && m.info.Capacity > 0 {
+			m.reserved = m.info.Capacity
+		}
+	}
 	now := r.s.now()
 	byTier := map[string][]*member{}
 	var tiers []string

@@ -402,6 +402,7 @@ func cmdUp(args []string) error {
 	ssd := fs.String("ssd", "8G", "ssd tier budget (0 disables the tier)")
 	fs.StringVar(&o.PFS, "pfs", "", "PFS directory for the pfs tier (default STATE/pfs; none: no pfs tier)")
 	fs.IntVar(&o.Fwds, "fwds", 2, "forwarding daemons")
+	fs.IntVar(&o.MemServers, "mem-servers", 1, "mem-tier data servers, each with the --mem budget")
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -14,10 +16,17 @@ func init() {
 
 // Pebble is the embedded persistent engine (an LSM tree with a write-ahead
 // log). Concurrent synchronous commits share one WAL fsync (group commit),
-// which is why it was chosen over bbolt; see docs/metadata.md.
+// which is why it was chosen over bbolt; see docs/metadata.md. Unsynced
+// commits go through an intent log first so they survive kill -9.
 type Pebble struct {
 	db *pebble.DB
+
+	mu  sync.Mutex // guards log; orders log appends like engine commits
+	log *intentLog
 }
+
+// intentLogLimit: past this size the engine is synced and the log emptied.
+const intentLogLimit = 16 << 20
 
 var _ Engine = (*Pebble)(nil)
 
@@ -27,7 +36,22 @@ func OpenPebble(dir string) (*Pebble, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pebble{db: db}, nil
+	log, err := openIntentLog(filepath.Join(dir, "intent.log"))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	p := &Pebble{db: db, log: log}
+	// commits acknowledged before a crash may be only in the intent log
+	err = log.replay(func(b *Batch) error { return p.commit(b, false) })
+	if err == nil {
+		err = p.syncLocked()
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return p, nil
 }
 
 // Get implements Engine.
@@ -76,6 +100,33 @@ func prefixEnd(prefix []byte) []byte {
 
 // Apply implements Engine.
 func (p *Pebble) Apply(b *Batch, sync bool) error {
+	if sync {
+		return p.commit(b, true)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.log.append(b); err != nil {
+		return err
+	}
+	if err := p.commit(b, false); err != nil {
+		return err
+	}
+	if p.log.size > intentLogLimit {
+		return p.syncLocked()
+	}
+	return nil
+}
+
+// syncLocked makes the engine durable and empties the intent log. Caller
+// holds mu (or has the engine to itself).
+func (p *Pebble) syncLocked() error {
+	if err := p.db.LogData(nil, pebble.Sync); err != nil {
+		return err
+	}
+	return p.log.reset()
+}
+
+func (p *Pebble) commit(b *Batch, sync bool) error {
 	pb := p.db.NewBatch()
 	for _, op := range b.Ops {
 		if op.Delete {
@@ -97,7 +148,16 @@ func (p *Pebble) Sync() error {
 }
 
 // Close implements Engine.
-func (p *Pebble) Close() error { return p.db.Close() }
+func (p *Pebble) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := p.syncLocked()
+	p.log.f.Close()
+	if cerr := p.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 type quietLogger struct{}
 

@@ -4,8 +4,10 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,9 +51,10 @@ func TestMain(m *testing.M) {
 
 // cluster is a running local cluster.
 type cluster struct {
-	t   *testing.T
-	dir string
-	mnt string
+	t      *testing.T
+	dir    string
+	mnt    string
+	helper *shell
 }
 
 // startCluster runs `sluice up` with extra flags and tears it down (and
@@ -59,7 +62,7 @@ type cluster struct {
 func startCluster(t *testing.T, flags ...string) *cluster {
 	t.Helper()
 	base := t.TempDir()
-	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt")}
+	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt"), helper: newShell(t)}
 	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s"}, flags...)
 	t.Cleanup(func() {
 		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir).CombinedOutput()
@@ -150,10 +153,52 @@ func (c *cluster) kill9(name string) {
 	}
 }
 
+// restart restarts a daemon through a helper shell started before the test
+// opened any file on the mount: forking from the test process itself would
+// make the kernel flush the test's open mount files in the child, which
+// blocks while the daemon behind them is down.
 func (c *cluster) restart(name string) {
 	c.t.Helper()
-	if out, err := c.sluice("restart", name); err != nil {
+	out, err := c.helper.run(fmt.Sprintf("%q restart --dir %q %q", sluiceBin, c.dir, name))
+	if err != nil {
 		c.t.Fatalf("restart %s: %v %s", name, err, out)
+	}
+}
+
+// shell is a long-lived sh that runs commands for the test.
+type shell struct {
+	in  io.WriteCloser
+	out *bufio.Reader
+	cmd *exec.Cmd
+}
+
+func newShell(t *testing.T) *shell {
+	cmd := exec.Command("sh")
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return &shell{in: in, out: bufio.NewReader(outp), cmd: cmd}
+}
+
+func (s *shell) run(line string) (string, error) {
+	fmt.Fprintf(s.in, "%s 2>&1; echo \"__sluice_done $?\"\n", line)
+	var out strings.Builder
+	for {
+		l, err := s.out.ReadString('\n')
+		if err != nil {
+			return out.String(), err
+		}
+		if strings.HasPrefix(l, "__sluice_done ") {
+			if code := strings.TrimSpace(strings.TrimPrefix(l, "__sluice_done ")); code != "0" {
+				return out.String(), fmt.Errorf("exit status %s", code)
+			}
+			return out.String(), nil
+		}
+		out.WriteString(l)
 	}
 }
 
