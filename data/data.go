@@ -147,12 +147,18 @@ func (s *Server) serve(r *rpc.Request) {
 	if d := s.stall.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
-	s.sem <- struct{}{}
-	defer func() { <-s.sem }()
+	// Emulated device limits: bulk transfers pay the bandwidth bucket,
+	// every request pays the IOPS bucket; small requests are not queued
+	// behind bulk bandwidth debt, as a device with command queueing
+	// serves a 4 KiB read between large transfers.
 	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite {
 		s.iops.Wait(ctx, 1)
-		s.bw.Wait(ctx, float64(m.Size))
+		if m.Size > wire.SmallIOMax {
+			s.bw.Wait(ctx, float64(m.Size))
+		}
 	}
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
 	start := time.Now()
 	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
 	var err error

@@ -72,9 +72,12 @@ type Server struct {
 	Served [wire.NumClasses]atomic.Int64
 }
 
+// backend is one data server as seen from this daemon: a connection and,
+// per pipeline class, a bound on requests in flight, so bulk transfers
+// waiting on a slow server cannot take the slots small requests need.
 type backend struct {
 	c   *rpc.Client
-	sem chan struct{}
+	sem [wire.NumClasses]chan struct{}
 }
 
 // file is the daemon's soft state for one inode.
@@ -92,8 +95,8 @@ type file struct {
 	// (e.g. after it restarted), so dirty may miss writes of an earlier
 	// incarnation: fsync then syncs every server holding the file.
 	adopted bool
-	dirty      map[uint64]bool // data servers written since the last fsync
-	opens      int
+	dirty   map[uint64]bool // data servers written since the last fsync
+	opens   int
 }
 
 // New returns a daemon; Run starts it.
@@ -407,10 +410,12 @@ func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
 		} else if old != nil {
 			old.c.Close()
 		}
-		s.backends[si.ID] = &backend{
-			c: rpc.NewClient(si.Addr, s.cfg.Secret, rpc.ClientOptions{Timeout: s.cfg.Timeout,
-				Name: fmt.Sprintf("data server %d (%s, %s)", si.ID, si.Tier, si.Addr)}),
-			sem: make(chan struct{}, s.cfg.BackendInflight)}
+		b := &backend{c: rpc.NewClient(si.Addr, s.cfg.Secret, rpc.ClientOptions{Timeout: s.cfg.Timeout,
+			Name: fmt.Sprintf("data server %d (%s, %s)", si.ID, si.Tier, si.Addr)})}
+		for i := range b.sem {
+			b.sem[i] = make(chan struct{}, s.cfg.BackendInflight)
+		}
+		s.backends[si.ID] = b
 	}
 	if b = s.backends[id]; b == nil {
 		return nil, rpc.Errorf(syscall.EIO, "data server %d is not registered", id)
@@ -423,12 +428,13 @@ func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, 
 	if err != nil {
 		return err
 	}
+	sem := b.sem[wire.ClassOf(m)]
 	select {
-	case b.sem <- struct{}{}:
+	case sem <- struct{}{}:
 	case <-ctx.Done():
 		return &rpc.TransportError{Server: b.c.Name(), Err: ctx.Err()}
 	}
-	defer func() { <-b.sem }()
+	defer func() { <-sem }()
 	_, _, err = b.c.Call(ctx, m, payload, into)
 	var te *rpc.TransportError
 	if errors.As(err, &te) {

@@ -1,0 +1,134 @@
+package fwd_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/data"
+	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+	"github.com/sluice-hpc/sluice/meta/engine"
+)
+
+var secret = []byte("0123456789abcdef-test")
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// stack starts a metadata service, one data server capped at mbps and a
+// forwarding daemon, all in this process on loopback, and returns a client
+// of the forwarding daemon.
+func stack(t *testing.T, mbps float64) *rpc.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	svc, err := meta.New(meta.Config{Engine: engine.NewMem(), Log: quiet(), Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ms := rpc.NewServer(secret, svc.Handler(), quiet())
+	go ms.Serve(ln)
+	t.Cleanup(ms.Close)
+	metaAddr := ln.Addr().String()
+
+	ds, err := data.New(data.Config{Kind: "mem", Dir: t.TempDir(), Capacity: 1 << 30, Meta: metaAddr,
+		Secret: secret, MaxMBps: mbps, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dln, _ := ds.Listen()
+	go ds.Run(ctx, dln, "")
+
+	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet()})
+	fln, _ := fs.Listen()
+	go fs.Run(ctx, fln, "")
+	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
+	t.Cleanup(c.Close)
+	// wait for the data server to register
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpStatfs}, nil, nil)
+		if err == nil && resp.Cap > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("data server did not register")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c
+}
+
+func create(t *testing.T, c *rpc.Client, name string) uint64 {
+	t.Helper()
+	resp, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpMknod, Parent: meta.RootIno, Name: name, Mode: 0o644}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := resp.Attr.Ino
+	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpOpen, Ino: ino}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return ino
+}
+
+// TestBulkDoesNotBlockMetadataOrSmallIO: with the data server capped at
+// 20 MB/s and a stream of 4 MiB writes saturating it, stat and 4 KiB reads
+// on the same forwarding node and connection still answer promptly.
+func TestBulkDoesNotBlockMetadataOrSmallIO(t *testing.T) {
+	c := stack(t, 20)
+	ctx := context.Background()
+	small := create(t, c, "small")
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: small, Size: 4096}, bytes.Repeat([]byte{7}, 4096), nil); err != nil {
+		t.Fatal(err)
+	}
+	big := create(t, c, "big")
+	payload := bytes.Repeat([]byte{1}, 4<<20)
+	var wg sync.WaitGroup
+	bulkStart := time.Now()
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: big, Offset: uint64(i) << 22, Size: 4 << 20}, payload, nil); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	time.Sleep(100 * time.Millisecond)
+	var worst time.Duration
+	buf := make([]byte, 4096)
+	for i := 0; i < 20; i++ {
+		start := time.Now()
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: small}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: small, Size: 4096}, nil, buf); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > worst {
+			worst = d
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	bulk := time.Since(bulkStart)
+	t.Logf("bulk 24 MiB took %v; worst stat+4KiB read during it: %v", bulk, worst)
+	if bulk < 800*time.Millisecond {
+		t.Fatalf("bulk writes finished in %v: the throttle did not hold them back, the test proves nothing", bulk)
+	}
+	if worst > 300*time.Millisecond {
+		t.Fatalf("metadata/small I/O waited %v behind bulk I/O", worst)
+	}
+	if !bytes.Equal(buf, bytes.Repeat([]byte{7}, 4096)) {
+		t.Fatal("small read returned wrong data")
+	}
+}
