@@ -1,0 +1,38 @@
+# sluice build and test entry points. `make test` is the test command CI runs.
+GO ?= go
+PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
+
+.PHONY: build test lint unit e2e fuzz-smoke demo clean
+
+build:
+	$(GO) build -o bin/sluice ./cmd/sluice
+
+# Everything CI checks: formatting, vet, staticcheck, unit tests with the
+# race detector, short fuzzing of the wire and log decoders, and the
+# end-to-end tests on a real FUSE mount with real daemons and fio.
+test: lint unit fuzz-smoke e2e
+
+lint:
+	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
+	$(GO) vet ./...
+	@if command -v staticcheck >/dev/null; then staticcheck ./...; \
+	elif [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ]; then "$$($(GO) env GOPATH)/bin/staticcheck" ./...; \
+	else echo "staticcheck not installed (.ci/run installs it)"; exit 1; fi
+
+unit:
+	$(GO) test -race -count=1 $(PKGS_RACE)
+
+fuzz-smoke:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./internal/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzHeader$$' -fuzztime 5s ./internal/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime 5s ./meta/engine
+
+e2e:
+	$(GO) test -count=1 -timeout 30m ./test/e2e
+
+# The main job: a local cluster and a sample workload of several jobs.
+demo: build
+	bash examples/demo.sh
+
+clean:
+	rm -rf bin
