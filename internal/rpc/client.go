@@ -23,16 +23,32 @@ type ClientOptions struct {
 }
 
 // Client is a reconnecting, multiplexed connection to one server. Many calls
-// may be in flight at once; it is safe for concurrent use.
+// may be in flight at once; it is safe for concurrent use. Bulk transfers
+// travel on a connection of their own, so megabytes of queued payload never
+// sit in front of a metadata or small request in one TCP stream.
 type Client struct {
 	addr   string
 	secret []byte
 	opt    ClientOptions
 
 	mu     sync.Mutex // guards cur, closed
-	cur    *clientConn
+	cur    [numLanes]*clientConn
 	closed bool
 	dialMu sync.Mutex // serialises dials
+}
+
+// lanes: one connection for metadata and small I/O, one for bulk I/O.
+const (
+	laneSmall = iota
+	laneBulk
+	numLanes
+)
+
+func laneOf(m *wire.Msg) int {
+	if wire.ClassOf(m) == wire.ClassBulk {
+		return laneBulk
+	}
+	return laneSmall
 }
 
 type call struct {
@@ -75,19 +91,21 @@ func (c *Client) Name() string { return c.opt.Name }
 func (c *Client) Close() {
 	c.mu.Lock()
 	c.closed = true
-	cc := c.cur
-	c.cur = nil
+	ccs := c.cur
+	c.cur = [numLanes]*clientConn{}
 	c.mu.Unlock()
-	if cc != nil {
-		cc.fail(net.ErrClosed)
+	for _, cc := range ccs {
+		if cc != nil {
+			cc.fail(net.ErrClosed)
+		}
 	}
 }
 
 var errClosed = errors.New("client closed")
 
-func (c *Client) conn(ctx context.Context) (*clientConn, error) {
+func (c *Client) conn(ctx context.Context, lane int) (*clientConn, error) {
 	c.mu.Lock()
-	cc := c.cur
+	cc := c.cur[lane]
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
@@ -99,7 +117,7 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	c.dialMu.Lock()
 	defer c.dialMu.Unlock()
 	c.mu.Lock()
-	cc = c.cur
+	cc = c.cur[lane]
 	c.mu.Unlock()
 	if cc != nil {
 		return cc, nil
@@ -126,15 +144,17 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 		nc.Close()
 		return nil, errClosed
 	}
-	c.cur = cc
+	c.cur[lane] = cc
 	c.mu.Unlock()
 	return cc, nil
 }
 
 func (c *Client) drop(cc *clientConn) {
 	c.mu.Lock()
-	if c.cur == cc {
-		c.cur = nil
+	for i := range c.cur {
+		if c.cur[i] == cc {
+			c.cur[i] = nil
+		}
 	}
 	c.mu.Unlock()
 }
@@ -149,8 +169,9 @@ func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) 
 	ctx, cancel := withTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	backoff := 20 * time.Millisecond
+	lane := laneOf(req)
 	for {
-		cc, err := c.conn(ctx)
+		cc, err := c.conn(ctx, lane)
 		if err == nil {
 			var resp *wire.Msg
 			var p []byte
