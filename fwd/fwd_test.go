@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // stack starts a metadata service, one data server capped at mbps and a
 // forwarding daemon, all in this process on loopback, and returns a client
 // of the forwarding daemon.
-func stack(t *testing.T, mbps float64) *rpc.Client {
+func stack(t testing.TB, mbps float64) *rpc.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -39,7 +40,12 @@ func stack(t *testing.T, mbps float64) *rpc.Client {
 	t.Cleanup(ms.Close)
 	metaAddr := ln.Addr().String()
 
-	ds, err := data.New(data.Config{Kind: "mem", Dir: t.TempDir(), Capacity: 1 << 30, Meta: metaAddr,
+	memDir, err := os.MkdirTemp("/dev/shm", "sluice-fwd-test")
+	if err != nil {
+		memDir = t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(memDir) })
+	ds, err := data.New(data.Config{Kind: "mem", Dir: memDir, Capacity: 1 << 30, Meta: metaAddr,
 		Secret: secret, MaxMBps: mbps, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +73,7 @@ func stack(t *testing.T, mbps float64) *rpc.Client {
 	return c
 }
 
-func create(t *testing.T, c *rpc.Client, name string) uint64 {
+func create(t testing.TB, c *rpc.Client, name string) uint64 {
 	t.Helper()
 	resp, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpMknod, Parent: meta.RootIno, Name: name, Mode: 0o644}, nil, nil)
 	if err != nil {
@@ -134,5 +140,41 @@ func TestBulkDoesNotBlockMetadataOrSmallIO(t *testing.T) {
 	}
 	if !bytes.Equal(buf, bytes.Repeat([]byte{7}, 4096)) {
 		t.Fatal("small read returned wrong data")
+	}
+}
+
+// BenchmarkWrite1MiB measures one client streaming 1 MiB writes through a
+// forwarding daemon to an uncapped mem data server, without FUSE:
+//
+//	go test ./fwd -run '^$' -bench Write1MiB
+func BenchmarkWrite1MiB(b *testing.B) {
+	c := stack(b, 0)
+	ino := create(b, c, "bench")
+	payload := bytes.Repeat([]byte{3}, 1<<20)
+	b.SetBytes(1 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		off := uint64(i%256) << 20
+		if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: off, Size: 1 << 20}, payload, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRead1MiB is the read counterpart of BenchmarkWrite1MiB.
+func BenchmarkRead1MiB(b *testing.B) {
+	c := stack(b, 0)
+	ino := create(b, c, "bench")
+	payload := bytes.Repeat([]byte{3}, 1<<20)
+	for i := 0; i < 64; i++ {
+		c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(i) << 20, Size: 1 << 20}, payload, nil)
+	}
+	buf := make([]byte, 1<<20)
+	b.SetBytes(1 << 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: uint64(i%64) << 20, Size: 1 << 20}, nil, buf); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -159,6 +161,14 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
 
+// startPprof serves Go's profiles for performance work (docs/benchmarks.md).
+func startPprof(addr string) {
+	if addr == "" {
+		return
+	}
+	go http.ListenAndServe(addr, nil)
+}
+
 func writeAddr(file, addr string) error {
 	if file == "" {
 		return nil
@@ -183,6 +193,7 @@ func checkListen(addr string) error {
 
 func cmdMeta(args []string) error {
 	fs, cfg := flagSet("meta")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
 	listen := fs.String("listen", "127.0.0.1:7100", "address to listen on")
 	dir := fs.String("dir", "", "directory of the embedded store")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
@@ -196,6 +207,7 @@ func cmdMeta(args []string) error {
 	if err := checkListen(*listen); err != nil {
 		return err
 	}
+	startPprof(*pprofAddr)
 	secret, err := readSecret(*secretFile)
 	if err != nil {
 		return err
@@ -239,6 +251,7 @@ func cmdMeta(args []string) error {
 
 func cmdData(args []string) error {
 	fs, cfg := flagSet("data")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	kind := fs.String("tier", "", "tier kind: mem, ssd, hdd or pfs")
 	dir := fs.String("dir", "", "directory holding the chunks (tmpfs for mem; the PFS mount for pfs)")
@@ -255,6 +268,7 @@ func cmdData(args []string) error {
 	if err := checkListen(*listen); err != nil {
 		return err
 	}
+	startPprof(*pprofAddr)
 	if _, ok := wire.TierRank[*kind]; !ok {
 		return fmt.Errorf("--tier %q: want mem, ssd, hdd or pfs", *kind)
 	}
@@ -293,6 +307,7 @@ func cmdData(args []string) error {
 
 func cmdFwd(args []string) error {
 	fs, cfg := flagSet("fwd")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
@@ -307,6 +322,7 @@ func cmdFwd(args []string) error {
 	if err := checkListen(*listen); err != nil {
 		return err
 	}
+	startPprof(*pprofAddr)
 	secret, err := readSecret(*secretFile)
 	if err != nil {
 		return err
@@ -328,6 +344,7 @@ func cmdFwd(args []string) error {
 
 func cmdMount(args []string) error {
 	fs, cfg := flagSet("mount")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address (to find a forwarding node)")
 	fwdAddr := fs.String("fwd", "", "forwarding node address (default: chosen by the fixed mapping)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
@@ -342,6 +359,7 @@ func cmdMount(args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one mount point, got %d arguments", fs.NArg())
 	}
+	startPprof(*pprofAddr)
 	mnt := fs.Arg(0)
 	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
 		return fmt.Errorf("mount point %s is not a directory", mnt)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	clusterpkg "github.com/sluice-hpc/sluice/cluster"
 )
 
 // TestCrashRecovery kills each daemon with SIGKILL in the middle of a
@@ -182,6 +186,46 @@ func TestErrors(t *testing.T) {
 			b, err := os.ReadFile(c.path("x"))
 			return err == nil && string(b) == "x"
 		}, "the mount to recover after the forwarding node returned")
+	})
+
+	t.Run("garbage and wrong secrets are refused, daemons keep serving", func(t *testing.T) {
+		c := startCluster(t)
+		cl, err := clusterpkg.Load(c.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := cl.MetaAddr
+		for _, junk := range [][]byte{[]byte("GET / HTTP/1.0\r\n\r\n"), bytes.Repeat([]byte{0xff}, 4096), make([]byte, 100)} {
+			conn, err := net.DialTimeout("tcp", meta, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.Write(junk)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			io.Copy(io.Discard, conn) // the server sends its hello, then closes
+			conn.Close()
+		}
+		// a client with the wrong secret cannot do anything
+		bad := filepath.Join(t.TempDir(), "bad-secret")
+		os.WriteFile(bad, []byte("not-the-cluster-secret"), 0o600)
+		out, err := run(30*time.Second, sluiceBin, "status", "--meta", meta, "--secret-file", bad)
+		if err == nil || !strings.Contains(out, "authentication") {
+			t.Fatalf("status with a wrong secret: %v %s", err, out)
+		}
+		// the cluster is unharmed
+		mustWrite(t, c.path("after-garbage"), []byte("fine"))
+		if out, err := c.sluice("status"); err != nil || !strings.Contains(out, "meta") && !strings.Contains(out, "fwd") {
+			t.Fatalf("status: %v %s", err, out)
+		}
+	})
+
+	t.Run("bad config gives one clear line", func(t *testing.T) {
+		cfg := filepath.Join(t.TempDir(), "fwd.conf")
+		os.WriteFile(cfg, []byte("# forwarding node\nmeta = 127.0.0.1:1\nmax-mbs = 100\n"), 0o644)
+		out, err := run(10*time.Second, sluiceBin, "fwd", "--config", cfg)
+		if err == nil || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, `"max-mbs"`) || !strings.Contains(out, ":3") {
+			t.Fatalf("want one line naming max-mbs at line 3, got %v: %s", err, out)
+		}
 	})
 
 	t.Run("bad flags give one clear line", func(t *testing.T) {
