@@ -446,44 +446,50 @@ func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, 
 // chunk returns chunk idx's location; with alloc it asks the metadata
 // service to place a chunk that has none. ok is false for a hole.
 func (s *Server) chunk(ctx context.Context, ino uint64, f *file, idx uint64, alloc bool) (wire.ChunkLoc, bool, error) {
-	f.mu.Lock()
-	loc, ok := f.chunks[idx]
-	loaded := f.loaded
-	f.mu.Unlock()
-	if ok {
+	if loc, ok := f.lookup(idx); ok {
 		return loc, true, nil
 	}
-	if !loaded {
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
-		if err != nil {
-			return loc, false, err
+	// load the layout once; reload for a read of an unknown chunk, which
+	// another daemon may have placed since
+	if !f.isLoaded() || !alloc {
+		if err := s.loadLayout(ctx, ino, f); err != nil {
+			return wire.ChunkLoc{}, false, err
 		}
-		f.mu.Lock()
-		for _, c := range resp.Chunks {
-			f.chunks[c.Idx] = c
-		}
-		f.loaded = true
-		loc, ok = f.chunks[idx]
-		f.mu.Unlock()
-		if ok {
+		if loc, ok := f.lookup(idx); ok {
 			return loc, true, nil
 		}
 	}
 	if !alloc {
-		// another daemon may have placed it since we loaded
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
-		if err != nil {
-			return loc, false, err
-		}
-		f.mu.Lock()
-		for _, c := range resp.Chunks {
-			f.chunks[c.Idx] = c
-		}
-		loc, ok = f.chunks[idx]
-		f.mu.Unlock()
-		return loc, ok, nil
+		return wire.ChunkLoc{}, false, nil
 	}
 	return s.alloc(ctx, ino, f, idx, 0)
+}
+
+func (f *file) lookup(idx uint64) (wire.ChunkLoc, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	loc, ok := f.chunks[idx]
+	return loc, ok
+}
+
+func (f *file) isLoaded() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.loaded
+}
+
+func (s *Server) loadLayout(ctx context.Context, ino uint64, f *file) error {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	for _, c := range resp.Chunks {
+		f.chunks[c.Idx] = c
+	}
+	f.loaded = true
+	f.mu.Unlock()
+	return nil
 }
 
 func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude uint64) (wire.ChunkLoc, bool, error) {

@@ -191,24 +191,41 @@ func checkListen(addr string) error {
 	return nil
 }
 
+// daemonFlags are the flags every network daemon has.
+type daemonFlags struct {
+	listen, secretFile, addrFile, pprof *string
+}
+
+func addDaemonFlags(fs *flag.FlagSet, listen string) *daemonFlags {
+	return &daemonFlags{
+		listen:     fs.String("listen", listen, "address to listen on"),
+		secretFile: fs.String("secret-file", "", "file holding the cluster secret"),
+		addrFile:   fs.String("addr-file", "", "write the bound address here"),
+		pprof:      fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address"),
+	}
+}
+
+// setup checks the listen address, starts profiling if asked and reads the
+// cluster secret.
+func (d *daemonFlags) setup() ([]byte, error) {
+	if err := checkListen(*d.listen); err != nil {
+		return nil, err
+	}
+	startPprof(*d.pprof)
+	return readSecret(*d.secretFile)
+}
+
 func cmdMeta(args []string) error {
 	fs, cfg := flagSet("meta")
-	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
-	listen := fs.String("listen", "127.0.0.1:7100", "address to listen on")
+	df := addDaemonFlags(fs, "127.0.0.1:7100")
 	dir := fs.String("dir", "", "directory of the embedded store")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
-	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
-	addrFile := fs.String("addr-file", "", "write the bound address here")
 	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
-	if err := checkListen(*listen); err != nil {
-		return err
-	}
-	startPprof(*pprofAddr)
-	secret, err := readSecret(*secretFile)
+	secret, err := df.setup()
 	if err != nil {
 		return err
 	}
@@ -230,11 +247,11 @@ func cmdMeta(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", *df.listen)
 	if err != nil {
 		return err
 	}
-	if err := writeAddr(*addrFile, ln.Addr().String()); err != nil {
+	if err := writeAddr(*df.addrFile, ln.Addr().String()); err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
@@ -251,24 +268,17 @@ func cmdMeta(args []string) error {
 
 func cmdData(args []string) error {
 	fs, cfg := flagSet("data")
-	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
-	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	df := addDaemonFlags(fs, "127.0.0.1:0")
 	kind := fs.String("tier", "", "tier kind: mem, ssd, hdd or pfs")
 	dir := fs.String("dir", "", "directory holding the chunks (tmpfs for mem; the PFS mount for pfs)")
 	capacity := fs.String("capacity", "0", "byte budget (e.g. 2G); 0: the file system's size")
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
-	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
 	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
 	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
 	node := fs.String("node", hostname(), "node name")
-	addrFile := fs.String("addr-file", "", "write the bound address here")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
-	if err := checkListen(*listen); err != nil {
-		return err
-	}
-	startPprof(*pprofAddr)
 	if _, ok := wire.TierRank[*kind]; !ok {
 		return fmt.Errorf("--tier %q: want mem, ssd, hdd or pfs", *kind)
 	}
@@ -279,12 +289,12 @@ func cmdData(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--capacity: %v", err)
 	}
-	secret, err := readSecret(*secretFile)
+	secret, err := df.setup()
 	if err != nil {
 		return err
 	}
 	log := logger("data").With("tier", *kind)
-	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *listen, Meta: *metaAddr,
+	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
 		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log})
 	if err != nil {
 		return err
@@ -293,7 +303,7 @@ func cmdData(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAddr(*addrFile, srv.Addr()); err != nil {
+	if err := writeAddr(*df.addrFile, srv.Addr()); err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
@@ -307,34 +317,27 @@ func cmdData(args []string) error {
 
 func cmdFwd(args []string) error {
 	fs, cfg := flagSet("fwd")
-	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
-	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	df := addDaemonFlags(fs, "127.0.0.1:0")
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
-	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
 	mbps := fs.Float64("max-mbps", 0, "link bandwidth cap in MB/s; 0: none")
 	node := fs.String("node", hostname(), "node name")
-	addrFile := fs.String("addr-file", "", "write the bound address here")
 	idFile := fs.String("id-file", "", "keep the assigned id here across restarts")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
-	if err := checkListen(*listen); err != nil {
-		return err
-	}
-	startPprof(*pprofAddr)
-	secret, err := readSecret(*secretFile)
+	secret, err := df.setup()
 	if err != nil {
 		return err
 	}
 	log := logger("fwd")
-	srv := fwd.New(fwd.Config{Listen: *listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
+	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
 		MaxMBps: *mbps, Timeout: *timeout})
 	ln, err := srv.Listen()
 	if err != nil {
 		return err
 	}
-	if err := writeAddr(*addrFile, srv.Addr()); err != nil {
+	if err := writeAddr(*df.addrFile, srv.Addr()); err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
