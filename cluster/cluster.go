@@ -42,6 +42,7 @@ type Options struct {
 	MemServers int
 	Engine     string
 	FwdMBps    float64
+	JobVar     string // environment variable holding the job id (mount)
 	Timeout    time.Duration
 }
 
@@ -225,7 +226,11 @@ func Up(o Options) (*Cluster, error) {
 		}
 		c.Daemons = append(c.Daemons, Daemon{Name: name, Args: args})
 	}
-	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append([]string{"mount", "--meta", metaAddr, to}, common...), mnt)})
+	margs := []string{"mount", "--meta", metaAddr, to}
+	if o.JobVar != "" {
+		margs = append(margs, "--jobid-var", o.JobVar)
+	}
+	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, common...), mnt)})
 
 	for i := range c.Daemons {
 		d := &c.Daemons[i]

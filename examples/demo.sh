@@ -64,6 +64,10 @@ for id in 1001 1002 1003; do
 done
 
 echo
+echo "== what the forwarding nodes saw, per job (job id and rank come from each process's environment)"
+"$SLUICE" jobs --dir "$STATE"
+
+echo
 echo "== cluster"
 "$SLUICE" status --dir "$STATE"
 echo

@@ -67,6 +67,8 @@ type Server struct {
 	fmu   sync.Mutex // guards files
 	files map[uint64]*file
 
+	jobs jobTable
+
 	// Depth and served count per class, for status and tests.
 	Depth  [wire.NumClasses]atomic.Int64
 	Served [wire.NumClasses]atomic.Int64
@@ -212,6 +214,14 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout+5*time.Second)
 	defer cancel()
 	switch m.Op {
+	case wire.OpJobStats, wire.OpPing, wire.OpFault, wire.OpRead:
+		// reads are counted with the bytes they returned, below
+	default:
+		s.jobs.record(m, uint64(len(r.Payload)))
+	}
+	switch m.Op {
+	case wire.OpJobStats:
+		r.Reply(&wire.Msg{Entries: EncodeJobs(s.jobs.snapshot())}, nil)
 	case wire.OpWrite:
 		err := s.write(ctx, m, r.Payload)
 		r.Reply(rpc.ToMsg(&wire.Msg{Size: uint64(len(r.Payload))}, err), nil)
@@ -222,6 +232,7 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		}
 		buf := bufpool.Get(int(m.Size))
 		n, err := s.read(ctx, m, buf)
+		s.jobs.record(m, uint64(n))
 		if err != nil {
 			r.ReplyErr(err)
 		} else {

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ var commands = []command{
 	{"down", "unmount and stop a local cluster: down --dir STATE", cmdDown},
 	{"status", "show servers, tiers, forwarding nodes and clients", cmdStatus},
 	{"stat", "show a file's layout: stat PATH", cmdStat},
+	{"jobs", "show what each job did, as the forwarding nodes saw it", cmdJobs},
 	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR", cmdSetstripe},
 	{"fault", "inject a fault: fault --server ID (--slow F | --fill BYTES | --stall MS)", cmdFault},
 	{"restart", "restart one daemon of a local cluster: restart --dir STATE NAME", cmdRestart},
@@ -427,6 +429,7 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
+	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -567,6 +570,74 @@ func cmdStatus(args []string) error {
 		if v, ok := tiers[t]; ok {
 			fmt.Printf("%-5s %-14s %s\n", t, cluster.FormatSize(v[0]), cluster.FormatSize(v[1]))
 		}
+	}
+	return nil
+}
+
+func cmdJobs(args []string) error {
+	fs, cfg := flagSet("jobs")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	ctx := context.Background()
+	resp, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+	if err != nil {
+		return err
+	}
+	type agg struct {
+		fwd.JobCounters
+		fwds  []string
+		ranks map[int32]bool
+		nodes map[string]bool
+	}
+	jobs := map[string]*agg{}
+	secret := mustSecret(fs)
+	for _, si := range resp.Servers {
+		if si.Role != "fwd" || !si.Alive {
+			continue
+		}
+		fc := rpc.NewClient(si.Addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "forwarding node " + si.Addr})
+		r, _, err := fc.Call(ctx, &wire.Msg{Op: wire.OpJobStats}, nil, nil)
+		fc.Close()
+		if err != nil {
+			return err
+		}
+		for _, c := range fwd.DecodeJobs(r.Entries) {
+			a := jobs[c.Job]
+			if a == nil {
+				a = &agg{JobCounters: fwd.JobCounters{Job: c.Job}, ranks: map[int32]bool{}, nodes: map[string]bool{}}
+				jobs[c.Job] = a
+			}
+			a.Ops += c.Ops
+			a.MetaOps += c.MetaOps
+			a.ReadBytes += c.ReadBytes
+			a.WriteBytes += c.WriteBytes
+			a.fwds = append(a.fwds, strconv.FormatUint(si.ID, 10))
+			for _, x := range c.Ranks {
+				a.ranks[x] = true
+			}
+			for _, x := range c.Nodes {
+				a.nodes[x] = true
+			}
+		}
+	}
+	var names []string
+	for n := range jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Printf("%-10s %8s %8s %12s %12s %6s %-14s %s\n", "JOB", "OPS", "META", "READ", "WRITTEN", "RANKS", "NODES", "FWD")
+	for _, n := range names {
+		a := jobs[n]
+		var nodes []string
+		for x := range a.nodes {
+			nodes = append(nodes, x)
+		}
+		sort.Strings(nodes)
+		fmt.Printf("%-10s %8d %8d %12s %12s %6d %-14s %s\n", n, a.Ops, a.MetaOps, cluster.FormatSize(a.ReadBytes),
+			cluster.FormatSize(a.WriteBytes), len(a.ranks), strings.Join(nodes, ","), strings.Join(a.fwds, ","))
 	}
 	return nil
 }

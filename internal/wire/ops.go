@@ -43,6 +43,7 @@ const (
 	OpPfsUnlink // pfs tier: remove a namespace path
 	OpStat      // data server: capacity and usage
 	OpFault     // inject a fault: Name "slow" (Size = factor ×100), "fill" (Size = capacity), "stall" (Size = ms)
+	OpJobStats  // forwarding node: per-job request counters (Entries: one per job)
 	opMax
 )
 
@@ -51,7 +52,7 @@ var opNames = [...]string{
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
-	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault",
+	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats",
 }
 
 func (o Op) String() string {

@@ -384,3 +384,48 @@ func runAs(uid uint32, name string, args ...string) (string, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	return runCmd(time.Minute, cmd)
 }
+
+// TestJobIdentity: every request carries the caller's job id (from the
+// configured variable), rank and node, end to end to the forwarding node.
+func TestJobIdentity(t *testing.T) {
+	c := startCluster(t, "--jobid-var", "MY_JOB")
+	cmd := exec.Command("dd", "if=/dev/zero", "of="+c.path("ckpt"), "bs=1M", "count=3", "oflag=direct", "status=none")
+	cmd.Env = append(os.Environ(), "MY_JOB=job-42", "SLURM_PROCID=7", "SLURM_JOB_ID=wrong")
+	if out, err := runCmd(time.Minute, cmd); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	cmd = exec.Command("cat", c.path("ckpt"))
+	cmd.Env = append(os.Environ(), "MY_JOB=job-43", "OMPI_COMM_WORLD_RANK=2")
+	if out, err := runCmd(time.Minute, cmd); err != nil || len(out) != 3<<20 {
+		t.Fatalf("%v (%d bytes)", err, len(out))
+	}
+	out, err := c.sluice("jobs")
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	host, _ := os.Hostname()
+	var w, r string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 {
+			continue
+		}
+		switch f[0] {
+		case "job-42":
+			w = line
+			if f[5]+" "+f[6] != "3.0 MiB" || f[7] != "1" || f[8] != host {
+				t.Fatalf("job-42 should have written 3 MiB from 1 rank on %s:\n%s", host, out)
+			}
+		case "job-43":
+			r = line
+			if f[3]+" "+f[4] != "3.0 MiB" {
+				t.Fatalf("job-43 should have read 3 MiB:\n%s", out)
+			}
+		case "wrong":
+			t.Fatalf("the job id came from SLURM_JOB_ID, not the configured variable:\n%s", out)
+		}
+	}
+	if w == "" || r == "" {
+		t.Fatalf("jobs missing:\n%s", out)
+	}
+}
