@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Turns fio JSON and mdtest lines into result records, and records into the
+comparison table of bench/run.sh (absolute figures and ratios)."""
+import json
+import sys
+
+
+def fio(target, name, path):
+    with open(path) as f:
+        d = json.load(f)
+    job = d["jobs"][0]
+    rd, wr = job["read"], job["write"]
+    if "randread" in name:
+        value, unit = rd["iops"], "IOPS"
+    elif "read" in name:
+        value, unit = rd["bw_bytes"] / 1e6, "MB/s"
+    else:
+        value, unit = wr["bw_bytes"] / 1e6, "MB/s"
+    print(json.dumps({"target": target, "test": name, "value": value, "unit": unit}))
+
+
+def md(target, name, lines):
+    totals = {}
+    for line in lines:
+        f = line.split()
+        for i in range(0, len(f) - 1, 2):
+            totals[f[i]] = totals.get(f[i], 0.0) + float(f[i + 1])
+    for op, v in totals.items():
+        print(json.dumps({"target": target, "test": f"{name}-{op}", "value": v, "unit": "ops/s"}))
+
+
+def table(path):
+    rows, targets, tests = {}, [], []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["test"].startswith("warm"):
+                continue
+            if r["target"] not in targets:
+                targets.append(r["target"])
+            if r["test"] not in tests:
+                tests.append(r["test"])
+            rows[(r["target"], r["test"])] = r
+    cols = targets + ["sluice/passthrough"]
+    print(f"{'workload':<20}{'unit':<7}" + "".join(f"{c:>20}" for c in cols))
+    for t in tests:
+        unit = next(r["unit"] for (tg, ts), r in rows.items() if ts == t)
+        line = f"{t:<20}{unit:<7}"
+        for tg in targets:
+            r = rows.get((tg, t))
+            line += f"{r['value']:>20.0f}" if r else f"{'-':>20}"
+        s, p = rows.get(("sluice", t)), rows.get(("passthrough", t))
+        line += f"{s['value'] / p['value']:>20.2f}" if s and p and p["value"] else f"{'-':>20}"
+        print(line)
+
+
+if __name__ == "__main__":
+    kind = sys.argv[1]
+    if kind == "fio":
+        fio(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif kind in ("md", "md2"):
+        md(sys.argv[2], sys.argv[3], sys.stdin.read().splitlines())
+    elif kind == "table":
+        table(sys.argv[2])

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The data-path comparison: the same fio and metadata workloads, in one run,
+# against raw tmpfs, the root disk, a go-fuse passthrough mount (direct I/O,
+# kernel passthrough off) and sluice (client, forwarding daemon and mem data
+# server as separate processes over TCP). Prints a table of absolute figures
+# and of sluice's ratio to the passthrough baseline.
+#
+#   bash bench/run.sh            # full run: 2 GiB per workload
+#   SMOKE=1 bash bench/run.sh    # seconds: small sizes, checks the harness
+#
+# Results are also written as JSON lines to $OUT (default bench/results.jsonl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SMOKE=${SMOKE:-0}
+if [ "$SMOKE" = 1 ]; then
+	SIZE=${SIZE:-64m}; RSIZE=${RSIZE:-16m}; MDN=${MDN:-500}; CKPT=${CKPT:-32m}; RUNTIME=${RUNTIME:-2}
+else
+	SIZE=${SIZE:-2g}; RSIZE=${RSIZE:-256m}; MDN=${MDN:-20000}; CKPT=${CKPT:-256m}; RUNTIME=${RUNTIME:-15}
+fi
+OUT=${OUT:-bench/results.jsonl}
+WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
+SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
+go build -o bin/sluice ./cmd/sluice
+go build -o bin/passthrough ./bench/passthrough
+go build -o bin/mdtest ./bench/mdtest
+command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"; exit 1; }
+
+PT_PID=
+cleanup() {
+	set +e
+	bin/sluice down --dir "$WORK/sluice-state" >/dev/null 2>&1
+	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
+	umount -l "$WORK/pt" 2>/dev/null
+	rm -rf "$WORK" "$SHM" /dev/shm/sluice-*/ 2>/dev/null
+}
+trap cleanup EXIT
+
+# targets: name → directory
+declare -A DIRS
+mkdir -p "$SHM/tmpfs" "$WORK/disk" "$SHM/pt-orig" "$WORK/pt"
+DIRS[tmpfs]=$SHM/tmpfs
+DIRS[disk]=$WORK/disk
+bin/passthrough "$WORK/pt" "$SHM/pt-orig" &
+PT_PID=$!
+for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+DIRS[passthrough]=$WORK/pt
+bin/sluice up --dir "$WORK/sluice-state" --mount "$WORK/sluice" --mem 8G --ssd 0 --pfs none >/dev/null
+DIRS[sluice]=$WORK/sluice
+TARGETS=(tmpfs disk passthrough sluice)
+
+: > "$WORK/results.jsonl"
+fiojob() { # target name args...
+	local target=$1 name=$2; shift 2
+	local dir=${DIRS[$target]}/fio-$name
+	mkdir -p "$dir"
+	fio --name="$name" --directory="$dir" --ioengine=psync --direct=1 --iomem_align=4096 \
+		--group_reporting --output-format=json "$@" > "$WORK/fio.json"
+	python3 bench/report.py fio "$target" "$name" "$WORK/fio.json" >> "$WORK/results.jsonl"
+	rm -rf "$dir"
+}
+
+for t in "${TARGETS[@]}"; do
+	for j in 1 2; do
+		# warm-up pass, then the measured sequential write and read
+		fiojob "$t" warm$j --rw=write --bs=1m --size=$RSIZE --numjobs=$j >/dev/null 2>&1 || true
+		fiojob "$t" seqwrite-$j --rw=write --bs=1m --size=$SIZE --numjobs=$j --end_fsync=1 --create_on_open=1 --unlink=0
+		mkdir -p "${DIRS[$t]}/fio-seqread-$j"
+		fio --name=seqread-$j --directory="${DIRS[$t]}/fio-seqread-$j" --rw=write --bs=1m --size=$SIZE \
+			--numjobs=$j --direct=1 --ioengine=psync --output-format=json >/dev/null
+		fiojob "$t" seqread-$j --rw=read --bs=1m --size=$SIZE --numjobs=$j
+	done
+	mkdir -p "${DIRS[$t]}/fio-randread"
+	fio --name=randread --directory="${DIRS[$t]}/fio-randread" --rw=write --bs=1m --size=$RSIZE --direct=1 \
+		--ioengine=psync --output-format=json >/dev/null
+	fiojob "$t" randread --rw=randread --bs=4k --size=$RSIZE --time_based --runtime=$RUNTIME
+	# checkpoint: N processes each write a file, then read it back
+	fiojob "$t" ckpt-write --rw=write --bs=1m --size=$CKPT --numjobs=4 --end_fsync=1 --unlink=0
+	mkdir -p "${DIRS[$t]}/fio-ckpt-read"
+	fio --name=ckpt-read --directory="${DIRS[$t]}/fio-ckpt-read" --rw=write --bs=1m --size=$CKPT --numjobs=4 \
+		--direct=1 --ioengine=psync --output-format=json >/dev/null
+	fiojob "$t" ckpt-read --rw=read --bs=1m --size=$CKPT --numjobs=4
+	# metadata: one process in one directory, then two in two directories
+	bin/mdtest -n "$MDN" "${DIRS[$t]}/md1" | python3 bench/report.py md "$t" md-1proc >> "$WORK/results.jsonl"
+	( bin/mdtest -n "$MDN" "${DIRS[$t]}/md2a" > "$WORK/md2a" & bin/mdtest -n "$MDN" "${DIRS[$t]}/md2b" > "$WORK/md2b"; wait )
+	cat "$WORK/md2a" "$WORK/md2b" | python3 bench/report.py md2 "$t" md-2proc >> "$WORK/results.jsonl"
+done
+
+python3 bench/report.py table "$WORK/results.jsonl"
+cp "$WORK/results.jsonl" "$OUT"
