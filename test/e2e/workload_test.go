@@ -193,3 +193,36 @@ func TestRandomOpsAgainstModel(t *testing.T) {
 		t.Fatal("striped file differs")
 	}
 }
+
+// TestPFSTierPlainFiles: data that lands on the pfs tier is a plain file at
+// its namespace path in the PFS directory, readable without sluice, and
+// follows renames and unlinks.
+func TestPFSTierPlainFiles(t *testing.T) {
+	pfs := t.TempDir()
+	c := startCluster(t, "--mem", "0", "--ssd", "0", "--pfs", pfs)
+	os.MkdirAll(c.path("proj/run1"), 0o755)
+	data := pattern(11, 9<<20+123)
+	mustWrite(t, c.path("proj/run1/ckpt.0"), data)
+	got, err := os.ReadFile(filepath.Join(pfs, "proj/run1/ckpt.0"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("plain file in the PFS: %v (%d bytes)", err, len(got))
+	}
+	if err := os.Rename(c.path("proj/run1"), c.path("proj/run2")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(pfs, "proj/run2/ckpt.0")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after directory rename: %v", err)
+	}
+	if err := os.Rename(c.path("proj/run2/ckpt.0"), c.path("proj/final")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(pfs, "proj/final")); err != nil {
+		t.Fatalf("after file rename: %v", err)
+	}
+	if err := os.Remove(c.path("proj/final")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(pfs, "proj/final")); !os.IsNotExist(err) {
+		t.Fatalf("unlinked file still in the PFS: %v", err)
+	}
+}
