@@ -355,16 +355,13 @@ func (fs *FS) openFlags() uint32 {
 
 // Create implements fuse.RawFileSystem.
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	flags := uint32(0)
+	flags := wire.CreateOpen
 	if in.Flags&syscall.O_EXCL != 0 {
-		flags = syscall.O_EXCL
+		flags |= syscall.O_EXCL
 	}
 	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
 		Mode: in.Mode &^ in.Umask & 0o7777, Flags: flags, Uid: in.Uid, Gid: in.Gid}, nil, nil)
 	if st != fuse.OK {
-		return st
-	}
-	if _, _, st = fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: resp.Attr.Ino, Flags: in.Flags}, nil, nil); st != fuse.OK {
 		return st
 	}
 	fs.entry(resp.Attr, &out.EntryOut)

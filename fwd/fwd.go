@@ -300,10 +300,10 @@ func (s *Server) metaOp(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
 		return resp, err
 	}
 	if a := resp.Attr; a != nil {
-		switch m.Op {
-		case wire.OpOpen:
+		switch {
+		case m.Op == wire.OpOpen, m.Op == wire.OpMknod && m.Flags&wire.CreateOpen != 0:
 			s.opened(a)
-		case wire.OpGetattr, wire.OpLookup, wire.OpSetattr:
+		case m.Op == wire.OpGetattr, m.Op == wire.OpLookup, m.Op == wire.OpSetattr:
 			s.mergeAttr(a)
 		}
 	}

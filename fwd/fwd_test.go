@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -174,6 +175,19 @@ func BenchmarkRead1MiB(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: uint64(i%64) << 20, Size: 1 << 20}, nil, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCreate measures a create through a forwarding daemon to the
+// metadata service (Pebble on the test's temporary directory), without FUSE.
+func BenchmarkCreate(b *testing.B) {
+	c := stack(b, 0)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpMknod, Parent: meta.RootIno, Name: strconv.Itoa(i), Mode: 0o644}, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -34,6 +34,9 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 		a, err = s.Setattr(ctx, m)
 	case wire.OpMknod:
 		a, err = s.Create(m.Parent, m.Name, syscall.S_IFREG|m.Mode&0o7777, m.Uid, m.Gid, "", m.Flags&syscall.O_EXCL != 0)
+		if err == nil && m.Flags&wire.CreateOpen != 0 {
+			a, err = s.Open(a.Ino)
+		}
 	case wire.OpMkdir:
 		a, err = s.Create(m.Parent, m.Name, syscall.S_IFDIR|m.Mode&0o7777, m.Uid, m.Gid, "", true)
 	case wire.OpSymlink:

@@ -120,6 +120,10 @@ const (
 	SetMtime
 )
 
+// CreateOpen in Msg.Flags of OpMknod also opens the new file (one round
+// trip for open(O_CREAT)). Bit 31 is unused by open(2) flags.
+const CreateOpen uint32 = 1 << 31
+
 // Rename flags (Msg.Flags of OpRename), as renameat2(2).
 const (
 	RenameNoReplace uint32 = 1
