@@ -28,10 +28,10 @@ command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"
 PT_PID=
 cleanup() {
 	set +e
-	bin/sluice down --dir "$WORK/sluice-state" >/dev/null 2>&1
+	bin/sluice down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
 	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
 	umount -l "$WORK/pt" 2>/dev/null
-	rm -rf "$WORK" "$SHM" /dev/shm/sluice-*/ 2>/dev/null
+	rm -rf "$WORK" "$SHM" 2>/dev/null
 }
 trap cleanup EXIT
 

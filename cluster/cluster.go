@@ -116,12 +116,15 @@ func freePort() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// memDir returns a tmpfs directory for the mem tier of state dir d.
-func memDir(d string) string {
+// memDir returns a tmpfs directory for the mem tier of the cluster with
+// state dir d and the given secret: a new cluster (new secret) never finds
+// chunks of an earlier one in the same place.
+func memDir(d string, secret []byte) string {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		h := fnv.New32a()
+		h := fnv.New64a()
 		h.Write([]byte(d))
-		return fmt.Sprintf("/dev/shm/sluice-%08x/mem", h.Sum32())
+		h.Write(secret)
+		return fmt.Sprintf("/dev/shm/sluice-%016x/mem", h.Sum64())
 	}
 	return filepath.Join(d, "mem")
 }
@@ -196,9 +199,14 @@ func Up(o Options) (*Cluster, error) {
 		name, kind, dir string
 		cap             int64
 	}
-	tiers := []tierd{{"data-mem", "mem", memDir(dir), o.MemBytes}}
+	secret, err := os.ReadFile(secretFile)
+	if err != nil {
+		return nil, err
+	}
+	mdir := memDir(dir, secret)
+	tiers := []tierd{{"data-mem", "mem", mdir, o.MemBytes}}
 	for i := 1; i < o.MemServers; i++ {
-		tiers = append(tiers, tierd{fmt.Sprintf("data-mem-%d", i), "mem", fmt.Sprintf("%s-%d", memDir(dir), i), o.MemBytes})
+		tiers = append(tiers, tierd{fmt.Sprintf("data-mem-%d", i), "mem", fmt.Sprintf("%s-%d", mdir, i), o.MemBytes})
 	}
 	tiers = append(tiers, tierd{"data-ssd", "ssd", filepath.Join(dir, "ssd"), o.SSDBytes},
 		tierd{"data-pfs", "pfs", o.PFS, 0})
@@ -481,8 +489,10 @@ func stopPid(pid int) {
 	}
 }
 
-// Down stops the cluster recorded in dir.
-func Down(dir string) error {
+// Down stops the cluster recorded in dir. With purge it also deletes the
+// mem tier's tmpfs directories, which would otherwise hold memory after the
+// cluster is gone (the state directory is left to the caller).
+func Down(dir string, purge bool) error {
 	c, err := Load(dir)
 	if err != nil {
 		return err
@@ -490,6 +500,18 @@ func Down(dir string) error {
 	c.stop()
 	if Mounted(c.Mount) {
 		return fmt.Errorf("%s is still mounted", c.Mount)
+	}
+	if purge {
+		for _, d := range c.Daemons {
+			if len(d.Args) > 2 && d.Args[0] == "data" && d.Args[2] == "mem" {
+				for i, a := range d.Args {
+					if a == "--dir" && i+1 < len(d.Args) {
+						os.RemoveAll(d.Args[i+1])
+						os.Remove(filepath.Dir(d.Args[i+1])) // the per-cluster parent, once empty
+					}
+				}
+			}
+		}
 	}
 	return nil
 }

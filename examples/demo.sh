@@ -16,7 +16,7 @@ SLUICE=${SLUICE:-bin/sluice}
 
 "$SLUICE" down --dir "$STATE" >/dev/null 2>&1 || true
 "$SLUICE" up --dir "$STATE" --mount "$MNT" --mem 1G --ssd 4G
-trap '"$SLUICE" down --dir "$STATE"' EXIT
+trap '"$SLUICE" down --dir "$STATE" --purge' EXIT
 
 # Shared inputs, as a pre-staged data set.
 mkdir -p "$MNT/inputs"

@@ -40,7 +40,7 @@ type command struct {
 
 var commands = []command{
 	{"up", "start a local cluster and mount it: up --dir STATE --mount MNT", cmdUp},
-	{"down", "unmount and stop a local cluster: down --dir STATE", cmdDown},
+	{"down", "unmount and stop a local cluster: down --dir STATE [--purge]", cmdDown},
 	{"status", "show servers, tiers, forwarding nodes and clients", cmdStatus},
 	{"stat", "show a file's layout: stat PATH", cmdStat},
 	{"jobs", "show what each job did, as the forwarding nodes saw it", cmdJobs},
@@ -459,6 +459,7 @@ func cmdUp(args []string) error {
 func cmdDown(args []string) error {
 	fs, cfg := flagSet("down")
 	dir := fs.String("dir", "", "state directory")
+	purge := fs.Bool("purge", false, "also delete the mem tier's data (frees its memory)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -466,7 +467,7 @@ func cmdDown(args []string) error {
 	if err != nil {
 		return err
 	}
-	return cluster.Down(d)
+	return cluster.Down(d, *purge)
 }
 
 func cmdRestart(args []string) error {
@@ -535,11 +536,10 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	defer mc.Close()
-	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpServers}, nil, nil)
+	servers, err := listServers(mc)
 	if err != nil {
 		return err
 	}
-	servers := resp.Servers
 	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
 	fmt.Printf("%-4s %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", "ID", "ROLE", "TIER", "ADDRESS", "NODE", "CAPACITY", "USED", "USED%", "STATE")
 	tiers := map[string][2]uint64{}
@@ -574,6 +574,15 @@ func cmdStatus(args []string) error {
 	return nil
 }
 
+// listServers asks the metadata service for every registered daemon.
+func listServers(mc *rpc.Client) ([]wire.ServerInfo, error) {
+	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpServers}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Servers, nil
+}
+
 func cmdJobs(args []string) error {
 	fs, cfg := flagSet("jobs")
 	mc, err := metaClient(fs, cfg, args)
@@ -582,7 +591,7 @@ func cmdJobs(args []string) error {
 	}
 	defer mc.Close()
 	ctx := context.Background()
-	resp, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+	servers, err := listServers(mc)
 	if err != nil {
 		return err
 	}
@@ -594,7 +603,7 @@ func cmdJobs(args []string) error {
 	}
 	jobs := map[string]*agg{}
 	secret := mustSecret(fs)
-	for _, si := range resp.Servers {
+	for _, si := range servers {
 		if si.Role != "fwd" || !si.Alive {
 			continue
 		}
@@ -720,14 +729,14 @@ func cmdFault(args []string) error {
 	}
 	defer mc.Close()
 	ctx := context.Background()
-	resp, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+	servers, err := listServers(mc)
 	if err != nil {
 		return err
 	}
 	var target *wire.ServerInfo
-	for i := range resp.Servers {
-		if resp.Servers[i].ID == *id {
-			target = &resp.Servers[i]
+	for i := range servers {
+		if servers[i].ID == *id {
+			target = &servers[i]
 		}
 	}
 	if target == nil || target.Role == "client" {

@@ -65,7 +65,7 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt"), helper: newShell(t)}
 	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s"}, flags...)
 	t.Cleanup(func() {
-		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir).CombinedOutput()
+		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir, "--purge").CombinedOutput()
 		if err != nil {
 			t.Logf("down: %v %s", err, out)
 			clusterpkg.AbortFuse(c.mnt)
