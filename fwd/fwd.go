@@ -58,6 +58,11 @@ type Server struct {
 	queues [wire.NumClasses]chan *rpc.Request
 	bw     *throttle.Bucket
 	stall  atomic.Int64 // injected per-request stall (ns)
+	slow   atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
+	// svc is a moving average of service time per class (ns), used to
+	// emulate a fail-slow node: under a slowdown f each request first
+	// waits (f-1) times the class's usual service time.
+	svc [wire.NumClasses]atomic.Int64
 	addr   string
 	mem    *member.Member
 
@@ -203,7 +208,13 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			if d := s.stall.Load(); d > 0 {
 				time.Sleep(time.Duration(d))
 			}
+			if f := s.slow.Load(); f > 100 {
+				time.Sleep(time.Duration(s.svc[c].Load() * (f - 100) / 100))
+			}
+			start := time.Now()
 			s.serve(ctx, r)
+			d := time.Since(start).Nanoseconds()
+			s.svc[c].Store((s.svc[c].Load()*7 + d) / 8)
 			s.Served[c].Add(1)
 		}
 	}
@@ -269,6 +280,7 @@ func (s *Server) fault(m *wire.Msg) error {
 	case "stall":
 		s.stall.Store(int64(time.Duration(m.Size) * time.Millisecond))
 	case "slow":
+		s.slow.Store(int64(m.Size))
 		s.bw.SetSlowdown(float64(m.Size) / 100)
 	default:
 		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", m.Name)

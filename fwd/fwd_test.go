@@ -192,3 +192,34 @@ func BenchmarkCreate(b *testing.B) {
 		}
 	}
 }
+
+// TestInjectedSlowdown: a forwarding daemon told to be 20× slow serves
+// requests several times slower (the fail-slow fault later issues detect).
+func TestInjectedSlowdown(t *testing.T) {
+	c := stack(t, 0)
+	ctx := context.Background()
+	ino := create(t, c, "f")
+	measure := func() time.Duration {
+		start := time.Now()
+		for i := 0; i < 40; i++ {
+			if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start) / 40
+	}
+	measure()
+	healthy := measure()
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpFault, Name: "slow", Size: 2000}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	slow := measure()
+	t.Logf("getattr: healthy %v, slowed %v", healthy, slow)
+	if slow < 4*healthy {
+		t.Fatalf("slowdown ×20 made requests only %.1f× slower", float64(slow)/float64(healthy))
+	}
+	c.Call(ctx, &wire.Msg{Op: wire.OpFault, Name: "slow", Size: 100}, nil, nil)
+	if again := measure(); again > 3*healthy+time.Millisecond {
+		t.Fatalf("clearing the fault did not restore speed: %v", again)
+	}
+}
