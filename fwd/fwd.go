@@ -62,9 +62,9 @@ type Server struct {
 	// svc is a moving average of service time per class (ns), used to
 	// emulate a fail-slow node: under a slowdown f each request first
 	// waits (f-1) times the class's usual service time.
-	svc [wire.NumClasses]atomic.Int64
-	addr   string
-	mem    *member.Member
+	svc  [wire.NumClasses]atomic.Int64
+	addr string
+	mem  *member.Member
 
 	bmu      sync.Mutex // guards backends
 	backends map[uint64]*backend
