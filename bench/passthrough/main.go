@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -56,7 +57,10 @@ func main() {
 		os.Exit(1)
 	}
 	root := &dioNode{LoopbackNode: lroot.(*fs.LoopbackNode)}
-	opts := &fs.Options{MountOptions: fuse.MountOptions{
+	// the same kernel cache lifetimes as sluice's client, so metadata
+	// rates compare like with like
+	ttl := time.Second
+	opts := &fs.Options{EntryTimeout: &ttl, AttrTimeout: &ttl, MountOptions: fuse.MountOptions{
 		AllowOther: true, MaxWrite: 1 << 20, MaxBackground: 64, FsName: "passthrough", Name: "passthrough",
 		DirectMount: true, DisableSplice: true,
 		DisabledCapabilities: fuse.CAP_PASSTHROUGH,
