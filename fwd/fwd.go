@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -48,6 +50,8 @@ type Config struct {
 	// SizeFlush is how often unreported file growth is sent to the
 	// metadata service (default 500 ms).
 	SizeFlush time.Duration
+	// Metrics receives the daemon's Prometheus series (nil: not exported).
+	Metrics prometheus.Registerer
 }
 
 // Server is a running forwarding daemon.
@@ -73,6 +77,7 @@ type Server struct {
 	files map[uint64]*file
 
 	jobs jobTable
+	met  *metrics
 
 	// Depth and served count per class, for status and tests.
 	Depth  [wire.NumClasses]atomic.Int64
@@ -141,6 +146,11 @@ func New(cfg Config) *Server {
 	for c := range s.queues {
 		s.queues[c] = make(chan *rpc.Request, 4096)
 	}
+	reg := cfg.Metrics
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s.met = newMetrics(reg, s)
 	return s
 }
 
@@ -212,7 +222,12 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 				time.Sleep(time.Duration(s.svc[c].Load() * (f - 100) / 100))
 			}
 			start := time.Now()
+			m, n := r.Msg, len(r.Payload)
+			if m.Op == wire.OpRead {
+				n = int(m.Size)
+			}
 			s.serve(ctx, r)
+			s.met.observe(c, m, time.Since(start), n)
 			d := time.Since(start).Nanoseconds()
 			s.svc[c].Store((s.svc[c].Load()*7 + d) / 8)
 			s.Served[c].Add(1)

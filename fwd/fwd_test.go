@@ -8,9 +8,13 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
@@ -28,6 +32,10 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // forwarding daemon, all in this process on loopback, and returns a client
 // of the forwarding daemon.
 func stack(t testing.TB, mbps float64) *rpc.Client {
+	return stackWith(t, mbps, nil)
+}
+
+func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -54,7 +62,7 @@ func stack(t testing.TB, mbps float64) *rpc.Client {
 	dln, _ := ds.Listen()
 	go ds.Run(ctx, dln, "")
 
-	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet()})
+	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Metrics: reg})
 	fln, _ := fs.Listen()
 	go fs.Run(ctx, fln, "")
 	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
@@ -221,5 +229,31 @@ func TestInjectedSlowdown(t *testing.T) {
 	c.Call(ctx, &wire.Msg{Op: wire.OpFault, Name: "slow", Size: 100}, nil, nil)
 	if again := measure(); again > 3*healthy+time.Millisecond {
 		t.Fatalf("clearing the fault did not restore speed: %v", again)
+	}
+}
+
+// TestMetrics: requests, bytes and per-job bytes appear in the registry.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := stackWith(t, 0, reg)
+	ctx := context.Background()
+	ino := create(t, c, "m")
+	payload := bytes.Repeat([]byte{5}, 256<<10)
+	for i := 0; i < 3; i++ {
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(i) << 18, Size: 256 << 10, Job: "j1", Rank: 2}, payload, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP sluice_job_bytes_total File data moved per job through this forwarding daemon.
+# TYPE sluice_job_bytes_total counter
+sluice_job_bytes_total{dir="write",job="j1"} 786432
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_job_bytes_total"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(reg, "sluice_fwd_requests_total", "sluice_fwd_queue_depth", "sluice_fwd_request_duration_seconds")
+	if err != nil || n < 3+int(wire.NumClasses) {
+		t.Fatalf("series: %d %v", n, err)
 	}
 }

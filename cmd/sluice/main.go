@@ -22,6 +22,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/sluice-hpc/sluice/client"
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/data"
@@ -195,7 +199,9 @@ func checkListen(addr string) error {
 
 // daemonFlags are the flags every network daemon has.
 type daemonFlags struct {
-	listen, secretFile, addrFile, pprof *string
+	listen, secretFile, addrFile, pprof, metrics *string
+	// reg collects the daemon's Prometheus series; served on --metrics.
+	reg *prometheus.Registry
 }
 
 func addDaemonFlags(fs *flag.FlagSet, listen string) *daemonFlags {
@@ -204,6 +210,8 @@ func addDaemonFlags(fs *flag.FlagSet, listen string) *daemonFlags {
 		secretFile: fs.String("secret-file", "", "file holding the cluster secret"),
 		addrFile:   fs.String("addr-file", "", "write the bound address here"),
 		pprof:      fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address"),
+		metrics:    fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics"),
+		reg:        prometheus.NewRegistry(),
 	}
 }
 
@@ -214,6 +222,16 @@ func (d *daemonFlags) setup() ([]byte, error) {
 		return nil, err
 	}
 	startPprof(*d.pprof)
+	if *d.metrics != "" {
+		d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+		ln, err := net.Listen("tcp", *d.metrics)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics: %v", err)
+		}
+		go http.Serve(ln, mux)
+	}
 	return readSecret(*d.secretFile)
 }
 
@@ -334,7 +352,7 @@ func cmdFwd(args []string) error {
 	}
 	log := logger("fwd")
 	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
-		MaxMBps: *mbps, Timeout: *timeout})
+		MaxMBps: *mbps, Timeout: *timeout, Metrics: df.reg})
 	ln, err := srv.Listen()
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	clusterpkg "github.com/sluice-hpc/sluice/cluster"
 )
 
 // TestPOSIX checks the POSIX behaviour a user expects through a real mount.
@@ -427,5 +431,39 @@ func TestJobIdentity(t *testing.T) {
 	}
 	if w == "" || r == "" {
 		t.Fatalf("jobs missing:\n%s", out)
+	}
+}
+
+// TestMetricsEndpoint: a daemon started with --metrics serves Prometheus
+// text at /metrics with its own series and the Go runtime's.
+func TestMetricsEndpoint(t *testing.T) {
+	c := startCluster(t)
+	cl, err := clusterpkg.Load(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(sluiceBin, "fwd", "--meta", cl.MetaAddr, "--secret-file", cl.SecretFile(), "--metrics", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var body string
+	eventually(t, 10*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == 200
+	}, "the metrics endpoint")
+	for _, want := range []string{`sluice_fwd_queue_depth{class="bulk"} 0`, "go_goroutines", "process_resident_memory_bytes"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, tail(body, 20))
+		}
 	}
 }

@@ -1,0 +1,60 @@
+package fwd
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// metrics are the daemon's Prometheus series. Job id is a label only of
+// the per-job byte counters (aggregated per job, never per rank).
+type metrics struct {
+	requests *prometheus.CounterVec   // class, op
+	latency  *prometheus.HistogramVec // class
+	bytes    *prometheus.CounterVec   // dir
+	jobBytes *prometheus.CounterVec   // job, dir
+}
+
+func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_fwd_requests_total",
+			Help: "Requests served by the forwarding daemon."}, []string{"class", "op"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_fwd_request_duration_seconds",
+			Help: "Time from dequeue to reply, per pipeline class.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)},
+			[]string{"class"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_fwd_bytes_total",
+			Help: "File data moved by the forwarding daemon."}, []string{"dir"}),
+		jobBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_job_bytes_total",
+			Help: "File data moved per job through this forwarding daemon."}, []string{"job", "dir"}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.bytes, m.jobBytes)
+	for c := wire.Class(0); c < wire.NumClasses; c++ {
+		c := c
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_fwd_queue_depth",
+			Help: "Requests waiting in a pipeline queue.", ConstLabels: prometheus.Labels{"class": c.String()}},
+			func() float64 { return float64(s.Depth[c].Load()) }))
+	}
+	return m
+}
+
+func (m *metrics) observe(c wire.Class, msg *wire.Msg, d time.Duration, n int) {
+	m.requests.WithLabelValues(c.String(), msg.Op.String()).Inc()
+	m.latency.WithLabelValues(c.String()).Observe(d.Seconds())
+	dir := ""
+	switch msg.Op {
+	case wire.OpRead:
+		dir = "read"
+	case wire.OpWrite:
+		dir = "write"
+	default:
+		return
+	}
+	m.bytes.WithLabelValues(dir).Add(float64(n))
+	job := msg.Job
+	if job == "" {
+		job = "-"
+	}
+	m.jobBytes.WithLabelValues(job, dir).Add(float64(n))
+}
