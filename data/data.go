@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -38,7 +40,9 @@ type Config struct {
 	MaxIOPS  float64
 	Workers  int // concurrent requests toward the medium (default 16)
 	Log      *slog.Logger
-	Now      func() time.Time
+	// Metrics receives the server's Prometheus series (nil: not exported).
+	Metrics prometheus.Registerer
+	Now     func() time.Time
 	// AddrFile, if set, receives the bound address once listening.
 	AddrFile string
 }
@@ -55,6 +59,10 @@ type Server struct {
 	mem   *member.Member
 	rpc   *rpc.Server
 	addr  string
+
+	requests *prometheus.CounterVec   // op
+	latency  *prometheus.HistogramVec // op
+	bytes    *prometheus.CounterVec   // dir
 }
 
 // New opens the store.
@@ -84,6 +92,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, store: st, sem: make(chan struct{}, cfg.Workers),
 		bw:   throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
 		iops: throttle.New(iops, iops/20, cfg.Now)}
+	s.registerMetrics(cfg.Metrics)
 	return s, nil
 }
 
@@ -223,7 +232,37 @@ func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []b
 	if f := s.slow.Load(); f > 100 {
 		time.Sleep(time.Since(start) * time.Duration(f-100) / 100)
 	}
+	op := r.Msg.Op
+	s.requests.WithLabelValues(op.String()).Inc()
+	s.latency.WithLabelValues(op.String()).Observe(time.Since(start).Seconds())
+	if m.Errno == 0 {
+		switch op {
+		case wire.OpChunkRead:
+			s.bytes.WithLabelValues("read").Add(float64(len(payload)))
+		case wire.OpChunkWrite:
+			s.bytes.WithLabelValues("write").Add(float64(r.Msg.Size))
+		}
+	}
 	r.Reply(m, payload)
+}
+
+func (s *Server) registerMetrics(reg prometheus.Registerer) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	labels := prometheus.Labels{"tier": s.cfg.Kind}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_data_requests_total",
+		Help: "Requests served by the data server.", ConstLabels: labels}, []string{"op"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_data_request_duration_seconds",
+		Help: "Service time of data server requests, throttling included.", ConstLabels: labels,
+		Buckets: prometheus.ExponentialBuckets(20e-6, 2, 18)}, []string{"op"})
+	s.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_data_bytes_total",
+		Help: "Chunk data read and written.", ConstLabels: labels}, []string{"dir"})
+	reg.MustRegister(s.requests, s.latency, s.bytes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_data_capacity_bytes", Help: "Budget of the tier store.", ConstLabels: labels},
+			func() float64 { c, _ := s.store.Usage(); return float64(c) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_data_used_bytes", Help: "Bytes reserved by chunks.", ConstLabels: labels},
+			func() float64 { _, u := s.store.Usage(); return float64(u) }))
 }
 
 // fault applies an injected fault.

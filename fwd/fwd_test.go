@@ -39,7 +39,7 @@ func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Clien
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	svc, err := meta.New(meta.Config{Engine: engine.NewMem(), Log: quiet(), Secret: secret})
+	svc, err := meta.New(meta.Config{Engine: engine.NewMem(), Log: quiet(), Secret: secret, Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Clien
 	}
 	t.Cleanup(func() { os.RemoveAll(memDir) })
 	ds, err := data.New(data.Config{Kind: "mem", Dir: memDir, Capacity: 1 << 30, Meta: metaAddr,
-		Secret: secret, MaxMBps: mbps, Log: quiet()})
+		Secret: secret, MaxMBps: mbps, Log: quiet(), Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,5 +255,17 @@ sluice_job_bytes_total{dir="write",job="j1"} 786432
 	n, err := testutil.GatherAndCount(reg, "sluice_fwd_requests_total", "sluice_fwd_queue_depth", "sluice_fwd_request_duration_seconds")
 	if err != nil || n < 3+int(wire.NumClasses) {
 		t.Fatalf("series: %d %v", n, err)
+	}
+	// the data server and metadata service report into the same registry
+	want = `
+# HELP sluice_data_bytes_total Chunk data read and written.
+# TYPE sluice_data_bytes_total counter
+sluice_data_bytes_total{dir="write",tier="mem"} 786432
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_data_bytes_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := testutil.GatherAndCount(reg, "sluice_meta_requests_total"); n < 3 {
+		t.Fatalf("metadata series: %d", n)
 	}
 }

@@ -3,6 +3,9 @@ package meta
 import (
 	"context"
 	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -11,6 +14,11 @@ import (
 // Handler adapts the Service to rpc: one goroutine per request.
 func (s *Service) Handler() rpc.Handler {
 	return rpc.HandlerFunc(func(m *wire.Msg, _ []byte) (*wire.Msg, []byte) {
+		start := time.Now()
+		defer func() {
+			s.met.requests.WithLabelValues(m.Op.String()).Inc()
+			s.met.latency.WithLabelValues(m.Op.String()).Observe(time.Since(start).Seconds())
+		}()
 		resp, err := s.Dispatch(context.Background(), m)
 		if resp == nil {
 			resp = &wire.Msg{}
@@ -102,4 +110,23 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 		return nil, err
 	}
 	return &wire.Msg{Attr: a}, nil
+}
+
+type serviceMetrics struct {
+	requests *prometheus.CounterVec   // op
+	latency  *prometheus.HistogramVec // op
+}
+
+func newServiceMetrics(reg prometheus.Registerer) serviceMetrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := serviceMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_meta_requests_total",
+			Help: "Requests served by the metadata service."}, []string{"op"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_meta_request_duration_seconds",
+			Help: "Service time of metadata requests.", Buckets: prometheus.ExponentialBuckets(5e-6, 2, 20)}, []string{"op"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
 }

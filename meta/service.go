@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
@@ -33,6 +35,8 @@ type Config struct {
 	Timeout time.Duration
 	// HeartbeatTTL: a daemon not heard from for this long is dead.
 	HeartbeatTTL time.Duration
+	// Metrics receives the service's Prometheus series (nil: not exported).
+	Metrics prometheus.Registerer
 }
 
 // Service implements the metadata operations.
@@ -49,6 +53,7 @@ type Service struct {
 	opens map[uint64]int // guarded by mu: open handles per inode
 
 	reg registry
+	met serviceMetrics
 
 	gcKick chan struct{}
 }
@@ -75,7 +80,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.HeartbeatTTL = 5 * time.Second
 	}
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
-		opens: map[uint64]int{}, gcKick: make(chan struct{}, 1)}
+		opens: map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.reg.init(s)
 	if _, err := s.getInode(RootIno); errors.Is(err, syscall.ENOENT) {
 		t := s.now().UnixNano()

@@ -263,7 +263,8 @@ func cmdMeta(args []string) error {
 	}
 	defer e.Close()
 	log := logger("meta")
-	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout})
+	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout,
+		Metrics: df.reg})
 	if err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func cmdData(args []string) error {
 	}
 	log := logger("data").With("tier", *kind)
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
-		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log})
+		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg})
 	if err != nil {
 		return err
 	}
