@@ -41,7 +41,8 @@ def table(path):
             if r["test"] not in tests:
                 tests.append(r["test"])
             rows[(r["target"], r["test"])] = r
-    cols = targets + ["sluice/passthrough"]
+    ratios = [b for b in ("passthrough", "gluster") if b in targets]
+    cols = targets + [f"sluice/{b}" for b in ratios]
     print(f"{'workload':<20}{'unit':<7}" + "".join(f"{c:>20}" for c in cols))
     for t in tests:
         unit = next(r["unit"] for (tg, ts), r in rows.items() if ts == t)
@@ -49,8 +50,10 @@ def table(path):
         for tg in targets:
             r = rows.get((tg, t))
             line += f"{r['value']:>20.0f}" if r else f"{'-':>20}"
-        s, p = rows.get(("sluice", t)), rows.get(("passthrough", t))
-        line += f"{s['value'] / p['value']:>20.2f}" if s and p and p["value"] else f"{'-':>20}"
+        s = rows.get(("sluice", t))
+        for b in ratios:
+            p = rows.get((b, t))
+            line += f"{s['value'] / p['value']:>20.2f}" if s and p and p["value"] else f"{'-':>20}"
         print(line)
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The data-path comparison: the same fio and metadata workloads, in one run,
 # against raw tmpfs, the root disk, a go-fuse passthrough mount (direct I/O,
-# kernel passthrough off) and sluice (client, forwarding daemon and mem data
-# server as separate processes over TCP). Prints a table of absolute figures
-# and of sluice's ratio to the passthrough baseline.
+# kernel passthrough off), GlusterFS (one brick on tmpfs over loopback) and
+# sluice (client, forwarding daemon and mem data server as separate processes
+# over TCP). Prints a table of absolute figures and of sluice's ratios to the
+# passthrough baseline and to GlusterFS.
 #
-#   bash bench/run.sh            # full run: 2 GiB per workload
-#   SMOKE=1 bash bench/run.sh    # seconds: small sizes, checks the harness
+#   bash bench/run.sh            # full run: 2 GiB per workload (installs
+#                                # glusterfs-server from apt if missing)
+#   SMOKE=1 bash bench/run.sh    # small sizes, checks the harness; no GlusterFS
+#   GLUSTER=0 bash bench/run.sh  # full run without GlusterFS
 #
 # Results are also written as JSON lines to $OUT (default bench/results.jsonl).
 set -euo pipefail
@@ -18,6 +21,8 @@ else
 	SIZE=${SIZE:-2g}; RSIZE=${RSIZE:-256m}; MDN=${MDN:-20000}; CKPT=${CKPT:-256m}; RUNTIME=${RUNTIME:-15}
 fi
 OUT=${OUT:-bench/results.jsonl}
+if [ "$SMOKE" = 1 ]; then GLUSTER=${GLUSTER:-0}; else GLUSTER=${GLUSTER:-1}; fi
+GVOL=sluicebench$$
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
 go build -o bin/sluice ./cmd/sluice
@@ -31,6 +36,12 @@ cleanup() {
 	bin/sluice down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
 	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
 	umount -l "$WORK/pt" 2>/dev/null
+	if [ "$GLUSTER" = 1 ]; then
+		umount -l "$WORK/gluster" 2>/dev/null
+		timeout 30 gluster --mode=script volume stop "$GVOL" force >/dev/null 2>&1
+		timeout 30 gluster --mode=script volume delete "$GVOL" >/dev/null 2>&1
+		[ -n "${GLUSTERD_STARTED:-}" ] && pkill -x glusterd && pkill -x glusterfsd
+	fi
 	rm -rf "$WORK" "$SHM" 2>/dev/null
 }
 trap cleanup EXIT
@@ -44,9 +55,28 @@ bin/passthrough "$WORK/pt" "$SHM/pt-orig" &
 PT_PID=$!
 for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
 DIRS[passthrough]=$WORK/pt
+TARGETS=(tmpfs disk passthrough)
+if [ "$GLUSTER" = 1 ]; then
+	# GlusterFS 10, one brick on tmpfs; it refuses 127.0.0.1 as a brick host
+	# but takes 127.0.0.2, so all traffic stays on loopback
+	if ! command -v glusterd >/dev/null; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glusterfs-server >/dev/null
+	fi
+	if ! pgrep -x glusterd >/dev/null; then
+		glusterd --log-level=WARNING
+		GLUSTERD_STARTED=1
+		sleep 2
+	fi
+	mkdir -p "$SHM/brick" "$WORK/gluster"
+	gluster --mode=script volume create "$GVOL" 127.0.0.2:"$SHM/brick" force >/dev/null
+	gluster --mode=script volume start "$GVOL" >/dev/null
+	mount -t glusterfs 127.0.0.2:/"$GVOL" "$WORK/gluster"
+	DIRS[gluster]=$WORK/gluster
+	TARGETS+=(gluster)
+fi
 bin/sluice up --dir "$WORK/sluice-state" --mount "$WORK/sluice" --mem 8G --ssd 0 --pfs none >/dev/null
 DIRS[sluice]=$WORK/sluice
-TARGETS=(tmpfs disk passthrough sluice)
+TARGETS+=(sluice)
 
 : > "$WORK/results.jsonl"
 fiojob() { # target name args...
