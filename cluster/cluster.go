@@ -371,23 +371,29 @@ func waitListening(addr string, d time.Duration) error {
 	}
 }
 
-// Mounted reports whether mnt is a sluice FUSE mount.
-func Mounted(mnt string) bool {
+// mountInfo returns the /proc/self/mountinfo fields of the mount at mnt,
+// or nil.
+func mountInfo(mnt string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return false
+		return nil
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || fields[4] != mnt {
-			continue
+		if fields := strings.Fields(sc.Text()); len(fields) >= 5 && fields[4] == mnt {
+			return fields
 		}
-		for i, x := range fields {
-			if x == "-" && i+1 < len(fields) && fields[i+1] == "fuse.sluice" {
-				return true
-			}
+	}
+	return nil
+}
+
+// Mounted reports whether mnt is a sluice FUSE mount.
+func Mounted(mnt string) bool {
+	fields := mountInfo(mnt)
+	for i, x := range fields {
+		if x == "-" && i+1 < len(fields) && fields[i+1] == "fuse.sluice" {
+			return true
 		}
 	}
 	return false
@@ -440,26 +446,14 @@ func (c *Cluster) alive() bool {
 // request still waiting on it, and detaches the mount: the last resort when
 // the daemon behind it is gone or stuck.
 func AbortFuse(mnt string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || fields[4] != mnt {
-			continue
+	if fields := mountInfo(mnt); fields != nil {
+		if _, minor, ok := strings.Cut(fields[2], ":"); ok {
+			ctl := "/sys/fs/fuse/connections"
+			if _, err := os.Stat(ctl + "/" + minor); err != nil {
+				syscall.Mount("fusectl", ctl, "fusectl", 0, "")
+			}
+			os.WriteFile(ctl+"/"+minor+"/abort", []byte("1"), 0o200)
 		}
-		_, minor, ok := strings.Cut(fields[2], ":")
-		if !ok {
-			continue
-		}
-		ctl := "/sys/fs/fuse/connections"
-		if _, err := os.Stat(ctl + "/" + minor); err != nil {
-			syscall.Mount("fusectl", ctl, "fusectl", 0, "")
-		}
-		os.WriteFile(ctl+"/"+minor+"/abort", []byte("1"), 0o200)
 	}
 	syscall.Unmount(mnt, syscall.MNT_DETACH)
 }

@@ -235,6 +235,28 @@ func (d *daemonFlags) setup() ([]byte, error) {
 	return readSecret(*d.secretFile)
 }
 
+// registeredDaemon is a daemon that registers with the metadata service:
+// a data server or a forwarding daemon.
+type registeredDaemon interface {
+	Listen() (net.Listener, error)
+	Addr() string
+	Run(ctx context.Context, ln net.Listener, idFile string) error
+}
+
+// runDaemon binds, publishes the address and serves until a signal.
+func runDaemon(d registeredDaemon, addrFile, idFile string) error {
+	ln, err := d.Listen()
+	if err != nil {
+		return err
+	}
+	if err := writeAddr(addrFile, d.Addr()); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	return d.Run(ctx, ln, idFile)
+}
+
 func cmdMeta(args []string) error {
 	fs, cfg := flagSet("meta")
 	df := addDaemonFlags(fs, "127.0.0.1:7100")
@@ -320,20 +342,11 @@ func cmdData(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := srv.Listen()
-	if err != nil {
-		return err
-	}
-	if err := writeAddr(*df.addrFile, srv.Addr()); err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
 	idFile := filepath.Join(*dir, ".sluice-id")
 	if *kind == "pfs" {
 		idFile = filepath.Join(*dir, ".sluice", "id")
 	}
-	return srv.Run(ctx, ln, idFile)
+	return runDaemon(srv, *df.addrFile, idFile)
 }
 
 func cmdFwd(args []string) error {
@@ -354,16 +367,7 @@ func cmdFwd(args []string) error {
 	log := logger("fwd")
 	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
 		MaxMBps: *mbps, Timeout: *timeout, Metrics: df.reg})
-	ln, err := srv.Listen()
-	if err != nil {
-		return err
-	}
-	if err := writeAddr(*df.addrFile, srv.Addr()); err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return srv.Run(ctx, ln, *idFile)
+	return runDaemon(srv, *df.addrFile, *idFile)
 }
 
 func cmdMount(args []string) error {
