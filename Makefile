@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e fuzz-smoke bench bench-smoke demo clean
+.PHONY: build test lint unit e2e e2e-race fuzz-smoke bench bench-smoke demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -10,7 +10,7 @@ build:
 # Everything CI checks: formatting, vet, staticcheck, unit tests with the
 # race detector, short fuzzing of the wire and log decoders, and the
 # end-to-end tests on a real FUSE mount with real daemons and fio.
-test: lint unit fuzz-smoke e2e bench-smoke
+test: lint unit fuzz-smoke e2e e2e-race bench-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -29,6 +29,11 @@ fuzz-smoke:
 
 e2e:
 	$(GO) test -count=1 -timeout 30m ./test/e2e
+
+# The streaming client and the concurrent paths once more with the race
+# detector in every daemon.
+e2e-race:
+	SLUICE_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity' ./test/e2e
 
 # The data-path comparison (docs/benchmarks.md); the smoke run uses small
 # sizes so the harness never rots.

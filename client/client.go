@@ -1,9 +1,11 @@
 // Package client is the compute-node side of sluice (LWFS-Client): a FUSE
 // file system (go-fuse raw API) that forwards every request to its
-// forwarding node, tagged with the caller's job id, rank and node. By
-// default it caches no dirty data on the node (direct I/O: a write returns
-// once the forwarding node has stored it), and attribute and entry caches
-// are short-lived. Permission checks are the kernel's (default_permissions)
+// forwarding node, tagged with the caller's job id, rank and node. File
+// data bypasses the kernel's page cache (direct I/O); instead the client
+// streams: writes go to the forwarding node in the background within a
+// bounded window (errors surface at the next write, close or fsync, which
+// wait for them), and sequential readers get data fetched ahead
+// (stream.go). Attribute and entry caches are short-lived. Permission checks are the kernel's (default_permissions)
 // against the caller's uid and gid.
 //
 // It holds no durable state and never talks to data servers or the
@@ -47,6 +49,12 @@ type Config struct {
 	// CacheData lets the kernel cache file data (no direct I/O). Off by
 	// default: checkpoint semantics.
 	CacheData bool
+	// WriteBehind bounds the bytes of writes in flight in the background
+	// (default 32 MiB; negative: every write waits for the forwarding node).
+	WriteBehind int64
+	// Readahead is how far ahead of a sequential reader data is fetched,
+	// per open file (default 8 MiB; negative: no readahead).
+	Readahead int64
 	Debug     bool
 }
 
@@ -70,6 +78,13 @@ type FS struct {
 	// descriptors). Flush and fsync send the end along, so the file's size
 	// survives a restart of the forwarding node in between.
 	written map[uint64]uint64
+
+	iomu   sync.Mutex // guards io, wbBytes, raBytes and the state under io
+	iocond *sync.Cond // on iomu: a background write or fetch ended
+	io     map[uint64]*inodeIO
+	// wbBytes is the write-behind data in flight; raBytes the readahead
+	// buffers held (at most raMax).
+	wbBytes, raBytes, raMax int64
 }
 
 // ChooseFwd returns the forwarding node for node under the fixed mapping:
@@ -101,9 +116,20 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.EntryTimeout == 0 {
 		cfg.EntryTimeout = time.Second
 	}
+	if cfg.WriteBehind == 0 {
+		cfg.WriteBehind = 32 << 20
+	}
+	if cfg.Readahead == 0 {
+		cfg.Readahead = 8 << 20
+	}
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), cfg: cfg, log: cfg.Log,
 		ids: ident.Resolver{JobVar: cfg.JobVar}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
-		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]uint64{}}
+		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]uint64{},
+		io: map[uint64]*inodeIO{}, raMax: 8 * cfg.Readahead}
+	if fs.raMax < 64<<20 {
+		fs.raMax = 64 << 20
+	}
+	fs.iocond = sync.NewCond(&fs.iomu)
 	addr := cfg.Fwd
 	if addr == "" {
 		mc := rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
@@ -162,16 +188,19 @@ func (fs *FS) Close() { fs.fwd.Close() }
 
 func (fs *FS) String() string { return "sluice" }
 
-// call sends one request tagged with the caller's identity.
-func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
-	var id ident.ID
-	switch m.Op {
+// ident returns the identity of the caller of a request.
+func (fs *FS) ident(h *fuse.InHeader, op wire.Op) ident.ID {
+	switch op {
 	case wire.OpFlush, wire.OpRelease:
 		// sent from close(), possibly inside the caller's execve
-		id = fs.ids.Cached(h.Pid)
-	default:
-		id = fs.ids.Lookup(h.Pid)
+		return fs.ids.Cached(h.Pid)
 	}
+	return fs.ids.Lookup(h.Pid)
+}
+
+// call sends one request tagged with the caller's identity.
+func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
+	id := fs.ident(h, m.Op)
 	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.cfg.Node
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by
@@ -211,6 +240,11 @@ func (fs *FS) entry(a *wire.Attr, out *fuse.EntryOut) {
 // Lookup implements fuse.RawFileSystem.
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
+	if st == fuse.OK && fs.hasWrites(resp.Attr.Ino) {
+		// this node's writes change the size: look again once they landed
+		fs.waitWrites(resp.Attr.Ino, 0, 0)
+		resp, _, st = fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
+	}
 	if st != fuse.OK {
 		return st
 	}
@@ -224,6 +258,7 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {}
 
 // GetAttr implements fuse.RawFileSystem.
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	fs.waitWrites(in.NodeId, 0, 0)
 	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpGetattr, Ino: in.NodeId}, nil, nil)
 	if st != fuse.OK {
 		return st
@@ -236,6 +271,12 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 // SetAttr implements fuse.RawFileSystem.
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	m := &wire.Msg{Op: wire.OpSetattr, Ino: in.NodeId}
+	fs.waitWrites(in.NodeId, 0, 0)
+	if in.Valid&fuse.FATTR_SIZE != 0 {
+		fs.iomu.Lock()
+		fs.dropReadaheadLocked(in.NodeId, 0)
+		fs.iomu.Unlock()
+	}
 	now := time.Now().UnixNano()
 	if in.Valid&fuse.FATTR_MODE != 0 {
 		m.Mask |= wire.SetMode
@@ -381,18 +422,34 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	return fuse.OK
 }
 
-// Read implements fuse.RawFileSystem. The data lands directly in buf.
+// Read implements fuse.RawFileSystem: from a readahead buffer, or
+// directly into buf.
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	fs.waitWrites(in.NodeId, in.Offset, in.Offset+uint64(in.Size))
+	if fs.cfg.Readahead > 0 {
+		if rr := fs.readahead(fs.ident(&in.InHeader, wire.OpRead), in.NodeId, in.Fh, in.Offset, int(in.Size)); rr != nil {
+			return rr, fuse.OK
+		}
+	}
 	_, p, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
 	if st != fuse.OK {
 		return nil, st
 	}
+	if fs.cfg.Readahead > 0 {
+		fs.readPast(in.NodeId, in.Fh, in.Offset+uint64(len(p)))
+	}
 	return fuse.ReadResultData(p), fuse.OK
 }
 
-// Write implements fuse.RawFileSystem.
+// Write implements fuse.RawFileSystem: in the background (write-behind)
+// unless that is off.
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
+	var st fuse.Status
+	if fs.cfg.WriteBehind > 0 {
+		st = fs.writeBehind(fs.ident(&in.InHeader, wire.OpWrite), in.NodeId, in.Offset, data)
+	} else {
+		_, _, st = fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
+	}
 	if st != fuse.OK {
 		return 0, st
 	}
@@ -414,6 +471,9 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if !w {
 		return fuse.OK
 	}
+	if st := fs.drain(in.NodeId); st != fuse.OK {
+		return st
+	}
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: end}, nil, nil)
 	if st == fuse.OK {
 		fs.hmu.Lock()
@@ -427,6 +487,9 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 
 // Fsync implements fuse.RawFileSystem: durable on the tier's medium.
 func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if st := fs.drain(in.NodeId); st != fuse.OK {
+		return st
+	}
 	fs.hmu.Lock()
 	end := fs.written[in.Fh]
 	fs.hmu.Unlock()
@@ -436,6 +499,10 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 // Release implements fuse.RawFileSystem.
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.waitWrites(in.NodeId, 0, 0)
+	fs.iomu.Lock()
+	fs.dropReadaheadLocked(in.NodeId, in.Fh)
+	fs.iomu.Unlock()
 	fs.hmu.Lock()
 	delete(fs.written, in.Fh)
 	fs.hmu.Unlock()

@@ -370,6 +370,19 @@ func cmdFwd(args []string) error {
 	return runDaemon(srv, *df.addrFile, *idFile)
 }
 
+// sizeFlag parses a size flag for the client: 0 turns the feature off
+// (negative in client.Config).
+func sizeFlag(name, v string) (int64, error) {
+	n, err := cluster.ParseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("--%s: %v", name, err)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	return n, nil
+}
+
 func cmdMount(args []string) error {
 	fs, cfg := flagSet("mount")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
@@ -380,12 +393,22 @@ func cmdMount(args []string) error {
 	jobVar := fs.String("jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	timeout := fs.Duration("timeout", 30*time.Second, "a request not answered within this fails with EIO")
 	cache := fs.Bool("cache-data", false, "let the kernel cache file data (default: direct I/O)")
+	writeBehind := fs.String("write-behind", "32M", "bytes of writes sent in the background before a write waits (0: every write waits for the forwarding node)")
+	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one mount point, got %d arguments", fs.NArg())
+	}
+	wb, err := sizeFlag("write-behind", *writeBehind)
+	if err != nil {
+		return err
+	}
+	ra, err := sizeFlag("readahead", *readahead)
+	if err != nil {
+		return err
 	}
 	startPprof(*pprofAddr)
 	mnt := fs.Arg(0)
@@ -401,7 +424,8 @@ func cmdMount(args []string) error {
 	defer stop()
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
-		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug})
+		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
+		WriteBehind: wb, Readahead: ra})
 	cancel()
 	if err != nil {
 		return err

@@ -164,3 +164,24 @@ func TestReconnectAfterRestart(t *testing.T) {
 		t.Fatalf("after restart: %v", err)
 	}
 }
+
+// BenchmarkPing measures one request/response round trip over loopback
+// TCP: the cost of one hop of the forwarding path.
+func BenchmarkPing(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go s.Serve(ln)
+	defer s.Close()
+	c := NewClient(ln.Addr().String(), secret, ClientOptions{})
+	defer c.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: 1}, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

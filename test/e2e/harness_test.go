@@ -39,7 +39,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	sluiceBin = filepath.Join(dir, "sluice")
-	out, err := exec.Command("go", "build", "-o", sluiceBin, "../../cmd/sluice").CombinedOutput()
+	build := []string{"build", "-o", sluiceBin}
+	if raceBuild {
+		build = append(build, "-race")
+	}
+	out, err := exec.Command("go", append(build, "../../cmd/sluice")...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
@@ -48,6 +52,10 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// raceBuild (SLUICE_E2E_RACE=1) builds the binary with the race detector;
+// a cluster whose daemon logs report a data race fails its test.
+var raceBuild = os.Getenv("SLUICE_E2E_RACE") == "1"
 
 // cluster is a running local cluster.
 type cluster struct {
@@ -69,6 +77,14 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 		if err != nil {
 			t.Logf("down: %v %s", err, out)
 			clusterpkg.AbortFuse(c.mnt)
+		}
+		if raceBuild {
+			logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
+			for _, l := range logs {
+				if b, err := os.ReadFile(l); err == nil && bytes.Contains(b, []byte("DATA RACE")) {
+					t.Errorf("data race reported in %s:\n%s", filepath.Base(l), tail(string(b), 60))
+				}
+			}
 		}
 		if t.Failed() {
 			keep := filepath.Join(os.TempDir(), "sluice-e2e-logs", strings.ReplaceAll(t.Name(), "/", "_"))
