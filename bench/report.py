@@ -41,7 +41,9 @@ def table(path):
             if r["test"] not in tests:
                 tests.append(r["test"])
             rows[(r["target"], r["test"])] = r
-    ratios = [b for b in ("passthrough", "gluster") if b in targets]
+    # sluice-nomon is sluice with Beacon's monitoring off: the ratio is
+    # what monitoring costs
+    ratios = [b for b in ("passthrough", "gluster", "sluice-nomon") if b in targets]
     cols = targets + [f"sluice/{b}" for b in ratios]
     print(f"{'workload':<20}{'unit':<7}" + "".join(f"{c:>20}" for c in cols))
     for t in tests:

@@ -3,8 +3,9 @@
 # against raw tmpfs, the root disk, a go-fuse passthrough mount (direct I/O,
 # kernel passthrough off), GlusterFS (one brick on tmpfs over loopback) and
 # sluice (client, forwarding daemon and mem data server as separate processes
-# over TCP). Prints a table of absolute figures and of sluice's ratios to the
-# passthrough baseline and to GlusterFS.
+# over TCP), once more with Beacon's monitoring off. Prints a table of
+# absolute figures and of sluice's ratios to the passthrough baseline, to
+# GlusterFS and to itself without monitoring.
 #
 #   bash bench/run.sh            # full run: 2 GiB per workload (installs
 #                                # glusterfs-server from apt if missing)
@@ -34,6 +35,7 @@ PT_PID=
 cleanup() {
 	set +e
 	bin/sluice down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
+	bin/sluice down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
 	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
 	umount -l "$WORK/pt" 2>/dev/null
 	if [ "$GLUSTER" = 1 ]; then
@@ -77,6 +79,10 @@ fi
 bin/sluice up --dir "$WORK/sluice-state" --mount "$WORK/sluice" --mem 8G --ssd 0 --pfs none >/dev/null
 DIRS[sluice]=$WORK/sluice
 TARGETS+=(sluice)
+# the same with Beacon's per-operation monitoring off, for its overhead
+bin/sluice up --dir "$WORK/nomon-state" --mount "$WORK/nomon" --mem 8G --ssd 0 --pfs none --monitor=false >/dev/null
+DIRS[sluice-nomon]=$WORK/nomon
+TARGETS+=(sluice-nomon)
 
 : > "$WORK/results.jsonl"
 fiojob() { # target name args...

@@ -25,6 +25,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -55,7 +57,11 @@ type Config struct {
 	// Readahead is how far ahead of a sequential reader data is fetched,
 	// per open file (default 8 MiB; negative: no readahead).
 	Readahead int64
-	Debug     bool
+	// Monitor records every operation as the application saw it, for
+	// Beacon (nil: off); Ship sends its windows through the forwarding
+	// node.
+	Monitor *beacon.Collector
+	Debug   bool
 }
 
 // FS is the FUSE file system.
@@ -183,6 +189,23 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 	return srv, nil
 }
 
+// Ship sends the monitor's records through the forwarding node until ctx
+// ends.
+func (fs *FS) Ship(ctx context.Context) {
+	if fs.cfg.Monitor != nil {
+		beaconsvc.Ship(ctx, fs.cfg.Monitor, fs.fwd, fs.log)
+	}
+}
+
+// record adds one operation to the monitor.
+func (fs *FS) record(h *fuse.InHeader, id ident.ID, name string, ino, off, size uint64, start time.Time, failed bool) {
+	if fs.cfg.Monitor == nil || name == "" {
+		return
+	}
+	fs.cfg.Monitor.Add(beacon.Op{Start: start, Job: id.Job, App: id.App, Uid: h.Uid, Rank: id.Rank, Node: fs.cfg.Node,
+		Name: name, Ino: ino, Off: off, Size: size, Lat: time.Since(start), Err: failed})
+}
+
 // Close drops the connection to the forwarding node.
 func (fs *FS) Close() { fs.fwd.Close() }
 
@@ -206,7 +229,11 @@ func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payloa
 	// programs get SIGURG all the time); the request is still bounded by
 	// the timeout, so it is not abandoned half-way.
 	ctx := context.Background()
+	start := time.Now()
 	resp, p, err := fs.fwd.Call(ctx, m, payload, into)
+	if m.Op != wire.OpRead && m.Op != wire.OpWrite {
+		fs.record(h, id, beaconsvc.OpName(m.Op), m.Ino, 0, 0, start, err != nil)
+	}
 	if err != nil {
 		if rpc.Errno(err) == syscall.EIO {
 			fs.log.Error("request failed", "op", m.Op, "ino", m.Ino, "err", err)
@@ -425,13 +452,17 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 // Read implements fuse.RawFileSystem: from a readahead buffer, or
 // directly into buf.
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	start := time.Now()
+	id := fs.ident(&in.InHeader, wire.OpRead)
 	fs.waitWrites(in.NodeId, in.Offset, in.Offset+uint64(in.Size))
 	if fs.cfg.Readahead > 0 {
-		if rr := fs.readahead(fs.ident(&in.InHeader, wire.OpRead), in.NodeId, in.Fh, in.Offset, int(in.Size)); rr != nil {
+		if rr := fs.readahead(id, in.NodeId, in.Fh, in.Offset, int(in.Size)); rr != nil {
+			fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(rr.Size()), start, false)
 			return rr, fuse.OK
 		}
 	}
 	_, p, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
+	fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(p)), start, st != fuse.OK)
 	if st != fuse.OK {
 		return nil, st
 	}
@@ -445,11 +476,14 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 // unless that is off.
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	var st fuse.Status
+	start := time.Now()
+	id := fs.ident(&in.InHeader, wire.OpWrite)
 	if fs.cfg.WriteBehind > 0 {
-		st = fs.writeBehind(fs.ident(&in.InHeader, wire.OpWrite), in.NodeId, in.Offset, data)
+		st = fs.writeBehind(id, in.NodeId, in.Offset, data)
 	} else {
 		_, _, st = fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
 	}
+	fs.record(&in.InHeader, id, beacon.OpWrite, in.NodeId, in.Offset, uint64(len(data)), start, st != fuse.OK)
 	if st != fuse.OK {
 		return 0, st
 	}

@@ -43,7 +43,10 @@ type Options struct {
 	Engine     string
 	FwdMBps    float64
 	JobVar     string // environment variable holding the job id (mount)
-	Timeout    time.Duration
+	// NoMonitor turns Beacon's per-operation records off in every daemon
+	// (to measure what monitoring costs).
+	NoMonitor bool
+	Timeout   time.Duration
 }
 
 // Daemon is one process of the cluster.
@@ -192,6 +195,9 @@ func Up(o Options) (*Cluster, error) {
 	}
 	c.MetaAddr = metaAddr
 	common := []string{"--secret-file", secretFile}
+	if o.NoMonitor {
+		common = append(common, "--monitor=false")
+	}
 	to := "--timeout=" + o.Timeout.String()
 	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append([]string{"meta", "--listen", metaAddr,
 		"--dir", filepath.Join(dir, "meta"), "--engine", o.Engine, to}, common...)})

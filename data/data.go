@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -45,6 +47,9 @@ type Config struct {
 	Now     func() time.Time
 	// AddrFile, if set, receives the bound address once listening.
 	AddrFile string
+	// Monitor records every request for Beacon (nil: monitoring off);
+	// Run ships its windows to the metadata daemon.
+	Monitor *beacon.Collector
 }
 
 // Server is a running data server.
@@ -132,12 +137,18 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 			cancel()
 			if err == nil {
 				s.cfg.Log.Info("data server registered", "id", s.mem.ID(), "tier", s.cfg.Kind, "addr", s.addr)
+				if s.cfg.Monitor != nil {
+					s.cfg.Monitor.SetServer(fmt.Sprintf("data-%s-%d", s.cfg.Kind, s.mem.ID()))
+				}
 				s.mem.Run(ctx)
 				return
 			}
 			s.cfg.Log.Warn("registration failed, retrying", "err", err)
 		}
 	}()
+	if s.cfg.Monitor != nil {
+		beaconsvc.Ship(ctx, s.cfg.Monitor, metaC, s.cfg.Log)
+	}
 	err := s.rpc.Serve(ln)
 	s.store.Close()
 	metaC.Close()
@@ -233,6 +244,13 @@ func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []b
 		time.Sleep(time.Since(start) * time.Duration(f-100) / 100)
 	}
 	op := r.Msg.Op
+	if mon := s.cfg.Monitor; mon != nil {
+		if name := beaconsvc.OpName(op); name != "" {
+			mm := r.Msg
+			mon.Add(beacon.Op{Start: start, Job: mm.Job, Rank: mm.Rank, Node: mm.Node, Name: name, Ino: mm.Ino,
+				Off: mm.Offset, Size: mm.Size, Lat: time.Since(start), Wait: start.Sub(r.At), Err: m.Errno != 0})
+		}
+	}
 	s.requests.WithLabelValues(op.String()).Inc()
 	s.latency.WithLabelValues(op.String()).Observe(time.Since(start).Seconds())
 	if m.Errno == 0 {

@@ -24,6 +24,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -52,6 +54,9 @@ type Config struct {
 	SizeFlush time.Duration
 	// Metrics receives the daemon's Prometheus series (nil: not exported).
 	Metrics prometheus.Registerer
+	// Monitor records every request for Beacon (nil: monitoring off);
+	// Run ships its windows to the metadata daemon.
+	Monitor *beacon.Collector
 }
 
 // Server is a running forwarding daemon.
@@ -181,6 +186,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		for ctx.Err() == nil {
 			if err := s.mem.Register(ctx); err == nil {
 				s.log.Info("forwarding node registered", "id", s.mem.ID(), "addr", s.addr)
+				if s.cfg.Monitor != nil {
+					s.cfg.Monitor.SetServer(fmt.Sprintf("fwd-%d", s.mem.ID()))
+				}
 				s.mem.Run(ctx)
 				return
 			} else {
@@ -189,6 +197,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		}
 	}()
 	go s.flushLoop(ctx)
+	if s.cfg.Monitor != nil {
+		beaconsvc.Ship(ctx, s.cfg.Monitor, s.meta, s.log)
+	}
 	srv := rpc.NewServer(s.cfg.Secret, s, s.log)
 	go func() {
 		<-ctx.Done()
@@ -215,6 +226,7 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			return
 		case r := <-s.queues[c]:
 			s.Depth[c].Add(-1)
+			begin := time.Now() // service starts (an injected slowness is service time)
 			if d := s.stall.Load(); d > 0 {
 				time.Sleep(time.Duration(d))
 			}
@@ -228,6 +240,12 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			}
 			s.serve(ctx, r)
 			s.met.observe(c, m, time.Since(start), n)
+			if mon := s.cfg.Monitor; mon != nil {
+				if name := beaconsvc.OpName(m.Op); name != "" {
+					mon.Add(beacon.Op{Start: begin, Job: m.Job, Rank: m.Rank, Node: m.Node, Name: name,
+						Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: time.Since(begin), Wait: begin.Sub(r.At)})
+				}
+			}
 			d := time.Since(start).Nanoseconds()
 			s.svc[c].Store((s.svc[c].Load()*7 + d) / 8)
 			s.Served[c].Add(1)
@@ -240,7 +258,7 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout+5*time.Second)
 	defer cancel()
 	switch m.Op {
-	case wire.OpJobStats, wire.OpPing, wire.OpFault, wire.OpRead:
+	case wire.OpJobStats, wire.OpPing, wire.OpFault, wire.OpRead, wire.OpBeacon:
 		// reads are counted with the bytes they returned, below
 	default:
 		s.jobs.record(m, uint64(len(r.Payload)))
@@ -281,6 +299,16 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fault(m)), nil)
 	case wire.OpPing:
 		r.Reply(&wire.Msg{ID: s.mem.ID()}, nil)
+	case wire.OpBeacon:
+		// monitoring records and questions from clients: relayed
+		resp, p, err := s.meta.Call(ctx, m, r.Payload, nil)
+		if resp == nil {
+			resp = &wire.Msg{}
+		}
+		r.Reply(rpc.ToMsg(resp, err), p)
+		if p != nil {
+			bufpool.Put(p)
+		}
 	default:
 		resp, err := s.metaOp(ctx, m)
 		if resp == nil {

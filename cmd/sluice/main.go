@@ -26,6 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
 	"github.com/sluice-hpc/sluice/client"
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/data"
@@ -48,6 +50,10 @@ var commands = []command{
 	{"status", "show servers, tiers, forwarding nodes and clients", cmdStatus},
 	{"stat", "show a file's layout: stat PATH", cmdStat},
 	{"jobs", "show what each job did, as the forwarding nodes saw it", cmdJobs},
+	{"job", "Beacon's analysis of one job: job [--json] ID", cmdJob},
+	{"top", "live view of the busiest jobs and servers: top [--once]", cmdTop},
+	{"profile", "application I/O profiles: profile show [KEY] | build JOB | import LOG.darshan", cmdProfile},
+	{"workload", "run an application I/O behaviour as a job: workload --kind K --ranks N DIR", cmdWorkload},
 	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR", cmdSetstripe},
 	{"fault", "inject a fault: fault --server ID (--slow F | --fill BYTES | --stall MS)", cmdFault},
 	{"restart", "restart one daemon of a local cluster: restart --dir STATE NAME", cmdRestart},
@@ -202,10 +208,33 @@ type daemonFlags struct {
 	listen, secretFile, addrFile, pprof, metrics *string
 	// reg collects the daemon's Prometheus series; served on --metrics.
 	reg *prometheus.Registry
+	mon monitorFlags
+}
+
+// monitorFlags turn Beacon's per-operation records on or off.
+type monitorFlags struct {
+	on     *bool
+	window *time.Duration
+}
+
+func addMonitorFlags(fs *flag.FlagSet) monitorFlags {
+	return monitorFlags{
+		on:     fs.Bool("monitor", true, "record every operation for Beacon (sluice job, top, profiles)"),
+		window: fs.Duration("monitor-window", beacon.DefaultWindow, "Beacon aggregation window"),
+	}
+}
+
+// collector returns the daemon's Beacon collector, or nil when off.
+func (m monitorFlags) collector(layer beacon.Layer, server string) *beacon.Collector {
+	if !*m.on {
+		return nil
+	}
+	return beacon.NewCollector(layer, server, *m.window)
 }
 
 func addDaemonFlags(fs *flag.FlagSet, listen string) *daemonFlags {
 	return &daemonFlags{
+		mon:        addMonitorFlags(fs),
 		listen:     fs.String("listen", listen, "address to listen on"),
 		secretFile: fs.String("secret-file", "", "file holding the cluster secret"),
 		addrFile:   fs.String("addr-file", "", "write the bound address here"),
@@ -261,6 +290,8 @@ func cmdMeta(args []string) error {
 	fs, cfg := flagSet("meta")
 	df := addDaemonFlags(fs, "127.0.0.1:7100")
 	dir := fs.String("dir", "", "directory of the embedded store")
+	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
+	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
 	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
@@ -300,7 +331,24 @@ func cmdMeta(args []string) error {
 	ctx, stop := signalContext()
 	defer stop()
 	go svc.RunGC(ctx, 2*time.Second)
-	srv := rpc.NewServer(secret, svc.Handler(), log)
+	maxB, err := cluster.ParseSize(*beaconMax)
+	if err != nil {
+		return fmt.Errorf("--beacon-max: %v", err)
+	}
+	bdir := ""
+	if *dir != "" {
+		bdir = filepath.Join(*dir, "beacon")
+	}
+	store, err := beacon.OpenStore(bdir, beacon.StoreOptions{Retention: *retention, MaxBytes: maxB})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	bsvc := beaconsvc.New(beaconsvc.Config{Store: store, Log: log, Window: *df.mon.window})
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	go bsvc.Run(ctx, tick.C)
+	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler()}, Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -338,7 +386,8 @@ func cmdData(args []string) error {
 	}
 	log := logger("data").With("tier", *kind)
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
-		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg})
+		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg,
+		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind)})
 	if err != nil {
 		return err
 	}
@@ -366,7 +415,7 @@ func cmdFwd(args []string) error {
 	}
 	log := logger("fwd")
 	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
-		MaxMBps: *mbps, Timeout: *timeout, Metrics: df.reg})
+		MaxMBps: *mbps, Timeout: *timeout, Metrics: df.reg, Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
 	return runDaemon(srv, *df.addrFile, *idFile)
 }
 
@@ -396,6 +445,7 @@ func cmdMount(args []string) error {
 	writeBehind := fs.String("write-behind", "32M", "bytes of writes sent in the background before a write waits (0: every write waits for the forwarding node)")
 	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
+	mon := addMonitorFlags(fs)
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -425,7 +475,7 @@ func cmdMount(args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
 		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra})
+		WriteBehind: wb, Readahead: ra, Monitor: mon.collector(beacon.LayerClient, "client@"+*node)})
 	cancel()
 	if err != nil {
 		return err
@@ -435,6 +485,7 @@ func cmdMount(args []string) error {
 		return fmt.Errorf("mount %s: %v", mnt, err)
 	}
 	log.Info("mounted", "mountpoint", mnt)
+	fsys.Ship(ctx)
 	// report this client in the registry so status can list mounts
 	mc := rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "metadata service"})
 	mem := &member.Member{Meta: mc, Log: log, Info: func() wire.ServerInfo {
@@ -477,12 +528,14 @@ func cmdUp(args []string) error {
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
+	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
 	if o.Dir == "" || o.Mount == "" {
 		return fmt.Errorf("--dir and --mount are required")
 	}
+	o.NoMonitor = !*monitor
 	var err error
 	if o.MemBytes, err = cluster.ParseSize(*mem); err != nil {
 		return fmt.Errorf("--mem: %v", err)
@@ -576,6 +629,14 @@ func metaClient(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, erro
 	return rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + *metaAddr}), nil
 }
 
+// beaconName is the name a server's monitoring records carry.
+func beaconName(s wire.ServerInfo) string {
+	if s.Role == "data" {
+		return fmt.Sprintf("data-%s-%d", s.Tier, s.ID)
+	}
+	return fmt.Sprintf("%s-%d", s.Role, s.ID)
+}
+
 func cmdStatus(args []string) error {
 	fs, cfg := flagSet("status")
 	mc, err := metaClient(fs, cfg, args)
@@ -588,12 +649,21 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
+	// Beacon's fail-slow verdicts (empty when monitoring is off)
+	slow := map[string]float64{}
+	if hs, err := (beaconsvc.Client{C: mc}).Health(context.Background()); err == nil {
+		for _, h := range hs {
+			slow[h.Server] = h.Ratio
+		}
+	}
 	fmt.Printf("%-4s %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", "ID", "ROLE", "TIER", "ADDRESS", "NODE", "CAPACITY", "USED", "USED%", "STATE")
 	tiers := map[string][2]uint64{}
 	for _, s := range servers {
 		state := "up"
 		if !s.Alive {
 			state = "DOWN"
+		} else if r, ok := slow[beaconName(s)]; ok {
+			state = fmt.Sprintf("FAIL-SLOW (%.1f× its peers' latency)", r)
 		}
 		capS, usedS, pct := "-", "-", "-"
 		if s.Role == "data" {

@@ -20,7 +20,13 @@ var RankVars = []string{"SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK"}
 type ID struct {
 	Job  string
 	Rank int32 // -1 when unknown
+	// App names the application: "tag:<SLUICE_APP>" when the process set
+	// that variable, else its executable name (from /proc/PID/comm).
+	App string
 }
+
+// AppVar is the environment variable that tags an application explicitly.
+const AppVar = "SLUICE_APP"
 
 // Resolver maps a process id to its identity, caching results briefly so a
 // stream of requests from one process reads /proc once.
@@ -108,11 +114,18 @@ func (r *Resolver) read(pid uint32) ID {
 		proc = "/proc"
 	}
 	id := ID{Rank: -1}
-	env, err := os.ReadFile(proc + "/" + strconv.FormatUint(uint64(pid), 10) + "/environ")
+	dir := proc + "/" + strconv.FormatUint(uint64(pid), 10)
+	env, err := os.ReadFile(dir + "/environ")
 	if err != nil {
 		return id
 	}
-	return Parse(env, r.JobVar)
+	id = Parse(env, r.JobVar)
+	if id.App == "" {
+		if comm, err := os.ReadFile(dir + "/comm"); err == nil {
+			id.App = string(bytes.TrimSpace(comm))
+		}
+	}
+	return id
 }
 
 // Parse extracts the identity from a NUL-separated environment block.
@@ -128,6 +141,9 @@ func Parse(env []byte, jobVar string) ID {
 		}
 	}
 	id.Job = vars[jobVar]
+	if tag := vars[AppVar]; tag != "" {
+		id.App = "tag:" + tag
+	}
 	for _, v := range RankVars {
 		if s, ok := vars[v]; ok {
 			if n, err := strconv.ParseInt(s, 10, 32); err == nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -18,6 +19,7 @@ type Request struct {
 	Msg     *wire.Msg
 	Payload []byte // request payload; valid until Reply
 	Peer    string
+	At      time.Time // when the request was read off the connection
 	id      uint64
 	sc      *serverConn
 }
@@ -168,7 +170,7 @@ func (s *Server) serveConn(c net.Conn) {
 				return
 			}
 		}
-		s.h.Handle(&Request{Msg: m, Payload: payload, Peer: peer, id: h.ReqID, sc: sc})
+		s.h.Handle(&Request{Msg: m, Payload: payload, Peer: peer, At: time.Now(), id: h.ReqID, sc: sc})
 	}
 }
 
@@ -183,4 +185,19 @@ func (sc *serverConn) reply(id uint64, m *wire.Msg, payload []byte) {
 	if err != nil {
 		sc.c.Close()
 	}
+}
+
+// Mux sends requests to a handler by operation, the others to Default.
+type Mux struct {
+	Ops     map[wire.Op]Handler
+	Default Handler
+}
+
+// Handle implements Handler.
+func (m *Mux) Handle(r *Request) {
+	if h, ok := m.Ops[r.Msg.Op]; ok {
+		h.Handle(r)
+		return
+	}
+	m.Default.Handle(r)
 }

@@ -44,6 +44,7 @@ const (
 	OpStat      // data server: capacity and usage
 	OpFault     // inject a fault: Name "slow" (Size = factor ×100), "fill" (Size = capacity), "stall" (Size = ms)
 	OpJobStats  // forwarding node: per-job request counters (Entries: one per job)
+	OpBeacon    // monitoring store (in the metadata daemon): Name is the call, payload its argument (beacon/beaconsvc)
 	opMax
 )
 
@@ -52,7 +53,7 @@ var opNames = [...]string{
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
-	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats",
+	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon",
 }
 
 func (o Op) String() string {

@@ -1,0 +1,370 @@
+package beacon
+
+import (
+	"math/bits"
+	"sort"
+	"time"
+)
+
+// I/O modes (which ranks touch which files).
+const (
+	ModeNone = "none"
+	ModeNN   = "N-N" // every I/O rank has files of its own
+	Mode1    = "1-1" // one rank does all the I/O
+	ModeN1   = "N-1" // all I/O ranks share one file
+	ModeNM   = "N-M" // groups of ranks share files
+)
+
+// Behaviours (what a job does to the storage system); a job may show
+// several.
+const (
+	ClassBandwidth  = "bandwidth" // large requests, much data
+	ClassIOPS       = "iops"      // many small data requests
+	ClassMetadata   = "metadata"  // create/stat/remove storms
+	ClassCheckpoint = "checkpoint"
+)
+
+// Thresholds decide the behaviours. Zero fields take the defaults.
+type Thresholds struct {
+	SmallRequest   uint64  // data requests at or below are small (64 KiB)
+	LargeRequest   uint64  // mean request at or above is large (256 KiB)
+	BandwidthBytes uint64  // at least this much data for "bandwidth" (64 MiB)
+	IOPSOps        uint64  // at least this many small requests for "iops" (2000)
+	MetaOps        uint64  // at least this many metadata operations (2000)
+	MetaShare      float64 // ... making at least this share of all operations (0.5)
+	// A checkpointing job writes in at least CkptBursts bursts separated by
+	// idle windows, most of its bytes written (3).
+	CkptBursts int
+}
+
+func (t Thresholds) withDefaults() Thresholds {
+	if t.SmallRequest == 0 {
+		t.SmallRequest = 64 << 10
+	}
+	if t.LargeRequest == 0 {
+		t.LargeRequest = 256 << 10
+	}
+	if t.BandwidthBytes == 0 {
+		t.BandwidthBytes = 64 << 20
+	}
+	if t.IOPSOps == 0 {
+		t.IOPSOps = 2000
+	}
+	if t.MetaOps == 0 {
+		t.MetaOps = 2000
+	}
+	if t.MetaShare == 0 {
+		t.MetaShare = 0.5
+	}
+	if t.CkptBursts == 0 {
+		t.CkptBursts = 3
+	}
+	return t
+}
+
+// Point is one window of a job's timeline.
+type Point struct {
+	Window     int64 // unix ns
+	ReadBytes  uint64
+	WriteBytes uint64
+	DataOps    uint64
+	MetaOps    uint64
+}
+
+// SizeBin counts requests up to Size bytes (and above the previous bin).
+type SizeBin struct {
+	Size uint64
+	Ops  uint64
+}
+
+// RankTime is one rank's I/O.
+type RankTime struct {
+	Rank  int32
+	Bytes uint64
+	Time  time.Duration // summed service latency of its data operations
+}
+
+// ServerUse is the traffic a job sent through one server.
+type ServerUse struct {
+	Server string
+	Layer  Layer
+	Ops    uint64
+	Bytes  uint64
+}
+
+// JobReport is the analysis of one job's records.
+type JobReport struct {
+	Job     string
+	App     string
+	Uid     uint32
+	From    time.Time // first window
+	To      time.Time // end of the last window
+	Source  Layer     // layer the per-job figures come from
+	Ranks   int       // ranks seen
+	Nodes   int       // compute nodes seen
+	IORanks int       // ranks that read or wrote data
+	IONodes int
+	Files   int // files read or written
+	Mode    string
+	Classes []string
+
+	ReadBytes, WriteBytes      uint64
+	ReadOps, WriteOps, MetaOps uint64
+	SeqShare                   float64 // data operations that were sequential
+	MeanRequest                uint64
+	Active                     time.Duration // windows with any operation
+	BW, PeakBW                 float64       // bytes/s over active windows, best window
+	IOPS                       float64       // data operations/s over active windows
+	MetaRate                   float64       // metadata operations/s over active windows
+	Timeline                   []Point
+	Sizes                      []SizeBin
+	PerRank                    []RankTime // by rank
+	// Slowest/median rank I/O time; 1 means balanced.
+	Imbalance float64
+	Servers   []ServerUse
+	Bursts    int // separated runs of write windows
+}
+
+// Analyze builds the report of one job from its records (any layers). The
+// per-job figures come from the client layer when it was recorded, else
+// from the forwarding layer.
+func Analyze(job string, recs []Record, window time.Duration, th Thresholds) JobReport {
+	th = th.withDefaults()
+	if window <= 0 {
+		window = DefaultWindow
+	}
+	rep := JobReport{Job: job, Mode: ModeNone}
+	src := LayerFwd
+	for i := range recs {
+		if recs[i].Job == job && recs[i].Layer == LayerClient {
+			src = LayerClient
+			break
+		}
+	}
+	rep.Source = src
+	ranks, nodes := map[int32]bool{}, map[string]bool{}
+	ioRanks, ioNodes := map[int32]bool{}, map[string]bool{}
+	type fileUse struct {
+		bytes uint64
+		ranks map[int32]bool
+	}
+	files := map[uint64]*fileUse{}
+	perRank := map[int32]*RankTime{}
+	timeline := map[int64]*Point{}
+	sizes := map[uint64]uint64{}
+	servers := map[string]*ServerUse{}
+	var seq, dataOps uint64
+	first, last := int64(1<<62), int64(0)
+	for i := range recs {
+		r := &recs[i]
+		if r.Job != job {
+			continue
+		}
+		if r.Layer != src {
+			if r.Layer != LayerClient {
+				su := servers[r.Server]
+				if su == nil {
+					su = &ServerUse{Server: r.Server, Layer: r.Layer}
+					servers[r.Server] = su
+				}
+				su.Ops += r.Count
+				su.Bytes += r.Bytes
+			}
+			continue
+		}
+		if r.App != "" && rep.App == "" {
+			rep.App, rep.Uid = r.App, r.Uid
+		}
+		if src == LayerFwd {
+			su := servers[r.Server]
+			if su == nil {
+				su = &ServerUse{Server: r.Server, Layer: r.Layer}
+				servers[r.Server] = su
+			}
+			su.Ops += r.Count
+			su.Bytes += r.Bytes
+		}
+		first = min(first, r.Window)
+		last = max(last, r.Window)
+		ranks[r.Rank] = true
+		nodes[r.Node] = true
+		p := timeline[r.Window]
+		if p == nil {
+			p = &Point{Window: r.Window}
+			timeline[r.Window] = p
+		}
+		switch {
+		case r.IsData():
+			ioRanks[r.Rank] = true
+			ioNodes[r.Node] = true
+			dataOps += r.Count
+			seq += r.Seq
+			p.DataOps += r.Count
+			if r.Op == OpRead {
+				rep.ReadOps += r.Count
+				rep.ReadBytes += r.Bytes
+				p.ReadBytes += r.Bytes
+			} else {
+				rep.WriteOps += r.Count
+				rep.WriteBytes += r.Bytes
+				p.WriteBytes += r.Bytes
+			}
+			f := files[r.Ino]
+			if f == nil {
+				f = &fileUse{ranks: map[int32]bool{}}
+				files[r.Ino] = f
+			}
+			f.bytes += r.Bytes
+			f.ranks[r.Rank] = true
+			rt := perRank[r.Rank]
+			if rt == nil {
+				rt = &RankTime{Rank: r.Rank}
+				perRank[r.Rank] = rt
+			}
+			rt.Bytes += r.Bytes
+			rt.Time += time.Duration(r.LatSum)
+			sizes[sizeBin(r.Size)] += r.Count
+		case r.IsMeta():
+			rep.MetaOps += r.Count
+			p.MetaOps += r.Count
+		}
+	}
+	if last == 0 {
+		return rep
+	}
+	rep.From = time.Unix(0, first)
+	rep.To = time.Unix(0, last).Add(window)
+	rep.Ranks, rep.Nodes, rep.IORanks, rep.IONodes, rep.Files = len(ranks), len(nodes), len(ioRanks), len(ioNodes), len(files)
+
+	// timeline, rates over active windows, bursts of writes
+	for _, p := range timeline {
+		rep.Timeline = append(rep.Timeline, *p)
+	}
+	sort.Slice(rep.Timeline, func(i, j int) bool { return rep.Timeline[i].Window < rep.Timeline[j].Window })
+	rep.Active = time.Duration(len(rep.Timeline)) * window
+	secs := rep.Active.Seconds()
+	total := rep.ReadBytes + rep.WriteBytes
+	if secs > 0 {
+		rep.BW = float64(total) / secs
+		rep.IOPS = float64(dataOps) / secs
+		rep.MetaRate = float64(rep.MetaOps) / secs
+	}
+	prevWrite := int64(-1 << 62)
+	for _, p := range rep.Timeline {
+		if bw := float64(p.ReadBytes+p.WriteBytes) / window.Seconds(); bw > rep.PeakBW {
+			rep.PeakBW = bw
+		}
+		if p.WriteBytes > 0 {
+			if p.Window-prevWrite > int64(window) {
+				rep.Bursts++
+			}
+			prevWrite = p.Window
+		}
+	}
+	if dataOps > 0 {
+		rep.SeqShare = float64(seq) / float64(dataOps)
+		rep.MeanRequest = total / dataOps
+	}
+	for s, n := range sizes {
+		rep.Sizes = append(rep.Sizes, SizeBin{Size: s, Ops: n})
+	}
+	sortBins(rep.Sizes)
+	for _, rt := range perRank {
+		rep.PerRank = append(rep.PerRank, *rt)
+	}
+	sort.Slice(rep.PerRank, func(i, j int) bool { return rep.PerRank[i].Rank < rep.PerRank[j].Rank })
+	rep.Imbalance = imbalance(rep.PerRank)
+	for _, su := range servers {
+		rep.Servers = append(rep.Servers, *su)
+	}
+	sort.Slice(rep.Servers, func(i, j int) bool {
+		if rep.Servers[i].Layer != rep.Servers[j].Layer {
+			return rep.Servers[i].Layer < rep.Servers[j].Layer
+		}
+		return rep.Servers[i].Server < rep.Servers[j].Server
+	})
+
+	// I/O mode from which ranks touched which files, ignoring files with
+	// under 1% of the bytes (logs, side files)
+	var shared, own int
+	var big []*fileUse
+	for _, f := range files {
+		if total > 0 && f.bytes*100 < total {
+			continue
+		}
+		big = append(big, f)
+		if len(f.ranks) > 1 {
+			shared++
+		} else {
+			own++
+		}
+	}
+	switch {
+	case len(ioRanks) == 0:
+		rep.Mode = ModeNone
+	case len(ioRanks) == 1:
+		rep.Mode = Mode1
+	case len(big) == 1 && shared == 1:
+		rep.Mode = ModeN1
+	case shared == 0:
+		rep.Mode = ModeNN
+	default:
+		rep.Mode = ModeNM
+	}
+	rep.Classes = classify(&rep, dataOps, th)
+	return rep
+}
+
+func classify(rep *JobReport, dataOps uint64, th Thresholds) []string {
+	var out []string
+	total := rep.ReadBytes + rep.WriteBytes
+	allOps := dataOps + rep.MetaOps
+	if rep.MetaOps >= th.MetaOps && float64(rep.MetaOps) >= th.MetaShare*float64(allOps) {
+		out = append(out, ClassMetadata)
+	}
+	var small uint64
+	for _, b := range rep.Sizes {
+		if b.Size <= th.SmallRequest {
+			small += b.Ops
+		}
+	}
+	if small >= th.IOPSOps && small*2 >= dataOps {
+		out = append(out, ClassIOPS)
+	}
+	if total >= th.BandwidthBytes && rep.MeanRequest >= th.LargeRequest {
+		if rep.Bursts >= th.CkptBursts && rep.WriteBytes*10 >= total*8 {
+			out = append(out, ClassCheckpoint)
+		} else {
+			out = append(out, ClassBandwidth)
+		}
+	}
+	return out
+}
+
+func sizeBin(n uint64) uint64 {
+	if n <= 4096 {
+		return 4096
+	}
+	return 1 << bits.Len64(n-1)
+}
+
+func imbalance(rs []RankTime) float64 {
+	if len(rs) < 2 {
+		return 1
+	}
+	ts := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		ts[i] = r.Time
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	med := ts[len(ts)/2]
+	if len(ts)%2 == 0 {
+		med = (ts[len(ts)/2-1] + ts[len(ts)/2]) / 2
+	}
+	if med <= 0 {
+		return 1
+	}
+	return float64(ts[len(ts)-1]) / float64(med)
+}
+
+func sortBins(b []SizeBin) { sort.Slice(b, func(i, j int) bool { return b[i].Size < b[j].Size }) }

@@ -1,0 +1,295 @@
+package beacon
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+func TestEncodeDecode(t *testing.T) {
+	recs := []Record{
+		{Window: 1, Layer: LayerFwd, Server: "fwd-1", Job: "42", App: "ior", Uid: 1000, Rank: 3, Node: "cn7", Op: OpWrite,
+			Ino: 9, Size: 1 << 20, Count: 5, Bytes: 5 << 20, Seq: 4, OffMin: 0, OffMax: 5 << 20, First: 10, Last: 20,
+			LatSum: 500, LatMax: 200, Wait: 7, Errors: 1},
+		{Window: -5, Layer: LayerData, Rank: -1, Op: "meta:lookup"},
+	}
+	got, err := Decode(Encode(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, recs) {
+		t.Fatalf("round trip:\n%+v\n%+v", got, recs)
+	}
+	if _, err := Decode([]byte("not zstd")); err == nil {
+		t.Fatal("garbage decoded")
+	}
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	f.Add(Encode([]Record{{Window: 1, Job: "j", Op: OpRead, Count: 2}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// what decodes re-encodes to the same records
+		again, err := Decode(Encode(recs))
+		if err != nil || len(again) != len(recs) {
+			t.Fatalf("re-decode: %v", err)
+		}
+	})
+}
+
+// TestCollectorDedup: runs of equal operations collapse into one record
+// per window with counts, sequential detection and latency sums.
+func TestCollectorDedup(t *testing.T) {
+	c := NewCollector(LayerFwd, "fwd-1", time.Second)
+	for i := 0; i < 1000; i++ {
+		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Job: "7", Rank: 0, Node: "n1", Name: OpWrite,
+			Ino: 5, Off: uint64(i) * 4096, Size: 4096, Lat: 100 * time.Microsecond, Wait: time.Microsecond})
+	}
+	// a second window, another rank
+	c.Add(Op{Start: t0.Add(1500 * time.Millisecond), Job: "7", Rank: 1, Node: "n1", Name: OpRead, Ino: 5, Size: 8192})
+	if got := c.Drain(t0.Add(999*time.Millisecond), false); len(got) != 0 {
+		t.Fatalf("open window drained: %+v", got)
+	}
+	got := c.Drain(t0.Add(time.Second), false)
+	if len(got) != 1 {
+		t.Fatalf("want 1 record, got %d", len(got))
+	}
+	r := got[0]
+	if r.Count != 1000 || r.Bytes != 1000*4096 || r.Seq != 999 || r.OffMax != 1000*4096 ||
+		r.LatSum != int64(1000*100*time.Microsecond) || r.Wait != int64(1000*time.Microsecond) {
+		t.Fatalf("aggregate: %+v", r)
+	}
+	if rest := c.Drain(t0, true); len(rest) != 1 || rest[0].Op != OpRead || rest[0].Rank != 1 {
+		t.Fatalf("final drain: %+v", rest)
+	}
+	// compression: a window of 1000 identical ops is tiny on the wire
+	if n := len(Encode(got)); n > 200 {
+		t.Fatalf("encoded window is %d bytes", n)
+	}
+}
+
+func TestCollectorBounded(t *testing.T) {
+	c := NewCollector(LayerData, "data-mem-1", time.Second)
+	for i := 0; i < 3*maxKeys; i++ {
+		c.Add(Op{Start: t0, Job: "x", Name: OpRead, Ino: uint64(i), Size: uint64(1 + i%5000)})
+	}
+	c.mu.Lock()
+	n := len(c.cur)
+	c.mu.Unlock()
+	if n > maxKeys+64 {
+		t.Fatalf("collector holds %d records", n)
+	}
+	var ops uint64
+	for _, r := range c.Drain(t0, true) {
+		ops += r.Count
+	}
+	if ops != 3*maxKeys {
+		t.Fatalf("lost operations: %d", ops)
+	}
+}
+
+func TestStoreQueryTrim(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), StoreOptions{Retention: time.Hour, MaxBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var all []Record
+	for w := 0; w < 10; w++ {
+		for _, job := range []string{"a", "b"} {
+			all = append(all, Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: LayerFwd,
+				Server: "fwd-1", Job: job, Node: "n" + job, Op: OpWrite, Ino: uint64(w), Count: 1, Bytes: 10})
+		}
+	}
+	if err := s.Put(Encode(all)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Query(Filter{Job: "a", From: t0.Add(2 * time.Second), To: t0.Add(5 * time.Second)})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("by job and time: %d %v", len(got), err)
+	}
+	for _, r := range got {
+		if r.Job != "a" {
+			t.Fatalf("wrong job %q", r.Job)
+		}
+	}
+	if got, _ := s.Query(Filter{Node: "nb"}); len(got) != 10 {
+		t.Fatalf("by node: %d", len(got))
+	}
+	if got, _ := s.Query(Filter{Ino: 4}); len(got) != 2 {
+		t.Fatalf("by file: %d", len(got))
+	}
+	if js := s.Jobs(); len(js) != 2 || js[0].Ops != 10 || js[0].Bytes != 100 {
+		t.Fatalf("jobs: %+v", js)
+	}
+	// retention: an hour after window 5, windows 0-4 go
+	if n, err := s.Trim(t0.Add(time.Hour + 5*time.Second)); err != nil || n != 5 {
+		t.Fatalf("trim: %d %v", n, err)
+	}
+	if got, _ := s.Query(Filter{Job: "b"}); len(got) != 5 {
+		t.Fatalf("after trim: %d", len(got))
+	}
+	// size bound
+	s.maxBytes = s.Bytes() / 2
+	if _, err := s.Trim(t0); err != nil {
+		t.Fatal(err)
+	}
+	if s.Bytes() > s.maxBytes {
+		t.Fatalf("store holds %d > %d", s.Bytes(), s.maxBytes)
+	}
+}
+
+// job builds records of a synthetic job: fn(rank, window) → records.
+func synth(job string, ranks, windows int, fn func(rank, w int) []Record) []Record {
+	var out []Record
+	for w := 0; w < windows; w++ {
+		for r := 0; r < ranks; r++ {
+			for _, rec := range fn(r, w) {
+				rec.Job, rec.Rank, rec.Layer, rec.Server = job, int32(r), LayerClient, "client@n"
+				rec.Node = fmt.Sprintf("n%d", r/2)
+				rec.Window = t0.Add(time.Duration(w) * time.Second).UnixNano()
+				out = append(out, rec)
+			}
+		}
+	}
+	return out
+}
+
+func TestAnalyzeModesAndClasses(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		name    string
+		recs    []Record
+		mode    string
+		classes []string
+	}{
+		{"N-N bandwidth", synth("j", 4, 5, func(r, w int) []Record {
+			return []Record{{Op: OpWrite, Ino: uint64(100 + r), Size: mib, Count: 20, Bytes: 20 * mib, Seq: 20, LatSum: 1e6}}
+		}), ModeNN, []string{ClassBandwidth}},
+		{"N-1", synth("j", 4, 5, func(r, w int) []Record {
+			return []Record{{Op: OpWrite, Ino: 7, Size: mib, Count: 20, Bytes: 20 * mib, LatSum: 1e6}}
+		}), ModeN1, []string{ClassBandwidth}},
+		{"1-1", synth("j", 4, 5, func(r, w int) []Record {
+			if r != 0 {
+				return []Record{{Op: "meta:getattr", Count: 1}}
+			}
+			return []Record{{Op: OpWrite, Ino: 9, Size: mib, Count: 100, Bytes: 100 * mib, LatSum: 1e6}}
+		}), Mode1, []string{ClassBandwidth}},
+		{"metadata", synth("j", 2, 5, func(r, w int) []Record {
+			return []Record{{Op: "meta:mknod", Count: 500}, {Op: "meta:getattr", Count: 500}}
+		}), ModeNone, []string{ClassMetadata}},
+		{"iops", synth("j", 2, 5, func(r, w int) []Record {
+			return []Record{{Op: OpRead, Ino: uint64(50 + r), Size: 4096, Count: 1000, Bytes: 4096000, LatSum: 1e6}}
+		}), ModeNN, []string{ClassIOPS}},
+		{"checkpoint", synth("j", 4, 12, func(r, w int) []Record {
+			if w%4 != 0 {
+				return nil
+			}
+			return []Record{{Op: OpWrite, Ino: uint64(1000*w + r), Size: mib, Count: 16, Bytes: 16 * mib, LatSum: 1e6}}
+		}), ModeNN, []string{ClassCheckpoint}},
+		{"N-M", synth("j", 4, 3, func(r, w int) []Record {
+			return []Record{{Op: OpWrite, Ino: uint64(r / 2), Size: mib, Count: 30, Bytes: 30 * mib}}
+		}), ModeNM, []string{ClassBandwidth}},
+	}
+	for _, c := range cases {
+		rep := Analyze("j", c.recs, time.Second, Thresholds{})
+		if rep.Mode != c.mode || !reflect.DeepEqual(rep.Classes, c.classes) {
+			t.Errorf("%s: mode %s classes %v, want %s %v", c.name, rep.Mode, rep.Classes, c.mode, c.classes)
+		}
+	}
+	rep := Analyze("j", cases[0].recs, time.Second, Thresholds{})
+	if rep.IORanks != 4 || rep.IONodes != 2 || rep.WriteBytes != 4*5*20*mib || rep.SeqShare != 1 || rep.Imbalance != 1 ||
+		rep.Active != 5*time.Second || len(rep.Timeline) != 5 || rep.MeanRequest != mib {
+		t.Fatalf("report: %+v", rep)
+	}
+}
+
+func TestImbalance(t *testing.T) {
+	recs := synth("j", 5, 1, func(r, w int) []Record {
+		lat := int64(1e6)
+		if r == 4 {
+			lat = 4e6
+		}
+		return []Record{{Op: OpWrite, Ino: uint64(r), Size: 1 << 20, Count: 1, Bytes: 1 << 20, LatSum: lat}}
+	})
+	if rep := Analyze("j", recs, time.Second, Thresholds{}); rep.Imbalance != 4 {
+		t.Fatalf("imbalance %v", rep.Imbalance)
+	}
+}
+
+func fwdRec(server, job string, w int, ops uint64, lat time.Duration) Record {
+	return Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: LayerFwd, Server: server, Job: job,
+		Op: OpRead, Size: 4096, Count: ops, Bytes: ops * 4096, LatSum: int64(ops) * int64(lat)}
+}
+
+func TestDetectInterference(t *testing.T) {
+	var recs []Record
+	for w := 0; w < 10; w++ {
+		lat := 100 * time.Microsecond
+		if w >= 5 {
+			lat = 800 * time.Microsecond // b arrived
+			recs = append(recs, fwdRec("fwd-1", "b", w, 50, time.Millisecond))
+		}
+		recs = append(recs, fwdRec("fwd-1", "a", w, 100, lat))
+		// c on another node is unaffected
+		recs = append(recs, fwdRec("fwd-2", "c", w, 100, 100*time.Microsecond))
+	}
+	got := DetectInterference(recs, InterferenceOptions{})
+	if len(got) != 1 || got[0].Victim != "a" || got[0].Aggressor != "b" || got[0].Server != "fwd-1" ||
+		got[0].Inflation < 7.9 || got[0].Inflation > 8.1 || got[0].Shared != 5 || got[0].Alone != 5 {
+		t.Fatalf("interference: %+v", got)
+	}
+}
+
+func TestDetectFailSlow(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	var recs []Record
+	for w := 0; w < 10; w++ {
+		for _, s := range []string{"fwd-1", "fwd-2", "fwd-3"} {
+			lat := time.Duration(90+rng.Intn(20)) * time.Microsecond
+			if s == "fwd-2" && w >= 4 {
+				lat *= 10
+			}
+			recs = append(recs, fwdRec(s, "j", w, 100, lat))
+		}
+	}
+	got := DetectFailSlow(recs, FailSlowOptions{})
+	if len(got) != 1 || got[0].Server != "fwd-2" || got[0].Windows != 6 || got[0].Ratio < 7 ||
+		got[0].Since != t0.Add(4*time.Second).UnixNano() {
+		t.Fatalf("fail-slow: %+v", got)
+	}
+	// a busier node is not slow for being busier
+	recs = nil
+	for w := 0; w < 10; w++ {
+		recs = append(recs, fwdRec("fwd-1", "j", w, 1000, time.Millisecond), fwdRec("fwd-2", "j", w, 100, 100*time.Microsecond))
+	}
+	if got := DetectFailSlow(recs, FailSlowOptions{}); len(got) != 0 {
+		t.Fatalf("loaded node flagged: %+v", got)
+	}
+}
+
+func TestProfile(t *testing.T) {
+	recs := synth("j", 4, 5, func(r, w int) []Record {
+		return []Record{{Op: OpWrite, Ino: uint64(r), Size: 1 << 20, Count: 10, Bytes: 10 << 20, App: "ior", Uid: 1000}}
+	})
+	rep := Analyze("j", recs, time.Second, Thresholds{})
+	p := ProfileOf(rep)
+	if p.Key != "ior@1000" || p.Volume != 200<<20 || p.IONodes != 2 || p.Mode != ModeNN || p.NodeBW != float64(40<<20)/2 {
+		t.Fatalf("profile: %+v", p)
+	}
+	q := p.Merge(ProfileOf(rep))
+	if q.Runs != 2 || q.Volume != p.Volume {
+		t.Fatalf("merge: %+v", q)
+	}
+	if AppKey("tag:climate", 5) != "climate" {
+		t.Fatal("tag key")
+	}
+}

@@ -1,0 +1,268 @@
+// Package beaconsvc serves the Beacon monitoring store over sluice's RPC
+// (inside the metadata daemon) and gives daemons and commands their side of
+// it: shipping record batches and asking questions. It owns the store's
+// periodic work (retention, fail-slow detection, building application
+// profiles of finished jobs) and nothing of the namespace or the data path.
+package beaconsvc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Calls, carried in Msg.Name of an OpBeacon request.
+const (
+	CallPut          = "put"          // payload: a compressed batch
+	CallQuery        = "query"        // payload: Query (JSON); reply: compressed records
+	CallJobs         = "jobs"         // reply: []beacon.JobInfo
+	CallHealth       = "health"       // reply: []beacon.SlowServer
+	CallInterference = "interference" // payload: Query (From, To); reply: []beacon.Interference
+	CallProfilePut   = "profile-put"  // payload: beacon.Profile, merged into the stored one
+	CallProfileGet   = "profile-get"  // Msg.Path: key; reply: beacon.Profile
+	CallProfiles     = "profiles"     // reply: []beacon.Profile
+	CallProfileJob   = "profile-job"  // Msg.Job: build the job's profile now; reply: beacon.Profile
+)
+
+// Query is a Filter on the wire (times in unix ns).
+type Query struct {
+	Job, Node, Server string
+	Layer             beacon.Layer
+	Ino               uint64
+	From, To          int64
+}
+
+// Filter converts q.
+func (q Query) Filter() beacon.Filter {
+	f := beacon.Filter{Job: q.Job, Node: q.Node, Server: q.Server, Layer: q.Layer, Ino: q.Ino}
+	if q.From != 0 {
+		f.From = time.Unix(0, q.From)
+	}
+	if q.To != 0 {
+		f.To = time.Unix(0, q.To)
+	}
+	return f
+}
+
+// Config configures the service.
+type Config struct {
+	Store *beacon.Store
+	Log   *slog.Logger
+	Now   func() time.Time
+	// Window is the daemons' aggregation window (default 1 s).
+	Window time.Duration
+	// DetectSpan is how much recent history fail-slow detection looks at
+	// (default 30 s).
+	DetectSpan time.Duration
+	FailSlow   beacon.FailSlowOptions
+	Thresholds beacon.Thresholds
+	// JobIdle: a job without records for this long has ended; its
+	// profile is built then (default 30 s).
+	JobIdle time.Duration
+}
+
+// Service is the store's RPC face.
+type Service struct {
+	cfg Config
+
+	mu   sync.Mutex // guards slow
+	slow []beacon.SlowServer
+}
+
+// New returns the service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = beacon.DefaultWindow
+	}
+	if cfg.DetectSpan <= 0 {
+		cfg.DetectSpan = 30 * time.Second
+	}
+	if cfg.JobIdle <= 0 {
+		cfg.JobIdle = 30 * time.Second
+	}
+	return &Service{cfg: cfg}
+}
+
+// Handler serves OpBeacon requests.
+func (s *Service) Handler() rpc.Handler {
+	return rpc.HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
+		out, err := s.handle(m, p)
+		return rpc.ToMsg(&wire.Msg{}, err), out
+	})
+}
+
+func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {
+	switch m.Name {
+	case CallPut:
+		if err := s.cfg.Store.Put(p); err != nil {
+			return nil, rpc.Errorf(syscall.EINVAL, "beacon: %v", err)
+		}
+		return nil, nil
+	case CallQuery:
+		var q Query
+		if err := json.Unmarshal(p, &q); err != nil {
+			return nil, rpc.Errorf(syscall.EINVAL, "beacon query: %v", err)
+		}
+		recs, err := s.cfg.Store.Query(q.Filter())
+		if err != nil {
+			return nil, err
+		}
+		return beacon.Encode(recs), nil
+	case CallJobs:
+		return json.Marshal(s.cfg.Store.Jobs())
+	case CallHealth:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return json.Marshal(s.slow)
+	case CallInterference:
+		var q Query
+		if err := json.Unmarshal(p, &q); err != nil {
+			return nil, rpc.Errorf(syscall.EINVAL, "beacon query: %v", err)
+		}
+		f := q.Filter()
+		f.Job = "" // pairs need every job's records
+		recs, err := s.cfg.Store.Query(f)
+		if err != nil {
+			return nil, err
+		}
+		found := beacon.DetectInterference(recs, beacon.InterferenceOptions{})
+		if q.Job != "" {
+			var mine []beacon.Interference
+			for _, x := range found {
+				if x.Victim == q.Job || x.Aggressor == q.Job {
+					mine = append(mine, x)
+				}
+			}
+			found = mine
+		}
+		return json.Marshal(found)
+	case CallProfilePut:
+		var np beacon.Profile
+		if err := json.Unmarshal(p, &np); err != nil || np.Key == "" {
+			return nil, rpc.Errorf(syscall.EINVAL, "beacon profile: %v", err)
+		}
+		return nil, s.mergeProfile(np)
+	case CallProfileGet:
+		pr, ok, err := s.cfg.Store.Profile(m.Path)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, rpc.Errorf(syscall.ENOENT, "no profile for %q", m.Path)
+		}
+		return json.Marshal(pr)
+	case CallProfiles:
+		ps, err := s.cfg.Store.Profiles()
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(ps)
+	case CallProfileJob:
+		pr, err := s.ProfileJob(m.Job)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(pr)
+	}
+	return nil, rpc.Errorf(syscall.EINVAL, "beacon: unknown call %q", m.Name)
+}
+
+func (s *Service) mergeProfile(np beacon.Profile) error {
+	old, ok, err := s.cfg.Store.Profile(np.Key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		np = old.Merge(np)
+	}
+	return s.cfg.Store.PutProfile(np)
+}
+
+// ProfileJob analyses a job's records and merges its profile into its
+// application's.
+func (s *Service) ProfileJob(job string) (beacon.Profile, error) {
+	recs, err := s.cfg.Store.Query(beacon.Filter{Job: job})
+	if err != nil {
+		return beacon.Profile{}, err
+	}
+	if len(recs) == 0 {
+		return beacon.Profile{}, rpc.Errorf(syscall.ENOENT, "no records of job %q", job)
+	}
+	rep := beacon.Analyze(job, recs, s.cfg.Window, s.cfg.Thresholds)
+	pr := beacon.ProfileOf(rep)
+	if err := s.mergeProfile(pr); err != nil {
+		return beacon.Profile{}, err
+	}
+	var last int64
+	for _, r := range recs {
+		last = max(last, r.Window)
+	}
+	return pr, s.cfg.Store.MarkProfiled(job, last)
+}
+
+// Health returns the servers currently flagged fail-slow.
+func (s *Service) Health() []beacon.SlowServer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]beacon.SlowServer(nil), s.slow...)
+}
+
+// Check runs the periodic work once: fail-slow detection over the recent
+// span, profiles of jobs that went idle, retention.
+func (s *Service) Check(now time.Time) {
+	recs, err := s.cfg.Store.Query(beacon.Filter{From: now.Add(-s.cfg.DetectSpan)})
+	if err != nil {
+		s.cfg.Log.Warn("beacon: query for detection failed", "err", err)
+		return
+	}
+	slow := beacon.DetectFailSlow(recs, s.cfg.FailSlow)
+	s.mu.Lock()
+	was := map[string]bool{}
+	for _, x := range s.slow {
+		was[x.Server] = true
+	}
+	s.slow = slow
+	s.mu.Unlock()
+	for _, x := range slow {
+		if !was[x.Server] {
+			s.cfg.Log.Warn("fail-slow server detected", "server", x.Server, "ratio", fmt.Sprintf("%.1f", x.Ratio), "windows", x.Windows)
+		}
+	}
+	for _, j := range s.cfg.Store.Jobs() {
+		if j.Job == "" || now.Sub(time.Unix(0, j.Last)) < s.cfg.JobIdle {
+			continue
+		}
+		if j.Profiled >= j.Last || j.App == "" {
+			continue
+		}
+		if _, err := s.ProfileJob(j.Job); err != nil {
+			s.cfg.Log.Warn("beacon: profile of finished job failed", "job", j.Job, "err", err)
+		}
+	}
+	if _, err := s.cfg.Store.Trim(now); err != nil {
+		s.cfg.Log.Warn("beacon: trim failed", "err", err)
+	}
+}
+
+// Run calls Check on every tick until ctx ends.
+func (s *Service) Run(ctx context.Context, tick <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			s.Check(s.cfg.Now())
+		}
+	}
+}

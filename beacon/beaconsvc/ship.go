@@ -1,0 +1,45 @@
+package beaconsvc
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// OpName names a request for Beacon: "read", "write", "meta:<op>", or ""
+// for requests that are not application I/O (pings, registration,
+// monitoring itself, fault injection).
+func OpName(op wire.Op) string {
+	switch op {
+	case wire.OpRead, wire.OpChunkRead:
+		return beacon.OpRead
+	case wire.OpWrite, wire.OpChunkWrite:
+		return beacon.OpWrite
+	case wire.OpPing, wire.OpRegister, wire.OpServers, wire.OpFault, wire.OpJobStats, wire.OpBeacon, wire.OpStat:
+		return ""
+	}
+	return "meta:" + op.String()
+}
+
+// Ship sends col's closed windows to the Beacon service through caller
+// once per window, in the background, until ctx ends (then once more).
+// Failures are logged once per minute at most; batches wait in a bounded
+// backlog meanwhile.
+func Ship(ctx context.Context, col *beacon.Collector, caller Caller, log *slog.Logger) {
+	var lastLog time.Time
+	sh := &beacon.Shipper{C: col, Send: Client{C: caller}.Put, Now: time.Now,
+		OnError: func(err error) {
+			if time.Since(lastLog) > time.Minute {
+				lastLog = time.Now()
+				log.Warn("cannot ship monitoring records (kept for later)", "err", err)
+			}
+		}}
+	t := time.NewTicker(col.Window())
+	go func() {
+		defer t.Stop()
+		sh.Run(ctx, t.C)
+	}()
+}

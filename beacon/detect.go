@@ -1,0 +1,323 @@
+package beacon
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Interference is one job slowed down on a server while another job used
+// it: Victim's mean response time there (queue wait plus service) in the
+// windows both were active, divided by the same in the windows it ran
+// there alone.
+type Interference struct {
+	Server    string
+	Victim    string
+	Aggressor string
+	Inflation float64
+	Shared    int           // windows both were active
+	Alone     int           // windows the victim was alone
+	LatShared time.Duration // victim's mean latency when shared
+	LatAlone  time.Duration
+}
+
+// InterferenceOptions tune the detector. Zero fields take the defaults.
+type InterferenceOptions struct {
+	MinInflation float64 // report pairs at or above (1.5)
+	MinWindows   int     // shared and alone windows needed (1)
+	MinOps       uint64  // victim operations per window to count it (4)
+}
+
+type winStat struct {
+	ops    uint64
+	latSum int64
+}
+
+// DetectInterference finds job pairs that slowed each other down on the
+// forwarding nodes and data servers, from fwd and data layer records. Like
+// is compared with like: a victim's response times are compared per
+// operation and request size class, and the classes it had both alone and
+// shared are averaged, weighted by its operations when shared. Pairs are
+// ordered by inflation, highest first.
+func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
+	if opt.MinInflation == 0 {
+		opt.MinInflation = 1.5
+	}
+	if opt.MinWindows == 0 {
+		opt.MinWindows = 1
+	}
+	if opt.MinOps == 0 {
+		opt.MinOps = 4
+	}
+	type class struct {
+		op   string
+		size uint64
+	}
+	// server → window → job → class → stat
+	per := map[string]map[int64]map[string]map[class]*winStat{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Layer == LayerClient || r.Job == "" || !r.IsData() && !r.IsMeta() {
+			continue
+		}
+		ws := per[r.Server]
+		if ws == nil {
+			ws = map[int64]map[string]map[class]*winStat{}
+			per[r.Server] = ws
+		}
+		js := ws[r.Window]
+		if js == nil {
+			js = map[string]map[class]*winStat{}
+			ws[r.Window] = js
+		}
+		cs := js[r.Job]
+		if cs == nil {
+			cs = map[class]*winStat{}
+			js[r.Job] = cs
+		}
+		c := class{r.Op, sizeBin(r.Size)}
+		st := cs[c]
+		if st == nil {
+			st = &winStat{}
+			cs[c] = st
+		}
+		st.ops += r.Count
+		st.latSum += r.LatSum + r.Wait // what the job felt: queueing and service
+	}
+	type acc struct {
+		ops     uint64
+		latSum  int64
+		windows map[int64]bool
+	}
+	get := func(m map[string]*acc, k string) *acc {
+		a := m[k]
+		if a == nil {
+			a = &acc{windows: map[int64]bool{}}
+			m[k] = a
+		}
+		return a
+	}
+	var out []Interference
+	for server, ws := range per {
+		alone := map[string]*acc{}  // victim|op|size
+		shared := map[string]*acc{} // victim|aggressor|op|size
+		for w, js := range ws {
+			for v, cs := range js {
+				for c, st := range cs {
+					if st.ops < opt.MinOps {
+						continue
+					}
+					ck := fmt.Sprintf("%s|%d", c.op, c.size)
+					if len(js) == 1 {
+						a := get(alone, v+"\x00"+ck)
+						a.ops += st.ops
+						a.latSum += st.latSum
+						a.windows[w] = true
+						continue
+					}
+					for g := range js {
+						if g != v {
+							a := get(shared, v+"\x00"+g+"\x00"+ck)
+							a.ops += st.ops
+							a.latSum += st.latSum
+							a.windows[w] = true
+						}
+					}
+				}
+			}
+		}
+		type pair struct{ v, g string }
+		type sum struct {
+			weighted, ops     float64
+			ls, la            float64
+			shared, aloneWins map[int64]bool
+		}
+		pairs := map[pair]*sum{}
+		for k, sh := range shared {
+			parts := strings.SplitN(k, "\x00", 3)
+			al := alone[parts[0]+"\x00"+parts[2]]
+			if al == nil || al.ops == 0 || sh.ops == 0 {
+				continue
+			}
+			la := float64(al.latSum) / float64(al.ops)
+			ls := float64(sh.latSum) / float64(sh.ops)
+			if la <= 0 {
+				continue
+			}
+			p := pair{parts[0], parts[1]}
+			su := pairs[p]
+			if su == nil {
+				su = &sum{shared: map[int64]bool{}, aloneWins: map[int64]bool{}}
+				pairs[p] = su
+			}
+			n := float64(sh.ops)
+			su.weighted += n * ls / la
+			su.ops += n
+			su.ls += n * ls
+			su.la += n * la
+			for w := range sh.windows {
+				su.shared[w] = true
+			}
+			for w := range al.windows {
+				su.aloneWins[w] = true
+			}
+		}
+		for p, su := range pairs {
+			if len(su.shared) < opt.MinWindows || len(su.aloneWins) < opt.MinWindows {
+				continue
+			}
+			f := su.weighted / su.ops
+			if f >= opt.MinInflation {
+				out = append(out, Interference{Server: server, Victim: p.v, Aggressor: p.g, Inflation: f,
+					Shared: len(su.shared), Alone: len(su.aloneWins),
+					LatShared: time.Duration(su.ls / su.ops), LatAlone: time.Duration(su.la / su.ops)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Inflation > out[j].Inflation })
+	return out
+}
+
+// SlowServer is a server whose service latency stayed well above its
+// peers' under comparable load.
+type SlowServer struct {
+	Server  string
+	Layer   Layer
+	Ratio   float64 // its latency over the peers' median, median over windows
+	Windows int     // windows in which it was slow
+	Since   int64   // first slow window, unix ns
+}
+
+// FailSlowOptions tune the detector. Zero fields take the defaults.
+type FailSlowOptions struct {
+	Factor     float64 // slower than peers by at least this (3)
+	MinWindows int     // in at least this many windows (3)
+	MinOps     uint64  // operations a server needs in a window to count (4)
+	// A server more loaded than LoadFactor × the peers' median operations
+	// in a window is not compared in it (2).
+	LoadFactor float64
+}
+
+// PeerGroup is the set of servers a server is compared with: same layer,
+// same name up to the last '-' ("data-mem-3" is compared with the other
+// "data-mem-*", "fwd-4" with the other "fwd-*").
+func PeerGroup(layer Layer, server string) string {
+	if i := strings.LastIndexByte(server, '-'); i > 0 {
+		return layer.String() + ":" + server[:i]
+	}
+	return layer.String() + ":" + server
+}
+
+// DetectFailSlow compares each forwarding node and data server with its
+// peers window by window. For each window and size class of request, a
+// server's mean latency is divided by the median of its peers' means; a
+// window in which the ratio reaches Factor (with the server no more
+// loaded than its peers) counts as slow.
+func DetectFailSlow(recs []Record, opt FailSlowOptions) []SlowServer {
+	if opt.Factor == 0 {
+		opt.Factor = 3
+	}
+	if opt.MinWindows == 0 {
+		opt.MinWindows = 3
+	}
+	if opt.MinOps == 0 {
+		opt.MinOps = 4
+	}
+	if opt.LoadFactor == 0 {
+		opt.LoadFactor = 2
+	}
+	type cell struct {
+		group  string
+		window int64
+		op     string
+		size   uint64
+	}
+	// cell → server → stat
+	cells := map[cell]map[string]*winStat{}
+	layers := map[string]Layer{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Layer == LayerClient {
+			continue
+		}
+		c := cell{PeerGroup(r.Layer, r.Server), r.Window, r.Op, sizeBin(r.Size)}
+		m := cells[c]
+		if m == nil {
+			m = map[string]*winStat{}
+			cells[c] = m
+		}
+		st := m[r.Server]
+		if st == nil {
+			st = &winStat{}
+			m[r.Server] = st
+		}
+		st.ops += r.Count
+		st.latSum += r.LatSum
+		layers[r.Server] = r.Layer
+	}
+	type slowAcc struct {
+		windows map[int64]bool
+		ratios  []float64
+		since   int64
+	}
+	slow := map[string]*slowAcc{}
+	for c, m := range cells {
+		if len(m) < 2 {
+			continue
+		}
+		for s, st := range m {
+			if st.ops < opt.MinOps {
+				continue
+			}
+			var lats, loads []float64
+			for p, ps := range m {
+				if p == s || ps.ops < opt.MinOps {
+					continue
+				}
+				lats = append(lats, float64(ps.latSum)/float64(ps.ops))
+				loads = append(loads, float64(ps.ops))
+			}
+			if len(lats) == 0 {
+				continue
+			}
+			peerLat, peerLoad := median(lats), median(loads)
+			if peerLat <= 0 || float64(st.ops) > opt.LoadFactor*peerLoad {
+				continue
+			}
+			ratio := float64(st.latSum) / float64(st.ops) / peerLat
+			if ratio < opt.Factor {
+				continue
+			}
+			a := slow[s]
+			if a == nil {
+				a = &slowAcc{windows: map[int64]bool{}, since: c.window}
+				slow[s] = a
+			}
+			a.windows[c.window] = true
+			a.ratios = append(a.ratios, ratio)
+			a.since = min(a.since, c.window)
+		}
+	}
+	var out []SlowServer
+	for s, a := range slow {
+		if len(a.windows) >= opt.MinWindows {
+			out = append(out, SlowServer{Server: s, Layer: layers[s], Ratio: median(a.ratios), Windows: len(a.windows), Since: a.since})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ratio > out[j].Ratio })
+	return out
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,0 +1,262 @@
+// Package beacon is sluice's end-to-end I/O monitor (after Sunway
+// TaihuLight's Beacon): every layer (client, forwarding node, data server)
+// records each operation it serves with the job, rank and node behind it;
+// records are aggregated per time window, deduplicated and compressed
+// before they leave the daemon (collector.go), kept in an embedded store
+// with bounded size and retention (store.go), and analysed per job
+// (analysis.go), per application (profile.go) and across jobs and servers
+// (detect.go: interference and fail-slow).
+//
+// The collector, the analyses and the detectors are pure: callers pass the
+// time and the records. Only the store touches the disk. The package must
+// not know about FUSE, the data path or the metadata schema; daemons call
+// it, never the other way round.
+package beacon
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Layer is where a record was taken.
+type Layer uint8
+
+// Layers, from the application down.
+const (
+	LayerClient Layer = iota + 1
+	LayerFwd
+	LayerData
+)
+
+func (l Layer) String() string {
+	switch l {
+	case LayerClient:
+		return "client"
+	case LayerFwd:
+		return "fwd"
+	case LayerData:
+		return "data"
+	}
+	return fmt.Sprintf("layer(%d)", uint8(l))
+}
+
+// ParseLayer is the inverse of Layer.String.
+func ParseLayer(s string) (Layer, error) {
+	for _, l := range []Layer{LayerClient, LayerFwd, LayerData} {
+		if l.String() == s {
+			return l, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown layer %q (client, fwd, data)", s)
+}
+
+// Op kinds, coarser than wire ops: what the analyses need.
+const (
+	OpRead  = "read"
+	OpWrite = "write"
+	OpMeta  = "meta" // prefix: meta ops are recorded as "meta:<name>"
+)
+
+// Op is one operation as a layer saw it, before aggregation.
+type Op struct {
+	Start time.Time
+	Job   string
+	App   string // application tag (client layer)
+	Uid   uint32
+	Rank  int32
+	Node  string // compute node
+	Name  string // "read", "write" or "meta:<op>"
+	Ino   uint64
+	Off   uint64
+	Size  uint64
+	Lat   time.Duration // service latency in this layer
+	Wait  time.Duration // time queued in this layer before service
+	Err   bool
+}
+
+// Record is the stored form: one or more operations with equal job, rank,
+// node, operation, file and request size within one window of one server,
+// collapsed into one with a count.
+type Record struct {
+	Window int64 // window start, unix ns
+	Layer  Layer
+	Server string // the recording daemon: "fwd-3", "data-1", "client@node"
+	Job    string
+	App    string
+	Uid    uint32
+	Rank   int32
+	Node   string
+	Op     string
+	Ino    uint64
+	Size   uint64 // request size of each operation
+	Count  uint64 // operations
+	Bytes  uint64 // bytes moved (reads and writes)
+	Seq    uint64 // operations that started where the previous one ended
+	OffMin uint64
+	OffMax uint64 // end of the furthest operation
+	First  int64  // start of the first operation, unix ns
+	Last   int64  // end of the last operation, unix ns
+	LatSum int64  // ns
+	LatMax int64
+	Wait   int64 // ns, summed
+	Errors uint64
+}
+
+// IsData reports whether the record is a read or a write.
+func (r *Record) IsData() bool { return r.Op == OpRead || r.Op == OpWrite }
+
+// IsMeta reports whether the record is a metadata operation.
+func (r *Record) IsMeta() bool { return len(r.Op) > 5 && r.Op[:5] == "meta:" }
+
+// MeanLat is the mean service latency.
+func (r *Record) MeanLat() time.Duration {
+	if r.Count == 0 {
+		return 0
+	}
+	return time.Duration(r.LatSum / int64(r.Count))
+}
+
+const encVersion = 1
+
+// Encode serialises records (varints, strings with lengths) and compresses
+// them with zstd.
+func Encode(recs []Record) []byte {
+	b := []byte{encVersion}
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for i := range recs {
+		r := &recs[i]
+		b = binary.AppendVarint(b, r.Window)
+		b = append(b, byte(r.Layer))
+		b = appendStr(b, r.Server)
+		b = appendStr(b, r.Job)
+		b = appendStr(b, r.App)
+		b = binary.AppendUvarint(b, uint64(r.Uid))
+		b = binary.AppendVarint(b, int64(r.Rank))
+		b = appendStr(b, r.Node)
+		b = appendStr(b, r.Op)
+		for _, v := range []uint64{r.Ino, r.Size, r.Count, r.Bytes, r.Seq, r.OffMin, r.OffMax, r.Errors} {
+			b = binary.AppendUvarint(b, v)
+		}
+		for _, v := range []int64{r.First, r.Last, r.LatSum, r.LatMax, r.Wait} {
+			b = binary.AppendVarint(b, v)
+		}
+	}
+	return encoder.EncodeAll(b, nil)
+}
+
+// ErrCorrupt reports an undecodable batch.
+var ErrCorrupt = errors.New("beacon: corrupt record batch")
+
+// maxBatch bounds what Decode accepts, so a hostile batch cannot make it
+// allocate without bound.
+const maxBatch = 64 << 20
+
+// Decode is the inverse of Encode.
+func Decode(z []byte) ([]Record, error) {
+	b, err := decoder.DecodeAll(z, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(b) > maxBatch {
+		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
+	}
+	d := dec{b: b}
+	if d.byte() != encVersion {
+		return nil, fmt.Errorf("%w: unknown version", ErrCorrupt)
+	}
+	n := d.uvarint()
+	if n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: %d records in %d bytes", ErrCorrupt, n, len(b))
+	}
+	recs := make([]Record, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var r Record
+		r.Window = d.varint()
+		r.Layer = Layer(d.byte())
+		r.Server = d.str()
+		r.Job = d.str()
+		r.App = d.str()
+		r.Uid = uint32(d.uvarint())
+		r.Rank = int32(d.varint())
+		r.Node = d.str()
+		r.Op = d.str()
+		for _, p := range []*uint64{&r.Ino, &r.Size, &r.Count, &r.Bytes, &r.Seq, &r.OffMin, &r.OffMax, &r.Errors} {
+			*p = d.uvarint()
+		}
+		for _, p := range []*int64{&r.First, &r.Last, &r.LatSum, &r.LatMax, &r.Wait} {
+			*p = d.varint()
+		}
+		recs = append(recs, r)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return recs, nil
+}
+
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBatch))
+)
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail() {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated", ErrCorrupt)
+	}
+	d.b = nil
+}
+
+func (d *dec) byte() byte {
+	if len(d.b) < 1 {
+		d.fail()
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *dec) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) str() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}

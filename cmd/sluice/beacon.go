@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
+	"github.com/sluice-hpc/sluice/cluster"
+)
+
+// cmdJob prints Beacon's analysis of one job.
+func cmdJob(args []string) error {
+	fs, cfg := flagSet("job")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one job id, got %d arguments", fs.NArg())
+	}
+	job := fs.Arg(0)
+	ctx := context.Background()
+	bc := beaconsvc.Client{C: mc}
+	recs, err := bc.Query(ctx, beaconsvc.Query{Job: job})
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("no records of job %q (monitoring off, or nothing shipped yet: records leave each daemon once a second)", job)
+	}
+	rep := beacon.Analyze(job, recs, 0, beacon.Thresholds{})
+	inter, err := bc.Interference(ctx, job, rep.From, rep.To)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(struct {
+			beacon.JobReport
+			Interference []beacon.Interference
+		}{rep, inter})
+	}
+	printReport(os.Stdout, rep, inter)
+	return nil
+}
+
+func printReport(w io.Writer, r beacon.JobReport, inter []beacon.Interference) {
+	fmt.Fprintf(w, "job %s", r.Job)
+	if r.App != "" {
+		fmt.Fprintf(w, "  app %s (uid %d)", strings.TrimPrefix(r.App, "tag:"), r.Uid)
+	}
+	fmt.Fprintf(w, "\n  from %s to %s (%s active), figures from the %s layer\n",
+		r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), r.Active, r.Source)
+	classes := strings.Join(r.Classes, ", ")
+	if classes == "" {
+		classes = "light"
+	}
+	fmt.Fprintf(w, "  mode %s; behaviour %s\n", r.Mode, classes)
+	fmt.Fprintf(w, "  ranks %d (%d doing I/O) on %d nodes (%d doing I/O); files %d\n", r.Ranks, r.IORanks, r.Nodes, r.IONodes, r.Files)
+	fmt.Fprintf(w, "  read %s in %d ops, wrote %s in %d ops; mean request %s, %.0f%% sequential\n",
+		cluster.FormatSize(uint64(r.ReadBytes)), r.ReadOps, cluster.FormatSize(uint64(r.WriteBytes)), r.WriteOps,
+		cluster.FormatSize(uint64(r.MeanRequest)), 100*r.SeqShare)
+	fmt.Fprintf(w, "  bandwidth %s/s mean, %s/s peak; %.0f IOPS; metadata %d ops (%.0f/s)\n",
+		cluster.FormatSize(uint64(r.BW)), cluster.FormatSize(uint64(r.PeakBW)), r.IOPS, r.MetaOps, r.MetaRate)
+	if len(r.PerRank) > 1 {
+		fmt.Fprintf(w, "  rank balance: slowest/median I/O time %.2f\n", r.Imbalance)
+	}
+	if len(r.Sizes) > 0 {
+		fmt.Fprintf(w, "  request sizes:")
+		for _, b := range r.Sizes {
+			fmt.Fprintf(w, " ≤%s:%d", cluster.FormatSize(uint64(b.Size)), b.Ops)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Servers) > 0 {
+		fmt.Fprintf(w, "  servers:")
+		for _, s := range r.Servers {
+			fmt.Fprintf(w, " %s (%s, %d ops)", s.Server, cluster.FormatSize(uint64(s.Bytes)), s.Ops)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  timeline (per %s): read / write / data ops / metadata ops\n", time.Duration(int64(r.Active)/int64(max(1, len(r.Timeline)))))
+	for _, p := range r.Timeline {
+		fmt.Fprintf(w, "    %s %10s %10s %8d %8d\n", time.Unix(0, p.Window).Format("15:04:05"),
+			cluster.FormatSize(uint64(p.ReadBytes)), cluster.FormatSize(uint64(p.WriteBytes)), p.DataOps, p.MetaOps)
+	}
+	for _, x := range inter {
+		if x.Victim == r.Job {
+			fmt.Fprintf(w, "  slowed by job %s on %s: latency ×%.1f (%v → %v) over %d windows\n",
+				x.Aggressor, x.Server, x.Inflation, x.LatAlone, x.LatShared, x.Shared)
+		} else {
+			fmt.Fprintf(w, "  slowed job %s on %s: its latency ×%.1f over %d windows\n", x.Victim, x.Server, x.Inflation, x.Shared)
+		}
+	}
+}
+
+// cmdTop shows the busiest jobs and servers of the last seconds.
+func cmdTop(args []string) error {
+	fs, cfg := flagSet("top")
+	once := fs.Bool("once", false, "print one view and exit")
+	span := fs.Duration("span", 5*time.Second, "how much recent history each view covers")
+	every := fs.Duration("interval", 2*time.Second, "refresh interval")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	bc := beaconsvc.Client{C: mc}
+	for {
+		now := time.Now()
+		recs, err := bc.Query(context.Background(), beaconsvc.Query{From: now.Add(-*span - 2*time.Second).UnixNano()})
+		if err != nil {
+			return err
+		}
+		slow, err := bc.Health(context.Background())
+		if err != nil {
+			return err
+		}
+		if !*once {
+			fmt.Print("\033[H\033[2J")
+		}
+		printTop(os.Stdout, recs, slow, now)
+		if *once {
+			return nil
+		}
+		time.Sleep(*every)
+	}
+}
+
+func printTop(w io.Writer, recs []beacon.Record, slow []beacon.SlowServer, now time.Time) {
+	type agg struct {
+		ops, meta, bytes uint64
+		lat              int64
+		windows          map[int64]bool
+	}
+	jobs, servers := map[string]*agg{}, map[string]*agg{}
+	add := func(m map[string]*agg, k string, r *beacon.Record) {
+		a := m[k]
+		if a == nil {
+			a = &agg{windows: map[int64]bool{}}
+			m[k] = a
+		}
+		a.ops += r.Count
+		a.bytes += r.Bytes
+		a.lat += r.LatSum
+		if r.IsMeta() {
+			a.meta += r.Count
+		}
+		a.windows[r.Window] = true
+	}
+	for i := range recs {
+		r := &recs[i]
+		switch r.Layer {
+		case beacon.LayerFwd:
+			add(jobs, r.Job, r)
+			add(servers, r.Server, r)
+		case beacon.LayerData:
+			add(servers, r.Server, r)
+		}
+	}
+	slowBy := map[string]float64{}
+	for _, s := range slow {
+		slowBy[s.Server] = s.Ratio
+	}
+	show := func(title string, m map[string]*agg, flag func(string) string) {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return m[keys[i]].bytes+m[keys[i]].ops > m[keys[j]].bytes+m[keys[j]].ops })
+		fmt.Fprintf(w, "%-16s %12s %10s %10s %12s %s\n", title, "BANDWIDTH", "OPS/S", "META/S", "MEAN LAT", "")
+		for _, k := range keys {
+			a := m[k]
+			secs := float64(len(a.windows))
+			var lat time.Duration
+			if a.ops > 0 {
+				lat = time.Duration(a.lat / int64(a.ops))
+			}
+			name := k
+			if name == "" {
+				name = "(no job)"
+			}
+			fmt.Fprintf(w, "%-16s %10s/s %10.0f %10.0f %12v %s\n", name, cluster.FormatSize(uint64(float64(a.bytes)/secs)),
+				float64(a.ops)/secs, float64(a.meta)/secs, lat.Round(time.Microsecond), flag(k))
+		}
+	}
+	fmt.Fprintf(w, "sluice top — %s\n\n", now.Format("15:04:05"))
+	show("JOB", jobs, func(string) string { return "" })
+	fmt.Fprintln(w)
+	show("SERVER", servers, func(s string) string {
+		if r, ok := slowBy[s]; ok {
+			return fmt.Sprintf("FAIL-SLOW ×%.1f", r)
+		}
+		return ""
+	})
+}
+
+// cmdProfile shows, builds and imports application profiles.
+func cmdProfile(args []string) error {
+	sub := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	fs, cfg := flagSet("profile")
+	app := fs.String("app", "", "import: profile key (default: the executable and uid in the log)")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	pos := fs.Args()
+	if sub == "" && len(pos) > 0 {
+		sub, pos = pos[0], pos[1:]
+	}
+	bc := beaconsvc.Client{C: mc}
+	ctx := context.Background()
+	var ps []beacon.Profile
+	switch sub {
+	case "show":
+		if len(pos) == 1 {
+			p, err := bc.Profile(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			ps = []beacon.Profile{p}
+		} else if ps, err = bc.Profiles(ctx); err != nil {
+			return err
+		}
+	case "build":
+		if len(pos) != 1 {
+			return fmt.Errorf("want one job id")
+		}
+		p, err := bc.ProfileJob(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		ps = []beacon.Profile{p}
+	case "import":
+		if len(pos) != 1 {
+			return fmt.Errorf("want one Darshan log")
+		}
+		p, err := importDarshan(pos[0])
+		if err != nil {
+			return err
+		}
+		if *app != "" {
+			p.Key = *app
+		}
+		if err := bc.PutProfile(ctx, p); err != nil {
+			return err
+		}
+		ps = []beacon.Profile{p}
+	default:
+		return fmt.Errorf("want a subcommand: show [KEY] | build JOB | import LOG.darshan")
+	}
+	for _, p := range ps {
+		printProfile(os.Stdout, p)
+	}
+	return nil
+}
+
+func printProfile(w io.Writer, p beacon.Profile) {
+	classes := strings.Join(p.Classes, ", ")
+	if classes == "" {
+		classes = "light"
+	}
+	fmt.Fprintf(w, "%s: %s, %s; %d run(s), source %s\n", p.Key, p.Mode, classes, p.Runs, p.Source)
+	fmt.Fprintf(w, "  volume %s (read %s, written %s); %d I/O ranks on %d nodes at %s/s per node\n",
+		cluster.FormatSize(uint64(p.Volume)), cluster.FormatSize(uint64(p.ReadBytes)), cluster.FormatSize(uint64(p.WriteBytes)),
+		p.IORanks, p.IONodes, cluster.FormatSize(uint64(p.NodeBW)))
+	fmt.Fprintf(w, "  metadata %d ops (%.0f/s); mean request %s\n", p.MetaOps, p.MetaRate, cluster.FormatSize(uint64(p.MeanRequest)))
+}
+
+//go:embed darshan/summary.py
+var darshanSummary string
+
+// importDarshan summarises a Darshan log with pydarshan (the embedded
+// helper) and builds the profile Beacon would have built.
+func importDarshan(path string) (beacon.Profile, error) {
+	if _, err := os.Stat(path); err != nil {
+		return beacon.Profile{}, err
+	}
+	py := os.Getenv("SLUICE_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	cmd := exec.Command(py, "-c", darshanSummary, path)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "No module named 'darshan'") {
+			return beacon.Profile{}, fmt.Errorf("reading Darshan logs needs pydarshan: pip install darshan")
+		}
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return beacon.Profile{}, fmt.Errorf("%s: not a readable Darshan log: %v: %s", path, err, msg)
+	}
+	var s beacon.Summary
+	if err := json.Unmarshal(out, &s); err != nil {
+		return beacon.Profile{}, fmt.Errorf("%s: %v", path, err)
+	}
+	p := beacon.ProfileOf(beacon.ReportOfSummary(s, beacon.Thresholds{}))
+	p.Source = "darshan"
+	p.Updated = time.Now().UnixNano()
+	return p, nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-hpc/sluice/cluster"
+	"github.com/sluice-hpc/sluice/workload"
+)
+
+// cmdWorkload runs one behaviour as a job: one process per rank, each with
+// the job id, its rank and the application tag in its environment.
+func cmdWorkload(args []string) error {
+	fs, cfg := flagSet("workload")
+	kind := fs.String("kind", workload.NN, "behaviour: nn, n1, 11, meta, iops, ckpt")
+	ranks := fs.Int("ranks", 4, "processes")
+	job := fs.String("job", "", "job id (default: a new one from the clock)")
+	jobVar := fs.String("jobid-var", "SLURM_JOB_ID", "environment variable the job id goes in")
+	app := fs.String("app", "", "application tag (SLUICE_APP; default: workload-KIND)")
+	size := fs.String("size", "64M", "bytes per rank (nn, n1, ckpt; rank 0 writes ranks×size in 11)")
+	blockSize := fs.String("block", "1M", "request size of bulk I/O")
+	ops := fs.Int("ops", 1000, "files per rank (meta) or 4 KiB reads per rank (iops)")
+	bursts := fs.Int("bursts", 3, "checkpoints (ckpt)")
+	period := fs.Duration("period", 2500*time.Millisecond, "idle time between checkpoints (ckpt)")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	rank := fs.Int("rank", -1, "internal: run one rank in this process")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one directory, got %d arguments", fs.NArg())
+	}
+	sz, err := cluster.ParseSize(*size)
+	if err != nil {
+		return fmt.Errorf("--size: %v", err)
+	}
+	bs, err := cluster.ParseSize(*blockSize)
+	if err != nil || bs <= 0 || bs > 64<<20 {
+		return fmt.Errorf("--block: want a size up to 64M")
+	}
+	p := workload.Params{Dir: fs.Arg(0), Rank: *rank, Ranks: *ranks, Size: sz, Block: int(bs), Ops: *ops,
+		Bursts: *bursts, Period: *period, Seed: time.Now().UnixNano()}
+	if *rank >= 0 {
+		res, err := workload.Run(*kind, p)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return err
+	}
+	if *job == "" {
+		*job = strconv.FormatInt(time.Now().UnixNano()/1e6%1e9, 10)
+	}
+	if *app == "" {
+		*app = "workload-" + *kind
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	results := make([]workload.Result, *ranks)
+	errs := make([]error, *ranks)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for r := 0; r < *ranks; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			c := exec.Command(exe, append([]string{"workload", "--rank", strconv.Itoa(r)}, args...)...)
+			c.Env = append(os.Environ(), *jobVar+"="+*job, "SLURM_PROCID="+strconv.Itoa(r), "SLUICE_APP="+*app)
+			var stderr strings.Builder
+			c.Stderr = &stderr
+			out, err := c.Output()
+			if err == nil {
+				err = json.Unmarshal(out, &results[r])
+			}
+			if err != nil {
+				errs[r] = fmt.Errorf("rank %d: %v %s", r, err, strings.TrimSpace(stderr.String()))
+			}
+		}(r)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	s := workload.Summarise(results)
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(struct {
+			Job, Kind string
+			workload.Summary
+			Elapsed time.Duration
+		}{*job, *kind, s, time.Since(start)})
+	}
+	fmt.Printf("job %s (%s, %d ranks): %s in %d ops; I/O time %v (slowest rank), %v (median)\n", *job, *kind, s.Ranks,
+		cluster.FormatSize(uint64(s.Bytes)), s.Ops, s.Slowest.Round(time.Millisecond), s.Median.Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,394 @@
+// Package dfra is the forwarding-node allocation policy of DFRA (Ji et al.,
+// "Automatically Tuning the Forwarding Layer", after the Sunway TaihuLight
+// deployment): from a job's I/O profile and the state of the forwarding
+// layer it decides which forwarding nodes serve the job's compute nodes.
+//
+// It is pure: the caller passes the forwarding nodes (capacity, health),
+// the jobs already placed and the new job with its profile; the policy
+// returns an Assignment with its reasons. No clock, no I/O, no locks; the
+// manager in the metadata daemon and the simulator call the same code.
+//
+// The rules, with the paper's names:
+//
+//   - Default: the fixed forwarding mapping (FFM) — compute nodes are
+//     spread over the forwarding nodes, Ratio compute nodes per forwarding
+//     node, each node always on the same one. A job without history, or
+//     when no better choice is free, keeps FFM (and the decision says so).
+//   - Scale-up: a job is eligible when its volume exceeds VMin, more than
+//     NMin of its nodes do I/O, and its metadata rate is under WMeta (a
+//     metadata-bound job gains nothing from more forwarding nodes). Its
+//     demand S = N_io × B_c / B_f (I/O nodes × per-node bandwidth over a
+//     forwarding node's capacity); when S > N_f, the number of forwarding
+//     nodes FFM gives it, it gets ⌈S⌉ of them (capped by MaxFwds and by
+//     what is free).
+//   - Isolation: a job whose profile is N-1, metadata-heavy or
+//     high-bandwidth gets forwarding nodes no other job uses, and a job
+//     whose FFM nodes already serve such a job is moved off them.
+//   - Never a forwarding node flagged fail-slow or down.
+package dfra
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+
+	"github.com/sluice-hpc/sluice/beacon"
+)
+
+// Config holds the thresholds, with the paper's meaning.
+type Config struct {
+	Ratio int // compute nodes per forwarding node under FFM (default 4)
+	// VMin: a job moving less than this per run is not scaled up (bytes;
+	// default 1 GiB).
+	VMin uint64
+	// NMin: a job with this many I/O nodes or fewer is not scaled up
+	// (default 1).
+	NMin int
+	// WMeta: a job whose metadata rate reaches this (operations/s) is not
+	// scaled up (default 1000).
+	WMeta float64
+	// HighBW: a job whose aggregate bandwidth reaches this fraction of one
+	// forwarding node's capacity is high-bandwidth, and isolated
+	// (default 0.5).
+	HighBW float64
+	// MaxFwds caps the forwarding nodes of one job (0: no cap).
+	MaxFwds int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Ratio <= 0 {
+		c.Ratio = 4
+	}
+	if c.VMin == 0 {
+		c.VMin = 1 << 30
+	}
+	if c.NMin == 0 {
+		c.NMin = 1
+	}
+	if c.WMeta == 0 {
+		c.WMeta = 1000
+	}
+	if c.HighBW == 0 {
+		c.HighBW = 0.5
+	}
+	return c
+}
+
+// Fwd is one forwarding node as the manager sees it.
+type Fwd struct {
+	ID       string
+	Capacity float64 // B_f, bytes/s
+	Alive    bool
+	Slow     bool // flagged fail-slow by Beacon
+}
+
+// Usable reports whether jobs may be sent to f.
+func (f Fwd) Usable() bool { return f.Alive && !f.Slow }
+
+// Job is a job about to start.
+type Job struct {
+	ID      string
+	App     string
+	Nodes   []string        // its compute nodes
+	Profile *beacon.Profile // its application's history; nil: none
+}
+
+// Assignment is a job's forwarding nodes and why.
+type Assignment struct {
+	Job       string
+	Fwds      []string // the job's compute nodes spread over these
+	Dedicated bool     // no other job may use them
+	Isolate   bool     // the job's profile makes it a bad neighbour
+	Policy    string   // "ffm" or "dfra"
+	Reasons   []string
+}
+
+// FFM returns the forwarding node of a compute node under the fixed
+// mapping: as on TaihuLight, consecutive compute nodes share a forwarding
+// node, Ratio of them per node, in id order (stable while the set of
+// forwarding nodes is). A node's number is the trailing digits of its name
+// ("cn0042" is 42); a name without them is hashed. Unusable forwarding
+// nodes are skipped to the next usable one.
+func FFM(node string, fwds []Fwd, ratio int) (string, bool) {
+	if len(fwds) == 0 {
+		return "", false
+	}
+	if ratio <= 0 {
+		ratio = 1
+	}
+	sorted := sortedFwds(fwds)
+	i := (nodeNumber(node) / ratio) % len(sorted)
+	for k := 0; k < len(sorted); k++ {
+		if f := sorted[(i+k)%len(sorted)]; f.Usable() {
+			return f.ID, true
+		}
+	}
+	return "", false
+}
+
+// Demand is S = N_io × B_c / B_f for a profile on forwarding nodes of
+// capacity bf.
+func Demand(p *beacon.Profile, bf float64) float64 {
+	if p == nil || bf <= 0 {
+		return 0
+	}
+	return float64(p.IONodes) * p.NodeBW / bf
+}
+
+// bad reports whether a profile makes a job a bad neighbour, and why.
+func bad(p *beacon.Profile, bf float64, cfg Config) (bool, string) {
+	if p == nil {
+		return false, ""
+	}
+	switch {
+	case p.Mode == beacon.ModeN1:
+		return true, "N-1 shared-file I/O"
+	case p.Has(beacon.ClassMetadata) || p.MetaRate >= cfg.WMeta:
+		return true, fmt.Sprintf("metadata-heavy (%.0f ops/s)", p.MetaRate)
+	case bf > 0 && float64(p.IONodes)*p.NodeBW >= cfg.HighBW*bf:
+		return true, fmt.Sprintf("high bandwidth (%.0f MB/s, %.0f%% of a forwarding node)",
+			float64(p.IONodes)*p.NodeBW/1e6, 100*float64(p.IONodes)*p.NodeBW/bf)
+	}
+	return false, ""
+}
+
+// Decide places a job. placed are the jobs running now (their
+// assignments); fwds the forwarding nodes.
+func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
+	cfg = cfg.withDefaults()
+	a := Assignment{Job: job.ID, Policy: "ffm"}
+	// FFM first: the nodes the job's compute nodes map to
+	ffmSet := map[string]bool{}
+	for _, n := range job.Nodes {
+		if f, ok := FFM(n, fwds, cfg.Ratio); ok {
+			ffmSet[f] = true
+		}
+	}
+	ffm := keys(ffmSet)
+	a.Fwds = ffm
+	if len(ffm) == 0 {
+		a.Reasons = append(a.Reasons, "no usable forwarding node")
+		return a
+	}
+	// who uses which forwarding node now, and which are dedicated or host
+	// bad neighbours
+	users := map[string]int{}
+	dedicated, hostsBad := map[string]bool{}, map[string]bool{}
+	for _, pa := range placed {
+		for _, f := range pa.Fwds {
+			users[f]++
+			if pa.Dedicated {
+				dedicated[f] = true
+			}
+			if pa.Isolate {
+				hostsBad[f] = true
+			}
+		}
+	}
+	// free: usable, unused by any job; open: usable, shared with good
+	// neighbours only, least used first
+	var free, open []string
+	for _, f := range sortedFwds(fwds) {
+		if f.Usable() && users[f.ID] == 0 {
+			free = append(free, f.ID)
+		}
+		if f.Usable() && !dedicated[f.ID] && !hostsBad[f.ID] {
+			open = append(open, f.ID)
+		}
+	}
+	sort.SliceStable(open, func(i, j int) bool { return users[open[i]] < users[open[j]] })
+	// fallback is the fixed mapping without nodes dedicated to other jobs
+	fallback := func(why string) Assignment {
+		a.Reasons = append(a.Reasons, why)
+		a.Policy, a.Dedicated = "ffm", false
+		var keep []string
+		for _, f := range ffm {
+			if !dedicated[f] {
+				keep = append(keep, f)
+			}
+		}
+		switch {
+		case len(keep) > 0:
+			a.Fwds = keep
+		case len(open) > 0:
+			a.Fwds = open[:1]
+			a.Reasons = append(a.Reasons, "its fixed-mapping nodes are dedicated to other jobs: moved to "+open[0])
+		default:
+			a.Fwds = ffm
+			a.Reasons = append(a.Reasons, "every usable forwarding node is dedicated: sharing")
+		}
+		return a
+	}
+	if job.Profile == nil {
+		return fallback("no I/O history for this application: fixed mapping")
+	}
+	bf := capacityOf(fwds)
+	p := job.Profile
+
+	isBad, why := bad(p, bf, cfg)
+	a.Isolate = isBad
+	want := len(ffm)
+	// scale-up
+	s := Demand(p, bf)
+	switch {
+	case p.Volume <= cfg.VMin:
+		a.Reasons = append(a.Reasons, fmt.Sprintf("volume %s ≤ V_min: no scale-up", size(p.Volume)))
+	case p.IONodes <= cfg.NMin:
+		a.Reasons = append(a.Reasons, fmt.Sprintf("%d I/O node(s) ≤ N_min=%d: no scale-up", p.IONodes, cfg.NMin))
+	case p.MetaRate >= cfg.WMeta:
+		a.Reasons = append(a.Reasons, fmt.Sprintf("metadata rate %.0f/s ≥ W_meta: no scale-up", p.MetaRate))
+	case s > float64(len(ffm)):
+		want = int(math.Ceil(s))
+		if cfg.MaxFwds > 0 && want > cfg.MaxFwds {
+			want = cfg.MaxFwds
+		}
+		a.Reasons = append(a.Reasons, fmt.Sprintf("S = %d × %.0f MB/s / %.0f MB/s = %.1f > N_f = %d: scale up to %d",
+			p.IONodes, p.NodeBW/1e6, bf/1e6, s, len(ffm), want))
+	default:
+		a.Reasons = append(a.Reasons, fmt.Sprintf("S = %.1f ≤ N_f = %d: FFM is enough", s, len(ffm)))
+	}
+
+	// does FFM put the job next to a bad neighbour, or on a dedicated node?
+	neighbourBad := false
+	for _, f := range ffm {
+		if hostsBad[f] || dedicated[f] {
+			neighbourBad = true
+		}
+	}
+	needMove := isBad || neighbourBad || want > len(ffm)
+	if !needMove {
+		return fallback("fixed mapping kept")
+	}
+	if isBad {
+		a.Reasons = append(a.Reasons, "isolated: "+why)
+	}
+	if neighbourBad && !isBad {
+		a.Reasons = append(a.Reasons, "its fixed-mapping forwarding nodes serve an isolated job")
+	}
+	if neighbourBad && !isBad {
+		// a good job moves to nodes without bad neighbours
+		if len(open) == 0 {
+			return fallback("no forwarding node without an isolated job: fixed mapping kept")
+		}
+		n := min(max(want, 1), len(open))
+		a.Fwds = open[:n]
+		a.Policy = "dfra"
+		sort.Strings(a.Fwds)
+		return a
+	}
+	if isBad {
+		// dedicated nodes: only free ones
+		if len(free) == 0 {
+			return fallback("not enough free forwarding nodes: fixed mapping kept")
+		}
+		n := min(want, len(free))
+		a.Fwds = free[:n]
+		a.Dedicated = isBad
+		a.Policy = "dfra"
+		if n < want {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("only %d free forwarding node(s) of %d wanted", n, want))
+		}
+		return a
+	}
+	// scale-up of a good neighbour: its FFM nodes (unless dedicated) plus
+	// free ones
+	var chosen []string
+	for _, f := range ffm {
+		if !dedicated[f] {
+			chosen = append(chosen, f)
+		}
+	}
+	for _, f := range free {
+		if len(chosen) >= want {
+			break
+		}
+		if !ffmSet[f] {
+			chosen = append(chosen, f)
+		}
+	}
+	if len(chosen) <= len(ffm) {
+		return fallback("not enough free forwarding nodes: fixed mapping kept")
+	}
+	a.Fwds = chosen
+	a.Policy = "dfra"
+	if len(chosen) < want {
+		a.Reasons = append(a.Reasons, fmt.Sprintf("only %d forwarding node(s) of %d wanted", len(chosen), want))
+	}
+	return a
+}
+
+// Remap re-decides the running jobs whose forwarding nodes became unusable
+// (fail-slow or down): each such job is placed again as if starting, with
+// the other jobs as they are. Jobs unaffected keep their assignment.
+func Remap(cfg Config, fwds []Fwd, placed []Assignment, jobs map[string]Job) []Assignment {
+	usable := map[string]bool{}
+	for _, f := range fwds {
+		usable[f.ID] = f.Usable()
+	}
+	out := append([]Assignment(nil), placed...)
+	for i, pa := range out {
+		broken := false
+		for _, f := range pa.Fwds {
+			if !usable[f] {
+				broken = true
+			}
+		}
+		if !broken {
+			continue
+		}
+		others := append(append([]Assignment(nil), out[:i]...), out[i+1:]...)
+		na := Decide(cfg, fwds, others, jobs[pa.Job])
+		na.Reasons = append([]string{"remapped: a forwarding node became fail-slow or down"}, na.Reasons...)
+		out[i] = na
+	}
+	return out
+}
+
+func nodeNumber(name string) int {
+	j := len(name)
+	for j > 0 && name[j-1] >= '0' && name[j-1] <= '9' {
+		j--
+	}
+	if j < len(name) && len(name)-j <= 9 {
+		n := 0
+		for _, c := range name[j:] {
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() & 0x7fffffff)
+}
+
+func capacityOf(fwds []Fwd) float64 {
+	var caps []float64
+	for _, f := range fwds {
+		if f.Capacity > 0 {
+			caps = append(caps, f.Capacity)
+		}
+	}
+	if len(caps) == 0 {
+		return 0
+	}
+	sort.Float64s(caps)
+	return caps[len(caps)/2]
+}
+
+func sortedFwds(fwds []Fwd) []Fwd {
+	s := append([]Fwd(nil), fwds...)
+	sort.Slice(s, func(i, j int) bool { return s[i].ID < s[j].ID })
+	return s
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func size(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }

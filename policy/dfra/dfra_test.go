@@ -1,0 +1,203 @@
+package dfra
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/sluice-hpc/sluice/beacon"
+)
+
+const mb = 1e6
+
+func fwds(n int) []Fwd {
+	var out []Fwd
+	for i := 0; i < n; i++ {
+		out = append(out, Fwd{ID: fmt.Sprintf("fwd-%02d", i), Capacity: 1000 * mb, Alive: true})
+	}
+	return out
+}
+
+func nodes(prefix string, n int) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, fmt.Sprintf("%s%03d", prefix, i))
+	}
+	return out
+}
+
+func has(a Assignment, s string) bool { return strings.Contains(strings.Join(a.Reasons, "; "), s) }
+
+func TestNoHistoryKeepsFFM(t *testing.T) {
+	a := Decide(Config{}, fwds(8), nil, Job{ID: "j", Nodes: nodes("cn", 2)})
+	if a.Policy != "ffm" || len(a.Fwds) == 0 || !has(a, "no I/O history") {
+		t.Fatalf("%+v", a)
+	}
+}
+
+func TestScaleUp(t *testing.T) {
+	p := &beacon.Profile{Volume: 100 << 30, IONodes: 16, NodeBW: 250 * mb, Mode: beacon.ModeNN}
+	// 16 nodes × 250 MB/s / 1000 MB/s = 4 forwarding nodes, where FFM
+	// gives the 16 consecutive nodes 2 (ratio 8)
+	fs := fwds(10)
+	job := Job{ID: "big", Nodes: nodes("cn", 16), Profile: p}
+	cfg := Config{Ratio: 8, HighBW: 10}
+	a := Decide(cfg, fs, nil, job)
+	if s := Demand(p, 1000*mb); s != 4 {
+		t.Fatalf("S = %v", s)
+	}
+	ffm := Decide(cfg, fs, nil, Job{ID: "x", Nodes: job.Nodes})
+	if len(ffm.Fwds) != 2 {
+		t.Fatalf("FFM gives %v", ffm.Fwds)
+	}
+	if a.Policy != "dfra" || len(a.Fwds) != 4 || a.Dedicated {
+		t.Fatalf("want 4 shared forwarding nodes: %+v", a)
+	}
+	for _, f := range ffm.Fwds {
+		if !contains(a.Fwds, f) {
+			t.Fatalf("scale-up dropped FFM node %s: %+v", f, a)
+		}
+	}
+}
+
+func contains(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestEligibility(t *testing.T) {
+	base := beacon.Profile{Volume: 100 << 30, IONodes: 16, NodeBW: 250 * mb}
+	small := base
+	small.Volume = 1 << 20
+	few := base
+	few.IONodes = 1
+	few.NodeBW = 4000 * mb
+	meta := base
+	meta.MetaRate = 5000
+	for name, p := range map[string]beacon.Profile{"V_min": small, "N_min": few, "W_meta": meta} {
+		a := Decide(Config{}, fwds(8), nil, Job{ID: "j", Nodes: nodes("cn", 16), Profile: &p})
+		if !has(a, name) {
+			t.Errorf("%s: %+v", name, a)
+		}
+	}
+}
+
+func TestIsolation(t *testing.T) {
+	fs := fwds(8)
+	n1 := &beacon.Profile{Volume: 1 << 20, IONodes: 4, NodeBW: mb, Mode: beacon.ModeN1}
+	a := Decide(Config{}, fs, nil, Job{ID: "n1", Nodes: nodes("a", 4), Profile: n1})
+	if !a.Dedicated || !a.Isolate || a.Policy != "dfra" || !has(a, "N-1") {
+		t.Fatalf("N-1 job not isolated: %+v", a)
+	}
+	md := &beacon.Profile{Volume: 0, Classes: []string{beacon.ClassMetadata}, MetaRate: 3000}
+	b := Decide(Config{}, fs, []Assignment{a}, Job{ID: "md", Nodes: nodes("b", 4), Profile: md})
+	if !b.Dedicated || overlap(a.Fwds, b.Fwds) {
+		t.Fatalf("metadata job not isolated from the N-1 job: %+v %+v", a, b)
+	}
+	// a light job whose FFM node serves the isolated job moves off it
+	light := &beacon.Profile{Volume: 1 << 20, IONodes: 1, NodeBW: mb, Mode: beacon.ModeNN}
+	for i := 0; i < 50; i++ {
+		j := Job{ID: "light", Nodes: []string{fmt.Sprintf("c%d", i)}, Profile: light}
+		ffm := Decide(Config{}, fs, nil, Job{ID: "x", Nodes: j.Nodes})
+		c := Decide(Config{}, fs, []Assignment{a, b}, j)
+		if overlap(c.Fwds, a.Fwds) || overlap(c.Fwds, b.Fwds) || len(c.Fwds) == 0 {
+			t.Fatalf("light job left next to an isolated one: %+v", c)
+		}
+		if (overlap(ffm.Fwds, a.Fwds) || overlap(ffm.Fwds, b.Fwds)) && !has(c, "serve an isolated job") {
+			t.Fatalf("move not explained: %+v", c)
+		}
+	}
+}
+
+func overlap(a, b []string) bool {
+	for _, x := range a {
+		if contains(b, x) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNotEnoughFreeNodes(t *testing.T) {
+	fs := fwds(1)
+	n1 := &beacon.Profile{Mode: beacon.ModeN1, IONodes: 4}
+	first := Decide(Config{}, fs, nil, Job{ID: "a", Nodes: nodes("a", 2), Profile: &beacon.Profile{Mode: beacon.ModeNN}})
+	a := Decide(Config{}, fs, []Assignment{first}, Job{ID: "n1", Nodes: nodes("b", 4), Profile: n1})
+	if a.Policy != "ffm" || !has(a, "not enough free") {
+		t.Fatalf("%+v", a)
+	}
+}
+
+func TestFailSlowAvoided(t *testing.T) {
+	fs := fwds(4)
+	fs[1].Slow = true
+	fs[2].Alive = false
+	for i := 0; i < 100; i++ {
+		a := Decide(Config{}, fs, nil, Job{ID: "j", Nodes: []string{fmt.Sprintf("n%d", i)}})
+		for _, f := range a.Fwds {
+			if f == fs[1].ID || f == fs[2].ID {
+				t.Fatalf("chose unusable %s", f)
+			}
+		}
+	}
+	// a running job on a node that turns slow is remapped
+	fs = fwds(4)
+	j := Job{ID: "j", Nodes: nodes("cn", 1)}
+	a := Decide(Config{}, fs, nil, j)
+	for i := range fs {
+		if fs[i].ID == a.Fwds[0] {
+			fs[i].Slow = true
+		}
+	}
+	out := Remap(Config{}, fs, []Assignment{a}, map[string]Job{"j": j})
+	if out[0].Fwds[0] == a.Fwds[0] || !has(out[0], "remapped") {
+		t.Fatalf("not remapped: %+v → %+v", a, out[0])
+	}
+}
+
+// TestRandomInvariants: over random forwarding layers and job mixes, every
+// decision uses usable nodes only, a dedicated node serves one job, and an
+// isolated job never shares a node.
+func TestRandomInvariants(t *testing.T) {
+	seed := rand.Int63()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	modes := []string{beacon.ModeNN, beacon.ModeN1, beacon.Mode1, beacon.ModeNM}
+	for round := 0; round < 200; round++ {
+		fs := fwds(1 + rng.Intn(12))
+		for i := range fs {
+			fs[i].Slow = rng.Intn(8) == 0
+			fs[i].Alive = rng.Intn(10) != 0
+		}
+		var placed []Assignment
+		for j := 0; j < 1+rng.Intn(8); j++ {
+			job := Job{ID: fmt.Sprintf("j%d", j), Nodes: nodes(fmt.Sprintf("r%dj%d-", round, j), 1+rng.Intn(32))}
+			if rng.Intn(4) != 0 {
+				job.Profile = &beacon.Profile{Volume: uint64(rng.Int63n(1 << 40)), IONodes: 1 + rng.Intn(32),
+					NodeBW: float64(rng.Intn(2000)) * mb, Mode: modes[rng.Intn(len(modes))], MetaRate: float64(rng.Intn(3000))}
+			}
+			a := Decide(Config{}, fs, placed, job)
+			for _, f := range a.Fwds {
+				for _, x := range fs {
+					if x.ID == f && !x.Usable() {
+						t.Fatalf("seed %d: unusable %s chosen: %+v", seed, f, a)
+					}
+				}
+				for _, pa := range placed {
+					if contains(pa.Fwds, f) && (pa.Dedicated || a.Dedicated) && !has(a, "every usable forwarding node is dedicated") {
+						t.Fatalf("seed %d: dedicated node %s shared by %s and %s", seed, f, pa.Job, a.Job)
+					}
+				}
+			}
+			if len(a.Reasons) == 0 {
+				t.Fatalf("decision without a reason: %+v", a)
+			}
+			placed = append(placed, a)
+		}
+	}
+}
