@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race fuzz-smoke bench bench-smoke demo clean
+.PHONY: build test lint unit e2e e2e-race dfra dfra-smoke fuzz-smoke bench bench-smoke demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -10,7 +10,7 @@ build:
 # Everything CI checks: formatting, vet, staticcheck, unit tests with the
 # race detector, short fuzzing of the wire and log decoders, and the
 # end-to-end tests on a real FUSE mount with real daemons and fio.
-test: lint unit fuzz-smoke e2e e2e-race bench-smoke
+test: lint unit fuzz-smoke e2e e2e-race bench-smoke dfra-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -43,6 +43,14 @@ bench:
 
 bench-smoke:
 	SMOKE=1 OUT=/tmp/sluice-bench-smoke.jsonl bash bench/run.sh
+
+# DFRA's pairwise interference study (docs/experiments/dfra.md); the smoke
+# run uses three behaviours and small sizes.
+dfra:
+	bash bench/dfra/pairwise.sh
+
+dfra-smoke:
+	SMOKE=1 OUT=/tmp/sluice-dfra-smoke.jsonl bash bench/dfra/pairwise.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

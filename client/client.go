@@ -8,16 +8,19 @@
 // (stream.go). Attribute and entry caches are short-lived. Permission checks are the kernel's (default_permissions)
 // against the caller's uid and gid.
 //
+// Requests go to the mount's home forwarding node (the fixed mapping), or,
+// for a job registered with the forwarding-map manager, to the job's
+// forwarding nodes (route.go).
+//
 // It holds no durable state and never talks to data servers or the
 // metadata service directly, except to discover forwarding nodes.
 package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,6 +30,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
+	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -74,6 +78,11 @@ type FS struct {
 	attr time.Duration
 	ent  time.Duration
 
+	// mc reaches the metadata daemon's forwarding-map manager (nil with a
+	// fixed --fwd); rt routes each job's requests (route.go).
+	mc *rpc.Client
+	rt router
+
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
 	dirs   map[uint64][]wire.DirEntry
@@ -91,24 +100,6 @@ type FS struct {
 	// wbBytes is the write-behind data in flight; raBytes the readahead
 	// buffers held (at most raMax).
 	wbBytes, raBytes, raMax int64
-}
-
-// ChooseFwd returns the forwarding node for node under the fixed mapping:
-// live forwarding nodes sorted by id, indexed by a hash of the node name.
-func ChooseFwd(servers []wire.ServerInfo, node string) (wire.ServerInfo, error) {
-	var fwds []wire.ServerInfo
-	for _, s := range servers {
-		if s.Role == "fwd" && s.Alive {
-			fwds = append(fwds, s)
-		}
-	}
-	if len(fwds) == 0 {
-		return wire.ServerInfo{}, fmt.Errorf("no live forwarding node registered")
-	}
-	sort.Slice(fwds, func(i, j int) bool { return fwds[i].ID < fwds[j].ID })
-	h := fnv.New32a()
-	h.Write([]byte(node))
-	return fwds[int(h.Sum32())%len(fwds)], nil
 }
 
 // New connects to the forwarding node.
@@ -136,22 +127,24 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		fs.raMax = 64 << 20
 	}
 	fs.iocond = sync.NewCond(&fs.iomu)
+	fs.rt = router{routes: map[string]*route{}, conns: map[string]*rpc.Client{}}
 	addr := cfg.Fwd
 	if addr == "" {
-		mc := rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
-		defer mc.Close()
-		resp, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
-		if err != nil {
-			return nil, err
+		fs.mc = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
+		// the home node: the manager's fixed mapping of this node
+		_, p, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallMap, Node: cfg.Node}, nil, nil)
+		var pl fwdmap.Placement
+		if err == nil {
+			err = json.Unmarshal(p, &pl)
 		}
-		si, err := ChooseFwd(resp.Servers, cfg.Node)
-		if err != nil {
-			return nil, err
+		if err != nil || len(pl.Fwds) == 0 {
+			fs.mc.Close()
+			return nil, fmt.Errorf("no forwarding node for %s: %v", cfg.Node, err)
 		}
-		addr = si.Addr
-		cfg.Log.Info("forwarding node chosen by fixed mapping", "fwd", si.ID, "addr", addr)
+		addr = pl.Fwds[0].Addr
+		cfg.Log.Info("home forwarding node chosen by fixed mapping", "fwd", pl.Fwds[0].ID, "addr", addr)
 	}
-	fs.fwd = rpc.NewClient(addr, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "forwarding node " + addr})
+	fs.fwd = fs.conn(addr)
 	if _, _, err := fs.fwd.Call(ctx, &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
 		return nil, err
 	}
@@ -207,7 +200,16 @@ func (fs *FS) record(h *fuse.InHeader, id ident.ID, name string, ino, off, size 
 }
 
 // Close drops the connection to the forwarding node.
-func (fs *FS) Close() { fs.fwd.Close() }
+func (fs *FS) Close() {
+	fs.rt.mu.Lock()
+	for _, c := range fs.rt.conns {
+		c.Close()
+	}
+	fs.rt.mu.Unlock()
+	if fs.mc != nil {
+		fs.mc.Close()
+	}
+}
 
 func (fs *FS) String() string { return "sluice" }
 
@@ -230,7 +232,7 @@ func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payloa
 	// the timeout, so it is not abandoned half-way.
 	ctx := context.Background()
 	start := time.Now()
-	resp, p, err := fs.fwd.Call(ctx, m, payload, into)
+	resp, p, err := fs.pick(m.Job, m.Ino|m.Parent).Call(ctx, m, payload, into)
 	if m.Op != wire.OpRead && m.Op != wire.OpWrite {
 		fs.record(h, id, beaconsvc.OpName(m.Op), m.Ino, 0, 0, start, err != nil)
 	}

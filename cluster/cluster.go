@@ -46,6 +46,8 @@ type Options struct {
 	// NoMonitor turns Beacon's per-operation records off in every daemon
 	// (to measure what monitoring costs).
 	NoMonitor bool
+	// FwdPolicy is the metadata daemon's --fwd-policy (dfra or ffm).
+	FwdPolicy string
 	Timeout   time.Duration
 }
 
@@ -199,8 +201,11 @@ func Up(o Options) (*Cluster, error) {
 		common = append(common, "--monitor=false")
 	}
 	to := "--timeout=" + o.Timeout.String()
-	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append([]string{"meta", "--listen", metaAddr,
-		"--dir", filepath.Join(dir, "meta"), "--engine", o.Engine, to}, common...)})
+	margsMeta := []string{"meta", "--listen", metaAddr, "--dir", filepath.Join(dir, "meta"), "--engine", o.Engine, to}
+	if o.FwdPolicy != "" {
+		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
+	}
+	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(margsMeta, common...)})
 	type tierd struct {
 		name, kind, dir string
 		cap             int64

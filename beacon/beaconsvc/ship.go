@@ -18,7 +18,7 @@ func OpName(op wire.Op) string {
 		return beacon.OpRead
 	case wire.OpWrite, wire.OpChunkWrite:
 		return beacon.OpWrite
-	case wire.OpPing, wire.OpRegister, wire.OpServers, wire.OpFault, wire.OpJobStats, wire.OpBeacon, wire.OpStat:
+	case wire.OpPing, wire.OpRegister, wire.OpServers, wire.OpFault, wire.OpJobStats, wire.OpBeacon, wire.OpJob, wire.OpStat:
 		return ""
 	}
 	return "meta:" + op.String()

@@ -15,22 +15,91 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
 	"github.com/sluice-hpc/sluice/cluster"
+	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
-// cmdJob prints Beacon's analysis of one job.
+// splitSub takes a command's subcommand out of its arguments, wherever it
+// is among the flags ("job --dir D start ..." and "job start --dir D ...").
+func splitSub(args []string, subs ...string) (string, []string) {
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if i > 0 && strings.HasPrefix(args[i-1], "-") && !strings.Contains(args[i-1], "=") && !isBoolFlag(args[i-1]) {
+			continue // a flag's value
+		}
+		for _, s := range subs {
+			if a == s {
+				return s, append(append([]string(nil), args[:i]...), args[i+1:]...)
+			}
+		}
+		return "", args
+	}
+	return "", args
+}
+
+func isBoolFlag(f string) bool { f = strings.TrimLeft(f, "-"); return f == "json" || f == "once" }
+
+// cmdJob registers and unregisters jobs with the forwarding-map manager
+// (start, end, list), or prints Beacon's analysis of one job.
 func cmdJob(args []string) error {
+	sub, args := splitSub(args, "start", "end", "list")
 	fs, cfg := flagSet("job")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	app := fs.String("app", "", "start: application tag (as SLUICE_APP)")
+	user := fs.Uint("user", uint(os.Getuid()), "start: the job's uid")
+	nodes := fs.String("nodes", hostname(), "start: the job's compute nodes, comma-separated")
 	mc, err := metaClient(fs, cfg, args)
 	if err != nil {
 		return err
 	}
 	defer mc.Close()
+	ctx := context.Background()
+	switch sub {
+	case "start":
+		if fs.NArg() != 1 {
+			return fmt.Errorf("want one job id")
+		}
+		spec := fwdmap.JobSpec{ID: fs.Arg(0), User: uint32(*user), Nodes: strings.Split(*nodes, ",")}
+		if *app != "" {
+			spec.App = "tag:" + *app
+		}
+		b, _ := json.Marshal(spec)
+		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallStart}, b, nil)
+		if err != nil {
+			return err
+		}
+		var pl fwdmap.Placement
+		if err := json.Unmarshal(p, &pl); err != nil {
+			return err
+		}
+		printPlacement(os.Stdout, pl)
+		return nil
+	case "end":
+		if fs.NArg() != 1 {
+			return fmt.Errorf("want one job id")
+		}
+		_, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Job: fs.Arg(0)}, nil, nil)
+		return err
+	case "list":
+		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallList}, nil, nil)
+		if err != nil {
+			return err
+		}
+		var pls []fwdmap.Placement
+		if err := json.Unmarshal(p, &pls); err != nil {
+			return err
+		}
+		for _, pl := range pls {
+			printPlacement(os.Stdout, pl)
+		}
+		return nil
+	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one job id, got %d arguments", fs.NArg())
 	}
 	job := fs.Arg(0)
-	ctx := context.Background()
 	bc := beaconsvc.Client{C: mc}
 	recs, err := bc.Query(ctx, beaconsvc.Query{Job: job})
 	if err != nil {
@@ -44,6 +113,17 @@ func cmdJob(args []string) error {
 	if err != nil {
 		return err
 	}
+	var placement *fwdmap.Placement
+	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallList}, nil, nil); err == nil {
+		var pls []fwdmap.Placement
+		if json.Unmarshal(p, &pls) == nil {
+			for i := range pls {
+				if pls[i].Job == job {
+					placement = &pls[i]
+				}
+			}
+		}
+	}
 	if *asJSON {
 		return json.NewEncoder(os.Stdout).Encode(struct {
 			beacon.JobReport
@@ -51,7 +131,25 @@ func cmdJob(args []string) error {
 		}{rep, inter})
 	}
 	printReport(os.Stdout, rep, inter)
+	if placement != nil {
+		printPlacement(os.Stdout, *placement)
+	}
 	return nil
+}
+
+func printPlacement(w io.Writer, pl fwdmap.Placement) {
+	var ids []string
+	for _, t := range pl.Fwds {
+		ids = append(ids, t.ID)
+	}
+	ded := ""
+	if pl.Dedicated {
+		ded = ", dedicated"
+	}
+	fmt.Fprintf(w, "job %s: forwarding nodes %s (%s%s)\n", pl.Job, strings.Join(ids, " "), pl.Policy, ded)
+	for _, r := range pl.Reasons {
+		fmt.Fprintf(w, "  - %s\n", r)
+	}
 }
 
 func printReport(w io.Writer, r beacon.JobReport, inter []beacon.Interference) {
@@ -207,10 +305,7 @@ func printTop(w io.Writer, recs []beacon.Record, slow []beacon.SlowServer, now t
 
 // cmdProfile shows, builds and imports application profiles.
 func cmdProfile(args []string) error {
-	sub := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
+	sub, args := splitSub(args, "show", "build", "import")
 	fs, cfg := flagSet("profile")
 	app := fs.String("app", "", "import: profile key (default: the executable and uid in the log)")
 	mc, err := metaClient(fs, cfg, args)
@@ -219,9 +314,6 @@ func cmdProfile(args []string) error {
 	}
 	defer mc.Close()
 	pos := fs.Args()
-	if sub == "" && len(pos) > 0 {
-		sub, pos = pos[0], pos[1:]
-	}
 	bc := beaconsvc.Client{C: mc}
 	ctx := context.Background()
 	var ps []beacon.Profile

@@ -32,11 +32,13 @@ import (
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/policy/dfra"
 )
 
 type command struct {
@@ -50,7 +52,7 @@ var commands = []command{
 	{"status", "show servers, tiers, forwarding nodes and clients", cmdStatus},
 	{"stat", "show a file's layout: stat PATH", cmdStat},
 	{"jobs", "show what each job did, as the forwarding nodes saw it", cmdJobs},
-	{"job", "Beacon's analysis of one job: job [--json] ID", cmdJob},
+	{"job", "Beacon's analysis of one job: job [--json] ID; register jobs: job start [--app A --nodes N,..] ID | job end ID | job list", cmdJob},
 	{"top", "live view of the busiest jobs and servers: top [--once]", cmdTop},
 	{"profile", "application I/O profiles: profile show [KEY] | build JOB | import LOG.darshan", cmdProfile},
 	{"workload", "run an application I/O behaviour as a job: workload --kind K --ranks N DIR", cmdWorkload},
@@ -292,6 +294,9 @@ func cmdMeta(args []string) error {
 	dir := fs.String("dir", "", "directory of the embedded store")
 	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
 	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
+	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
+	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
+	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
 	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
@@ -348,7 +353,20 @@ func cmdMeta(args []string) error {
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	go bsvc.Run(ctx, tick.C)
-	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler()}, Default: svc.Handler()}, log)
+	if *fwdMode != "dfra" && *fwdMode != "ffm" {
+		return fmt.Errorf("--fwd-policy %q: want dfra or ffm", *fwdMode)
+	}
+	mgr := fwdmap.New(fwdmap.Config{Policy: dfra.Config{Ratio: *fwdRatio}, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6,
+		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
+		Profile: func(key string) (beacon.Profile, bool) {
+			p, ok, err := store.Profile(key)
+			return p, ok && err == nil
+		}})
+	mtick := time.NewTicker(2 * time.Second)
+	defer mtick.Stop()
+	go mgr.Run(ctx, mtick.C)
+	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler()},
+		Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -529,6 +547,7 @@ func cmdUp(args []string) error {
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
+	fs.StringVar(&o.FwdPolicy, "fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/cluster"
+	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/workload"
 )
 
@@ -30,6 +34,8 @@ func cmdWorkload(args []string) error {
 	period := fs.Duration("period", 2500*time.Millisecond, "idle time between checkpoints (ckpt)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	rank := fs.Int("rank", -1, "internal: run one rank in this process")
+	register := fs.Bool("register", false, "register the job with the forwarding-map manager for its run (DFRA)")
+	state := fs.String("state", "", "with --register: state directory of the local cluster (default: the current one)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -65,6 +71,13 @@ func cmdWorkload(args []string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
+	}
+	if *register {
+		end, err := registerJob(*state, *job, *app)
+		if err != nil {
+			return err
+		}
+		defer end()
 	}
 	results := make([]workload.Result, *ranks)
 	errs := make([]error, *ranks)
@@ -104,4 +117,31 @@ func cmdWorkload(args []string) error {
 	fmt.Printf("job %s (%s, %d ranks): %s in %d ops; I/O time %v (slowest rank), %v (median)\n", *job, *kind, s.Ranks,
 		cluster.FormatSize(uint64(s.Bytes)), s.Ops, s.Slowest.Round(time.Millisecond), s.Median.Round(time.Millisecond))
 	return nil
+}
+
+// registerJob starts a job (this node, the application tag) with the
+// local cluster's forwarding-map manager and returns the call that ends it.
+func registerJob(state, job, app string) (func(), error) {
+	d, err := stateDir(state)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cluster.Load(d)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := readSecret(c.SecretFile())
+	if err != nil {
+		return nil, err
+	}
+	mc := rpc.NewClient(c.MetaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + c.MetaAddr})
+	b, _ := json.Marshal(fwdmap.JobSpec{ID: job, App: "tag:" + app, User: uint32(os.Getuid()), Nodes: []string{hostname()}})
+	if _, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallStart}, b, nil); err != nil {
+		mc.Close()
+		return nil, err
+	}
+	return func() {
+		mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Job: job}, nil, nil)
+		mc.Close()
+	}, nil
 }

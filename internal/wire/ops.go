@@ -45,6 +45,7 @@ const (
 	OpFault     // inject a fault: Name "slow" (Size = factor ×100), "fill" (Size = capacity), "stall" (Size = ms)
 	OpJobStats  // forwarding node: per-job request counters (Entries: one per job)
 	OpBeacon    // monitoring store (in the metadata daemon): Name is the call, payload its argument (beacon/beaconsvc)
+	OpJob       // forwarding-map manager (in the metadata daemon): Name is the call (fwdmap)
 	opMax
 )
 
@@ -53,7 +54,7 @@ var opNames = [...]string{
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
-	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon",
+	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job",
 }
 
 func (o Op) String() string {

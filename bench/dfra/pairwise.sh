@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# DFRA's pairwise interference study with real daemons: every pair of the
+# workload generator's behaviours runs concurrently, first with every job
+# on the fixed mapping (FFM: the node's one forwarding node), then with the
+# DFRA manager placing registered jobs from their profiles. Each job's I/O
+# time paired is divided by its I/O time alone. Forwarding nodes are capped
+# (--fwd-max-mbps) so that their link, not the 2-core machine, is the
+# shared resource, as on a real system.
+#
+#   bash bench/dfra/pairwise.sh            # all six behaviours, ~10 min
+#   SMOKE=1 bash bench/dfra/pairwise.sh    # three behaviours, small sizes
+#
+# Prints the two slowdown matrices as Markdown (docs/experiments/dfra.md).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SMOKE=${SMOKE:-0}
+if [ "$SMOKE" = 1 ]; then
+	KINDS=${KINDS:-"nn meta iops"}; SCALE=${SCALE:-1}
+else
+	KINDS=${KINDS:-"nn n1 11 meta iops ckpt"}; SCALE=${SCALE:-4}
+fi
+FWD_MBPS=${FWD_MBPS:-200}
+OUT=${OUT:-bench/dfra/pairwise.jsonl}
+go build -o bin/sluice ./cmd/sluice
+WORK=$(mktemp -d /tmp/sluice-dfra.XXXXXX)
+cleanup() { bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+args() { # kind → workload flags
+	case $1 in
+	nn | n1 | 11) echo "--ranks 2 --size $((16 * SCALE))M" ;;
+	ckpt) echo "--ranks 2 --size $((12 * SCALE))M --bursts 3 --period 1s" ;;
+	meta) echo "--ranks 2 --ops $((100 * SCALE))" ;;
+	iops) echo "--ranks 1 --ops $((400 * SCALE))" ;;
+	esac
+}
+runjob() { # mode kind tag → one JSON line (job summary); tags are unique
+	# shellcheck disable=SC2046
+	bin/sluice workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$1-$2-$3" \
+		$(args "$2") "$WORK/mnt/$1-$2-$3"
+}
+
+: > "$WORK/results.jsonl"
+for mode in ffm dfra; do
+	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 4 --mem 6G --ssd 0 --pfs none \
+		--fwd-max-mbps "$FWD_MBPS" --fwd-policy "$mode" >/dev/null
+	for k in $KINDS; do
+		# alone, twice: the first run builds the application's profile
+		j=$(runjob "$mode" "$k" seed)
+		sleep 2.5
+		bin/sluice profile build --dir "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$j")" >/dev/null
+		j=$(runjob "$mode" "$k" alone)
+		echo "{\"mode\":\"$mode\",\"kind\":\"$k\",\"with\":\"\",\"run\":$j}" >> "$WORK/results.jsonl"
+	done
+	for a in $KINDS; do
+		for b in $KINDS; do
+			[[ "$a" < "$b" || "$a" == "$b" ]] || continue
+			runjob "$mode" "$a" "with-$b-x" > "$WORK/a.json" &
+			pa=$!
+			runjob "$mode" "$b" "with-$a-y" > "$WORK/b.json"
+			wait $pa
+			echo "{\"mode\":\"$mode\",\"kind\":\"$a\",\"with\":\"$b\",\"run\":$(cat "$WORK/a.json")}" >> "$WORK/results.jsonl"
+			echo "{\"mode\":\"$mode\",\"kind\":\"$b\",\"with\":\"$a\",\"run\":$(cat "$WORK/b.json")}" >> "$WORK/results.jsonl"
+		done
+	done
+	bin/sluice down --dir "$WORK/state" --purge >/dev/null
+done
+cp "$WORK/results.jsonl" "$OUT"
+python3 bench/dfra/report.py "$OUT"

@@ -1,0 +1,314 @@
+// Package fwdmap is the forwarding-map manager: it runs inside the
+// metadata daemon, keeps the running jobs (registered at start with their
+// compute nodes, unregistered at end), asks the DFRA policy (policy/dfra)
+// where each job's I/O should go, and answers clients asking which
+// forwarding nodes serve a job on a node. It re-decides jobs whose
+// forwarding nodes turn fail-slow or die.
+//
+// It owns the job table and the current assignments (soft state: after a
+// restart, jobs are registered again or fall back to the fixed mapping).
+// It must not move data or talk to clients on its own: clients poll it.
+package fwdmap
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/policy/dfra"
+)
+
+// Calls, in Msg.Name of an OpJob request.
+const (
+	CallStart = "start" // payload: JobSpec; reply: Placement
+	CallEnd   = "end"   // Msg.Job
+	CallMap   = "map"   // Msg.Job, Msg.Node; reply: Placement
+	CallList  = "list"  // reply: []Placement
+)
+
+// JobSpec registers a job.
+type JobSpec struct {
+	ID    string
+	App   string // application tag; with User, the profile key
+	User  uint32
+	Nodes []string
+}
+
+// Target is one forwarding node of a placement.
+type Target struct {
+	ID   string // "fwd-<registry id>"
+	Addr string
+}
+
+// Placement is where a job's I/O goes, and why.
+type Placement struct {
+	Job       string
+	Fwds      []Target
+	Policy    string // "ffm" or "dfra"
+	Dedicated bool
+	Reasons   []string
+	Version   uint64 // bumped at every change of this job's placement
+	Since     int64  // unix ns
+}
+
+// Config configures the manager.
+type Config struct {
+	Policy dfra.Config
+	// Mode is "dfra" (default) or "ffm": the fixed mapping for every job,
+	// for comparisons.
+	Mode string
+	// FwdCapacity is B_f, a forwarding node's bandwidth (bytes/s), when
+	// the node does not say (default 1 GB/s).
+	FwdCapacity float64
+	Servers     func() []wire.ServerInfo
+	Health      func() []beacon.SlowServer
+	Profile     func(key string) (beacon.Profile, bool)
+	Log         *slog.Logger
+	Now         func() time.Time
+}
+
+type job struct {
+	spec JobSpec
+	a    dfra.Assignment
+	ver  uint64
+	at   time.Time
+}
+
+// Manager keeps jobs and their forwarding nodes.
+type Manager struct {
+	cfg Config
+
+	mu   sync.Mutex // guards jobs, ver
+	jobs map[string]*job
+	ver  uint64
+}
+
+// New returns a manager.
+func New(cfg Config) *Manager {
+	if cfg.FwdCapacity <= 0 {
+		cfg.FwdCapacity = 1e9
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = "dfra"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Manager{cfg: cfg, jobs: map[string]*job{}}
+}
+
+// fwds returns the forwarding layer as the policy sees it, and addresses.
+func (m *Manager) fwds() ([]dfra.Fwd, map[string]string) {
+	slow := map[string]bool{}
+	if m.cfg.Health != nil {
+		for _, h := range m.cfg.Health() {
+			slow[h.Server] = true
+		}
+	}
+	var out []dfra.Fwd
+	addr := map[string]string{}
+	for _, s := range m.cfg.Servers() {
+		if s.Role != "fwd" {
+			continue
+		}
+		id := fmt.Sprintf("fwd-%d", s.ID)
+		out = append(out, dfra.Fwd{ID: id, Capacity: m.cfg.FwdCapacity, Alive: s.Alive, Slow: slow[id]})
+		addr[id] = s.Addr
+	}
+	return out, addr
+}
+
+func (m *Manager) profileOf(spec JobSpec) *beacon.Profile {
+	if m.cfg.Profile == nil || spec.App == "" {
+		return nil
+	}
+	key := beacon.AppKey(spec.App, spec.User)
+	if p, ok := m.cfg.Profile(key); ok {
+		return &p
+	}
+	return nil
+}
+
+func (m *Manager) placedLocked(except string) []dfra.Assignment {
+	var out []dfra.Assignment
+	for id, j := range m.jobs {
+		if id != except {
+			out = append(out, j.a)
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Job < out[k].Job })
+	return out
+}
+
+// Start registers a job and places it.
+func (m *Manager) Start(spec JobSpec) (Placement, error) {
+	if spec.ID == "" || len(spec.Nodes) == 0 {
+		return Placement{}, rpc.Errorf(syscall.EINVAL, "a job needs an id and compute nodes")
+	}
+	fwds, addr := m.fwds()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dj := dfra.Job{ID: spec.ID, App: spec.App, Nodes: spec.Nodes}
+	if m.cfg.Mode == "dfra" {
+		dj.Profile = m.profileOf(spec)
+	}
+	a := dfra.Decide(m.cfg.Policy, fwds, m.placedLocked(spec.ID), dj)
+	if m.cfg.Mode != "dfra" {
+		a.Reasons = append([]string{"manager in FFM mode"}, a.Reasons...)
+	}
+	m.ver++
+	j := &job{spec: spec, a: a, ver: m.ver, at: m.cfg.Now()}
+	m.jobs[spec.ID] = j
+	m.cfg.Log.Info("job placed", "job", spec.ID, "app", spec.App, "nodes", len(spec.Nodes), "fwds", strings.Join(a.Fwds, ","),
+		"policy", a.Policy, "dedicated", a.Dedicated, "why", strings.Join(a.Reasons, "; "))
+	return m.placement(j, addr), nil
+}
+
+// End unregisters a job: its nodes revert to the fixed mapping.
+func (m *Manager) End(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.jobs[id]; ok {
+		delete(m.jobs, id)
+		m.cfg.Log.Info("job ended, forwarding nodes released", "job", id)
+	}
+}
+
+func (m *Manager) placement(j *job, addr map[string]string) Placement {
+	p := Placement{Job: j.spec.ID, Policy: j.a.Policy, Dedicated: j.a.Dedicated, Reasons: j.a.Reasons,
+		Version: j.ver, Since: j.at.UnixNano()}
+	for _, f := range j.a.Fwds {
+		p.Fwds = append(p.Fwds, Target{ID: f, Addr: addr[f]})
+	}
+	return p
+}
+
+// Map returns the forwarding nodes serving a job on a node: the job's
+// placement if it is registered (and the node is one of its nodes), else
+// the fixed mapping of the node.
+func (m *Manager) Map(jobID, node string) (Placement, error) {
+	fwds, addr := m.fwds()
+	m.mu.Lock()
+	j := m.jobs[jobID]
+	if j != nil {
+		p := m.placement(j, addr)
+		m.mu.Unlock()
+		return p, nil
+	}
+	m.mu.Unlock()
+	a := dfra.Decide(m.cfg.Policy, fwds, nil, dfra.Job{ID: jobID, Nodes: []string{node}})
+	if len(a.Fwds) == 0 {
+		return Placement{}, rpc.Errorf(syscall.EIO, "no live forwarding node registered")
+	}
+	p := Placement{Job: jobID, Policy: "ffm", Reasons: []string{"job not registered: fixed mapping"}}
+	for _, f := range a.Fwds {
+		p.Fwds = append(p.Fwds, Target{ID: f, Addr: addr[f]})
+	}
+	return p, nil
+}
+
+// List returns every registered job's placement.
+func (m *Manager) List() []Placement {
+	_, addr := m.fwds()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Placement
+	for _, j := range m.jobs {
+		out = append(out, m.placement(j, addr))
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Job < out[k].Job })
+	return out
+}
+
+// Check re-decides jobs whose forwarding nodes became fail-slow or dead.
+func (m *Manager) Check() {
+	fwds, _ := m.fwds()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	usable := map[string]bool{}
+	for _, f := range fwds {
+		usable[f.ID] = f.Usable()
+	}
+	ids := make([]string, 0, len(m.jobs))
+	for id := range m.jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		j := m.jobs[id]
+		broken := ""
+		for _, f := range j.a.Fwds {
+			if !usable[f] {
+				broken = f
+			}
+		}
+		if broken == "" {
+			continue
+		}
+		dj := dfra.Job{ID: id, App: j.spec.App, Nodes: j.spec.Nodes}
+		if m.cfg.Mode == "dfra" {
+			dj.Profile = m.profileOf(j.spec)
+		}
+		a := dfra.Decide(m.cfg.Policy, fwds, m.placedLocked(id), dj)
+		a.Reasons = append([]string{broken + " became fail-slow or died: remapped"}, a.Reasons...)
+		m.ver++
+		j.a, j.ver, j.at = a, m.ver, m.cfg.Now()
+		m.cfg.Log.Warn("job remapped", "job", id, "from", broken, "fwds", strings.Join(a.Fwds, ","))
+	}
+}
+
+// Run calls Check on every tick until ctx ends.
+func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			m.Check()
+		}
+	}
+}
+
+// Handler serves OpJob requests.
+func (m *Manager) Handler() rpc.Handler {
+	return rpc.HandlerFunc(func(msg *wire.Msg, p []byte) (*wire.Msg, []byte) {
+		out, err := m.handle(msg, p)
+		return rpc.ToMsg(&wire.Msg{}, err), out
+	})
+}
+
+func (m *Manager) handle(msg *wire.Msg, p []byte) ([]byte, error) {
+	switch msg.Name {
+	case CallStart:
+		var spec JobSpec
+		if err := json.Unmarshal(p, &spec); err != nil {
+			return nil, rpc.Errorf(syscall.EINVAL, "job start: %v", err)
+		}
+		pl, err := m.Start(spec)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(pl)
+	case CallEnd:
+		m.End(msg.Job)
+		return nil, nil
+	case CallMap:
+		pl, err := m.Map(msg.Job, msg.Node)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(pl)
+	case CallList:
+		return json.Marshal(m.List())
+	}
+	return nil, rpc.Errorf(syscall.EINVAL, "job: unknown call %q", msg.Name)
+}

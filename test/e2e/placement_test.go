@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/beacon"
+)
+
+// fwdsUsed returns the forwarding nodes Beacon saw a job's I/O on.
+func fwdsUsed(rep jobReport) []string {
+	var out []string
+	for _, s := range rep.Servers {
+		if s.Layer == beacon.LayerFwd && s.Bytes > 0 {
+			out = append(out, s.Server)
+		}
+	}
+	return out
+}
+
+// placedOn parses `sluice job start` output: "job J: forwarding nodes A B (policy...)".
+func placedOn(t *testing.T, out string) []string {
+	t.Helper()
+	line := strings.SplitN(out, "\n", 2)[0]
+	i, j := strings.Index(line, "forwarding nodes "), strings.Index(line, " (")
+	if i < 0 || j < i {
+		t.Fatalf("unexpected placement output:\n%s", out)
+	}
+	return strings.Fields(line[i+len("forwarding nodes ") : j])
+}
+
+// TestJobPlacement: a job whose application's profile is N-1 gets a
+// dedicated forwarding node, its I/O goes there, a job without history
+// keeps the fixed mapping but not on the dedicated node, and a running
+// job's client follows its placement when it changes mid-write, losing
+// and reordering nothing (the workload verifies every block it reads back).
+func TestJobPlacement(t *testing.T) {
+	// capped links make the last writer run long enough to be moved
+	c := startCluster(t, "--fwds", "3", "--fwd-max-mbps", "200")
+	host, _ := os.Hostname()
+	// history: one N-1 run of application "shared"
+	c.workload(t, "seed", "--kind", "n1", "--app", "shared", "--ranks", "2", "--size", "8M", c.path("seed"))
+	time.Sleep(2500 * time.Millisecond)
+	if out, err := c.sluice("profile", "build", "seed"); err != nil || !strings.Contains(out, "shared: N-1") {
+		t.Fatalf("profile: %v\n%s", err, out)
+	}
+
+	out, err := c.sluice("job", "start", "--app", "shared", "--nodes", host, "j1")
+	if err != nil || !strings.Contains(out, "dedicated") || !strings.Contains(out, "isolated: N-1") {
+		t.Fatalf("N-1 job not isolated: %v\n%s", err, out)
+	}
+	j1 := placedOn(t, out)
+	out, err = c.sluice("job", "start", "--nodes", host, "j2")
+	if err != nil || !strings.Contains(out, "no I/O history") {
+		t.Fatalf("job without history: %v\n%s", err, out)
+	}
+	j2 := placedOn(t, out)
+	if len(j1) != 1 || len(j2) == 0 || j2[0] == j1[0] {
+		t.Fatalf("j2 %v shares j1's dedicated node %v", j2, j1)
+	}
+
+	c.workload(t, "j1", "--kind", "n1", "--app", "shared", "--ranks", "2", "--size", "16M", c.path("j1"))
+	c.workload(t, "j2", "--kind", "nn", "--ranks", "2", "--size", "16M", c.path("j2"))
+	if got := fwdsUsed(c.job(t, "j1")); len(got) != 1 || got[0] != j1[0] {
+		t.Fatalf("j1's I/O went through %v, placed on %v", got, j1)
+	}
+	if got := fwdsUsed(c.job(t, "j2")); len(got) != 1 || got[0] != j2[0] {
+		t.Fatalf("j2's I/O went through %v, placed on %v", got, j2)
+	}
+
+	// live remap: a job's placement changes while it writes (re-registered
+	// on other compute nodes, so its fixed mapping moves); its client
+	// follows within a few seconds
+	if _, err := c.sluice("job", "end", "j1"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = c.sluice("job", "start", "--nodes", "cn0", "j3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := placedOn(t, out)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.workload(t, "j3", "--kind", "nn", "--ranks", "2", "--size", "192M", c.path("j3"))
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	c.sluice("job", "end", "j3")
+	out, err = c.sluice("job", "start", "--nodes", "cn4", "j3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := placedOn(t, out)
+	if after[0] == before[0] {
+		t.Fatalf("the fixed mapping of cn0 and cn4 is the same node %v", after)
+	}
+	wg.Wait() // the workload verified every block it read back
+	out, _ = c.sluice("job", "list")
+	if !strings.Contains(out, "job j3:") || strings.Contains(out, "job j1:") {
+		t.Fatalf("registered jobs:\n%s", out)
+	}
+	got := fwdsUsed(c.job(t, "j3"))
+	if len(got) != 2 || !(contains(got, before[0]) && contains(got, after[0])) {
+		t.Fatalf("the writer used %v; placed on %v then %v", got, before, after)
+	}
+}
+
+func contains(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
