@@ -409,3 +409,65 @@ func importDarshan(path string) (beacon.Profile, error) {
 	p.Updated = time.Now().UnixNano()
 	return p, nil
 }
+
+// cmdRecords prints Beacon's stored records matching a query.
+func cmdRecords(args []string) error {
+	fs, cfg := flagSet("records")
+	job := fs.String("job", "", "only this job")
+	node := fs.String("node", "", "only requests from this compute node")
+	server := fs.String("server", "", "only records of this daemon (fwd-3, data-mem-1, client@node)")
+	layer := fs.String("layer", "", "only this layer: client, fwd or data")
+	ino := fs.Uint64("ino", 0, "only this file (inode number, as sluice stat shows)")
+	since := fs.Duration("since", 0, "only windows in the last DURATION")
+	from := fs.String("from", "", "only windows from this time (RFC 3339)")
+	to := fs.String("to", "", "only windows before this time (RFC 3339)")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	q := beaconsvc.Query{Job: *job, Node: *node, Server: *server, Ino: *ino}
+	if *layer != "" {
+		if q.Layer, err = beacon.ParseLayer(*layer); err != nil {
+			return err
+		}
+	}
+	if *since > 0 {
+		q.From = time.Now().Add(-*since).UnixNano()
+	}
+	for _, t := range []struct {
+		s   string
+		dst *int64
+	}{{*from, &q.From}, {*to, &q.To}} {
+		if t.s != "" {
+			v, err := time.Parse(time.RFC3339, t.s)
+			if err != nil {
+				return fmt.Errorf("bad time %q: want RFC 3339 (2006-01-02T15:04:05Z)", t.s)
+			}
+			*t.dst = v.UnixNano()
+		}
+	}
+	recs, err := beaconsvc.Client{C: mc}.Query(context.Background(), q)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-8s %-6s %-14s %-10s %5s %-10s %-16s %10s %8s %10s %10s %10s\n",
+		"WINDOW", "LAYER", "SERVER", "JOB", "RANK", "NODE", "OP", "INO", "COUNT", "BYTES", "MEAN LAT", "MEAN WAIT")
+	for _, r := range recs {
+		var wait time.Duration
+		if r.Count > 0 {
+			wait = time.Duration(r.Wait / int64(r.Count))
+		}
+		fmt.Printf("%-8s %-6s %-14s %-10s %5d %-10s %-16s %10d %8d %10s %10v %10v\n",
+			time.Unix(0, r.Window).Format("15:04:05"), r.Layer, dash(r.Server), dash(r.Job), r.Rank, dash(r.Node), r.Op, r.Ino, r.Count,
+			cluster.FormatSize(r.Bytes), r.MeanLat().Round(time.Microsecond), wait.Round(time.Microsecond))
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

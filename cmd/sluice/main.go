@@ -53,6 +53,7 @@ var commands = []command{
 	{"stat", "show a file's layout: stat PATH", cmdStat},
 	{"jobs", "show what each job did, as the forwarding nodes saw it", cmdJobs},
 	{"job", "Beacon's analysis of one job: job [--json] ID; register jobs: job start [--app A --nodes N,..] ID | job end ID | job list", cmdJob},
+	{"records", "Beacon's records by job, node, server, layer, file and time: records [--job J] [--node N] [--ino I] [--since 10m]", cmdRecords},
 	{"top", "live view of the busiest jobs and servers: top [--once]", cmdTop},
 	{"profile", "application I/O profiles: profile show [KEY] | build JOB | import LOG.darshan", cmdProfile},
 	{"workload", "run an application I/O behaviour as a job: workload --kind K --ranks N DIR", cmdWorkload},

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,6 +86,29 @@ func TestBeaconClassifies(t *testing.T) {
 	out, err := c.sluice("profile", "build", "job-nn")
 	if err != nil || !strings.Contains(out, "workload-nn: N-N, bandwidth") {
 		t.Fatalf("profile: %v\n%s", err, out)
+	}
+	// queries by job and layer, by node and time, by file
+	out, err = c.sluice("records", "--job", "job-nn", "--layer", "data")
+	if err != nil || !strings.Contains(out, "data-mem-") || strings.Contains(out, "job-n1") || strings.Contains(out, " client ") {
+		t.Fatalf("records by job and layer: %v\n%s", err, out)
+	}
+	host, _ := os.Hostname()
+	if out, err = c.sluice("records", "--node", host, "--since", "10m"); err != nil || strings.Count(out, "\n") < 10 {
+		t.Fatalf("records by node and time: %v\n%s", err, out)
+	}
+	st, err := os.Stat(c.path("w-nn/nn.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fmt.Sprint(st.Sys().(*syscall.Stat_t).Ino)
+	out, err = c.sluice("records", "--ino", ino)
+	if err != nil || !strings.Contains(out, " write ") || !strings.Contains(out, " fwd ") {
+		t.Fatalf("records by file: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(l); len(f) < 8 || f[7] != ino {
+			t.Fatalf("record of another file: %s", l)
+		}
 	}
 	out, err = c.sluice("top", "--once", "--span", "60s")
 	if err != nil || !strings.Contains(out, "job-ckpt") || !strings.Contains(out, "fwd-") {
