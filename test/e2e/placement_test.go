@@ -39,7 +39,7 @@ func placedOn(t *testing.T, out string) []string {
 // and reordering nothing (the workload verifies every block it reads back).
 func TestJobPlacement(t *testing.T) {
 	// capped links make the last writer run long enough to be moved
-	c := startCluster(t, "--fwds", "3", "--fwd-max-mbps", "200")
+	c := startCluster(t, "--fwds", "3", "--fwd-max-mbps", "100")
 	host, _ := os.Hostname()
 	// history: one N-1 run of application "shared"
 	c.workload(t, "seed", "--kind", "n1", "--app", "shared", "--ranks", "2", "--size", "8M", c.path("seed"))
