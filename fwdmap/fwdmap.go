@@ -64,7 +64,7 @@ type Placement struct {
 type Config struct {
 	Policy dfra.Config
 	// Mode is "dfra" (default) or "ffm": the fixed mapping for every job,
-	// for comparisons.
+	// blind to fail-slow nodes, for comparisons.
 	Mode string
 	// FwdCapacity is B_f, a forwarding node's bandwidth (bytes/s), when
 	// the node does not say (default 1 GB/s).
@@ -109,7 +109,9 @@ func New(cfg Config) *Manager {
 // fwds returns the forwarding layer as the policy sees it, and addresses.
 func (m *Manager) fwds() ([]dfra.Fwd, map[string]string) {
 	slow := map[string]bool{}
-	if m.cfg.Health != nil {
+	// the static mapping (FFM mode) does not know about fail-slow nodes,
+	// as on TaihuLight before DFRA; it only skips dead ones
+	if m.cfg.Health != nil && m.cfg.Mode == "dfra" {
 		for _, h := range m.cfg.Health() {
 			slow[h.Server] = true
 		}

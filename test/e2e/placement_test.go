@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -116,4 +117,90 @@ func contains(s []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// TestFailSlowAvoidance: two jobs on two forwarding nodes; one node is made
+// ten times slower. Beacon flags it, the manager moves the job off it, and
+// the job's next run is as fast as before the fault. Reports the time to
+// detection and to remapping, and the job's I/O time healthy, on the slow
+// node, and after the move.
+func TestFailSlowAvoidance(t *testing.T) {
+	c := startCluster(t, "--fwds", "2", "--fwd-max-mbps", "100")
+	outA, err := c.sluice("job", "start", "--nodes", "cn0", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outB, err := c.sluice("job", "start", "--nodes", "cn4", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	na, nb := placedOn(t, outA)[0], placedOn(t, outB)[0]
+	if na == nb {
+		t.Fatalf("both jobs on %s", na)
+	}
+	ioTime := func(job string) time.Duration {
+		out, err := run(3*time.Minute, sluiceBin, "workload", "--json", "--job", job, "--kind", "nn", "--ranks", "2",
+			"--size", "24M", c.path("w-"+job))
+		if err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		var s struct{ Slowest time.Duration }
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Slowest
+	}
+	healthy := ioTime("a")
+	if _, err := c.sluice("fault", "--server", strings.TrimPrefix(na, "fwd-"), "--slow", "10"); err != nil {
+		t.Fatal(err)
+	}
+	injected := time.Now()
+	// both jobs keep working while Beacon watches
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var slowRun time.Duration
+	for _, j := range []string{"a", "b"} {
+		wg.Add(1)
+		go func(j string) {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := ioTime(j)
+				if j == "a" && k == 0 {
+					slowRun = d
+				}
+			}
+		}(j)
+	}
+	var detected, moved time.Duration
+	deadline := time.Now().Add(2 * time.Minute)
+	for moved == 0 && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		if detected == 0 {
+			if out, _ := c.sluice("status"); strings.Contains(out, "FAIL-SLOW") {
+				detected = time.Since(injected)
+			}
+		}
+		if out, _ := c.sluice("job", "list"); strings.Contains(out, "became fail-slow") {
+			if now := placedOn(t, out[strings.Index(out, "job a:"):]); now[0] != na {
+				moved = time.Since(injected)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if detected == 0 || moved == 0 {
+		out, _ := c.sluice("status")
+		t.Fatalf("slow %s not avoided (detected after %v, moved after %v):\n%s", na, detected, moved, out)
+	}
+	after := ioTime("a")
+	t.Logf("fail-slow %s: flagged after %v, job moved after %v; job a's I/O time healthy %v, on the slow node %v, after the move %v",
+		na, detected.Round(100*time.Millisecond), moved.Round(100*time.Millisecond), healthy, slowRun, after)
+	if after > 3*healthy || slowRun < 2*healthy {
+		t.Fatalf("I/O time healthy %v, slow %v, after the move %v", healthy, slowRun, after)
+	}
 }
