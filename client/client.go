@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
@@ -65,6 +66,8 @@ type Config struct {
 	// Beacon (nil: off); Ship sends its windows through the forwarding
 	// node.
 	Monitor *beacon.Collector
+	// Metrics receives the client's Prometheus series (nil: not exported).
+	Metrics prometheus.Registerer
 	Debug   bool
 }
 
@@ -82,6 +85,9 @@ type FS struct {
 	// fixed --fwd); rt routes each job's requests (route.go).
 	mc *rpc.Client
 	rt router
+	// met are the Prometheus series (operations as the application saw
+	// them, streaming state).
+	met clientMetrics
 
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
@@ -127,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		fs.raMax = 64 << 20
 	}
 	fs.iocond = sync.NewCond(&fs.iomu)
+	fs.met = newClientMetrics(cfg.Metrics, fs)
 	fs.rt = router{routes: map[string]*route{}, conns: map[string]*rpc.Client{}}
 	addr := cfg.Fwd
 	if addr == "" {
@@ -192,7 +199,12 @@ func (fs *FS) Ship(ctx context.Context) {
 
 // record adds one operation to the monitor.
 func (fs *FS) record(h *fuse.InHeader, id ident.ID, name string, ino, off, size uint64, start time.Time, failed bool) {
-	if fs.cfg.Monitor == nil || name == "" {
+	if name == "" {
+		return
+	}
+	fs.met.requests.WithLabelValues(name).Inc()
+	fs.met.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	if fs.cfg.Monitor == nil {
 		return
 	}
 	fs.cfg.Monitor.Add(beacon.Op{Start: start, Job: id.Job, App: id.App, Uid: h.Uid, Rank: id.Rank, Node: fs.cfg.Node,
@@ -614,4 +626,32 @@ func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsO
 	out.Ffree = 1 << 40
 	out.NameLen = 255
 	return fuse.OK
+}
+
+type clientMetrics struct {
+	requests *prometheus.CounterVec   // op
+	latency  *prometheus.HistogramVec // op
+}
+
+func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := clientMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_client_requests_total",
+			Help: "File system operations served by the mount, as the application saw them."}, []string{"op"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_client_request_duration_seconds",
+			Help: "Latency of file system operations as the application saw them.", Buckets: prometheus.ExponentialBuckets(5e-6, 2, 22)}, []string{"op"}),
+	}
+	stream := func(name, help string, v func() int64) prometheus.GaugeFunc {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			fs.iomu.Lock()
+			defer fs.iomu.Unlock()
+			return float64(v())
+		})
+	}
+	reg.MustRegister(m.requests, m.latency,
+		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { return fs.wbBytes }),
+		stream("sluice_client_readahead_bytes", "Bytes held in readahead buffers.", func() int64 { return fs.raBytes }))
+	return m
 }

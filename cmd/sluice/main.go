@@ -254,17 +254,27 @@ func (d *daemonFlags) setup() ([]byte, error) {
 		return nil, err
 	}
 	startPprof(*d.pprof)
-	if *d.metrics != "" {
-		d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
-		ln, err := net.Listen("tcp", *d.metrics)
-		if err != nil {
-			return nil, fmt.Errorf("--metrics: %v", err)
-		}
-		go http.Serve(ln, mux)
+	if err := serveMetrics(*d.metrics, d.reg); err != nil {
+		return nil, err
 	}
 	return readSecret(*d.secretFile)
+}
+
+// serveMetrics serves reg (with the Go runtime's and the process's series)
+// at http://addr/metrics; an empty addr serves nothing.
+func serveMetrics(addr string, reg *prometheus.Registry) error {
+	if addr == "" {
+		return nil
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics: %v", err)
+	}
+	go http.Serve(ln, mux)
+	return nil
 }
 
 // registeredDaemon is a daemon that registers with the metadata service:
@@ -465,6 +475,7 @@ func cmdMount(args []string) error {
 	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	mon := addMonitorFlags(fs)
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -480,6 +491,10 @@ func cmdMount(args []string) error {
 		return err
 	}
 	startPprof(*pprofAddr)
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(*metricsAddr, reg); err != nil {
+		return err
+	}
 	mnt := fs.Arg(0)
 	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
 		return fmt.Errorf("mount point %s is not a directory", mnt)
@@ -494,7 +509,7 @@ func cmdMount(args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
 		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra, Monitor: mon.collector(beacon.LayerClient, "client@"+*node)})
+		WriteBehind: wb, Readahead: ra, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg})
 	cancel()
 	if err != nil {
 		return err

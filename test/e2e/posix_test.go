@@ -466,4 +466,41 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, tail(body, 20))
 		}
 	}
+
+	// a second mount of the same cluster with --metrics: the client's
+	// series count what the application did
+	mnt2 := t.TempDir()
+	ln, _ = net.Listen("tcp", "127.0.0.1:0")
+	maddr := ln.Addr().String()
+	ln.Close()
+	mount := exec.Command(sluiceBin, "mount", "--meta", cl.MetaAddr, "--secret-file", cl.SecretFile(), "--metrics", maddr, mnt2)
+	if err := mount.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		exec.Command("umount", mnt2).Run()
+		mount.Process.Kill()
+		mount.Wait()
+	}()
+	eventually(t, 10*time.Second, func() bool { return clusterpkg.Mounted(mnt2) }, "the second mount")
+	mustWrite(t, filepath.Join(mnt2, "m"), make([]byte, 3<<20))
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + maddr + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if body = string(b); strings.Contains(body, `sluice_client_requests_total{op="write"} 3`) {
+			break
+		}
+	}
+	if !strings.Contains(body, `sluice_client_requests_total{op="write"} 3`) {
+		t.Fatalf("client /metrics:\n%s", body)
+	}
+	for _, want := range []string{"sluice_client_request_duration_seconds_bucket", "sluice_client_writebehind_bytes", "go_goroutines"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("client /metrics lacks %q", want)
+		}
+	}
 }
