@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/sluice-hpc/sluice/internal/varbuf"
 )
 
 // Layer is where a record was taken.
@@ -131,13 +133,13 @@ func Encode(recs []Record) []byte {
 		r := &recs[i]
 		b = binary.AppendVarint(b, r.Window)
 		b = append(b, byte(r.Layer))
-		b = appendStr(b, r.Server)
-		b = appendStr(b, r.Job)
-		b = appendStr(b, r.App)
+		b = varbuf.AppendStr(b, r.Server)
+		b = varbuf.AppendStr(b, r.Job)
+		b = varbuf.AppendStr(b, r.App)
 		b = binary.AppendUvarint(b, uint64(r.Uid))
 		b = binary.AppendVarint(b, int64(r.Rank))
-		b = appendStr(b, r.Node)
-		b = appendStr(b, r.Op)
+		b = varbuf.AppendStr(b, r.Node)
+		b = varbuf.AppendStr(b, r.Op)
 		for _, v := range []uint64{r.Ino, r.Size, r.Count, r.Bytes, r.Seq, r.OffMin, r.OffMax, r.Errors} {
 			b = binary.AppendUvarint(b, v)
 		}
@@ -164,36 +166,33 @@ func Decode(z []byte) ([]Record, error) {
 	if len(b) > maxBatch {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
-	d := dec{b: b}
-	if d.byte() != encVersion {
+	d := varbuf.Reader{B: b, Bad: fmt.Errorf("%w: truncated", ErrCorrupt)}
+	if d.Byte() != encVersion {
 		return nil, fmt.Errorf("%w: unknown version", ErrCorrupt)
 	}
-	n := d.uvarint()
-	if n > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: %d records in %d bytes", ErrCorrupt, n, len(b))
-	}
+	n := d.Count(1)
 	recs := make([]Record, 0, n)
-	for i := uint64(0); i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err == nil; i++ {
 		var r Record
-		r.Window = d.varint()
-		r.Layer = Layer(d.byte())
-		r.Server = d.str()
-		r.Job = d.str()
-		r.App = d.str()
-		r.Uid = uint32(d.uvarint())
-		r.Rank = int32(d.varint())
-		r.Node = d.str()
-		r.Op = d.str()
+		r.Window = d.Varint()
+		r.Layer = Layer(d.Byte())
+		r.Server = d.Str()
+		r.Job = d.Str()
+		r.App = d.Str()
+		r.Uid = uint32(d.Uvarint())
+		r.Rank = int32(d.Varint())
+		r.Node = d.Str()
+		r.Op = d.Str()
 		for _, p := range []*uint64{&r.Ino, &r.Size, &r.Count, &r.Bytes, &r.Seq, &r.OffMin, &r.OffMax, &r.Errors} {
-			*p = d.uvarint()
+			*p = d.Uvarint()
 		}
 		for _, p := range []*int64{&r.First, &r.Last, &r.LatSum, &r.LatMax, &r.Wait} {
-			*p = d.varint()
+			*p = d.Varint()
 		}
 		recs = append(recs, r)
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return recs, nil
 }
@@ -202,61 +201,3 @@ var (
 	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBatch))
 )
-
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-type dec struct {
-	b   []byte
-	err error
-}
-
-func (d *dec) fail() {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated", ErrCorrupt)
-	}
-	d.b = nil
-}
-
-func (d *dec) byte() byte {
-	if len(d.b) < 1 {
-		d.fail()
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *dec) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) str() string {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail()
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluice-hpc/sluice/internal/varbuf"
 	"math"
 )
 
@@ -195,7 +196,7 @@ type encoder struct{ b []byte }
 
 func (e *encoder) uv(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) sv(v int64)   { e.b = binary.AppendVarint(e.b, v) }
-func (e *encoder) str(s string) { e.uv(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) str(s string) { e.b = varbuf.AppendStr(e.b, s) }
 func (e *encoder) tag(t byte)   { e.b = append(e.b, t) }
 func (e *encoder) u(t byte, v uint64) {
 	if v != 0 {
@@ -313,119 +314,57 @@ func (m *Msg) Append(b []byte) []byte {
 }
 
 // decoder reads tagged fields; the first error sticks.
-type decoder struct {
-	b   []byte
-	err error
-}
+type decoder struct{ varbuf.Reader }
 
-func (d *decoder) fail() {
-	if d.err == nil {
-		d.err = ErrMalformed
-	}
-}
-
-func (d *decoder) uv() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func newDecoder(b []byte) decoder { return decoder{varbuf.Reader{B: b, Bad: ErrMalformed}} }
 
 func (d *decoder) u32() uint32 {
-	v := d.uv()
+	v := d.Uvarint()
 	if v > math.MaxUint32 {
-		d.fail()
+		d.Fail()
 		return 0
 	}
 	return uint32(v)
-}
-
-func (d *decoder) sv() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) str() string {
-	n := d.uv()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.fail()
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-// count reads a list length and checks it is plausible given the bytes left
-// (each element takes at least min bytes), so a hostile length cannot make
-// the decoder allocate without bound.
-func (d *decoder) count(min int) int {
-	n := d.uv()
-	if d.err != nil {
-		return 0
-	}
-	if n > uint64(len(d.b)/min) {
-		d.fail()
-		return 0
-	}
-	return int(n)
 }
 
 // Decode parses an encoded Msg. Unknown tags are an error: both ends are the
 // same binary version within a cluster.
 func Decode(b []byte) (*Msg, error) {
 	m := &Msg{}
-	d := decoder{b: b}
+	d := newDecoder(b)
 	var last byte
-	for len(d.b) > 0 && d.err == nil {
-		t := d.b[0]
-		d.b = d.b[1:]
+	for len(d.B) > 0 && d.Err == nil {
+		t := d.B[0]
+		d.B = d.B[1:]
 		if t <= last {
 			return nil, fmt.Errorf("%w: tag %d out of order", ErrMalformed, t)
 		}
 		last = t
 		switch t {
 		case tOp:
-			v := d.uv()
+			v := d.Uvarint()
 			if v > math.MaxUint16 {
-				d.fail()
+				d.Fail()
 			}
 			m.Op = Op(v)
 		case tErrno:
 			m.Errno = d.u32()
 		case tErrMsg:
-			m.ErrMsg = d.str()
+			m.ErrMsg = d.Str()
 		case tIno:
-			m.Ino = d.uv()
+			m.Ino = d.Uvarint()
 		case tParent:
-			m.Parent = d.uv()
+			m.Parent = d.Uvarint()
 		case tNewParent:
-			m.NewParent = d.uv()
+			m.NewParent = d.Uvarint()
 		case tHandle:
-			m.Handle = d.uv()
+			m.Handle = d.Uvarint()
 		case tName:
-			m.Name = d.str()
+			m.Name = d.Str()
 		case tNewName:
-			m.NewName = d.str()
+			m.NewName = d.Str()
 		case tPath:
-			m.Path = d.str()
+			m.Path = d.Str()
 		case tMode:
 			m.Mode = d.u32()
 		case tUid:
@@ -437,11 +376,11 @@ func Decode(b []byte) (*Msg, error) {
 		case tMask:
 			m.Mask = d.u32()
 		case tOffset:
-			m.Offset = d.uv()
+			m.Offset = d.Uvarint()
 		case tSize:
-			m.Size = d.uv()
+			m.Size = d.Uvarint()
 		case tIdx:
-			m.Idx = d.uv()
+			m.Idx = d.Uvarint()
 		case tChunkSize:
 			m.ChunkSize = d.u32()
 		case tStripeCnt:
@@ -449,81 +388,81 @@ func Decode(b []byte) (*Msg, error) {
 		case tStripeUnit:
 			m.StripeUnit = d.u32()
 		case tAtime:
-			m.Atime = d.sv()
+			m.Atime = d.Varint()
 		case tMtime:
-			m.Mtime = d.sv()
+			m.Mtime = d.Varint()
 		case tJob:
-			m.Job = d.str()
+			m.Job = d.Str()
 		case tRank:
-			v := d.sv()
+			v := d.Varint()
 			if v < math.MinInt32 || v > math.MaxInt32 {
-				d.fail()
+				d.Fail()
 			}
 			m.Rank = int32(v)
 		case tNode:
-			m.Node = d.str()
+			m.Node = d.Str()
 		case tAttr:
 			a := &Attr{}
-			a.Ino = d.uv()
+			a.Ino = d.Uvarint()
 			a.Mode = d.u32()
 			a.Nlink = d.u32()
 			a.Uid = d.u32()
 			a.Gid = d.u32()
-			a.Size = d.uv()
-			a.Atime = d.sv()
-			a.Mtime = d.sv()
-			a.Ctime = d.sv()
+			a.Size = d.Uvarint()
+			a.Atime = d.Varint()
+			a.Mtime = d.Varint()
+			a.Ctime = d.Varint()
 			a.ChunkSize = d.u32()
 			a.StripeCnt = d.u32()
 			a.StripeUnit = d.u32()
 			m.Attr = a
 		case tEntries:
-			n := d.count(3)
+			n := d.Count(3)
 			m.Entries = make([]DirEntry, 0, n)
-			for i := 0; i < n && d.err == nil; i++ {
-				m.Entries = append(m.Entries, DirEntry{Name: d.str(), Ino: d.uv(), Mode: d.u32()})
+			for i := 0; i < n && d.Err == nil; i++ {
+				m.Entries = append(m.Entries, DirEntry{Name: d.Str(), Ino: d.Uvarint(), Mode: d.u32()})
 			}
 		case tChunks:
-			n := d.count(3)
+			n := d.Count(3)
 			m.Chunks = make([]ChunkLoc, 0, n)
-			for i := 0; i < n && d.err == nil; i++ {
-				c := ChunkLoc{Idx: d.uv(), Tier: d.str()}
-				k := d.count(1)
-				for j := 0; j < k && d.err == nil; j++ {
-					c.Servers = append(c.Servers, d.uv())
+			for i := 0; i < n && d.Err == nil; i++ {
+				c := ChunkLoc{Idx: d.Uvarint(), Tier: d.Str()}
+				k := d.Count(1)
+				for j := 0; j < k && d.Err == nil; j++ {
+					c.Servers = append(c.Servers, d.Uvarint())
 				}
 				m.Chunks = append(m.Chunks, c)
 			}
 		case tServers:
-			n := d.count(9)
+			n := d.Count(9)
 			m.Servers = make([]ServerInfo, 0, n)
-			for i := 0; i < n && d.err == nil; i++ {
-				s := ServerInfo{ID: d.uv(), Role: d.str(), Tier: d.str(), Addr: d.str(),
-					Capacity: d.uv(), Used: d.uv(), Node: d.str()}
-				s.Alive = d.uv() == 1
+			for i := 0; i < n && d.Err == nil; i++ {
+				s := ServerInfo{ID: d.Uvarint(), Role: d.Str(), Tier: d.Str(), Addr: d.Str(),
+					Capacity: d.Uvarint(), Used: d.Uvarint(), Node: d.Str()}
+				s.Alive = d.Uvarint() == 1
 				s.Rank = d.u32()
 				m.Servers = append(m.Servers, s)
 			}
 		case tSync:
 			m.Sync = true
 		case tTier:
-			m.Tier = d.str()
+			m.Tier = d.Str()
 		case tAddr:
-			m.Addr = d.str()
+			m.Addr = d.Str()
 		case tID:
-			m.ID = d.uv()
+			m.ID = d.Uvarint()
 		case tUsed:
-			m.Used = d.uv()
+			m.Used = d.Uvarint()
 		case tCap:
-			m.Cap = d.uv()
+			m.Cap = d.Uvarint()
 		case tGen:
-			m.Gen = d.uv()
+			m.Gen = d.Uvarint()
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
 		}
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return m, nil
 }
