@@ -160,22 +160,8 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		if r.Job != job {
 			continue
 		}
-		if r.Layer != src {
-			if r.Layer != LayerClient {
-				su := servers[r.Server]
-				if su == nil {
-					su = &ServerUse{Server: r.Server, Layer: r.Layer}
-					servers[r.Server] = su
-				}
-				su.Ops += r.Count
-				su.Bytes += r.Bytes
-			}
-			continue
-		}
-		if r.App != "" && rep.App == "" {
-			rep.App, rep.Uid = r.App, r.Uid
-		}
-		if src == LayerFwd {
+		if r.Layer != LayerClient {
+			// the servers the job used: every daemon that recorded it
 			su := servers[r.Server]
 			if su == nil {
 				su = &ServerUse{Server: r.Server, Layer: r.Layer}
@@ -183,6 +169,12 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 			}
 			su.Ops += r.Count
 			su.Bytes += r.Bytes
+		}
+		if r.Layer != src {
+			continue
+		}
+		if r.App != "" && rep.App == "" {
+			rep.App, rep.Uid = r.App, r.Uid
 		}
 		first = min(first, r.Window)
 		last = max(last, r.Window)
@@ -284,35 +276,46 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		return rep.Servers[i].Server < rep.Servers[j].Server
 	})
 
-	// I/O mode from which ranks touched which files, ignoring files with
-	// under 1% of the bytes (logs, side files)
-	var shared, own int
-	var big []*fileUse
+	shares := make([]FileShare, 0, len(files))
 	for _, f := range files {
-		if total > 0 && f.bytes*100 < total {
+		shares = append(shares, FileShare{Bytes: f.bytes, Ranks: len(f.ranks)})
+	}
+	rep.Mode = ioMode(len(ioRanks), shares, total)
+	rep.Classes = classify(&rep, dataOps, th)
+	return rep
+}
+
+// FileShare is how much of a job's data one file holds and how many ranks
+// touched it.
+type FileShare struct {
+	Bytes uint64
+	Ranks int
+}
+
+// ioMode names the I/O mode from which ranks touched which files, ignoring
+// files with under 1 % of the bytes (logs, side files).
+func ioMode(ioRanks int, files []FileShare, total uint64) string {
+	var big, shared int
+	for _, f := range files {
+		if total > 0 && f.Bytes*100 < total {
 			continue
 		}
-		big = append(big, f)
-		if len(f.ranks) > 1 {
+		big++
+		if f.Ranks > 1 {
 			shared++
-		} else {
-			own++
 		}
 	}
 	switch {
-	case len(ioRanks) == 0:
-		rep.Mode = ModeNone
-	case len(ioRanks) == 1:
-		rep.Mode = Mode1
-	case len(big) == 1 && shared == 1:
-		rep.Mode = ModeN1
+	case ioRanks == 0:
+		return ModeNone
+	case ioRanks == 1:
+		return Mode1
+	case big == 1 && shared == 1:
+		return ModeN1
 	case shared == 0:
-		rep.Mode = ModeNN
-	default:
-		rep.Mode = ModeNM
+		return ModeNN
 	}
-	rep.Classes = classify(&rep, dataOps, th)
-	return rep
+	return ModeNM
 }
 
 func classify(rep *JobReport, dataOps uint64, th Thresholds) []string {

@@ -42,12 +42,10 @@ type Collector struct {
 	layer  Layer
 	window time.Duration
 
-	mu     sync.Mutex // guards server, cur, last, added
+	mu     sync.Mutex // guards server, cur, last
 	server string
 	cur    map[recKey]*Record
 	last   map[seqKey]uint64 // end of the previous operation, for Seq
-	// added counts operations since the collector started.
-	added uint64
 }
 
 // NewCollector returns a collector for one daemon (server names it in the
@@ -79,7 +77,6 @@ func (c *Collector) Add(op Op) {
 	isData := op.Name == OpRead || op.Name == OpWrite
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.added++
 	r := c.cur[k]
 	if r == nil && len(c.cur) >= maxKeys {
 		k.ino = 0
@@ -148,13 +145,6 @@ func (c *Collector) Drain(now time.Time, all bool) []Record {
 		return out[i].First < out[j].First
 	})
 	return out
-}
-
-// Added returns the number of operations recorded so far.
-func (c *Collector) Added() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.added
 }
 
 // Shipper sends a daemon's closed windows to the store, compressed, once

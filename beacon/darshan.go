@@ -32,7 +32,7 @@ type SummaryFile struct {
 // Darshan does not record nodes: each I/O rank counts as a node.
 func ReportOfSummary(s Summary, th Thresholds) JobReport {
 	th = th.withDefaults()
-	rep := JobReport{Job: "darshan", App: s.Exe, Uid: s.Uid, Ranks: s.Nprocs, Nodes: s.Nprocs, Mode: ModeNone}
+	rep := JobReport{Job: "darshan", App: s.Exe, Uid: s.Uid, Ranks: s.Nprocs, Nodes: s.Nprocs}
 	ranksOf := map[string]map[int32]bool{}
 	bytesOf := map[string]uint64{}
 	ioRanks := map[int32]bool{}
@@ -87,27 +87,11 @@ func ReportOfSummary(s Summary, th Thresholds) JobReport {
 		}
 	}
 	sortBins(rep.Sizes)
-	var shared, big int
+	shares := make([]FileShare, 0, len(ranksOf))
 	for id, rs := range ranksOf {
-		if total > 0 && bytesOf[id]*100 < total {
-			continue
-		}
-		big++
-		if len(rs) > 1 {
-			shared++
-		}
+		shares = append(shares, FileShare{Bytes: bytesOf[id], Ranks: len(rs)})
 	}
-	switch {
-	case len(ioRanks) == 0:
-	case len(ioRanks) == 1:
-		rep.Mode = Mode1
-	case big == 1 && shared == 1:
-		rep.Mode = ModeN1
-	case shared == 0:
-		rep.Mode = ModeNN
-	default:
-		rep.Mode = ModeNM
-	}
+	rep.Mode = ioMode(len(ioRanks), shares, total)
 	rep.Classes = classify(&rep, dataOps, th)
 	return rep
 }

@@ -1,0 +1,19 @@
+package beaconsvc
+
+import (
+	"testing"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+func TestOpName(t *testing.T) {
+	for op, want := range map[wire.Op]string{wire.OpRead: "read", wire.OpChunkWrite: "write", wire.OpMknod: "meta:mknod",
+		wire.OpPing: "", wire.OpBeacon: "", wire.OpJob: "", wire.Op(60000): ""} {
+		if got := OpName(op); got != want {
+			t.Errorf("%v: %q, want %q", op, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = OpName(wire.OpGetattr) }); n != 0 {
+		t.Fatalf("OpName allocates %v times", n)
+	}
+}
