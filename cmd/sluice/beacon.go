@@ -19,38 +19,15 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
-// splitSub takes a command's subcommand out of its arguments, wherever it
-// is among the flags ("job --dir D start ..." and "job start --dir D ...").
-func splitSub(args []string, subs ...string) (string, []string) {
-	for i, a := range args {
-		if strings.HasPrefix(a, "-") {
-			continue
-		}
-		if i > 0 && strings.HasPrefix(args[i-1], "-") && !strings.Contains(args[i-1], "=") && !isBoolFlag(args[i-1]) {
-			continue // a flag's value
-		}
-		for _, s := range subs {
-			if a == s {
-				return s, append(append([]string(nil), args[:i]...), args[i+1:]...)
-			}
-		}
-		return "", args
-	}
-	return "", args
-}
-
-func isBoolFlag(f string) bool { f = strings.TrimLeft(f, "-"); return f == "json" || f == "once" }
-
 // cmdJob registers and unregisters jobs with the forwarding-map manager
 // (start, end, list), or prints Beacon's analysis of one job.
 func cmdJob(args []string) error {
-	sub, args := splitSub(args, "start", "end", "list")
 	fs, cfg := flagSet("job")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	app := fs.String("app", "", "start: application tag (as SLUICE_APP)")
 	user := fs.Uint("user", uint(os.Getuid()), "start: the job's uid")
 	nodes := fs.String("nodes", hostname(), "start: the job's compute nodes, comma-separated")
-	mc, err := metaClient(fs, cfg, args)
+	mc, sub, err := metaClientSub(fs, cfg, args, "start", "end", "list")
 	if err != nil {
 		return err
 	}
@@ -305,10 +282,9 @@ func printTop(w io.Writer, recs []beacon.Record, slow []beacon.SlowServer, now t
 
 // cmdProfile shows, builds and imports application profiles.
 func cmdProfile(args []string) error {
-	sub, args := splitSub(args, "show", "build", "import")
 	fs, cfg := flagSet("profile")
 	app := fs.String("app", "", "import: profile key (default: the executable and uid in the log)")
-	mc, err := metaClient(fs, cfg, args)
+	mc, sub, err := metaClientSub(fs, cfg, args, "show", "build", "import")
 	if err != nil {
 		return err
 	}

@@ -637,14 +637,39 @@ func stateDir(dir string) (string, error) {
 
 // metaClient connects to the cluster named by --dir or --meta.
 func metaClient(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, error) {
+	mc, _, err := metaClientSub(fs, cfg, args)
+	return mc, err
+}
+
+// metaClientSub is metaClient for a command with subcommands: the first
+// argument after the flags that names one of subs is taken out, and flags
+// after it are parsed too ("job --dir D start --app A ID" and "job start
+// --dir D --app A ID" mean the same).
+func metaClientSub(fs *flag.FlagSet, cfg *string, args []string, subs ...string) (*rpc.Client, string, error) {
 	dir := fs.String("dir", "", "state directory of a local cluster")
 	metaAddr := fs.String("meta", "", "metadata service address")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
 	if err := parse(fs, cfg, args); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if *metaAddr == "" {
-		d, err := stateDir(*dir)
+	sub := ""
+	for _, s := range subs {
+		if fs.NArg() > 0 && fs.Arg(0) == s {
+			sub = s
+			if err := parse(fs, cfg, fs.Args()[1:]); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	mc, err := dialMeta(*dir, *metaAddr, *secretFile)
+	return mc, sub, err
+}
+
+// dialMeta returns a client of the metadata daemon: at metaAddr, or the
+// local cluster's in dir (default: the current one).
+func dialMeta(dir, metaAddr, secretFile string) (*rpc.Client, error) {
+	if metaAddr == "" {
+		d, err := stateDir(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -652,16 +677,16 @@ func metaClient(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, erro
 		if err != nil {
 			return nil, err
 		}
-		*metaAddr = c.MetaAddr
-		if *secretFile == "" {
-			*secretFile = c.SecretFile()
+		metaAddr = c.MetaAddr
+		if secretFile == "" {
+			secretFile = c.SecretFile()
 		}
 	}
-	secret, err := readSecret(*secretFile)
+	secret, err := readSecret(secretFile)
 	if err != nil {
 		return nil, err
 	}
-	return rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + *metaAddr}), nil
+	return rpc.NewClient(metaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + metaAddr}), nil
 }
 
 // beaconName is the name a server's monitoring records carry.

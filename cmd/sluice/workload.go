@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/fwdmap"
-	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/workload"
 )
@@ -122,19 +121,10 @@ func cmdWorkload(args []string) error {
 // registerJob starts a job (this node, the application tag) with the
 // local cluster's forwarding-map manager and returns the call that ends it.
 func registerJob(state, job, app string) (func(), error) {
-	d, err := stateDir(state)
+	mc, err := dialMeta(state, "", "")
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Load(d)
-	if err != nil {
-		return nil, err
-	}
-	secret, err := readSecret(c.SecretFile())
-	if err != nil {
-		return nil, err
-	}
-	mc := rpc.NewClient(c.MetaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + c.MetaAddr})
 	b, _ := json.Marshal(fwdmap.JobSpec{ID: job, App: "tag:" + app, User: uint32(os.Getuid()), Nodes: []string{hostname()}})
 	if _, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallStart}, b, nil); err != nil {
 		mc.Close()
