@@ -237,7 +237,13 @@ func (fs *FS) ident(h *fuse.InHeader, op wire.Op) ident.ID {
 
 // call sends one request tagged with the caller's identity.
 func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
-	id := fs.ident(h, m.Op)
+	return fs.callAs(h, fs.ident(h, m.Op), m, payload, into)
+}
+
+// callAs sends one request for a caller already identified. Reads and
+// writes are recorded for Beacon by Read and Write (with the latency the
+// application saw), everything else here.
+func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
 	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.cfg.Node
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by
@@ -475,7 +481,7 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 			return rr, fuse.OK
 		}
 	}
-	_, p, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
+	_, p, st := fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
 	fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(p)), start, st != fuse.OK)
 	if st != fuse.OK {
 		return nil, st
@@ -495,7 +501,7 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	if fs.cfg.WriteBehind > 0 {
 		st = fs.writeBehind(id, in.NodeId, in.Offset, data)
 	} else {
-		_, _, st = fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
+		_, _, st = fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
 	}
 	fs.record(&in.InHeader, id, beacon.OpWrite, in.NodeId, in.Offset, uint64(len(data)), start, st != fuse.OK)
 	if st != fuse.OK {

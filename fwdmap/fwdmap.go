@@ -282,10 +282,7 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 
 // Handler serves OpJob requests.
 func (m *Manager) Handler() rpc.Handler {
-	return rpc.HandlerFunc(func(msg *wire.Msg, p []byte) (*wire.Msg, []byte) {
-		out, err := m.handle(msg, p)
-		return rpc.ToMsg(&wire.Msg{}, err), out
-	})
+	return rpc.PayloadFunc(m.handle)
 }
 
 func (m *Manager) handle(msg *wire.Msg, p []byte) ([]byte, error) {

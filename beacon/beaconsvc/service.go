@@ -96,10 +96,7 @@ func New(cfg Config) *Service {
 
 // Handler serves OpBeacon requests.
 func (s *Service) Handler() rpc.Handler {
-	return rpc.HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
-		out, err := s.handle(m, p)
-		return rpc.ToMsg(&wire.Msg{}, err), out
-	})
+	return rpc.PayloadFunc(s.handle)
 }
 
 func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {

@@ -57,6 +57,19 @@ func (f HandlerFunc) Handle(r *Request) {
 	}()
 }
 
+// PayloadFunc serves every request in its own goroutine with a function
+// whose answer is a payload or an error (services that speak JSON or
+// batches in payloads: Beacon, the forwarding-map manager).
+type PayloadFunc func(m *wire.Msg, payload []byte) ([]byte, error)
+
+// Handle implements Handler.
+func (f PayloadFunc) Handle(r *Request) {
+	go func() {
+		out, err := f(r.Msg, r.Payload)
+		r.Reply(ToMsg(&wire.Msg{}, err), out)
+	}()
+}
+
 // Server accepts authenticated connections and hands their requests to a
 // Handler.
 type Server struct {
