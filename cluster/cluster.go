@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	mrand "math/rand"
 	"net"
 	"os"
 	"os/exec"
@@ -112,13 +113,62 @@ func Current() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-func freePort() (string, error) {
+// portPicker hands out distinct loopback ports for a cluster's daemons. A
+// port taken from the kernel's ephemeral range can be handed to some other
+// process's outgoing connection between our check and the daemon's bind (CI
+// saw exactly that), so ports come from below that range; every port picked
+// stays bound until release, so one cluster never gets the same port twice.
+type portPicker struct {
+	held []net.Listener
+	rng  *mrand.Rand
+}
+
+func newPortPicker() *portPicker {
+	return &portPicker{rng: mrand.New(mrand.NewSource(time.Now().UnixNano() ^ int64(os.Getpid())))}
+}
+
+// ephemeralLow is the lowest port the kernel uses for outgoing connections.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return n
+}
+
+func (p *portPicker) pick() (string, error) {
+	const lo = 10000
+	if hi := ephemeralLow(); hi-lo >= 1000 {
+		for i := 0; i < 200; i++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", lo+p.rng.Intn(hi-lo)))
+			if err == nil {
+				p.held = append(p.held, ln)
+				return ln.Addr().String(), nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
+	p.held = append(p.held, ln)
 	return ln.Addr().String(), nil
+}
+
+// release unbinds the picked ports so the daemons can take them.
+func (p *portPicker) release() {
+	for _, ln := range p.held {
+		ln.Close()
+	}
+	p.held = nil
 }
 
 // memDir returns a tmpfs directory for the mem tier of the cluster with
@@ -185,11 +235,13 @@ func Up(o Options) (*Cluster, error) {
 			}
 		}
 	}
+	picker := newPortPicker()
+	defer picker.release()
 	port := func(name string) (string, error) {
 		if p, ok := ports[name]; ok {
 			return p, nil
 		}
-		return freePort()
+		return picker.pick()
 	}
 	metaAddr, err := port("meta")
 	if err != nil {
@@ -251,6 +303,7 @@ func Up(o Options) (*Cluster, error) {
 	}
 	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, common...), mnt)})
 
+	picker.release()
 	for i := range c.Daemons {
 		d := &c.Daemons[i]
 		if d.Name == "mount" {
