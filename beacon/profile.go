@@ -9,16 +9,22 @@ import (
 // run before it starts (the inputs DFRA needs). Profiles are keyed by
 // application: an explicit SLUICE_APP tag, or the executable name and user.
 type Profile struct {
-	Key         string
-	Source      string // "beacon" or "darshan"
-	Runs        int
-	Updated     int64   // unix ns of the last run merged
-	Volume      uint64  // bytes read and written per run
-	ReadBytes   uint64  // per run
-	WriteBytes  uint64  // per run
-	IONodes     int     // compute nodes doing I/O
-	IORanks     int     // ranks doing I/O
-	NodeBW      float64 // bytes/s per I/O node while active
+	Key        string
+	Source     string // "beacon" or "darshan"
+	Runs       int
+	Updated    int64   // unix ns of the last run merged
+	Volume     uint64  // bytes read and written per run
+	ReadBytes  uint64  // per run
+	WriteBytes uint64  // per run
+	IONodes    int     // compute nodes doing I/O
+	IORanks    int     // ranks doing I/O
+	NodeBW     float64 // bytes/s per I/O node while active
+	// RunPeakBW is the newest run's aggregate bandwidth in its best
+	// window and RunFwds the forwarding nodes it went through: a run whose
+	// bandwidth filled its forwarding nodes was bound by them, so its
+	// demand is unknown beyond "more than it had".
+	RunPeakBW   float64
+	RunFwds     int
 	Mode        string
 	Classes     []string
 	MetaOps     uint64  // per run
@@ -44,6 +50,12 @@ func ProfileOf(r JobReport) Profile {
 		MetaOps: r.MetaOps, MetaRate: r.MetaRate, MeanRequest: r.MeanRequest, Sizes: r.Sizes}
 	if r.IONodes > 0 {
 		p.NodeBW = r.BW / float64(r.IONodes)
+	}
+	p.RunPeakBW = r.PeakBW
+	for _, s := range r.Servers {
+		if s.Layer == LayerFwd {
+			p.RunFwds++
+		}
 	}
 	return p
 }

@@ -321,6 +321,9 @@ func (s *Store) Bytes() int64 {
 // returns the number of batches deleted.
 func (s *Store) Trim(now time.Time) (int, error) {
 	cut := now.Add(-s.retention).UnixNano()
+	if err := s.trimDecisions(cut); err != nil {
+		return 0, err
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte("w"), UpperBound: []byte("x")})
 	if err != nil {
 		return 0, err
@@ -418,4 +421,52 @@ func (s *Store) Profiles() ([]Profile, error) {
 		}
 	}
 	return out, nil
+}
+
+// decisionKey is 'd' job 0 at: a job's policy decisions in time order.
+func decisionKey(job string, at int64) []byte {
+	k := append([]byte{'d'}, job...)
+	return be64(append(k, 0), at)
+}
+
+// PutDecision stores one policy decision about a job (an opaque JSON
+// document, e.g. a forwarding-node placement with its reasons) at time at,
+// so that `sluice job ID` can show what was decided and why after the job
+// has ended. Decisions are kept for the retention period.
+func (s *Store) PutDecision(job string, at time.Time, v []byte) error {
+	return s.db.Set(decisionKey(job, at.UnixNano()), v, pebble.NoSync)
+}
+
+// Decisions returns a job's decisions, oldest first.
+func (s *Store) Decisions(job string) ([][]byte, error) {
+	lo := append(append([]byte{'d'}, job...), 0)
+	hi := append(append([]byte{'d'}, job...), 1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out [][]byte
+	for it.First(); it.Valid(); it.Next() {
+		out = append(out, bytes.Clone(it.Value()))
+	}
+	return out, nil
+}
+
+// trimDecisions deletes decisions older than cut (unix ns).
+func (s *Store) trimDecisions(cut int64) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte("d"), UpperBound: []byte("e")})
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) >= 10 && int64(binary.BigEndian.Uint64(k[len(k)-8:])) < cut {
+			b.Delete(bytes.Clone(k), nil)
+		}
+	}
+	it.Close()
+	return b.Commit(pebble.NoSync)
 }

@@ -207,7 +207,7 @@ func (fs *FS) record(h *fuse.InHeader, id ident.ID, name string, ino, off, size 
 	if fs.cfg.Monitor == nil {
 		return
 	}
-	fs.cfg.Monitor.Add(beacon.Op{Start: start, Job: id.Job, App: id.App, Uid: h.Uid, Rank: id.Rank, Node: fs.cfg.Node,
+	fs.cfg.Monitor.Add(beacon.Op{Start: start, Job: id.Job, App: id.App, Uid: h.Uid, Rank: id.Rank, Node: fs.node(id),
 		Name: name, Ino: ino, Off: off, Size: size, Lat: time.Since(start), Err: failed})
 }
 
@@ -224,6 +224,15 @@ func (fs *FS) Close() {
 }
 
 func (fs *FS) String() string { return "sluice" }
+
+// node is the compute node a caller runs on: its own SLURMD_NODENAME, else
+// the mount's node.
+func (fs *FS) node(id ident.ID) string {
+	if id.Node != "" {
+		return id.Node
+	}
+	return fs.cfg.Node
+}
 
 // ident returns the identity of the caller of a request.
 func (fs *FS) ident(h *fuse.InHeader, op wire.Op) ident.ID {
@@ -244,13 +253,13 @@ func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payloa
 // writes are recorded for Beacon by Read and Write (with the latency the
 // application saw), everything else here.
 func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
-	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.cfg.Node
+	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.node(id)
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by
 	// the timeout, so it is not abandoned half-way.
 	ctx := context.Background()
 	start := time.Now()
-	resp, p, err := fs.pick(m.Job, m.Ino|m.Parent).Call(ctx, m, payload, into)
+	resp, p, err := fs.pick(id, m.Ino|m.Parent).Call(ctx, m, payload, into)
 	if m.Op != wire.OpRead && m.Op != wire.OpWrite {
 		fs.record(h, id, beaconsvc.OpName(m.Op), m.Ino, 0, 0, start, err != nil)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
@@ -15,10 +16,11 @@ import (
 // Routing: which forwarding node a request goes to.
 //
 // Requests of a job registered with the forwarding-map manager (DFRA) go
-// to the job's forwarding nodes, spread over them by inode (one file's
-// requests stay on one node); all others go to the mount's home node, the
-// fixed mapping. A job's placement is asked of the manager at its first
-// request and again every RouteTTL in the background; when it changes,
+// to the forwarding nodes the manager gives the job on the caller's compute
+// node, spread over them by inode (one file's requests stay on one node);
+// all others go to the mount's home node, the fixed mapping. A job's
+// placement on a node is asked of the manager at its first request from
+// that node and again every RouteTTL in the background; when it changes,
 // new requests go to the new nodes while requests in flight finish where
 // they are (writes to overlapping ranges already wait for each other, so
 // order is kept across the switch).
@@ -52,22 +54,25 @@ func (fs *FS) conn(addr string) *rpc.Client {
 	return c
 }
 
-// pick returns the forwarding node for a request of job on inode ino.
-func (fs *FS) pick(job string, ino uint64) *rpc.Client {
-	if job == "" || fs.mc == nil {
+// pick returns the forwarding node for a request of caller id on inode
+// ino.
+func (fs *FS) pick(id ident.ID, ino uint64) *rpc.Client {
+	if id.Job == "" || fs.mc == nil {
 		return fs.fwd
 	}
+	node := fs.node(id)
+	key := id.Job + "\x00" + node
 	fs.rt.mu.Lock()
-	r := fs.rt.routes[job]
+	r := fs.rt.routes[key]
 	if r == nil {
 		r = &route{fetching: true}
-		fs.rt.routes[job] = r
+		fs.rt.routes[key] = r
 		fs.rt.mu.Unlock()
-		fs.refresh(job, r) // the job's first request waits for its placement
+		fs.refresh(id.Job, node, r) // the first request waits for the placement
 		fs.rt.mu.Lock()
 	} else if time.Since(r.fetched) > RouteTTL && !r.fetching {
 		r.fetching = true
-		go fs.refresh(job, r)
+		go fs.refresh(id.Job, node, r)
 	}
 	targets := r.targets
 	if len(fs.rt.routes) > 1024 {
@@ -85,11 +90,11 @@ func (fs *FS) pick(job string, ino uint64) *rpc.Client {
 	return targets[ino%uint64(len(targets))]
 }
 
-// refresh asks the manager for job's placement and installs it.
-func (fs *FS) refresh(job string, r *route) {
+// refresh asks the manager for job's placement on node and installs it.
+func (fs *FS) refresh(job, node string, r *route) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, p, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallMap, Job: job, Node: fs.cfg.Node}, nil, nil)
+	_, p, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallMap, Job: job, Node: node}, nil, nil)
 	var pl fwdmap.Placement
 	if err == nil {
 		err = json.Unmarshal(p, &pl)
@@ -115,7 +120,7 @@ func (fs *FS) refresh(job string, r *route) {
 	if pl.Version != r.version || len(r.targets) == 0 {
 		idl := strings.Join(ids, ",")
 		if idl != r.ids {
-			fs.log.Info("job's forwarding nodes", "job", job, "fwds", idl, "policy", pl.Policy, "version", pl.Version)
+			fs.log.Info("job's forwarding nodes", "job", job, "node", node, "fwds", idl, "policy", pl.Policy, "version", pl.Version)
 		}
 		r.targets, r.ids, r.version = targets, idl, pl.Version
 	}

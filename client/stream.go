@@ -194,8 +194,8 @@ func (fs *FS) writeBehind(id ident.ID, ino uint64, off uint64, data []byte) fuse
 	buf := bufpool.Get(len(data))
 	copy(buf, data)
 	go func() {
-		m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: off, Size: uint64(len(buf)), Job: id.Job, Rank: id.Rank, Node: fs.cfg.Node}
-		_, _, err := fs.pick(id.Job, ino).Call(context.Background(), m, buf, nil)
+		m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: off, Size: uint64(len(buf)), Job: id.Job, Rank: id.Rank, Node: fs.node(id)}
+		_, _, err := fs.pick(id, ino).Call(context.Background(), m, buf, nil)
 		bufpool.Put(buf)
 		if err != nil {
 			fs.log.Error("background write failed", "ino", ino, "off", off, "len", n, "err", err)
@@ -345,8 +345,8 @@ func (fs *FS) readPast(ino, fh, end uint64) {
 // fetch runs one readahead request.
 func (fs *FS) fetch(id ident.ID, ino, fh uint64, b *raBuf) {
 	buf := bufpool.Get(b.size)
-	m := &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: b.off, Size: uint64(b.size), Job: id.Job, Rank: id.Rank, Node: fs.cfg.Node}
-	_, p, err := fs.pick(id.Job, ino).Call(context.Background(), m, nil, buf)
+	m := &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: b.off, Size: uint64(b.size), Job: id.Job, Rank: id.Rank, Node: fs.node(id)}
+	_, p, err := fs.pick(id, ino).Call(context.Background(), m, nil, buf)
 	fs.iomu.Lock()
 	b.landed = true
 	if err != nil {

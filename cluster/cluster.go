@@ -42,8 +42,14 @@ type Options struct {
 	// gets MemBytes.
 	MemServers int
 	Engine     string
-	FwdMBps    float64
-	JobVar     string // environment variable holding the job id (mount)
+	// FwdMBps and FwdIOPS cap each forwarding daemon (emulated link);
+	// FwdMBps is also the manager's B_f. DataMBps and DataIOPS cap each
+	// mem-tier data server (emulated device).
+	FwdMBps, FwdIOPS   float64
+	DataMBps, DataIOPS float64
+	// MetaFlags are extra flags of the metadata daemon (DFRA thresholds).
+	MetaFlags []string
+	JobVar    string // environment variable holding the job id (mount)
 	// NoMonitor turns Beacon's per-operation records off in every daemon
 	// (to measure what monitoring costs).
 	NoMonitor bool
@@ -112,6 +118,8 @@ func Current() (string, error) {
 	}
 	return strings.TrimSpace(string(b)), nil
 }
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // portPicker hands out distinct loopback ports for a cluster's daemons. A
 // port taken from the kernel's ephemeral range can be handed to some other
@@ -257,6 +265,10 @@ func Up(o Options) (*Cluster, error) {
 	if o.FwdPolicy != "" {
 		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
 	}
+	if o.FwdMBps > 0 {
+		margsMeta = append(margsMeta, "--fwd-capacity-mbps", ftoa(o.FwdMBps))
+	}
+	margsMeta = append(margsMeta, o.MetaFlags...)
 	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(margsMeta, common...)})
 	type tierd struct {
 		name, kind, dir string
@@ -281,8 +293,15 @@ func Up(o Options) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Daemons = append(c.Daemons, Daemon{Name: t.name, Args: append([]string{"data", "--tier", t.kind,
-			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, common...)})
+		args := append([]string{"data", "--tier", t.kind,
+			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, common...)
+		if t.kind == "mem" && o.DataMBps > 0 {
+			args = append(args, "--max-mbps", ftoa(o.DataMBps))
+		}
+		if t.kind == "mem" && o.DataIOPS > 0 {
+			args = append(args, "--max-iops", ftoa(o.DataIOPS))
+		}
+		c.Daemons = append(c.Daemons, Daemon{Name: t.name, Args: args})
 	}
 	for i := 0; i < o.Fwds; i++ {
 		name := fmt.Sprintf("fwd-%d", i)
@@ -293,7 +312,10 @@ func Up(o Options) (*Cluster, error) {
 		args := append([]string{"fwd", "--listen", a, "--meta", metaAddr, "--node", name,
 			"--id-file", filepath.Join(dir, name+".id"), to}, common...)
 		if o.FwdMBps > 0 {
-			args = append(args, "--max-mbps", strconv.FormatFloat(o.FwdMBps, 'f', -1, 64))
+			args = append(args, "--max-mbps", ftoa(o.FwdMBps))
+		}
+		if o.FwdIOPS > 0 {
+			args = append(args, "--max-iops", ftoa(o.FwdIOPS))
 		}
 		c.Daemons = append(c.Daemons, Daemon{Name: name, Args: args})
 	}

@@ -43,6 +43,7 @@ type Config struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 	MaxMBps float64 // emulated link bandwidth; 0: unlimited
+	MaxIOPS float64 // emulated request rate (every operation); 0: unlimited
 	// Workers per pipeline class (meta, small, bulk). Defaults 16, 16, 8.
 	Workers [wire.NumClasses]int
 	// BackendInflight bounds requests in flight to one data server.
@@ -66,8 +67,9 @@ type Server struct {
 	meta   *rpc.Client
 	queues [wire.NumClasses]chan *rpc.Request
 	bw     *throttle.Bucket
-	stall  atomic.Int64 // injected per-request stall (ns)
-	slow   atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
+	ops    *throttle.Bucket // requests/s
+	stall  atomic.Int64     // injected per-request stall (ns)
+	slow   atomic.Int64     // injected slowdown factor ×100 (0 or 100: healthy)
 	// svc is a moving average of service time per class (ns), used to
 	// emulate a fail-slow node: under a slowdown f each request first
 	// waits (f-1) times the class's usual service time.
@@ -145,8 +147,12 @@ func New(cfg Config) *Server {
 	if mbps <= 0 {
 		mbps = 1e6
 	}
+	iops := cfg.MaxIOPS
+	if iops <= 0 {
+		iops = 1e9
+	}
 	s := &Server{cfg: cfg, log: cfg.Log, backends: map[uint64]*backend{}, files: map[uint64]*file{},
-		bw: throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now)}
+		bw: throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now), ops: throttle.New(iops, iops/20, cfg.Now)}
 	s.meta = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
 	for c := range s.queues {
 		s.queues[c] = make(chan *rpc.Request, 4096)
@@ -233,6 +239,7 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			if f := s.slow.Load(); f > 100 {
 				time.Sleep(time.Duration(s.svc[c].Load() * (f - 100) / 100))
 			}
+			s.ops.Wait(ctx, 1) // the emulated node's request rate: service time
 			start := time.Now()
 			m, n := r.Msg, len(r.Payload)
 			if m.Op == wire.OpRead {

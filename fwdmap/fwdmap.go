@@ -33,7 +33,29 @@ const (
 	CallEnd   = "end"   // Msg.Job
 	CallMap   = "map"   // Msg.Job, Msg.Node; reply: Placement
 	CallList  = "list"  // reply: []Placement
+	// CallHistory: Msg.Job; reply: []Decision, oldest first.
+	CallHistory = "history"
 )
+
+// Decision is one placement decision about a job, kept after the job ends
+// so that `sluice job ID` can say where its I/O went and why.
+type Decision struct {
+	At        int64  // unix ns
+	Event     string // "start", "remap" or "end"
+	Fwds      []string
+	Policy    string
+	Dedicated bool
+	Reasons   []string
+}
+
+// DecisionLog keeps decisions beyond a job's end and a restart of the
+// manager (Beacon's store in the metadata daemon).
+type DecisionLog interface {
+	PutDecision(job string, at time.Time, v []byte) error
+	Decisions(job string) ([][]byte, error)
+}
+
+var _ DecisionLog = (*beacon.Store)(nil)
 
 // JobSpec registers a job.
 type JobSpec struct {
@@ -72,8 +94,10 @@ type Config struct {
 	Servers     func() []wire.ServerInfo
 	Health      func() []beacon.SlowServer
 	Profile     func(key string) (beacon.Profile, bool)
-	Log         *slog.Logger
-	Now         func() time.Time
+	// Decisions keeps every decision (nil: the last ones in memory).
+	Decisions DecisionLog
+	Log       *slog.Logger
+	Now       func() time.Time
 }
 
 type job struct {
@@ -87,9 +111,10 @@ type job struct {
 type Manager struct {
 	cfg Config
 
-	mu   sync.Mutex // guards jobs, ver
+	mu   sync.Mutex // guards jobs, ver, mem
 	jobs map[string]*job
 	ver  uint64
+	mem  map[string][]Decision // decisions when Config.Decisions is nil
 }
 
 // New returns a manager.
@@ -103,7 +128,44 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, jobs: map[string]*job{}}
+	return &Manager{cfg: cfg, jobs: map[string]*job{}, mem: map[string][]Decision{}}
+}
+
+// recordLocked logs a decision about job j.
+func (m *Manager) recordLocked(id, event string, a dfra.Assignment) {
+	d := Decision{At: m.cfg.Now().UnixNano(), Event: event, Fwds: a.Fwds, Policy: a.Policy, Dedicated: a.Dedicated, Reasons: a.Reasons}
+	if m.cfg.Decisions == nil {
+		if len(m.mem) > 4096 {
+			clear(m.mem)
+		}
+		m.mem[id] = append(m.mem[id], d)
+		return
+	}
+	v, _ := json.Marshal(d)
+	if err := m.cfg.Decisions.PutDecision(id, time.Unix(0, d.At), v); err != nil {
+		m.cfg.Log.Warn("decision not kept", "job", id, "err", err)
+	}
+}
+
+// History returns the decisions about a job, oldest first.
+func (m *Manager) History(id string) ([]Decision, error) {
+	if m.cfg.Decisions == nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return append([]Decision(nil), m.mem[id]...), nil
+	}
+	vs, err := m.cfg.Decisions.Decisions(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Decision, 0, len(vs))
+	for _, v := range vs {
+		var d Decision
+		if json.Unmarshal(v, &d) == nil {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // fwds returns the forwarding layer as the policy sees it, and addresses.
@@ -140,6 +202,16 @@ func (m *Manager) profileOf(spec JobSpec) *beacon.Profile {
 	return nil
 }
 
+// policyJobLocked is a job as the policy sees it: in FFM mode without its
+// profile, so the policy keeps the fixed mapping.
+func (m *Manager) policyJobLocked(spec JobSpec) dfra.Job {
+	dj := dfra.Job{ID: spec.ID, App: spec.App, Nodes: spec.Nodes}
+	if m.cfg.Mode == "dfra" {
+		dj.Profile = m.profileOf(spec)
+	}
+	return dj
+}
+
 func (m *Manager) placedLocked(except string) []dfra.Assignment {
 	var out []dfra.Assignment
 	for id, j := range m.jobs {
@@ -159,17 +231,14 @@ func (m *Manager) Start(spec JobSpec) (Placement, error) {
 	fwds, addr := m.fwds()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	dj := dfra.Job{ID: spec.ID, App: spec.App, Nodes: spec.Nodes}
-	if m.cfg.Mode == "dfra" {
-		dj.Profile = m.profileOf(spec)
-	}
-	a := dfra.Decide(m.cfg.Policy, fwds, m.placedLocked(spec.ID), dj)
+	a := dfra.Decide(m.cfg.Policy, fwds, m.placedLocked(spec.ID), m.policyJobLocked(spec))
 	if m.cfg.Mode != "dfra" {
 		a.Reasons = append([]string{"manager in FFM mode"}, a.Reasons...)
 	}
 	m.ver++
 	j := &job{spec: spec, a: a, ver: m.ver, at: m.cfg.Now()}
 	m.jobs[spec.ID] = j
+	m.recordLocked(spec.ID, "start", a)
 	m.cfg.Log.Info("job placed", "job", spec.ID, "app", spec.App, "nodes", len(spec.Nodes), "fwds", strings.Join(a.Fwds, ","),
 		"policy", a.Policy, "dedicated", a.Dedicated, "why", strings.Join(a.Reasons, "; "))
 	return m.placement(j, addr), nil
@@ -181,6 +250,7 @@ func (m *Manager) End(id string) {
 	defer m.mu.Unlock()
 	if _, ok := m.jobs[id]; ok {
 		delete(m.jobs, id)
+		m.recordLocked(id, "end", dfra.Assignment{Reasons: []string{"job ended: its compute nodes are back on the fixed mapping"}})
 		m.cfg.Log.Info("job ended, forwarding nodes released", "job", id)
 	}
 }
@@ -194,15 +264,18 @@ func (m *Manager) placement(j *job, addr map[string]string) Placement {
 	return p
 }
 
-// Map returns the forwarding nodes serving a job on a node: the job's
-// placement if it is registered (and the node is one of its nodes), else
-// the fixed mapping of the node.
+// Map returns the forwarding nodes serving a job on a node: if the job is
+// registered, the share of its placement that serves the node (all of it
+// for a node that is not one of the job's), else the fixed mapping of the
+// node.
 func (m *Manager) Map(jobID, node string) (Placement, error) {
 	fwds, addr := m.fwds()
 	m.mu.Lock()
 	j := m.jobs[jobID]
 	if j != nil {
-		p := m.placement(j, addr)
+		a := j.a
+		a.Fwds = dfra.Share(m.cfg.Policy, fwds, j.a, j.spec.Nodes, node)
+		p := m.placement(&job{spec: j.spec, a: a, ver: j.ver, at: j.at}, addr)
 		m.mu.Unlock()
 		return p, nil
 	}
@@ -236,35 +309,19 @@ func (m *Manager) Check() {
 	fwds, _ := m.fwds()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	usable := map[string]bool{}
-	for _, f := range fwds {
-		usable[f.ID] = f.Usable()
+	placed := m.placedLocked("")
+	jobs := make(map[string]dfra.Job, len(m.jobs))
+	for id, j := range m.jobs {
+		jobs[id] = m.policyJobLocked(j.spec)
 	}
-	ids := make([]string, 0, len(m.jobs))
-	for id := range m.jobs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		j := m.jobs[id]
-		broken := ""
-		for _, f := range j.a.Fwds {
-			if !usable[f] {
-				broken = f
-			}
-		}
-		if broken == "" {
-			continue
-		}
-		dj := dfra.Job{ID: id, App: j.spec.App, Nodes: j.spec.Nodes}
-		if m.cfg.Mode == "dfra" {
-			dj.Profile = m.profileOf(j.spec)
-		}
-		a := dfra.Decide(m.cfg.Policy, fwds, m.placedLocked(id), dj)
-		a.Reasons = append([]string{broken + " became fail-slow or died: remapped"}, a.Reasons...)
+	out, moved := dfra.Remap(m.cfg.Policy, fwds, placed, jobs)
+	for _, i := range moved {
+		a := out[i]
+		j := m.jobs[a.Job]
 		m.ver++
 		j.a, j.ver, j.at = a, m.ver, m.cfg.Now()
-		m.cfg.Log.Warn("job remapped", "job", id, "from", broken, "fwds", strings.Join(a.Fwds, ","))
+		m.recordLocked(a.Job, "remap", a)
+		m.cfg.Log.Warn("job remapped", "job", a.Job, "from", strings.Join(placed[i].Fwds, ","), "fwds", strings.Join(a.Fwds, ","))
 	}
 }
 
@@ -308,6 +365,12 @@ func (m *Manager) handle(msg *wire.Msg, p []byte) ([]byte, error) {
 		return json.Marshal(pl)
 	case CallList:
 		return json.Marshal(m.List())
+	case CallHistory:
+		h, err := m.History(msg.Job)
+		if err != nil {
+			return nil, rpc.Errorf(syscall.EIO, "job history: %v", err)
+		}
+		return json.Marshal(h)
 	}
 	return nil, rpc.Errorf(syscall.EINVAL, "job: unknown call %q", msg.Name)
 }

@@ -1,13 +1,16 @@
 package fwdmap
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/policy/dfra"
 )
 
 func TestManagerStartMapEndRemap(t *testing.T) {
@@ -49,11 +52,74 @@ func TestManagerStartMapEndRemap(t *testing.T) {
 	if len(m.List()) != 0 {
 		t.Fatal("job not ended")
 	}
+	checkHistory(t, m)
+	// decisions kept in Beacon's store survive the manager
+	store, err := beacon.OpenStore("", beacon.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Unix(1000, 0)
+	cfg := Config{Servers: func() []wire.ServerInfo { return servers }, Decisions: store,
+		Now: func() time.Time { now = now.Add(time.Second); return now }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	slow = nil
+	m1 := New(cfg)
+	m1.Start(JobSpec{ID: "j", Nodes: []string{"cn1"}})
+	m1.End("j")
+	checkHistory(t, New(cfg))
 	// FFM mode ignores profiles
 	ffm := New(Config{Mode: "ffm", Servers: func() []wire.ServerInfo { return servers },
 		Profile: func(k string) (beacon.Profile, bool) { p, ok := profiles[k]; return p, ok },
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if p, _ := ffm.Start(JobSpec{ID: "j", App: "tag:ckpt", Nodes: []string{"cn1"}}); p.Dedicated || p.Policy != "ffm" {
 		t.Fatalf("ffm mode: %+v", p)
+	}
+}
+
+// checkHistory: job j was started and ended (and maybe remapped between).
+func checkHistory(t *testing.T, m *Manager) {
+	t.Helper()
+	h, err := m.History("j")
+	if err != nil || len(h) < 2 || h[0].Event != "start" || len(h[0].Fwds) == 0 || h[len(h)-1].Event != "end" {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+	for i := 1; i < len(h); i++ {
+		if h[i].At < h[i-1].At {
+			t.Fatalf("history out of order: %+v", h)
+		}
+	}
+	if h, _ := m.History("nobody"); len(h) != 0 {
+		t.Fatalf("history of an unknown job: %+v", h)
+	}
+}
+
+// TestMapShare: a registered job's compute nodes each get their share of
+// its forwarding nodes.
+func TestMapShare(t *testing.T) {
+	var servers []wire.ServerInfo
+	for i := 1; i <= 4; i++ {
+		servers = append(servers, wire.ServerInfo{ID: uint64(i), Role: "fwd", Addr: fmt.Sprintf("a:%d", i), Alive: true})
+	}
+	big := beacon.Profile{Key: "wide", Mode: beacon.ModeNN, IONodes: 4, NodeBW: 500e6, Volume: 100 << 30}
+	m := New(Config{Servers: func() []wire.ServerInfo { return servers }, Policy: dfra.Config{Ratio: 8, HighBW: 10},
+		Profile: func(k string) (beacon.Profile, bool) { return big, k == "wide" },
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := m.Start(JobSpec{ID: "j", App: "tag:wide", Nodes: []string{"cn0", "cn1", "cn2", "cn3"}})
+	if err != nil || len(p.Fwds) != 2 {
+		t.Fatalf("want scale-up to 2: %+v %v", p, err)
+	}
+	seen := map[string]int{}
+	for _, n := range []string{"cn0", "cn1", "cn2", "cn3"} {
+		got, _ := m.Map("j", n)
+		if len(got.Fwds) != 1 {
+			t.Fatalf("%s: %+v", n, got)
+		}
+		seen[got.Fwds[0].ID]++
+	}
+	if len(seen) != 2 {
+		t.Fatalf("compute nodes not spread: %v", seen)
+	}
+	if got, _ := m.Map("j", "elsewhere"); len(got.Fwds) != 2 {
+		t.Fatalf("a node outside the job: %+v", got)
 	}
 }

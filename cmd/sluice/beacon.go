@@ -82,7 +82,14 @@ func cmdJob(args []string) error {
 	if err != nil {
 		return err
 	}
+	var decisions []fwdmap.Decision
+	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallHistory, Job: job}, nil, nil); err == nil {
+		json.Unmarshal(p, &decisions)
+	}
 	if len(recs) == 0 {
+		if len(decisions) > 0 && !*asJSON {
+			printDecisions(os.Stdout, decisions)
+		}
 		return fmt.Errorf("no records of job %q (monitoring off, or nothing shipped yet: records leave each daemon once a second)", job)
 	}
 	rep := beacon.Analyze(job, recs, 0, beacon.Thresholds{})
@@ -90,28 +97,39 @@ func cmdJob(args []string) error {
 	if err != nil {
 		return err
 	}
-	var placement *fwdmap.Placement
-	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallList}, nil, nil); err == nil {
-		var pls []fwdmap.Placement
-		if json.Unmarshal(p, &pls) == nil {
-			for i := range pls {
-				if pls[i].Job == job {
-					placement = &pls[i]
-				}
-			}
-		}
-	}
 	if *asJSON {
 		return json.NewEncoder(os.Stdout).Encode(struct {
 			beacon.JobReport
 			Interference []beacon.Interference
-		}{rep, inter})
+			Decisions    []fwdmap.Decision
+		}{rep, inter, decisions})
 	}
 	printReport(os.Stdout, rep, inter)
-	if placement != nil {
-		printPlacement(os.Stdout, *placement)
-	}
+	printDecisions(os.Stdout, decisions)
 	return nil
+}
+
+// printDecisions prints the forwarding-node decisions about a job.
+func printDecisions(w io.Writer, ds []fwdmap.Decision) {
+	if len(ds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  forwarding-node decisions:\n")
+	for _, d := range ds {
+		at := time.Unix(0, d.At).Format("15:04:05.000")
+		if d.Event == "end" {
+			fmt.Fprintf(w, "    %s end: %s\n", at, strings.Join(d.Reasons, "; "))
+			continue
+		}
+		ded := ""
+		if d.Dedicated {
+			ded = ", dedicated"
+		}
+		fmt.Fprintf(w, "    %s %s: %s (%s%s)\n", at, d.Event, strings.Join(d.Fwds, " "), d.Policy, ded)
+		for _, r := range d.Reasons {
+			fmt.Fprintf(w, "      - %s\n", r)
+		}
+	}
 }
 
 func printPlacement(w io.Writer, pl fwdmap.Placement) {

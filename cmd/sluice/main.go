@@ -308,6 +308,13 @@ func cmdMeta(args []string) error {
 	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
+	var pol dfra.Config
+	vmin := fs.String("dfra-vmin", "1G", "DFRA V_min: jobs moving less per run are not scaled up")
+	fs.IntVar(&pol.NMin, "dfra-nmin", 1, "DFRA N_min: jobs with this many I/O nodes or fewer are not scaled up")
+	fs.Float64Var(&pol.WMeta, "dfra-wmeta", 1000, "DFRA W_meta: jobs with this many metadata operations/s or more are not scaled up")
+	fs.Float64Var(&pol.HighBW, "dfra-highbw", 0.5, "DFRA: a job using this fraction of a forwarding node's bandwidth is isolated")
+	fs.IntVar(&pol.MaxFwds, "dfra-max-fwds", 0, "DFRA: at most this many forwarding nodes per job (0: no cap)")
+	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
 	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
@@ -367,7 +374,15 @@ func cmdMeta(args []string) error {
 	if *fwdMode != "dfra" && *fwdMode != "ffm" {
 		return fmt.Errorf("--fwd-policy %q: want dfra or ffm", *fwdMode)
 	}
-	mgr := fwdmap.New(fwdmap.Config{Policy: dfra.Config{Ratio: *fwdRatio}, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6,
+	v, err := cluster.ParseSize(*vmin)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("--dfra-vmin %q: want a size > 0", *vmin)
+	}
+	pol.VMin, pol.Ratio = uint64(v), *fwdRatio
+	if pol.NMin == 0 {
+		pol.NMin = -1 // any job with an I/O node
+	}
+	mgr := fwdmap.New(fwdmap.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: store,
 		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
 		Profile: func(key string) (beacon.Profile, bool) {
 			p, ok, err := store.Profile(key)
@@ -432,6 +447,7 @@ func cmdFwd(args []string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:0")
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
 	mbps := fs.Float64("max-mbps", 0, "link bandwidth cap in MB/s; 0: none")
+	iops := fs.Float64("max-iops", 0, "request rate cap (every operation); 0: none")
 	node := fs.String("node", hostname(), "node name")
 	idFile := fs.String("id-file", "", "keep the assigned id here across restarts")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
@@ -444,7 +460,7 @@ func cmdFwd(args []string) error {
 	}
 	log := logger("fwd")
 	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
-		MaxMBps: *mbps, Timeout: *timeout, Metrics: df.reg, Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
+		MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
 	return runDaemon(srv, *df.addrFile, *idFile)
 }
 
@@ -559,7 +575,11 @@ func cmdUp(args []string) error {
 	fs.IntVar(&o.Fwds, "fwds", 2, "forwarding daemons")
 	fs.IntVar(&o.MemServers, "mem-servers", 1, "mem-tier data servers, each with the --mem budget")
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
-	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon")
+	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon, MB/s (also DFRA's B_f)")
+	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
+	fs.Float64Var(&o.DataMBps, "data-max-mbps", 0, "bandwidth cap of each mem-tier data server, MB/s")
+	fs.Float64Var(&o.DataIOPS, "data-max-iops", 0, "IOPS cap of each mem-tier data server")
+	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
@@ -571,6 +591,7 @@ func cmdUp(args []string) error {
 		return fmt.Errorf("--dir and --mount are required")
 	}
 	o.NoMonitor = !*monitor
+	o.MetaFlags = strings.Fields(*metaFlags)
 	var err error
 	if o.MemBytes, err = cluster.ParseSize(*mem); err != nil {
 		return fmt.Errorf("--mem: %v", err)

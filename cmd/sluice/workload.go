@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/workload"
 )
@@ -35,6 +36,7 @@ func cmdWorkload(args []string) error {
 	rank := fs.Int("rank", -1, "internal: run one rank in this process")
 	register := fs.Bool("register", false, "register the job with the forwarding-map manager for its run (DFRA)")
 	state := fs.String("state", "", "with --register: state directory of the local cluster (default: the current one)")
+	nodeList := fs.String("nodes", "", "emulated compute nodes (cn0,cn1,...): ranks are spread over them in blocks, each with SLURMD_NODENAME set (default: this host)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -71,8 +73,12 @@ func cmdWorkload(args []string) error {
 	if err != nil {
 		return err
 	}
+	var nodes []string
+	if *nodeList != "" {
+		nodes = strings.Split(*nodeList, ",")
+	}
 	if *register {
-		end, err := registerJob(*state, *job, *app)
+		end, err := registerJob(*state, *job, *app, nodes)
 		if err != nil {
 			return err
 		}
@@ -88,6 +94,9 @@ func cmdWorkload(args []string) error {
 			defer wg.Done()
 			c := exec.Command(exe, append([]string{"workload", "--rank", strconv.Itoa(r)}, args...)...)
 			c.Env = append(os.Environ(), *jobVar+"="+*job, "SLURM_PROCID="+strconv.Itoa(r), "SLUICE_APP="+*app)
+			if len(nodes) > 0 {
+				c.Env = append(c.Env, ident.NodeVar+"="+nodes[r*len(nodes)/(*ranks)])
+			}
 			var stderr strings.Builder
 			c.Stderr = &stderr
 			out, err := c.Output()
@@ -118,14 +127,18 @@ func cmdWorkload(args []string) error {
 	return nil
 }
 
-// registerJob starts a job (this node, the application tag) with the
-// local cluster's forwarding-map manager and returns the call that ends it.
-func registerJob(state, job, app string) (func(), error) {
+// registerJob starts a job (its compute nodes, default this host, and the
+// application tag) with the local cluster's forwarding-map manager and
+// returns the call that ends it.
+func registerJob(state, job, app string, nodes []string) (func(), error) {
+	if len(nodes) == 0 {
+		nodes = []string{hostname()}
+	}
 	mc, err := dialMeta(state, "", "")
 	if err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(fwdmap.JobSpec{ID: job, App: "tag:" + app, User: uint32(os.Getuid()), Nodes: []string{hostname()}})
+	b, _ := json.Marshal(fwdmap.JobSpec{ID: job, App: "tag:" + app, User: uint32(os.Getuid()), Nodes: nodes})
 	if _, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallStart}, b, nil); err != nil {
 		mc.Close()
 		return nil, err

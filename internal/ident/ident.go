@@ -2,7 +2,10 @@
 // request comes from: the job id from the calling process's environment
 // (SLURM_JOB_ID by default, the variable configurable like Lustre's
 // jobid_var), the rank from SLURM_PROCID, PMI_RANK or OMPI_COMM_WORLD_RANK,
-// and the node from the host name. It reads /proc and nothing else.
+// and the node from SLURMD_NODENAME when the process has it (Slurm sets it
+// for every task; a test bed emulating many compute nodes on one host sets
+// it per rank), else the mount's own node name. It reads /proc and nothing
+// else.
 package ident
 
 import (
@@ -23,7 +26,13 @@ type ID struct {
 	// App names the application: "tag:<SLUICE_APP>" when the process set
 	// that variable, else its executable name (from /proc/PID/comm).
 	App string
+	// Node is the compute node the caller says it runs on (NodeVar); ""
+	// means the mount's node.
+	Node string
 }
+
+// NodeVar is the environment variable naming the caller's compute node.
+const NodeVar = "SLURMD_NODENAME"
 
 // AppVar is the environment variable that tags an application explicitly.
 const AppVar = "SLUICE_APP"
@@ -141,6 +150,7 @@ func Parse(env []byte, jobVar string) ID {
 		}
 	}
 	id.Job = vars[jobVar]
+	id.Node = vars[NodeVar]
 	if tag := vars[AppVar]; tag != "" {
 		id.App = "tag:" + tag
 	}

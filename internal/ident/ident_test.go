@@ -13,6 +13,12 @@ func TestParse(t *testing.T) {
 	if id := Parse(env, ""); id.Job != "4711" || id.Rank != 3 {
 		t.Fatalf("%+v", id)
 	}
+	if id := Parse(env, ""); id.Node != "" {
+		t.Fatalf("node without SLURMD_NODENAME: %+v", id)
+	}
+	if id := Parse(append(env, "SLURMD_NODENAME=cn7\x00"...), ""); id.Node != "cn7" {
+		t.Fatalf("node: %+v", id)
+	}
 	if id := Parse(env, "MYJOB"); id.Job != "abc" {
 		t.Fatalf("custom jobid_var: %+v", id)
 	}

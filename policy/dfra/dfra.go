@@ -20,7 +20,11 @@
 //     demand S = N_io × B_c / B_f (I/O nodes × per-node bandwidth over a
 //     forwarding node's capacity); when S > N_f, the number of forwarding
 //     nodes FFM gives it, it gets ⌈S⌉ of them (capped by MaxFwds and by
-//     what is free).
+//     what is free). A profile measured while the job filled the
+//     forwarding nodes it had only bounds B_c from below (the measured
+//     N_io × B_c is B_f × N_f), so such a job is offered twice the nodes
+//     of its last run: over successive runs it climbs until the
+//     forwarding layer no longer limits it.
 //   - Isolation: a job whose profile is N-1, metadata-heavy or
 //     high-bandwidth gets forwarding nodes no other job uses, and a job
 //     whose FFM nodes already serve such a job is moved off them.
@@ -43,7 +47,7 @@ type Config struct {
 	// default 1 GiB).
 	VMin uint64
 	// NMin: a job with this many I/O nodes or fewer is not scaled up
-	// (default 1).
+	// (default 1; negative means 0).
 	NMin int
 	// WMeta: a job whose metadata rate reaches this (operations/s) is not
 	// scaled up (default 1000).
@@ -54,6 +58,11 @@ type Config struct {
 	HighBW float64
 	// MaxFwds caps the forwarding nodes of one job (0: no cap).
 	MaxFwds int
+	// Saturated: a job whose last run moved at least this fraction of
+	// the capacity of the forwarding nodes it used was bound by them; its
+	// B_c is unknown beyond that, so it is offered twice as many (default
+	// 0.8; see Demand).
+	Saturated float64
 }
 
 func (c Config) withDefaults() Config {
@@ -66,11 +75,17 @@ func (c Config) withDefaults() Config {
 	if c.NMin == 0 {
 		c.NMin = 1
 	}
+	if c.NMin < 0 {
+		c.NMin = 0
+	}
 	if c.WMeta == 0 {
 		c.WMeta = 1000
 	}
 	if c.HighBW == 0 {
 		c.HighBW = 0.5
+	}
+	if c.Saturated == 0 {
+		c.Saturated = 0.8
 	}
 	return c
 }
@@ -231,6 +246,10 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 	want := len(ffm)
 	// scale-up
 	s := Demand(p, bf)
+	saturated := p.RunFwds > 0 && bf > 0 && p.RunPeakBW >= cfg.Saturated*float64(p.RunFwds)*bf
+	if saturated && float64(2*p.RunFwds) > s {
+		s = float64(2 * p.RunFwds)
+	}
 	switch {
 	case p.Volume <= cfg.VMin:
 		a.Reasons = append(a.Reasons, fmt.Sprintf("volume %s ≤ V_min: no scale-up", size(p.Volume)))
@@ -243,8 +262,13 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 		if cfg.MaxFwds > 0 && want > cfg.MaxFwds {
 			want = cfg.MaxFwds
 		}
-		a.Reasons = append(a.Reasons, fmt.Sprintf("S = %d × %.0f MB/s / %.0f MB/s = %.1f > N_f = %d: scale up to %d",
-			p.IONodes, p.NodeBW/1e6, bf/1e6, s, len(ffm), want))
+		if saturated {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("last run filled its %d forwarding node(s) (%.0f MB/s of %.0f): B_c unknown, S ≥ %.0f > N_f = %d: scale up to %d",
+				p.RunFwds, p.RunPeakBW/1e6, float64(p.RunFwds)*bf/1e6, s, len(ffm), want))
+		} else {
+			a.Reasons = append(a.Reasons, fmt.Sprintf("S = %d × %.0f MB/s / %.0f MB/s = %.1f > N_f = %d: scale up to %d",
+				p.IONodes, p.NodeBW/1e6, bf/1e6, s, len(ffm), want))
+		}
 	default:
 		a.Reasons = append(a.Reasons, fmt.Sprintf("S = %.1f ≤ N_f = %d: FFM is enough", s, len(ffm)))
 	}
@@ -320,13 +344,15 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 
 // Remap re-decides the running jobs whose forwarding nodes became unusable
 // (fail-slow or down): each such job is placed again as if starting, with
-// the other jobs as they are. Jobs unaffected keep their assignment.
-func Remap(cfg Config, fwds []Fwd, placed []Assignment, jobs map[string]Job) []Assignment {
+// the other jobs as they are. Jobs unaffected keep their assignment. It
+// returns every job's assignment and the indices of the jobs it moved.
+func Remap(cfg Config, fwds []Fwd, placed []Assignment, jobs map[string]Job) ([]Assignment, []int) {
 	usable := map[string]bool{}
 	for _, f := range fwds {
 		usable[f.ID] = f.Usable()
 	}
 	out := append([]Assignment(nil), placed...)
+	var moved []int
 	for i, pa := range out {
 		broken := false
 		for _, f := range pa.Fwds {
@@ -341,8 +367,9 @@ func Remap(cfg Config, fwds []Fwd, placed []Assignment, jobs map[string]Job) []A
 		na := Decide(cfg, fwds, others, jobs[pa.Job])
 		na.Reasons = append([]string{"remapped: a forwarding node became fail-slow or down"}, na.Reasons...)
 		out[i] = na
+		moved = append(moved, i)
 	}
-	return out
+	return out, moved
 }
 
 func nodeNumber(name string) int {
@@ -392,3 +419,53 @@ func keys(m map[string]bool) []string {
 }
 
 func size(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+// Share returns the forwarding nodes of assignment a that serve one of the
+// job's compute nodes. Under the fixed mapping a node keeps its own
+// forwarding node when the assignment has it. Otherwise the job's nodes
+// (in node-number order) are spread evenly: with more compute nodes than
+// forwarding nodes, consecutive blocks of compute nodes share one; with
+// fewer, compute node j gets every forwarding node i with i mod n = j. A
+// node that is not one of the job's gets all of them.
+func Share(cfg Config, fwds []Fwd, a Assignment, nodes []string, node string) []string {
+	cfg = cfg.withDefaults()
+	if len(a.Fwds) <= 1 {
+		return a.Fwds
+	}
+	sorted := append([]string(nil), nodes...)
+	sort.SliceStable(sorted, func(i, k int) bool {
+		ni, nk := nodeNumber(sorted[i]), nodeNumber(sorted[k])
+		if ni != nk {
+			return ni < nk
+		}
+		return sorted[i] < sorted[k]
+	})
+	j := -1 // index of node among the job's nodes
+	for i, n := range sorted {
+		if n == node {
+			j = i
+			break
+		}
+	}
+	if j < 0 {
+		return a.Fwds
+	}
+	if a.Policy == "ffm" {
+		if f, ok := FFM(node, fwds, cfg.Ratio); ok {
+			for _, x := range a.Fwds {
+				if x == f {
+					return []string{f}
+				}
+			}
+		}
+	}
+	n, k := len(sorted), len(a.Fwds)
+	if n >= k {
+		return []string{a.Fwds[j*k/n]}
+	}
+	var out []string
+	for i := j; i < k; i += n {
+		out = append(out, a.Fwds[i])
+	}
+	return out
+}

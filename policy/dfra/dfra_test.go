@@ -154,8 +154,8 @@ func TestFailSlowAvoided(t *testing.T) {
 			fs[i].Slow = true
 		}
 	}
-	out := Remap(Config{}, fs, []Assignment{a}, map[string]Job{"j": j})
-	if out[0].Fwds[0] == a.Fwds[0] || !has(out[0], "remapped") {
+	out, moved := Remap(Config{}, fs, []Assignment{a}, map[string]Job{"j": j})
+	if out[0].Fwds[0] == a.Fwds[0] || !has(out[0], "remapped") || len(moved) != 1 || moved[0] != 0 {
 		t.Fatalf("not remapped: %+v → %+v", a, out[0])
 	}
 }
@@ -198,6 +198,69 @@ func TestRandomInvariants(t *testing.T) {
 				t.Fatalf("decision without a reason: %+v", a)
 			}
 			placed = append(placed, a)
+		}
+	}
+}
+
+// TestSaturatedDoubles: a job whose last run filled the forwarding nodes it
+// had is offered twice as many, run after run, until it no longer fills
+// them; then its measured demand holds.
+func TestSaturatedDoubles(t *testing.T) {
+	fs := fwds(8)
+	cfg := Config{Ratio: 8, VMin: 1}
+	job := Job{ID: "nn", Nodes: nodes("cn", 8)}
+	had := 1
+	for _, want := range []int{2, 4, 8, 8} {
+		// the run filled its nodes (95 %)
+		bw := 0.95 * float64(had) * 1000 * mb
+		job.Profile = &beacon.Profile{Volume: 10 << 30, IONodes: 8, NodeBW: bw / 8, RunPeakBW: bw, RunFwds: had, Mode: beacon.ModeNN}
+		a := Decide(cfg, fs, nil, job)
+		if len(a.Fwds) != want || !has(a, "filled its") {
+			t.Fatalf("after a saturated run on %d: want %d nodes, got %+v", had, want, a)
+		}
+		had = len(a.Fwds)
+	}
+	// a run on 4 nodes that moved 2.5 nodes' worth was not bound by them:
+	// S = 2.5 → 3 nodes
+	job.Profile = &beacon.Profile{Volume: 10 << 30, IONodes: 8, NodeBW: 2500 * mb / 8, RunPeakBW: 2500 * mb, RunFwds: 4, Mode: beacon.ModeNN}
+	if a := Decide(cfg, fs, nil, job); len(a.Fwds) != 3 || has(a, "filled its") {
+		t.Fatalf("unsaturated run: %+v", a)
+	}
+}
+
+// TestShare: a job's compute nodes are spread over its forwarding nodes;
+// under the fixed mapping each keeps its own.
+func TestShare(t *testing.T) {
+	fs := fwds(8)
+	cfg := Config{Ratio: 2}
+	ns := nodes("cn", 8)
+	a := Assignment{Job: "j", Fwds: []string{"fwd-01", "fwd-03"}, Policy: "dfra"}
+	count := map[string]int{}
+	for _, n := range ns {
+		s := Share(cfg, fs, a, ns, n)
+		if len(s) != 1 {
+			t.Fatalf("%s: %v", n, s)
+		}
+		count[s[0]]++
+	}
+	if count["fwd-01"] != 4 || count["fwd-03"] != 4 {
+		t.Fatalf("uneven: %v", count)
+	}
+	// fewer compute nodes than forwarding nodes: each gets its own subset
+	few := ns[:2]
+	a.Fwds = []string{"fwd-01", "fwd-02", "fwd-03", "fwd-04", "fwd-05"}
+	if s0, s1 := Share(cfg, fs, a, few, few[0]), Share(cfg, fs, a, few, few[1]); len(s0) != 3 || len(s1) != 2 || contains(s0, s1[0]) {
+		t.Fatalf("%v %v", s0, s1)
+	}
+	// a node outside the job gets all; FFM keeps each node's own
+	if s := Share(cfg, fs, a, few, "elsewhere"); len(s) != 5 {
+		t.Fatalf("outsider: %v", s)
+	}
+	ffm := Decide(cfg, fs, nil, Job{ID: "f", Nodes: ns[:4]})
+	for _, n := range ns[:4] {
+		own, _ := FFM(n, fs, cfg.Ratio)
+		if s := Share(cfg, fs, ffm, ns[:4], n); len(s) != 1 || s[0] != own {
+			t.Fatalf("FFM %s: %v, own %s", n, s, own)
 		}
 	}
 }

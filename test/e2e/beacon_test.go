@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/workload"
 )
 
@@ -19,6 +20,7 @@ import (
 type jobReport struct {
 	beacon.JobReport
 	Interference []beacon.Interference
+	Decisions    []fwdmap.Decision
 }
 
 func (c *cluster) job(t *testing.T, id string) jobReport {

@@ -204,3 +204,44 @@ func TestFailSlowAvoidance(t *testing.T) {
 		t.Fatalf("I/O time healthy %v, slow %v, after the move %v", healthy, slowRun, after)
 	}
 }
+
+// TestScaleUp: an N-N job on four emulated compute nodes, all on one
+// forwarding node under the fixed mapping (ratio 8), fills that node's
+// capped link. Its next run is given two forwarding nodes (DFRA scale-up:
+// the last run was bound by its forwarding nodes), its compute nodes are
+// spread over them, and it runs faster. `sluice job ID` shows the
+// decisions with their reasons.
+func TestScaleUp(t *testing.T) {
+	c := startCluster(t, "--fwds", "3", "--fwd-max-mbps", "40", "--meta-flags", "--fwd-ratio 8 --dfra-vmin 16M")
+	run := func(job string) jobReport {
+		c.workload(t, job, "--register", "--state", c.dir, "--kind", "nn", "--app", "wide", "--ranks", "4",
+			"--nodes", "cn0,cn1,cn2,cn3", "--size", "16M", c.path(job))
+		return c.job(t, job)
+	}
+	r1 := run("s1")
+	if got := fwdsUsed(r1); len(got) != 1 || r1.IONodes != 4 {
+		t.Fatalf("first run: want one forwarding node (fixed mapping) and 4 I/O nodes, got %v, %d nodes", got, r1.IONodes)
+	}
+	if len(r1.Decisions) != 2 || r1.Decisions[0].Event != "start" || r1.Decisions[0].Policy != "ffm" || r1.Decisions[1].Event != "end" {
+		t.Fatalf("first run's decisions: %+v", r1.Decisions)
+	}
+	if out, err := c.sluice("profile", "build", "s1"); err != nil {
+		t.Fatalf("profile: %v\n%s", err, out)
+	}
+	r2 := run("s2")
+	d := r2.Decisions
+	if len(d) == 0 || d[0].Policy != "dfra" || len(d[0].Fwds) != 2 || !strings.Contains(strings.Join(d[0].Reasons, ";"), "filled its 1 forwarding node") {
+		t.Fatalf("second run not scaled up: %+v", d)
+	}
+	if got := fwdsUsed(r2); len(got) != 2 {
+		t.Fatalf("second run's I/O went through %v, placed on %v", got, d[0].Fwds)
+	}
+	t.Logf("bandwidth: %.0f MB/s on 1 forwarding node, %.0f MB/s on 2", r1.BW/1e6, r2.BW/1e6)
+	if r2.BW < 1.4*r1.BW {
+		t.Fatalf("scale-up gained too little: %.0f → %.0f MB/s", r1.BW/1e6, r2.BW/1e6)
+	}
+	out, err := c.sluice("job", "s2")
+	if err != nil || !strings.Contains(out, "forwarding-node decisions") || !strings.Contains(out, "scale up to 2") {
+		t.Fatalf("job report: %v\n%s", err, out)
+	}
+}
