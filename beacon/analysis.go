@@ -112,7 +112,7 @@ type JobReport struct {
 	ReadOps, WriteOps, MetaOps uint64
 	SeqShare                   float64 // data operations that were sequential
 	MeanRequest                uint64
-	Active                     time.Duration // windows with any operation
+	Active                     time.Duration // busy time: in each window, first operation start to last end
 	BW, PeakBW                 float64       // bytes/s over active windows, best window
 	IOPS                       float64       // data operations/s over active windows
 	MetaRate                   float64       // metadata operations/s over active windows
@@ -151,6 +151,7 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 	files := map[uint64]*fileUse{}
 	perRank := map[int32]*RankTime{}
 	timeline := map[int64]*Point{}
+	busy := map[int64][2]int64{} // per window: first start, last end
 	sizes := map[uint64]uint64{}
 	servers := map[string]*ServerUse{}
 	var seq, dataOps uint64
@@ -184,6 +185,10 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		if p == nil {
 			p = &Point{Window: r.Window}
 			timeline[r.Window] = p
+			busy[r.Window] = [2]int64{r.First, r.Last}
+		} else {
+			b := busy[r.Window]
+			busy[r.Window] = [2]int64{min(b[0], r.First), max(b[1], r.Last)}
 		}
 		switch {
 		case r.IsData():
@@ -233,7 +238,20 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		rep.Timeline = append(rep.Timeline, *p)
 	}
 	sort.Slice(rep.Timeline, func(i, j int) bool { return rep.Timeline[i].Window < rep.Timeline[j].Window })
-	rep.Active = time.Duration(len(rep.Timeline)) * window
+	// a window's busy time runs from its first operation's start to its
+	// last one's end (within the window), so that a job that ran for part
+	// of a window is not measured as if it had idled the rest
+	span := func(w int64) time.Duration {
+		b := busy[w]
+		lo, hi := max(b[0], w), min(b[1], w+int64(window))
+		if b[0] == 0 || b[1] == 0 || hi <= lo {
+			return window
+		}
+		return time.Duration(hi - lo)
+	}
+	for _, p := range rep.Timeline {
+		rep.Active += span(p.Window)
+	}
 	secs := rep.Active.Seconds()
 	total := rep.ReadBytes + rep.WriteBytes
 	if secs > 0 {
@@ -243,7 +261,13 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 	}
 	prevWrite := int64(-1 << 62)
 	for _, p := range rep.Timeline {
-		if bw := float64(p.ReadBytes+p.WriteBytes) / window.Seconds(); bw > rep.PeakBW {
+		// the peak counts windows busy for at least a quarter of their
+		// length (a burst of a few ms says little about bandwidth)
+		d := span(p.Window)
+		if d < window/4 {
+			d = window / 4
+		}
+		if bw := float64(p.ReadBytes+p.WriteBytes) / d.Seconds(); bw > rep.PeakBW {
 			rep.PeakBW = bw
 		}
 		if p.WriteBytes > 0 {

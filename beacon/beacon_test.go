@@ -2,6 +2,7 @@ package beacon
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"reflect"
 	"testing"
@@ -291,5 +292,27 @@ func TestProfile(t *testing.T) {
 	}
 	if AppKey("tag:climate", 5) != "climate" {
 		t.Fatal("tag key")
+	}
+}
+
+// TestBusyTime: bandwidth is measured over the part of each window the job
+// was busy, so a run of 1.5 windows is not taken for two.
+func TestBusyTime(t *testing.T) {
+	w0 := t0.UnixNano()
+	mk := func(w int64, from, to time.Duration, bytes uint64) Record {
+		win := w0 + w*int64(time.Second)
+		return Record{Window: win, Layer: LayerClient, Server: "client@n", Job: "j", Node: "n", Op: OpWrite, Ino: 1,
+			Size: 1 << 20, Count: bytes >> 20, Bytes: bytes, First: win + int64(from), Last: win + int64(to)}
+	}
+	// 100 MB/s from 0.5 s to 2.0 s: 50 MB in window 0, 100 MB in window 1
+	recs := []Record{mk(0, 500*time.Millisecond, time.Second, 50e6), mk(1, 0, time.Second, 100e6)}
+	rep := Analyze("j", recs, time.Second, Thresholds{})
+	if rep.Active != 1500*time.Millisecond || math.Abs(rep.BW-100e6) > 1e3 || math.Abs(rep.PeakBW-100e6) > 1e3 {
+		t.Fatalf("active %v, bw %.0f, peak %.0f", rep.Active, rep.BW, rep.PeakBW)
+	}
+	// a 10 ms blip counts as a quarter window at most for the peak
+	rep = Analyze("j", []Record{mk(0, 0, 10*time.Millisecond, 1e6)}, time.Second, Thresholds{})
+	if rep.PeakBW > 4e6+1 {
+		t.Fatalf("blip peak %.0f", rep.PeakBW)
 	}
 }

@@ -19,11 +19,12 @@ type Profile struct {
 	IONodes    int     // compute nodes doing I/O
 	IORanks    int     // ranks doing I/O
 	NodeBW     float64 // bytes/s per I/O node while active
-	// RunPeakBW is the newest run's aggregate bandwidth in its best
-	// window and RunFwds the forwarding nodes it went through: a run whose
+	// RunBW is the newest run's aggregate bandwidth over its busy time
+	// and RunFwds the forwarding nodes it went through: a run whose
 	// bandwidth filled its forwarding nodes was bound by them, so its
-	// demand is unknown beyond "more than it had".
-	RunPeakBW   float64
+	// demand is unknown beyond "more than it had". (Not the best window:
+	// the client's write-behind absorbs a burst at memory speed.)
+	RunBW   float64
 	RunFwds     int
 	Mode        string
 	Classes     []string
@@ -51,7 +52,7 @@ func ProfileOf(r JobReport) Profile {
 	if r.IONodes > 0 {
 		p.NodeBW = r.BW / float64(r.IONodes)
 	}
-	p.RunPeakBW = r.PeakBW
+	p.RunBW = r.BW
 	for _, s := range r.Servers {
 		if s.Layer == LayerFwd {
 			p.RunFwds++

@@ -1,7 +1,8 @@
 // Package workload generates the application I/O behaviours of the DFRA
 // study, one rank at a time, through any POSIX directory: N-N bandwidth,
 // N-1 shared file, 1-1 (rank 0 does all the I/O), metadata storms, small
-// random I/O, and periodic checkpointing. `sluice workload` runs a job of
+// random I/O, periodic checkpointing, read-mostly N-N (input loading) and
+// a 1-1 log of small synchronous appends. `sluice workload` runs a job of
 // them (one process per rank, with the job id and rank in the environment
 // as a batch system sets them); tests and benchmarks use the behaviours as
 // ground truth for Beacon's classification and DFRA's experiments.
@@ -12,6 +13,7 @@ package workload
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -27,7 +29,12 @@ const (
 	Meta       = "meta" // each rank creates, stats and removes many empty files
 	IOPS       = "iops" // each rank reads 4 KiB at random offsets of its file
 	Checkpoint = "ckpt" // each rank writes a file per burst, idle between bursts
+	Read       = "read" // each rank reads its own (staged, untimed) file ReadPasses times
+	Log        = "log"  // rank 0 appends Ops 4 KiB records, fsync every 64; the others idle
 )
+
+// ReadPasses is how often a "read" rank reads its file.
+const ReadPasses = 3
 
 // Kinds lists every behaviour with what Beacon should call it: the I/O
 // mode and behaviour class.
@@ -40,6 +47,8 @@ var Kinds = []struct {
 	{Meta, "none", "metadata"},
 	{IOPS, "N-N", "iops"},
 	{Checkpoint, "N-N", "checkpoint"},
+	{Read, "N-N", "bandwidth"},
+	{Log, "1-1", "iops"},
 }
 
 // Params size one rank's work.
@@ -114,8 +123,23 @@ func Run(kind string, p Params) (Result, error) {
 			f := filepath.Join(p.Dir, fmt.Sprintf("ckpt.%d.%d", b, p.Rank))
 			err = writeOnly(f, p, p.Size/int64(p.Bursts), &res)
 		}
+	case Read:
+		f := filepath.Join(p.Dir, fmt.Sprintf("read.%d", p.Rank))
+		var staged Result
+		if err = writeOnly(f, p, p.Size, &staged); err == nil {
+			start = time.Now() // staging the input is not the job's I/O
+			for i := 0; i < ReadPasses && err == nil; i++ {
+				err = readBack(f, p, p.Size, &res)
+			}
+		}
+	case Log:
+		if p.Rank == 0 {
+			err = appendLog(filepath.Join(p.Dir, "log.out"), p, &res)
+		} else {
+			_, err = os.Stat(p.Dir)
+		}
 	default:
-		return res, fmt.Errorf("unknown behaviour %q (nn, n1, 11, meta, iops, ckpt)", kind)
+		return res, fmt.Errorf("unknown behaviour %q (nn, n1, 11, meta, iops, ckpt, read, log)", kind)
 	}
 	res.IOTime = time.Since(start)
 	return res, err
@@ -165,6 +189,62 @@ func writeRead(path string, p Params, first, stride int, size int64, res *Result
 		}
 		res.Bytes += bs
 		res.Ops++
+	}
+	return f.Close()
+}
+
+// readBack reads a file written by writeOnly and checks every block.
+func readBack(path string, p Params, size int64, res *Result) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf, want := make([]byte, p.Block), make([]byte, p.Block)
+	for off := int64(0); off < size; off += int64(p.Block) {
+		if _, err := io.ReadFull(f, buf); err != nil {
+			return fmt.Errorf("%s at %d: %v", path, off, err)
+		}
+		if !bytes.Equal(buf, block(want, filepath.Base(path), off)) {
+			return fmt.Errorf("%s: block at %d reads back different data", path, off)
+		}
+		res.Bytes += int64(p.Block)
+		res.Ops++
+	}
+	return nil
+}
+
+// appendLog appends p.Ops 4 KiB records, syncing every 64, then checks
+// the file's length.
+func appendLog(path string, p Params, res *Result) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rec := make([]byte, 4096)
+	for i := 0; i < p.Ops; i++ {
+		copy(rec, fmt.Sprintf("record %d of rank %d\n", i, p.Rank))
+		if _, err := f.Write(rec); err != nil {
+			return err
+		}
+		res.Bytes += int64(len(rec))
+		res.Ops++
+		if i%64 == 63 {
+			if err := f.Sync(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() != int64(p.Ops)*4096 {
+		return fmt.Errorf("%s: %d records appended, size %d", path, p.Ops, st.Size())
 	}
 	return f.Close()
 }
@@ -232,22 +312,23 @@ func smallRandom(p Params, res *Result) error {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for off := int64(0); off < fileSize; off += int64(len(buf)) {
-		if _, err := f.WriteAt(block(buf, "iops", off>>20), off); err != nil {
+	// the file's content, generated once: checking a 4 KiB read must not
+	// cost more than the read
+	content := make([]byte, fileSize)
+	for off := int64(0); off < fileSize; off += 1 << 20 {
+		block(content[off:off+1<<20], "iops", off>>20)
+		if _, err := f.WriteAt(content[off:off+1<<20], off); err != nil {
 			return err
 		}
 	}
 	rng := rand.New(rand.NewSource(p.Seed + int64(p.Rank)))
 	small := make([]byte, 4096)
-	want := make([]byte, 1<<20)
 	for i := 0; i < p.Ops; i++ {
 		off := rng.Int63n(fileSize/4096) * 4096
 		if _, err := f.ReadAt(small, off); err != nil {
 			return err
 		}
-		blk := block(want, "iops", off>>20)
-		if !bytes.Equal(small, blk[off&(1<<20-1):][:4096]) {
+		if !bytes.Equal(small, content[off:off+4096]) {
 			return fmt.Errorf("%s: 4 KiB at %d reads back different data", path, off)
 		}
 		res.Bytes += 4096

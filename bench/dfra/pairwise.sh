@@ -4,10 +4,11 @@
 # on the fixed mapping (FFM: the node's one forwarding node), then with the
 # DFRA manager placing registered jobs from their profiles. Each job's I/O
 # time paired is divided by its I/O time alone. Forwarding nodes are capped
-# (--fwd-max-mbps) so that their link, not the 2-core machine, is the
-# shared resource, as on a real system.
+# in bandwidth and request rate (--fwd-max-mbps, --fwd-max-iops) so that
+# their link, not the 2-core machine, is the shared resource, as on a real
+# system; jobs are sized to run a few seconds alone.
 #
-#   bash bench/dfra/pairwise.sh            # all six behaviours, ~10 min
+#   bash bench/dfra/pairwise.sh            # all eight behaviours, ~15 min
 #   SMOKE=1 bash bench/dfra/pairwise.sh    # three behaviours, small sizes
 #
 # Prints the two slowdown matrices as Markdown (docs/experiments/dfra.md).
@@ -17,9 +18,10 @@ SMOKE=${SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then
 	KINDS=${KINDS:-"nn meta iops"}; SCALE=${SCALE:-1}
 else
-	KINDS=${KINDS:-"nn n1 11 meta iops ckpt"}; SCALE=${SCALE:-4}
+	KINDS=${KINDS:-"nn n1 11 meta iops ckpt read log"}; SCALE=${SCALE:-3}
 fi
-FWD_MBPS=${FWD_MBPS:-200}
+FWD_MBPS=${FWD_MBPS:-60}
+FWD_IOPS=${FWD_IOPS:-1500}
 OUT=${OUT:-bench/dfra/pairwise.jsonl}
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-dfra.XXXXXX)
@@ -29,9 +31,11 @@ trap cleanup EXIT
 args() { # kind → workload flags
 	case $1 in
 	nn | n1 | 11) echo "--ranks 2 --size $((16 * SCALE))M" ;;
-	ckpt) echo "--ranks 2 --size $((12 * SCALE))M --bursts 3 --period 1s" ;;
-	meta) echo "--ranks 2 --ops $((100 * SCALE))" ;;
-	iops) echo "--ranks 1 --ops $((400 * SCALE))" ;;
+	ckpt) echo "--ranks 2 --size $((16 * SCALE))M --bursts 3 --period 1s" ;;
+	read) echo "--ranks 2 --size $((10 * SCALE))M" ;;
+	meta) echo "--ranks 2 --ops $((200 * SCALE))" ;;
+	iops) echo "--ranks 1 --ops $((1300 * SCALE))" ;;
+	log) echo "--ranks 2 --ops $((1300 * SCALE))" ;;
 	esac
 }
 runjob() { # mode kind tag → one JSON line (job summary); tags are unique
@@ -43,7 +47,7 @@ runjob() { # mode kind tag → one JSON line (job summary); tags are unique
 : > "$WORK/results.jsonl"
 for mode in ffm dfra; do
 	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 4 --mem 6G --ssd 0 --pfs none \
-		--fwd-max-mbps "$FWD_MBPS" --fwd-policy "$mode" >/dev/null
+		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" --meta-flags "--dfra-vmin 16M" >/dev/null
 	for k in $KINDS; do
 		# alone, twice: the first run builds the application's profile
 		j=$(runjob "$mode" "$k" seed)

@@ -28,6 +28,9 @@
 //   - Isolation: a job whose profile is N-1, metadata-heavy or
 //     high-bandwidth gets forwarding nodes no other job uses, and a job
 //     whose FFM nodes already serve such a job is moved off them.
+//   - Idle first (beyond the paper): a job with a profile whose
+//     fixed-mapping nodes already serve other jobs takes idle forwarding
+//     nodes instead, when there are (Config.NoSpread turns this off).
 //   - Never a forwarding node flagged fail-slow or down.
 package dfra
 
@@ -58,6 +61,10 @@ type Config struct {
 	HighBW float64
 	// MaxFwds caps the forwarding nodes of one job (0: no cap).
 	MaxFwds int
+	// NoSpread keeps a job with a profile on its fixed-mapping nodes even
+	// when they already serve other jobs while other forwarding nodes are
+	// idle (the paper's behaviour; by default such a job takes idle nodes).
+	NoSpread bool
 	// Saturated: a job whose last run moved at least this fraction of
 	// the capacity of the forwarding nodes it used was bound by them; its
 	// B_c is unknown beyond that, so it is offered twice as many (default
@@ -246,7 +253,7 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 	want := len(ffm)
 	// scale-up
 	s := Demand(p, bf)
-	saturated := p.RunFwds > 0 && bf > 0 && p.RunPeakBW >= cfg.Saturated*float64(p.RunFwds)*bf
+	saturated := p.RunFwds > 0 && bf > 0 && p.RunBW >= cfg.Saturated*float64(p.RunFwds)*bf
 	if saturated && float64(2*p.RunFwds) > s {
 		s = float64(2 * p.RunFwds)
 	}
@@ -264,7 +271,7 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 		}
 		if saturated {
 			a.Reasons = append(a.Reasons, fmt.Sprintf("last run filled its %d forwarding node(s) (%.0f MB/s of %.0f): B_c unknown, S ≥ %.0f > N_f = %d: scale up to %d",
-				p.RunFwds, p.RunPeakBW/1e6, float64(p.RunFwds)*bf/1e6, s, len(ffm), want))
+				p.RunFwds, p.RunBW/1e6, float64(p.RunFwds)*bf/1e6, s, len(ffm), want))
 		} else {
 			a.Reasons = append(a.Reasons, fmt.Sprintf("S = %d × %.0f MB/s / %.0f MB/s = %.1f > N_f = %d: scale up to %d",
 				p.IONodes, p.NodeBW/1e6, bf/1e6, s, len(ffm), want))
@@ -282,7 +289,17 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 	}
 	needMove := isBad || neighbourBad || want > len(ffm)
 	if !needMove {
-		return fallback("fixed mapping kept")
+		shared := 0
+		for _, f := range ffm {
+			shared += users[f]
+		}
+		if shared == 0 || cfg.NoSpread || len(free) == 0 {
+			return fallback("fixed mapping kept")
+		}
+		n := min(len(ffm), len(free))
+		a.Fwds, a.Policy = free[:n], "dfra"
+		a.Reasons = append(a.Reasons, fmt.Sprintf("its fixed-mapping nodes serve %d other job(s) while %d are idle: idle ones instead of sharing", shared, len(free)))
+		return a
 	}
 	if isBad {
 		a.Reasons = append(a.Reasons, "isolated: "+why)

@@ -213,7 +213,7 @@ func TestSaturatedDoubles(t *testing.T) {
 	for _, want := range []int{2, 4, 8, 8} {
 		// the run filled its nodes (95 %)
 		bw := 0.95 * float64(had) * 1000 * mb
-		job.Profile = &beacon.Profile{Volume: 10 << 30, IONodes: 8, NodeBW: bw / 8, RunPeakBW: bw, RunFwds: had, Mode: beacon.ModeNN}
+		job.Profile = &beacon.Profile{Volume: 10 << 30, IONodes: 8, NodeBW: bw / 8, RunBW: bw, RunFwds: had, Mode: beacon.ModeNN}
 		a := Decide(cfg, fs, nil, job)
 		if len(a.Fwds) != want || !has(a, "filled its") {
 			t.Fatalf("after a saturated run on %d: want %d nodes, got %+v", had, want, a)
@@ -222,7 +222,7 @@ func TestSaturatedDoubles(t *testing.T) {
 	}
 	// a run on 4 nodes that moved 2.5 nodes' worth was not bound by them:
 	// S = 2.5 → 3 nodes
-	job.Profile = &beacon.Profile{Volume: 10 << 30, IONodes: 8, NodeBW: 2500 * mb / 8, RunPeakBW: 2500 * mb, RunFwds: 4, Mode: beacon.ModeNN}
+	job.Profile = &beacon.Profile{Volume: 10 << 30, IONodes: 8, NodeBW: 2500 * mb / 8, RunBW: 2500 * mb, RunFwds: 4, Mode: beacon.ModeNN}
 	if a := Decide(cfg, fs, nil, job); len(a.Fwds) != 3 || has(a, "filled its") {
 		t.Fatalf("unsaturated run: %+v", a)
 	}
@@ -262,5 +262,21 @@ func TestShare(t *testing.T) {
 		if s := Share(cfg, fs, ffm, ns[:4], n); len(s) != 1 || s[0] != own {
 			t.Fatalf("FFM %s: %v, own %s", n, s, own)
 		}
+	}
+}
+
+// TestIdleFirst: a small, well-behaved job whose fixed-mapping node already
+// serves another job goes to an idle node; with NoSpread it shares.
+func TestIdleFirst(t *testing.T) {
+	fs := fwds(4)
+	p := &beacon.Profile{Volume: 1 << 20, IONodes: 1, NodeBW: 1 * mb, Mode: beacon.ModeNN, Classes: []string{beacon.ClassIOPS}}
+	first := Decide(Config{}, fs, nil, Job{ID: "a", Nodes: []string{"cn0"}, Profile: p})
+	second := Decide(Config{}, fs, []Assignment{first}, Job{ID: "b", Nodes: []string{"cn1"}, Profile: p})
+	if len(second.Fwds) != 1 || second.Fwds[0] == first.Fwds[0] || !has(second, "idle ones instead of sharing") {
+		t.Fatalf("first %+v, second %+v", first, second)
+	}
+	shared := Decide(Config{NoSpread: true}, fs, []Assignment{first}, Job{ID: "b", Nodes: []string{"cn1"}, Profile: p})
+	if len(shared.Fwds) != 1 || shared.Fwds[0] != first.Fwds[0] {
+		t.Fatalf("NoSpread: %+v", shared)
 	}
 }

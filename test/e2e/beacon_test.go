@@ -63,6 +63,8 @@ func TestBeaconClassifies(t *testing.T) {
 		workload.Meta:       {"--ranks", "2", "--ops", "400"},
 		workload.IOPS:       {"--ranks", "2", "--ops", "1500"},
 		workload.Checkpoint: {"--ranks", "4", "--size", "48M", "--bursts", "3", "--period", "2500ms"},
+		workload.Read:       {"--ranks", "2", "--size", "16M"},
+		workload.Log:        {"--ranks", "2", "--ops", "2500"},
 	}
 	var wg sync.WaitGroup
 	for _, k := range workload.Kinds {
