@@ -24,7 +24,7 @@ type Profile struct {
 	// bandwidth filled its forwarding nodes was bound by them, so its
 	// demand is unknown beyond "more than it had". (Not the best window:
 	// the client's write-behind absorbs a burst at memory speed.)
-	RunBW   float64
+	RunBW       float64
 	RunFwds     int
 	Mode        string
 	Classes     []string
