@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race dfra dfra-smoke fuzz-smoke bench bench-smoke demo clean
+.PHONY: build test lint unit e2e e2e-race dfra dfra-smoke fuzz-smoke bench bench-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -43,14 +43,22 @@ bench:
 
 bench-smoke:
 	SMOKE=1 OUT=/tmp/sluice-bench-smoke.jsonl bash bench/run.sh
+	SMOKE=1 bash bench/pipeline.sh
 
-# DFRA's pairwise interference study (docs/experiments/dfra.md); the smoke
-# run uses three behaviours and small sizes.
+# The staged pipeline under load and the forwarding daemon's memory.
+pipeline:
+	bash bench/pipeline.sh
+
+# DFRA's experiments (docs/experiments/dfra.md): the pairwise interference
+# study and the scale-up curve; the smoke runs use fewer behaviours, nodes
+# and small sizes.
 dfra:
 	bash bench/dfra/pairwise.sh
+	bash bench/dfra/scaleup.sh
 
 dfra-smoke:
 	SMOKE=1 OUT=/tmp/sluice-dfra-smoke.jsonl bash bench/dfra/pairwise.sh
+	SMOKE=1 OUT=/tmp/sluice-scaleup-smoke.jsonl bash bench/dfra/scaleup.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

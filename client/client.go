@@ -51,8 +51,13 @@ type Config struct {
 	// Timeout bounds each request (an unreachable forwarding node gives
 	// EIO after it). Default 30 s.
 	Timeout time.Duration
-	// AttrTimeout and EntryTimeout bound the kernel's caches (default 1 s).
+	// AttrTimeout and EntryTimeout bound the kernel's caches when the
+	// metadata change feed is not followed (default 1 s; negative: no
+	// caching, every stat and lookup reaches the service).
 	AttrTimeout, EntryTimeout time.Duration
+	// MetaCache bounds them while the feed is followed (feed.go; default
+	// 60 s; negative: do not follow the feed).
+	MetaCache time.Duration
 	// CacheData lets the kernel cache file data (no direct I/O). Off by
 	// default: checkpoint semantics.
 	CacheData bool
@@ -88,6 +93,8 @@ type FS struct {
 	// met are the Prometheus series (operations as the application saw
 	// them, streaming state).
 	met clientMetrics
+	// feed follows the metadata service's change feed (feed.go).
+	feed feedState
 
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
@@ -119,6 +126,10 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.EntryTimeout == 0 {
 		cfg.EntryTimeout = time.Second
 	}
+	cfg.AttrTimeout, cfg.EntryTimeout = max(cfg.AttrTimeout, 0), max(cfg.EntryTimeout, 0)
+	if cfg.MetaCache == 0 {
+		cfg.MetaCache = 60 * time.Second
+	}
 	if cfg.WriteBehind == 0 {
 		cfg.WriteBehind = 32 << 20
 	}
@@ -128,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), cfg: cfg, log: cfg.Log,
 		ids: ident.Resolver{JobVar: cfg.JobVar}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
 		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]uint64{},
-		io: map[uint64]*inodeIO{}, raMax: 8 * cfg.Readahead}
+		io: map[uint64]*inodeIO{}, raMax: 8 * cfg.Readahead, feed: newFeedState()}
 	if fs.raMax < 64<<20 {
 		fs.raMax = 64 << 20
 	}
@@ -253,7 +264,7 @@ func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payloa
 // writes are recorded for Beacon by Read and Write (with the latency the
 // application saw), everything else here.
 func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
-	m.Job, m.Rank, m.Node = id.Job, id.Rank, fs.node(id)
+	m.Job, m.Rank, m.Node, m.Client = id.Job, id.Rank, fs.node(id), fs.feed.id
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by
 	// the timeout, so it is not abandoned half-way.
@@ -285,11 +296,12 @@ func toAttr(a *wire.Attr, out *fuse.Attr) {
 	out.Blksize = 1 << 20
 }
 
-func (fs *FS) entry(a *wire.Attr, out *fuse.EntryOut) {
+// entry fills an entry reply from a metadata reply.
+func (fs *FS) entry(resp *wire.Msg, out *fuse.EntryOut) {
+	a := resp.Attr
 	out.NodeId = a.Ino
 	out.Generation = 1
-	out.SetEntryTimeout(fs.ent)
-	out.SetAttrTimeout(fs.attr)
+	fs.entryTimeouts(resp.Gen, out)
 	toAttr(a, &out.Attr)
 }
 
@@ -304,7 +316,7 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(resp.Attr, out)
+	fs.entry(resp, out)
 	return fuse.OK
 }
 
@@ -320,7 +332,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		return st
 	}
 	toAttr(resp.Attr, &out.Attr)
-	out.SetTimeout(fs.attr)
+	fs.attrTimeout(resp.Gen, out)
 	return fuse.OK
 }
 
@@ -369,7 +381,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		return st
 	}
 	toAttr(resp.Attr, &out.Attr)
-	out.SetTimeout(fs.attr)
+	fs.attrTimeout(resp.Gen, out)
 	return fuse.OK
 }
 
@@ -380,7 +392,7 @@ func (fs *FS) create(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, out 
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(resp.Attr, out)
+	fs.entry(resp, out)
 	return fuse.OK
 }
 
@@ -461,7 +473,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(resp.Attr, &out.EntryOut)
+	fs.entry(resp, &out.EntryOut)
 	out.Fh = fs.nextFh.Add(1)
 	out.OpenFlags = fs.openFlags()
 	return fuse.OK

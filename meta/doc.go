@@ -6,5 +6,6 @@
 // It persists everything through an engine.Engine and never touches file
 // data itself, except to ask data servers to trim or delete chunks of files
 // it truncated or deleted, and to keep the pfs tier's namespace view in step.
-// It does not cache on behalf of clients and does not know about FUSE.
+// It does not cache on behalf of clients and does not know about FUSE; it
+// keeps a feed of namespace changes (feed.go) so that mounts can.
 package meta

@@ -27,44 +27,81 @@ func (s *Service) Handler() rpc.Handler {
 	})
 }
 
-// Dispatch runs one request.
+// Dispatch runs one request. Replies carry the change feed's position
+// after the request (Gen), and namespace changes go into the feed.
 func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
+	resp, changes, err := s.dispatch(ctx, m)
+	if len(changes) > 0 {
+		// also after a failure half-way (a create that could not open):
+		// a needless invalidation costs a lookup, a missed one a stale cache
+		s.feed.add(m.Client, changes...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		resp = &wire.Msg{}
+	}
+	resp.Gen = s.feed.position()
+	return resp, nil
+}
+
+func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.DirEntry, error) {
 	var a *wire.Attr
 	var err error
+	var ch []wire.DirEntry
 	switch m.Op {
+	case wire.OpWatch:
+		wait := min(time.Duration(m.Size)*time.Millisecond, FeedWait)
+		es, pos, lost := s.feed.watch(ctx, m.Gen, m.Client, wait)
+		r := &wire.Msg{Entries: es}
+		if lost {
+			r.Flags = 1
+		}
+		r.Gen = pos
+		return r, nil, nil
 	case wire.OpPing:
-		return &wire.Msg{}, nil
+		return &wire.Msg{}, nil, nil
 	case wire.OpLookup:
 		a, err = s.Lookup(m.Parent, m.Name)
 	case wire.OpGetattr:
 		a, err = s.Getattr(m.Ino)
 	case wire.OpSetattr:
 		a, err = s.Setattr(ctx, m)
+		ch = []wire.DirEntry{attrChange(m.Ino)}
 	case wire.OpMknod:
 		a, err = s.Create(m.Parent, m.Name, syscall.S_IFREG|m.Mode&0o7777, m.Uid, m.Gid, "", m.Flags&syscall.O_EXCL != 0)
 		if err == nil && m.Flags&wire.CreateOpen != 0 {
 			a, err = s.Open(a.Ino)
 		}
+		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpMkdir:
 		a, err = s.Create(m.Parent, m.Name, syscall.S_IFDIR|m.Mode&0o7777, m.Uid, m.Gid, "", true)
+		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpSymlink:
 		a, err = s.Create(m.Parent, m.Name, syscall.S_IFLNK, m.Uid, m.Gid, m.Path, true)
+		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpUnlink:
 		err = s.Remove(m.Parent, m.Name, false)
+		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpRmdir:
 		err = s.Remove(m.Parent, m.Name, true)
+		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpRename:
 		err = s.Rename(m.Parent, m.Name, m.NewParent, m.NewName, m.Flags)
+		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), entryChange(m.NewParent, m.NewName),
+			attrChange(m.Parent), attrChange(m.NewParent)}
 	case wire.OpLink:
 		a, err = s.Link(m.Ino, m.NewParent, m.NewName)
+		ch = []wire.DirEntry{entryChange(m.NewParent, m.NewName), attrChange(m.Ino), attrChange(m.NewParent)}
 	case wire.OpReadlink:
 		var t string
 		t, err = s.Readlink(m.Ino)
-		return &wire.Msg{Path: t}, err
+		return &wire.Msg{Path: t}, nil, err
 	case wire.OpReaddir:
 		var es []wire.DirEntry
 		es, err = s.Readdir(m.Ino, m.Name, int(m.Size))
-		return &wire.Msg{Entries: es}, err
+		return &wire.Msg{Entries: es}, nil, err
 	case wire.OpOpen:
 		a, err = s.Open(m.Ino)
 	case wire.OpRelease:
@@ -74,15 +111,16 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 		if err == nil && m.Sync {
 			err = s.Sync()
 		}
+		ch = []wire.DirEntry{attrChange(m.Ino)}
 	case wire.OpFsync:
 		err = s.Sync()
 	case wire.OpStatfs:
 		c, u := s.Statfs()
-		return &wire.Msg{Cap: c, Used: u}, nil
+		return &wire.Msg{Cap: c, Used: u}, nil, nil
 	case wire.OpLayout:
 		var cs []wire.ChunkLoc
 		cs, err = s.Layout(m.Ino)
-		return &wire.Msg{Chunks: cs}, err
+		return &wire.Msg{Chunks: cs}, nil, err
 	case wire.OpAlloc:
 		var excl []uint64
 		if m.ID != 0 {
@@ -91,25 +129,26 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 		var c wire.ChunkLoc
 		c, err = s.Alloc(ctx, m.Ino, m.Idx, excl)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return &wire.Msg{Chunks: []wire.ChunkLoc{c}}, nil
+		return &wire.Msg{Chunks: []wire.ChunkLoc{c}}, nil, nil
 	case wire.OpRegister:
 		var id uint64
 		si := wire.ServerInfo{ID: m.ID, Role: m.Name, Tier: m.Tier, Addr: m.Addr, Capacity: m.Cap, Used: m.Used, Node: m.Node}
 		id, err = s.Register(si)
-		return &wire.Msg{ID: id}, err
+		return &wire.Msg{ID: id}, nil, err
 	case wire.OpServers:
-		return &wire.Msg{Servers: s.Servers()}, nil
+		return &wire.Msg{Servers: s.Servers()}, nil, nil
 	case wire.OpSetLayout:
 		a, err = s.SetLayout(m.Ino, m.ChunkSize, m.StripeCnt, m.StripeUnit)
+		ch = []wire.DirEntry{attrChange(m.Ino)}
 	default:
-		return nil, rpc.Errorf(syscall.ENOSYS, "metadata service: unsupported operation %v", m.Op)
+		return nil, nil, rpc.Errorf(syscall.ENOSYS, "metadata service: unsupported operation %v", m.Op)
 	}
 	if err != nil {
-		return nil, err
+		return nil, ch, err
 	}
-	return &wire.Msg{Attr: a}, nil
+	return &wire.Msg{Attr: a}, ch, nil
 }
 
 type serviceMetrics struct {

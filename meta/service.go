@@ -56,6 +56,7 @@ type Service struct {
 	met serviceMetrics
 
 	gcKick chan struct{}
+	feed   feed // changes for mounts' caches (feed.go)
 }
 
 // New opens the service on cfg.Engine, creating the root directory on first
@@ -82,6 +83,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
 		opens: map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.reg.init(s)
+	s.feed.init(s.now())
 	if _, err := s.getInode(RootIno); errors.Is(err, syscall.ENOENT) {
 		t := s.now().UnixNano()
 		root := &inode{Attr: wire.Attr{Ino: RootIno, Mode: syscall.S_IFDIR | 0o755, Nlink: 2,

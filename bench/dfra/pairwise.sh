@@ -20,8 +20,8 @@ if [ "$SMOKE" = 1 ]; then
 else
 	KINDS=${KINDS:-"nn n1 11 meta iops ckpt read log"}; SCALE=${SCALE:-3}
 fi
-FWD_MBPS=${FWD_MBPS:-60}
-FWD_IOPS=${FWD_IOPS:-1500}
+FWD_MBPS=${FWD_MBPS:-40}
+FWD_IOPS=${FWD_IOPS:-800}
 OUT=${OUT:-bench/dfra/pairwise.jsonl}
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-dfra.XXXXXX)
@@ -30,12 +30,12 @@ trap cleanup EXIT
 
 args() { # kind → workload flags
 	case $1 in
-	nn | n1 | 11) echo "--ranks 2 --size $((16 * SCALE))M" ;;
-	ckpt) echo "--ranks 2 --size $((16 * SCALE))M --bursts 3 --period 1s" ;;
-	read) echo "--ranks 2 --size $((10 * SCALE))M" ;;
-	meta) echo "--ranks 2 --ops $((200 * SCALE))" ;;
-	iops) echo "--ranks 1 --ops $((1300 * SCALE))" ;;
-	log) echo "--ranks 2 --ops $((1300 * SCALE))" ;;
+	nn | n1 | 11) echo "--ranks 2 --size $((12 * SCALE))M" ;;
+	ckpt) echo "--ranks 2 --size $((12 * SCALE))M --bursts 3 --period 1s" ;;
+	read) echo "--ranks 2 --size $((8 * SCALE))M" ;;
+	meta) echo "--ranks 2 --ops $((120 * SCALE))" ;;
+	iops) echo "--ranks 1 --ops $((800 * SCALE))" ;;
+	log) echo "--ranks 2 --ops $((800 * SCALE))" ;;
 	esac
 }
 runjob() { # mode kind tag → one JSON line (job summary); tags are unique

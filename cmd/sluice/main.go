@@ -315,6 +315,7 @@ func cmdMeta(args []string) error {
 	fs.Float64Var(&pol.HighBW, "dfra-highbw", 0.5, "DFRA: a job using this fraction of a forwarding node's bandwidth is isolated")
 	fs.IntVar(&pol.MaxFwds, "dfra-max-fwds", 0, "DFRA: at most this many forwarding nodes per job (0: no cap)")
 	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
+	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
 	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
@@ -464,6 +465,14 @@ func cmdFwd(args []string) error {
 	return runDaemon(srv, *df.addrFile, *idFile)
 }
 
+// noCacheIfZero maps a 0 cache timeout flag to the client's "no caching".
+func noCacheIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // sizeFlag parses a size flag for the client: 0 turns the feature off
 // (negative in client.Config).
 func sizeFlag(name, v string) (int64, error) {
@@ -490,6 +499,9 @@ func cmdMount(args []string) error {
 	writeBehind := fs.String("write-behind", "32M", "bytes of writes sent in the background before a write waits (0: every write waits for the forwarding node)")
 	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
+	attrTO := fs.Duration("attr-timeout", time.Second, "how long the kernel may cache attributes (0: every stat reaches the metadata service)")
+	entryTO := fs.Duration("entry-timeout", time.Second, "how long the kernel may cache name lookups (0: no caching)")
+	metaCache := fs.Duration("meta-cache", 60*time.Second, "how long the kernel may cache lookups and attributes while the mount follows the metadata change feed (0: do not follow it; --attr-timeout and --entry-timeout apply)")
 	mon := addMonitorFlags(fs)
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	if err := parse(fs, cfg, args); err != nil {
@@ -525,7 +537,8 @@ func cmdMount(args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
 		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg})
+		WriteBehind: wb, Readahead: ra, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache)})
 	cancel()
 	if err != nil {
 		return err
@@ -535,6 +548,7 @@ func cmdMount(args []string) error {
 		return fmt.Errorf("mount %s: %v", mnt, err)
 	}
 	log.Info("mounted", "mountpoint", mnt)
+	go fsys.Follow(ctx, srv)
 	fsys.Ship(ctx)
 	// report this client in the registry so status can list mounts
 	mc := rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "metadata service"})

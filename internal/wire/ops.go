@@ -46,7 +46,15 @@ const (
 	OpJobStats  // forwarding node: per-job request counters (Entries: one per job)
 	OpBeacon    // monitoring store (in the metadata daemon): Name is the call, payload its argument (beacon/beaconsvc)
 	OpJob       // forwarding-map manager (in the metadata daemon): Name is the call (fwdmap)
+	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
 	opMax
+)
+
+// Change kinds of the metadata change feed, in DirEntry.Mode of an OpWatch
+// reply: a name in a directory (Ino the directory) or an inode's attributes.
+const (
+	ChangeEntry = 1
+	ChangeAttr  = 2
 )
 
 var opNames = [...]string{
@@ -54,7 +62,7 @@ var opNames = [...]string{
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
-	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job",
+	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 }
 
 func (o Op) String() string {

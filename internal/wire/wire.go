@@ -147,7 +147,13 @@ type Msg struct {
 	ID      uint64
 	Used    uint64
 	Cap     uint64
-	Gen     uint64
+	// Gen is the metadata service's change-feed position: in a reply, the
+	// feed's position when the request was served; in OpWatch, the
+	// position the caller has seen.
+	Gen uint64
+	// Client identifies the mount that sent a namespace request (a random
+	// id it picks), so the change feed does not echo its own changes.
+	Client uint64
 }
 
 // field tags
@@ -189,6 +195,7 @@ const (
 	tUsed
 	tCap
 	tGen
+	tClient
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -310,6 +317,7 @@ func (m *Msg) Append(b []byte) []byte {
 	e.u(tUsed, m.Used)
 	e.u(tCap, m.Cap)
 	e.u(tGen, m.Gen)
+	e.u(tClient, m.Client)
 	return e.b
 }
 
@@ -457,6 +465,8 @@ func Decode(b []byte) (*Msg, error) {
 			m.Cap = d.Uvarint()
 		case tGen:
 			m.Gen = d.Uvarint()
+		case tClient:
+			m.Client = d.Uvarint()
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
 		}

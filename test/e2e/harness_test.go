@@ -116,6 +116,35 @@ func tail(s string, n int) string {
 
 func (c *cluster) path(p string) string { return filepath.Join(c.mnt, p) }
 
+// mount2 mounts the cluster a second time (another client node) with
+// extra flags, and unmounts it when the test ends.
+func (c *cluster) mount2(t *testing.T, flags ...string) string {
+	t.Helper()
+	cl, err := clusterpkg.Load(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := t.TempDir()
+	logf, err := os.Create(filepath.Join(c.dir, "logs", "mount2.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"mount", "--meta", cl.MetaAddr, "--secret-file", cl.SecretFile(), "--timeout", "10s", "--node", "node2"}, flags...)
+	cmd := exec.Command(sluiceBin, append(args, mnt)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		exec.Command("umount", mnt).Run()
+		cmd.Process.Kill()
+		cmd.Wait()
+		logf.Close()
+	})
+	eventually(t, 10*time.Second, func() bool { return clusterpkg.Mounted(mnt) }, "the second mount")
+	return mnt
+}
+
 // sluice runs a sluice subcommand against this cluster.
 func (c *cluster) sluice(args ...string) (string, error) {
 	full := append([]string{args[0], "--dir", c.dir}, args[1:]...)
