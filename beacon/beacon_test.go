@@ -75,6 +75,20 @@ func TestCollectorDedup(t *testing.T) {
 	if n := len(Encode(got)); n > 200 {
 		t.Fatalf("encoded window is %d bytes", n)
 	}
+	// a create storm touches a new file with every operation: it still
+	// collapses into one record per operation kind
+	for i := 0; i < 1000; i++ {
+		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Job: "8", Name: "meta:create", Ino: uint64(100 + i),
+			Lat: 50 * time.Microsecond})
+		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Job: "8", Name: "meta:unlink", Ino: uint64(100 + i)})
+	}
+	storm := c.Drain(t0.Add(time.Second), false)
+	if len(storm) != 2 || storm[0].Count != 1000 || storm[1].Count != 1000 {
+		t.Fatalf("metadata storm: %d records %+v", len(storm), storm)
+	}
+	if n := len(Encode(storm)); n > 200 {
+		t.Fatalf("encoded storm is %d bytes", n)
+	}
 }
 
 func TestCollectorBounded(t *testing.T) {

@@ -72,9 +72,17 @@ func (c *Collector) Window() time.Duration { return c.window }
 func (c *Collector) Add(op Op) {
 	start := op.Start.UnixNano()
 	w := start - start%int64(c.window)
-	k := recKey{window: w, job: op.Job, app: op.App, uid: op.Uid, rank: op.Rank, node: op.Node, op: op.Name, ino: op.Ino, size: op.Size}
-	end := op.Off + op.Size
 	isData := op.Name == OpRead || op.Name == OpWrite
+	ino := op.Ino
+	if !isData {
+		// a metadata storm touches a new file with every operation: keyed
+		// by file, it would leave one record per operation to encode, ship
+		// and store. Metadata operations collapse per job, rank, node and
+		// operation; files are kept for reads and writes (the I/O mode).
+		ino = 0
+	}
+	k := recKey{window: w, job: op.Job, app: op.App, uid: op.Uid, rank: op.Rank, node: op.Node, op: op.Name, ino: ino, size: op.Size}
+	end := op.Off + op.Size
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.cur[k]

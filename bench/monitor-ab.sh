@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# Beacon's metadata overhead, A/B: two local clusters up at once, one with
-# monitoring and one without; bench/mdtest runs interleaved on both, six
-# times each, and the medians are printed (docs/benchmarks.md).
+# Beacon's overhead, A/B: two local clusters up at once, one with monitoring
+# and one without. Each round runs, on both (order alternating), bench/mdtest
+# (create, stat, unlink of N files) and fio sequential 1 MiB write
+# (end_fsync) and read of SIZE; medians over the rounds and the ratios
+# monitored/unmonitored are printed (docs/benchmarks.md). Interleaving
+# cancels most of this VM's drift, which is larger than the effect.
 #
-#   bash bench/monitor-ab.sh [N]     # N files per run, default 2000
+#   bash bench/monitor-ab.sh [N [SIZE [ROUNDS]]]   # default 2000 files, 1g, 6
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-2000}
+SIZE=${2:-1g}
+ROUNDS=${3:-6}
+command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/mdtest ./bench/mdtest
 W=$(mktemp -d /tmp/sluice-ab.XXXXXX)
 trap 'bin/sluice down --dir $W/on --purge >/dev/null 2>&1; bin/sluice down --dir $W/off --purge >/dev/null 2>&1; rm -rf $W' EXIT
-bin/sluice up --dir "$W/on" --mount "$W/mon" >/dev/null
-bin/sluice up --dir "$W/off" --mount "$W/moff" --monitor=false >/dev/null
-for i in 1 2 3 4 5 6; do
-	for m in mon moff; do echo "$m $(bin/mdtest -n "$N" "$W/$m/r$i")"; done
+bin/sluice up --dir "$W/on" --mount "$W/mon" --mem 4G --ssd 0 --pfs none >/dev/null
+bin/sluice up --dir "$W/off" --mount "$W/moff" --mem 4G --ssd 0 --pfs none --monitor=false >/dev/null
+
+seq1m() { # mount rw → MB/s
+	fio --name=ab --filename="$1/seq" --rw="$2" --bs=1M --size="$SIZE" --direct=1 --iomem_align=4096 \
+		--ioengine=psync --end_fsync=1 --output-format=json 2>/dev/null |
+		python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round((j["write"]["bw_bytes"]+j["read"]["bw_bytes"])/1e6))'
+}
+for i in $(seq "$ROUNDS"); do
+	order="mon moff"
+	[ $((i % 2)) = 0 ] && order="moff mon"
+	for m in $order; do
+		md=$(bin/mdtest -n "$N" "$W/$m/r$i")
+		w=$(seq1m "$W/$m" write)
+		r=$(seq1m "$W/$m" read)
+		rm -f "$W/$m/seq"
+		echo "$m $md seqwrite $w seqread $r"
+	done
 done | python3 -c '
 import sys, statistics as st
 runs = {}
 for line in sys.stdin:
     f = line.split()
     runs.setdefault(f[0], []).append([float(x) for x in f[2::2]])
-for m in ("mon", "moff"):
-    c, s, u = zip(*runs[m])
-    print("%-5s median creates/s %6.0f  stats/s %6.0f  unlinks/s %6.0f" % (m, st.median(c), st.median(s), st.median(u)))
+names = ("creates/s", "stats/s", "unlinks/s", "seqwrite MB/s", "seqread MB/s")
+med = {m: [st.median(col) for col in zip(*runs[m])] for m in runs}
+print("%-14s %12s %12s %8s" % ("median of %d" % len(runs["mon"]), "monitored", "unmonitored", "ratio"))
+for k, name in enumerate(names):
+    a, b = med["mon"][k], med["moff"][k]
+    print("%-14s %12.0f %12.0f %8.3f" % (name, a, b, a / b))
 '

@@ -25,29 +25,40 @@ FWD_IOPS=${FWD_IOPS:-800}
 OUT=${OUT:-bench/dfra/pairwise.jsonl}
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-dfra.XXXXXX)
-cleanup() { bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() {
+	fusermount3 -u "$WORK/mnt2" 2>/dev/null || true
+	bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 args() { # kind → workload flags
 	case $1 in
 	nn | n1 | 11) echo "--ranks 2 --size $((12 * SCALE))M" ;;
-	ckpt) echo "--ranks 2 --size $((12 * SCALE))M --bursts 3 --period 1s" ;;
+	ckpt) echo "--ranks 2 --size $((24 * SCALE))M --bursts 3 --period 1s" ;;
 	read) echo "--ranks 2 --size $((8 * SCALE))M" ;;
 	meta) echo "--ranks 2 --ops $((120 * SCALE))" ;;
 	iops) echo "--ranks 1 --ops $((800 * SCALE))" ;;
 	log) echo "--ranks 2 --ops $((800 * SCALE))" ;;
 	esac
 }
-runjob() { # mode kind tag → one JSON line (job summary); tags are unique
+runjob() { # mode kind tag [mount node] → one JSON line (job summary); tags are unique
 	# shellcheck disable=SC2046
 	bin/sluice workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$1-$2-$3" \
-		$(args "$2") "$WORK/mnt/$1-$2-$3"
+		--nodes "${5:-cn1}" $(args "$2") "${4:-$WORK/mnt}/$1-$2-$3"
 }
 
 : > "$WORK/results.jsonl"
 for mode in ffm dfra; do
 	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 4 --mem 6G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" --meta-flags "--dfra-vmin 16M" >/dev/null
+	# the second job of a pair runs on another compute node: its own mount
+	# (cn1 and cn2 share a forwarding node under the fixed mapping)
+	mkdir -p "$WORK/mnt2"
+	bin/sluice mount --meta "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["MetaAddr"])' "$WORK/state/cluster.json")" \
+		--secret-file "$WORK/state/secret" --node cn2 "$WORK/mnt2" > "$WORK/mount2.log" 2>&1 &
+	MOUNT2=$!
+	for _ in $(seq 100); do mountpoint -q "$WORK/mnt2" && break; sleep 0.1; done
 	for k in $KINDS; do
 		# alone, twice: the first run builds the application's profile
 		j=$(runjob "$mode" "$k" seed)
@@ -61,12 +72,13 @@ for mode in ffm dfra; do
 			[[ "$a" < "$b" || "$a" == "$b" ]] || continue
 			runjob "$mode" "$a" "with-$b-x" > "$WORK/a.json" &
 			pa=$!
-			runjob "$mode" "$b" "with-$a-y" > "$WORK/b.json"
+			runjob "$mode" "$b" "with-$a-y" "$WORK/mnt2" cn2 > "$WORK/b.json"
 			wait $pa
 			echo "{\"mode\":\"$mode\",\"kind\":\"$a\",\"with\":\"$b\",\"run\":$(cat "$WORK/a.json")}" >> "$WORK/results.jsonl"
 			echo "{\"mode\":\"$mode\",\"kind\":\"$b\",\"with\":\"$a\",\"run\":$(cat "$WORK/b.json")}" >> "$WORK/results.jsonl"
 		done
 	done
+	fusermount3 -u "$WORK/mnt2"; wait "$MOUNT2" || true
 	bin/sluice down --dir "$WORK/state" --purge >/dev/null
 done
 cp "$WORK/results.jsonl" "$OUT"
