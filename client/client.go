@@ -5,8 +5,10 @@
 // streams: writes go to the forwarding node in the background within a
 // bounded window (errors surface at the next write, close or fsync, which
 // wait for them), and sequential readers get data fetched ahead
-// (stream.go). Attribute and entry caches are short-lived. Permission checks are the kernel's (default_permissions)
-// against the caller's uid and gid.
+// (stream.go). Names and attributes are cached by the kernel and, for
+// directories, by the mount itself, kept coherent by the metadata service's
+// change feed (feed.go, dircache.go). Permission checks are the kernel's
+// (default_permissions) against the caller's uid and gid.
 //
 // Requests go to the mount's home forwarding node (the fixed mapping), or,
 // for a job registered with the forwarding-map manager, to the job's
@@ -28,6 +30,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
@@ -95,6 +98,9 @@ type FS struct {
 	met clientMetrics
 	// feed follows the metadata service's change feed (feed.go).
 	feed feedState
+	// dc answers directories' getattrs and lookups of absent names
+	// (dircache.go).
+	dc dirCache
 
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
@@ -139,7 +145,8 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), cfg: cfg, log: cfg.Log,
 		ids: ident.Resolver{JobVar: cfg.JobVar}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
 		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]uint64{},
-		io: map[uint64]*inodeIO{}, raMax: 8 * cfg.Readahead, feed: newFeedState()}
+		io: map[uint64]*inodeIO{}, raMax: 8 * cfg.Readahead, feed: newFeedState(),
+		dc: dirCache{dirs: map[uint64]*dirState{}}}
 	if fs.raMax < 64<<20 {
 		fs.raMax = 64 << 20
 	}
@@ -220,6 +227,13 @@ func (fs *FS) record(h *fuse.InHeader, id ident.ID, name string, ino, off, size 
 	}
 	fs.cfg.Monitor.Add(beacon.Op{Start: start, Job: id.Job, App: id.App, Uid: h.Uid, Rank: id.Rank, Node: fs.node(id),
 		Name: name, Ino: ino, Off: off, Size: size, Lat: time.Since(start), Err: failed})
+}
+
+// answered records an operation the mount answered itself (directory
+// cache): the application asked for it, so Beacon counts it.
+func (fs *FS) answered(h *fuse.InHeader, op wire.Op, ino uint64, start time.Time, failed bool) {
+	fs.met.local.Inc()
+	fs.record(h, fs.ident(h, op), beaconsvc.OpName(op), ino, 0, 0, start, failed)
 }
 
 // Close drops the connection to the forwarding node.
@@ -307,6 +321,10 @@ func (fs *FS) entry(resp *wire.Msg, out *fuse.EntryOut) {
 
 // Lookup implements fuse.RawFileSystem.
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if fs.absent(h.NodeId, name) {
+		fs.answered(h, wire.OpLookup, h.NodeId, time.Now(), true)
+		return fuse.ENOENT
+	}
 	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
 	if st == fuse.OK && fs.hasWrites(resp.Attr.Ino) {
 		// this node's writes change the size: look again once they landed
@@ -317,6 +335,7 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		return st
 	}
 	fs.entry(resp, out)
+	fs.noteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
 }
 
@@ -326,6 +345,12 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {}
 
 // GetAttr implements fuse.RawFileSystem.
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if a, ok := fs.dirAttr(in.NodeId); ok {
+		toAttr(&a, &out.Attr)
+		out.SetTimeout(fs.cfg.MetaCache)
+		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, time.Now(), false)
+		return fuse.OK
+	}
 	fs.waitWrites(in.NodeId, 0, 0)
 	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpGetattr, Ino: in.NodeId}, nil, nil)
 	if st != fuse.OK {
@@ -333,6 +358,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 	}
 	toAttr(resp.Attr, &out.Attr)
 	fs.attrTimeout(resp.Gen, out)
+	fs.noteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
 }
 
@@ -378,22 +404,45 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	}
 	resp, _, st := fs.call(cancel, &in.InHeader, m, nil, nil)
 	if st != fuse.OK {
+		fs.forgetDir(in.NodeId)
 		return st
 	}
 	toAttr(resp.Attr, &out.Attr)
 	fs.attrTimeout(resp.Gen, out)
+	fs.noteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
 }
 
 // create makes a new inode owned by the caller.
 func (fs *FS) create(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, out *fuse.EntryOut) fuse.Status {
 	m.Uid, m.Gid = h.Uid, h.Gid
-	resp, _, st := fs.call(cancel, h, m, nil, nil)
+	resp, st := fs.nsCall(cancel, h, m)
 	if st != fuse.OK {
 		return st
 	}
 	fs.entry(resp, out)
 	return fuse.OK
+}
+
+// nsCall sends a change of a name in a directory and keeps the directory
+// cache in step with it.
+func (fs *FS) nsCall(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg) (*wire.Msg, fuse.Status) {
+	parent, name := m.Parent, m.Name
+	if m.Op == wire.OpLink {
+		parent, name = m.NewParent, m.NewName
+	}
+	resp, _, st := fs.call(cancel, h, m, nil, nil)
+	if st != fuse.OK {
+		fs.forgetDir(parent)
+		return resp, st
+	}
+	added := m.Op != wire.OpUnlink && m.Op != wire.OpRmdir
+	var made *wire.Attr
+	if m.Op == wire.OpMkdir {
+		made = resp.Attr
+	}
+	fs.changed(parent, name, added, resp.ParentAttr, resp.Gen, made)
+	return resp, st
 }
 
 // Mknod implements fuse.RawFileSystem (regular files only).
@@ -432,13 +481,13 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 
 // Unlink implements fuse.RawFileSystem.
 func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	_, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpUnlink, Parent: h.NodeId, Name: name}, nil, nil)
+	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpUnlink, Parent: h.NodeId, Name: name})
 	return st
 }
 
 // Rmdir implements fuse.RawFileSystem.
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	_, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name}, nil, nil)
+	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name})
 	return st
 }
 
@@ -446,6 +495,12 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRename, Parent: in.NodeId, Name: oldName,
 		NewParent: in.Newdir, NewName: newName, Flags: in.Flags}, nil, nil)
+	if st != fuse.OK {
+		fs.forgetDir(in.NodeId)
+		fs.forgetDir(in.Newdir)
+		return st
+	}
+	fs.renamed(in.NodeId, oldName, in.Newdir, newName, in.Flags&unix.RENAME_EXCHANGE != 0)
 	return st
 }
 
@@ -468,8 +523,8 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	if in.Flags&syscall.O_EXCL != 0 {
 		flags |= syscall.O_EXCL
 	}
-	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
-		Mode: in.Mode &^ in.Umask & 0o7777, Flags: flags, Uid: in.Uid, Gid: in.Gid}, nil, nil)
+	resp, st := fs.nsCall(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777, Flags: flags, Uid: in.Uid, Gid: in.Gid})
 	if st != fuse.OK {
 		return st
 	}
@@ -589,16 +644,24 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	entries := []wire.DirEntry{{Name: ".", Ino: in.NodeId, Mode: syscall.S_IFDIR}, {Name: "..", Ino: 1, Mode: syscall.S_IFDIR}}
 	after := ""
+	first, gen := true, uint64(0) // a listing of one reply is complete as of gen
 	for {
 		resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpReaddir, Ino: in.NodeId, Name: after, Size: 4096}, nil, nil)
 		if st != fuse.OK {
 			return st
 		}
 		entries = append(entries, resp.Entries...)
+		if after == "" {
+			gen = resp.Gen
+		}
 		if len(resp.Entries) < 4096 {
 			break
 		}
+		first = false
 		after = resp.Entries[len(resp.Entries)-1].Name
+	}
+	if first {
+		fs.listed(in.NodeId, entries[2:], gen)
 	}
 	fh := fs.nextFh.Add(1)
 	fs.dmu.Lock()
@@ -658,6 +721,7 @@ func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsO
 type clientMetrics struct {
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
+	local    prometheus.Counter       // answered from the directory cache
 }
 
 func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
@@ -669,6 +733,8 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			Help: "File system operations served by the mount, as the application saw them."}, []string{"op"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_client_request_duration_seconds",
 			Help: "Latency of file system operations as the application saw them.", Buckets: prometheus.ExponentialBuckets(5e-6, 2, 22)}, []string{"op"}),
+		local: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_dircache_hits_total",
+			Help: "Directory getattrs and lookups of absent names answered by the mount without a round trip."}),
 	}
 	stream := func(name, help string, v func() int64) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -677,7 +743,7 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			return float64(v())
 		})
 	}
-	reg.MustRegister(m.requests, m.latency,
+	reg.MustRegister(m.requests, m.latency, m.local,
 		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { return fs.wbBytes }),
 		stream("sluice_client_readahead_bytes", "Bytes held in readahead buffers.", func() int64 { return fs.raBytes }))
 	return m

@@ -82,6 +82,9 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 		cancel()
 		if err != nil {
 			if fs.feed.live.Swap(false) {
+				fs.dc.mu.Lock()
+				fs.dc.resetLocked()
+				fs.dc.mu.Unlock()
 				fs.log.Warn("metadata change feed unreachable: short cache timeouts until it is back", "err", err)
 			}
 			select {
@@ -96,8 +99,16 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 				"timeout", fs.cfg.MetaCache)
 		}
 		// the position first: a reply served before these changes must
-		// not be cached for long once their invalidations may be out
+		// not be cached for long once their invalidations may be out.
+		// The directory cache drops what they touch under its lock, so a
+		// reply older than them cannot slip in after (dircache.go).
+		fs.dc.mu.Lock()
 		fs.feed.sent.Store(resp.Gen)
+		if lost {
+			fs.dc.resetLocked()
+		}
+		fs.dc.forgetLocked(resp.Entries)
+		fs.dc.mu.Unlock()
 		for _, e := range resp.Entries {
 			switch e.Mode {
 			case wire.ChangeEntry:

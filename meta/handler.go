@@ -28,8 +28,11 @@ func (s *Service) Handler() rpc.Handler {
 }
 
 // Dispatch runs one request. Replies carry the change feed's position
-// after the request (Gen), and namespace changes go into the feed.
+// before the request was served (Gen): every change at or below it was
+// applied before the reply was read, so a client may cache the reply until
+// it sees a later change. Namespace changes go into the feed.
 func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
+	pos := s.feed.position()
 	resp, changes, err := s.dispatch(ctx, m)
 	if len(changes) > 0 {
 		// also after a failure half-way (a create that could not open):
@@ -42,7 +45,19 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 	if resp == nil {
 		resp = &wire.Msg{}
 	}
-	resp.Gen = s.feed.position()
+	if m.Op != wire.OpWatch { // a watch reply carries the position it read up to
+		resp.Gen = pos
+	}
+	if len(changes) > 0 {
+		switch m.Op {
+		case wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir, wire.OpLink:
+			dir := m.Parent
+			if m.Op == wire.OpLink {
+				dir = m.NewParent
+			}
+			resp.ParentAttr, _ = s.Getattr(dir)
+		}
+	}
 	return resp, nil
 }
 

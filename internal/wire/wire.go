@@ -154,6 +154,10 @@ type Msg struct {
 	// Client identifies the mount that sent a namespace request (a random
 	// id it picks), so the change feed does not echo its own changes.
 	Client uint64
+	// ParentAttr is, in the reply to a change inside a directory (create,
+	// mkdir, symlink, link, unlink, rmdir), the directory's attributes
+	// after it, so the client need not ask for them.
+	ParentAttr *Attr
 }
 
 // field tags
@@ -196,6 +200,7 @@ const (
 	tCap
 	tGen
 	tClient
+	tParentAttr
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -205,6 +210,26 @@ func (e *encoder) uv(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) sv(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string) { e.b = varbuf.AppendStr(e.b, s) }
 func (e *encoder) tag(t byte)   { e.b = append(e.b, t) }
+
+// attr appends a tagged attribute record (nothing when a is nil).
+func (e *encoder) attr(t byte, a *Attr) {
+	if a == nil {
+		return
+	}
+	e.tag(t)
+	e.uv(a.Ino)
+	e.uv(uint64(a.Mode))
+	e.uv(uint64(a.Nlink))
+	e.uv(uint64(a.Uid))
+	e.uv(uint64(a.Gid))
+	e.uv(a.Size)
+	e.sv(a.Atime)
+	e.sv(a.Mtime)
+	e.sv(a.Ctime)
+	e.uv(uint64(a.ChunkSize))
+	e.uv(uint64(a.StripeCnt))
+	e.uv(uint64(a.StripeUnit))
+}
 func (e *encoder) u(t byte, v uint64) {
 	if v != 0 {
 		e.tag(t)
@@ -253,21 +278,7 @@ func (m *Msg) Append(b []byte) []byte {
 	e.st(tJob, m.Job)
 	e.s(tRank, int64(m.Rank))
 	e.st(tNode, m.Node)
-	if a := m.Attr; a != nil {
-		e.tag(tAttr)
-		e.uv(a.Ino)
-		e.uv(uint64(a.Mode))
-		e.uv(uint64(a.Nlink))
-		e.uv(uint64(a.Uid))
-		e.uv(uint64(a.Gid))
-		e.uv(a.Size)
-		e.sv(a.Atime)
-		e.sv(a.Mtime)
-		e.sv(a.Ctime)
-		e.uv(uint64(a.ChunkSize))
-		e.uv(uint64(a.StripeCnt))
-		e.uv(uint64(a.StripeUnit))
-	}
+	e.attr(tAttr, m.Attr)
 	if len(m.Entries) > 0 {
 		e.tag(tEntries)
 		e.uv(uint64(len(m.Entries)))
@@ -318,11 +329,29 @@ func (m *Msg) Append(b []byte) []byte {
 	e.u(tCap, m.Cap)
 	e.u(tGen, m.Gen)
 	e.u(tClient, m.Client)
+	e.attr(tParentAttr, m.ParentAttr)
 	return e.b
 }
 
 // decoder reads tagged fields; the first error sticks.
 type decoder struct{ varbuf.Reader }
+
+func (d *decoder) attr() *Attr {
+	a := &Attr{}
+	a.Ino = d.Uvarint()
+	a.Mode = d.u32()
+	a.Nlink = d.u32()
+	a.Uid = d.u32()
+	a.Gid = d.u32()
+	a.Size = d.Uvarint()
+	a.Atime = d.Varint()
+	a.Mtime = d.Varint()
+	a.Ctime = d.Varint()
+	a.ChunkSize = d.u32()
+	a.StripeCnt = d.u32()
+	a.StripeUnit = d.u32()
+	return a
+}
 
 func newDecoder(b []byte) decoder { return decoder{varbuf.Reader{B: b, Bad: ErrMalformed}} }
 
@@ -410,20 +439,9 @@ func Decode(b []byte) (*Msg, error) {
 		case tNode:
 			m.Node = d.Str()
 		case tAttr:
-			a := &Attr{}
-			a.Ino = d.Uvarint()
-			a.Mode = d.u32()
-			a.Nlink = d.u32()
-			a.Uid = d.u32()
-			a.Gid = d.u32()
-			a.Size = d.Uvarint()
-			a.Atime = d.Varint()
-			a.Mtime = d.Varint()
-			a.Ctime = d.Varint()
-			a.ChunkSize = d.u32()
-			a.StripeCnt = d.u32()
-			a.StripeUnit = d.u32()
-			m.Attr = a
+			m.Attr = d.attr()
+		case tParentAttr:
+			m.ParentAttr = d.attr()
 		case tEntries:
 			n := d.Count(3)
 			m.Entries = make([]DirEntry, 0, n)

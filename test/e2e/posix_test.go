@@ -560,4 +560,53 @@ func TestMetaCacheCoherent(t *testing.T) {
 			t.Fatal("cached directory vanished")
 		}
 	}
+
+	// The directory cache: a knows every name of a directory it made (or
+	// listed) and the directory's attributes, and answers lookups of absent
+	// names and the directory's getattrs itself. Another mount's changes
+	// must reach it.
+	own := filepath.Join(a, "own")
+	if err := os.Mkdir(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mtime := func(p string) time.Time {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ModTime()
+	}
+	if exists(filepath.Join(own, "x")) { // answered by a's cache
+		t.Fatal("own/x exists before it was made")
+	}
+	m0 := mtime(own)
+	mustWrite(t, filepath.Join(a, "own", "mine"), nil)
+	if m1 := mtime(own); !m1.After(m0) { // a's own change: new attributes came with the reply
+		t.Fatalf("directory mtime %v after a create in it, was %v", m1, m0)
+	}
+	m1 := mtime(own)
+	mustWrite(t, filepath.Join(b, "own", "x"), []byte("from b"))
+	soon("a name another mount added to a directory this one made", func() bool { return exists(filepath.Join(own, "x")) })
+	soon("the directory's attributes after another mount's change", func() bool { return mtime(own).After(m1) })
+	// a listed d (made by b): its listing is complete on a now
+	if _, err := os.ReadDir(filepath.Join(a, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(a, "d", "w")) {
+		t.Fatal("d/w exists before it was made")
+	}
+	mustWrite(t, filepath.Join(b, "d", "w"), nil)
+	soon("a name added to a directory this mount listed", func() bool { return exists(filepath.Join(a, "d", "w")) })
+	// renames on a keep a's listings right
+	if err := os.Rename(filepath.Join(own, "mine"), filepath.Join(a, "d", "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(own, "mine")) || !exists(filepath.Join(a, "d", "moved")) {
+		t.Fatal("rename not reflected on the mount that made it")
+	}
+	soon("a rename by another mount", func() bool { return exists(filepath.Join(b, "d", "moved")) })
+	if err := os.Remove(filepath.Join(b, "d", "moved")); err != nil {
+		t.Fatal(err)
+	}
+	soon("a removal in a listed directory", func() bool { return !exists(filepath.Join(a, "d", "moved")) })
 }
