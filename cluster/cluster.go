@@ -56,6 +56,13 @@ type Options struct {
 	// FwdPolicy is the metadata daemon's --fwd-policy (dfra or ffm).
 	FwdPolicy string
 	Timeout   time.Duration
+	// ZeroCopy turns --zero-copy on in the data servers ("data": reads
+	// answered with sendfile), the forwarding daemons ("fwd": answers
+	// spliced on), both ("all") or neither ("" or "none").
+	ZeroCopy string
+	// PprofBase, if set, gives the i-th daemon (in cluster.json's order)
+	// Go profiles on 127.0.0.1:PprofBase+i (bench/profile.sh).
+	PprofBase int
 }
 
 // Daemon is one process of the cluster.
@@ -295,6 +302,9 @@ func Up(o Options) (*Cluster, error) {
 		}
 		args := append([]string{"data", "--tier", t.kind,
 			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, common...)
+		if o.ZeroCopy == "data" || o.ZeroCopy == "all" {
+			args = append(args, "--zero-copy")
+		}
 		if t.kind == "mem" && o.DataMBps > 0 {
 			args = append(args, "--max-mbps", ftoa(o.DataMBps))
 		}
@@ -311,6 +321,9 @@ func Up(o Options) (*Cluster, error) {
 		}
 		args := append([]string{"fwd", "--listen", a, "--meta", metaAddr, "--node", name,
 			"--id-file", filepath.Join(dir, name+".id"), to}, common...)
+		if o.ZeroCopy == "fwd" || o.ZeroCopy == "all" {
+			args = append(args, "--zero-copy")
+		}
 		if o.FwdMBps > 0 {
 			args = append(args, "--max-mbps", ftoa(o.FwdMBps))
 		}
@@ -328,6 +341,9 @@ func Up(o Options) (*Cluster, error) {
 	picker.release()
 	for i := range c.Daemons {
 		d := &c.Daemons[i]
+		if o.PprofBase > 0 {
+			d.Args = append([]string{d.Args[0], "--pprof", fmt.Sprintf("127.0.0.1:%d", o.PprofBase+i)}, d.Args[1:]...)
+		}
 		if d.Name == "mount" {
 			// wait until the data servers and forwarding nodes have
 			// registered, so the mount can pick a forwarding node

@@ -7,9 +7,11 @@ package data
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -47,6 +50,10 @@ type Config struct {
 	Now     func() time.Time
 	// AddrFile, if set, receives the bound address once listening.
 	AddrFile string
+	// ZeroCopy answers chunk reads with sendfile from the chunk's file
+	// (stores whose chunks are files) instead of through a buffer. Over
+	// loopback it costs more CPU than the copy (docs/benchmarks.md).
+	ZeroCopy bool
 	// Monitor records every request for Beacon (nil: monitoring off);
 	// Run ships its windows to the metadata daemon.
 	Monitor *beacon.Collector
@@ -195,6 +202,12 @@ func (s *Server) serve(r *rpc.Request) {
 			err = rpc.Errorf(syscall.EINVAL, "read of %d bytes too large", m.Size)
 			break
 		}
+		if cf, ok := s.store.(tier.ChunkFiles); ok && s.cfg.ZeroCopy {
+			if err = s.sendChunk(r, start, cf, id); err == nil {
+				return
+			}
+			break
+		}
 		buf := bufpool.Get(int(m.Size))
 		if err = s.store.Read(id, int64(m.Offset), buf); err == nil {
 			s.reply(r, start, &wire.Msg{Size: m.Size}, buf)
@@ -237,9 +250,45 @@ func (s *Server) serve(r *rpc.Request) {
 	s.reply(r, start, rpc.ToMsg(&wire.Msg{}, err), nil)
 }
 
-// reply answers r; under an injected slowdown of f it first waits so the
-// request takes f times its real service time.
+// sendChunk answers a chunk read with sendfile from the chunk's file, so
+// the bytes go from the tier's pages to the socket without a copy through
+// this process. An error before the answer began is returned for an error
+// reply; after it began, the connection is closed and nil returned.
+func (s *Server) sendChunk(r *rpc.Request, start time.Time, cf tier.ChunkFiles, id tier.ChunkID) error {
+	m := r.Msg
+	f, err := cf.ChunkFile(id)
+	if err != nil {
+		return err
+	}
+	resp := &wire.Msg{Size: m.Size}
+	s.account(r, start, resp, int(m.Size))
+	err = r.ReplySend(resp, int(m.Size), func(c net.Conn) error {
+		err := zerocopy.SendFile(c, f, int64(m.Offset), int(m.Size))
+		if errors.Is(err, os.ErrClosed) {
+			// evicted from the store's open files meanwhile: nothing
+			// was sent, ask again
+			if f, err = cf.ChunkFile(id); err == nil {
+				err = zerocopy.SendFile(c, f, int64(m.Offset), int(m.Size))
+			}
+		}
+		return err
+	})
+	if err != nil {
+		s.cfg.Log.Warn("chunk read cut short; connection closed", "ino", m.Ino, "chunk", m.Idx, "peer", r.Peer, "err", err)
+	}
+	return nil
+}
+
+// reply answers r after accounting for it.
 func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []byte) {
+	s.account(r, start, m, len(payload))
+	r.Reply(m, payload)
+}
+
+// account records an answer of n payload bytes for Beacon and the metrics;
+// under an injected slowdown of f it first waits so the request takes f
+// times its real service time.
+func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
 	if f := s.slow.Load(); f > 100 {
 		time.Sleep(time.Since(start) * time.Duration(f-100) / 100)
 	}
@@ -256,12 +305,11 @@ func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []b
 	if m.Errno == 0 {
 		switch op {
 		case wire.OpChunkRead:
-			s.bytes.WithLabelValues("read").Add(float64(len(payload)))
+			s.bytes.WithLabelValues("read").Add(float64(n))
 		case wire.OpChunkWrite:
 			s.bytes.WithLabelValues("write").Add(float64(r.Msg.Size))
 		}
 	}
-	r.Reply(m, payload)
 }
 
 func (s *Server) registerMetrics(reg prometheus.Registerer) {

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/layout"
 )
 
@@ -58,6 +59,10 @@ type Config struct {
 	// Monitor records every request for Beacon (nil: monitoring off);
 	// Run ships its windows to the metadata daemon.
 	Monitor *beacon.Collector
+	// ZeroCopy splices a data server's answer to a read into the reply
+	// (zerocopy.Relay) instead of reading it into a buffer first. Over
+	// loopback it costs more CPU than the copy (docs/benchmarks.md).
+	ZeroCopy bool
 }
 
 // Server is a running forwarding daemon.
@@ -281,13 +286,23 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "read too large"))
 			return
 		}
-		buf := bufpool.Get(int(m.Size))
-		n, err := s.read(ctx, m, buf)
-		s.jobs.record(m, uint64(n))
+		rp, err := s.planRead(ctx, m)
+		if err == nil && s.cfg.ZeroCopy {
+			var relayed bool
+			if relayed, err = s.relayRead(ctx, r, rp); relayed {
+				s.jobs.record(m, uint64(rp.n))
+				return
+			}
+		}
+		buf := bufpool.Get(int(rp.n))
+		if err == nil {
+			err = s.readPlanned(ctx, m, rp, buf)
+		}
 		if err != nil {
 			r.ReplyErr(err)
 		} else {
-			r.Reply(&wire.Msg{Size: uint64(n)}, buf[:n])
+			s.jobs.record(m, uint64(rp.n))
+			r.Reply(&wire.Msg{Size: uint64(rp.n)}, buf)
 		}
 		bufpool.Put(buf)
 	case wire.OpFsync:
@@ -497,6 +512,23 @@ func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
 }
 
 func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, into []byte) error {
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, _, err := c.Call(ctx, m, payload, into)
+		return err
+	})
+}
+
+// callDataSink is callData for a read whose answer goes to sink.
+func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink rpc.Sink) error {
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, err := c.CallSink(ctx, m, nil, sink)
+		return err
+	})
+}
+
+// callDataWith runs call on data server id's client within the server's
+// in-flight bound for m's class.
+func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) error) error {
 	b, err := s.backend(ctx, id)
 	if err != nil {
 		return err
@@ -508,7 +540,7 @@ func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, 
 		return &rpc.TransportError{Server: b.c.Name(), Err: ctx.Err()}
 	}
 	defer func() { <-sem }()
-	_, _, err = b.c.Call(ctx, m, payload, into)
+	err = call(b.c)
 	var te *rpc.TransportError
 	if errors.As(err, &te) {
 		s.log.Error("data server failed", "err", err)
@@ -669,39 +701,50 @@ type refusedErr struct {
 func (e *refusedErr) Error() string { return e.err.Error() }
 func (e *refusedErr) Unwrap() error { return e.err }
 
-// read fills buf from m.Offset, stopping at end of file; it returns the
-// number of bytes read.
-func (s *Server) read(ctx context.Context, m *wire.Msg, buf []byte) (int, error) {
-	if err := s.bw.Wait(ctx, float64(len(buf))); err != nil {
-		return 0, err
+// readPlan is a read clamped to the end of the file.
+type readPlan struct {
+	f     *file
+	n     int64 // bytes to return
+	spans []layout.Span
+}
+
+// planRead charges the emulated link for m's read and clamps it to the end
+// of the file.
+func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
+	if err := s.bw.Wait(ctx, float64(m.Size)); err != nil {
+		return readPlan{}, err
 	}
 	f, err := s.fileFor(ctx, m.Ino)
 	if err != nil {
-		return 0, err
+		return readPlan{}, err
 	}
 	f.mu.Lock()
 	size := f.size
 	f.mu.Unlock()
-	if m.Offset+uint64(len(buf)) > size {
+	if m.Offset+m.Size > size {
 		// the file may have grown through another daemon
 		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: m.Ino}, nil, nil)
 		if err != nil {
-			return 0, err
+			return readPlan{}, err
 		}
 		s.mergeAttr(resp.Attr)
 		size = resp.Attr.Size
 	}
 	if m.Offset >= size {
-		return 0, nil
+		return readPlan{f: f}, nil
 	}
-	n := int64(len(buf))
+	n := int64(m.Size)
 	if rem := int64(size - m.Offset); rem < n {
 		n = rem
 	}
-	buf = buf[:n]
-	spans := layout.Spans(int64(m.Offset), n, f.chunkSize)
-	err = s.parallel(len(spans), func(i int) error {
-		sp := spans[i]
+	return readPlan{f: f, n: n, spans: layout.Spans(int64(m.Offset), n, f.chunkSize)}, nil
+}
+
+// readPlanned fills buf (rp.n bytes) with the planned read.
+func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf []byte) error {
+	f := rp.f
+	return s.parallel(len(rp.spans), func(i int) error {
+		sp := rp.spans[i]
 		dst := buf[sp.BufOff : sp.BufOff+sp.Len]
 		loc, ok, err := s.chunk(ctx, m.Ino, f, sp.Idx, false)
 		if err != nil {
@@ -716,12 +759,48 @@ func (s *Server) read(ctx context.Context, m *wire.Msg, buf []byte) (int, error)
 		return s.parallel(len(pieces), func(j int) error {
 			pc := pieces[j]
 			into := dst[pc.BufOff : pc.BufOff+pc.Len]
-			req := &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
-				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Job: m.Job, Rank: m.Rank, Node: m.Node}
-			return s.callData(ctx, loc.Servers[pc.Member], req, nil, into)
+			return s.callData(ctx, loc.Servers[pc.Member], s.chunkRead(m, f, sp, pc), nil, into)
 		})
 	})
-	return int(n), err
+}
+
+func (s *Server) chunkRead(m *wire.Msg, f *file, sp layout.Span, pc layout.Piece) *wire.Msg {
+	return &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
+		Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Job: m.Job, Rank: m.Rank, Node: m.Node}
+}
+
+// relayRead answers a read that one data server serves whole by splicing
+// the server's answer into the reply (zerocopy.Relay): the payload never
+// enters this process. relayed is false, with nothing sent, when the read
+// is not of that shape (end of file, a hole, stripes, several chunks) or
+// the data server answered with an error, which is then returned.
+func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (relayed bool, err error) {
+	if len(rp.spans) != 1 {
+		return false, nil
+	}
+	m, sp := r.Msg, rp.spans[0]
+	loc, ok, err := s.chunk(ctx, m.Ino, rp.f, sp.Idx, false)
+	if err != nil || !ok {
+		return false, err
+	}
+	pieces := layout.Pieces(sp.Off, sp.Len, len(loc.Servers), rp.f.stripeUnit)
+	if len(pieces) != 1 {
+		return false, nil
+	}
+	err = s.callDataSink(ctx, loc.Servers[pieces[0].Member], s.chunkRead(m, rp.f, sp, pieces[0]),
+		func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
+			if int64(n) != rp.n {
+				return fmt.Errorf("data server answered %d bytes for a read of %d", n, rp.n)
+			}
+			relayed = true
+			return r.ReplySend(&wire.Msg{Size: uint64(n)}, n, func(c net.Conn) error {
+				return zerocopy.Relay(c, prefix, conn, n)
+			})
+		})
+	if relayed && err != nil {
+		s.log.Warn("relayed read cut short; client connection closed", "ino", m.Ino, "err", err)
+	}
+	return relayed, err
 }
 
 // parallel runs fn(0..n-1), concurrently when n > 1, and returns the first

@@ -42,7 +42,10 @@ type openFile struct {
 
 const maxOpenFiles = 512
 
-var _ Store = (*DirStore)(nil)
+var (
+	_ Store      = (*DirStore)(nil)
+	_ ChunkFiles = (*DirStore)(nil)
+)
 
 // OpenDir opens (and scans) a directory store.
 func OpenDir(kind string, cfg Config) (*DirStore, error) {
@@ -199,6 +202,11 @@ func (s *DirStore) Read(id ChunkID, off int64, p []byte) error {
 	}
 	clear(p[n:])
 	return nil
+}
+
+// ChunkFile implements ChunkFiles.
+func (s *DirStore) ChunkFile(id ChunkID) (*os.File, error) {
+	return s.file(id, false, 0)
 }
 
 // Truncate implements Store.

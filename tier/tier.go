@@ -8,6 +8,7 @@ package tier
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 )
@@ -45,6 +46,16 @@ type PathView interface {
 	Link(ino uint64, path string) error
 	Rename(oldPath, newPath string) error
 	Unlink(path string) error
+}
+
+// ChunkFiles is implemented by stores whose chunks are files, so a data
+// server can answer a read with sendfile rather than copy the bytes
+// through its memory.
+type ChunkFiles interface {
+	// ChunkFile returns the chunk's open file, or nil for a chunk never
+	// written. The store may close the file when it evicts it; a caller
+	// that then sees os.ErrClosed asks again.
+	ChunkFile(id ChunkID) (*os.File, error)
 }
 
 // Config is what every store kind is opened with.

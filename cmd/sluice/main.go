@@ -412,6 +412,7 @@ func cmdData(args []string) error {
 	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
 	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
 	node := fs.String("node", hostname(), "node name")
+	zeroCopy := fs.Bool("zero-copy", false, "answer reads with sendfile from the chunk file instead of through a buffer")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -431,7 +432,7 @@ func cmdData(args []string) error {
 	}
 	log := logger("data").With("tier", *kind)
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
-		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg,
+		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
 		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind)})
 	if err != nil {
 		return err
@@ -452,6 +453,7 @@ func cmdFwd(args []string) error {
 	node := fs.String("node", hostname(), "node name")
 	idFile := fs.String("id-file", "", "keep the assigned id here across restarts")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
+	zeroCopy := fs.Bool("zero-copy", false, "splice data servers' answers to reads into the replies instead of copying them")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -461,7 +463,8 @@ func cmdFwd(args []string) error {
 	}
 	log := logger("fwd")
 	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
-		MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
+		MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, ZeroCopy: *zeroCopy,
+		Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
 	return runDaemon(srv, *df.addrFile, *idFile)
 }
 
@@ -598,11 +601,18 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
 	fs.StringVar(&o.FwdPolicy, "fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm")
+	fs.StringVar(&o.ZeroCopy, "zero-copy", "none", "zero-copy reads in the data servers (sendfile), the forwarding daemons (splice), both or neither: data, fwd, all or none")
+	fs.IntVar(&o.PprofBase, "pprof-base", 0, "serve each daemon's Go profiles on 127.0.0.1:PORT+i, i its index in cluster.json (0: off)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
 	if o.Dir == "" || o.Mount == "" {
 		return fmt.Errorf("--dir and --mount are required")
+	}
+	switch o.ZeroCopy {
+	case "none", "data", "fwd", "all":
+	default:
+		return fmt.Errorf("--zero-copy %q: want data, fwd, all or none", o.ZeroCopy)
 	}
 	o.NoMonitor = !*monitor
 	o.MetaFlags = strings.Fields(*metaFlags)

@@ -51,7 +51,22 @@ func laneOf(m *wire.Msg) int {
 	return laneSmall
 }
 
+// Sink takes a response's payload straight off the connection, for a
+// daemon that relays it without copying it through its memory
+// (zerocopy.Relay). prefix holds the payload bytes already buffered; the
+// other n-len(prefix) are the next bytes of conn. A Sink must consume
+// exactly those or fail; after a failure the connection is dropped.
+type Sink func(resp *wire.Msg, n int, prefix []byte, conn net.Conn) error
+
+// SinkError is a Sink's failure as CallSink returns it; the call is not
+// retried, since the sink may have acted.
+type SinkError struct{ Err error }
+
+func (e *SinkError) Error() string { return "relaying a response: " + e.Err.Error() }
+func (e *SinkError) Unwrap() error { return e.Err }
+
 type call struct {
+	sink    Sink
 	into    []byte
 	resp    *wire.Msg
 	payload []byte
@@ -166,6 +181,20 @@ func (c *Client) drop(cc *clientConn) {
 // response. Connection failures are retried (with a fresh connection) until
 // the timeout; they surface as *TransportError naming the server.
 func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+	return c.call(ctx, req, payload, &call{into: into})
+}
+
+// CallSink is Call for a response whose payload, if it has one, goes to
+// sink, called on the connection's reading goroutine before CallSink
+// returns. A sink's failure comes back as *SinkError.
+func (c *Client) CallSink(ctx context.Context, req *wire.Msg, payload []byte, sink Sink) (*wire.Msg, error) {
+	resp, _, err := c.call(ctx, req, payload, &call{sink: sink})
+	return resp, err
+}
+
+// call runs one call, retrying on fresh connections; proto carries the
+// call's into or sink.
+func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, error) {
 	ctx, cancel := withTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	backoff := 20 * time.Millisecond
@@ -176,11 +205,14 @@ func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) 
 			var resp *wire.Msg
 			var p []byte
 			var sent bool
-			resp, p, sent, err = cc.do(ctx, req, payload, into)
+			resp, p, sent, err = cc.do(ctx, req, payload, proto)
 			if err == nil {
 				return resp, p, FromMsg(resp)
 			}
 			c.drop(cc)
+			if se := (*SinkError)(nil); errors.As(err, &se) {
+				return nil, nil, err
+			}
 			if sent && ctx.Err() != nil {
 				return nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("no answer: %w", ctx.Err())}
 			}
@@ -201,8 +233,8 @@ func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) 
 
 // do runs one call on one connection. sent reports whether the request may
 // have reached the server.
-func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, bool, error) {
-	cl := &call{into: into, done: make(chan struct{})}
+func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, bool, error) {
+	cl := &call{into: proto.into, sink: proto.sink, done: make(chan struct{})}
 	cc.mu.Lock()
 	if cc.err != nil {
 		err := cc.err
@@ -273,6 +305,22 @@ func (cc *clientConn) readLoop() {
 		cl := cc.pending[h.ReqID]
 		delete(cc.pending, h.ReqID)
 		cc.mu.Unlock()
+		if cl != nil && cl.sink != nil && h.PayloadLen > 0 {
+			n := int(h.PayloadLen)
+			k := min(fr.r.Buffered(), n)
+			prefix, _ := fr.r.Peek(k)
+			err := cl.sink(m, n, prefix, cc.c)
+			fr.r.Discard(k)
+			if err != nil {
+				cl.err = &SinkError{Err: err}
+				close(cl.done)
+				cc.fail(err)
+				return
+			}
+			cl.resp = m
+			close(cl.done)
+			continue
+		}
 		var p []byte
 		if h.PayloadLen > 0 {
 			n := int(h.PayloadLen)

@@ -184,10 +184,7 @@ func (f *frameReader) next() (wire.Header, *wire.Msg, error) {
 // writeFrame sends one frame with a single writev. The caller serialises
 // writes on c.
 func writeFrame(c net.Conn, scratch []byte, kind uint8, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
-	scratch = append(scratch[:0], make([]byte, wire.HeaderSize)...)
-	scratch = m.Append(scratch)
-	wire.PutHeader(scratch, wire.Header{Kind: kind, ReqID: id,
-		BodyLen: uint32(len(scratch) - wire.HeaderSize), PayloadLen: uint32(len(payload))})
+	scratch = frameHead(scratch, kind, id, m, len(payload))
 	if len(payload) == 0 {
 		_, err := c.Write(scratch)
 		return scratch, err
@@ -195,6 +192,16 @@ func writeFrame(c net.Conn, scratch []byte, kind uint8, id uint64, m *wire.Msg, 
 	bufs := net.Buffers{scratch, payload}
 	_, err := bufs.WriteTo(c)
 	return scratch, err
+}
+
+// frameHead encodes the header and body of a frame whose payload is n
+// bytes into scratch.
+func frameHead(scratch []byte, kind uint8, id uint64, m *wire.Msg, n int) []byte {
+	scratch = append(scratch[:0], make([]byte, wire.HeaderSize)...)
+	scratch = m.Append(scratch)
+	wire.PutHeader(scratch, wire.Header{Kind: kind, ReqID: id,
+		BodyLen: uint32(len(scratch) - wire.HeaderSize), PayloadLen: uint32(n)})
+	return scratch
 }
 
 // withTimeout returns ctx bounded by d unless it already has a deadline.

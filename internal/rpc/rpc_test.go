@@ -185,3 +185,85 @@ func BenchmarkPing(b *testing.B) {
 		}
 	}
 }
+
+// streamer answers OpRead with Size bytes of a pattern written by
+// ReplySend in three pieces, and anything else like echo.
+type streamer struct{}
+
+func pattern(ino uint64, n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(uint64(i)*7 + ino)
+	}
+	return p
+}
+
+func (streamer) Handle(r *Request) {
+	if r.Msg.Op != wire.OpRead {
+		echo.Handle(r)
+		return
+	}
+	go func() {
+		p := pattern(r.Msg.Ino, int(r.Msg.Size))
+		err := r.ReplySend(&wire.Msg{Size: r.Msg.Size}, len(p), func(c net.Conn) error {
+			third := len(p) / 3
+			for _, part := range [][]byte{p[:third], p[third : 2*third], p[2*third:]} {
+				if _, err := c.Write(part); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}()
+}
+
+// TestCallSink mixes calls whose payloads go to a sink with ordinary calls
+// on one client, and checks a failing sink: its error comes back, the call
+// is not retried and the client goes on working.
+func TestCallSink(t *testing.T) {
+	_, addr := echoServer(t, streamer{})
+	c := NewClient(addr, secret, ClientOptions{})
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := 0; i < 48; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			n := 1 + i*40000
+			if i%3 == 0 {
+				payload := bytes.Repeat([]byte{byte(i)}, n)
+				_, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: uint64(i)}, payload, nil)
+				if err != nil || !bytes.Equal(p, payload) {
+					t.Errorf("call %d: %v", i, err)
+				}
+				return
+			}
+			var got []byte
+			resp, err := c.CallSink(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: uint64(i), Size: uint64(n)}, nil,
+				func(resp *wire.Msg, n int, prefix []byte, conn net.Conn) error {
+					got = append(got, prefix...)
+					rest := make([]byte, n-len(prefix))
+					_, err := io.ReadFull(conn, rest)
+					got = append(got, rest...)
+					return err
+				})
+			if err != nil || resp.Size != uint64(n) || !bytes.Equal(got, pattern(uint64(i), n)) {
+				t.Errorf("sink call %d: %v, %d bytes", i, err, len(got))
+			}
+		}(i)
+	}
+	wg.Wait()
+	calls := 0
+	_, err := c.CallSink(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: 1, Size: 5000}, nil,
+		func(*wire.Msg, int, []byte, net.Conn) error { calls++; return errors.New("downstream gone") })
+	var se *SinkError
+	if !errors.As(err, &se) || calls != 1 {
+		t.Fatalf("failing sink: %v after %d calls, want a SinkError after 1", err, calls)
+	}
+	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpGetattr}, nil, nil); err != nil {
+		t.Fatalf("after a failed sink: %v", err)
+	}
+}

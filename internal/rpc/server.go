@@ -34,6 +34,33 @@ func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
 	r.sc.reply(r.id, resp, respPayload)
 }
 
+// ReplySend sends resp with an n-byte payload that send writes straight to
+// the connection (sendfile, splice: package zerocopy) under the
+// connection's write lock. send must write exactly n bytes; if it fails the
+// connection is closed, so that the peer never takes a cut frame for a
+// whole one, and the error is returned. Like Reply it releases Payload.
+func (r *Request) ReplySend(resp *wire.Msg, n int, send func(c net.Conn) error) error {
+	if r.Payload != nil {
+		bufpool.Put(r.Payload)
+		r.Payload = nil
+	}
+	sc := r.sc
+	if sc.dead.Load() {
+		return net.ErrClosed
+	}
+	sc.wmu.Lock()
+	sc.scratch = frameHead(sc.scratch, wire.KindResponse, r.id, resp, n)
+	_, err := sc.c.Write(sc.scratch)
+	if err == nil {
+		err = send(sc.c)
+	}
+	sc.wmu.Unlock()
+	if err != nil {
+		sc.c.Close()
+	}
+	return err
+}
+
 // ReplyErr sends an error response.
 func (r *Request) ReplyErr(err error) {
 	r.Reply(ToMsg(&wire.Msg{}, err), nil)

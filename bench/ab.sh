@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# A/B of local-cluster variants, interleaved so the host's noise falls on
+# all of them alike (docs/benchmarks.md): for each round and each variant,
+# `sluice up` with the variant's flags and environment, then fio 4 KiB
+# random read (8 s) and 1 MiB sequential write and read of 1 GiB. Besides
+# the rates it prints the CPU time all the cluster's daemons spent per GB
+# written and read, which this VM's noise disturbs far less than rates.
+#
+#   bash bench/ab.sh ROUNDS VARIANT...
+#   VARIANT = LABEL=ENV;UPFLAGS, e.g.
+#   bash bench/ab.sh 2 'copy=;' 'zerocopy=;--zero-copy=all' 'fwdsplice=;--zero-copy=fwd'
+#   bash bench/ab.sh 2 'default=;' 'procs1=GOMAXPROCS=1;'
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:?usage: bench/ab.sh ROUNDS LABEL=ENV\;UPFLAGS...}
+shift
+[ $# -gt 0 ] || { echo "usage: bench/ab.sh ROUNDS LABEL=ENV;UPFLAGS..." >&2; exit 2; }
+command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
+go build -o bin/sluice ./cmd/sluice
+cpu() { # total CPU seconds of the cluster's daemons
+	python3 - "$1" <<'PY'
+import json, os, sys
+t = 0
+for d in json.load(open(sys.argv[1]))["Daemons"]:
+    try:
+        f = open(f"/proc/{d['Pid']}/stat").read().rsplit(")", 1)[1].split()
+        t += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, KeyError):
+        pass
+print(t)
+PY
+}
+FIO="--direct=1 --iomem_align=4096 --ioengine=psync --output-format=json"
+run() { # label env upflags
+	W=$(mktemp -d /tmp/sluice-ab.XXXXXX)
+	# shellcheck disable=SC2086
+	env $2 bin/sluice up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none $3 >/dev/null
+	# shellcheck disable=SC2086
+	r=$(fio --name=r --filename="$W/m/rr" --rw=randread --bs=4k --size=256m --time_based --runtime=8 $FIO 2>/dev/null |
+		python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))')
+	c0=$(cpu "$W/s/cluster.json")
+	# shellcheck disable=SC2086
+	w=$(fio --name=w --filename="$W/m/sq" --rw=write --bs=1M --size=1g --end_fsync=1 $FIO 2>/dev/null |
+		python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["write"]["bw_bytes"]/1e6))')
+	c1=$(cpu "$W/s/cluster.json")
+	# shellcheck disable=SC2086
+	s=$(fio --name=s --filename="$W/m/sq" --rw=read --bs=1M --size=1g $FIO 2>/dev/null |
+		python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["bw_bytes"]/1e6))')
+	c2=$(cpu "$W/s/cluster.json")
+	echo "$1 randread_iops=$r seqwrite_mbps=$w seqread_mbps=$s" \
+		"write_cpu_s_per_gb=$(python3 -c "print(round(($c1-$c0)/1.0737, 2))")" \
+		"read_cpu_s_per_gb=$(python3 -c "print(round(($c2-$c1)/1.0737, 2))")"
+	bin/sluice down --dir "$W/s" --purge >/dev/null
+	rm -rf "$W"
+}
+for _ in $(seq "$ROUNDS"); do
+	for v in "$@"; do
+		label=${v%%=*}
+		rest=${v#*=}
+		run "$label" "${rest%%;*}" "${rest#*;}"
+	done
+done

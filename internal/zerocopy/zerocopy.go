@@ -1,0 +1,133 @@
+// Package zerocopy moves payload bytes between descriptors inside the
+// kernel: sendfile from a chunk file to a socket (data servers) and splice
+// from one socket to another (forwarding daemons relaying a read), so that
+// a byte crossing a daemon is not copied into its memory and out again. It
+// owns no connections or files and knows nothing of framing: callers write
+// their headers and hold their connections' write locks. Where the
+// descriptors do not allow it (not TCP, not a file), it copies instead.
+package zerocopy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+)
+
+// zeros pads a send past the end of a file.
+var zeros = make([]byte, 64<<10)
+
+// maxSendfile bounds one sendfile call (the kernel's own bound is larger).
+const maxSendfile = 1 << 30
+
+// SendFile writes n bytes of f starting at off to dst, the bytes past f's
+// end as zeros (a chunk shorter than a read is a hole; a nil f is all
+// hole). It does not use or move f's file offset, so several sends may
+// share f. If f was closed before any byte went, the error is
+// os.ErrClosed; on other errors an unknown number of bytes was written.
+func SendFile(dst net.Conn, f *os.File, off int64, n int) error {
+	sent := 0
+	if f != nil {
+		var err error
+		if sent, err = sendfile(dst, f, off, n); err != nil {
+			return err
+		}
+	}
+	for sent < n {
+		k := min(n-sent, len(zeros))
+		if _, err := dst.Write(zeros[:k]); err != nil {
+			return err
+		}
+		sent += k
+	}
+	return nil
+}
+
+// sendfile sends up to n bytes from f at off and returns how many it sent;
+// fewer than n means f ended.
+func sendfile(dst net.Conn, f *os.File, off int64, n int) (int, error) {
+	sc, ok := dst.(syscall.Conn)
+	if !ok {
+		return copyAt(dst, f, off, n)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	fc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	var serr error
+	// Control keeps f's descriptor open (a concurrent Close waits);
+	// Write waits for dst to become writable whenever the kernel says
+	// EAGAIN.
+	cerr := fc.Control(func(ffd uintptr) {
+		werr := rc.Write(func(dfd uintptr) bool {
+			for sent < n {
+				w, err := syscall.Sendfile(int(dfd), int(ffd), &off, min(n-sent, maxSendfile))
+				if w > 0 {
+					sent += w
+				}
+				switch {
+				case err == syscall.EAGAIN:
+					return false
+				case err == syscall.EINTR:
+					continue
+				case err != nil:
+					serr = err
+					return true
+				case w == 0:
+					return true // end of file
+				}
+			}
+			return true
+		})
+		if serr == nil {
+			serr = werr
+		}
+	})
+	if cerr != nil {
+		return sent, cerr
+	}
+	if serr != nil {
+		return sent, fmt.Errorf("sendfile: %w", serr)
+	}
+	return sent, nil
+}
+
+// copyAt is sendfile's fallback through a buffer.
+func copyAt(dst io.Writer, f *os.File, off int64, n int) (int, error) {
+	w, err := io.Copy(dst, io.NewSectionReader(f, off, int64(n)))
+	return int(w), err
+}
+
+// ErrShort is returned when the source ends before the promised bytes.
+var ErrShort = errors.New("relay: source ended early")
+
+// Relay writes prefix and then the next n-len(prefix) bytes read from src
+// to dst. Between two TCP connections the kernel splices the bytes through
+// a pipe without copying them to this process. prefix is what the caller
+// had already buffered from src. On error an unknown number of bytes has
+// been read and written.
+func Relay(dst net.Conn, prefix []byte, src net.Conn, n int) error {
+	if len(prefix) > 0 {
+		if _, err := dst.Write(prefix); err != nil {
+			return err
+		}
+	}
+	rest := int64(n - len(prefix))
+	if rest <= 0 {
+		return nil
+	}
+	// io.CopyN hands a LimitedReader of src to dst's ReadFrom, which on
+	// Linux splices when both ends are TCP connections.
+	w, err := io.CopyN(dst, src, rest)
+	if err == io.EOF || (err == nil && w < rest) {
+		return ErrShort
+	}
+	return err
+}
