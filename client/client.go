@@ -67,6 +67,13 @@ type Config struct {
 	// WriteBehind bounds the bytes of writes in flight in the background
 	// (default 32 MiB; negative: every write waits for the forwarding node).
 	WriteBehind int64
+	// WritebackCreates answers creates in directories this mount holds
+	// the delegation of by itself and sends them in batches
+	// (wbcreate.go); needs the change feed.
+	WritebackCreates bool
+	// CreateFlush bounds how long such a create waits before it is sent
+	// (default 10 ms).
+	CreateFlush time.Duration
 	// Readahead is how far ahead of a sequential reader data is fetched,
 	// per open file (default 8 MiB; negative: no readahead).
 	Readahead int64
@@ -101,6 +108,8 @@ type FS struct {
 	// dc answers directories' getattrs and lookups of absent names
 	// (dircache.go).
 	dc dirCache
+	// wb holds delegations and creates not yet sent (wbcreate.go).
+	wb wbState
 
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
@@ -129,6 +138,9 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if cfg.AttrTimeout == 0 {
 		cfg.AttrTimeout = time.Second
 	}
+	if cfg.CreateFlush <= 0 {
+		cfg.CreateFlush = 10 * time.Millisecond
+	}
 	if cfg.EntryTimeout == 0 {
 		cfg.EntryTimeout = time.Second
 	}
@@ -151,6 +163,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		fs.raMax = 64 << 20
 	}
 	fs.iocond = sync.NewCond(&fs.iomu)
+	fs.wb.init()
 	fs.met = newClientMetrics(cfg.Metrics, fs)
 	fs.rt = router{routes: map[string]*route{}, conns: map[string]*rpc.Client{}}
 	addr := cfg.Fwd
@@ -236,8 +249,9 @@ func (fs *FS) answered(h *fuse.InHeader, op wire.Op, ino uint64, start time.Time
 	fs.record(h, fs.ident(h, op), beaconsvc.OpName(op), ino, 0, 0, start, failed)
 }
 
-// Close drops the connection to the forwarding node.
+// Close sends the creates not yet sent and drops the connections.
 func (fs *FS) Close() {
+	fs.wbDropAll()
 	fs.rt.mu.Lock()
 	for _, c := range fs.rt.conns {
 		c.Close()
@@ -279,6 +293,7 @@ func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payloa
 // application saw), everything else here.
 func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
 	m.Job, m.Rank, m.Node, m.Client = id.Job, id.Rank, fs.node(id), fs.feed.id
+	fs.wbSettle(m.Ino, m.Parent, m.NewParent)
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by
 	// the timeout, so it is not abandoned half-way.
@@ -519,6 +534,15 @@ func (fs *FS) openFlags() uint32 {
 
 // Create implements fuse.RawFileSystem.
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	start := time.Now()
+	if a, ok := fs.wbCreate(in, name); ok {
+		fs.met.wbLocal.Inc()
+		fs.answered(&in.InHeader, wire.OpMknod, in.NodeId, start, false)
+		fs.entry(&wire.Msg{Attr: a, Gen: fs.feed.sent.Load()}, &out.EntryOut)
+		out.Fh = fs.nextFh.Add(1)
+		out.OpenFlags = fs.openFlags()
+		return fuse.OK
+	}
 	flags := wire.CreateOpen
 	if in.Flags&syscall.O_EXCL != 0 {
 		flags |= syscall.O_EXCL
@@ -550,6 +574,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	start := time.Now()
 	id := fs.ident(&in.InHeader, wire.OpRead)
+	fs.wbSettle(in.NodeId)
 	fs.waitWrites(in.NodeId, in.Offset, in.Offset+uint64(in.Size))
 	if fs.cfg.Readahead > 0 {
 		if rr := fs.readahead(id, in.NodeId, in.Fh, in.Offset, int(in.Size)); rr != nil {
@@ -574,6 +599,7 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	var st fuse.Status
 	start := time.Now()
 	id := fs.ident(&in.InHeader, wire.OpWrite)
+	fs.wbSettle(in.NodeId)
 	if fs.cfg.WriteBehind > 0 {
 		st = fs.writeBehind(id, in.NodeId, in.Offset, data)
 	} else {
@@ -636,6 +662,9 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	fs.hmu.Lock()
 	delete(fs.written, in.Fh)
 	fs.hmu.Unlock()
+	if fs.wbRelease(in.NodeId) {
+		return
+	}
 	fs.call(nil, &in.InHeader, &wire.Msg{Op: wire.OpRelease, Ino: in.NodeId}, nil, nil)
 }
 
@@ -722,6 +751,7 @@ type clientMetrics struct {
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
 	local    prometheus.Counter       // answered from the directory cache
+	wbLocal  prometheus.Counter       // creates answered here (write-back)
 }
 
 func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
@@ -735,6 +765,8 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			Help: "Latency of file system operations as the application saw them.", Buckets: prometheus.ExponentialBuckets(5e-6, 2, 22)}, []string{"op"}),
 		local: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_dircache_hits_total",
 			Help: "Directory getattrs and lookups of absent names answered by the mount without a round trip."}),
+		wbLocal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_writeback_creates_total",
+			Help: "Creates answered by the mount and sent to the metadata service in batches."}),
 	}
 	stream := func(name, help string, v func() int64) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -743,7 +775,7 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			return float64(v())
 		})
 	}
-	reg.MustRegister(m.requests, m.latency, m.local,
+	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal,
 		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { return fs.wbBytes }),
 		stream("sluice_client_readahead_bytes", "Bytes held in readahead buffers.", func() int64 { return fs.raBytes }))
 	return m

@@ -81,6 +81,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			Size: uint64(wait / time.Millisecond)}, nil, nil)
 		cancel()
 		if err != nil {
+			fs.wbDropAll()
 			if fs.feed.live.Swap(false) {
 				fs.dc.mu.Lock()
 				fs.dc.resetLocked()
@@ -109,6 +110,11 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 		}
 		fs.dc.forgetLocked(resp.Entries)
 		fs.dc.mu.Unlock()
+		if lost {
+			// a recall may have been among the lost changes
+			go fs.wbDropAll()
+		}
+		fs.wbRecall(resp.Entries)
 		for _, e := range resp.Entries {
 			switch e.Mode {
 			case wire.ChangeEntry:

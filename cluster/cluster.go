@@ -49,7 +49,9 @@ type Options struct {
 	DataMBps, DataIOPS float64
 	// MetaFlags are extra flags of the metadata daemon (DFRA thresholds).
 	MetaFlags []string
-	JobVar    string // environment variable holding the job id (mount)
+	// MountFlags are extra flags of the mount (--writeback-creates).
+	MountFlags []string
+	JobVar     string // environment variable holding the job id (mount)
 	// NoMonitor turns Beacon's per-operation records off in every daemon
 	// (to measure what monitoring costs).
 	NoMonitor bool
@@ -336,6 +338,7 @@ func Up(o Options) (*Cluster, error) {
 	if o.JobVar != "" {
 		margs = append(margs, "--jobid-var", o.JobVar)
 	}
+	margs = append(margs, o.MountFlags...)
 	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, common...), mnt)})
 
 	picker.release()

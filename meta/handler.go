@@ -32,6 +32,7 @@ func (s *Service) Handler() rpc.Handler {
 // applied before the reply was read, so a client may cache the reply until
 // it sees a later change. Namespace changes go into the feed.
 func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
+	s.awaitDelegs(ctx, m)
 	pos := s.feed.position()
 	resp, changes, err := s.dispatch(ctx, m)
 	if len(changes) > 0 {
@@ -50,7 +51,7 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 	}
 	if len(changes) > 0 {
 		switch m.Op {
-		case wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir, wire.OpLink:
+		case wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir, wire.OpLink, wire.OpCreateBatch:
 			dir := m.Parent
 			if m.Op == wire.OpLink {
 				dir = m.NewParent
@@ -77,6 +78,22 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		return r, nil, nil
 	case wire.OpPing:
 		return &wire.Msg{}, nil, nil
+	case wire.OpDelegate:
+		first, err := s.Delegate(m.Client, m.Ino)
+		return &wire.Msg{ID: first, Size: DelegInos}, nil, err
+	case wire.OpUndelegate:
+		s.Undelegate(m.Client, m.Ino)
+		return &wire.Msg{}, nil, nil
+	case wire.OpCreateBatch:
+		failed, err := s.CreateBatch(m.Parent, m.Entries, m.Uid, m.Gid, m.Mtime)
+		ch = []wire.DirEntry{attrChange(m.Parent)}
+		for _, e := range m.Entries {
+			ch = append(ch, entryChange(m.Parent, e.Name))
+		}
+		if err != nil {
+			return nil, ch, err
+		}
+		return &wire.Msg{Entries: failed}, ch, nil
 	case wire.OpLookup:
 		a, err = s.Lookup(m.Parent, m.Name)
 	case wire.OpGetattr:

@@ -56,7 +56,8 @@ type Service struct {
 	met serviceMetrics
 
 	gcKick chan struct{}
-	feed   feed // changes for mounts' caches (feed.go)
+	feed   feed   // changes for mounts' caches (feed.go)
+	deleg  delegs // directories whose creates a mount makes itself (deleg.go)
 }
 
 // New opens the service on cfg.Engine, creating the root directory on first
@@ -84,6 +85,7 @@ func New(cfg Config) (*Service, error) {
 		opens: map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.reg.init(s)
 	s.feed.init(s.now())
+	s.deleg.dir, s.deleg.cool = map[uint64]*delegation{}, map[uint64]time.Time{}
 	if _, err := s.getInode(RootIno); errors.Is(err, syscall.ENOENT) {
 		t := s.now().UnixNano()
 		root := &inode{Attr: wire.Attr{Ino: RootIno, Mode: syscall.S_IFDIR | 0o755, Nlink: 2,

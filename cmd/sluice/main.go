@@ -501,6 +501,8 @@ func cmdMount(args []string) error {
 	cache := fs.Bool("cache-data", false, "let the kernel cache file data (default: direct I/O)")
 	writeBehind := fs.String("write-behind", "32M", "bytes of writes sent in the background before a write waits (0: every write waits for the forwarding node)")
 	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
+	wbCreates := fs.Bool("writeback-creates", true, "answer creates in directories this mount holds the delegation of at once and send them in batches (false: every create waits for the metadata service)")
+	createFlush := fs.Duration("create-flush", 10*time.Millisecond, "how long a write-back create may wait before it is sent")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	attrTO := fs.Duration("attr-timeout", time.Second, "how long the kernel may cache attributes (0: every stat reaches the metadata service)")
 	entryTO := fs.Duration("entry-timeout", time.Second, "how long the kernel may cache name lookups (0: no caching)")
@@ -540,7 +542,7 @@ func cmdMount(args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
 		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+		WriteBehind: wb, Readahead: ra, WritebackCreates: *wbCreates, CreateFlush: *createFlush, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
 		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache)})
 	cancel()
 	if err != nil {
@@ -597,6 +599,7 @@ func cmdUp(args []string) error {
 	fs.Float64Var(&o.DataMBps, "data-max-mbps", 0, "bandwidth cap of each mem-tier data server, MB/s")
 	fs.Float64Var(&o.DataIOPS, "data-max-iops", 0, "IOPS cap of each mem-tier data server")
 	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
+	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
@@ -616,6 +619,7 @@ func cmdUp(args []string) error {
 	}
 	o.NoMonitor = !*monitor
 	o.MetaFlags = strings.Fields(*metaFlags)
+	o.MountFlags = strings.Fields(*mountFlags)
 	var err error
 	if o.MemBytes, err = cluster.ParseSize(*mem); err != nil {
 		return fmt.Errorf("--mem: %v", err)

@@ -47,14 +47,21 @@ const (
 	OpBeacon    // monitoring store (in the metadata daemon): Name is the call, payload its argument (beacon/beaconsvc)
 	OpJob       // forwarding-map manager (in the metadata daemon): Name is the call (fwdmap)
 	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
+	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
+	OpUndelegate
+	OpCreateBatch // a delegation holder's creates in directory Parent: Entries (Name, Ino, Mode with CreateOpen), Uid, Gid, Mtime
 	opMax
 )
 
 // Change kinds of the metadata change feed, in DirEntry.Mode of an OpWatch
-// reply: a name in a directory (Ino the directory) or an inode's attributes.
+// reply: a name in a directory (Ino the directory), an inode's attributes,
+// or a delegation recalled.
 const (
 	ChangeEntry = 1
 	ChangeAttr  = 2
+	// ChangeRecall asks the mount whose client id is in Name to give back
+	// its delegation of directory Ino (flush its creates there first).
+	ChangeRecall = 3
 )
 
 var opNames = [...]string{
@@ -63,6 +70,7 @@ var opNames = [...]string{
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
+	"delegate", "undelegate", "create-batch",
 }
 
 func (o Op) String() string {

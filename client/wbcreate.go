@@ -1,0 +1,330 @@
+package client
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Write-back creates (Config.WritebackCreates; the service's side is
+// meta/deleg.go). A create of a regular file in a directory whose complete
+// listing the directory cache holds, and whose delegation this mount holds,
+// is answered here at once, with an inode number the metadata service
+// handed out, and sent with the directory's other new files in one
+// OpCreateBatch at most CreateFlush later. Before any request that names a
+// file not yet sent or a delegated directory leaves this mount, the
+// directory's creates are sent (wbSettle), so the service never sees an
+// operation on something it does not know; closing a file not yet sent
+// costs nothing. Another node that touches the directory makes the service
+// recall the delegation through the change feed: the creates are sent and
+// the delegation given back before that node's request is served.
+
+// wbCooldown is how long a mount does not ask again for a directory that
+// was refused or recalled (the service's wbCooldown).
+const wbCooldown = time.Second
+
+// wbBatchMax is how many creates a directory holds before they are sent at
+// once.
+const wbBatchMax = 512
+
+type wbEntry struct {
+	id       ident.ID // who created it (the batch's job and rank)
+	name     string
+	ino      uint64
+	mode     uint32 // permission bits
+	uid, gid uint32
+	t        int64
+	open     bool // still open: the service counts it open
+	inflight bool // taken by a flush in progress
+}
+
+type wbDir struct {
+	entries   []*wbEntry // not yet sent
+	recalled  bool       // no new creates here
+	scheduled bool       // a flush is due within CreateFlush
+	flushMu   sync.Mutex // serialises this directory's flushes
+}
+
+type wbPending struct {
+	dir uint64
+	d   *wbDir
+	e   *wbEntry
+}
+
+type wbState struct {
+	active atomic.Int64 // delegations held: callers skip the checks at 0
+
+	mu      sync.Mutex // guards the fields below and every wbDir's and wbEntry's fields but flushMu
+	held    map[uint64]*wbDir
+	pending map[uint64]*wbPending // inode not yet sent → its entry
+	next    uint64                // granted inode numbers: [next, end)
+	end     uint64
+	refused map[uint64]time.Time // directory → no delegation request before
+}
+
+func (w *wbState) init() {
+	w.held, w.pending, w.refused = map[uint64]*wbDir{}, map[uint64]*wbPending{}, map[uint64]time.Time{}
+}
+
+// wbCreate answers the create of regular file name in parent by itself if
+// it can; ok is false when the create must go to the service.
+func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool) {
+	parent := in.NodeId
+	if !fs.cfg.WritebackCreates || fs.mc == nil || len(name) > 255 || !fs.absent(parent, name) {
+		return nil, false
+	}
+	pattr, ok := fs.dirAttr(parent)
+	if !ok {
+		return nil, false
+	}
+	w := &fs.wb
+	now := time.Now()
+	w.mu.Lock()
+	d := w.held[parent]
+	if d == nil || w.next >= w.end {
+		if d != nil && d.recalled || now.Before(w.refused[parent]) {
+			w.mu.Unlock()
+			return nil, false
+		}
+		w.mu.Unlock()
+		if !fs.wbDelegate(parent) {
+			return nil, false
+		}
+		w.mu.Lock()
+		d = w.held[parent]
+	}
+	if d == nil || d.recalled || w.next >= w.end {
+		w.mu.Unlock()
+		return nil, false
+	}
+	t := now.UnixNano()
+	e := &wbEntry{id: fs.ident(&in.InHeader, wire.OpMknod), name: name, ino: w.next, mode: in.Mode &^ in.Umask & 0o7777,
+		uid: in.Uid, gid: in.Gid, t: t, open: true}
+	if pattr.Mode&syscall.S_ISGID != 0 {
+		e.gid = pattr.Gid
+	}
+	w.next++
+	d.entries = append(d.entries, e)
+	w.pending[e.ino] = &wbPending{dir: parent, d: d, e: e}
+	schedule := !d.scheduled
+	d.scheduled = true
+	full := len(d.entries) >= wbBatchMax
+	w.mu.Unlock()
+
+	pattr.Mtime, pattr.Ctime = t, t
+	fs.changed(parent, name, true, &pattr, fs.feed.sent.Load(), nil)
+	if schedule {
+		time.AfterFunc(fs.cfg.CreateFlush, func() { fs.wbFlush(parent) })
+	}
+	if full {
+		fs.wbFlush(parent)
+	}
+	return &wire.Attr{Ino: e.ino, Mode: syscall.S_IFREG | e.mode, Nlink: 1, Uid: e.uid, Gid: e.gid,
+		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}, true
+}
+
+// wbDelegate asks for the delegation of dir (or more inode numbers for
+// it); a refusal keeps this mount from asking again for a while.
+func (fs *FS) wbDelegate(dir uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), fs.cfg.Timeout)
+	defer cancel()
+	resp, _, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: fs.feed.id}, nil, nil)
+	w := &fs.wb
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.refused[dir] = time.Now().Add(wbCooldown)
+		if rpc.Errno(err) != syscall.EBUSY {
+			fs.log.Warn("delegation request failed", "dir", dir, "err", err)
+		}
+		return false
+	}
+	if w.held[dir] == nil {
+		w.held[dir] = &wbDir{}
+		w.active.Add(1)
+		fs.log.Debug("holding the delegation of a directory: creating its files here", "dir", dir)
+	}
+	w.next, w.end = resp.ID, resp.ID+resp.Size
+	return true
+}
+
+// wbFlush sends dir's creates not yet sent, after any flush in progress.
+func (fs *FS) wbFlush(dir uint64) {
+	w := &fs.wb
+	w.mu.Lock()
+	d := w.held[dir]
+	w.mu.Unlock()
+	if d == nil {
+		return
+	}
+	d.flushMu.Lock()
+	defer d.flushMu.Unlock()
+	w.mu.Lock()
+	batch := d.entries
+	d.entries, d.scheduled = nil, false
+	es := make([]wire.DirEntry, len(batch))
+	for i, e := range batch {
+		e.inflight = true
+		es[i] = wire.DirEntry{Name: e.name, Ino: e.ino, Mode: e.mode}
+		if e.open {
+			es[i].Mode |= wire.CreateOpen
+		}
+	}
+	w.mu.Unlock()
+	for i := 0; i < len(batch); {
+		j := i + 1
+		for j < len(batch) && batch[j].uid == batch[i].uid && batch[j].gid == batch[i].gid {
+			j++
+		}
+		fs.wbSend(dir, batch[i:j], es[i:j])
+		i = j
+	}
+	w.mu.Lock()
+	for _, e := range batch {
+		delete(w.pending, e.ino)
+	}
+	w.mu.Unlock()
+}
+
+// wbSend sends one batch of creates by one owner. A create the service
+// refuses was acknowledged already: it is logged as lost.
+func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry) {
+	id := batch[0].id
+	m := &wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Entries: es, Uid: batch[0].uid, Gid: batch[0].gid,
+		Mtime: batch[len(batch)-1].t, Job: id.Job, Rank: id.Rank, Node: fs.node(id), Client: fs.feed.id}
+	resp, _, err := fs.pick(id, dir).Call(context.Background(), m, nil, nil)
+	// the directory cache already holds the names and the directory's
+	// times (nobody else changes a delegated directory)
+	failed := es
+	if err == nil {
+		failed = resp.Entries
+	}
+	for _, e := range failed {
+		why := err
+		if why == nil {
+			why = syscall.Errno(e.Mode)
+		}
+		fs.log.Error("a create acknowledged to the application was refused by the metadata service: the file is lost",
+			"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
+	}
+	if len(failed) > 0 {
+		fs.forgetDir(dir)
+	}
+}
+
+// wbSettle sends the creates that the given inodes depend on: those of a
+// delegated directory among them, and of the directory of a file among
+// them not yet sent. Every request that leaves the mount passes here.
+func (fs *FS) wbSettle(inos ...uint64) {
+	w := &fs.wb
+	if w.active.Load() == 0 {
+		return
+	}
+	var dirs []uint64
+	w.mu.Lock()
+	for _, x := range inos {
+		if p := w.pending[x]; p != nil {
+			dirs = append(dirs, p.dir)
+		} else if x != 0 && w.held[x] != nil {
+			dirs = append(dirs, x)
+		}
+	}
+	w.mu.Unlock()
+	for _, d := range dirs {
+		fs.wbFlush(d)
+	}
+}
+
+// wbRelease answers the release of a file not yet sent (the batch then
+// creates it closed); false means the release must go to the service.
+func (fs *FS) wbRelease(ino uint64) bool {
+	w := &fs.wb
+	if w.active.Load() == 0 {
+		return false
+	}
+	w.mu.Lock()
+	p := w.pending[ino]
+	if p != nil && !p.e.inflight && p.e.open {
+		p.e.open = false
+		w.mu.Unlock()
+		return true
+	}
+	w.mu.Unlock()
+	if p != nil {
+		// being sent, as open: release it once the service knows it
+		// (wbFlush waits for the flush in progress)
+		fs.wbFlush(p.dir)
+	}
+	return false
+}
+
+// wbRecalled gives back the delegation of dir (another node needs it):
+// its creates are sent first.
+func (fs *FS) wbRecalled(dir uint64) {
+	w := &fs.wb
+	w.mu.Lock()
+	d := w.held[dir]
+	if d != nil {
+		d.recalled = true
+	}
+	w.refused[dir] = time.Now().Add(wbCooldown)
+	w.mu.Unlock()
+	if d != nil {
+		fs.wbFlush(dir)
+		w.mu.Lock()
+		if w.held[dir] == d {
+			delete(w.held, dir)
+			w.active.Add(-1)
+		}
+		w.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fs.cfg.Timeout)
+	defer cancel()
+	if _, _, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpUndelegate, Ino: dir, Client: fs.feed.id}, nil, nil); err != nil {
+		fs.log.Warn("giving back a delegation failed (it lapses)", "dir", dir, "err", err)
+	}
+}
+
+// wbRecall handles the feed's recalls addressed to this mount.
+func (fs *FS) wbRecall(es []wire.DirEntry) {
+	me := strconv.FormatUint(fs.feed.id, 10)
+	for _, e := range es {
+		if e.Mode == wire.ChangeRecall && e.Name == me {
+			go fs.wbRecalled(e.Ino)
+		}
+	}
+}
+
+// wbDropAll sends every create not yet sent and gives up every delegation
+// (the feed was lost, so a recall may have been; or the mount closes).
+func (fs *FS) wbDropAll() {
+	w := &fs.wb
+	if w.active.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	var dirs []uint64
+	for dir, d := range w.held {
+		d.recalled = true
+		dirs = append(dirs, dir)
+	}
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, dir := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fs.wbRecalled(dir)
+		}()
+	}
+	wg.Wait()
+}

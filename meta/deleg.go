@@ -1,0 +1,247 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta/engine"
+)
+
+// Create delegations (write-back creates). A mount may hold the delegation
+// of a directory: while it does, it creates regular files there by itself —
+// answering the application at once, with inode numbers the service handed
+// it — and sends them in batches (OpCreateBatch), some milliseconds later.
+// No other client may see or change the directory meanwhile: any request
+// from another client that names the directory (a lookup, create, removal
+// or rename in it, a listing, a getattr or setattr of it, its removal)
+// first recalls the delegation through the change feed (wire.ChangeRecall)
+// and waits until the holder has sent its creates and given the delegation
+// back (OpUndelegate), or RecallWait has passed (the holder is dead: its
+// unsent creates are lost, as a crashed client's unsynced work is). A
+// directory recalled is not delegated again for DelegCooldown, so two
+// clients that share a directory fall back to ordinary creates.
+//
+// Delegations live in memory: after a restart none is held, and a holder
+// that learns of it from the feed (changes lost) sends what it holds and
+// stops creating by itself.
+
+// RecallWait bounds how long a request waits for a recalled delegation.
+const RecallWait = 3 * time.Second
+
+// DelegCooldown is how long a recalled directory is not delegated again.
+const DelegCooldown = time.Second
+
+// DelegInos is how many inode numbers a delegation request hands out.
+const DelegInos = 1024
+
+type delegation struct {
+	client   uint64
+	gone     chan struct{} // closed when the delegation ends
+	recalled bool
+}
+
+type delegs struct {
+	n    atomic.Int64 // delegations held: requests skip the check when 0
+	mu   sync.Mutex   // guards dir, cool
+	dir  map[uint64]*delegation
+	cool map[uint64]time.Time // directory → when it may be delegated again
+}
+
+// Delegate grants client the delegation of directory dir (kept if it holds
+// it already) and hands it DelegInos inode numbers from the returned one.
+// A directory delegated to another client, or recalled recently, is
+// refused with EBUSY.
+func (s *Service) Delegate(client, dir uint64) (uint64, error) {
+	if client == 0 {
+		return 0, errno(syscall.EINVAL, "delegation without a client id")
+	}
+	if _, err := s.getDir(dir); err != nil {
+		return 0, err
+	}
+	d := &s.deleg
+	d.mu.Lock()
+	if h := d.dir[dir]; h != nil && h.client != client {
+		d.mu.Unlock()
+		return 0, errno(syscall.EBUSY, "directory %d is delegated to another client", dir)
+	}
+	if until, ok := d.cool[dir]; ok {
+		if s.now().Before(until) {
+			d.mu.Unlock()
+			return 0, errno(syscall.EBUSY, "directory %d was recalled just now", dir)
+		}
+		delete(d.cool, dir)
+	}
+	if d.dir[dir] == nil {
+		d.dir[dir] = &delegation{client: client, gone: make(chan struct{})}
+		d.n.Add(1)
+	}
+	d.mu.Unlock()
+	return s.allocInos(DelegInos)
+}
+
+// allocInos reserves n inode numbers and returns the first.
+func (s *Service) allocInos(n uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.e.Get(counterKey("ino"))
+	if err != nil {
+		return 0, err
+	}
+	first := binary.BigEndian.Uint64(v) + 1
+	var b engine.Batch
+	b.Set(counterKey("ino"), binary.BigEndian.AppendUint64(nil, first+n-1))
+	return first, s.e.Apply(&b, false)
+}
+
+// Undelegate ends client's delegation of dir, if it holds it.
+func (s *Service) Undelegate(client, dir uint64) {
+	d := &s.deleg
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.dir[dir]; h != nil && h.client == client {
+		s.endDelegLocked(dir, h)
+	}
+}
+
+func (s *Service) endDelegLocked(dir uint64, h *delegation) {
+	delete(s.deleg.dir, dir)
+	s.deleg.n.Add(-1)
+	close(h.gone)
+	if h.recalled {
+		s.deleg.cool[dir] = s.now().Add(DelegCooldown)
+	}
+}
+
+// touchedDirs lists the directories request m reads or changes by name or
+// as a whole.
+func (s *Service) touchedDirs(m *wire.Msg) []uint64 {
+	switch m.Op {
+	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpCreateBatch:
+		return []uint64{m.Parent}
+	case wire.OpRmdir:
+		out := []uint64{m.Parent}
+		if ino, _, err := s.lookupEntry(m.Parent, m.Name); err == nil {
+			out = append(out, ino)
+		}
+		return out
+	case wire.OpRename:
+		out := []uint64{m.Parent, m.NewParent}
+		for _, e := range [][2]any{{m.Parent, m.Name}, {m.NewParent, m.NewName}} {
+			if ino, _, err := s.lookupEntry(e[0].(uint64), e[1].(string)); err == nil {
+				out = append(out, ino)
+			}
+		}
+		return out
+	case wire.OpLink:
+		return []uint64{m.NewParent}
+	case wire.OpReaddir, wire.OpGetattr, wire.OpSetattr, wire.OpSetLayout:
+		return []uint64{m.Ino}
+	}
+	return nil
+}
+
+// awaitDelegs recalls the delegations of the directories m touches that
+// another client holds, and waits until they are given back or lapse.
+func (s *Service) awaitDelegs(ctx context.Context, m *wire.Msg) {
+	if s.deleg.n.Load() == 0 {
+		return
+	}
+	for _, dir := range s.touchedDirs(m) {
+		d := &s.deleg
+		d.mu.Lock()
+		h := d.dir[dir]
+		if h == nil || h.client == m.Client {
+			d.mu.Unlock()
+			continue
+		}
+		if !h.recalled {
+			h.recalled = true
+			s.feed.add(0, wire.DirEntry{Mode: wire.ChangeRecall, Ino: dir, Name: strconv.FormatUint(h.client, 10)})
+		}
+		d.mu.Unlock()
+		t := time.NewTimer(RecallWait)
+		select {
+		case <-h.gone:
+		case <-ctx.Done():
+		case <-t.C:
+			d.mu.Lock()
+			if d.dir[dir] == h {
+				s.log.Warn("delegation recalled without answer: revoked (the holder's unsent creates are lost)",
+					"dir", dir, "client", h.client, "wait", RecallWait)
+				s.endDelegLocked(dir, h)
+			}
+			d.mu.Unlock()
+		}
+		t.Stop()
+	}
+}
+
+// CreateBatch makes the regular files a delegation holder created in
+// directory parent: each entry's Name, Ino (one of the numbers handed to
+// it) and Mode (permission bits, with wire.CreateOpen if the file is still
+// open), owned by uid and gid, created at t. It returns the entries that
+// could not be made (their Mode replaced by the errno), having made the
+// others in one commit.
+func (s *Service) CreateBatch(parent uint64, es []wire.DirEntry, uid, gid uint32, t int64) ([]wire.DirEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, err := s.getDir(parent)
+	if err != nil {
+		return nil, err
+	}
+	var failed []wire.DirEntry
+	fail := func(e wire.DirEntry, err error) {
+		e.Mode = uint32(rpc.Errno(err))
+		failed = append(failed, e)
+	}
+	var b engine.Batch
+	seen := map[string]bool{}
+	var opened []uint64
+	for _, e := range es {
+		if err := validName(e.Name); err != nil {
+			fail(e, err)
+			continue
+		}
+		if _, _, err := s.lookupEntry(parent, e.Name); err == nil || seen[e.Name] {
+			fail(e, errno(syscall.EEXIST, "%q exists", e.Name))
+			continue
+		}
+		if _, err := s.e.Get(inodeKey(e.Ino)); err == nil || e.Ino == 0 {
+			fail(e, errno(syscall.EINVAL, "inode %d is taken", e.Ino))
+			continue
+		}
+		seen[e.Name] = true
+		n := &inode{Attr: wire.Attr{Ino: e.Ino, Mode: syscall.S_IFREG | e.Mode&0o7777, Nlink: 1, Uid: uid, Gid: gid,
+			Atime: t, Mtime: t, Ctime: t, ChunkSize: dir.ChunkSize, StripeCnt: dir.StripeCnt,
+			StripeUnit: dir.StripeUnit}, Parent: parent, Name: e.Name}
+		if dir.Mode&syscall.S_ISGID != 0 {
+			n.Gid = dir.Gid
+		}
+		b.Set(inodeKey(e.Ino), n.encode())
+		b.Set(dentryKey(parent, e.Name), encodeDentry(e.Ino, n.Mode))
+		if e.Mode&wire.CreateOpen != 0 {
+			opened = append(opened, e.Ino)
+		}
+	}
+	if len(seen) == 0 {
+		return failed, nil
+	}
+	if t > dir.Mtime {
+		dir.Mtime, dir.Ctime = t, t
+	}
+	b.Set(inodeKey(parent), dir.encode())
+	if err := s.e.Apply(&b, false); err != nil {
+		return nil, err
+	}
+	for _, ino := range opened {
+		s.opens[ino]++
+	}
+	return failed, nil
+}

@@ -1,0 +1,135 @@
+package meta
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta/engine"
+)
+
+func delegService(t *testing.T) *Service {
+	t.Helper()
+	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// holder plays a mount holding a delegation: it follows the feed and, when
+// its delegation of dir is recalled, sends its creates and gives it back.
+func holder(s *Service, client, dir uint64, pending []wire.DirEntry, uid uint32) chan error {
+	done := make(chan error, 1)
+	seen := s.feed.position()
+	go func() {
+		for {
+			es, pos, _ := s.feed.watch(context.Background(), seen, client, 5*time.Second)
+			seen = pos
+			for _, e := range es {
+				if e.Mode == wire.ChangeRecall && e.Ino == dir && e.Name == strconv.FormatUint(client, 10) {
+					_, err := s.Dispatch(context.Background(), &wire.Msg{Op: wire.OpCreateBatch, Client: client,
+						Parent: dir, Entries: pending, Uid: uid, Gid: uid, Mtime: time.Now().UnixNano()})
+					if err == nil {
+						_, err = s.Dispatch(context.Background(), &wire.Msg{Op: wire.OpUndelegate, Client: client, Ino: dir})
+					}
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	return done
+}
+
+// TestDelegationRecall: a mount holds a directory and has created files in
+// it that the service has not seen; another client's lookup, listing and
+// create there recall the delegation and see those files; the directory
+// is then not delegated again at once.
+func TestDelegationRecall(t *testing.T) {
+	s := delegService(t)
+	ctx := context.Background()
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 1000, 1000, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const a, b = 11, 22
+	resp, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino})
+	if err != nil || resp.Size != DelegInos || resp.ID <= d.Ino {
+		t.Fatalf("delegate: %+v %v", resp, err)
+	}
+	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: b, Ino: d.Ino}); rpc.Errno(err) != syscall.EBUSY {
+		t.Fatalf("second holder: %v, want EBUSY", err)
+	}
+	// inode numbers handed out are not given to anyone else
+	other, err := s.Create(RootIno, "x", syscall.S_IFREG|0o644, 0, 0, "", true)
+	if err != nil || other.Ino < resp.ID+DelegInos {
+		t.Fatalf("ordinary create after a grant got inode %d (granted %d..%d): %v", other.Ino, resp.ID, resp.ID+DelegInos-1, err)
+	}
+	pending := []wire.DirEntry{{Name: "f1", Ino: resp.ID, Mode: 0o640 | wire.CreateOpen}, {Name: "f2", Ino: resp.ID + 1, Mode: 0o600}}
+	done := holder(s, a, d.Ino, pending, 1000)
+	// the holder's own requests do not wait
+	start := time.Now()
+	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpGetattr, Client: a, Ino: d.Ino}); err != nil || time.Since(start) > time.Second {
+		t.Fatalf("holder's getattr: %v after %v", err, time.Since(start))
+	}
+	// another client's lookup recalls and sees the file
+	got, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpLookup, Client: b, Parent: d.Ino, Name: "f1"})
+	if err != nil || got.Attr.Ino != resp.ID || got.Attr.Mode != syscall.S_IFREG|0o640 || got.Attr.Uid != 1000 {
+		t.Fatalf("lookup after recall: %+v %v", got, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s.opens[resp.ID] != 1 || s.opens[resp.ID+1] != 0 {
+		t.Fatalf("open counts %v", s.opens)
+	}
+	es, err := s.Readdir(d.Ino, "", 100)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("listing: %+v %v", es, err)
+	}
+	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino}); rpc.Errno(err) != syscall.EBUSY {
+		t.Fatalf("delegated again right after a recall: %v", err)
+	}
+	// a batch with a taken name, a duplicate and a bad name makes the rest
+	resp, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: b, Ino: RootIno})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: b, Parent: RootIno, Entries: []wire.DirEntry{
+		{Name: "x", Ino: resp.ID}, {Name: "y", Ino: resp.ID + 1}, {Name: "y", Ino: resp.ID + 2}, {Name: "a/b", Ino: resp.ID + 3}}})
+	if err != nil || len(r.Entries) != 3 || r.Entries[0].Name != "x" || syscall.Errno(r.Entries[0].Mode) != syscall.EEXIST ||
+		syscall.Errno(r.Entries[2].Mode) != syscall.EINVAL {
+		t.Fatalf("batch failures: %+v %v", r.Entries, err)
+	}
+	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.ID+1 {
+		t.Fatalf("y: %+v %v", a, err)
+	}
+}
+
+// TestDelegationLapses: a holder that does not answer a recall loses the
+// delegation after RecallWait and the other client goes on.
+func TestDelegationLapses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits RecallWait")
+	}
+	s := delegService(t)
+	ctx := context.Background()
+	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: 5, Ino: RootIno}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: 6, Parent: RootIno, Name: "f", Mode: 0o644})
+	if err != nil || time.Since(start) < RecallWait || time.Since(start) > RecallWait+2*time.Second {
+		t.Fatalf("create by another client: %v after %v", err, time.Since(start))
+	}
+	if s.deleg.n.Load() != 0 {
+		t.Fatal("delegation still held")
+	}
+}

@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// localCreates reads a mount's count of creates it answered by itself.
+func localCreates(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^sluice_client_writeback_creates_total (\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no writeback series in /metrics")
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestWritebackCreates: mount b creates files in a directory it made by
+// itself (the delegation) — some written, some closed empty, some kept
+// open — and mount a, touching the directory, recalls the delegation and
+// sees every one with its size and data; renames, chmods, unlinks and
+// fsyncs of files not yet sent are applied in order; a name created by
+// the other node is refused with EEXIST; a directory with unsent files is
+// not empty to the other node.
+func TestWritebackCreates(t *testing.T) {
+	c := startCluster(t)
+	a := c.mnt
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	maddr := ln.Addr().String()
+	ln.Close()
+	b := c.mount2(t, "--metrics", maddr, "--create-flush", "5s") // sent on demand, not by the timer
+	if err := os.Mkdir(filepath.Join(b, "wb"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	var open []*os.File
+	for i := 0; i < n; i++ {
+		f, err := os.OpenFile(filepath.Join(b, "wb", fmt.Sprintf("f%03d", i)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if _, err := f.Write([]byte(fmt.Sprintf("data-%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%5 == 0 {
+			open = append(open, f)
+		} else if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := localCreates(t, maddr); got < n-3 {
+		t.Fatalf("only %d of %d creates answered by the mount", got, n)
+	}
+	// the other node lists the directory: the delegation is recalled and
+	// every file is there, written ones with their data
+	start := time.Now()
+	es, err := os.ReadDir(filepath.Join(a, "wb"))
+	if err != nil || len(es) != n {
+		t.Fatalf("listing on the other node: %d entries, %v", len(es), err)
+	}
+	t.Logf("recall and listing of %d files took %v", n, time.Since(start))
+	check := func(i int) {
+		t.Helper()
+		p := filepath.Join(a, "wb", fmt.Sprintf("f%03d", i))
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []byte{}
+		if i%3 == 0 {
+			want = []byte(fmt.Sprintf("data-%d", i))
+		}
+		if got := mustRead(t, p); !bytes.Equal(got, want) || st.Mode().Perm() != 0o640 {
+			t.Fatalf("%s on the other node: %q mode %v, want %q 0640", p, got, st.Mode(), want)
+		}
+	}
+	for i := 1; i < n; i += 7 {
+		if i%5 != 0 { // closed: its data is visible (close-to-open)
+			check(i)
+		}
+	}
+	for _, f := range open {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i += 15 {
+		check(i)
+	}
+	// a name the other node created first is refused
+	mustWrite(t, filepath.Join(a, "wb", "froma"), []byte("a"))
+	_, err = os.OpenFile(filepath.Join(b, "wb", "froma"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	wantErrno(t, err, syscall.EEXIST, "create of a name the other node made")
+
+	// operations on files not yet sent, in a fresh directory
+	d2 := filepath.Join(b, "wb2")
+	if err := os.Mkdir(d2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := localCreates(t, maddr)
+	for _, name := range []string{"x", "gone", "synced", "kept"} {
+		mustWrite(t, filepath.Join(d2, name), nil)
+	}
+	if got := localCreates(t, maddr) - before; got != 4 {
+		t.Fatalf("%d of 4 creates in the second directory answered by the mount", got)
+	}
+	if err := os.Rename(filepath.Join(d2, "x"), filepath.Join(d2, "y")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(d2, "y"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(d2, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(d2, "synced"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(pattern(3, 100000))
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	mustWrite(t, filepath.Join(d2, "late"), []byte("late"))
+	var names []string
+	es, err = os.ReadDir(filepath.Join(a, "wb2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	sort.Strings(names)
+	if fmt.Sprint(names) != "[kept late synced y]" {
+		t.Fatalf("the other node sees %v", names)
+	}
+	if st, err := os.Stat(filepath.Join(a, "wb2", "y")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("y on the other node: %v %v", st, err)
+	}
+	if got := mustRead(t, filepath.Join(a, "wb2", "synced")); !bytes.Equal(got, pattern(3, 100000)) {
+		t.Fatal("synced file's data differs on the other node")
+	}
+	// a directory whose files were not sent yet is not empty to the other node
+	d3 := filepath.Join(b, "wb3")
+	if err := os.Mkdir(d3, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(d3, "only"), nil)
+	wantErrno(t, os.Remove(filepath.Join(a, "wb3")), syscall.ENOTEMPTY, "rmdir of a directory with a file not yet sent")
+	// and everything can be removed from the other node
+	for _, d := range []string{"wb", "wb2", "wb3"} {
+		if err := os.RemoveAll(filepath.Join(a, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(b, "wb", "f001")); !os.IsNotExist(err) {
+		t.Fatalf("removed file still seen on the creating node: %v", err)
+	}
+
+	before = localCreates(t, maddr)
+	creates := randomOpsWriteback(t, a, b)
+	local := localCreates(t, maddr) - before
+	t.Logf("random operations: %d of %d creates answered by the mount", local, creates)
+	if local < creates/4 {
+		t.Fatalf("only %d of %d creates were write-back", local, creates)
+	}
+}
+
+// randomOpsWriteback runs random creates, writes, renames, removals and
+// chmods in a directory mount b made (so its creates are write-back),
+// checked against a model after every step on b and every few steps on
+// a, whose look recalls the delegation.
+func randomOpsWriteback(t *testing.T, a, b string) (creates int) {
+	seed := time.Now().UnixNano()
+	t.Logf("random operations: seed %d", seed)
+	r := rand.New(rand.NewSource(seed))
+	if err := os.Mkdir(filepath.Join(b, "wbr"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type file struct {
+		data []byte
+		perm os.FileMode
+	}
+	model := map[string]file{}
+	names := []string{"p", "q", "r", "s", "t", "u"}
+	verify := func(root, who string, step int) {
+		t.Helper()
+		es, err := os.ReadDir(filepath.Join(root, "wbr"))
+		if err != nil {
+			t.Fatalf("step %d: listing on %s: %v", step, who, err)
+		}
+		if len(es) != len(model) {
+			t.Fatalf("step %d: %s lists %d files, the model %d", step, who, len(es), len(model))
+		}
+		for _, e := range es {
+			m, ok := model[e.Name()]
+			got, err := os.ReadFile(filepath.Join(root, "wbr", e.Name()))
+			st, serr := os.Stat(filepath.Join(root, "wbr", e.Name()))
+			if !ok || err != nil || serr != nil || !bytes.Equal(got, m.data) || st.Mode().Perm() != m.perm {
+				t.Fatalf("step %d: %s on %s: %d bytes %v (%v %v), model %d bytes %v (%v)", step, e.Name(), who, len(got), st, err, serr, len(m.data), m.perm, ok)
+			}
+		}
+	}
+	for step := 0; step < 300; step++ {
+		name := names[r.Intn(len(names))]
+		p := filepath.Join(b, "wbr", name)
+		cur, exists := model[name]
+		switch k := r.Intn(10); {
+		case k < 4:
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if exists {
+				wantErrno(t, err, syscall.EEXIST, "create of an existing name")
+				continue
+			}
+			if err != nil {
+				t.Fatalf("step %d create %s: %v", step, name, err)
+			}
+			creates++
+			cur = file{perm: 0o644}
+			if r.Intn(2) == 0 {
+				cur.data = pattern(step, 1+r.Intn(5000))
+				f.Write(cur.data)
+			}
+			f.Close()
+			model[name] = cur
+		case k < 6:
+			to := names[r.Intn(len(names))]
+			err := os.Rename(p, filepath.Join(b, "wbr", to))
+			if !exists {
+				wantErrno(t, err, syscall.ENOENT, "rename of a missing name")
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(model, name)
+			model[to] = cur
+		case k < 8:
+			err := os.Remove(p)
+			if !exists {
+				wantErrno(t, err, syscall.ENOENT, "removal of a missing name")
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(model, name)
+		default:
+			err := os.Chmod(p, 0o600)
+			if !exists {
+				wantErrno(t, err, syscall.ENOENT, "chmod of a missing name")
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur.perm = 0o600
+			model[name] = cur
+		}
+		verify(b, "the creating node", step)
+		if step%25 == 24 {
+			verify(a, "the other node", step)
+			time.Sleep(wbCooldown) // the directory may be delegated again
+		}
+	}
+	return creates
+}
+
+// wbCooldown is how long a recalled directory is not delegated again
+// (meta.DelegCooldown).
+const wbCooldown = time.Second
