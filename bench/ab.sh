@@ -17,19 +17,7 @@ shift
 [ $# -gt 0 ] || { echo "usage: bench/ab.sh ROUNDS LABEL=ENV;UPFLAGS..." >&2; exit 2; }
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
-cpu() { # total CPU seconds of the cluster's daemons
-	python3 - "$1" <<'PY'
-import json, os, sys
-t = 0
-for d in json.load(open(sys.argv[1]))["Daemons"]:
-    try:
-        f = open(f"/proc/{d['Pid']}/stat").read().rsplit(")", 1)[1].split()
-        t += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, KeyError):
-        pass
-print(t)
-PY
-}
+cpu() { python3 bench/daemoncpu.py "$1"; } # CPU seconds of the cluster's daemons
 FIO="--direct=1 --iomem_align=4096 --ioengine=psync --output-format=json"
 run() { # label env upflags
 	W=$(mktemp -d /tmp/sluice-ab.XXXXXX)

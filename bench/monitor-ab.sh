@@ -4,7 +4,10 @@
 # (create, stat, unlink of N files) and fio sequential 1 MiB write
 # (end_fsync) and read of SIZE; medians over the rounds and the ratios
 # monitored/unmonitored are printed (docs/benchmarks.md). Interleaving
-# cancels most of this VM's drift, which is larger than the effect.
+# cancels most of this VM's drift, which is larger than the effect; the
+# last line, the CPU all daemons of a cluster used per metadata operation
+# (bench/daemoncpu.py, including the once-a-second shipping of records),
+# is the steadiest measure of what monitoring costs.
 #
 #   bash bench/monitor-ab.sh [N [SIZE [ROUNDS]]]   # default 2000 files, 1g, 6
 set -euo pipefail
@@ -29,11 +32,17 @@ for i in $(seq "$ROUNDS"); do
 	order="mon moff"
 	[ $((i % 2)) = 0 ] && order="moff mon"
 	for m in $order; do
+		state=$W/on
+		[ "$m" = moff ] && state=$W/off
+		c0=$(python3 bench/daemoncpu.py "$state/cluster.json")
 		md=$(bin/mdtest -n "$N" "$W/$m/r$i")
+		sleep 1.2 # the records' shipping and storing, once a second
+		c1=$(python3 bench/daemoncpu.py "$state/cluster.json")
+		mdcpu=$(python3 -c "print(round(($c1 - $c0) * 1e6 / (3 * $N), 1))")
 		w=$(seq1m "$W/$m" write)
 		r=$(seq1m "$W/$m" read)
 		rm -f "$W/$m/seq"
-		echo "$m $md seqwrite $w seqread $r"
+		echo "$m $md seqwrite $w seqread $r mdcpu $mdcpu"
 	done
 done | python3 -c '
 import sys, statistics as st
@@ -41,7 +50,7 @@ runs = {}
 for line in sys.stdin:
     f = line.split()
     runs.setdefault(f[0], []).append([float(x) for x in f[2::2]])
-names = ("creates/s", "stats/s", "unlinks/s", "seqwrite MB/s", "seqread MB/s")
+names = ("creates/s", "stats/s", "unlinks/s", "seqwrite MB/s", "seqread MB/s", "daemon CPU us/md op")
 med = {m: [st.median(col) for col in zip(*runs[m])] for m in runs}
 print("%-14s %12s %12s %8s" % ("median of %d" % len(runs["mon"]), "monitored", "unmonitored", "ratio"))
 for k, name in enumerate(names):
