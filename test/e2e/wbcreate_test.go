@@ -227,6 +227,19 @@ func randomOpsWriteback(t *testing.T, a, b string) (creates int) {
 		name := names[r.Intn(len(names))]
 		p := filepath.Join(b, "wbr", name)
 		cur, exists := model[name]
+		// applies checks an operation on name against the model: ENOENT
+		// if it does not exist (nothing changes), success if it does
+		applies := func(err error, what string) bool {
+			t.Helper()
+			if !exists {
+				wantErrno(t, err, syscall.ENOENT, what+" of a missing name")
+				return false
+			}
+			if err != nil {
+				t.Fatalf("step %d: %s of %s: %v", step, what, name, err)
+			}
+			return true
+		}
 		switch k := r.Intn(10); {
 		case k < 4:
 			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -247,34 +260,19 @@ func randomOpsWriteback(t *testing.T, a, b string) (creates int) {
 			model[name] = cur
 		case k < 6:
 			to := names[r.Intn(len(names))]
-			err := os.Rename(p, filepath.Join(b, "wbr", to))
-			if !exists {
-				wantErrno(t, err, syscall.ENOENT, "rename of a missing name")
+			if !applies(os.Rename(p, filepath.Join(b, "wbr", to)), "rename") {
 				continue
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			delete(model, name)
 			model[to] = cur
 		case k < 8:
-			err := os.Remove(p)
-			if !exists {
-				wantErrno(t, err, syscall.ENOENT, "removal of a missing name")
+			if !applies(os.Remove(p), "removal") {
 				continue
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			delete(model, name)
 		default:
-			err := os.Chmod(p, 0o600)
-			if !exists {
-				wantErrno(t, err, syscall.ENOENT, "chmod of a missing name")
+			if !applies(os.Chmod(p, 0o600), "chmod") {
 				continue
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			cur.perm = 0o600
 			model[name] = cur
