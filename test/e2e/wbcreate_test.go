@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -289,3 +290,36 @@ func randomOpsWriteback(t *testing.T, a, b string) (creates int) {
 // wbCooldown is how long a recalled directory is not delegated again
 // (meta.DelegCooldown).
 const wbCooldown = time.Second
+
+// TestWritebackHolderDies: a mount holding a delegation with creates not
+// yet sent is killed; the other mount's listing of the directory waits for
+// the recall's bound, not forever, then goes on without those files, and
+// the directory is usable.
+func TestWritebackHolderDies(t *testing.T) {
+	c := startCluster(t)
+	a := c.mnt
+	b := c.mount2(t, "--create-flush", "1m")
+	if err := os.Mkdir(filepath.Join(b, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		mustWrite(t, filepath.Join(b, "d", fmt.Sprintf("lost%d", i)), nil)
+	}
+	if out, err := exec.Command("pkill", "-9", "-f", "mount .* "+b+"$").CombinedOutput(); err != nil {
+		t.Fatalf("killing the second mount: %v %s", err, out)
+	}
+	start := time.Now()
+	es, err := os.ReadDir(filepath.Join(a, "d"))
+	took := time.Since(start)
+	t.Logf("listing after the holder died: %d entries in %v", len(es), took)
+	if err != nil || took > 8*time.Second {
+		t.Fatalf("listing after the holder died: %v after %v", err, took)
+	}
+	if len(es) != 0 {
+		t.Fatalf("files the dead mount never sent are listed: %v", es)
+	}
+	mustWrite(t, filepath.Join(a, "d", "after"), []byte("ok"))
+	if got := mustRead(t, filepath.Join(a, "d", "after")); string(got) != "ok" {
+		t.Fatalf("read back %q", got)
+	}
+}
