@@ -34,6 +34,7 @@ type route struct {
 	version  uint64
 	fetched  time.Time
 	fetching bool
+	first    chan struct{} // closed when the first fetch has ended
 }
 
 type router struct {
@@ -65,10 +66,17 @@ func (fs *FS) pick(id ident.ID, ino uint64) *rpc.Client {
 	fs.rt.mu.Lock()
 	r := fs.rt.routes[key]
 	if r == nil {
-		r = &route{fetching: true}
+		r = &route{fetching: true, first: make(chan struct{})}
 		fs.rt.routes[key] = r
 		fs.rt.mu.Unlock()
 		fs.refresh(id.Job, node, r) // the first request waits for the placement
+		close(r.first)
+		fs.rt.mu.Lock()
+	} else if r.fetched.IsZero() {
+		// so do requests that come while the first fetch is under way
+		// (write-behind sends several at once)
+		fs.rt.mu.Unlock()
+		<-r.first
 		fs.rt.mu.Lock()
 	} else if time.Since(r.fetched) > RouteTTL && !r.fetching {
 		r.fetching = true
