@@ -7,15 +7,18 @@
 // wait for them), and sequential readers get data fetched ahead
 // (stream.go). Names and attributes are cached by the kernel and, for
 // directories, by the mount itself, kept coherent by the metadata service's
-// change feed (feed.go, dircache.go). Permission checks are the kernel's
-// (default_permissions) against the caller's uid and gid.
+// change feed (feed.go, dircache.go). In a directory whose delegation it
+// holds, the mount creates files by itself and sends them in batches
+// (wbcreate.go). Permission checks are the kernel's (default_permissions)
+// against the caller's uid and gid.
 //
 // Requests go to the mount's home forwarding node (the fixed mapping), or,
 // for a job registered with the forwarding-map manager, to the job's
 // forwarding nodes (route.go).
 //
-// It holds no durable state and never talks to data servers or the
-// metadata service directly, except to discover forwarding nodes.
+// It holds no durable state and never talks to data servers. It talks to
+// the metadata service directly only to discover forwarding nodes, to
+// follow the change feed, and to take and give back delegations.
 package client
 
 import (

@@ -99,6 +99,13 @@ func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool
 		if !fs.wbDelegate(parent) {
 			return nil, false
 		}
+		// what the directory cache knows is complete now: look again
+		if !fs.absent(parent, name) {
+			return nil, false
+		}
+		if pattr, ok = fs.dirAttr(parent); !ok {
+			return nil, false
+		}
 		w.mu.Lock()
 		d = w.held[parent]
 	}
@@ -132,12 +139,27 @@ func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool
 		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}, true
 }
 
+// wbFeedWait bounds how long a new delegation waits for the change feed
+// to catch up with the grant.
+const wbFeedWait = time.Second
+
 // wbDelegate asks for the delegation of dir (or more inode numbers for
-// it); a refusal keeps this mount from asking again for a while.
+// it) and waits until the change feed has brought every change made to
+// the directory before the grant (meta.Service.Delegate), so that the
+// directory cache's listing is complete; false if refused (and then not
+// asked again for a while) or if the feed lags.
 func (fs *FS) wbDelegate(dir uint64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), fs.cfg.Timeout)
 	defer cancel()
 	resp, _, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: fs.feed.id}, nil, nil)
+	if err == nil {
+		for deadline := time.Now().Add(wbFeedWait); fs.feed.sent.Load() < resp.Gen; time.Sleep(200 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				fs.log.Warn("change feed behind a delegation grant: creating through the service", "dir", dir)
+				break
+			}
+		}
+	}
 	w := &fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -154,7 +176,7 @@ func (fs *FS) wbDelegate(dir uint64) bool {
 		fs.log.Debug("holding the delegation of a directory: creating its files here", "dir", dir)
 	}
 	w.next, w.end = resp.ID, resp.ID+resp.Size
-	return true
+	return fs.feed.sent.Load() >= resp.Gen
 }
 
 // wbFlush sends dir's creates not yet sent, after any flush in progress.

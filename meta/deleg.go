@@ -48,33 +48,43 @@ type delegation struct {
 }
 
 type delegs struct {
-	n    atomic.Int64 // delegations held: requests skip the check when 0
-	mu   sync.Mutex   // guards dir, cool
-	dir  map[uint64]*delegation
-	cool map[uint64]time.Time // directory → when it may be delegated again
+	n atomic.Int64 // delegations held: requests skip the check when 0
+	// grantMu orders grants against requests that name directories: such
+	// a request holds it shared from its check of the delegations until
+	// its changes are in the feed; a grant holds it exclusively.
+	grantMu sync.RWMutex
+	mu      sync.Mutex // guards dir, cool
+	dir     map[uint64]*delegation
+	cool    map[uint64]time.Time // directory → when it may be delegated again
 }
 
 // Delegate grants client the delegation of directory dir (kept if it holds
 // it already) and hands it DelegInos inode numbers from the returned one.
-// A directory delegated to another client, or recalled recently, is
-// refused with EBUSY.
-func (s *Service) Delegate(client, dir uint64) (uint64, error) {
+// The returned position is that of the last change another client made
+// to a name in the directory before the grant (0: none the feed keeps):
+// once the holder has followed the feed that far, what it knows of the
+// directory is complete until it gives the delegation back. A directory delegated to another
+// client, or recalled recently, is refused with EBUSY.
+func (s *Service) Delegate(client, dir uint64) (first, pos uint64, err error) {
 	if client == 0 {
-		return 0, errno(syscall.EINVAL, "delegation without a client id")
+		return 0, 0, errno(syscall.EINVAL, "delegation without a client id")
 	}
 	if _, err := s.getDir(dir); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	d := &s.deleg
+	d.grantMu.Lock()
+	defer d.grantMu.Unlock()
+	pos = s.feed.lastOther(client, dir)
 	d.mu.Lock()
 	if h := d.dir[dir]; h != nil && h.client != client {
 		d.mu.Unlock()
-		return 0, errno(syscall.EBUSY, "directory %d is delegated to another client", dir)
+		return 0, 0, errno(syscall.EBUSY, "directory %d is delegated to another client", dir)
 	}
 	if until, ok := d.cool[dir]; ok {
 		if s.now().Before(until) {
 			d.mu.Unlock()
-			return 0, errno(syscall.EBUSY, "directory %d was recalled just now", dir)
+			return 0, 0, errno(syscall.EBUSY, "directory %d was recalled just now", dir)
 		}
 		delete(d.cool, dir)
 	}
@@ -83,7 +93,37 @@ func (s *Service) Delegate(client, dir uint64) (uint64, error) {
 		d.n.Add(1)
 	}
 	d.mu.Unlock()
-	return s.allocInos(DelegInos)
+	first, err = s.allocInos(DelegInos)
+	return first, pos, err
+}
+
+// namespaceOp says whether requests of op may name a directory (and so
+// wait for delegations).
+func namespaceOp(op wire.Op) bool {
+	switch op {
+	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpCreateBatch,
+		wire.OpRmdir, wire.OpRename, wire.OpLink, wire.OpReaddir, wire.OpGetattr, wire.OpSetattr, wire.OpSetLayout:
+		return true
+	}
+	return false
+}
+
+// delegConflict says whether a directory m names is delegated to another
+// client than m's.
+func (s *Service) delegConflict(m *wire.Msg) bool {
+	if s.deleg.n.Load() == 0 {
+		return false
+	}
+	dirs := s.touchedDirs(m)
+	d := &s.deleg
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, dir := range dirs {
+		if h := d.dir[dir]; h != nil && h.client != m.Client {
+			return true
+		}
+	}
+	return false
 }
 
 // allocInos reserves n inode numbers and returns the first.

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -131,5 +132,101 @@ func TestDelegationLapses(t *testing.T) {
 	}
 	if s.deleg.n.Load() != 0 {
 		t.Fatal("delegation still held")
+	}
+}
+
+// TestDelegationGrantOrdered: creates by another client racing with a
+// grant either come before it in the feed (at or below the grant's
+// position) or after the recall they caused: never in between, where the
+// holder would not know of them.
+func TestDelegationGrantOrdered(t *testing.T) {
+	s := delegService(t)
+	ctx := context.Background()
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const a, b = 31, 32
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: b, Parent: d.Ino,
+					Name: fmt.Sprintf("b%d-%d", g, i), Mode: 0o644}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	time.Sleep(20 * time.Millisecond)
+	_, pos, err := s.Delegate(a, d.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := holder(s, a, d.Ino, nil, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, _, lost := s.feed.since(pos, a)
+	if lost {
+		t.Fatal("feed lost changes")
+	}
+	for _, e := range es {
+		if e.Mode == wire.ChangeRecall {
+			return // b's later changes come after the recall: fine
+		}
+		if e.Mode == wire.ChangeEntry && e.Ino == d.Ino {
+			t.Fatalf("another client's create %q landed after the grant and before the recall", e.Name)
+		}
+	}
+	t.Fatal("no recall in the feed although the other client kept creating")
+}
+
+// TestDelegationGrantPosition: a grant's position is that of the last
+// change another client made to a name in the directory, so a mount that
+// only made changes itself (a fresh directory) need not wait for its feed.
+func TestDelegationGrantPosition(t *testing.T) {
+	s := delegService(t)
+	ctx := context.Background()
+	const a, b = 41, 42
+	mk := func(client, parent uint64, name string, mode uint32) uint64 {
+		t.Helper()
+		resp, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: client, Parent: parent, Name: name, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Gen
+	}
+	mk(b, RootIno, "other", 0o644) // elsewhere: does not count
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk(a, d.Ino, "mine", 0o644)
+	if _, pos, err := s.Delegate(a, d.Ino); err != nil || pos != 0 {
+		t.Fatalf("grant of a directory only its holder changed: position %d, %v; want 0", pos, err)
+	}
+	s.Undelegate(a, d.Ino)
+	before := s.feed.position()
+	mk(b, d.Ino, "theirs", 0o644)
+	after := s.feed.position()
+	mk(a, d.Ino, "mine2", 0o644)
+	mk(b, RootIno, "other2", 0o644)
+	if _, pos, err := s.Delegate(a, d.Ino); err != nil || pos <= before || pos > after {
+		t.Fatalf("grant after another client's create: position %d, %v; want in (%d, %d]", pos, err, before, after)
 	}
 }

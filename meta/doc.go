@@ -7,5 +7,8 @@
 // data itself, except to ask data servers to trim or delete chunks of files
 // it truncated or deleted, and to keep the pfs tier's namespace view in step.
 // It does not cache on behalf of clients and does not know about FUSE; it
-// keeps a feed of namespace changes (feed.go) so that mounts can.
+// keeps a feed of namespace changes (feed.go) so that mounts can, and
+// delegates directories to mounts that create files in them by themselves
+// (deleg.go), recalling a delegation before any other client's request
+// touches the directory.
 package meta

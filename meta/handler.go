@@ -32,7 +32,19 @@ func (s *Service) Handler() rpc.Handler {
 // applied before the reply was read, so a client may cache the reply until
 // it sees a later change. Namespace changes go into the feed.
 func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
-	s.awaitDelegs(ctx, m)
+	ns := namespaceOp(m.Op)
+	for ns {
+		s.awaitDelegs(ctx, m)
+		// a request that names a directory runs whole (its check of the
+		// delegations, its change and its place in the feed) between two
+		// grants, so a grant's feed position covers every change made
+		// to the directory before it (deleg.go)
+		s.deleg.grantMu.RLock()
+		if !s.delegConflict(m) || ctx.Err() != nil {
+			break
+		}
+		s.deleg.grantMu.RUnlock() // granted meanwhile: recall again
+	}
 	pos := s.feed.position()
 	resp, changes, err := s.dispatch(ctx, m)
 	if len(changes) > 0 {
@@ -40,13 +52,16 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 		// a needless invalidation costs a lookup, a missed one a stale cache
 		s.feed.add(m.Client, changes...)
 	}
+	if ns {
+		s.deleg.grantMu.RUnlock()
+	}
 	if err != nil {
 		return nil, err
 	}
 	if resp == nil {
 		resp = &wire.Msg{}
 	}
-	if m.Op != wire.OpWatch { // a watch reply carries the position it read up to
+	if m.Op != wire.OpWatch && m.Op != wire.OpDelegate { // those carry their own position
 		resp.Gen = pos
 	}
 	if len(changes) > 0 {
@@ -79,8 +94,8 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpPing:
 		return &wire.Msg{}, nil, nil
 	case wire.OpDelegate:
-		first, err := s.Delegate(m.Client, m.Ino)
-		return &wire.Msg{ID: first, Size: DelegInos}, nil, err
+		first, pos, err := s.Delegate(m.Client, m.Ino)
+		return &wire.Msg{ID: first, Size: DelegInos, Gen: pos}, nil, err
 	case wire.OpUndelegate:
 		s.Undelegate(m.Client, m.Ino)
 		return &wire.Msg{}, nil, nil
