@@ -89,6 +89,12 @@ func TestCollectorDedup(t *testing.T) {
 	if n := len(Encode(storm)); n > 200 {
 		t.Fatalf("encoded storm is %d bytes", n)
 	}
+	// a batch of creates sent at once counts each
+	c.Add(Op{Start: t0, Job: "9", Name: "meta:createbatch", N: 512, Lat: 512 * time.Microsecond})
+	c.Add(Op{Start: t0, Job: "9", Name: "meta:createbatch", N: 3, Lat: 3 * time.Microsecond})
+	if b := c.Drain(t0.Add(time.Second), false); len(b) != 1 || b[0].Count != 515 || b[0].LatSum/int64(b[0].Count) != 1000 {
+		t.Fatalf("batches: %+v", b)
+	}
 }
 
 func TestCollectorBounded(t *testing.T) {

@@ -99,7 +99,7 @@ func (c *Collector) Add(op Op) {
 			OffMin: op.Off, First: start}
 		c.cur[k] = r
 	}
-	r.Count++
+	r.Count += max(uint64(op.N), 1)
 	if isData {
 		r.Bytes += op.Size
 		sk := seqKey{job: op.Job, rank: op.Rank, op: op.Name, ino: op.Ino}

@@ -78,6 +78,10 @@ type Op struct {
 	Lat   time.Duration // service latency in this layer
 	Wait  time.Duration // time queued in this layer before service
 	Err   bool
+	// N is how many operations this one stands for (a batch of creates
+	// sent at once); 0 means 1. Its latency and wait are the batch's, so
+	// the record's mean is the batch's time shared over its operations.
+	N uint32
 }
 
 // Record is the stored form: one or more operations with equal job, rank,

@@ -46,6 +46,8 @@ func (t *jobTable) record(m *wire.Msg, n uint64) {
 	case wire.OpWrite:
 		j.writeB += n
 	case wire.OpFsync, wire.OpFlush:
+	case wire.OpCreateBatch: // each create counts
+		j.metaOps += uint64(len(m.Entries))
 	default:
 		j.metaOps++
 	}
