@@ -34,7 +34,7 @@ e2e:
 # The streaming client and the concurrent paths once more with the race
 # detector in every daemon.
 e2e-race:
-	SLUICE_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates' ./test/e2e
+	SLUICE_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates|TestWritebackUnlinks' ./test/e2e
 
 # The data-path comparison (docs/benchmarks.md); the smoke run uses small
 # sizes so the harness never rots.

@@ -74,6 +74,9 @@ type Config struct {
 	// the delegation of by itself and sends them in batches
 	// (wbcreate.go); needs the change feed.
 	WritebackCreates bool
+	// WritebackUnlinks also answers, in such directories, removals of
+	// files the service knows and sends them with the creates, in order.
+	WritebackUnlinks bool
 	// CreateFlush bounds how long such a create waits before it is sent
 	// (default 10 ms).
 	CreateFlush time.Duration
@@ -459,7 +462,11 @@ func (fs *FS) nsCall(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg) (*wi
 	if m.Op == wire.OpMkdir {
 		made = resp.Attr
 	}
-	fs.changed(parent, name, added, resp.ParentAttr, resp.Gen, made)
+	var ino uint64
+	if resp.Attr != nil {
+		ino = resp.Attr.Ino
+	}
+	fs.changed(parent, name, ino, added, resp.ParentAttr, resp.Gen, made)
 	return resp, st
 }
 
@@ -499,12 +506,19 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 
 // Unlink implements fuse.RawFileSystem.
 func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	start := time.Now()
+	if fs.wbUnlink(h, h.NodeId, name) {
+		fs.met.wbUnlinks.Inc()
+		fs.answered(h, wire.OpUnlink, h.NodeId, start, false)
+		return fuse.OK
+	}
 	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpUnlink, Parent: h.NodeId, Name: name})
 	return st
 }
 
 // Rmdir implements fuse.RawFileSystem.
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	fs.wbSettleChild(h.NodeId, name) // the service must see what the mount made and removed in it
 	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name})
 	return st
 }
@@ -751,10 +765,11 @@ func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsO
 }
 
 type clientMetrics struct {
-	requests *prometheus.CounterVec   // op
-	latency  *prometheus.HistogramVec // op
-	local    prometheus.Counter       // answered from the directory cache
-	wbLocal  prometheus.Counter       // creates answered here (write-back)
+	requests  *prometheus.CounterVec   // op
+	latency   *prometheus.HistogramVec // op
+	local     prometheus.Counter       // answered from the directory cache
+	wbLocal   prometheus.Counter       // creates answered here (write-back)
+	wbUnlinks prometheus.Counter       // removals answered here (write-back)
 }
 
 func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
@@ -770,6 +785,8 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			Help: "Directory getattrs and lookups of absent names answered by the mount without a round trip."}),
 		wbLocal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_writeback_creates_total",
 			Help: "Creates answered by the mount and sent to the metadata service in batches."}),
+		wbUnlinks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_writeback_unlinks_total",
+			Help: "Removals answered by the mount and sent to the metadata service in batches."}),
 	}
 	stream := func(name, help string, v func() int64) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -778,7 +795,7 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			return float64(v())
 		})
 	}
-	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal,
+	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbUnlinks,
 		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { return fs.wbBytes }),
 		stream("sluice_client_readahead_bytes", "Bytes held in readahead buffers.", func() int64 { return fs.raBytes }))
 	return m

@@ -26,8 +26,8 @@ import (
 const dirCacheMax = 1 << 20
 
 type dirState struct {
-	attr  *wire.Attr          // nil: unknown
-	names map[string]struct{} // complete listing; nil: unknown
+	attr  *wire.Attr        // nil: unknown
+	names map[string]uint64 // complete listing: name → inode; nil: unknown
 }
 
 type dirCache struct {
@@ -114,10 +114,25 @@ func (fs *FS) absent(parent uint64, name string) bool {
 	return !ok
 }
 
+// present returns the inode that name has in directory parent, if the
+// complete listing there is known.
+func (fs *FS) present(parent uint64, name string) (uint64, bool) {
+	c := &fs.dc
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[parent]
+	if d == nil || d.names == nil || !fs.followed() {
+		return 0, false
+	}
+	ino, ok := d.names[name]
+	return ino, ok
+}
+
 // changed records this mount's own change of name in directory parent
-// (added or removed), answered at gen with the directory's new attributes.
-// A new directory made here starts with a complete, empty listing.
-func (fs *FS) changed(parent uint64, name string, added bool, pattr *wire.Attr, gen uint64, newDir *wire.Attr) {
+// (added, as inode ino, or removed), answered at gen with the directory's
+// new attributes. A new directory made here starts with a complete, empty
+// listing.
+func (fs *FS) changed(parent uint64, name string, ino uint64, added bool, pattr *wire.Attr, gen uint64, newDir *wire.Attr) {
 	c := &fs.dc
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -136,7 +151,7 @@ func (fs *FS) changed(parent uint64, name string, added bool, pattr *wire.Attr, 
 				c.resetLocked()
 				return
 			}
-			d.names[name] = struct{}{}
+			d.names[name] = ino
 			c.names++
 		case !added && had:
 			delete(d.names, name)
@@ -146,7 +161,7 @@ func (fs *FS) changed(parent uint64, name string, added bool, pattr *wire.Attr, 
 	if newDir != nil && newDir.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		nd := c.stateLocked(newDir.Ino)
 		cp := *newDir
-		nd.attr, nd.names = &cp, map[string]struct{}{}
+		nd.attr, nd.names = &cp, map[string]uint64{}
 	}
 }
 
@@ -162,20 +177,33 @@ func (fs *FS) renamed(parent uint64, name string, newParent uint64, newName stri
 		d.attr = nil
 	}
 	from, to := c.dirs[parent], c.dirs[newParent]
-	if exchange {
-		return // both names exist before and after
+	if exchange { // both names exist before and after: their inodes swap
+		var a, b uint64 // 0: not known here
+		if from != nil && from.names != nil {
+			a = from.names[name]
+		}
+		if to != nil && to.names != nil {
+			b = to.names[newName]
+			to.names[newName] = a
+		}
+		if from != nil && from.names != nil {
+			from.names[name] = b
+		}
+		return
 	}
+	var ino uint64 // 0: not known here
 	if from != nil && from.names != nil {
-		if _, ok := from.names[name]; ok {
+		if i, ok := from.names[name]; ok {
+			ino = i
 			delete(from.names, name)
 			c.names--
 		}
 	}
 	if to != nil && to.names != nil {
 		if _, ok := to.names[newName]; !ok {
-			to.names[newName] = struct{}{}
 			c.names++
 		}
+		to.names[newName] = ino
 	}
 }
 
@@ -194,9 +222,9 @@ func (fs *FS) listed(ino uint64, es []wire.DirEntry, gen uint64) {
 		return
 	}
 	c.names -= len(d.names)
-	d.names = make(map[string]struct{}, len(es))
+	d.names = make(map[string]uint64, len(es))
 	for _, e := range es {
-		d.names[e.Name] = struct{}{}
+		d.names[e.Name] = e.Ino
 	}
 	c.names += len(d.names)
 }

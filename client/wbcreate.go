@@ -24,9 +24,12 @@ import (
 // file not yet sent or a delegated directory leaves this mount, the
 // directory's creates are sent (wbSettle), so the service never sees an
 // operation on something it does not know; closing a file not yet sent
-// costs nothing. Another node that touches the directory makes the service
-// recall the delegation through the change feed: the creates are sent and
-// the delegation given back before that node's request is served.
+// costs nothing. With Config.WritebackUnlinks, removals there of files the
+// service knows are answered here too and go in the same batches, in
+// order (wbUnlink). Another node that touches the directory makes the
+// service recall the delegation through the change feed: the creates and
+// removals are sent and the delegation given back before that node's
+// request is served.
 
 // wbCooldown is how long a mount does not ask again for a directory that
 // was refused or recalled (the service's wbCooldown).
@@ -45,10 +48,11 @@ type wbEntry struct {
 	t        int64
 	open     bool // still open: the service counts it open
 	inflight bool // taken by a flush in progress
+	remove   bool // a removal of name (inode ino), not a create
 }
 
 type wbDir struct {
-	entries   []*wbEntry // not yet sent
+	entries   []*wbEntry // creates and removals not yet sent, in order
 	recalled  bool       // no new creates here
 	scheduled bool       // a flush is due within CreateFlush
 	flushMu   sync.Mutex // serialises this directory's flushes
@@ -65,7 +69,7 @@ type wbState struct {
 
 	mu      sync.Mutex // guards the fields below and every wbDir's and wbEntry's fields but flushMu
 	held    map[uint64]*wbDir
-	pending map[uint64]*wbPending // inode not yet sent → its entry
+	pending map[uint64]*wbPending // inode created or removed, not yet sent → its entry
 	next    uint64                // granted inode numbers: [next, end)
 	end     uint64
 	refused map[uint64]time.Time // directory → no delegation request before
@@ -128,7 +132,7 @@ func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool
 	w.mu.Unlock()
 
 	pattr.Mtime, pattr.Ctime = t, t
-	fs.changed(parent, name, true, &pattr, fs.feed.sent.Load(), nil)
+	fs.changed(parent, name, e.ino, true, &pattr, fs.feed.sent.Load(), nil)
 	if schedule {
 		time.AfterFunc(fs.cfg.CreateFlush, func() { fs.wbFlush(parent) })
 	}
@@ -137,6 +141,52 @@ func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool
 	}
 	return &wire.Attr{Ino: e.ino, Mode: syscall.S_IFREG | e.mode, Nlink: 1, Uid: e.uid, Gid: e.gid,
 		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}, true
+}
+
+// wbUnlink answers the removal of name from parent by itself if it can (a
+// delegated directory whose complete listing the mount holds, a name the
+// service knows): the removal goes with the directory's next batch; ok is
+// false when it must go to the service.
+func (fs *FS) wbUnlink(h *fuse.InHeader, parent uint64, name string) bool {
+	w := &fs.wb
+	if !fs.cfg.WritebackUnlinks || w.active.Load() == 0 {
+		return false
+	}
+	ino, ok := fs.present(parent, name)
+	if !ok || ino == 0 {
+		return false
+	}
+	pattr, ok := fs.dirAttr(parent)
+	if !ok {
+		return false
+	}
+	now := time.Now()
+	t := now.UnixNano()
+	w.mu.Lock()
+	d := w.held[parent]
+	if d == nil || d.recalled || w.pending[ino] != nil {
+		// a file not yet created at the service, or removed already under
+		// another name: the request goes out once the batch has (wbSettle)
+		w.mu.Unlock()
+		return false
+	}
+	e := &wbEntry{id: fs.ident(h, wire.OpUnlink), name: name, ino: ino, t: t, remove: true}
+	d.entries = append(d.entries, e)
+	w.pending[ino] = &wbPending{dir: parent, d: d, e: e}
+	schedule := !d.scheduled
+	d.scheduled = true
+	full := len(d.entries) >= wbBatchMax
+	w.mu.Unlock()
+
+	pattr.Mtime, pattr.Ctime = t, t
+	fs.changed(parent, name, 0, false, &pattr, fs.feed.sent.Load(), nil)
+	if schedule {
+		time.AfterFunc(fs.cfg.CreateFlush, func() { fs.wbFlush(parent) })
+	}
+	if full {
+		fs.wbFlush(parent)
+	}
+	return true
 }
 
 // wbFeedWait bounds how long a new delegation waits for the change feed
@@ -200,14 +250,27 @@ func (fs *FS) wbFlush(dir uint64) {
 		if e.open {
 			es[i].Mode |= wire.CreateOpen
 		}
+		if e.remove {
+			es[i].Mode = wire.BatchRemove
+		}
 	}
 	w.mu.Unlock()
+	// in order, one message per run of creates by one owner (removals
+	// join any run)
 	for i := 0; i < len(batch); {
-		j := i + 1
-		for j < len(batch) && batch[j].uid == batch[i].uid && batch[j].gid == batch[i].gid {
-			j++
+		var owner *wbEntry // the run's first create
+		j := i
+		for ; j < len(batch); j++ {
+			if e := batch[j]; !e.remove {
+				if owner != nil && (e.uid != owner.uid || e.gid != owner.gid) {
+					break
+				}
+				if owner == nil {
+					owner = e
+				}
+			}
 		}
-		fs.wbSend(dir, batch[i:j], es[i:j])
+		fs.wbSend(dir, batch[i:j], es[i:j], owner)
 		i = j
 	}
 	w.mu.Lock()
@@ -217,12 +280,16 @@ func (fs *FS) wbFlush(dir uint64) {
 	w.mu.Unlock()
 }
 
-// wbSend sends one batch of creates by one owner. A create the service
-// refuses was acknowledged already: it is logged as lost.
-func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry) {
+// wbSend sends one batch of creates by one owner (nil: removals only) and
+// removals. A create or removal the service refuses was acknowledged
+// already: it is logged as lost.
+func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *wbEntry) {
 	id := batch[0].id
-	m := &wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Entries: es, Uid: batch[0].uid, Gid: batch[0].gid,
-		Mtime: batch[len(batch)-1].t, Job: id.Job, Rank: id.Rank, Node: fs.node(id), Client: fs.feed.id}
+	m := &wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Entries: es, Mtime: batch[len(batch)-1].t,
+		Job: id.Job, Rank: id.Rank, Node: fs.node(id), Client: fs.feed.id}
+	if owner != nil {
+		m.Uid, m.Gid = owner.uid, owner.gid
+	}
 	resp, _, err := fs.pick(id, dir).Call(context.Background(), m, nil, nil)
 	// the directory cache already holds the names and the directory's
 	// times (nobody else changes a delegated directory)
@@ -234,6 +301,14 @@ func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry) {
 		why := err
 		if why == nil {
 			why = syscall.Errno(e.Mode)
+		}
+		if e.Mode&wire.BatchRemove != 0 {
+			if err == nil {
+				why = syscall.Errno(e.Mode &^ wire.BatchRemove)
+			}
+			fs.log.Error("a removal acknowledged to the application was refused by the metadata service: the name stays",
+				"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
+			continue
 		}
 		fs.log.Error("a create acknowledged to the application was refused by the metadata service: the file is lost",
 			"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
@@ -259,6 +334,28 @@ func (fs *FS) wbSettle(inos ...uint64) {
 		} else if x != 0 && w.held[x] != nil {
 			dirs = append(dirs, x)
 		}
+	}
+	w.mu.Unlock()
+	for _, d := range dirs {
+		fs.wbFlush(d)
+	}
+}
+
+// wbSettleChild sends the creates and removals of directory name in
+// parent (all held directories' if its inode is not known here).
+func (fs *FS) wbSettleChild(parent uint64, name string) {
+	w := &fs.wb
+	if w.active.Load() == 0 {
+		return
+	}
+	if ino, ok := fs.present(parent, name); ok && ino != 0 {
+		fs.wbSettle(ino)
+		return
+	}
+	w.mu.Lock()
+	dirs := make([]uint64, 0, len(w.held))
+	for dir := range w.held {
+		dirs = append(dirs, dir)
 	}
 	w.mu.Unlock()
 	for _, d := range dirs {

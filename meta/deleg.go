@@ -223,6 +223,36 @@ func (s *Service) awaitDelegs(ctx context.Context, m *wire.Msg) {
 	}
 }
 
+// applyBatch applies an OpCreateBatch in order: runs of creates through
+// CreateBatch, removals (wire.BatchRemove) one by one. It returns the
+// entries refused, with their errno in Mode (BatchRemove kept).
+func (s *Service) applyBatch(m *wire.Msg) ([]wire.DirEntry, error) {
+	var failed []wire.DirEntry
+	es := m.Entries
+	for len(es) > 0 {
+		if es[0].Mode&wire.BatchRemove != 0 {
+			if err := s.Remove(m.Parent, es[0].Name, false); err != nil {
+				e := es[0]
+				e.Mode = wire.BatchRemove | uint32(rpc.Errno(err))
+				failed = append(failed, e)
+			}
+			es = es[1:]
+			continue
+		}
+		n := 1
+		for n < len(es) && es[n].Mode&wire.BatchRemove == 0 {
+			n++
+		}
+		f, err := s.CreateBatch(m.Parent, es[:n], m.Uid, m.Gid, m.Mtime)
+		if err != nil {
+			return failed, err
+		}
+		failed = append(failed, f...)
+		es = es[n:]
+	}
+	return failed, nil
+}
+
 // CreateBatch makes the regular files a delegation holder created in
 // directory parent: each entry's Name, Ino (one of the numbers handed to
 // it) and Mode (permission bits, with wire.CreateOpen if the file is still

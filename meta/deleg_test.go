@@ -112,6 +112,24 @@ func TestDelegationRecall(t *testing.T) {
 	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.ID+1 {
 		t.Fatalf("y: %+v %v", a, err)
 	}
+	// removals apply in order with the creates: y removed and made again
+	// is the new file; removing a missing name comes back refused
+	r, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: b, Parent: RootIno, Entries: []wire.DirEntry{
+		{Name: "y", Ino: resp.ID + 1, Mode: wire.BatchRemove}, {Name: "y", Ino: resp.ID + 4, Mode: 0o600},
+		{Name: "nope", Mode: wire.BatchRemove}, {Name: "z", Ino: resp.ID + 5, Mode: 0o644}}})
+	if err != nil || len(r.Entries) != 1 || r.Entries[0].Name != "nope" ||
+		r.Entries[0].Mode != wire.BatchRemove|uint32(syscall.ENOENT) {
+		t.Fatalf("batch with removals: %+v %v", r, err)
+	}
+	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.ID+4 || a.Mode&0o777 != 0o600 {
+		t.Fatalf("y made again: %+v %v", a, err)
+	}
+	if _, err := s.Getattr(resp.ID + 1); rpc.Errno(err) != syscall.ENOENT {
+		t.Fatalf("the removed y's inode: %v", err)
+	}
+	if _, err := s.Lookup(RootIno, "z"); err != nil {
+		t.Fatalf("z after a refused removal: %v", err)
+	}
 }
 
 // TestDelegationLapses: a holder that does not answer a recall loses the

@@ -100,7 +100,7 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		s.Undelegate(m.Client, m.Ino)
 		return &wire.Msg{}, nil, nil
 	case wire.OpCreateBatch:
-		failed, err := s.CreateBatch(m.Parent, m.Entries, m.Uid, m.Gid, m.Mtime)
+		failed, err := s.applyBatch(m)
 		ch = []wire.DirEntry{attrChange(m.Parent)}
 		for _, e := range m.Entries {
 			ch = append(ch, entryChange(m.Parent, e.Name))

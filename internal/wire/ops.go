@@ -49,7 +49,7 @@ const (
 	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
 	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
 	OpUndelegate
-	OpCreateBatch // a delegation holder's creates in directory Parent: Entries (Name, Ino, Mode with CreateOpen), Uid, Gid, Mtime
+	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen or BatchRemove), Uid, Gid, Mtime
 	opMax
 )
 
@@ -141,6 +141,12 @@ const (
 // CreateOpen in Msg.Flags of OpMknod also opens the new file (one round
 // trip for open(O_CREAT)). Bit 31 is unused by open(2) flags.
 const CreateOpen uint32 = 1 << 31
+
+// BatchRemove in the Mode of an OpCreateBatch entry makes it the removal
+// of Name (a file, inode Ino) instead of a create; entries apply in order.
+// An entry the service refuses comes back with its errno in Mode (and
+// this bit kept for a removal).
+const BatchRemove uint32 = 1 << 30
 
 // Rename flags (Msg.Flags of OpRename), as renameat2(2).
 const (

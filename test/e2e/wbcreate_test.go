@@ -21,13 +21,20 @@ import (
 // localCreates reads a mount's count of creates it answered by itself.
 func localCreates(t *testing.T, addr string) int {
 	t.Helper()
+	return wbCount(t, addr, "creates")
+}
+
+// wbCount reads a mount's count of creates or unlinks it answered by
+// itself.
+func wbCount(t *testing.T, addr, what string) int {
+	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^sluice_client_writeback_creates_total (\d+)`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^sluice_client_writeback_` + what + `_total (\d+)`).FindSubmatch(b)
 	if m == nil {
 		t.Fatalf("no writeback series in /metrics")
 	}
@@ -321,5 +328,110 @@ func TestWritebackHolderDies(t *testing.T) {
 	mustWrite(t, filepath.Join(a, "d", "after"), []byte("ok"))
 	if got := mustRead(t, filepath.Join(a, "d", "after")); string(got) != "ok" {
 		t.Fatalf("read back %q", got)
+	}
+}
+
+// TestWritebackUnlinks: in a directory it holds, mount b answers removals
+// of files the service knows by itself and sends them with its creates, in
+// order: an open file removed here has no links (its data stays readable),
+// a name removed and created again is the new file, and mount a, listing
+// the directory, recalls the delegation and sees exactly what b sees.
+func TestWritebackUnlinks(t *testing.T) {
+	c := startCluster(t)
+	a := c.mnt
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	maddr := ln.Addr().String()
+	ln.Close()
+	b := c.mount2(t, "--metrics", maddr, "--create-flush", "5s") // sent on demand, not by the timer
+	d := filepath.Join(b, "wbu")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := 0; i < n; i++ {
+		mustWrite(t, filepath.Join(d, fmt.Sprintf("f%03d", i)), pattern(i, 100))
+	}
+	if es, err := os.ReadDir(d); err != nil || len(es) != n { // sends the creates
+		t.Fatalf("listing: %d entries, %v", len(es), err)
+	}
+	held, err := os.OpenFile(filepath.Join(d, "f000"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	before := wbCount(t, maddr, "unlinks")
+	for i := 0; i < n; i += 2 {
+		if err := os.Remove(filepath.Join(d, fmt.Sprintf("f%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := wbCount(t, maddr, "unlinks") - before; got != n/2 {
+		t.Fatalf("%d of %d removals answered by the mount", got, n/2)
+	}
+	// the open file removed here: no links, data still there
+	st, err := held.Stat()
+	if err != nil || st.Sys().(*syscall.Stat_t).Nlink != 0 {
+		t.Fatalf("open removed file: %+v %v, want nlink 0", st, err)
+	}
+	if _, err := held.WriteAt([]byte("still"), 0); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := held.ReadAt(buf, 0); err != nil || string(buf) != "still" {
+		t.Fatalf("read of the open removed file: %q %v", buf, err)
+	}
+	// removed and created again: the new file
+	if err := os.Remove(filepath.Join(d, "f001")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(d, "f001"), []byte("new"))
+	if _, err := os.Stat(filepath.Join(d, "f002")); !os.IsNotExist(err) {
+		t.Fatalf("removed name on the removing node: %v", err)
+	}
+	es, err := os.ReadDir(filepath.Join(a, "wbu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != n/2 {
+		t.Fatalf("the other node lists %d files, want %d", len(es), n/2)
+	}
+	for _, e := range es {
+		var i int
+		if _, err := fmt.Sscanf(e.Name(), "f%03d", &i); err != nil || i%2 == 0 {
+			t.Fatalf("the other node lists %q", e.Name())
+		}
+	}
+	if got := mustRead(t, filepath.Join(a, "wbu", "f001")); string(got) != "new" {
+		t.Fatalf("re-created file on the other node: %q", got)
+	}
+	if got := mustRead(t, filepath.Join(a, "wbu", "f003")); !bytes.Equal(got, pattern(3, 100)) {
+		t.Fatal("a kept file's data differs on the other node")
+	}
+	// the usual clean-up on one node: create, remove every file, rmdir
+	time.Sleep(wbCooldown) // the directory may be delegated again
+	d2 := filepath.Join(b, "wbu2")
+	if err := os.Mkdir(d2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		mustWrite(t, filepath.Join(d2, fmt.Sprintf("g%d", i)), nil)
+	}
+	if _, err := os.ReadDir(d2); err != nil { // sends the creates
+		t.Fatal(err)
+	}
+	before = wbCount(t, maddr, "unlinks")
+	for i := 0; i < 50; i++ {
+		if err := os.Remove(filepath.Join(d2, fmt.Sprintf("g%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(d2); err != nil {
+		t.Fatalf("rmdir after write-back removals: %v", err)
+	}
+	if got := wbCount(t, maddr, "unlinks") - before; got != 50 {
+		t.Fatalf("%d of 50 removals answered by the mount", got)
+	}
+	if _, err := os.Stat(filepath.Join(a, "wbu2")); !os.IsNotExist(err) {
+		t.Fatalf("removed directory on the other node: %v", err)
 	}
 }
