@@ -18,6 +18,18 @@ import (
 	"time"
 )
 
+// wbCluster starts a cluster with a second mount whose write-back
+// creates are sent on demand, not by the timer; it returns both mounts and
+// the second one's metrics address.
+func wbCluster(t *testing.T) (a, b, maddr string) {
+	t.Helper()
+	c := startCluster(t)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	maddr = ln.Addr().String()
+	ln.Close()
+	return c.mnt, c.mount2(t, "--metrics", maddr, "--create-flush", "5s"), maddr
+}
+
 // localCreates reads a mount's count of creates it answered by itself.
 func localCreates(t *testing.T, addr string) int {
 	t.Helper()
@@ -50,12 +62,7 @@ func wbCount(t *testing.T, addr, what string) int {
 // the other node is refused with EEXIST; a directory with unsent files is
 // not empty to the other node.
 func TestWritebackCreates(t *testing.T) {
-	c := startCluster(t)
-	a := c.mnt
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	maddr := ln.Addr().String()
-	ln.Close()
-	b := c.mount2(t, "--metrics", maddr, "--create-flush", "5s") // sent on demand, not by the timer
+	a, b, maddr := wbCluster(t)
 	if err := os.Mkdir(filepath.Join(b, "wb"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -337,12 +344,7 @@ func TestWritebackHolderDies(t *testing.T) {
 // a name removed and created again is the new file, and mount a, listing
 // the directory, recalls the delegation and sees exactly what b sees.
 func TestWritebackUnlinks(t *testing.T) {
-	c := startCluster(t)
-	a := c.mnt
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	maddr := ln.Addr().String()
-	ln.Close()
-	b := c.mount2(t, "--metrics", maddr, "--create-flush", "5s") // sent on demand, not by the timer
+	a, b, maddr := wbCluster(t)
 	d := filepath.Join(b, "wbu")
 	if err := os.Mkdir(d, 0o755); err != nil {
 		t.Fatal(err)
