@@ -67,6 +67,7 @@ func TestBeaconClassifies(t *testing.T) {
 		workload.Log:        {"--ranks", "2", "--ops", "2500"},
 	}
 	var wg sync.WaitGroup
+	defer wg.Wait() // a failure below must not end the test under the analyses
 	for _, k := range workload.Kinds {
 		// one job at a time on the cluster, the analyses in parallel
 		c.workload(t, "job-"+k.Kind, append(append([]string{"--kind", k.Kind}, args[k.Kind]...), c.path("w-"+k.Kind))...)

@@ -136,10 +136,21 @@ func (c *cluster) mount2(t *testing.T, flags ...string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		exec.Command("umount", mnt).Run()
+		err := syscall.Unmount(mnt, 0)
+		for i := 0; err != nil && clusterpkg.Mounted(mnt) && i < 20; i++ { // busy for a moment
+			time.Sleep(100 * time.Millisecond)
+			err = syscall.Unmount(mnt, 0)
+		}
+		if err != nil && clusterpkg.Mounted(mnt) {
+			t.Logf("unmounting the second mount: %v; aborting its FUSE connection", err)
+			clusterpkg.AbortFuse(mnt)
+		}
 		cmd.Process.Kill()
 		cmd.Wait()
 		logf.Close()
+		if clusterpkg.Mounted(mnt) {
+			t.Errorf("%s is still mounted after the test", mnt)
+		}
 	})
 	eventually(t, 10*time.Second, func() bool { return clusterpkg.Mounted(mnt) }, "the second mount")
 	return mnt
