@@ -108,22 +108,23 @@ func namespaceOp(op wire.Op) bool {
 	return false
 }
 
-// delegConflict says whether a directory m names is delegated to another
-// client than m's.
-func (s *Service) delegConflict(m *wire.Msg) bool {
+// othersDelegs returns the directories m names that are delegated to
+// another client.
+func (s *Service) othersDelegs(m *wire.Msg) []uint64 {
 	if s.deleg.n.Load() == 0 {
-		return false
+		return nil
 	}
 	dirs := s.touchedDirs(m)
 	d := &s.deleg
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	held := dirs[:0]
 	for _, dir := range dirs {
 		if h := d.dir[dir]; h != nil && h.client != m.Client {
-			return true
+			held = append(held, dir)
 		}
 	}
-	return false
+	return held
 }
 
 // allocInos reserves n inode numbers and returns the first.
@@ -187,17 +188,14 @@ func (s *Service) touchedDirs(m *wire.Msg) []uint64 {
 	return nil
 }
 
-// awaitDelegs recalls the delegations of the directories m touches that
-// another client holds, and waits until they are given back or lapse.
-func (s *Service) awaitDelegs(ctx context.Context, m *wire.Msg) {
-	if s.deleg.n.Load() == 0 {
-		return
-	}
-	for _, dir := range s.touchedDirs(m) {
+// recallWait recalls the delegations of dirs that a client other than
+// client holds, and waits until they are given back or lapse.
+func (s *Service) recallWait(ctx context.Context, client uint64, dirs []uint64) {
+	for _, dir := range dirs {
 		d := &s.deleg
 		d.mu.Lock()
 		h := d.dir[dir]
-		if h == nil || h.client == m.Client {
+		if h == nil || h.client == client {
 			d.mu.Unlock()
 			continue
 		}

@@ -24,11 +24,11 @@ func delegService(t *testing.T) *Service {
 	return s
 }
 
-// holder plays a mount holding a delegation: it follows the feed and, when
-// its delegation of dir is recalled, sends its creates and gives it back.
-func holder(s *Service, client, dir uint64, pending []wire.DirEntry, uid uint32) chan error {
+// holder plays a mount holding a delegation: it follows the feed from
+// position seen and, when its delegation of dir is recalled, sends its
+// creates and gives it back.
+func holder(s *Service, seen, client, dir uint64, pending []wire.DirEntry, uid uint32) chan error {
 	done := make(chan error, 1)
-	seen := s.feed.position()
 	go func() {
 		for {
 			es, pos, _ := s.feed.watch(context.Background(), seen, client, 5*time.Second)
@@ -74,7 +74,7 @@ func TestDelegationRecall(t *testing.T) {
 		t.Fatalf("ordinary create after a grant got inode %d (granted %d..%d): %v", other.Ino, resp.ID, resp.ID+DelegInos-1, err)
 	}
 	pending := []wire.DirEntry{{Name: "f1", Ino: resp.ID, Mode: 0o640 | wire.CreateOpen}, {Name: "f2", Ino: resp.ID + 1, Mode: 0o600}}
-	done := holder(s, a, d.Ino, pending, 1000)
+	done := holder(s, s.feed.position(), a, d.Ino, pending, 1000)
 	// the holder's own requests do not wait
 	start := time.Now()
 	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpGetattr, Client: a, Ino: d.Ino}); err != nil || time.Since(start) > time.Second {
@@ -185,11 +185,12 @@ func TestDelegationGrantOrdered(t *testing.T) {
 		}(g)
 	}
 	time.Sleep(20 * time.Millisecond)
+	before := s.feed.position() // the recall may come before the holder starts
 	_, pos, err := s.Delegate(a, d.Ino)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := holder(s, a, d.Ino, nil, 0)
+	done := holder(s, before, a, d.Ino, nil, 0)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -34,16 +34,17 @@ func (s *Service) Handler() rpc.Handler {
 func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
 	ns := namespaceOp(m.Op)
 	for ns {
-		s.awaitDelegs(ctx, m)
 		// a request that names a directory runs whole (its check of the
 		// delegations, its change and its place in the feed) between two
 		// grants, so a grant's feed position covers every change made
 		// to the directory before it (deleg.go)
 		s.deleg.grantMu.RLock()
-		if !s.delegConflict(m) || ctx.Err() != nil {
+		held := s.othersDelegs(m)
+		if len(held) == 0 || ctx.Err() != nil {
 			break
 		}
-		s.deleg.grantMu.RUnlock() // granted meanwhile: recall again
+		s.deleg.grantMu.RUnlock()
+		s.recallWait(ctx, m.Client, held) // then check again: granted meanwhile?
 	}
 	pos := s.feed.position()
 	resp, changes, err := s.dispatch(ctx, m)
