@@ -299,7 +299,7 @@ func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payloa
 // application saw), everything else here.
 func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
 	m.Job, m.Rank, m.Node, m.Client = id.Job, id.Rank, fs.node(id), fs.feed.id
-	fs.wbSettle(m.Ino, m.Parent, m.NewParent)
+	fs.wbSettleFor(m)
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by
 	// the timeout, so it is not abandoned half-way.
@@ -518,7 +518,6 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse
 
 // Rmdir implements fuse.RawFileSystem.
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	fs.wbSettleChild(h.NodeId, name) // the service must see what the mount made and removed in it
 	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name})
 	return st
 }

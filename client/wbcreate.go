@@ -60,7 +60,6 @@ type wbDir struct {
 
 type wbPending struct {
 	dir uint64
-	d   *wbDir
 	e   *wbEntry
 }
 
@@ -124,21 +123,9 @@ func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool
 		e.gid = pattr.Gid
 	}
 	w.next++
-	d.entries = append(d.entries, e)
-	w.pending[e.ino] = &wbPending{dir: parent, d: d, e: e}
-	schedule := !d.scheduled
-	d.scheduled = true
-	full := len(d.entries) >= wbBatchMax
+	schedule, full := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
-
-	pattr.Mtime, pattr.Ctime = t, t
-	fs.changed(parent, name, e.ino, true, &pattr, fs.feed.sent.Load(), nil)
-	if schedule {
-		time.AfterFunc(fs.cfg.CreateFlush, func() { fs.wbFlush(parent) })
-	}
-	if full {
-		fs.wbFlush(parent)
-	}
+	fs.wbQueued(parent, e, pattr, schedule, full)
 	return &wire.Attr{Ino: e.ino, Mode: syscall.S_IFREG | e.mode, Nlink: 1, Uid: e.uid, Gid: e.gid,
 		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}, true
 }
@@ -160,8 +147,6 @@ func (fs *FS) wbUnlink(h *fuse.InHeader, parent uint64, name string) bool {
 	if !ok {
 		return false
 	}
-	now := time.Now()
-	t := now.UnixNano()
 	w.mu.Lock()
 	d := w.held[parent]
 	if d == nil || d.recalled || w.pending[ino] != nil {
@@ -170,23 +155,39 @@ func (fs *FS) wbUnlink(h *fuse.InHeader, parent uint64, name string) bool {
 		w.mu.Unlock()
 		return false
 	}
-	e := &wbEntry{id: fs.ident(h, wire.OpUnlink), name: name, ino: ino, t: t, remove: true}
-	d.entries = append(d.entries, e)
-	w.pending[ino] = &wbPending{dir: parent, d: d, e: e}
-	schedule := !d.scheduled
-	d.scheduled = true
-	full := len(d.entries) >= wbBatchMax
+	e := &wbEntry{id: fs.ident(h, wire.OpUnlink), name: name, ino: ino, t: time.Now().UnixNano(), remove: true}
+	schedule, full := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
+	fs.wbQueued(parent, e, pattr, schedule, full)
+	return true
+}
 
-	pattr.Mtime, pattr.Ctime = t, t
-	fs.changed(parent, name, 0, false, &pattr, fs.feed.sent.Load(), nil)
+// queueLocked appends e to the entries of d (directory dir) not yet sent;
+// schedule says a flush must be set off, full that the batch is due now.
+func (w *wbState) queueLocked(dir uint64, d *wbDir, e *wbEntry) (schedule, full bool) {
+	d.entries = append(d.entries, e)
+	w.pending[e.ino] = &wbPending{dir: dir, e: e}
+	schedule = !d.scheduled
+	d.scheduled = true
+	return schedule, len(d.entries) >= wbBatchMax
+}
+
+// wbQueued records a queued create or removal in the directory cache, with
+// the directory's attributes pattr as it changes them, and sets off its
+// sending.
+func (fs *FS) wbQueued(dir uint64, e *wbEntry, pattr wire.Attr, schedule, full bool) {
+	pattr.Mtime, pattr.Ctime = e.t, e.t
+	ino := e.ino
+	if e.remove {
+		ino = 0
+	}
+	fs.changed(dir, e.name, ino, !e.remove, &pattr, fs.feed.sent.Load(), nil)
 	if schedule {
-		time.AfterFunc(fs.cfg.CreateFlush, func() { fs.wbFlush(parent) })
+		time.AfterFunc(fs.cfg.CreateFlush, func() { fs.wbFlush(dir) })
 	}
 	if full {
-		fs.wbFlush(parent)
+		fs.wbFlush(dir)
 	}
-	return true
 }
 
 // wbFeedWait bounds how long a new delegation waits for the change feed
@@ -229,7 +230,7 @@ func (fs *FS) wbDelegate(dir uint64) bool {
 	return fs.feed.sent.Load() >= resp.Gen
 }
 
-// wbFlush sends dir's creates not yet sent, after any flush in progress.
+// wbFlush sends dir's creates and removals not yet sent, after any flush in progress.
 func (fs *FS) wbFlush(dir uint64) {
 	w := &fs.wb
 	w.mu.Lock()
@@ -300,12 +301,9 @@ func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *wb
 	for _, e := range failed {
 		why := err
 		if why == nil {
-			why = syscall.Errno(e.Mode)
+			why = syscall.Errno(e.Mode &^ wire.BatchRemove)
 		}
 		if e.Mode&wire.BatchRemove != 0 {
-			if err == nil {
-				why = syscall.Errno(e.Mode &^ wire.BatchRemove)
-			}
 			fs.log.Error("a removal acknowledged to the application was refused by the metadata service: the name stays",
 				"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
 			continue
@@ -318,7 +316,7 @@ func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *wb
 	}
 }
 
-// wbSettle sends the creates that the given inodes depend on: those of a
+// wbSettle sends the creates and removals that the given inodes depend on: those of a
 // delegated directory among them, and of the directory of a file among
 // them not yet sent. Every request that leaves the mount passes here.
 func (fs *FS) wbSettle(inos ...uint64) {
@@ -341,17 +339,34 @@ func (fs *FS) wbSettle(inos ...uint64) {
 	}
 }
 
-// wbSettleChild sends the creates and removals of directory name in
-// parent (all held directories' if its inode is not known here).
-func (fs *FS) wbSettleChild(parent uint64, name string) {
-	w := &fs.wb
-	if w.active.Load() == 0 {
+// wbSettleFor sends what request m depends on: the creates and removals
+// of the directories and files it names, and of a directory it removes or
+// replaces by name (an rmdir, a rename's target), which the service must
+// see as it is.
+func (fs *FS) wbSettleFor(m *wire.Msg) {
+	if fs.wb.active.Load() == 0 {
 		return
 	}
+	fs.wbSettle(m.Ino, m.Parent, m.NewParent)
+	switch m.Op {
+	case wire.OpRmdir:
+		fs.wbSettleChild(m.Parent, m.Name)
+	case wire.OpRename:
+		fs.wbSettleChild(m.NewParent, m.NewName)
+	}
+}
+
+// wbSettleChild sends the creates and removals of what name in parent
+// names (all held directories' if that is not known here).
+func (fs *FS) wbSettleChild(parent uint64, name string) {
 	if ino, ok := fs.present(parent, name); ok && ino != 0 {
 		fs.wbSettle(ino)
 		return
 	}
+	if fs.absent(parent, name) {
+		return
+	}
+	w := &fs.wb
 	w.mu.Lock()
 	dirs := make([]uint64, 0, len(w.held))
 	for dir := range w.held {
