@@ -254,13 +254,9 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			s.met.observe(c, m, time.Since(start), n)
 			if mon := s.cfg.Monitor; mon != nil {
 				if name := beaconsvc.OpName(m.Op); name != "" {
-					var batch int
-					if m.Op == wire.OpCreateBatch { // each create counts
-						batch = len(m.Entries)
-					}
 					mon.Add(beacon.Op{Start: begin, Job: m.Job, Rank: m.Rank, Node: m.Node, Name: name,
 						Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: time.Since(begin), Wait: begin.Sub(r.At),
-						N: uint32(batch)})
+						N: uint32(opsIn(m))})
 				}
 			}
 			d := time.Since(start).Nanoseconds()

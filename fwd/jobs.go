@@ -24,6 +24,15 @@ type jobStat struct {
 	nodes         map[string]bool
 }
 
+// opsIn is how many file system operations request m stands for: each
+// create and removal of a write-back batch counts.
+func opsIn(m *wire.Msg) uint64 {
+	if m.Op == wire.OpCreateBatch {
+		return uint64(len(m.Entries))
+	}
+	return 1
+}
+
 func (t *jobTable) record(m *wire.Msg, n uint64) {
 	job := m.Job
 	if job == "" {
@@ -46,10 +55,8 @@ func (t *jobTable) record(m *wire.Msg, n uint64) {
 	case wire.OpWrite:
 		j.writeB += n
 	case wire.OpFsync, wire.OpFlush:
-	case wire.OpCreateBatch: // each create counts
-		j.metaOps += uint64(len(m.Entries))
 	default:
-		j.metaOps++
+		j.metaOps += opsIn(m)
 	}
 	if m.Rank >= 0 && len(j.ranks) < 100000 {
 		j.ranks[m.Rank] = true
