@@ -187,7 +187,9 @@ func BenchmarkPing(b *testing.B) {
 }
 
 // streamer answers OpRead with Size bytes of a pattern written by
-// ReplySend in three pieces, and anything else like echo.
+// ReplySend in three pieces, and anything else like echo. A failed send is
+// not its business: the caller checks what arrived, and a client whose sink
+// fails closes the connection under it (TestCallSink does so on purpose).
 type streamer struct{}
 
 func pattern(ino uint64, n int) []byte {
@@ -205,7 +207,7 @@ func (streamer) Handle(r *Request) {
 	}
 	go func() {
 		p := pattern(r.Msg.Ino, int(r.Msg.Size))
-		err := r.ReplySend(&wire.Msg{Size: r.Msg.Size}, len(p), func(c net.Conn) error {
+		_ = r.ReplySend(&wire.Msg{Size: r.Msg.Size}, len(p), func(c net.Conn) error {
 			third := len(p) / 3
 			for _, part := range [][]byte{p[:third], p[third : 2*third], p[2*third:]} {
 				if _, err := c.Write(part); err != nil {
@@ -214,9 +216,6 @@ func (streamer) Handle(r *Request) {
 			}
 			return nil
 		})
-		if err != nil {
-			panic(err)
-		}
 	}()
 }
 
