@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Where the CPU goes in each process of the data path (docs/benchmarks.md):
 # a local cluster with Go profiles on (`sluice up --pprof-base`), fio (or
-# bench/mdtest's creates) running one workload for 14 s, and a 10 s CPU profile of every daemon
-# taken at once. Prints fio's rate, each daemon's CPU use in cores and its
-# top functions; the profiles stay in OUT for `go tool pprof`.
+# bench/mdtest's creates or removals) running one workload for 14 s, and a
+# 10 s CPU profile of every daemon taken at once. Prints the workload's
+# rate, each daemon's CPU use in cores and its top functions; the profiles
+# stay in OUT for `go tool pprof`. `unlink` first makes FILES files (default
+# 250,000, in directories of 5,000) and removes them during the profile.
 #
-#   bash bench/profile.sh [seqread|seqwrite|randread|create] [UP FLAGS...]   # default seqread
+#   bash bench/profile.sh [seqread|seqwrite|randread|create|unlink] [UP FLAGS...]   # default seqread
+#   bash bench/profile.sh unlink --mount-flags=--writeback-unlinks=false   # one round trip each
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WL=${1:-seqread}
@@ -26,13 +29,20 @@ seqwrite) RUN=(--rw=write --bs=1M --size=2g) ;;
 randread) fio --name=lay "${FIO[@]}" --rw=write --bs=1M --size=256m >/dev/null
 	RUN=(--rw=randread --bs=4k --size=256m) ;;
 create) go build -o bin/mdtest ./bench/mdtest ;;
-*) echo "unknown workload $WL (seqread, seqwrite, randread, create)" >&2; exit 2 ;;
+unlink) go build -o bin/mdtest ./bench/mdtest
+	for ((i = 0; i < ${FILES:-250000} / 5000; i++)); do bin/mdtest -n 5000 -phases create "$WORK/m/u$i" >/dev/null; done ;;
+*) echo "unknown workload $WL (seqread, seqwrite, randread, create, unlink)" >&2; exit 2 ;;
 esac
 if [ "$WL" = create ]; then
 	# creates (open O_CREAT|O_EXCL, close) of fresh files in one directory
 	# per round, for 14 s
 	(end=$((SECONDS + 14)); i=0; while [ $SECONDS -lt $end ]; do
 		bin/mdtest -n 2000 -phases create "$WORK/m/d$i"; i=$((i + 1)); done) > "$OUT/mdtest.out" &
+elif [ "$WL" = unlink ]; then
+	# removals of the files made above, one directory per round, for 14 s
+	(end=$((SECONDS + 14)); i=0; while [ $SECONDS -lt $end ] && [ -d "$WORK/m/u$i" ]; do
+		bin/mdtest -n 5000 -phases unlink "$WORK/m/u$i"; i=$((i + 1)); done
+	[ $SECONDS -ge $end ] || echo "ran out of files before the profile ended: set FILES higher") > "$OUT/mdtest.out" &
 else
 	fio --name=run "${FIO[@]}" "${RUN[@]}" --time_based --runtime=14 > "$OUT/fio.json" &
 fi
@@ -48,9 +58,16 @@ wait
 wait $FIOPID 2>/dev/null || true
 python3 - "$OUT" "$WL" <<'PY'
 import json, sys
-if sys.argv[2] == "create":
-    rates = [float(l.split()[1]) for l in open(sys.argv[1] + "/mdtest.out") if l.startswith("create")]
-    print(f"creates: {sum(rates) / len(rates):.0f}/s over {len(rates)} rounds of 2,000")
+if sys.argv[2] in ("create", "unlink"):
+    rates, rounds = [], 0
+    for l in open(sys.argv[1] + "/mdtest.out"):
+        f = l.split()
+        if f[0] == "create":  # create C stat S unlink U
+            rates.append(float(f[f.index(sys.argv[2]) + 1]))
+        else:
+            print(l.strip())
+    size = "2,000" if sys.argv[2] == "create" else "5,000"
+    print(f"{sys.argv[2]}s: {sum(rates) / len(rates):.0f}/s over {len(rates)} rounds of {size}")
     sys.exit()
 j = json.load(open(sys.argv[1] + "/fio.json"))["jobs"][0]
 r, w = j["read"], j["write"]
