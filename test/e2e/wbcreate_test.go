@@ -30,12 +30,6 @@ func wbCluster(t *testing.T) (a, b, maddr string) {
 	return c.mnt, c.mount2(t, "--metrics", maddr, "--create-flush", "5s"), maddr
 }
 
-// localCreates reads a mount's count of creates it answered by itself.
-func localCreates(t *testing.T, addr string) int {
-	t.Helper()
-	return wbCount(t, addr, "creates")
-}
-
 // wbCount reads a mount's count of creates or unlinks it answered by
 // itself.
 func wbCount(t *testing.T, addr, what string) int {
@@ -84,7 +78,7 @@ func TestWritebackCreates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := localCreates(t, maddr); got < n-3 {
+	if got := wbCount(t, maddr, "creates"); got < n-3 {
 		t.Fatalf("only %d of %d creates answered by the mount", got, n)
 	}
 	// the other node lists the directory: the delegation is recalled and
@@ -133,11 +127,11 @@ func TestWritebackCreates(t *testing.T) {
 	if err := os.Mkdir(d2, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	before := localCreates(t, maddr)
+	before := wbCount(t, maddr, "creates")
 	for _, name := range []string{"x", "gone", "synced", "kept"} {
 		mustWrite(t, filepath.Join(d2, name), nil)
 	}
-	if got := localCreates(t, maddr) - before; got != 4 {
+	if got := wbCount(t, maddr, "creates") - before; got != 4 {
 		t.Fatalf("%d of 4 creates in the second directory answered by the mount", got)
 	}
 	if err := os.Rename(filepath.Join(d2, "x"), filepath.Join(d2, "y")); err != nil {
@@ -194,9 +188,9 @@ func TestWritebackCreates(t *testing.T) {
 		t.Fatalf("removed file still seen on the creating node: %v", err)
 	}
 
-	before = localCreates(t, maddr)
+	before = wbCount(t, maddr, "creates")
 	creates := randomOpsWriteback(t, a, b)
-	local := localCreates(t, maddr) - before
+	local := wbCount(t, maddr, "creates") - before
 	t.Logf("random operations: %d of %d creates answered by the mount", local, creates)
 	if local < creates/4 {
 		t.Fatalf("only %d of %d creates were write-back", local, creates)
