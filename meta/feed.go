@@ -69,14 +69,14 @@ func (f *feed) add(client uint64, es ...wire.DirEntry) {
 }
 
 // lastOther returns the position of the newest change kept to a name in
-// directory dir that client did not make, or 0 if there is none: what a
+// directory dir that client (never 0) did not make, or 0 if there is none: what a
 // mount must have seen to know every name there (its own it knows).
 func (f *feed) lastOther(client, dir uint64) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for p := f.pos; p > f.base && f.pos-p < feedCap; p-- {
 		c := f.ring[p%feedCap]
-		if c.e.Mode == wire.ChangeEntry && c.e.Ino == dir && (c.client == 0 || c.client != client) {
+		if c.e.Mode == wire.ChangeEntry && c.e.Ino == dir && c.client != client {
 			return p
 		}
 	}
