@@ -120,13 +120,13 @@ type FS struct {
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
 	dirs   map[uint64][]wire.DirEntry
-	hmu    sync.Mutex // guards written
+	hmu    sync.Mutex // guards written and the extents in it
 	// written maps each open file handle that wrote since its last flush
-	// to the end of the furthest write. Closing any other handle costs no
-	// round trip (and cannot block a process in execve closing inherited
-	// descriptors). Flush and fsync send the end along, so the file's size
-	// survives a restart of the forwarding node in between.
-	written map[uint64]uint64
+	// to how far its acknowledged writes reached. Closing any other handle
+	// costs no round trip (and cannot block a process in execve closing
+	// inherited descriptors). Flush and fsync send the extent along, so the
+	// file's size survives a restart of the forwarding node in between.
+	written map[uint64]*extent
 
 	iomu   sync.Mutex // guards io, wbBytes, raBytes and the state under io
 	iocond *sync.Cond // on iomu: a background write or fetch ended
@@ -162,7 +162,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), cfg: cfg, log: cfg.Log,
 		ids: ident.Resolver{JobVar: cfg.JobVar}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
-		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]uint64{},
+		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]*extent{},
 		io: map[uint64]*inodeIO{}, raMax: 8 * cfg.Readahead, feed: newFeedState(),
 		dc: dirCache{dirs: map[uint64]*dirState{}}}
 	if fs.raMax < 64<<20 {
@@ -328,6 +328,7 @@ func toAttr(a *wire.Attr, out *fuse.Attr) {
 	out.Mode = a.Mode
 	out.Nlink = a.Nlink
 	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Rdev = a.Rdev
 	out.Blksize = 1 << 20
 }
 
@@ -428,6 +429,9 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		fs.forgetDir(in.NodeId)
 		return st
 	}
+	if m.Mask&wire.SetSize != 0 {
+		fs.truncated(in.NodeId, resp.Attr.Trunc)
+	}
 	toAttr(resp.Attr, &out.Attr)
 	fs.attrTimeout(resp.Gen, out)
 	fs.noteAttr(resp.Attr, resp.Gen)
@@ -470,13 +474,16 @@ func (fs *FS) nsCall(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg) (*wi
 	return resp, st
 }
 
-// Mknod implements fuse.RawFileSystem (regular files only).
+// Mknod implements fuse.RawFileSystem: regular files, FIFOs, sockets and
+// device files (whose data never reaches sluice: the kernel serves them).
 func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	if in.Mode&syscall.S_IFMT != syscall.S_IFREG && in.Mode&syscall.S_IFMT != 0 {
-		return fuse.EPERM
+	switch in.Mode & syscall.S_IFMT {
+	case 0, syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
+	default:
+		return fuse.EINVAL
 	}
 	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
-		Mode: in.Mode &^ in.Umask & 0o7777, Flags: syscall.O_EXCL}, out)
+		Mode: in.Mode&syscall.S_IFMT | in.Mode&^in.Umask&0o7777, Rdev: in.Rdev, Flags: syscall.O_EXCL}, out)
 }
 
 // Mkdir implements fuse.RawFileSystem.
@@ -591,7 +598,9 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	start := time.Now()
 	id := fs.ident(&in.InHeader, wire.OpRead)
 	fs.wbSettle(in.NodeId)
-	fs.waitWrites(in.NodeId, in.Offset, in.Offset+uint64(in.Size))
+	// writes in flight that end past the read's start change what it
+	// returns: their bytes, or the size it is clamped to
+	fs.waitWrites(in.NodeId, in.Offset, ^uint64(0))
 	if fs.cfg.Readahead > 0 {
 		if rr := fs.readahead(id, in.NodeId, in.Fh, in.Offset, int(in.Size)); rr != nil {
 			fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(rr.Size()), start, false)
@@ -616,40 +625,90 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	start := time.Now()
 	id := fs.ident(&in.InHeader, wire.OpWrite)
 	fs.wbSettle(in.NodeId)
+	fs.writing(in.Fh, in.NodeId)
 	if fs.cfg.WriteBehind > 0 {
-		st = fs.writeBehind(id, in.NodeId, in.Offset, data)
+		st = fs.writeBehind(id, in.NodeId, in.Fh, in.Offset, data)
 	} else {
-		_, _, st = fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
+		var resp *wire.Msg
+		resp, _, st = fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpWrite, Ino: in.NodeId, Offset: in.Offset, Size: uint64(len(data))}, data, nil)
+		if st == fuse.OK {
+			fs.wrote(in.Fh, resp.Trunc, in.Offset+uint64(len(data)))
+		}
 	}
 	fs.record(&in.InHeader, id, beacon.OpWrite, in.NodeId, in.Offset, uint64(len(data)), start, st != fuse.OK)
 	if st != fuse.OK {
 		return 0, st
 	}
-	end := in.Offset + uint64(len(data))
+	return uint32(len(data)), fuse.OK
+}
+
+// extent is how far a handle's acknowledged writes reached, in the
+// truncation generation they landed in (wire.Attr.Trunc): writes of an
+// older generation than a truncate's do not count after it.
+type extent struct{ ino, gen, end uint64 }
+
+// writing notes that handle fh writes ino (before the write is sent, so
+// its flush waits for it).
+func (fs *FS) writing(fh, ino uint64) {
 	fs.hmu.Lock()
-	if end > fs.written[in.Fh] {
-		fs.written[in.Fh] = end
+	if fs.written[fh] == nil {
+		fs.written[fh] = &extent{ino: ino}
 	}
 	fs.hmu.Unlock()
-	return uint32(len(data)), fuse.OK
+}
+
+// wrote records an acknowledged write of handle fh that reached end in
+// truncation generation gen.
+func (fs *FS) wrote(fh, gen, end uint64) {
+	fs.hmu.Lock()
+	if e := fs.written[fh]; e != nil {
+		switch {
+		case gen > e.gen:
+			e.gen, e.end = gen, end
+		case gen == e.gen && end > e.end:
+			e.end = end
+		}
+	}
+	fs.hmu.Unlock()
+}
+
+// truncated voids the extents of ino's handles older than a truncate to
+// generation gen made through this mount.
+func (fs *FS) truncated(ino, gen uint64) {
+	fs.hmu.Lock()
+	for _, e := range fs.written {
+		if e.ino == ino && gen > e.gen {
+			e.gen, e.end = gen, 0
+		}
+	}
+	fs.hmu.Unlock()
+}
+
+// extentOf returns handle fh's extent (ok false if it wrote nothing since
+// its last flush).
+func (fs *FS) extentOf(fh uint64) (extent, bool) {
+	fs.hmu.Lock()
+	defer fs.hmu.Unlock()
+	if e := fs.written[fh]; e != nil {
+		return *e, true
+	}
+	return extent{}, false
 }
 
 // Flush implements fuse.RawFileSystem: sizes are reported at close so
 // another node that opens the file next sees them (close-to-open).
 func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	fs.hmu.Lock()
-	end, w := fs.written[in.Fh]
-	fs.hmu.Unlock()
-	if !w {
+	if _, w := fs.extentOf(in.Fh); !w {
 		return fuse.OK
 	}
 	if st := fs.drain(in.NodeId); st != fuse.OK {
 		return st
 	}
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: end}, nil, nil)
+	e, _ := fs.extentOf(in.Fh)
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: e.end, Trunc: e.gen}, nil, nil)
 	if st == fuse.OK {
 		fs.hmu.Lock()
-		if fs.written[in.Fh] == end {
+		if cur := fs.written[in.Fh]; cur != nil && *cur == e {
 			delete(fs.written, in.Fh)
 		}
 		fs.hmu.Unlock()
@@ -662,10 +721,8 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	if st := fs.drain(in.NodeId); st != fuse.OK {
 		return st
 	}
-	fs.hmu.Lock()
-	end := fs.written[in.Fh]
-	fs.hmu.Unlock()
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId, Size: end}, nil, nil)
+	e, _ := fs.extentOf(in.Fh)
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId, Size: e.end, Trunc: e.gen}, nil, nil)
 	return st
 }
 

@@ -20,8 +20,9 @@ import (
 // ranges of one inode are never in flight together, so they land in the
 // order they were made. A background write that fails leaves its error on
 // the inode; the next write, flush (close) or fsync of the inode returns
-// it. Flush, fsync, release, getattr, setattr, lookup and reads of an
-// overlapping range wait for the inode's writes first, so this node always
+// it. Flush, fsync, release, getattr, setattr and lookup wait for the
+// inode's writes first, and a read for those that end past its start (they
+// decide what it returns, bytes or a shorter size), so this node always
 // sees its own writes and sizes, and close and fsync keep their meaning
 // (close-to-open consistency; fsync = durable on the tier's medium).
 //
@@ -166,8 +167,9 @@ func (fs *FS) dropBufLocked(b *raBuf) {
 	b.freeLocked()
 }
 
-// writeBehind queues one write. It returns once the data is copied.
-func (fs *FS) writeBehind(id ident.ID, ino uint64, off uint64, data []byte) fuse.Status {
+// writeBehind queues one write of handle fh. It returns once the data is
+// copied.
+func (fs *FS) writeBehind(id ident.ID, ino, fh uint64, off uint64, data []byte) fuse.Status {
 	end := off + uint64(len(data))
 	n := int64(len(data))
 	fs.iomu.Lock()
@@ -195,10 +197,12 @@ func (fs *FS) writeBehind(id ident.ID, ino uint64, off uint64, data []byte) fuse
 	copy(buf, data)
 	go func() {
 		m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: off, Size: uint64(len(buf)), Job: id.Job, Rank: id.Rank, Node: fs.node(id)}
-		_, _, err := fs.pick(id, ino).Call(context.Background(), m, buf, nil)
+		resp, _, err := fs.pick(id, ino).Call(context.Background(), m, buf, nil)
 		bufpool.Put(buf)
 		if err != nil {
 			fs.log.Error("background write failed", "ino", ino, "off", off, "len", n, "err", err)
+		} else {
+			fs.wrote(fh, resp.Trunc, end)
 		}
 		fs.iomu.Lock()
 		st := fs.io[ino]

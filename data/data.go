@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -50,6 +52,9 @@ type Config struct {
 	Now     func() time.Time
 	// AddrFile, if set, receives the bound address once listening.
 	AddrFile string
+	// StateDir keeps the server's truncation fences (fence.go); "" keeps
+	// them in memory only.
+	StateDir string
 	// ZeroCopy answers chunk reads with sendfile from the chunk's file
 	// (stores whose chunks are files) instead of through a buffer. Over
 	// loopback it costs more CPU than the copy (docs/benchmarks.md).
@@ -69,8 +74,10 @@ type Server struct {
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
 	mem   *member.Member
+	meta  *rpc.Client // the metadata service
 	rpc   *rpc.Server
 	addr  string
+	fence *fences
 
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
@@ -92,6 +99,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fdir := ""
+	if cfg.StateDir != "" {
+		fdir = filepath.Join(cfg.StateDir, "fences")
+	}
+	fc, err := openFences(fdir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	// Buckets always exist so a slowdown can be injected into an
 	// uncapped server; uncapped means a rate no device reaches.
 	mbps, iops := cfg.MaxMBps, cfg.MaxIOPS
@@ -101,7 +117,8 @@ func New(cfg Config) (*Server, error) {
 	if iops <= 0 {
 		iops = 1e9
 	}
-	s := &Server{cfg: cfg, store: st, sem: make(chan struct{}, cfg.Workers),
+	s := &Server{cfg: cfg, store: st, sem: make(chan struct{}, cfg.Workers), fence: fc,
+		meta: rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Name: "metadata service " + cfg.Meta}),
 		bw:   throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
 		iops: throttle.New(iops, iops/20, cfg.Now)}
 	s.registerMetrics(cfg.Metrics)
@@ -132,10 +149,14 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		<-ctx.Done()
 		s.rpc.Close()
 	}()
-	metaC := rpc.NewClient(s.cfg.Meta, s.cfg.Secret, rpc.ClientOptions{Name: "metadata service " + s.cfg.Meta})
+	metaC := s.meta
 	s.mem = &member.Member{Meta: metaC, IDFile: idFile, Log: s.cfg.Log, Info: func() wire.ServerInfo {
 		c, u := s.store.Usage()
 		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node}
+	}, Replied: func(r *wire.Msg) {
+		if r.Flags&wire.RegisterHasTrims != 0 {
+			go s.pullTrims(ctx)
+		}
 	}}
 	go func() {
 		for ctx.Err() == nil {
@@ -196,29 +217,46 @@ func (s *Server) serve(r *rpc.Request) {
 			err = rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(r.Payload), m.Size)
 			break
 		}
+		var l *sync.RWMutex
+		if l, err = s.admit(ctx, m.Ino, m.Trunc, true); err != nil {
+			break
+		}
 		err = s.store.Write(id, int64(m.Offset), r.Payload, int64(m.Cap))
+		l.RUnlock()
 	case wire.OpChunkRead:
 		if m.Size > wire.MaxPayload {
 			err = rpc.Errorf(syscall.EINVAL, "read of %d bytes too large", m.Size)
 			break
 		}
+		var l *sync.RWMutex
+		if l, err = s.admit(ctx, m.Ino, m.Trunc, false); err != nil {
+			break
+		}
 		if cf, ok := s.store.(tier.ChunkFiles); ok && s.cfg.ZeroCopy {
-			if err = s.sendChunk(r, start, cf, id); err == nil {
+			err = s.sendChunk(r, start, cf, id)
+			l.RUnlock()
+			if err == nil {
 				return
 			}
 			break
 		}
 		buf := bufpool.Get(int(m.Size))
-		if err = s.store.Read(id, int64(m.Offset), buf); err == nil {
+		err = s.store.Read(id, int64(m.Offset), buf)
+		l.RUnlock()
+		if err == nil {
 			s.reply(r, start, &wire.Msg{Size: m.Size}, buf)
 			bufpool.Put(buf)
 			return
 		}
 		bufpool.Put(buf)
 	case wire.OpChunkTrunc:
-		err = s.store.Truncate(id, int64(m.Size))
+		l := s.fence.lock(m.Ino)
+		l.Lock()
+		err = s.applyTrimsLocked(m.Ino, m.Trims, 0)
+		l.Unlock()
 	case wire.OpChunkDelete:
 		err = s.store.DeleteFile(m.Ino)
+		s.fence.drop(m.Ino)
 	case wire.OpChunkSync:
 		err = s.store.Sync(m.Ino)
 	case wire.OpStat:

@@ -106,15 +106,26 @@ type backend struct {
 
 // file is the daemon's soft state for one inode.
 type file struct {
+	// report is held while the file's growth is being reported to the
+	// metadata service (flushSizes); taken before mu.
+	report     sync.Mutex
 	mu         sync.Mutex // guards the fields below
 	chunkSize  int64
 	stripeUnit int64
-	size       uint64 // largest size known (metadata or local writes)
-	pending    bool   // size/mtime not yet reported
-	mtime      int64
-	chunks     map[uint64]wire.ChunkLoc
-	loaded     bool            // chunks holds the full layout as of loading
-	fresh      map[uint64]bool // chunks this daemon placed and has not written yet
+	// gen is the file's truncation generation this state is about;
+	// size the largest size known in it (metadata or local writes).
+	// A newer generation (a truncate) replaces both (adoptLocked).
+	gen     uint64
+	size    uint64
+	pending bool // size/mtime not yet reported
+	mtime   int64
+	chunks  map[uint64]wire.ChunkLoc
+	loaded  bool // chunks holds the full layout as of loading
+	// placing holds the chunks this daemon placed whose first write is
+	// under way; the channel closes when it ends. Until then the chunk
+	// may move (its server refused it or is down) and no other write of
+	// this daemon goes to it.
+	placing map[uint64]chan struct{}
 	// adopted: the state was built without an open through this daemon
 	// (e.g. after it restarted), so dirty may miss writes of an earlier
 	// incarnation: fsync then syncs every server holding the file.
@@ -280,8 +291,8 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	case wire.OpJobStats:
 		r.Reply(&wire.Msg{Entries: EncodeJobs(s.jobs.snapshot())}, nil)
 	case wire.OpWrite:
-		err := s.write(ctx, m, r.Payload)
-		r.Reply(rpc.ToMsg(&wire.Msg{Size: uint64(len(r.Payload))}, err), nil)
+		gen, err := s.write(ctx, m, r.Payload)
+		r.Reply(rpc.ToMsg(&wire.Msg{Size: uint64(len(r.Payload)), Trunc: gen}, err), nil)
 	case wire.OpRead:
 		if m.Size > wire.MaxPayload {
 			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "read too large"))
@@ -307,13 +318,13 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		}
 		bufpool.Put(buf)
 	case wire.OpFsync:
-		err := s.sizeHint(ctx, m.Ino, m.Size)
+		err := s.sizeHint(ctx, m.Ino, m.Size, m.Trunc)
 		if err == nil {
 			err = s.fsync(ctx, m.Ino)
 		}
 		r.Reply(rpc.ToMsg(&wire.Msg{}, err), nil)
 	case wire.OpFlush:
-		err := s.sizeHint(ctx, m.Ino, m.Size)
+		err := s.sizeHint(ctx, m.Ino, m.Size, m.Trunc)
 		if err == nil {
 			err = s.flushSizes(ctx, m.Ino, false)
 		}
@@ -358,15 +369,6 @@ func (s *Server) fault(m *wire.Msg) error {
 // metaOp forwards a namespace operation, keeping the file table in step.
 func (s *Server) metaOp(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
 	switch m.Op {
-	case wire.OpSetattr:
-		if m.Mask&wire.SetSize != 0 {
-			// a truncate overrides growth not yet reported
-			if f := s.lookupFile(m.Ino); f != nil {
-				f.mu.Lock()
-				f.size, f.pending = m.Size, false
-				f.mu.Unlock()
-			}
-		}
 	case wire.OpRelease:
 		if err := s.flushSizes(ctx, m.Ino, false); err != nil {
 			s.log.Warn("size report at close failed", "ino", m.Ino, "err", err)
@@ -404,15 +406,13 @@ func (s *Server) opened(a *wire.Attr) {
 	s.fmu.Unlock()
 	f.mu.Lock()
 	f.opens++
-	if a.Size > f.size {
-		f.size = a.Size
-	}
+	f.adoptLocked(a)
 	f.mu.Unlock()
 }
 
 func newFile(a *wire.Attr) *file {
-	f := &file{chunkSize: int64(a.ChunkSize), stripeUnit: int64(a.StripeUnit), size: a.Size,
-		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}, fresh: map[uint64]bool{}}
+	f := &file{chunkSize: int64(a.ChunkSize), stripeUnit: int64(a.StripeUnit), size: a.Size, gen: a.Trunc,
+		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}, placing: map[uint64]chan struct{}{}}
 	if f.chunkSize <= 0 {
 		f.chunkSize = layout.DefaultChunkSize
 	}
@@ -438,22 +438,53 @@ func (s *Server) release(ino uint64) {
 	}
 }
 
-// mergeAttr raises a reported size to what local writes already reached.
+// adoptLocked brings the state up to date with attributes the metadata
+// service returned. A newer truncation generation means a truncate came
+// after every write this daemon knows of: their growth not yet reported
+// was cut by it. Caller holds f.mu.
+func (f *file) adoptLocked(a *wire.Attr) {
+	switch {
+	case a.Trunc > f.gen:
+		f.gen, f.size, f.pending = a.Trunc, a.Size, false
+	case a.Trunc == f.gen && a.Size > f.size:
+		f.size = a.Size
+	}
+}
+
+// mergeAttr adopts attributes the metadata service returned and raises
+// the reported size to what local writes of the same generation reached.
 func (s *Server) mergeAttr(a *wire.Attr) {
 	f := s.lookupFile(a.Ino)
 	if f == nil {
 		return
 	}
 	f.mu.Lock()
-	if f.size > a.Size {
+	f.adoptLocked(a)
+	if a.Trunc == f.gen {
 		a.Size = f.size
-	} else {
-		f.size = a.Size
-	}
-	if f.pending && f.mtime > a.Mtime {
-		a.Mtime = f.mtime
+		if f.pending && f.mtime > a.Mtime {
+			a.Mtime = f.mtime
+		}
 	}
 	f.mu.Unlock()
+}
+
+// refresh learns the file's attributes from the metadata service after a
+// data server or the service refused a request of generation stale: a
+// truncate came in between. It fails if the generation did not move.
+func (s *Server) refresh(ctx context.Context, ino uint64, f *file, stale uint64, cause error) error {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.adoptLocked(resp.Attr)
+	moved := f.gen > stale
+	f.mu.Unlock()
+	if !moved {
+		return rpc.Errorf(syscall.EIO, "inode %d: refused as truncated, but the metadata service knows no newer truncation: %v", ino, cause)
+	}
+	return nil
 }
 
 // fileFor returns the file state, loading attributes when the daemon has
@@ -549,26 +580,68 @@ func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call 
 	return err
 }
 
-// chunk returns chunk idx's location; with alloc it asks the metadata
-// service to place a chunk that has none. ok is false for a hole.
-func (s *Server) chunk(ctx context.Context, ino uint64, f *file, idx uint64, alloc bool) (wire.ChunkLoc, bool, error) {
+// chunk returns chunk idx's location for a read; ok is false for a hole.
+// An unknown chunk is looked up again: another daemon may have placed it
+// since the layout was loaded.
+func (s *Server) chunk(ctx context.Context, ino uint64, f *file, idx uint64) (wire.ChunkLoc, bool, error) {
 	if loc, ok := f.lookup(idx); ok {
 		return loc, true, nil
 	}
-	// load the layout once; reload for a read of an unknown chunk, which
-	// another daemon may have placed since
-	if !f.isLoaded() || !alloc {
-		if err := s.loadLayout(ctx, ino, f); err != nil {
-			return wire.ChunkLoc{}, false, err
+	if err := s.loadLayout(ctx, ino, f); err != nil {
+		return wire.ChunkLoc{}, false, err
+	}
+	loc, ok := f.lookup(idx)
+	return loc, ok, nil
+}
+
+// chunkForWrite returns chunk idx's location for a write in truncation
+// generation gen, placing the chunk if it has none. placer is true when
+// this call placed it: the caller makes the chunk's first write and then
+// calls placed; until then other writes of the chunk wait here.
+func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, gen uint64) (loc wire.ChunkLoc, placer bool, err error) {
+	for {
+		f.mu.Lock()
+		ch := f.placing[idx]
+		loc, known := f.chunks[idx]
+		loaded := f.loaded
+		if ch == nil && !known && loaded {
+			ch = make(chan struct{})
+			f.placing[idx] = ch
+			placer = true
 		}
-		if loc, ok := f.lookup(idx); ok {
+		f.mu.Unlock()
+		switch {
+		case placer:
+			loc, placed, err := s.alloc(ctx, ino, f, idx, 0, gen)
+			if err != nil || !placed {
+				s.placed(f, idx) // failed, or another daemon placed it
+				return loc, false, err
+			}
 			return loc, true, nil
+		case ch != nil:
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return loc, false, ctx.Err()
+			}
+		case known:
+			return loc, false, nil
+		default:
+			if err := s.loadLayout(ctx, ino, f); err != nil {
+				return loc, false, err
+			}
 		}
 	}
-	if !alloc {
-		return wire.ChunkLoc{}, false, nil
+}
+
+// placed ends the placement of chunk idx by this daemon.
+func (s *Server) placed(f *file, idx uint64) {
+	f.mu.Lock()
+	if ch := f.placing[idx]; ch != nil {
+		close(ch)
+		delete(f.placing, idx)
 	}
-	return s.alloc(ctx, ino, f, idx, 0)
+	f.mu.Unlock()
 }
 
 func (f *file) lookup(idx uint64) (wire.ChunkLoc, bool) {
@@ -576,12 +649,6 @@ func (f *file) lookup(idx uint64) (wire.ChunkLoc, bool) {
 	defer f.mu.Unlock()
 	loc, ok := f.chunks[idx]
 	return loc, ok
-}
-
-func (f *file) isLoaded() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.loaded
 }
 
 func (s *Server) loadLayout(ctx context.Context, ino uint64, f *file) error {
@@ -598,54 +665,80 @@ func (s *Server) loadLayout(ctx context.Context, ino uint64, f *file) error {
 	return nil
 }
 
-func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude uint64) (wire.ChunkLoc, bool, error) {
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude}, nil, nil)
+// alloc asks the metadata service for chunk idx's location, placing it
+// (away from server exclude, if set) when it has none; placed says
+// whether this call placed it.
+func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, gen uint64) (loc wire.ChunkLoc, placed bool, err error) {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen}, nil, nil)
 	if err != nil {
 		return wire.ChunkLoc{}, false, err
 	}
-	loc := resp.Chunks[0]
+	if len(resp.Chunks) != 1 {
+		return wire.ChunkLoc{}, false, rpc.Errorf(syscall.EIO, "metadata service answered an allocation with %d chunks", len(resp.Chunks))
+	}
+	loc = resp.Chunks[0]
 	f.mu.Lock()
 	f.chunks[idx] = loc
-	f.fresh[idx] = true
 	f.mu.Unlock()
-	return loc, true, nil
+	return loc, resp.Flags&wire.AllocPlaced != 0, nil
 }
 
-// write stores p at m.Offset of file m.Ino.
-func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) error {
+// write stores p at m.Offset of file m.Ino and returns the truncation
+// generation it landed in. A write refused because a truncate came in
+// between (ESTALE from a data server or the metadata service) is made
+// again in the new generation, after the truncate.
+func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) (uint64, error) {
 	if uint64(len(p)) != m.Size {
-		return rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(p), m.Size)
+		return 0, rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(p), m.Size)
 	}
 	if err := s.bw.Wait(ctx, float64(len(p))); err != nil {
-		return err
+		return 0, err
 	}
 	f, err := s.fileFor(ctx, m.Ino)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	spans := layout.Spans(int64(m.Offset), int64(len(p)), f.chunkSize)
-	err = s.parallel(len(spans), func(i int) error {
-		sp := spans[i]
-		return s.writeSpan(ctx, m, f, sp, p[sp.BufOff:sp.BufOff+sp.Len])
-	})
-	if err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		f.mu.Lock()
+		gen := f.gen
+		f.mu.Unlock()
+		err = s.parallel(len(spans), func(i int) error {
+			sp := spans[i]
+			return s.writeSpan(ctx, m, f, sp, p[sp.BufOff:sp.BufOff+sp.Len], gen)
+		})
+		if rpc.Errno(err) == syscall.ESTALE && attempt < 8 {
+			if err = s.refresh(ctx, m.Ino, f, gen, err); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		end := m.Offset + uint64(len(p))
+		f.mu.Lock()
+		// a truncate adopted meanwhile came after this write: the write's
+		// growth is void (its bytes past the new size were cut)
+		if f.gen == gen {
+			if end > f.size {
+				f.size = end
+			}
+			f.mtime = s.cfg.Now().UnixNano()
+			f.pending = true
+		}
+		f.mu.Unlock()
+		return gen, nil
 	}
-	end := m.Offset + uint64(len(p))
-	f.mu.Lock()
-	if end > f.size {
-		f.size = end
-	}
-	f.mtime = s.cfg.Now().UnixNano()
-	f.pending = true
-	f.mu.Unlock()
-	return nil
 }
 
-func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p []byte) error {
-	loc, _, err := s.chunk(ctx, m.Ino, f, sp.Idx, true)
+func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p []byte, gen uint64) error {
+	loc, placer, err := s.chunkForWrite(ctx, m.Ino, f, sp.Idx, gen)
 	if err != nil {
 		return err
+	}
+	if placer {
+		defer s.placed(f, sp.Idx)
 	}
 	for attempt := 0; ; attempt++ {
 		g := len(loc.Servers)
@@ -655,8 +748,8 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 			id := loc.Servers[pc.Member]
 			req := &wire.Msg{Op: wire.OpChunkWrite, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
 				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
-				Cap: uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)),
-				Job: m.Job, Rank: m.Rank, Node: m.Node}
+				Cap:   uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)),
+				Trunc: gen, Job: m.Job, Rank: m.Rank, Node: m.Node}
 			err := s.callData(ctx, id, req, p[pc.BufOff:pc.BufOff+pc.Len], nil)
 			if err == nil {
 				f.mu.Lock()
@@ -664,31 +757,30 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 				f.mu.Unlock()
 				return nil
 			}
-			f.mu.Lock()
-			fresh := f.fresh[sp.Idx]
-			f.mu.Unlock()
+			// only the chunk's first write may move it: nothing of
+			// anyone else's is in it yet
 			var te *rpc.TransportError
-			if rpc.Errno(err) == syscall.ENOSPC || (fresh && errors.As(err, &te)) {
+			if placer && (rpc.Errno(err) == syscall.ENOSPC || errors.As(err, &te)) {
 				return &refusedErr{id: id, err: err}
 			}
 			return err
 		})
 		var re *refusedErr
 		if !errors.As(err, &re) || attempt > 8 {
-			if err == nil {
-				f.mu.Lock()
-				delete(f.fresh, sp.Idx)
-				f.mu.Unlock()
-			}
 			return err
 		}
 		// the server has no room for a new chunk, or is down and the
 		// chunk holds nothing yet: place it elsewhere (the next tier down
 		// if this one is full)
 		s.log.Warn("placing chunk elsewhere", "ino", m.Ino, "chunk", sp.Idx, "refused by", re.id, "err", re.err)
-		loc, _, err = s.alloc(ctx, m.Ino, f, sp.Idx, re.id)
+		var moved bool
+		loc, moved, err = s.alloc(ctx, m.Ino, f, sp.Idx, re.id, gen)
 		if err != nil {
 			return err
+		}
+		if !moved {
+			// another daemon's write placed it elsewhere meanwhile
+			placer = false
 		}
 	}
 }
@@ -705,7 +797,8 @@ func (e *refusedErr) Unwrap() error { return e.err }
 // readPlan is a read clamped to the end of the file.
 type readPlan struct {
 	f     *file
-	n     int64 // bytes to return
+	gen   uint64 // the truncation generation the size is of
+	n     int64  // bytes to return
 	spans []layout.Span
 }
 
@@ -720,7 +813,7 @@ func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
 		return readPlan{}, err
 	}
 	f.mu.Lock()
-	size := f.size
+	size, gen := f.size, f.gen
 	f.mu.Unlock()
 	if m.Offset+m.Size > size {
 		// the file may have grown through another daemon
@@ -729,16 +822,18 @@ func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
 			return readPlan{}, err
 		}
 		s.mergeAttr(resp.Attr)
-		size = resp.Attr.Size
+		f.mu.Lock()
+		size, gen = f.size, f.gen
+		f.mu.Unlock()
 	}
 	if m.Offset >= size {
-		return readPlan{f: f}, nil
+		return readPlan{f: f, gen: gen}, nil
 	}
 	n := int64(m.Size)
 	if rem := int64(size - m.Offset); rem < n {
 		n = rem
 	}
-	return readPlan{f: f, n: n, spans: layout.Spans(int64(m.Offset), n, f.chunkSize)}, nil
+	return readPlan{f: f, gen: gen, n: n, spans: layout.Spans(int64(m.Offset), n, f.chunkSize)}, nil
 }
 
 // readPlanned fills buf (rp.n bytes) with the planned read.
@@ -747,7 +842,7 @@ func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf 
 	return s.parallel(len(rp.spans), func(i int) error {
 		sp := rp.spans[i]
 		dst := buf[sp.BufOff : sp.BufOff+sp.Len]
-		loc, ok, err := s.chunk(ctx, m.Ino, f, sp.Idx, false)
+		loc, ok, err := s.chunk(ctx, m.Ino, f, sp.Idx)
 		if err != nil {
 			return err
 		}
@@ -760,14 +855,14 @@ func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf 
 		return s.parallel(len(pieces), func(j int) error {
 			pc := pieces[j]
 			into := dst[pc.BufOff : pc.BufOff+pc.Len]
-			return s.callData(ctx, loc.Servers[pc.Member], s.chunkRead(m, f, sp, pc), nil, into)
+			return s.callData(ctx, loc.Servers[pc.Member], s.chunkRead(m, rp, sp, pc), nil, into)
 		})
 	})
 }
 
-func (s *Server) chunkRead(m *wire.Msg, f *file, sp layout.Span, pc layout.Piece) *wire.Msg {
-	return &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
-		Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Job: m.Job, Rank: m.Rank, Node: m.Node}
+func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.Piece) *wire.Msg {
+	return &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(rp.f.chunkSize),
+		Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Trunc: rp.gen, Job: m.Job, Rank: m.Rank, Node: m.Node}
 }
 
 // relayRead answers a read that one data server serves whole by splicing
@@ -780,7 +875,7 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 		return false, nil
 	}
 	m, sp := r.Msg, rp.spans[0]
-	loc, ok, err := s.chunk(ctx, m.Ino, rp.f, sp.Idx, false)
+	loc, ok, err := s.chunk(ctx, m.Ino, rp.f, sp.Idx)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -788,7 +883,7 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 	if len(pieces) != 1 {
 		return false, nil
 	}
-	err = s.callDataSink(ctx, loc.Servers[pieces[0].Member], s.chunkRead(m, rp.f, sp, pieces[0]),
+	err = s.callDataSink(ctx, loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0]),
 		func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
 			if int64(n) != rp.n {
 				return fmt.Errorf("data server answered %d bytes for a read of %d", n, rp.n)
@@ -823,10 +918,12 @@ func (s *Server) parallel(n int, fn func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// sizeHint applies the client's account of how far its writes reached: it
-// covers writes acknowledged by an earlier incarnation of this daemon whose
-// growth was never reported.
-func (s *Server) sizeHint(ctx context.Context, ino, end uint64) error {
+// sizeHint applies the client's account of how far its writes of
+// truncation generation gen reached: it covers writes acknowledged by an
+// earlier incarnation of this daemon whose growth was never reported. An
+// account of an older generation is void (a truncate came after those
+// writes).
+func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 	if end == 0 {
 		return nil
 	}
@@ -835,7 +932,18 @@ func (s *Server) sizeHint(ctx context.Context, ino, end uint64) error {
 		return err
 	}
 	f.mu.Lock()
-	if end > f.size {
+	behind := gen > f.gen
+	f.mu.Unlock()
+	if behind {
+		// the client saw a truncate this daemon has not: learn it
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
+		if err != nil {
+			return err
+		}
+		s.mergeAttr(resp.Attr)
+	}
+	f.mu.Lock()
+	if gen == f.gen && end > f.size {
 		f.size = end
 		f.pending = true
 		f.mtime = s.cfg.Now().UnixNano()
@@ -909,21 +1017,32 @@ func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
 	var errs []error
 	reported := false
 	for i, f := range fs {
+		// one report of a file at a time: a close or fsync that finds
+		// nothing pending must not return while the growth is still on
+		// its way in another report (the periodic one, retrying against
+		// a restarting metadata service)
+		f.report.Lock()
 		f.mu.Lock()
-		pending, size, mtime := f.pending, f.size, f.mtime
+		pending, size, mtime, gen := f.pending, f.size, f.mtime, f.gen
 		f.pending = false
 		f.mu.Unlock()
 		if !pending {
+			f.report.Unlock()
 			continue
 		}
 		reported = true
-		_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Sync: sync}, nil, nil)
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync}, nil, nil)
+		f.mu.Lock()
 		if err != nil {
-			f.mu.Lock()
-			f.pending = true
-			f.mu.Unlock()
+			if f.gen == gen {
+				f.pending = true
+			}
 			errs = append(errs, err)
+		} else {
+			f.adoptLocked(resp.Attr)
 		}
+		f.mu.Unlock()
+		f.report.Unlock()
 	}
 	if sync && !reported && len(errs) == 0 {
 		_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpFsync}, nil, nil)

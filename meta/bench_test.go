@@ -28,7 +28,7 @@ func BenchmarkCreate(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := s.Create(RootIno, strconv.Itoa(i), syscall.S_IFREG|0o644, 0, 0, "", true); err != nil {
+				if _, err := s.Create(RootIno, strconv.Itoa(i), syscall.S_IFREG|0o644, 0, 0, "", true, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -56,7 +56,7 @@ func holder(s *Service, seen, client, dir uint64, pending []wire.DirEntry, uid u
 func TestDelegationRecall(t *testing.T) {
 	s := delegService(t)
 	ctx := context.Background()
-	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 1000, 1000, "", true)
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 1000, 1000, "", true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestDelegationRecall(t *testing.T) {
 		t.Fatalf("second holder: %v, want EBUSY", err)
 	}
 	// inode numbers handed out are not given to anyone else
-	other, err := s.Create(RootIno, "x", syscall.S_IFREG|0o644, 0, 0, "", true)
+	other, err := s.Create(RootIno, "x", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	if err != nil || other.Ino < resp.ID+DelegInos {
 		t.Fatalf("ordinary create after a grant got inode %d (granted %d..%d): %v", other.Ino, resp.ID, resp.ID+DelegInos-1, err)
 	}
@@ -160,7 +160,7 @@ func TestDelegationLapses(t *testing.T) {
 func TestDelegationGrantOrdered(t *testing.T) {
 	s := delegService(t)
 	ctx := context.Background()
-	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true)
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestDelegationGrantPosition(t *testing.T) {
 		return resp.Gen
 	}
 	mk(b, RootIno, "other", 0o644) // elsewhere: does not count
-	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true)
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

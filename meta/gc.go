@@ -96,6 +96,7 @@ func (s *Service) collect(ctx context.Context, from uint64) (int, uint64) {
 		for _, l := range locs {
 			b.Del(layoutKey(ino, l.Idx))
 		}
+		s.dropTrimsLocked(&b, ino, servers)
 		b.Del(garbageKey(ino))
 		if err := s.e.Apply(&b, false); err == nil {
 			done++

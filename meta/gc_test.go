@@ -14,7 +14,7 @@ func TestGCCursor(t *testing.T) {
 	ctx := context.Background()
 	var inos []uint64
 	for i := 0; i < 30; i++ {
-		a, err := s.Create(RootIno, fmt.Sprintf("f%d", i), syscall.S_IFREG|0o644, 0, 0, "", true)
+		a, err := s.Create(RootIno, fmt.Sprintf("f%d", i), syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -118,16 +118,20 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		a, err = s.Setattr(ctx, m)
 		ch = []wire.DirEntry{attrChange(m.Ino)}
 	case wire.OpMknod:
-		a, err = s.Create(m.Parent, m.Name, syscall.S_IFREG|m.Mode&0o7777, m.Uid, m.Gid, "", m.Flags&syscall.O_EXCL != 0)
+		typ := m.Mode & syscall.S_IFMT
+		if typ == 0 {
+			typ = syscall.S_IFREG
+		}
+		a, err = s.Create(m.Parent, m.Name, typ|m.Mode&0o7777, m.Uid, m.Gid, "", m.Flags&syscall.O_EXCL != 0 || typ != syscall.S_IFREG, m.Rdev)
 		if err == nil && m.Flags&wire.CreateOpen != 0 {
 			a, err = s.Open(a.Ino)
 		}
 		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpMkdir:
-		a, err = s.Create(m.Parent, m.Name, syscall.S_IFDIR|m.Mode&0o7777, m.Uid, m.Gid, "", true)
+		a, err = s.Create(m.Parent, m.Name, syscall.S_IFDIR|m.Mode&0o7777, m.Uid, m.Gid, "", true, 0)
 		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpSymlink:
-		a, err = s.Create(m.Parent, m.Name, syscall.S_IFLNK, m.Uid, m.Gid, m.Path, true)
+		a, err = s.Create(m.Parent, m.Name, syscall.S_IFLNK, m.Uid, m.Gid, m.Path, true, 0)
 		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpUnlink:
 		err = s.Remove(m.Parent, m.Name, false)
@@ -155,7 +159,7 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpRelease:
 		err = s.Release(m.Ino)
 	case wire.OpExtend:
-		a, err = s.Extend(m.Ino, m.Size, m.Mtime)
+		a, err = s.Extend(m.Ino, m.Size, m.Mtime, m.Trunc)
 		if err == nil && m.Sync {
 			err = s.Sync()
 		}
@@ -174,17 +178,29 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if m.ID != 0 {
 			excl = []uint64{m.ID}
 		}
-		var c wire.ChunkLoc
-		c, err = s.Alloc(ctx, m.Ino, m.Idx, excl)
+		c, placed, err := s.Alloc(ctx, m.Ino, m.Idx, m.Trunc, excl)
 		if err != nil {
 			return nil, nil, err
 		}
-		return &wire.Msg{Chunks: []wire.ChunkLoc{c}}, nil, nil
+		r := &wire.Msg{Chunks: []wire.ChunkLoc{c}}
+		if placed {
+			r.Flags = wire.AllocPlaced
+		}
+		return r, nil, nil
 	case wire.OpRegister:
 		var id uint64
 		si := wire.ServerInfo{ID: m.ID, Role: m.Name, Tier: m.Tier, Addr: m.Addr, Capacity: m.Cap, Used: m.Used, Node: m.Node}
 		id, err = s.Register(si)
-		return &wire.Msg{ID: id}, nil, err
+		r := &wire.Msg{ID: id}
+		if err == nil && si.Role == "data" && s.hasPendingTrims(id) {
+			r.Flags = wire.RegisterHasTrims
+		}
+		return r, nil, err
+	case wire.OpTrims:
+		ts, gen, err := s.PendingTrims(m.ID, m.Ino)
+		return &wire.Msg{Trims: ts, Trunc: gen}, nil, err
+	case wire.OpTrimsDone:
+		return &wire.Msg{}, nil, s.TrimsDone(m.ID, m.Trims)
 	case wire.OpServers:
 		return &wire.Msg{Servers: s.Servers()}, nil, nil
 	case wire.OpSetLayout:

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -161,22 +160,37 @@ func (r *registry) callData(ctx context.Context, id uint64, m *wire.Msg) error {
 // Alloc returns the location of chunk idx of ino, choosing one if the chunk
 // has none: the fastest tier with a live server group that has room, the
 // group rotated over the tier's servers to spread files. exclude lists
-// servers that just refused the chunk for lack of space.
-func (s *Service) Alloc(ctx context.Context, ino, idx uint64, exclude []uint64) (wire.ChunkLoc, error) {
+// servers that just refused the chunk for lack of space. gen is the
+// truncation generation the writer works in: an older one than the file's
+// is refused with ESTALE (the writer raced with a truncate whose trims
+// could not have reached a chunk placed now).
+//
+// placed is true when this call chose the location. A chunk that has one
+// keeps it, unless exclude names one of its servers (its first writer
+// was refused there): then it moves, once — a second writer refused by
+// the same server gets the location the first one moved it to.
+func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uint64) (loc wire.ChunkLoc, placed bool, err error) {
 	s.mu.Lock()
-	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil && len(exclude) == 0 {
-		s.mu.Unlock()
-		return decodeChunk(v)
-	}
 	n, err := s.getInode(ino)
 	if err != nil {
 		s.mu.Unlock()
-		return wire.ChunkLoc{}, err
+		return wire.ChunkLoc{}, false, err
 	}
-	loc, err := s.reg.choose(n, idx, exclude)
+	if gen < n.Trunc {
+		s.mu.Unlock()
+		return wire.ChunkLoc{}, false, errno(syscall.ESTALE, "inode %d was truncated (generation %d, writer's %d)", ino, n.Trunc, gen)
+	}
+	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil {
+		cur, err := decodeChunk(v)
+		if err != nil || !anyIn(cur.Servers, exclude) {
+			s.mu.Unlock()
+			return cur, false, err
+		}
+	}
+	loc, err = s.reg.choose(n, idx, exclude)
 	if err != nil {
 		s.mu.Unlock()
-		return loc, err
+		return loc, false, err
 	}
 	var b engine.Batch
 	b.Set(layoutKey(ino, idx), encodeChunk(loc))
@@ -187,7 +201,7 @@ func (s *Service) Alloc(ctx context.Context, ino, idx uint64, exclude []uint64) 
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return loc, err
+		return loc, false, err
 	}
 	if path != "" {
 		for _, id := range loc.Servers {
@@ -196,7 +210,18 @@ func (s *Service) Alloc(ctx context.Context, ino, idx uint64, exclude []uint64) 
 			}
 		}
 	}
-	return loc, nil
+	return loc, true, nil
+}
+
+func anyIn(ids, set []uint64) bool {
+	for _, id := range ids {
+		for _, x := range set {
+			if id == x {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *registry) choose(n *inode, idx uint64, exclude []uint64) (wire.ChunkLoc, error) {
@@ -282,47 +307,4 @@ func (s *Service) Layout(ino uint64) ([]wire.ChunkLoc, error) {
 		return true
 	})
 	return out, derr
-}
-
-type trim struct {
-	loc  wire.ChunkLoc
-	keep int64 // bytes of the chunk to keep; 0 deletes it
-}
-
-// trimsFor lists the chunk trims that shrinking n to size requires.
-func (s *Service) trimsFor(n *inode, size uint64) []trim {
-	locs, _ := s.Layout(n.Ino)
-	cs := uint64(n.ChunkSize)
-	var out []trim
-	for _, l := range locs {
-		start := l.Idx * cs
-		if start+cs <= size {
-			continue
-		}
-		keep := int64(0)
-		if size > start {
-			keep = int64(size - start)
-		}
-		out = append(out, trim{loc: l, keep: keep})
-	}
-	return out
-}
-
-func (s *Service) applyTrims(ctx context.Context, n *inode, trims []trim) error {
-	var errs []error
-	for _, t := range trims {
-		g := len(t.loc.Servers)
-		for i, id := range t.loc.Servers {
-			m := &wire.Msg{Op: wire.OpChunkTrunc, Ino: n.Ino, Idx: t.loc.Idx, ChunkSize: n.ChunkSize,
-				StripeCnt: uint32(g), StripeUnit: n.StripeUnit,
-				Size: uint64(layout.LocalSize(i, g, int64(n.StripeUnit), t.keep))}
-			if err := s.reg.callData(ctx, id, m); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return errno(syscall.EIO, "truncate: %v", errors.Join(errs...))
-	}
-	return nil
 }

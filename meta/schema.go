@@ -15,6 +15,7 @@ import (
 //	'O' ino                → orphan: unlinked while open
 //	'G' ino                → garbage: deleted, chunks still to remove
 //	'C' name               → counter
+//	'T' server ino gen idx → pending trim: keep (8 bytes) + chunk size (4)
 const (
 	pInode   = 'I'
 	pDentry  = 'D'
@@ -23,6 +24,7 @@ const (
 	pOrphan  = 'O'
 	pGarbage = 'G'
 	pCounter = 'C'
+	pTrim    = 'T'
 )
 
 func key1(p byte, a uint64) []byte {

@@ -204,9 +204,10 @@ func (s *Service) Getattr(ino uint64) (*wire.Attr, error) {
 	return &n.Attr, nil
 }
 
-// Create makes a file, directory or symlink named name in parent. For a
-// regular file without excl an existing file is returned instead.
-func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, target string, excl bool) (*wire.Attr, error) {
+// Create makes a file, directory, symlink, FIFO, socket or device file
+// (rdev) named name in parent. For a regular file without excl an existing
+// file is returned instead.
+func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, target string, excl bool, rdev uint32) (*wire.Attr, error) {
 	if err := validName(name); err != nil {
 		return nil, err
 	}
@@ -251,7 +252,9 @@ func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, targ
 		n.Target = target
 		n.Size = uint64(len(target))
 		n.Mode = syscall.S_IFLNK | 0o777
-	case syscall.S_IFREG:
+	case syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK:
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		n.Rdev = rdev
 	default:
 		return nil, errno(syscall.EPERM, "unsupported file type %o", mode&syscall.S_IFMT)
 	}
@@ -580,8 +583,11 @@ func (s *Service) Release(ino uint64) error {
 	return nil
 }
 
-// Setattr changes the attributes selected by mask. Shrinking a file trims
-// its chunks on the data servers before returning.
+// Setattr changes the attributes selected by mask. Setting the size
+// raises the file's truncation generation and records the trims of every
+// chunk past the new size in the same commit; they are sent to the data
+// servers before the reply (trunc.go), and any a server did not apply stay
+// pending until it does.
 func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) {
 	s.mu.Lock()
 	n, err := s.getInode(m.Ino)
@@ -608,42 +614,51 @@ func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) 
 	if m.Mask&wire.SetMtime != 0 {
 		n.Mtime = m.Mtime
 	}
-	var trims []trim
+	var b engine.Batch
+	var trimServers []uint64
 	if m.Mask&wire.SetSize != 0 {
 		if isDir(n.Mode) {
 			s.mu.Unlock()
 			return nil, errno(syscall.EISDIR, "cannot truncate a directory")
 		}
-		if m.Size < n.Size {
-			trims = s.trimsFor(n, m.Size)
+		if n.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			s.mu.Unlock()
+			return nil, errno(syscall.EINVAL, "inode %d is not a regular file", n.Ino)
 		}
+		// every chunk past the new size is cut, whatever size this
+		// service knew: growth a forwarding node has not reported yet
+		// is in the chunks too
+		n.Trunc++
+		trimServers = s.trimsLocked(&b, n, m.Size)
 		n.Size = m.Size
 		if m.Mask&wire.SetMtime == 0 {
 			n.Mtime = t
 		}
 	}
 	n.Ctime = t
-	var b engine.Batch
 	b.Set(inodeKey(n.Ino), n.encode())
 	err = s.e.Apply(&b, false)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.applyTrims(ctx, n, trims); err != nil {
-		return nil, err
-	}
+	s.sendTrims(ctx, n.Ino, trimServers)
 	return &n.Attr, nil
 }
 
 // Extend raises a file's size to at least size and sets its mtime (the
-// forwarding node reports writes this way).
-func (s *Service) Extend(ino, size uint64, mtime int64) (*wire.Attr, error) {
+// forwarding node reports writes this way). A report made under an older
+// truncation generation than the file's is about writes a truncate came
+// after: it changes nothing.
+func (s *Service) Extend(ino, size uint64, mtime int64, gen uint64) (*wire.Attr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, err := s.getInode(ino)
 	if err != nil {
 		return nil, err
+	}
+	if gen != n.Trunc {
+		return &n.Attr, nil
 	}
 	changed := false
 	if size > n.Size {

@@ -47,18 +47,18 @@ func is(err error, e syscall.Errno) bool { return errors.Is(err, e) }
 func TestNamespace(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, open func() *Service) {
 		s := open()
-		d, err := s.Create(RootIno, "dir", syscall.S_IFDIR|0o755, 1, 2, "", true)
+		d, err := s.Create(RootIno, "dir", syscall.S_IFDIR|0o755, 1, 2, "", true, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := s.Create(d.Ino, "f", syscall.S_IFREG|0o644, 1, 2, "", true)
+		f, err := s.Create(d.Ino, "f", syscall.S_IFREG|0o644, 1, 2, "", true, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Create(d.Ino, "f", syscall.S_IFREG|0o644, 1, 2, "", true); !is(err, syscall.EEXIST) {
+		if _, err := s.Create(d.Ino, "f", syscall.S_IFREG|0o644, 1, 2, "", true, 0); !is(err, syscall.EEXIST) {
 			t.Fatalf("exclusive create of existing: %v", err)
 		}
-		if a, err := s.Create(d.Ino, "f", syscall.S_IFREG|0o644, 1, 2, "", false); err != nil || a.Ino != f.Ino {
+		if a, err := s.Create(d.Ino, "f", syscall.S_IFREG|0o644, 1, 2, "", false, 0); err != nil || a.Ino != f.Ino {
 			t.Fatalf("non-exclusive create returns the file: %v", err)
 		}
 		if err := s.Remove(RootIno, "dir", true); !is(err, syscall.ENOTEMPTY) {
@@ -90,10 +90,10 @@ func TestNamespace(t *testing.T) {
 			t.Fatalf("released orphan still there: %v", err)
 		}
 		// everything survives a restart of the service on the same store
-		if _, err := s.Create(d.Ino, "keep", syscall.S_IFREG|0o600, 0, 0, "", true); err != nil {
+		if _, err := s.Create(d.Ino, "keep", syscall.S_IFREG|0o600, 0, 0, "", true, 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Extend(mustLookup(t, s, d.Ino, "keep"), 12345, 99); err != nil {
+		if _, err := s.Extend(mustLookup(t, s, d.Ino, "keep"), 12345, 99, 0); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := s.e.(*engine.Mem); ok {
@@ -172,7 +172,7 @@ func TestRandomAgainstModel(t *testing.T) {
 				continue
 			}
 			if !parentIsDir {
-				if _, err := s.Create(pino, name, syscall.S_IFREG|0o644, 0, 0, "", true); !is(err, syscall.ENOTDIR) {
+				if _, err := s.Create(pino, name, syscall.S_IFREG|0o644, 0, 0, "", true, 0); !is(err, syscall.ENOTDIR) {
 					t.Fatalf("step %d: create under a file: %v", step, err)
 				}
 				continue
@@ -183,7 +183,7 @@ func TestRandomAgainstModel(t *testing.T) {
 				if r.Intn(2) == 0 {
 					mode = syscall.S_IFDIR | 0o755
 				}
-				_, err := s.Create(pino, name, mode, 0, 0, "", true)
+				_, err := s.Create(pino, name, mode, 0, 0, "", true, 0)
 				if exists != is(err, syscall.EEXIST) || (!exists && err != nil) {
 					t.Fatalf("step %d create %q: %v (exists %v)", step, p, err, exists)
 				}
@@ -272,10 +272,10 @@ func TestAllocPrefersFastestTierWithRoom(t *testing.T) {
 	}
 	mem, _ := s.Register(wire.ServerInfo{Role: "data", Tier: "mem", Addr: "x:1", Capacity: 2 << 20})
 	ssd, _ := s.Register(wire.ServerInfo{Role: "data", Tier: "ssd", Addr: "x:2", Capacity: 100 << 20})
-	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true)
+	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	var got []uint64
 	for idx := uint64(0); idx < 4; idx++ {
-		loc, err := s.Alloc(context.Background(), f.Ino, idx, nil)
+		loc, _, err := s.Alloc(context.Background(), f.Ino, idx, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +285,7 @@ func TestAllocPrefersFastestTierWithRoom(t *testing.T) {
 		t.Fatalf("placement %v (mem %d, ssd %d)", got, mem, ssd)
 	}
 	// the same chunk asked again keeps its place
-	if loc, _ := s.Alloc(context.Background(), f.Ino, 0, nil); loc.Servers[0] != mem {
+	if loc, _, _ := s.Alloc(context.Background(), f.Ino, 0, 0, nil); loc.Servers[0] != mem {
 		t.Fatal("allocation not stable")
 	}
 }

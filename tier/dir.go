@@ -211,14 +211,10 @@ func (s *DirStore) ChunkFile(id ChunkID) (*os.File, error) {
 
 // Truncate implements Store.
 func (s *DirStore) Truncate(id ChunkID, size int64) error {
-	f, err := s.file(id, false, 0)
-	if err != nil || f == nil {
-		return err
-	}
+	k := key(id)
 	if size == 0 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		k := key(id)
 		s.forgetLocked(k)
 		s.used -= s.reserved[k]
 		delete(s.reserved, k)
@@ -228,7 +224,20 @@ func (s *DirStore) Truncate(id ChunkID, size int64) error {
 		}
 		return err
 	}
-	return f.Truncate(size)
+	// only ever shrink: a chunk never holds bytes past the file's size,
+	// and growing it would only make a sparse tail. By path, so a cached
+	// descriptor evicted meanwhile does not matter.
+	st, err := os.Stat(s.path(k))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.Size() > size {
+		return os.Truncate(s.path(k), size)
+	}
+	return nil
 }
 
 // DeleteFile implements Store.

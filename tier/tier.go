@@ -28,7 +28,8 @@ type Store interface {
 	Write(id ChunkID, off int64, p []byte, reserve int64) error
 	// Read fills p from off; bytes never written read as zeros.
 	Read(id ChunkID, off int64, p []byte) error
-	// Truncate cuts the chunk's local object to size bytes.
+	// Truncate cuts the chunk's local object to at most size bytes (it
+	// never grows it; a chunk that does not exist stays so).
 	Truncate(id ChunkID, size int64) error
 	// DeleteFile removes every chunk of ino.
 	DeleteFile(ino uint64) error

@@ -431,15 +431,17 @@ func cmdData(args []string) error {
 		return err
 	}
 	log := logger("data").With("tier", *kind)
+	// the server's own state (id, truncation fences) beside its chunks;
+	// in a PFS directory under .sluice, with the objects
+	idFile, state := filepath.Join(*dir, ".sluice-id"), filepath.Join(*dir, ".sluice-state")
+	if *kind == "pfs" {
+		idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
+	}
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
 		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
-		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind)})
+		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
 	if err != nil {
 		return err
-	}
-	idFile := filepath.Join(*dir, ".sluice-id")
-	if *kind == "pfs" {
-		idFile = filepath.Join(*dir, ".sluice", "id")
 	}
 	return runDaemon(srv, *df.addrFile, idFile)
 }
@@ -902,8 +904,8 @@ func cmdStat(args []string) error {
 		return err
 	}
 	at := a.Attr
-	fmt.Printf("path:        %s\ninode:       %d\nsize:        %d\nchunk size:  %d\nstripe:      count %d, unit %d\nchunks:      %d allocated\n",
-		fs.Arg(0), at.Ino, at.Size, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
+	fmt.Printf("path:        %s\ninode:       %d\nsize:        %d\ntruncations: %d\nchunk size:  %d\nstripe:      count %d, unit %d\nchunks:      %d allocated\n",
+		fs.Arg(0), at.Ino, at.Size, at.Trunc, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
 	for _, c := range l.Chunks {
 		fmt.Printf("  chunk %-6d tier %-4s servers %v\n", c.Idx, c.Tier, c.Servers)
 	}

@@ -22,6 +22,9 @@ type Member struct {
 	Info   func() wire.ServerInfo
 	Log    *slog.Logger
 	Every  time.Duration
+	// Replied, if set, sees every registration reply (a data server learns
+	// there that truncations are waiting for it).
+	Replied func(*wire.Msg)
 
 	id uint64
 }
@@ -48,6 +51,9 @@ func (m *Member) Register(ctx context.Context) error {
 		}
 	}
 	m.id = resp.ID
+	if m.Replied != nil {
+		m.Replied(resp)
+	}
 	return nil
 }
 

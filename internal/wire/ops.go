@@ -11,7 +11,7 @@ const (
 	OpLookup
 	OpGetattr
 	OpSetattr
-	OpMknod // create a regular file
+	OpMknod // create a regular file (Mode without type bits, or S_IFREG) or a FIFO, socket or device file (Rdev)
 	OpMkdir
 	OpUnlink
 	OpRmdir
@@ -50,6 +50,8 @@ const (
 	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
 	OpUndelegate
 	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen or BatchRemove), Uid, Gid, Mtime
+	OpTrims       // a data server (ID) asks for the truncations it has not applied (of Ino, or of every file if 0); reply Trims and, for one file, Trunc = its generation
+	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
 	opMax
 )
 
@@ -70,7 +72,7 @@ var opNames = [...]string{
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
-	"delegate", "undelegate", "create-batch",
+	"delegate", "undelegate", "create-batch", "trims", "trims-done",
 }
 
 func (o Op) String() string {
@@ -156,3 +158,12 @@ const (
 
 // Tier ranks: lower is faster. New data lands on the lowest rank with room.
 var TierRank = map[string]uint32{"mem": 0, "ssd": 1, "hdd": 2, "pfs": 3}
+
+// RegisterHasTrims in the Flags of an OpRegister reply tells a data server
+// that truncations it has not applied are waiting for it (OpTrims).
+const RegisterHasTrims uint32 = 1
+
+// AllocPlaced in the Flags of an OpAlloc reply says the chunk was placed
+// by this call (it had no location, or it was moved off the excluded
+// server); otherwise the reply is the location another writer chose.
+const AllocPlaced uint32 = 1

@@ -87,6 +87,26 @@ type Attr struct {
 	ChunkSize  uint32
 	StripeCnt  uint32
 	StripeUnit uint32
+	// Rdev is the device number of a block or character device file.
+	Rdev uint32
+	// Trunc is the file's truncation generation: the metadata service
+	// raises it at every change of the size by setattr (truncate). A size
+	// reported by a writer is applied only under the generation the
+	// writer worked in, and data servers refuse writes of an older one,
+	// so a truncate is ordered against every write path.
+	Trunc uint64
+}
+
+// Trim is one truncation of one chunk on one data server: keep Keep bytes
+// of the server's local object of chunk Idx of file Ino (0 deletes it),
+// as the file's truncation generation Gen demands. Trims not yet applied
+// by a server that could not be reached are kept by the metadata service
+// until the server applies them (data/fence.go).
+type Trim struct {
+	Ino, Idx  uint64
+	Keep      uint64
+	Gen       uint64
+	ChunkSize uint32
 }
 
 // DirEntry is one entry of a directory listing.
@@ -158,6 +178,14 @@ type Msg struct {
 	// mkdir, symlink, link, unlink, rmdir), the directory's attributes
 	// after it, so the client need not ask for them.
 	ParentAttr *Attr
+	// Trunc is the truncation generation (Attr.Trunc) a request was made
+	// under: chunk reads and writes, allocations and size reports carry
+	// it, write replies return the generation the data landed in.
+	Trunc uint64
+	// Trims are chunk truncations (OpChunkTrunc, OpTrims, OpTrimsDone).
+	Trims []Trim
+	// Rdev is the device number of a device file OpMknod creates.
+	Rdev uint32
 }
 
 // field tags
@@ -201,6 +229,9 @@ const (
 	tGen
 	tClient
 	tParentAttr
+	tTrunc
+	tTrims
+	tRdev
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -229,6 +260,8 @@ func (e *encoder) attr(t byte, a *Attr) {
 	e.uv(uint64(a.ChunkSize))
 	e.uv(uint64(a.StripeCnt))
 	e.uv(uint64(a.StripeUnit))
+	e.uv(uint64(a.Rdev))
+	e.uv(a.Trunc)
 }
 func (e *encoder) u(t byte, v uint64) {
 	if v != 0 {
@@ -330,6 +363,19 @@ func (m *Msg) Append(b []byte) []byte {
 	e.u(tGen, m.Gen)
 	e.u(tClient, m.Client)
 	e.attr(tParentAttr, m.ParentAttr)
+	e.u(tTrunc, m.Trunc)
+	if len(m.Trims) > 0 {
+		e.tag(tTrims)
+		e.uv(uint64(len(m.Trims)))
+		for _, t := range m.Trims {
+			e.uv(t.Ino)
+			e.uv(t.Idx)
+			e.uv(t.Keep)
+			e.uv(t.Gen)
+			e.uv(uint64(t.ChunkSize))
+		}
+	}
+	e.u(tRdev, uint64(m.Rdev))
 	return e.b
 }
 
@@ -350,6 +396,8 @@ func (d *decoder) attr() *Attr {
 	a.ChunkSize = d.u32()
 	a.StripeCnt = d.u32()
 	a.StripeUnit = d.u32()
+	a.Rdev = d.u32()
+	a.Trunc = d.Uvarint()
 	return a
 }
 
@@ -485,6 +533,17 @@ func Decode(b []byte) (*Msg, error) {
 			m.Gen = d.Uvarint()
 		case tClient:
 			m.Client = d.Uvarint()
+		case tTrunc:
+			m.Trunc = d.Uvarint()
+		case tTrims:
+			n := d.Count(5)
+			m.Trims = make([]Trim, 0, n)
+			for i := 0; i < n && d.Err == nil; i++ {
+				m.Trims = append(m.Trims, Trim{Ino: d.Uvarint(), Idx: d.Uvarint(), Keep: d.Uvarint(),
+					Gen: d.Uvarint(), ChunkSize: d.u32()})
+			}
+		case tRdev:
+			m.Rdev = d.u32()
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
 		}
