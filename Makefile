@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race dfra dfra-smoke fuzz-smoke bench bench-smoke pipeline demo clean
+.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke fuzz-smoke bench bench-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -11,8 +11,9 @@ build:
 # race detector, short fuzzing of the wire and log decoders (budgets are
 # execution counts: a -fuzztime duration can fail at its deadline with no
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
-# end-to-end tests on a real FUSE mount with real daemons and fio.
-test: lint unit fuzz-smoke e2e e2e-race bench-smoke dfra-smoke
+# end-to-end tests on a real FUSE mount with real daemons and fio, and
+# pjdfstest on a fresh local cluster.
+test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -33,10 +34,15 @@ fuzz-smoke:
 e2e:
 	$(GO) test -count=1 -timeout 30m ./test/e2e
 
+# pjdfstest (all of it; test/pjdfstest/exclude lists what cannot pass on
+# FUSE, with the reason) as root on a fresh `sluice up` mount.
+posix:
+	bash test/pjdfstest/run.sh
+
 # The streaming client and the concurrent paths once more with the race
 # detector in every daemon.
 e2e-race:
-	SLUICE_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates|TestWritebackUnlinks' ./test/e2e
+	SLUICE_E2E_RACE=1 SLUICE_FSX=mem $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates|TestWritebackUnlinks|TestFsxModel' ./test/e2e
 
 # The data-path comparison (docs/benchmarks.md); the smoke run uses small
 # sizes so the harness never rots.

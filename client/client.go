@@ -117,6 +117,12 @@ type FS struct {
 	// wb holds delegations and creates not yet sent (wbcreate.go).
 	wb wbState
 
+	pmu sync.Mutex // guards priv
+	// priv holds the inodes last seen with S_ISUID or S_ISGID set: a
+	// write by an unprivileged caller clears them (HANDLE_KILLPRIV_V2),
+	// which costs a round trip only for these.
+	priv map[uint64]bool
+
 	nextFh atomic.Uint64
 	dmu    sync.Mutex // guards dirs
 	dirs   map[uint64][]wire.DirEntry
@@ -164,7 +170,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		ids: ident.Resolver{JobVar: cfg.JobVar}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
 		dirs: map[uint64][]wire.DirEntry{}, written: map[uint64]*extent{},
 		io: map[uint64]*inodeIO{}, raMax: 8 * cfg.Readahead, feed: newFeedState(),
-		dc: dirCache{dirs: map[uint64]*dirState{}}}
+		dc: dirCache{dirs: map[uint64]*dirState{}}, priv: map[uint64]bool{}}
 	if fs.raMax < 64<<20 {
 		fs.raMax = 64 << 20
 	}
@@ -213,6 +219,9 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 		// Every request goes through the daemon: no readdirplus (we list
 		// names, attributes come from lookups) and no kernel passthrough.
 		DisabledCapabilities: fuse.CAP_READDIRPLUS | fuse.CAP_PASSTHROUGH,
+		// with direct I/O the kernel leaves clearing setuid/setgid on a
+		// write by an unprivileged caller to the file system
+		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
 	}
 	srv, err := fuse.NewServer(fs, fs.cfg.Mountpoint, opts)
 	if err != nil {
@@ -318,7 +327,14 @@ func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into [
 	return resp, p, fuse.OK
 }
 
-func toAttr(a *wire.Attr, out *fuse.Attr) {
+// toAttr fills attributes for the kernel (every attribute the kernel
+// sees passes here).
+func (fs *FS) toAttr(a *wire.Attr, out *fuse.Attr) {
+	if a.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 && a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		fs.pmu.Lock()
+		fs.priv[a.Ino] = true
+		fs.pmu.Unlock()
+	}
 	out.Ino = a.Ino
 	out.Size = a.Size
 	out.Blocks = (a.Size + 511) / 512
@@ -338,11 +354,14 @@ func (fs *FS) entry(resp *wire.Msg, out *fuse.EntryOut) {
 	out.NodeId = a.Ino
 	out.Generation = 1
 	fs.entryTimeouts(resp.Gen, out)
-	toAttr(a, &out.Attr)
+	fs.toAttr(a, &out.Attr)
 }
 
 // Lookup implements fuse.RawFileSystem.
 func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if len(name) > wire.NameMax {
+		return fuse.Status(syscall.ENAMETOOLONG) // the kernel leaves NAME_MAX to the file system
+	}
 	if fs.absent(h.NodeId, name) {
 		fs.answered(h, wire.OpLookup, h.NodeId, time.Now(), true)
 		return fuse.ENOENT
@@ -368,7 +387,7 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {}
 // GetAttr implements fuse.RawFileSystem.
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	if a, ok := fs.dirAttr(in.NodeId); ok {
-		toAttr(&a, &out.Attr)
+		fs.toAttr(&a, &out.Attr)
 		out.SetTimeout(fs.cfg.MetaCache)
 		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, time.Now(), false)
 		return fuse.OK
@@ -378,7 +397,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 	if st != fuse.OK {
 		return st
 	}
-	toAttr(resp.Attr, &out.Attr)
+	fs.toAttr(resp.Attr, &out.Attr)
 	fs.attrTimeout(resp.Gen, out)
 	fs.noteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
@@ -417,6 +436,9 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 			m.Atime = now
 		}
 	}
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+		m.Mask |= wire.SetKillPriv
+	}
 	if in.Valid&fuse.FATTR_MTIME != 0 {
 		m.Mask |= wire.SetMtime
 		m.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
@@ -432,7 +454,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	if m.Mask&wire.SetSize != 0 {
 		fs.truncated(in.NodeId, resp.Attr.Trunc)
 	}
-	toAttr(resp.Attr, &out.Attr)
+	fs.toAttr(resp.Attr, &out.Attr)
 	fs.attrTimeout(resp.Gen, out)
 	fs.noteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
@@ -625,6 +647,11 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	start := time.Now()
 	id := fs.ident(&in.InHeader, wire.OpWrite)
 	fs.wbSettle(in.NodeId)
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+		if st := fs.killPriv(&in.InHeader, in.NodeId); st != fuse.OK {
+			return 0, st
+		}
+	}
 	fs.writing(in.Fh, in.NodeId)
 	if fs.cfg.WriteBehind > 0 {
 		st = fs.writeBehind(id, in.NodeId, in.Fh, in.Offset, data)
@@ -640,6 +667,20 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 		return 0, st
 	}
 	return uint32(len(data)), fuse.OK
+}
+
+// killPriv clears the setuid and setgid bits of a file an unprivileged
+// caller writes, if it was seen with them.
+func (fs *FS) killPriv(h *fuse.InHeader, ino uint64) fuse.Status {
+	fs.pmu.Lock()
+	had := fs.priv[ino]
+	delete(fs.priv, ino)
+	fs.pmu.Unlock()
+	if !had {
+		return fuse.OK
+	}
+	_, _, st := fs.call(nil, h, &wire.Msg{Op: wire.OpSetattr, Ino: ino, Mask: wire.SetKillPriv}, nil, nil)
+	return st
 }
 
 // extent is how far a handle's acknowledged writes reached, in the

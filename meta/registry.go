@@ -132,6 +132,24 @@ func (s *Service) Statfs() (capacity, used uint64) {
 	return
 }
 
+// alive reports whether daemon id has sent a heartbeat recently.
+func (r *registry) alive(id uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.servers[id]
+	return m != nil && r.s.now().Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL
+}
+
+// suspect counts daemon id as down until its next heartbeat (it could
+// not be reached).
+func (r *registry) suspect(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.servers[id]; m != nil {
+		m.lastSeen = time.Time{}
+	}
+}
+
 func (r *registry) client(id uint64) (*rpc.Client, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

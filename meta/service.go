@@ -174,7 +174,7 @@ func validName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') || strings.ContainsRune(name, 0) {
 		return errno(syscall.EINVAL, "invalid name %q", name)
 	}
-	if len(name) > 255 {
+	if len(name) > wire.NameMax {
 		return errno(syscall.ENAMETOOLONG, "name too long")
 	}
 	return nil
@@ -184,6 +184,9 @@ func isDir(mode uint32) bool { return mode&syscall.S_IFMT == syscall.S_IFDIR }
 
 // Lookup resolves name in parent.
 func (s *Service) Lookup(parent uint64, name string) (*wire.Attr, error) {
+	if len(name) > wire.NameMax {
+		return nil, errno(syscall.ENAMETOOLONG, "name too long")
+	}
 	ino, _, err := s.lookupEntry(parent, name)
 	if err != nil {
 		return nil, err
@@ -607,6 +610,12 @@ func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) 
 	}
 	if m.Mask&(wire.SetUid|wire.SetGid) != 0 && !isDir(n.Mode) && m.Mask&wire.SetMode == 0 {
 		n.Mode &^= syscall.S_ISUID | syscall.S_ISGID
+	}
+	if m.Mask&wire.SetKillPriv != 0 && !isDir(n.Mode) {
+		n.Mode &^= syscall.S_ISUID
+		if n.Mode&syscall.S_IXGRP != 0 {
+			n.Mode &^= syscall.S_ISGID
+		}
 	}
 	if m.Mask&wire.SetAtime != 0 {
 		n.Atime = m.Atime

@@ -3,9 +3,11 @@ package meta
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
@@ -30,8 +32,9 @@ import (
 // generation and writes again, after it.
 
 // trimTimeout bounds one server's answer to a truncate's trims; a server
-// that does not answer in time gets them later (they stay pending).
-const trimTimeout = 5 * time.Second
+// that does not answer in time gets them later (they stay pending), and one
+// whose heartbeats stopped is not asked at all.
+const trimTimeout = 3 * time.Second
 
 func trimKey(server, ino, gen, idx uint64) []byte {
 	k := key1(pTrim, server)
@@ -172,6 +175,10 @@ func (s *Service) sendTrims(ctx context.Context, ino uint64, servers []uint64) {
 		if err != nil || len(ts) == 0 {
 			continue
 		}
+		if !s.reg.alive(id) {
+			s.log.Warn("truncate: data server is down; its trims stay pending until it is back", "ino", ino, "server", id)
+			continue
+		}
 		wg.Add(1)
 		go func(id uint64, ts []wire.Trim) {
 			defer wg.Done()
@@ -180,6 +187,10 @@ func (s *Service) sendTrims(ctx context.Context, ino uint64, servers []uint64) {
 			if err := s.reg.callData(cctx, id, &wire.Msg{Op: wire.OpChunkTrunc, Ino: ino, Trims: ts}); err != nil {
 				s.log.Warn("truncate: data server did not apply its trims; they stay pending until it does",
 					"ino", ino, "server", id, "err", err)
+				var te *rpc.TransportError
+				if errors.As(err, &te) {
+					s.reg.suspect(id) // until its next heartbeat
+				}
 				return
 			}
 			if err := s.TrimsDone(id, ts); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -181,56 +183,90 @@ func (s *PFSStore) Close() error {
 	return nil
 }
 
-// resolve turns a namespace path into a path under dir, refusing anything
-// that would escape it or touch the object store.
-func (s *PFSStore) resolve(p string) (string, error) {
+// The namespace view walks paths one component at a time from the PFS
+// directory with *at calls, never following symbolic links: a path of
+// any depth works (whole paths stop at PATH_MAX), and a link someone made
+// in the PFS cannot lead outside it.
+
+// parts splits a namespace path into its components, refusing anything
+// that would escape the directory or touch the object store.
+func parts(p string) ([]string, error) {
 	c := filepath.Clean("/" + p)
-	if c == "/" || strings.HasPrefix(c, "/.sluice") {
-		return "", fmt.Errorf("pfs: invalid path %q: %w", p, syscall.EINVAL)
+	if c == "/" || c == "/.sluice" || strings.HasPrefix(c, "/.sluice/") {
+		return nil, fmt.Errorf("pfs: invalid path %q: %w", p, syscall.EINVAL)
 	}
-	return filepath.Join(s.dir, c), nil
+	return strings.Split(c[1:], "/"), nil
+}
+
+// parent opens the directory holding the last component of path (making
+// missing directories with create) and returns it with that component.
+// The caller closes the descriptor.
+func (s *PFSStore) parent(path string, create bool) (int, string, error) {
+	ps, err := parts(path)
+	if err != nil {
+		return -1, "", err
+	}
+	fd, err := unix.Open(s.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	for _, d := range ps[:len(ps)-1] {
+		next, err := unix.Openat(fd, d, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT && create {
+			if err = unix.Mkdirat(fd, d, 0o755); err == nil || err == unix.EEXIST {
+				next, err = unix.Openat(fd, d, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			}
+		}
+		unix.Close(fd)
+		if err != nil {
+			return -1, "", fmt.Errorf("pfs: %q: %w", path, err)
+		}
+		fd = next
+	}
+	return fd, ps[len(ps)-1], nil
 }
 
 // Link implements PathView.
 func (s *PFSStore) Link(ino uint64, path string) error {
-	dst, err := s.resolve(path)
-	if err != nil {
-		return err
-	}
 	if _, err := s.file(ino, true); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	dir, name, err := s.parent(path, true)
+	if err != nil {
 		return err
 	}
-	os.Remove(dst)
-	return os.Link(s.obj(ino), dst)
+	defer unix.Close(dir)
+	unix.Unlinkat(dir, name, 0)
+	return unix.Linkat(unix.AT_FDCWD, s.obj(ino), dir, name, 0)
 }
 
 // Rename implements PathView.
 func (s *PFSStore) Rename(oldPath, newPath string) error {
-	src, err := s.resolve(oldPath)
+	from, oldName, err := s.parent(oldPath, false)
 	if err != nil {
 		return err
 	}
-	dst, err := s.resolve(newPath)
+	defer unix.Close(from)
+	to, newName, err := s.parent(newPath, true)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	return os.Rename(src, dst)
+	defer unix.Close(to)
+	return unix.Renameat(from, oldName, to, newName)
 }
 
 // Unlink implements PathView.
 func (s *PFSStore) Unlink(path string) error {
-	p, err := s.resolve(path)
+	dir, name, err := s.parent(path, false)
 	if err != nil {
 		return err
 	}
-	err = os.Remove(p)
-	if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+	defer unix.Close(dir)
+	err = unix.Unlinkat(dir, name, 0)
+	if err == unix.EISDIR {
+		err = unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
+	}
+	if err == unix.ENOTEMPTY || err == unix.EEXIST {
 		return nil // a directory holding files sluice does not know about
 	}
 	return err

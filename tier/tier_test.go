@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -132,5 +133,45 @@ func TestPFSView(t *testing.T) {
 	// "../etc/passwd" is cleaned to a path inside dir, never outside
 	if _, err := os.Stat(filepath.Join(dir, "etc/passwd")); err != nil {
 		t.Fatalf("cleaned path not kept inside: %v", err)
+	}
+}
+
+// TestPFSViewDeepAndSymlinks: the namespace view follows paths longer than
+// PATH_MAX (the mount accepts any depth) and never follows a symbolic link
+// planted in the PFS.
+func TestPFSViewDeepAndSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenPFS(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var comps []string
+	for len(strings.Join(comps, "/")) < 6000 {
+		comps = append(comps, strings.Repeat(string(rune('a'+len(comps)%26)), 250))
+	}
+	deep := strings.Join(comps, "/")
+	if err := s.Link(7, deep+"/f"); err != nil {
+		t.Fatalf("link at depth %d (%d bytes): %v", len(comps), len(deep), err)
+	}
+	if err := s.Rename(deep+"/f", deep+"/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rename(comps[0], "top"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unlink("top/" + strings.Join(comps[1:], "/") + "/g"); err != nil {
+		t.Fatal(err)
+	}
+	// a link in the PFS pointing outside it is not followed
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Link(7, "escape/x"); err == nil {
+		t.Fatal("followed a symbolic link out of the PFS directory")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("wrote outside the PFS directory: %v", ents)
 	}
 }

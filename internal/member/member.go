@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -26,31 +27,34 @@ type Member struct {
 	// there that truncations are waiting for it).
 	Replied func(*wire.Msg)
 
-	id uint64
+	// id is read by request handlers while heartbeats may set it.
+	id atomic.Uint64
 }
 
 // ID returns the id assigned by the metadata service (0 before Register).
-func (m *Member) ID() uint64 { return m.id }
+func (m *Member) ID() uint64 { return m.id.Load() }
 
 // Register registers once, reusing a stored id.
 func (m *Member) Register(ctx context.Context) error {
-	if m.id == 0 && m.IDFile != "" {
+	if m.id.Load() == 0 && m.IDFile != "" {
 		if b, err := os.ReadFile(m.IDFile); err == nil {
-			m.id, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+			id, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+			m.id.Store(id)
 		}
 	}
+	id := m.id.Load()
 	si := m.Info()
-	resp, _, err := m.Meta.Call(ctx, &wire.Msg{Op: wire.OpRegister, ID: m.id, Name: si.Role, Tier: si.Tier,
+	resp, _, err := m.Meta.Call(ctx, &wire.Msg{Op: wire.OpRegister, ID: id, Name: si.Role, Tier: si.Tier,
 		Addr: si.Addr, Cap: si.Capacity, Used: si.Used, Node: si.Node}, nil, nil)
 	if err != nil {
 		return err
 	}
-	if resp.ID != m.id && m.IDFile != "" {
+	if resp.ID != id && m.IDFile != "" {
 		if err := os.WriteFile(m.IDFile, []byte(strconv.FormatUint(resp.ID, 10)+"\n"), 0o600); err != nil {
 			return err
 		}
 	}
-	m.id = resp.ID
+	m.id.Store(resp.ID)
 	if m.Replied != nil {
 		m.Replied(resp)
 	}

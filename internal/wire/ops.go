@@ -138,6 +138,10 @@ const (
 	SetSize
 	SetAtime
 	SetMtime
+	// SetKillPriv clears S_ISUID, and S_ISGID if group execution is
+	// allowed, of a file that is not a directory (a write, truncate or
+	// chown by an unprivileged caller, as Linux does).
+	SetKillPriv
 )
 
 // CreateOpen in Msg.Flags of OpMknod also opens the new file (one round
@@ -167,3 +171,6 @@ const RegisterHasTrims uint32 = 1
 // by this call (it had no location, or it was moved off the excluded
 // server); otherwise the reply is the location another writer chose.
 const AllocPlaced uint32 = 1
+
+// NameMax is the longest name of a directory entry, in bytes (NAME_MAX).
+const NameMax = 255

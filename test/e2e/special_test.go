@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSpecialFiles: FIFOs, UNIX sockets and device files are inodes like
+// any other (created, listed, stat'ed with their type and device number,
+// renamed, linked, chmod'ed, removed); their data is the kernel's.
+func TestSpecialFiles(t *testing.T) {
+	c := startCluster(t)
+	d := c.path("dev")
+	os.Mkdir(d, 0o755)
+	fifo := filepath.Join(d, "fifo")
+	if err := unix.Mkfifo(fifo, 0o640); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	// data through the FIFO never reaches sluice, but flows
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			w.Write([]byte("through the pipe"))
+			w.Close()
+		}
+	}()
+	r, err := os.Open(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, _ := r.Read(buf)
+	r.Close()
+	if string(buf[:n]) != "through the pipe" {
+		t.Fatalf("read from the FIFO: %q", buf[:n])
+	}
+	sock := filepath.Join(d, "sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	go func() {
+		if cn, err := ln.Accept(); err == nil {
+			cn.Write([]byte("hello"))
+			cn.Close()
+		}
+	}()
+	cn, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		t.Fatalf("connect to a socket on the mount: %v", err)
+	}
+	n, _ = cn.Read(buf)
+	cn.Close()
+	ln.Close()
+	if string(buf[:n]) != "hello" {
+		t.Fatalf("socket: %q", buf[:n])
+	}
+	chr, blk := filepath.Join(d, "null"), filepath.Join(d, "blk")
+	if err := unix.Mknod(chr, syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatalf("mknod char: %v", err)
+	}
+	if err := unix.Mknod(blk, syscall.S_IFBLK|0o600, int(unix.Mkdev(7, 9))); err != nil {
+		t.Fatalf("mknod block: %v", err)
+	}
+	for _, k := range []struct {
+		p    string
+		typ  uint32
+		rdev uint64
+	}{{fifo, syscall.S_IFIFO, 0}, {sock, syscall.S_IFSOCK, 0}, {chr, syscall.S_IFCHR, unix.Mkdev(1, 3)}, {blk, syscall.S_IFBLK, unix.Mkdev(7, 9)}} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(k.p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&syscall.S_IFMT != k.typ || st.Rdev != k.rdev {
+			t.Fatalf("%s: mode %o rdev %#x, want type %o rdev %#x", k.p, st.Mode, st.Rdev, k.typ, k.rdev)
+		}
+	}
+	// (the mount is nodev, as FUSE mounts are: the device files cannot be
+	// opened through it)
+	if err := os.Rename(chr, filepath.Join(d, "null2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(fifo, filepath.Join(d, "fifo2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(blk, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := readdirnames(d)
+	if strings.Join(names, " ") != "blk fifo fifo2 null2 sock" {
+		t.Fatalf("listing %v", names)
+	}
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Join(d, "fifo2"), &st)
+	if st.Nlink != 2 || st.Mode&0o7777 != 0o600 {
+		t.Fatalf("linked FIFO: nlink %d mode %o", st.Nlink, st.Mode)
+	}
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(d, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(d); err != nil {
+		t.Fatal(err)
+	}
+	// truncating a FIFO is the kernel's EINVAL
+	unix.Mkfifo(fifo+"x", 0o644)
+	if err := os.Truncate(fifo+"x", 0); err == nil {
+		t.Fatal("truncate of a FIFO succeeded")
+	}
+}
+
+// TestSetuidClearedOnWrite: a write by a user other than the owner clears
+// the setuid bit, and the setgid bit of a group-executable file, as Linux
+// does (with direct I/O the kernel leaves it to the file system).
+func TestSetuidClearedOnWrite(t *testing.T) {
+	c := startCluster(t)
+	// the other user must reach the mount: open up the test's directories
+	for d := filepath.Dir(c.mnt); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	for _, m := range []os.FileMode{0o4777, 0o2777, 0o6777, 0o2767} {
+		p := c.path("suid")
+		mustWrite(t, p, []byte("x"))
+		if err := syscall.Chmod(p, uint32(m)); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := runAs(65534, "sh", "-c", "echo y >> "+p); err != nil {
+			t.Fatalf("write as nobody: %v %s", err, out)
+		}
+		var st syscall.Stat_t
+		syscall.Stat(p, &st)
+		want := uint32(m) &^ syscall.S_ISUID
+		if m&0o010 != 0 {
+			want &^= syscall.S_ISGID
+		}
+		if st.Mode&0o7777 != want {
+			t.Fatalf("mode %o after a write by another user: %o, want %o", m, st.Mode&0o7777, want)
+		}
+		// the owner's own writes (root here) keep the bits
+		syscall.Chmod(p, uint32(m))
+		f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		f.Write([]byte("z"))
+		f.Close()
+		syscall.Stat(p, &st)
+		if st.Mode&0o7777 != uint32(m) {
+			t.Fatalf("mode %o after root's write: %o", m, st.Mode&0o7777)
+		}
+		os.Remove(p)
+	}
+}
