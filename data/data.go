@@ -263,7 +263,7 @@ func (s *Server) serve(r *rpc.Request) {
 		c, u := s.store.Usage()
 		s.reply(r, start, &wire.Msg{Cap: uint64(c), Used: uint64(u), Tier: s.cfg.Kind}, nil)
 		return
-	case wire.OpPfsLink, wire.OpPfsRename, wire.OpPfsUnlink:
+	case wire.OpPfsLink, wire.OpPfsRename, wire.OpPfsUnlink, wire.OpPfsGrow:
 		pv, ok := s.store.(tier.PathView)
 		if !ok {
 			err = rpc.Errorf(syscall.EINVAL, "%s tier keeps no namespace view", s.cfg.Kind)
@@ -274,6 +274,8 @@ func (s *Server) serve(r *rpc.Request) {
 			err = pv.Link(m.Ino, m.Path)
 		case wire.OpPfsRename:
 			err = pv.Rename(m.Path, m.NewName)
+		case wire.OpPfsGrow:
+			err = pv.Grow(m.Ino, int64(m.Size))
 		default:
 			err = pv.Unlink(m.Path)
 		}

@@ -121,11 +121,17 @@ type file struct {
 	mtime   int64
 	chunks  map[uint64]wire.ChunkLoc
 	loaded  bool // chunks holds the full layout as of loading
-	// placing holds the chunks this daemon placed whose first write is
-	// under way; the channel closes when it ends. Until then the chunk
-	// may move (its server refused it or is down) and no other write of
-	// this daemon goes to it.
+	// fresh holds the chunks this daemon placed that no write has landed
+	// in yet: they may still move (their server refuses them or is down).
+	// placing holds the fresh chunks a write is under way to (the channel
+	// closes when it ends): one write at a time goes to a fresh chunk, so
+	// it never moves away from bytes another write left in it.
+	fresh   map[uint64]bool
 	placing map[uint64]chan struct{}
+	// refused holds, for a fresh chunk, the server that refused its last
+	// write (full or down) when the chunk could not be moved at once (a
+	// truncate came in between): the next write moves it first.
+	refused map[uint64]uint64
 	// adopted: the state was built without an open through this daemon
 	// (e.g. after it restarted), so dirty may miss writes of an earlier
 	// incarnation: fsync then syncs every server holding the file.
@@ -412,7 +418,8 @@ func (s *Server) opened(a *wire.Attr) {
 
 func newFile(a *wire.Attr) *file {
 	f := &file{chunkSize: int64(a.ChunkSize), stripeUnit: int64(a.StripeUnit), size: a.Size, gen: a.Trunc,
-		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}, placing: map[uint64]chan struct{}{}}
+		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}, placing: map[uint64]chan struct{}{},
+		fresh: map[uint64]bool{}, refused: map[uint64]uint64{}}
 	if f.chunkSize <= 0 {
 		f.chunkSize = layout.DefaultChunkSize
 	}
@@ -431,7 +438,8 @@ func (s *Server) release(ino uint64) {
 	}
 	f.mu.Lock()
 	f.opens--
-	drop := f.opens <= 0 && !f.pending && len(f.dirty) == 0
+	// chunks that may still move (and writes to them) keep the state
+	drop := f.opens <= 0 && !f.pending && len(f.dirty) == 0 && len(f.fresh) == 0 && len(f.placing) == 0
 	f.mu.Unlock()
 	if drop {
 		delete(s.files, ino)
@@ -559,8 +567,12 @@ func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink 
 }
 
 // callDataWith runs call on data server id's client within the server's
-// in-flight bound for m's class.
+// in-flight bound for m's class, bounded by the timeout (the request has
+// a little more: a write refused by a dead server can still move its
+// chunk).
 func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
 	b, err := s.backend(ctx, id)
 	if err != nil {
 		return err
@@ -595,28 +607,33 @@ func (s *Server) chunk(ctx context.Context, ino uint64, f *file, idx uint64) (wi
 }
 
 // chunkForWrite returns chunk idx's location for a write in truncation
-// generation gen, placing the chunk if it has none. placer is true when
-// this call placed it: the caller makes the chunk's first write and then
-// calls placed; until then other writes of the chunk wait here.
+// generation gen, placing the chunk if it has none. placer is true when the
+// chunk is fresh (placed by this daemon, nothing landed in it yet): the
+// caller's write may move it and must call placed when it ends; other
+// writes of the chunk wait here until then.
 func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, gen uint64) (loc wire.ChunkLoc, placer bool, err error) {
 	for {
 		f.mu.Lock()
 		ch := f.placing[idx]
 		loc, known := f.chunks[idx]
 		loaded := f.loaded
-		if ch == nil && !known && loaded {
-			ch = make(chan struct{})
-			f.placing[idx] = ch
+		if ch == nil && (f.fresh[idx] || !known && loaded) {
+			f.placing[idx] = make(chan struct{})
 			placer = true
 		}
 		f.mu.Unlock()
 		switch {
+		case placer && known:
+			return loc, true, nil // fresh: this write may still move it
 		case placer:
 			loc, placed, err := s.alloc(ctx, ino, f, idx, 0, gen)
 			if err != nil || !placed {
-				s.placed(f, idx) // failed, or another daemon placed it
+				s.placed(f, idx, false) // failed, or another daemon placed it
 				return loc, false, err
 			}
+			f.mu.Lock()
+			f.fresh[idx] = true
+			f.mu.Unlock()
 			return loc, true, nil
 		case ch != nil:
 			select {
@@ -634,9 +651,13 @@ func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, ge
 	}
 }
 
-// placed ends the placement of chunk idx by this daemon.
-func (s *Server) placed(f *file, idx uint64) {
+// placed ends a write to fresh chunk idx; landed says the write's bytes
+// are in it, which fixes its place.
+func (s *Server) placed(f *file, idx uint64, landed bool) {
 	f.mu.Lock()
+	if landed {
+		delete(f.fresh, idx)
+	}
 	if ch := f.placing[idx]; ch != nil {
 		close(ch)
 		delete(f.placing, idx)
@@ -732,13 +753,21 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) (uint64, erro
 	}
 }
 
-func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p []byte, gen uint64) error {
+func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p []byte, gen uint64) (err error) {
 	loc, placer, err := s.chunkForWrite(ctx, m.Ino, f, sp.Idx, gen)
 	if err != nil {
 		return err
 	}
 	if placer {
-		defer s.placed(f, sp.Idx)
+		defer func() { s.placed(f, sp.Idx, err == nil) }()
+		f.mu.Lock()
+		x := f.refused[sp.Idx]
+		f.mu.Unlock()
+		if x != 0 {
+			if loc, placer, err = s.move(ctx, m.Ino, f, sp.Idx, x, gen); err != nil {
+				return err
+			}
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		g := len(loc.Servers)
@@ -757,7 +786,7 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 				f.mu.Unlock()
 				return nil
 			}
-			// only the chunk's first write may move it: nothing of
+			// only a write to a fresh chunk may move it: nothing of
 			// anyone else's is in it yet
 			var te *rpc.TransportError
 			if placer && (rpc.Errno(err) == syscall.ENOSPC || errors.As(err, &te)) {
@@ -773,16 +802,31 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 		// chunk holds nothing yet: place it elsewhere (the next tier down
 		// if this one is full)
 		s.log.Warn("placing chunk elsewhere", "ino", m.Ino, "chunk", sp.Idx, "refused by", re.id, "err", re.err)
-		var moved bool
-		loc, moved, err = s.alloc(ctx, m.Ino, f, sp.Idx, re.id, gen)
-		if err != nil {
+		if loc, placer, err = s.move(ctx, m.Ino, f, sp.Idx, re.id, gen); err != nil {
 			return err
 		}
-		if !moved {
-			// another daemon's write placed it elsewhere meanwhile
-			placer = false
-		}
 	}
+}
+
+// move places fresh chunk idx away from server refusedBy. If that fails
+// (a truncate came in between: ESTALE) the next write of the chunk tries
+// again. stillFresh is false when another daemon's write placed the chunk
+// meanwhile: it is not this daemon's to move any more.
+func (s *Server) move(ctx context.Context, ino uint64, f *file, idx, refusedBy, gen uint64) (loc wire.ChunkLoc, stillFresh bool, err error) {
+	f.mu.Lock()
+	f.refused[idx] = refusedBy
+	f.mu.Unlock()
+	loc, moved, err := s.alloc(ctx, ino, f, idx, refusedBy, gen)
+	if err != nil {
+		return loc, true, err
+	}
+	f.mu.Lock()
+	delete(f.refused, idx)
+	if !moved {
+		delete(f.fresh, idx)
+	}
+	f.mu.Unlock()
+	return loc, moved, nil
 }
 
 // refusedErr: a data server could not take a new chunk.

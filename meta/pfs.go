@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
@@ -80,11 +81,21 @@ func (s *Service) pathOfLocked(ino uint64) string {
 	return p
 }
 
+// pfsEach sends a namespace-view update to every pfs server, skipping
+// servers that are down (the view is best effort; the data is by inode).
 func (s *Service) pfsEach(m *wire.Msg) {
 	for _, id := range s.pfsServers() {
+		if !s.reg.alive(id) {
+			s.log.Warn("pfs namespace update skipped: server down", "op", m.Op, "path", m.Path, "server", id)
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 		err := s.reg.callData(ctx, id, m)
 		cancel()
+		var te *rpc.TransportError
+		if errors.As(err, &te) {
+			s.reg.suspect(id)
+		}
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			s.log.Warn("pfs namespace update failed", "op", m.Op, "path", m.Path, "server", id, "err", err)
 		}

@@ -652,6 +652,10 @@ func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) 
 		return nil, err
 	}
 	s.sendTrims(ctx, n.Ino, trimServers)
+	if m.Mask&wire.SetSize != 0 && s.hasPfsData(n.Ino) {
+		// the plain file in the PFS shows a truncate up too
+		s.pfsEach(&wire.Msg{Op: wire.OpPfsGrow, Ino: n.Ino, Size: m.Size})
+	}
 	return &n.Attr, nil
 }
 

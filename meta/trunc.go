@@ -70,7 +70,9 @@ func decodeTrim(k, v []byte) (server uint64, t wire.Trim, err error) {
 // trimsLocked records in b the trims that cutting n (whose generation the
 // caller has just raised) to size requires: every located chunk that
 // extends past size keeps size - start bytes (0 deletes it), on every
-// server of its group. It returns the servers concerned. Caller holds mu.
+// server of its group; a pfs server, which keeps the file as one object,
+// gets one trim at the new size. It returns the servers concerned. Caller
+// holds mu.
 func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
 	locs, _ := s.Layout(n.Ino)
 	cs := uint64(n.ChunkSize)
@@ -89,6 +91,11 @@ func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
 		for i, id := range l.Servers {
 			t := wire.Trim{Ino: n.Ino, Idx: l.Idx, Gen: n.Trunc, ChunkSize: n.ChunkSize,
 				Keep: uint64(layout.LocalSize(i, g, int64(n.StripeUnit), keep))}
+			if l.Tier == "pfs" {
+				// one object per file: cut it at the new size itself,
+				// whether or not the chunk there holds data
+				t.Idx, t.Keep = size/cs, size%cs
+			}
 			b.Set(trimKey(id, n.Ino, t.Gen, t.Idx), encodeTrim(t))
 			if !seen[id] {
 				seen[id] = true

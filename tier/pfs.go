@@ -226,6 +226,22 @@ func (s *PFSStore) parent(path string, create bool) (int, string, error) {
 	return fd, ps[len(ps)-1], nil
 }
 
+// Grow implements PathView.
+func (s *PFSStore) Grow(ino uint64, size int64) error {
+	f, err := s.file(ino, false)
+	if err != nil || f == nil {
+		return err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() < size {
+		return f.Truncate(size)
+	}
+	return nil
+}
+
 // Link implements PathView.
 func (s *PFSStore) Link(ino uint64, path string) error {
 	if _, err := s.file(ino, true); err != nil {

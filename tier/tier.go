@@ -45,6 +45,9 @@ type Store interface {
 // PathView is implemented by stores that keep a namespace view (pfs).
 type PathView interface {
 	Link(ino uint64, path string) error
+	// Grow makes the file's plain file at least size bytes long (a
+	// truncate up; a store never grows chunks by truncation).
+	Grow(ino uint64, size int64) error
 	Rename(oldPath, newPath string) error
 	Unlink(path string) error
 }

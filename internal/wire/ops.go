@@ -52,6 +52,7 @@ const (
 	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen or BatchRemove), Uid, Gid, Mtime
 	OpTrims       // a data server (ID) asks for the truncations it has not applied (of Ino, or of every file if 0); reply Trims and, for one file, Trunc = its generation
 	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
+	OpPfsGrow     // pfs tier: make file Ino's plain file at least Size bytes (a truncate up)
 	opMax
 )
 
@@ -72,7 +73,7 @@ var opNames = [...]string{
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
-	"delegate", "undelegate", "create-batch", "trims", "trims-done",
+	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow",
 }
 
 func (o Op) String() string {
