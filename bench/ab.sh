@@ -14,6 +14,8 @@
 #   bash bench/ab.sh 2 'copy=;' 'zerocopy=;--zero-copy=all' 'fwdsplice=;--zero-copy=fwd'
 #   bash bench/ab.sh 2 'default=;' 'procs1=GOMAXPROCS=1;'
 #   MD=10000 bash bench/ab.sh 3 'wbunlink=;' 'syncunlink=;--mount-flags=--writeback-unlinks=false'
+# SLUICE_BIN in a variant's environment runs another build of sluice, e.g.
+# the previous commit's:  bash bench/ab.sh 3 'new=;' 'old=SLUICE_BIN=/tmp/sluice-old;'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:?usage: bench/ab.sh ROUNDS LABEL=ENV\;UPFLAGS...}
@@ -26,8 +28,10 @@ cpu() { python3 bench/daemoncpu.py "$1"; } # CPU seconds of the cluster's daemon
 FIO="--direct=1 --iomem_align=4096 --ioengine=psync --output-format=json"
 run() { # label env upflags
 	W=$(mktemp -d /tmp/sluice-ab.XXXXXX)
+	# shellcheck disable=SC2016,SC2086
+	bin=$(env $2 sh -c 'echo "${SLUICE_BIN:-bin/sluice}"')
 	# shellcheck disable=SC2086
-	env $2 bin/sluice up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none $3 >/dev/null
+	env $2 "$bin" up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none $3 >/dev/null
 	md=""
 	if [ -n "${MD:-}" ]; then
 		c0=$(cpu "$W/s/cluster.json")
@@ -50,7 +54,7 @@ run() { # label env upflags
 	echo "$1 $md randread_iops=$r seqwrite_mbps=$w seqread_mbps=$s" \
 		"write_cpu_s_per_gb=$(python3 -c "print(round(($c1-$c0)/1.0737, 2))")" \
 		"read_cpu_s_per_gb=$(python3 -c "print(round(($c2-$c1)/1.0737, 2))")"
-	bin/sluice down --dir "$W/s" --purge >/dev/null
+	"$bin" down --dir "$W/s" --purge >/dev/null
 	rm -rf "$W"
 }
 for _ in $(seq "$ROUNDS"); do

@@ -6,7 +6,9 @@ The exclusion file lists checks that cannot pass on FUSE, one line each:
     rename/09.t 24-25,32  # why it cannot pass
 Fails (exit 1) on a failed check that is not listed, on a listed check that
 passed (the list must stay true), and on a test file that did not run to
-its plan. Prints passed / excluded / total.
+its plan. Follows TAP as prove does: a check marked "# TODO" by the suite
+is an expected failure (pjdfstest marks what Linux itself does otherwise),
+"# SKIP" is not run. Prints passed / TODO / skipped / excluded / total.
 """
 import re
 import sys
@@ -47,20 +49,26 @@ def main():
         if m:
             plans[cur] = int(m.group(1))
             continue
-        m = re.match(r"^(not ok|ok) (\d+)", line)
+        m = re.match(r"^(not ok|ok) (\d+)(.*)$", line)
         if m:
-            results[cur][int(m.group(2))] = m.group(1) == "ok"
+            directive = re.search(r"#\s*(TODO|SKIP)", m.group(3), re.I)
+            kind = directive.group(1).upper() if directive else ""
+            results[cur][int(m.group(2))] = (m.group(1) == "ok", kind)
 
-    total = passed = excl = 0
+    total = passed = excl = todo = skipped = 0
     bad = []
     for name in sorted(results):
         checks = results[name]
         if name in plans and len(checks) != plans[name]:
             bad.append(f"{name}: ran {len(checks)} of {plans[name]} checks")
         skip = excluded.get(name, set())
-        for n, ok in sorted(checks.items()):
+        for n, (ok, kind) in sorted(checks.items()):
             total += 1
-            if n in skip:
+            if kind == "SKIP":
+                skipped += 1
+            elif kind == "TODO":
+                todo += 1  # the suite's own expected failures (Linux behaviour)
+            elif n in skip:
                 excl += 1
                 if ok:
                     bad.append(f"{name} check {n} passes but is excluded: remove it from {exclude_file}")
@@ -74,7 +82,8 @@ def main():
             bad.append(f"{name} checks {missing} are excluded but did not run")
     if total == 0:
         bad.append("no pjdfstest results found")
-    print(f"pjdfstest: {passed} passed, {excl} excluded, {total} checks in {len(results)} files")
+    print(f"pjdfstest: {passed} passed, {todo} marked TODO by the suite, {skipped} skipped, "
+          f"{excl} excluded, {total} checks in {len(results)} files")
     for b in bad[:200]:
         print("pjdfstest: " + b)
     if len(bad) > 200:
