@@ -3,9 +3,7 @@ package data_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -13,14 +11,14 @@ import (
 
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta"
-	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
-var secret = []byte("0123456789abcdef-test")
+var secret = testrig.Secret
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return testrig.Quiet() }
 
 type fenceRig struct {
 	t       *testing.T
@@ -70,16 +68,9 @@ func (r *fenceRig) start() {
 }
 
 func newFenceRig(t *testing.T) *fenceRig {
-	svc, err := meta.New(meta.Config{Engine: engine.NewMem(), Log: quiet(), Secret: secret, ChunkSize: 1 << 20,
-		StripeUnit: 1 << 20, Timeout: 2 * time.Second, HeartbeatTTL: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ms := rpc.NewServer(secret, svc.Handler(), quiet())
-	go ms.Serve(ln)
-	t.Cleanup(ms.Close)
-	r := &fenceRig{t: t, svc: svc, meta: ln.Addr().String(), dir: t.TempDir()}
+	svc, addr := testrig.Meta(t, meta.Config{ChunkSize: 1 << 20, StripeUnit: 1 << 20,
+		Timeout: 2 * time.Second, HeartbeatTTL: 2 * time.Second})
+	r := &fenceRig{t: t, svc: svc, meta: addr, dir: t.TempDir()}
 	r.start()
 	a, err := svc.Create(meta.RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	if err != nil {

@@ -3,9 +3,7 @@ package fwd_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -19,14 +17,14 @@ import (
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta"
-	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
-var secret = []byte("0123456789abcdef-test")
+var secret = testrig.Secret
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return testrig.Quiet() }
 
 // stack starts a metadata service, one data server capped at mbps and a
 // forwarding daemon, all in this process on loopback, and returns a client
@@ -35,32 +33,31 @@ func stack(t testing.TB, mbps float64) *rpc.Client {
 	return stackWith(t, mbps, nil)
 }
 
+// memServer starts a mem-tier data server (on tmpfs where there is one)
+// until ctx ends.
+func memServer(t testing.TB, ctx context.Context, metaAddr string, mbps float64, reg prometheus.Registerer) *data.Server {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "sluice-fwd-test")
+	if err != nil {
+		dir = t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ds, err := data.New(data.Config{Kind: "mem", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
+		MaxMBps: mbps, Log: quiet(), Metrics: reg, StateDir: dir + "/.state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := ds.Listen()
+	go ds.Run(ctx, ln, "")
+	return ds
+}
+
 func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	svc, err := meta.New(meta.Config{Engine: engine.NewMem(), Log: quiet(), Secret: secret, Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ms := rpc.NewServer(secret, svc.Handler(), quiet())
-	go ms.Serve(ln)
-	t.Cleanup(ms.Close)
-	metaAddr := ln.Addr().String()
-
-	memDir, err := os.MkdirTemp("/dev/shm", "sluice-fwd-test")
-	if err != nil {
-		memDir = t.TempDir()
-	}
-	t.Cleanup(func() { os.RemoveAll(memDir) })
-	ds, err := data.New(data.Config{Kind: "mem", Dir: memDir, Capacity: 1 << 30, Meta: metaAddr,
-		Secret: secret, MaxMBps: mbps, Log: quiet(), Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dln, _ := ds.Listen()
-	go ds.Run(ctx, dln, "")
+	_, metaAddr := testrig.Meta(t, meta.Config{Metrics: reg})
+	memServer(t, ctx, metaAddr, mbps, reg)
 
 	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Metrics: reg})
 	fln, _ := fs.Listen()

@@ -3,8 +3,6 @@ package fwd_test
 import (
 	"bytes"
 	"context"
-	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -12,9 +10,9 @@ import (
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta"
-	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
 // multiStack starts a metadata service, n mem data servers and a
@@ -24,55 +22,17 @@ func multiStack(t *testing.T, n int) (*rpc.Client, []*data.Server) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	svc, err := meta.New(meta.Config{Engine: engine.NewMem(), Log: quiet(), Secret: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ms := rpc.NewServer(secret, svc.Handler(), quiet())
-	go ms.Serve(ln)
-	t.Cleanup(ms.Close)
-	metaAddr := ln.Addr().String()
+	svc, metaAddr := testrig.Meta(t, meta.Config{})
 	var dss []*data.Server
 	for i := 0; i < n; i++ {
-		dir, err := os.MkdirTemp("/dev/shm", "sluice-place-test")
-		if err != nil {
-			dir = t.TempDir()
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		ds, err := data.New(data.Config{Kind: "mem", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
-			Log: quiet(), StateDir: dir + "/.state"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		dln, _ := ds.Listen()
-		go ds.Run(ctx, dln, "")
-		dss = append(dss, ds)
+		dss = append(dss, memServer(t, ctx, metaAddr, 0, nil))
 	}
 	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet()})
 	fln, _ := fs.Listen()
 	go fs.Run(ctx, fln, "")
 	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
 	t.Cleanup(c.Close)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		resp, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
-		live := 0
-		if err == nil {
-			for _, si := range resp.Servers {
-				if si.Role == "data" && si.Alive {
-					live++
-				}
-			}
-		}
-		if live == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d data servers registered", live, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testrig.WaitData(t, svc, n)
 	return c, dss
 }
 
