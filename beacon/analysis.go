@@ -220,7 +220,7 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 			}
 			rt.Bytes += r.Bytes
 			rt.Time += time.Duration(r.LatSum)
-			sizes[sizeBin(r.Size)] += r.Count
+			sizes[SizeClass(r.Size)] += r.Count
 		case r.IsMeta():
 			rep.MetaOps += r.Count
 			p.MetaOps += r.Count
@@ -368,7 +368,9 @@ func classify(rep *JobReport, dataOps uint64, th Thresholds) []string {
 	return out
 }
 
-func sizeBin(n uint64) uint64 {
+// SizeClass is the request-size class of an n-byte request: 4 KiB, or
+// the next power of two.
+func SizeClass(n uint64) uint64 {
 	if n <= 4096 {
 		return 4096
 	}

@@ -3,7 +3,6 @@ package beacon
 import (
 	"fmt"
 	"math"
-	"math/rand"
 	"reflect"
 	"testing"
 	"time"
@@ -117,58 +116,6 @@ func TestCollectorBounded(t *testing.T) {
 	}
 }
 
-func TestStoreQueryTrim(t *testing.T) {
-	s, err := OpenStore(t.TempDir(), StoreOptions{Retention: time.Hour, MaxBytes: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var all []Record
-	for w := 0; w < 10; w++ {
-		for _, job := range []string{"a", "b"} {
-			all = append(all, Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: LayerFwd,
-				Server: "fwd-1", Job: job, Node: "n" + job, Op: OpWrite, Ino: uint64(w), Count: 1, Bytes: 10})
-		}
-	}
-	if err := s.Put(Encode(all)); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Query(Filter{Job: "a", From: t0.Add(2 * time.Second), To: t0.Add(5 * time.Second)})
-	if err != nil || len(got) != 3 {
-		t.Fatalf("by job and time: %d %v", len(got), err)
-	}
-	for _, r := range got {
-		if r.Job != "a" {
-			t.Fatalf("wrong job %q", r.Job)
-		}
-	}
-	if got, _ := s.Query(Filter{Node: "nb"}); len(got) != 10 {
-		t.Fatalf("by node: %d", len(got))
-	}
-	if got, _ := s.Query(Filter{Ino: 4}); len(got) != 2 {
-		t.Fatalf("by file: %d", len(got))
-	}
-	if js := s.Jobs(); len(js) != 2 || js[0].Ops != 10 || js[0].Bytes != 100 {
-		t.Fatalf("jobs: %+v", js)
-	}
-	// retention: an hour after window 5, windows 0-4 go
-	if n, err := s.Trim(t0.Add(time.Hour + 5*time.Second)); err != nil || n != 5 {
-		t.Fatalf("trim: %d %v", n, err)
-	}
-	if got, _ := s.Query(Filter{Job: "b"}); len(got) != 5 {
-		t.Fatalf("after trim: %d", len(got))
-	}
-	// size bound
-	s.maxBytes = s.Bytes() / 2
-	if _, err := s.Trim(t0); err != nil {
-		t.Fatal(err)
-	}
-	if s.Bytes() > s.maxBytes {
-		t.Fatalf("store holds %d > %d", s.Bytes(), s.maxBytes)
-	}
-}
-
-// job builds records of a synthetic job: fn(rank, window) → records.
 func synth(job string, ranks, windows int, fn func(rank, w int) []Record) []Record {
 	var out []Record
 	for w := 0; w < windows; w++ {
@@ -267,33 +214,6 @@ func TestDetectInterference(t *testing.T) {
 	if len(got) != 1 || got[0].Victim != "a" || got[0].Aggressor != "b" || got[0].Server != "fwd-1" ||
 		got[0].Inflation < 7.9 || got[0].Inflation > 8.1 || got[0].Shared != 5 || got[0].Alone != 5 {
 		t.Fatalf("interference: %+v", got)
-	}
-}
-
-func TestDetectFailSlow(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
-	var recs []Record
-	for w := 0; w < 10; w++ {
-		for _, s := range []string{"fwd-1", "fwd-2", "fwd-3"} {
-			lat := time.Duration(90+rng.Intn(20)) * time.Microsecond
-			if s == "fwd-2" && w >= 4 {
-				lat *= 10
-			}
-			recs = append(recs, fwdRec(s, "j", w, 100, lat))
-		}
-	}
-	got := DetectFailSlow(recs, FailSlowOptions{})
-	if len(got) != 1 || got[0].Server != "fwd-2" || got[0].Windows != 6 || got[0].Ratio < 7 ||
-		got[0].Since != t0.Add(4*time.Second).UnixNano() {
-		t.Fatalf("fail-slow: %+v", got)
-	}
-	// a busier node is not slow for being busier
-	recs = nil
-	for w := 0; w < 10; w++ {
-		recs = append(recs, fwdRec("fwd-1", "j", w, 1000, time.Millisecond), fwdRec("fwd-2", "j", w, 100, 100*time.Microsecond))
-	}
-	if got := DetectFailSlow(recs, FailSlowOptions{}); len(got) != 0 {
-		t.Fatalf("loaded node flagged: %+v", got)
 	}
 }
 

@@ -36,7 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-hpc/sluice/beacon"
-	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -239,7 +239,7 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 // ends.
 func (fs *FS) Ship(ctx context.Context) {
 	if fs.cfg.Monitor != nil {
-		beaconsvc.Ship(ctx, fs.cfg.Monitor, fs.fwd, fs.log)
+		beaconrpc.Ship(ctx, fs.cfg.Monitor, fs.fwd, fs.log)
 	}
 }
 
@@ -261,7 +261,7 @@ func (fs *FS) record(h *fuse.InHeader, id ident.ID, name string, ino, off, size 
 // cache): the application asked for it, so Beacon counts it.
 func (fs *FS) answered(h *fuse.InHeader, op wire.Op, ino uint64, start time.Time, failed bool) {
 	fs.met.local.Inc()
-	fs.record(h, fs.ident(h, op), beaconsvc.OpName(op), ino, 0, 0, start, failed)
+	fs.record(h, fs.ident(h, op), beaconrpc.OpName(op), ino, 0, 0, start, failed)
 }
 
 // Close sends the creates not yet sent and drops the connections.
@@ -316,7 +316,7 @@ func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into [
 	start := time.Now()
 	resp, p, err := fs.pick(id, m.Ino|m.Parent).Call(ctx, m, payload, into)
 	if m.Op != wire.OpRead && m.Op != wire.OpWrite {
-		fs.record(h, id, beaconsvc.OpName(m.Op), m.Ino, 0, 0, start, err != nil)
+		fs.record(h, id, beaconrpc.OpName(m.Op), m.Ino, 0, 0, start, err != nil)
 	}
 	if err != nil {
 		if rpc.Errno(err) == syscall.EIO {

@@ -32,8 +32,8 @@ import (
 // request is served.
 
 // wbCooldown is how long a mount does not ask again for a directory that
-// was refused or recalled (the service's wbCooldown).
-const wbCooldown = time.Second
+// was refused or recalled (the service's cool-down).
+const wbCooldown = wire.DelegCooldown
 
 // wbBatchMax is how many creates a directory holds before they are sent at
 // once.

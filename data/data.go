@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/beacon"
-	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -30,9 +30,6 @@ import (
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/tier"
 )
-
-// ChunkDeleteAll mirrors meta.ChunkDeleteAll.
-const ChunkDeleteAll = 1
 
 // Config configures a data server.
 type Config struct {
@@ -175,7 +172,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		}
 	}()
 	if s.cfg.Monitor != nil {
-		beaconsvc.Ship(ctx, s.cfg.Monitor, metaC, s.cfg.Log)
+		beaconrpc.Ship(ctx, s.cfg.Monitor, metaC, s.cfg.Log)
 	}
 	err := s.rpc.Serve(ln)
 	s.store.Close()
@@ -334,7 +331,7 @@ func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
 	}
 	op := r.Msg.Op
 	if mon := s.cfg.Monitor; mon != nil {
-		if name := beaconsvc.OpName(op); name != "" {
+		if name := beaconrpc.OpName(op); name != "" {
 			mm := r.Msg
 			mon.Add(beacon.Op{Start: start, Job: mm.Job, Rank: mm.Rank, Node: mm.Node, Name: name, Ino: mm.Ino,
 				Off: mm.Offset, Size: mm.Size, Lat: time.Since(start), Wait: start.Sub(r.At), Err: m.Errno != 0})

@@ -25,7 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/beacon"
-	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -226,7 +226,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	}()
 	go s.flushLoop(ctx)
 	if s.cfg.Monitor != nil {
-		beaconsvc.Ship(ctx, s.cfg.Monitor, s.meta, s.log)
+		beaconrpc.Ship(ctx, s.cfg.Monitor, s.meta, s.log)
 	}
 	srv := rpc.NewServer(s.cfg.Secret, s, s.log)
 	go func() {
@@ -270,7 +270,7 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			s.serve(ctx, r)
 			s.met.observe(c, m, time.Since(start), n)
 			if mon := s.cfg.Monitor; mon != nil {
-				if name := beaconsvc.OpName(m.Op); name != "" {
+				if name := beaconrpc.OpName(m.Op); name != "" {
 					mon.Add(beacon.Op{Start: begin, Job: m.Job, Rank: m.Rank, Node: m.Node, Name: name,
 						Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: time.Since(begin), Wait: begin.Sub(r.At),
 						N: uint32(opsIn(m))})

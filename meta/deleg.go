@@ -32,14 +32,15 @@ import (
 // that learns of it from the feed (changes lost) sends what it holds and
 // stops creating by itself.
 
-// RecallWait bounds how long a request waits for a recalled delegation.
-const RecallWait = 3 * time.Second
-
-// DelegCooldown is how long a recalled directory is not delegated again.
-const DelegCooldown = time.Second
-
-// DelegInos is how many inode numbers a delegation request hands out.
-const DelegInos = 1024
+// The protocol's numbers (wire): RecallWait bounds how long a request
+// waits for a recalled delegation, DelegCooldown how long a recalled
+// directory is not delegated again, DelegInos how many inode numbers a
+// delegation hands out.
+const (
+	RecallWait    = wire.RecallWait
+	DelegCooldown = wire.DelegCooldown
+	DelegInos     = wire.DelegInos
+)
 
 type delegation struct {
 	client   uint64

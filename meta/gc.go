@@ -9,10 +9,6 @@ import (
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
-// ChunkDeleteAll is the Flags value of OpChunkDelete that removes every
-// chunk of the inode on that server.
-const ChunkDeleteAll = 1
-
 func (s *Service) kickGC() {
 	select {
 	case s.gcKick <- struct{}{}:
@@ -84,7 +80,7 @@ func (s *Service) collect(ctx context.Context, from uint64) (int, uint64) {
 		}
 		ok := true
 		for id := range servers {
-			if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpChunkDelete, Ino: ino, Flags: ChunkDeleteAll}); err != nil {
+			if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpChunkDelete, Ino: ino, Flags: wire.ChunkDeleteAll}); err != nil {
 				s.log.Warn("gc: delete failed, will retry", "ino", ino, "server", id, "err", err)
 				ok = false
 			}

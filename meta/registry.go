@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/tier"
 )
 
 // registry tracks registered daemons, their liveness and the space the
@@ -63,10 +64,11 @@ func (s *Service) Register(si wire.ServerInfo) (uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if si.Role == "data" {
-		if _, ok := wire.TierRank[si.Tier]; !ok {
+		rank, ok := tier.Rank(si.Tier)
+		if !ok {
 			return 0, errno(syscall.EINVAL, "unknown tier %q", si.Tier)
 		}
-		si.Rank = wire.TierRank[si.Tier]
+		si.Rank = rank
 	}
 	m := r.servers[si.ID]
 	persist := false
@@ -273,7 +275,11 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64) (wire.ChunkLoc
 		}
 		byTier[m.info.Tier] = append(byTier[m.info.Tier], m)
 	}
-	sort.Slice(tiers, func(i, j int) bool { return wire.TierRank[tiers[i]] < wire.TierRank[tiers[j]] })
+	sort.Slice(tiers, func(i, j int) bool {
+		ri, _ := tier.Rank(tiers[i])
+		rj, _ := tier.Rank(tiers[j])
+		return ri < rj
+	})
 	for _, tier := range tiers {
 		ms := byTier[tier]
 		sort.Slice(ms, func(i, j int) bool { return ms[i].info.ID < ms[j].info.ID })

@@ -68,6 +68,17 @@ type Config struct {
 	Capacity int64 // bytes; 0 means the file system's size
 }
 
+// ranks orders the tier kinds from the fastest (0) down: new data lands on
+// the fastest tier with room, and flows down.
+var ranks = map[string]uint32{"mem": 0, "ssd": 1, "hdd": 2, "pfs": 3}
+
+// Rank returns a tier kind's rank (lower is faster); ok is false for an
+// unknown kind.
+func Rank(kind string) (rank uint32, ok bool) {
+	rank, ok = ranks[kind]
+	return rank, ok
+}
+
 // Opener opens a store of one kind.
 type Opener func(cfg Config) (Store, error)
 

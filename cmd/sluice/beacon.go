@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
-	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -77,8 +77,8 @@ func cmdJob(args []string) error {
 		return fmt.Errorf("want one job id, got %d arguments", fs.NArg())
 	}
 	job := fs.Arg(0)
-	bc := beaconsvc.Client{C: mc}
-	recs, err := bc.Query(ctx, beaconsvc.Query{Job: job})
+	bc := beaconrpc.Client{C: mc}
+	recs, err := bc.Query(ctx, beaconrpc.Query{Job: job})
 	if err != nil {
 		return err
 	}
@@ -208,10 +208,10 @@ func cmdTop(args []string) error {
 		return err
 	}
 	defer mc.Close()
-	bc := beaconsvc.Client{C: mc}
+	bc := beaconrpc.Client{C: mc}
 	for {
 		now := time.Now()
-		recs, err := bc.Query(context.Background(), beaconsvc.Query{From: now.Add(-*span - 2*time.Second).UnixNano()})
+		recs, err := bc.Query(context.Background(), beaconrpc.Query{From: now.Add(-*span - 2*time.Second).UnixNano()})
 		if err != nil {
 			return err
 		}
@@ -308,7 +308,7 @@ func cmdProfile(args []string) error {
 	}
 	defer mc.Close()
 	pos := fs.Args()
-	bc := beaconsvc.Client{C: mc}
+	bc := beaconrpc.Client{C: mc}
 	ctx := context.Background()
 	var ps []beacon.Profile
 	switch sub {
@@ -420,7 +420,7 @@ func cmdRecords(args []string) error {
 		return err
 	}
 	defer mc.Close()
-	q := beaconsvc.Query{Job: *job, Node: *node, Server: *server, Ino: *ino}
+	q := beaconrpc.Query{Job: *job, Node: *node, Server: *server, Ino: *ino}
 	if *layer != "" {
 		if q.Layer, err = beacon.ParseLayer(*layer); err != nil {
 			return err
@@ -441,7 +441,7 @@ func cmdRecords(args []string) error {
 			*t.dst = v.UnixNano()
 		}
 	}
-	recs, err := beaconsvc.Client{C: mc}.Query(context.Background(), q)
+	recs, err := beaconrpc.Client{C: mc}.Query(context.Background(), q)
 	if err != nil {
 		return err
 	}

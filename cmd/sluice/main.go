@@ -27,18 +27,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-hpc/sluice/beacon"
-	"github.com/sluice-hpc/sluice/beacon/beaconsvc"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
+	"github.com/sluice-hpc/sluice/beacon/store"
 	"github.com/sluice-hpc/sluice/client"
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
-	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/manager/forwarding"
+	"github.com/sluice-hpc/sluice/manager/monitor"
 	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/dfra"
+	"github.com/sluice-hpc/sluice/tier"
 )
 
 type command struct {
@@ -103,8 +106,29 @@ func flagSet(name string) (*flag.FlagSet, *string) {
 	return fs, cfg
 }
 
+// parseInterspersed parses flags wherever users type them: before, between
+// or after the arguments (`sluice job 7001 --json`). "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...) // after "--": all arguments
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
 func parse(fs *flag.FlagSet, cfg *string, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(os.Stdout)
 			fs.PrintDefaults()
@@ -363,12 +387,12 @@ func cmdMeta(args []string) error {
 	if *dir != "" {
 		bdir = filepath.Join(*dir, "beacon")
 	}
-	store, err := beacon.OpenStore(bdir, beacon.StoreOptions{Retention: *retention, MaxBytes: maxB})
+	records, err := store.Open(bdir, store.Options{Retention: *retention, MaxBytes: maxB})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	bsvc := beaconsvc.New(beaconsvc.Config{Store: store, Log: log, Window: *df.mon.window})
+	defer records.Close()
+	bsvc := monitor.New(monitor.Config{Store: records, Log: log, Window: *df.mon.window})
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	go bsvc.Run(ctx, tick.C)
@@ -383,10 +407,10 @@ func cmdMeta(args []string) error {
 	if pol.NMin == 0 {
 		pol.NMin = -1 // any job with an I/O node
 	}
-	mgr := fwdmap.New(fwdmap.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: store,
+	mgr := forwarding.New(forwarding.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: records,
 		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
 		Profile: func(key string) (beacon.Profile, bool) {
-			p, ok, err := store.Profile(key)
+			p, ok, err := records.Profile(key)
 			return p, ok && err == nil
 		}})
 	mtick := time.NewTicker(2 * time.Second)
@@ -416,7 +440,7 @@ func cmdData(args []string) error {
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
-	if _, ok := wire.TierRank[*kind]; !ok {
+	if _, ok := tier.Rank(*kind); !ok {
 		return fmt.Errorf("--tier %q: want mem, ssd, hdd or pfs", *kind)
 	}
 	if *dir == "" {
@@ -763,7 +787,7 @@ func cmdStatus(args []string) error {
 	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
 	// Beacon's fail-slow verdicts (empty when monitoring is off)
 	slow := map[string]float64{}
-	if hs, err := (beaconsvc.Client{C: mc}).Health(context.Background()); err == nil {
+	if hs, err := (beaconrpc.Client{C: mc}).Health(context.Background()); err == nil {
 		for _, h := range hs {
 			slow[h.Server] = h.Ratio
 		}

@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // Op numbers every operation of the protocol. Values are part of the wire
 // format: append, never renumber.
 type Op uint16
@@ -44,7 +46,7 @@ const (
 	OpStat      // data server: capacity and usage
 	OpFault     // inject a fault: Name "slow" (Size = factor ×100), "fill" (Size = capacity), "stall" (Size = ms)
 	OpJobStats  // forwarding node: per-job request counters (Entries: one per job)
-	OpBeacon    // monitoring store (in the metadata daemon): Name is the call, payload its argument (beacon/beaconsvc)
+	OpBeacon    // monitoring store (in the metadata daemon): Name is the call, payload its argument (beacon/beaconrpc is the contract, manager/monitor the service)
 	OpJob       // forwarding-map manager (in the metadata daemon): Name is the call (fwdmap)
 	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
 	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
@@ -161,8 +163,21 @@ const (
 	RenameExchange  uint32 = 2
 )
 
-// Tier ranks: lower is faster. New data lands on the lowest rank with room.
-var TierRank = map[string]uint32{"mem": 0, "ssd": 1, "hdd": 2, "pfs": 3}
+// ChunkDeleteAll in the Flags of OpChunkDelete removes every chunk of the
+// inode on that server.
+const ChunkDeleteAll = 1
+
+// Delegations of directories to mounts (meta/deleg.go, client/wbcreate.go).
+const (
+	// DelegCooldown is how long a recalled or refused directory is not
+	// delegated again (and a mount does not ask again).
+	DelegCooldown = time.Second
+	// DelegInos is how many inode numbers a delegation hands out.
+	DelegInos = 1024
+	// RecallWait bounds how long a request waits for a recalled
+	// delegation to come back (the holder may be dead).
+	RecallWait = 3 * time.Second
+)
 
 // RegisterHasTrims in the Flags of an OpRegister reply tells a data server
 // that truncations it has not applied are waiting for it (OpTrims).

@@ -1,9 +1,10 @@
-// Package beaconsvc serves the Beacon monitoring store over sluice's RPC
-// (inside the metadata daemon) and gives daemons and commands their side of
-// it: shipping record batches and asking questions. It owns the store's
-// periodic work (retention, fail-slow detection, building application
-// profiles of finished jobs) and nothing of the namespace or the data path.
-package beaconsvc
+// Package monitor is the manager's Beacon service in the metadata daemon:
+// it answers OpBeacon requests (beacon/beaconrpc is their contract) from
+// the record store (beacon/store) and owns the store's periodic work
+// (retention, fail-slow detection with policy/failslow, building the
+// application profiles of finished jobs). It owns nothing of the namespace
+// or the data path.
+package monitor
 
 import (
 	"context"
@@ -15,46 +16,16 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
+	"github.com/sluice-hpc/sluice/beacon/store"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/policy/failslow"
 )
-
-// Calls, carried in Msg.Name of an OpBeacon request.
-const (
-	CallPut          = "put"          // payload: a compressed batch
-	CallQuery        = "query"        // payload: Query (JSON); reply: compressed records
-	CallJobs         = "jobs"         // reply: []beacon.JobInfo
-	CallHealth       = "health"       // reply: []beacon.SlowServer
-	CallInterference = "interference" // payload: Query (From, To); reply: []beacon.Interference
-	CallProfilePut   = "profile-put"  // payload: beacon.Profile, merged into the stored one
-	CallProfileGet   = "profile-get"  // Msg.Path: key; reply: beacon.Profile
-	CallProfiles     = "profiles"     // reply: []beacon.Profile
-	CallProfileJob   = "profile-job"  // Msg.Job: build the job's profile now; reply: beacon.Profile
-)
-
-// Query is a Filter on the wire (times in unix ns).
-type Query struct {
-	Job, Node, Server string
-	Layer             beacon.Layer
-	Ino               uint64
-	From, To          int64
-}
-
-// Filter converts q.
-func (q Query) Filter() beacon.Filter {
-	f := beacon.Filter{Job: q.Job, Node: q.Node, Server: q.Server, Layer: q.Layer, Ino: q.Ino}
-	if q.From != 0 {
-		f.From = time.Unix(0, q.From)
-	}
-	if q.To != 0 {
-		f.To = time.Unix(0, q.To)
-	}
-	return f
-}
 
 // Config configures the service.
 type Config struct {
-	Store *beacon.Store
+	Store *store.Store
 	Log   *slog.Logger
 	Now   func() time.Time
 	// Window is the daemons' aggregation window (default 1 s).
@@ -62,7 +33,7 @@ type Config struct {
 	// DetectSpan is how much recent history fail-slow detection looks at
 	// (default 30 s).
 	DetectSpan time.Duration
-	FailSlow   beacon.FailSlowOptions
+	FailSlow   failslow.Options
 	Thresholds beacon.Thresholds
 	// JobIdle: a job without records for this long has ended; its
 	// profile is built then (default 30 s).
@@ -101,13 +72,13 @@ func (s *Service) Handler() rpc.Handler {
 
 func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {
 	switch m.Name {
-	case CallPut:
+	case beaconrpc.CallPut:
 		if err := s.cfg.Store.Put(p); err != nil {
 			return nil, rpc.Errorf(syscall.EINVAL, "beacon: %v", err)
 		}
 		return nil, nil
-	case CallQuery:
-		var q Query
+	case beaconrpc.CallQuery:
+		var q beaconrpc.Query
 		if err := json.Unmarshal(p, &q); err != nil {
 			return nil, rpc.Errorf(syscall.EINVAL, "beacon query: %v", err)
 		}
@@ -116,14 +87,14 @@ func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {
 			return nil, err
 		}
 		return beacon.Encode(recs), nil
-	case CallJobs:
+	case beaconrpc.CallJobs:
 		return json.Marshal(s.cfg.Store.Jobs())
-	case CallHealth:
+	case beaconrpc.CallHealth:
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return json.Marshal(s.slow)
-	case CallInterference:
-		var q Query
+	case beaconrpc.CallInterference:
+		var q beaconrpc.Query
 		if err := json.Unmarshal(p, &q); err != nil {
 			return nil, rpc.Errorf(syscall.EINVAL, "beacon query: %v", err)
 		}
@@ -144,13 +115,13 @@ func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {
 			found = mine
 		}
 		return json.Marshal(found)
-	case CallProfilePut:
+	case beaconrpc.CallProfilePut:
 		var np beacon.Profile
 		if err := json.Unmarshal(p, &np); err != nil || np.Key == "" {
 			return nil, rpc.Errorf(syscall.EINVAL, "beacon profile: %v", err)
 		}
 		return nil, s.mergeProfile(np)
-	case CallProfileGet:
+	case beaconrpc.CallProfileGet:
 		pr, ok, err := s.cfg.Store.Profile(m.Path)
 		if err != nil {
 			return nil, err
@@ -159,13 +130,13 @@ func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {
 			return nil, rpc.Errorf(syscall.ENOENT, "no profile for %q", m.Path)
 		}
 		return json.Marshal(pr)
-	case CallProfiles:
+	case beaconrpc.CallProfiles:
 		ps, err := s.cfg.Store.Profiles()
 		if err != nil {
 			return nil, err
 		}
 		return json.Marshal(ps)
-	case CallProfileJob:
+	case beaconrpc.CallProfileJob:
 		pr, err := s.ProfileJob(m.Job)
 		if err != nil {
 			return nil, err
@@ -223,7 +194,7 @@ func (s *Service) Check(now time.Time) {
 		s.cfg.Log.Warn("beacon: query for detection failed", "err", err)
 		return
 	}
-	slow := beacon.DetectFailSlow(recs, s.cfg.FailSlow)
+	slow := failslow.Detect(recs, s.cfg.FailSlow)
 	s.mu.Lock()
 	was := map[string]bool{}
 	for _, x := range s.slow {

@@ -1,4 +1,4 @@
-package beaconsvc
+package beaconrpc
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package fwdmap
+package forwarding
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/store"
+	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/policy/dfra"
 )
@@ -26,10 +28,10 @@ func TestManagerStartMapEndRemap(t *testing.T) {
 		Health:  func() []beacon.SlowServer { return slow },
 		Profile: func(k string) (beacon.Profile, bool) { p, ok := profiles[k]; return p, ok },
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if _, err := m.Start(JobSpec{ID: "x"}); err == nil {
+	if _, err := m.Start(fwdmap.JobSpec{ID: "x"}); err == nil {
 		t.Fatal("job without nodes accepted")
 	}
-	p, err := m.Start(JobSpec{ID: "j", App: "tag:ckpt", Nodes: []string{"cn1", "cn2"}})
+	p, err := m.Start(fwdmap.JobSpec{ID: "j", App: "tag:ckpt", Nodes: []string{"cn1", "cn2"}})
 	if err != nil || !p.Dedicated || len(p.Fwds) != 1 || p.Fwds[0].Addr == "" {
 		t.Fatalf("start: %+v %v", p, err)
 	}
@@ -54,7 +56,7 @@ func TestManagerStartMapEndRemap(t *testing.T) {
 	}
 	checkHistory(t, m)
 	// decisions kept in Beacon's store survive the manager
-	store, err := beacon.OpenStore("", beacon.StoreOptions{})
+	store, err := store.Open("", store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +66,14 @@ func TestManagerStartMapEndRemap(t *testing.T) {
 		Now: func() time.Time { now = now.Add(time.Second); return now }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	slow = nil
 	m1 := New(cfg)
-	m1.Start(JobSpec{ID: "j", Nodes: []string{"cn1"}})
+	m1.Start(fwdmap.JobSpec{ID: "j", Nodes: []string{"cn1"}})
 	m1.End("j")
 	checkHistory(t, New(cfg))
 	// FFM mode ignores profiles
 	ffm := New(Config{Mode: "ffm", Servers: func() []wire.ServerInfo { return servers },
 		Profile: func(k string) (beacon.Profile, bool) { p, ok := profiles[k]; return p, ok },
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if p, _ := ffm.Start(JobSpec{ID: "j", App: "tag:ckpt", Nodes: []string{"cn1"}}); p.Dedicated || p.Policy != "ffm" {
+	if p, _ := ffm.Start(fwdmap.JobSpec{ID: "j", App: "tag:ckpt", Nodes: []string{"cn1"}}); p.Dedicated || p.Policy != "ffm" {
 		t.Fatalf("ffm mode: %+v", p)
 	}
 }
@@ -104,7 +106,7 @@ func TestMapShare(t *testing.T) {
 	m := New(Config{Servers: func() []wire.ServerInfo { return servers }, Policy: dfra.Config{Ratio: 8, HighBW: 10},
 		Profile: func(k string) (beacon.Profile, bool) { return big, k == "wide" },
 		Log:     slog.New(slog.NewTextHandler(io.Discard, nil))})
-	p, err := m.Start(JobSpec{ID: "j", App: "tag:wide", Nodes: []string{"cn0", "cn1", "cn2", "cn3"}})
+	p, err := m.Start(fwdmap.JobSpec{ID: "j", App: "tag:wide", Nodes: []string{"cn0", "cn1", "cn2", "cn3"}})
 	if err != nil || len(p.Fwds) != 2 {
 		t.Fatalf("want scale-up to 2: %+v %v", p, err)
 	}

@@ -1,4 +1,8 @@
-package beacon
+// Package store keeps Beacon's records, job index, application profiles and
+// forwarding decisions in an embedded Pebble database (in the metadata
+// daemon). It owns persistence and retention only: records, analysis and
+// detection are the beacon core's, which must not depend on it.
+package store
 
 import (
 	"bytes"
@@ -12,6 +16,8 @@ import (
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
+
+	"github.com/sluice-hpc/sluice/beacon"
 )
 
 // Store keeps record batches in an embedded Pebble database, one value per
@@ -24,8 +30,8 @@ import (
 //
 //	w <window be64> <layer> <server> 0 <seq be64>  → compressed records
 //	j <job> 0 <window be64> <layer> <server> 0 <seq be64> → "" (index)
-//	J <job>                                         → JobInfo (JSON)
-//	p <app key>                                     → Profile (JSON)
+//	J <job>                                         → beacon.JobInfo (JSON)
+//	p <app key>                                     → beacon.Profile (JSON)
 type Store struct {
 	db        *pebble.DB
 	retention time.Duration
@@ -34,24 +40,11 @@ type Store struct {
 	mu    sync.Mutex // guards seq, bytes, jobs
 	seq   uint64
 	bytes int64 // compressed record bytes held
-	jobs  map[string]*JobInfo
+	jobs  map[string]*beacon.JobInfo
 }
 
-// JobInfo is what the store knows of a job without reading its records.
-type JobInfo struct {
-	Job   string
-	App   string
-	Uid   uint32
-	First int64 // first window, unix ns
-	Last  int64 // last window
-	Ops   uint64
-	Bytes uint64
-	// Profiled is the last window folded into the application's profile.
-	Profiled int64
-}
-
-// StoreOptions bound a store.
-type StoreOptions struct {
+// Options bound a store.
+type Options struct {
 	Retention time.Duration // default 7 days
 	MaxBytes  int64         // compressed records kept; default 1 GiB
 }
@@ -64,9 +57,9 @@ func (quiet) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf(format, args...))
 }
 
-// OpenStore opens (creating) the store in dir; an empty dir keeps it in
+// Open opens (creating) the store in dir; an empty dir keeps it in
 // memory.
-func OpenStore(dir string, opt StoreOptions) (*Store, error) {
+func Open(dir string, opt Options) (*Store, error) {
 	if opt.Retention <= 0 {
 		opt.Retention = 7 * 24 * time.Hour
 	}
@@ -81,7 +74,7 @@ func OpenStore(dir string, opt StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("beacon store %s: %w", dir, err)
 	}
-	s := &Store{db: db, retention: opt.Retention, maxBytes: opt.MaxBytes, jobs: map[string]*JobInfo{}}
+	s := &Store{db: db, retention: opt.Retention, maxBytes: opt.MaxBytes, jobs: map[string]*beacon.JobInfo{}}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("w"), UpperBound: []byte("x")})
 	if err != nil {
 		db.Close()
@@ -100,7 +93,7 @@ func OpenStore(dir string, opt StoreOptions) (*Store, error) {
 		return nil, err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		var ji JobInfo
+		var ji beacon.JobInfo
 		if json.Unmarshal(it.Value(), &ji) == nil {
 			s.jobs[ji.Job] = &ji
 		}
@@ -114,7 +107,7 @@ func (s *Store) Close() error { return s.db.Close() }
 
 func be64(b []byte, v int64) []byte { return binary.BigEndian.AppendUint64(b, uint64(v)) }
 
-func blobKey(window int64, layer Layer, server string, seq uint64) []byte {
+func blobKey(window int64, layer beacon.Layer, server string, seq uint64) []byte {
 	k := be64([]byte{'w'}, window)
 	k = append(k, byte(layer))
 	k = append(k, server...)
@@ -124,7 +117,7 @@ func blobKey(window int64, layer Layer, server string, seq uint64) []byte {
 
 // Put stores one compressed batch as a daemon shipped it.
 func (s *Store) Put(batch []byte) error {
-	recs, err := Decode(batch)
+	recs, err := beacon.Decode(batch)
 	if err != nil {
 		return err
 	}
@@ -132,13 +125,13 @@ func (s *Store) Put(batch []byte) error {
 }
 
 // PutRecords stores records, split by window and server.
-func (s *Store) PutRecords(recs []Record) error {
+func (s *Store) PutRecords(recs []beacon.Record) error {
 	type group struct {
 		window int64
-		layer  Layer
+		layer  beacon.Layer
 		server string
 	}
-	groups := map[group][]Record{}
+	groups := map[group][]beacon.Record{}
 	for _, r := range recs {
 		g := group{r.Window, r.Layer, r.Server}
 		groups[g] = append(groups[g], r)
@@ -152,7 +145,7 @@ func (s *Store) PutRecords(recs []Record) error {
 	for g, rs := range groups {
 		s.seq++
 		key := blobKey(g.window, g.layer, g.server, s.seq)
-		val := Encode(rs)
+		val := beacon.Encode(rs)
 		b.Set(key, val, nil)
 		added += int64(len(val))
 		jobs := map[string]bool{}
@@ -160,7 +153,7 @@ func (s *Store) PutRecords(recs []Record) error {
 			jobs[r.Job] = true
 			ji := s.jobs[r.Job]
 			if ji == nil {
-				ji = &JobInfo{Job: r.Job, First: r.Window, Last: r.Window}
+				ji = &beacon.JobInfo{Job: r.Job, First: r.Window, Last: r.Window}
 				s.jobs[r.Job] = ji
 			}
 			if ji.App == "" && r.App != "" {
@@ -170,7 +163,7 @@ func (s *Store) PutRecords(recs []Record) error {
 			ji.Last = max(ji.Last, r.Window)
 			// every operation passes a forwarding node: count it there
 			// once, not at each layer
-			if r.Layer == LayerFwd {
+			if r.Layer == beacon.LayerFwd {
 				ji.Ops += r.Count
 				ji.Bytes += r.Bytes
 			}
@@ -208,37 +201,9 @@ func (s *Store) MarkProfiled(job string, upTo int64) error {
 	return s.db.Set(append([]byte{'J'}, job...), v, pebble.NoSync)
 }
 
-// Filter selects records. Zero fields match everything.
-type Filter struct {
-	Job    string
-	Node   string
-	Server string
-	Layer  Layer
-	Ino    uint64
-	From   time.Time // windows starting at or after
-	To     time.Time // windows starting before
-}
-
-func (f *Filter) match(r *Record) bool {
-	return (f.Job == "" || r.Job == f.Job) && (f.Node == "" || r.Node == f.Node) &&
-		(f.Server == "" || r.Server == f.Server) && (f.Layer == 0 || r.Layer == f.Layer) &&
-		(f.Ino == 0 || r.Ino == f.Ino)
-}
-
-func (f *Filter) bounds() (int64, int64) {
-	lo, hi := int64(0), int64(1<<62)
-	if !f.From.IsZero() {
-		lo = f.From.UnixNano()
-	}
-	if !f.To.IsZero() {
-		hi = f.To.UnixNano()
-	}
-	return lo, hi
-}
-
 // Query returns the records matching f, oldest window first.
-func (s *Store) Query(f Filter) ([]Record, error) {
-	lo, hi := f.bounds()
+func (s *Store) Query(f beacon.Filter) ([]beacon.Record, error) {
+	lo, hi := f.Bounds()
 	var keys [][]byte
 	if f.Job != "" {
 		prefix := append([]byte{'j'}, f.Job...)
@@ -252,14 +217,14 @@ func (s *Store) Query(f Filter) ([]Record, error) {
 		}
 		it.Close()
 	}
-	var out []Record
+	var out []beacon.Record
 	add := func(v []byte) error {
-		recs, err := Decode(v)
+		recs, err := beacon.Decode(v)
 		if err != nil {
 			return err
 		}
 		for i := range recs {
-			if f.match(&recs[i]) {
+			if f.Match(&recs[i]) {
 				out = append(out, recs[i])
 			}
 		}
@@ -298,9 +263,9 @@ func (s *Store) Query(f Filter) ([]Record, error) {
 }
 
 // Jobs lists the jobs the store knows, most recent first.
-func (s *Store) Jobs() []JobInfo {
+func (s *Store) Jobs() []beacon.JobInfo {
 	s.mu.Lock()
-	out := make([]JobInfo, 0, len(s.jobs))
+	out := make([]beacon.JobInfo, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		out = append(out, *j)
 	}
@@ -381,7 +346,7 @@ func (s *Store) Trim(now time.Time) (int, error) {
 }
 
 // PutProfile stores an application profile under its key.
-func (s *Store) PutProfile(p Profile) error {
+func (s *Store) PutProfile(p beacon.Profile) error {
 	v, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -390,32 +355,32 @@ func (s *Store) PutProfile(p Profile) error {
 }
 
 // Profile returns the stored profile of an application key.
-func (s *Store) Profile(key string) (Profile, bool, error) {
+func (s *Store) Profile(key string) (beacon.Profile, bool, error) {
 	v, closer, err := s.db.Get(append([]byte{'p'}, key...))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return Profile{}, false, nil
+		return beacon.Profile{}, false, nil
 	}
 	if err != nil {
-		return Profile{}, false, err
+		return beacon.Profile{}, false, err
 	}
 	defer closer.Close()
-	var p Profile
+	var p beacon.Profile
 	if err := json.Unmarshal(v, &p); err != nil {
-		return Profile{}, false, err
+		return beacon.Profile{}, false, err
 	}
 	return p, true, nil
 }
 
 // Profiles lists every stored profile.
-func (s *Store) Profiles() ([]Profile, error) {
+func (s *Store) Profiles() ([]beacon.Profile, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte("p"), UpperBound: []byte("q")})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	var out []Profile
+	var out []beacon.Profile
 	for it.First(); it.Valid(); it.Next() {
-		var p Profile
+		var p beacon.Profile
 		if json.Unmarshal(it.Value(), &p) == nil {
 			out = append(out, p)
 		}
