@@ -1,0 +1,130 @@
+package meta
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/policy/place"
+)
+
+// Chunk locations: where each chunk of a file lives, chosen when it is
+// first written (Alloc, asking policy/place) and kept under the 'L' keys.
+
+// Alloc returns the location of chunk idx of ino, choosing one if the chunk
+// has none: the fastest tier with a live server group that has room, the
+// group rotated over the tier's servers to spread files. exclude lists
+// servers that just refused the chunk for lack of space. gen is the
+// truncation generation the writer works in: an older one than the file's
+// is refused with ESTALE (the writer raced with a truncate whose trims
+// could not have reached a chunk placed now).
+//
+// placed is true when this call chose the location. A chunk that has one
+// keeps it, unless exclude names one of its servers (its first writer
+// was refused there): then it moves, once — a second writer refused by
+// the same server gets the location the first one moved it to.
+func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uint64) (loc wire.ChunkLoc, placed bool, err error) {
+	s.mu.Lock()
+	n, err := s.getInode(ino)
+	if err != nil {
+		s.mu.Unlock()
+		return wire.ChunkLoc{}, false, err
+	}
+	if gen < n.Trunc {
+		s.mu.Unlock()
+		return wire.ChunkLoc{}, false, errno(syscall.ESTALE, "inode %d was truncated (generation %d, writer's %d)", ino, n.Trunc, gen)
+	}
+	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil {
+		cur, err := decodeChunk(v)
+		if err != nil || !anyIn(cur.Servers, exclude) {
+			s.mu.Unlock()
+			return cur, false, err
+		}
+	}
+	loc, err = s.reg.choose(n, idx, exclude)
+	if err != nil {
+		s.mu.Unlock()
+		return loc, false, err
+	}
+	var b engine.Batch
+	b.Set(layoutKey(ino, idx), encodeChunk(loc))
+	err = s.e.Apply(&b, false)
+	var path string
+	if loc.Tier == "pfs" {
+		path = s.pfsPathLocked(ino, 0, "")
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return loc, false, err
+	}
+	if path != "" {
+		for _, id := range loc.Servers {
+			if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path}); err != nil {
+				s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", err)
+			}
+		}
+	}
+	return loc, true, nil
+}
+
+func anyIn(ids, set []uint64) bool {
+	for _, id := range ids {
+		for _, x := range set {
+			if id == x {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// choose asks the placement policy (policy/place) for a place for chunk
+// idx of n, from the registry's view of the data servers, and promises
+// the chosen servers the space.
+func (r *registry) choose(n *inode, idx uint64, exclude []uint64) (wire.ChunkLoc, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// a server that refused a chunk (full, or unreachable) gets no new
+	// chunks until its next report says otherwise
+	for _, x := range exclude {
+		if m := r.servers[x]; m != nil && m.info.Capacity > 0 {
+			m.reserved = m.info.Capacity
+		}
+	}
+	now := r.s.now()
+	var servers []place.Server
+	for _, m := range r.servers {
+		if m.info.Role != "data" {
+			continue
+		}
+		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
+			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL})
+	}
+	r.rotation++
+	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
+		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation})
+	if err != nil {
+		return wire.ChunkLoc{}, errno(syscall.ENOSPC, "%v", err)
+	}
+	for i, id := range d.Servers {
+		r.servers[id].reserved += d.Charge[i]
+	}
+	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers}, nil
+}
+
+// Layout returns the known chunk locations of a file.
+func (s *Service) Layout(ino uint64) ([]wire.ChunkLoc, error) {
+	var out []wire.ChunkLoc
+	var derr error
+	s.e.Scan(layoutPrefix(ino), nil, func(_, v []byte) bool {
+		c, err := decodeChunk(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, c)
+		return true
+	})
+	return out, derr
+}
