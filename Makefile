@@ -30,6 +30,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzHeader$$' -fuzztime 500000x ./internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime 60000x ./meta/engine
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime 50000x ./beacon
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./internal/size
 
 e2e:
 	$(GO) test -count=1 -timeout 30m ./test/e2e

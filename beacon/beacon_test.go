@@ -6,16 +6,18 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 var t0 = time.Unix(1_800_000_000, 0)
 
 func TestEncodeDecode(t *testing.T) {
 	recs := []Record{
-		{Window: 1, Layer: LayerFwd, Server: "fwd-1", Job: "42", App: "ior", Uid: 1000, Rank: 3, Node: "cn7", Op: OpWrite,
+		{Window: 1, Layer: LayerFwd, Server: "fwd-1", Uid: 1000, Op: OpWrite,
 			Ino: 9, Size: 1 << 20, Count: 5, Bytes: 5 << 20, Seq: 4, OffMin: 0, OffMax: 5 << 20, First: 10, Last: 20,
-			LatSum: 500, LatMax: 200, Wait: 7, Errors: 1},
-		{Window: -5, Layer: LayerData, Rank: -1, Op: "meta:lookup"},
+			LatSum: 500, LatMax: 200, Wait: 7, Errors: 1, Who: wire.Who{Job: "42", App: "ior", Rank: 3, Node: "cn7"}},
+		{Window: -5, Layer: LayerData, Op: "meta:lookup", Who: wire.Who{Rank: -1}},
 	}
 	got, err := Decode(Encode(recs))
 	if err != nil {
@@ -30,7 +32,7 @@ func TestEncodeDecode(t *testing.T) {
 }
 
 func FuzzDecodeRecords(f *testing.F) {
-	f.Add(Encode([]Record{{Window: 1, Job: "j", Op: OpRead, Count: 2}}))
+	f.Add(Encode([]Record{{Window: 1, Op: OpRead, Count: 2, Who: wire.Who{Job: "j"}}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := Decode(b)
@@ -50,11 +52,11 @@ func FuzzDecodeRecords(f *testing.F) {
 func TestCollectorDedup(t *testing.T) {
 	c := NewCollector(LayerFwd, "fwd-1", time.Second)
 	for i := 0; i < 1000; i++ {
-		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Job: "7", Rank: 0, Node: "n1", Name: OpWrite,
-			Ino: 5, Off: uint64(i) * 4096, Size: 4096, Lat: 100 * time.Microsecond, Wait: time.Microsecond})
+		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Name: OpWrite,
+			Ino: 5, Off: uint64(i) * 4096, Size: 4096, Lat: 100 * time.Microsecond, Wait: time.Microsecond, Who: wire.Who{Job: "7", Rank: 0, Node: "n1"}})
 	}
 	// a second window, another rank
-	c.Add(Op{Start: t0.Add(1500 * time.Millisecond), Job: "7", Rank: 1, Node: "n1", Name: OpRead, Ino: 5, Size: 8192})
+	c.Add(Op{Start: t0.Add(1500 * time.Millisecond), Name: OpRead, Ino: 5, Size: 8192, Who: wire.Who{Job: "7", Rank: 1, Node: "n1"}})
 	if got := c.Drain(t0.Add(999*time.Millisecond), false); len(got) != 0 {
 		t.Fatalf("open window drained: %+v", got)
 	}
@@ -77,9 +79,9 @@ func TestCollectorDedup(t *testing.T) {
 	// a create storm touches a new file with every operation: it still
 	// collapses into one record per operation kind
 	for i := 0; i < 1000; i++ {
-		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Job: "8", Name: "meta:create", Ino: uint64(100 + i),
-			Lat: 50 * time.Microsecond})
-		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Job: "8", Name: "meta:unlink", Ino: uint64(100 + i)})
+		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Name: "meta:create", Ino: uint64(100 + i),
+			Lat: 50 * time.Microsecond, Who: wire.Who{Job: "8"}})
+		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Name: "meta:unlink", Ino: uint64(100 + i), Who: wire.Who{Job: "8"}})
 	}
 	storm := c.Drain(t0.Add(time.Second), false)
 	if len(storm) != 2 || storm[0].Count != 1000 || storm[1].Count != 1000 {
@@ -89,8 +91,8 @@ func TestCollectorDedup(t *testing.T) {
 		t.Fatalf("encoded storm is %d bytes", n)
 	}
 	// a batch of creates sent at once counts each
-	c.Add(Op{Start: t0, Job: "9", Name: "meta:createbatch", N: 512, Lat: 512 * time.Microsecond})
-	c.Add(Op{Start: t0, Job: "9", Name: "meta:createbatch", N: 3, Lat: 3 * time.Microsecond})
+	c.Add(Op{Start: t0, Name: "meta:createbatch", N: 512, Lat: 512 * time.Microsecond, Who: wire.Who{Job: "9"}})
+	c.Add(Op{Start: t0, Name: "meta:createbatch", N: 3, Lat: 3 * time.Microsecond, Who: wire.Who{Job: "9"}})
 	if b := c.Drain(t0.Add(time.Second), false); len(b) != 1 || b[0].Count != 515 || b[0].LatSum/int64(b[0].Count) != 1000 {
 		t.Fatalf("batches: %+v", b)
 	}
@@ -99,7 +101,7 @@ func TestCollectorDedup(t *testing.T) {
 func TestCollectorBounded(t *testing.T) {
 	c := NewCollector(LayerData, "data-mem-1", time.Second)
 	for i := 0; i < 3*maxKeys; i++ {
-		c.Add(Op{Start: t0, Job: "x", Name: OpRead, Ino: uint64(i), Size: uint64(1 + i%5000)})
+		c.Add(Op{Start: t0, Name: OpRead, Ino: uint64(i), Size: uint64(1 + i%5000), Who: wire.Who{Job: "x"}})
 	}
 	c.mu.Lock()
 	n := len(c.cur)
@@ -194,8 +196,8 @@ func TestImbalance(t *testing.T) {
 }
 
 func fwdRec(server, job string, w int, ops uint64, lat time.Duration) Record {
-	return Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: LayerFwd, Server: server, Job: job,
-		Op: OpRead, Size: 4096, Count: ops, Bytes: ops * 4096, LatSum: int64(ops) * int64(lat)}
+	return Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: LayerFwd, Server: server,
+		Op: OpRead, Size: 4096, Count: ops, Bytes: ops * 4096, LatSum: int64(ops) * int64(lat), Who: wire.Who{Job: job}}
 }
 
 func TestDetectInterference(t *testing.T) {
@@ -219,7 +221,7 @@ func TestDetectInterference(t *testing.T) {
 
 func TestProfile(t *testing.T) {
 	recs := synth("j", 4, 5, func(r, w int) []Record {
-		return []Record{{Op: OpWrite, Ino: uint64(r), Size: 1 << 20, Count: 10, Bytes: 10 << 20, App: "ior", Uid: 1000}}
+		return []Record{{Op: OpWrite, Ino: uint64(r), Size: 1 << 20, Count: 10, Bytes: 10 << 20, Uid: 1000, Who: wire.Who{App: "ior"}}}
 	})
 	rep := Analyze("j", recs, time.Second, Thresholds{})
 	p := ProfileOf(rep)
@@ -241,8 +243,8 @@ func TestBusyTime(t *testing.T) {
 	w0 := t0.UnixNano()
 	mk := func(w int64, from, to time.Duration, bytes uint64) Record {
 		win := w0 + w*int64(time.Second)
-		return Record{Window: win, Layer: LayerClient, Server: "client@n", Job: "j", Node: "n", Op: OpWrite, Ino: 1,
-			Size: 1 << 20, Count: bytes >> 20, Bytes: bytes, First: win + int64(from), Last: win + int64(to)}
+		return Record{Window: win, Layer: LayerClient, Server: "client@n", Op: OpWrite, Ino: 1,
+			Size: 1 << 20, Count: bytes >> 20, Bytes: bytes, First: win + int64(from), Last: win + int64(to), Who: wire.Who{Job: "j", Node: "n"}}
 	}
 	// 100 MB/s from 0.5 s to 2.0 s: 50 MB in window 0, 100 MB in window 1
 	recs := []Record{mk(0, 500*time.Millisecond, time.Second, 50e6), mk(1, 0, time.Second, 100e6)}

@@ -94,8 +94,8 @@ func (c *Collector) Add(op Op) {
 		r = c.cur[k]
 	}
 	if r == nil {
-		r = &Record{Window: w, Layer: c.layer, Server: c.server, Job: op.Job, App: op.App, Uid: op.Uid,
-			Rank: op.Rank, Node: op.Node, Op: op.Name, Ino: k.ino, Size: k.size,
+		r = &Record{Window: w, Layer: c.layer, Server: c.server, Who: op.Who, Uid: op.Uid,
+			Op: op.Name, Ino: k.ino, Size: k.size,
 			OffMin: op.Off, First: start}
 		c.cur[k] = r
 	}

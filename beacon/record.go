@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sluice-hpc/sluice/internal/varbuf"
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 // Layer is where a record was taken.
@@ -65,19 +66,16 @@ const (
 
 // Op is one operation as a layer saw it, before aggregation.
 type Op struct {
-	Start time.Time
-	Job   string
-	App   string // application tag (client layer)
-	Uid   uint32
-	Rank  int32
-	Node  string // compute node
-	Name  string // "read", "write" or "meta:<op>"
-	Ino   uint64
-	Off   uint64
-	Size  uint64
-	Lat   time.Duration // service latency in this layer
-	Wait  time.Duration // time queued in this layer before service
-	Err   bool
+	Start    time.Time
+	wire.Who // job, rank, compute node, application (client layer)
+	Uid      uint32
+	Name     string // "read", "write" or "meta:<op>"
+	Ino      uint64
+	Off      uint64
+	Size     uint64
+	Lat      time.Duration // service latency in this layer
+	Wait     time.Duration // time queued in this layer before service
+	Err      bool
 	// N is how many operations this one stands for (a batch of creates
 	// sent at once); 0 means 1. Its latency and wait are the batch's, so
 	// the record's mean is the batch's time shared over its operations.
@@ -91,11 +89,8 @@ type Record struct {
 	Window int64 // window start, unix ns
 	Layer  Layer
 	Server string // the recording daemon: "fwd-3", "data-1", "client@node"
-	Job    string
-	App    string
+	wire.Who
 	Uid    uint32
-	Rank   int32
-	Node   string
 	Op     string
 	Ino    uint64
 	Size   uint64 // request size of each operation

@@ -2,9 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -24,22 +21,10 @@ import (
 // short timeouts until it can; changes missed meanwhile are fetched when
 // it comes back (the feed keeps the last 65,536).
 
-type feedState struct {
-	id   uint64        // this mount's origin id in the feed (random)
-	sent atomic.Uint64 // feed position whose invalidations may have reached the kernel
-	live atomic.Bool   // the watch loop follows the feed
-}
-
-func newFeedState() feedState {
-	var b [8]byte
-	rand.Read(b[:])
-	return feedState{id: binary.LittleEndian.Uint64(b[:])>>1 | 1}
-}
-
 // ttl returns the entry and attribute timeouts for a reply served at feed
 // position gen.
 func (fs *FS) ttl(gen uint64) time.Duration {
-	if fs.cfg.MetaCache > 0 && fs.feed.live.Load() && gen >= fs.feed.sent.Load() {
+	if fs.dc.Fresh(gen) {
 		return fs.cfg.MetaCache
 	}
 	return 0
@@ -77,15 +62,12 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 	var seen uint64
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, wait+fs.cfg.Timeout)
-		resp, _, err := fs.mc.Call(cctx, &wire.Msg{Op: wire.OpWatch, Gen: seen, Client: fs.feed.id,
+		resp, _, err := fs.mc.Call(cctx, &wire.Msg{Op: wire.OpWatch, Gen: seen, Client: fs.dc.ID(),
 			Size: uint64(wait / time.Millisecond)}, nil, nil)
 		cancel()
 		if err != nil {
-			fs.wbDropAll()
-			if fs.feed.live.Swap(false) {
-				fs.dc.mu.Lock()
-				fs.dc.resetLocked()
-				fs.dc.mu.Unlock()
+			fs.wb.DropAll()
+			if fs.dc.Unfollowed() {
 				fs.log.Warn("metadata change feed unreachable: short cache timeouts until it is back", "err", err)
 			}
 			select {
@@ -99,22 +81,15 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			fs.log.Warn("metadata change feed lost changes (metadata service restarted, or this mount fell behind): names and attributes cached before may be stale for up to the cache timeout",
 				"timeout", fs.cfg.MetaCache)
 		}
-		// the position first: a reply served before these changes must
-		// not be cached for long once their invalidations may be out.
-		// The directory cache drops what they touch under its lock, so a
-		// reply older than them cannot slip in after (dircache.go).
-		fs.dc.mu.Lock()
-		fs.feed.sent.Store(resp.Gen)
-		if lost {
-			fs.dc.resetLocked()
-		}
-		fs.dc.forgetLocked(resp.Entries)
-		fs.dc.mu.Unlock()
+		// the position first (vfs.DirCache.Advance): a reply served
+		// before these changes must not be cached for long once their
+		// invalidations may be out.
+		wasLive := fs.dc.Advance(resp.Gen, lost, resp.Entries)
 		if lost {
 			// a recall may have been among the lost changes
-			go fs.wbDropAll()
+			go fs.wb.DropAll()
 		}
-		fs.wbRecall(resp.Entries)
+		fs.wb.Recall(resp.Entries)
 		for _, e := range resp.Entries {
 			switch e.Mode {
 			case wire.ChangeEntry:
@@ -124,7 +99,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			}
 		}
 		seen = resp.Gen
-		if !fs.feed.live.Swap(true) && !lost {
+		if !wasLive && !lost {
 			fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)
 		}
 	}

@@ -142,6 +142,7 @@ func (s *Server) Listen() (net.Listener, error) {
 // until ctx ends.
 func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error {
 	s.rpc = rpc.NewServer(s.cfg.Secret, s, s.cfg.Log)
+	s.rpc.Now = s.cfg.Now
 	go func() {
 		<-ctx.Done()
 		s.rpc.Close()
@@ -204,7 +205,7 @@ func (s *Server) serve(r *rpc.Request) {
 	}
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
-	start := time.Now()
+	start := s.cfg.Now()
 	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
 	var err error
 	switch m.Op {
@@ -327,18 +328,18 @@ func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []b
 // times its real service time.
 func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
 	if f := s.slow.Load(); f > 100 {
-		time.Sleep(time.Since(start) * time.Duration(f-100) / 100)
+		time.Sleep(s.cfg.Now().Sub(start) * time.Duration(f-100) / 100)
 	}
 	op := r.Msg.Op
 	if mon := s.cfg.Monitor; mon != nil {
 		if name := beaconrpc.OpName(op); name != "" {
 			mm := r.Msg
-			mon.Add(beacon.Op{Start: start, Job: mm.Job, Rank: mm.Rank, Node: mm.Node, Name: name, Ino: mm.Ino,
-				Off: mm.Offset, Size: mm.Size, Lat: time.Since(start), Wait: start.Sub(r.At), Err: m.Errno != 0})
+			mon.Add(beacon.Op{Start: start, Who: mm.Who, Name: name, Ino: mm.Ino,
+				Off: mm.Offset, Size: mm.Size, Lat: s.cfg.Now().Sub(start), Wait: start.Sub(r.At), Err: m.Errno != 0})
 		}
 	}
 	s.requests.WithLabelValues(op.String()).Inc()
-	s.latency.WithLabelValues(op.String()).Observe(time.Since(start).Seconds())
+	s.latency.WithLabelValues(op.String()).Observe(s.cfg.Now().Sub(start).Seconds())
 	if m.Errno == 0 {
 		switch op {
 		case wire.OpChunkRead:

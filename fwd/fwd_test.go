@@ -237,7 +237,7 @@ func TestMetrics(t *testing.T) {
 	ino := create(t, c, "m")
 	payload := bytes.Repeat([]byte{5}, 256<<10)
 	for i := 0; i < 3; i++ {
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(i) << 18, Size: 256 << 10, Job: "j1", Rank: 2}, payload, nil); err != nil {
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(i) << 18, Size: 256 << 10, Who: wire.Who{Job: "j1", Rank: 2}}, payload, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 
 func TestJobTableCounts(t *testing.T) {
 	var jt jobTable
-	jt.record(&wire.Msg{Op: wire.OpWrite, Job: "7", Rank: 1, Node: "cn1"}, 4096)
-	jt.record(&wire.Msg{Op: wire.OpRead, Job: "7", Rank: 2, Node: "cn2"}, 8192)
-	jt.record(&wire.Msg{Op: wire.OpLookup, Job: "7", Rank: 1}, 0)
-	jt.record(&wire.Msg{Op: wire.OpFsync, Job: "7", Rank: 1}, 0)
-	jt.record(&wire.Msg{Op: wire.OpCreateBatch, Job: "7", Rank: 1, Entries: make([]wire.DirEntry, 5)}, 0)
-	jt.record(&wire.Msg{Op: wire.OpGetattr, Rank: -1}, 0)
+	jt.record(&wire.Msg{Op: wire.OpWrite, Who: wire.Who{Job: "7", Rank: 1, Node: "cn1"}}, 4096)
+	jt.record(&wire.Msg{Op: wire.OpRead, Who: wire.Who{Job: "7", Rank: 2, Node: "cn2"}}, 8192)
+	jt.record(&wire.Msg{Op: wire.OpLookup, Who: wire.Who{Job: "7", Rank: 1}}, 0)
+	jt.record(&wire.Msg{Op: wire.OpFsync, Who: wire.Who{Job: "7", Rank: 1}}, 0)
+	jt.record(&wire.Msg{Op: wire.OpCreateBatch, Entries: make([]wire.DirEntry, 5), Who: wire.Who{Job: "7", Rank: 1}}, 0)
+	jt.record(&wire.Msg{Op: wire.OpGetattr, Who: wire.Who{Rank: -1}}, 0)
 	got := jt.snapshot()
 	if len(got) != 2 || got[0].Job != "-" || got[1].Job != "7" {
 		t.Fatalf("jobs: %+v", got)

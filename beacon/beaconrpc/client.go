@@ -93,5 +93,5 @@ func (c Client) Profiles(ctx context.Context) ([]beacon.Profile, error) {
 // ProfileJob builds a job's profile now and merges it.
 func (c Client) ProfileJob(ctx context.Context, job string) (beacon.Profile, error) {
 	var out beacon.Profile
-	return out, c.call(ctx, &wire.Msg{Name: CallProfileJob, Job: job}, nil, &out)
+	return out, c.call(ctx, &wire.Msg{Name: CallProfileJob, Who: wire.Who{Job: job}}, nil, &out)
 }

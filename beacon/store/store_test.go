@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 var t0 = time.Unix(1_800_000_000, 0)
@@ -19,7 +20,7 @@ func TestStoreQueryTrim(t *testing.T) {
 	for w := 0; w < 10; w++ {
 		for _, job := range []string{"a", "b"} {
 			all = append(all, beacon.Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: beacon.LayerFwd,
-				Server: "fwd-1", Job: job, Node: "n" + job, Op: beacon.OpWrite, Ino: uint64(w), Count: 1, Bytes: 10})
+				Server: "fwd-1", Op: beacon.OpWrite, Ino: uint64(w), Count: 1, Bytes: 10, Who: wire.Who{Job: job, Node: "n" + job}})
 		}
 	}
 	if err := s.Put(beacon.Encode(all)); err != nil {

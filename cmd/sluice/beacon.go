@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
-	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
@@ -57,7 +57,7 @@ func cmdJob(args []string) error {
 		if fs.NArg() != 1 {
 			return fmt.Errorf("want one job id")
 		}
-		_, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Job: fs.Arg(0)}, nil, nil)
+		_, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: fs.Arg(0)}}, nil, nil)
 		return err
 	case "list":
 		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallList}, nil, nil)
@@ -83,7 +83,7 @@ func cmdJob(args []string) error {
 		return err
 	}
 	var decisions []fwdmap.Decision
-	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallHistory, Job: job}, nil, nil); err == nil {
+	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallHistory, Who: wire.Who{Job: job}}, nil, nil); err == nil {
 		json.Unmarshal(p, &decisions)
 	}
 	if len(recs) == 0 {
@@ -161,31 +161,31 @@ func printReport(w io.Writer, r beacon.JobReport, inter []beacon.Interference) {
 	fmt.Fprintf(w, "  mode %s; behaviour %s\n", r.Mode, classes)
 	fmt.Fprintf(w, "  ranks %d (%d doing I/O) on %d nodes (%d doing I/O); files %d\n", r.Ranks, r.IORanks, r.Nodes, r.IONodes, r.Files)
 	fmt.Fprintf(w, "  read %s in %d ops, wrote %s in %d ops; mean request %s, %.0f%% sequential\n",
-		cluster.FormatSize(uint64(r.ReadBytes)), r.ReadOps, cluster.FormatSize(uint64(r.WriteBytes)), r.WriteOps,
-		cluster.FormatSize(uint64(r.MeanRequest)), 100*r.SeqShare)
+		size.Format(uint64(r.ReadBytes)), r.ReadOps, size.Format(uint64(r.WriteBytes)), r.WriteOps,
+		size.Format(uint64(r.MeanRequest)), 100*r.SeqShare)
 	fmt.Fprintf(w, "  bandwidth %s/s mean, %s/s peak; %.0f IOPS; metadata %d ops (%.0f/s)\n",
-		cluster.FormatSize(uint64(r.BW)), cluster.FormatSize(uint64(r.PeakBW)), r.IOPS, r.MetaOps, r.MetaRate)
+		size.Format(uint64(r.BW)), size.Format(uint64(r.PeakBW)), r.IOPS, r.MetaOps, r.MetaRate)
 	if len(r.PerRank) > 1 {
 		fmt.Fprintf(w, "  rank balance: slowest/median I/O time %.2f\n", r.Imbalance)
 	}
 	if len(r.Sizes) > 0 {
 		fmt.Fprintf(w, "  request sizes:")
 		for _, b := range r.Sizes {
-			fmt.Fprintf(w, " ≤%s:%d", cluster.FormatSize(uint64(b.Size)), b.Ops)
+			fmt.Fprintf(w, " ≤%s:%d", size.Format(uint64(b.Size)), b.Ops)
 		}
 		fmt.Fprintln(w)
 	}
 	if len(r.Servers) > 0 {
 		fmt.Fprintf(w, "  servers:")
 		for _, s := range r.Servers {
-			fmt.Fprintf(w, " %s (%s, %d ops)", s.Server, cluster.FormatSize(uint64(s.Bytes)), s.Ops)
+			fmt.Fprintf(w, " %s (%s, %d ops)", s.Server, size.Format(uint64(s.Bytes)), s.Ops)
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  timeline (per %s): read / write / data ops / metadata ops\n", time.Duration(int64(r.Active)/int64(max(1, len(r.Timeline)))))
 	for _, p := range r.Timeline {
 		fmt.Fprintf(w, "    %s %10s %10s %8d %8d\n", time.Unix(0, p.Window).Format("15:04:05"),
-			cluster.FormatSize(uint64(p.ReadBytes)), cluster.FormatSize(uint64(p.WriteBytes)), p.DataOps, p.MetaOps)
+			size.Format(uint64(p.ReadBytes)), size.Format(uint64(p.WriteBytes)), p.DataOps, p.MetaOps)
 	}
 	for _, x := range inter {
 		if x.Victim == r.Job {
@@ -283,7 +283,7 @@ func printTop(w io.Writer, recs []beacon.Record, slow []beacon.SlowServer, now t
 			if name == "" {
 				name = "(no job)"
 			}
-			fmt.Fprintf(w, "%-16s %10s/s %10.0f %10.0f %12v %s\n", name, cluster.FormatSize(uint64(float64(a.bytes)/secs)),
+			fmt.Fprintf(w, "%-16s %10s/s %10.0f %10.0f %12v %s\n", name, size.Format(uint64(float64(a.bytes)/secs)),
 				float64(a.ops)/secs, float64(a.meta)/secs, lat.Round(time.Microsecond), flag(k))
 		}
 	}
@@ -362,9 +362,9 @@ func printProfile(w io.Writer, p beacon.Profile) {
 	}
 	fmt.Fprintf(w, "%s: %s, %s; %d run(s), source %s\n", p.Key, p.Mode, classes, p.Runs, p.Source)
 	fmt.Fprintf(w, "  volume %s (read %s, written %s); %d I/O ranks on %d nodes at %s/s per node\n",
-		cluster.FormatSize(uint64(p.Volume)), cluster.FormatSize(uint64(p.ReadBytes)), cluster.FormatSize(uint64(p.WriteBytes)),
-		p.IORanks, p.IONodes, cluster.FormatSize(uint64(p.NodeBW)))
-	fmt.Fprintf(w, "  metadata %d ops (%.0f/s); mean request %s\n", p.MetaOps, p.MetaRate, cluster.FormatSize(uint64(p.MeanRequest)))
+		size.Format(uint64(p.Volume)), size.Format(uint64(p.ReadBytes)), size.Format(uint64(p.WriteBytes)),
+		p.IORanks, p.IONodes, size.Format(uint64(p.NodeBW)))
+	fmt.Fprintf(w, "  metadata %d ops (%.0f/s); mean request %s\n", p.MetaOps, p.MetaRate, size.Format(uint64(p.MeanRequest)))
 }
 
 //go:embed darshan/summary.py
@@ -454,7 +454,7 @@ func cmdRecords(args []string) error {
 		}
 		fmt.Printf("%-8s %-6s %-14s %-10s %5d %-10s %-16s %10d %8d %10s %10v %10v\n",
 			time.Unix(0, r.Window).Format("15:04:05"), r.Layer, dash(r.Server), dash(r.Job), r.Rank, dash(r.Node), r.Op, r.Ino, r.Count,
-			cluster.FormatSize(r.Bytes), r.MeanLat().Round(time.Microsecond), wait.Round(time.Microsecond))
+			size.Format(r.Bytes), r.MeanLat().Round(time.Microsecond), wait.Round(time.Microsecond))
 	}
 	return nil
 }

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/workload"
 )
@@ -27,7 +27,7 @@ func cmdWorkload(args []string) error {
 	job := fs.String("job", "", "job id (default: a new one from the clock)")
 	jobVar := fs.String("jobid-var", "SLURM_JOB_ID", "environment variable the job id goes in")
 	app := fs.String("app", "", "application tag (SLUICE_APP; default: workload-KIND)")
-	size := fs.String("size", "64M", "bytes per rank (nn, n1, ckpt; rank 0 writes ranks×size in 11)")
+	perRank := fs.String("size", "64M", "bytes per rank (nn, n1, ckpt; rank 0 writes ranks×size in 11)")
 	blockSize := fs.String("block", "1M", "request size of bulk I/O")
 	ops := fs.Int("ops", 1000, "files per rank (meta) or 4 KiB reads per rank (iops)")
 	bursts := fs.Int("bursts", 3, "checkpoints (ckpt)")
@@ -43,11 +43,11 @@ func cmdWorkload(args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one directory, got %d arguments", fs.NArg())
 	}
-	sz, err := cluster.ParseSize(*size)
+	sz, err := size.Parse(*perRank)
 	if err != nil {
 		return fmt.Errorf("--size: %v", err)
 	}
-	bs, err := cluster.ParseSize(*blockSize)
+	bs, err := size.Parse(*blockSize)
 	if err != nil || bs <= 0 || bs > 64<<20 {
 		return fmt.Errorf("--block: want a size up to 64M")
 	}
@@ -123,7 +123,7 @@ func cmdWorkload(args []string) error {
 		}{*job, *kind, s, time.Since(start)})
 	}
 	fmt.Printf("job %s (%s, %d ranks): %s in %d ops; I/O time %v (slowest rank), %v (median)\n", *job, *kind, s.Ranks,
-		cluster.FormatSize(uint64(s.Bytes)), s.Ops, s.Slowest.Round(time.Millisecond), s.Median.Round(time.Millisecond))
+		size.Format(uint64(s.Bytes)), s.Ops, s.Slowest.Round(time.Millisecond), s.Median.Round(time.Millisecond))
 	return nil
 }
 
@@ -144,7 +144,7 @@ func registerJob(state, job, app string, nodes []string) (func(), error) {
 		return nil, err
 	}
 	return func() {
-		mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Job: job}, nil, nil)
+		mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: job}}, nil, nil)
 		mc.Close()
 	}, nil
 }

@@ -100,3 +100,19 @@ func TestPoliciesReadNoClock(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCoreWithoutFUSE: the client core (client/vfs) is tested and
+// reused without a mount: it links neither go-fuse nor the adapter, nor
+// metrics or Beacon (the adapter records and exports).
+func TestClientCoreWithoutFUSE(t *testing.T) {
+	prefixes := []string{"github.com/hanwen/go-fuse", "github.com/prometheus", mod + "beacon"}
+	for _, d := range deps(t, "client/vfs") {
+		bad := d == mod+"client"
+		for _, f := range prefixes {
+			bad = bad || strings.HasPrefix(d, f)
+		}
+		if bad {
+			t.Errorf("client/vfs links %s", d)
+		}
+	}
+}

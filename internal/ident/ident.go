@@ -14,22 +14,18 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 // RankVars are the environment variables that carry an MPI rank, in order.
 var RankVars = []string{"SLURM_PROCID", "PMI_RANK", "OMPI_COMM_WORLD_RANK"}
 
-// ID identifies the application behind a request.
-type ID struct {
-	Job  string
-	Rank int32 // -1 when unknown
-	// App names the application: "tag:<SLUICE_APP>" when the process set
-	// that variable, else its executable name (from /proc/PID/comm).
-	App string
-	// Node is the compute node the caller says it runs on (NodeVar); ""
-	// means the mount's node.
-	Node string
-}
+// ID identifies the application behind a request: job, rank, compute node
+// (NodeVar, else the Resolver's Node) and application (AppVar, else the
+// executable's name from /proc/PID/comm). It is the wire's identity, so
+// the client sets it on a request in one assignment.
+type ID = wire.Who
 
 // NodeVar is the environment variable naming the caller's compute node.
 const NodeVar = "SLURMD_NODENAME"
@@ -41,9 +37,11 @@ const AppVar = "SLUICE_APP"
 // stream of requests from one process reads /proc once.
 type Resolver struct {
 	JobVar string // default SLURM_JOB_ID
-	TTL    time.Duration
-	Now    func() time.Time
-	Proc   string // default /proc
+	// Node is the compute node of a process that names none (the mount's).
+	Node string
+	TTL  time.Duration
+	Now  func() time.Time
+	Proc string // default /proc
 
 	// Wait bounds how long a lookup waits for /proc (default 100 ms).
 	// Reading another process's environment takes that process's exec
@@ -60,8 +58,19 @@ type entry struct {
 	at time.Time
 }
 
-// Lookup returns the identity of pid. Unknown values are "" and -1.
-func (r *Resolver) Lookup(pid uint32) ID {
+// Lookup returns the identity of pid. Unknown values are "" and -1 (the
+// node is always known: the Resolver's when the process names none).
+func (r *Resolver) Lookup(pid uint32) ID { return r.onNode(r.lookup(pid)) }
+
+// onNode puts id on the Resolver's node if it names none.
+func (r *Resolver) onNode(id ID) ID {
+	if id.Node == "" {
+		id.Node = r.Node
+	}
+	return id
+}
+
+func (r *Resolver) lookup(pid uint32) ID {
 	if pid == 0 {
 		return ID{Rank: -1}
 	}
@@ -112,9 +121,9 @@ func (r *Resolver) Cached(pid uint32) ID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.cache[pid]; ok {
-		return e.id
+		return r.onNode(e.id)
 	}
-	return ID{Rank: -1}
+	return r.onNode(ID{Rank: -1})
 }
 
 func (r *Resolver) read(pid uint32) ID {

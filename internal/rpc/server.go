@@ -111,11 +111,21 @@ type Server struct {
 
 	// AuthFailures counts rejected connections (for tests and metrics).
 	AuthFailures atomic.Int64
+	// Now stamps each request's arrival (Request.At); set it before Serve
+	// to the daemon's clock (nil: time.Now).
+	Now func() time.Time
 }
 
 // NewServer returns a server that authenticates with secret.
 func NewServer(secret []byte, h Handler, log *slog.Logger) *Server {
 	return &Server{secret: secret, h: h, log: log, conns: map[*serverConn]struct{}{}}
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // Serve accepts connections on ln until Close.
@@ -210,7 +220,7 @@ func (s *Server) serveConn(c net.Conn) {
 				return
 			}
 		}
-		s.h.Handle(&Request{Msg: m, Payload: payload, Peer: peer, At: time.Now(), id: h.ReqID, sc: sc})
+		s.h.Handle(&Request{Msg: m, Payload: payload, Peer: peer, At: s.now(), id: h.ReqID, sc: sc})
 	}
 }
 

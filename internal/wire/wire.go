@@ -4,8 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sluice-hpc/sluice/internal/varbuf"
 	"math"
+
+	"github.com/sluice-hpc/sluice/internal/varbuf"
 )
 
 // Magic starts every frame ("SLC1").
@@ -137,6 +138,19 @@ type ServerInfo struct {
 	Rank     uint32 // tier rank: lower is faster
 }
 
+// Who identifies the application behind a request: the client fills it
+// once from the calling process (internal/ident), and every layer that
+// forwards the request (forwarding node, data server) or records it
+// (Beacon) reads it from here.
+type Who struct {
+	Job  string // batch job id ("" outside any job)
+	Rank int32  // MPI rank; -1 when unknown
+	Node string // compute node the caller runs on
+	// App names the application: "tag:<SLUICE_APP>" when the process set
+	// that variable, else its executable's name.
+	App string
+}
+
 // Msg is the one message type of the protocol. Each operation uses a subset
 // of the fields; zero fields are not sent.
 type Msg struct {
@@ -152,10 +166,11 @@ type Msg struct {
 	StripeUnit                     uint32
 	Atime, Mtime                   int64
 
-	// Identity of the application behind the request.
-	Job  string
-	Rank int32
-	Node string
+	// Who is the application behind the request, set once by the client
+	// and carried unchanged by every daemon that forwards or records it.
+	// (Uid and Gid above are the caller's credentials, or a setattr's new
+	// owner.)
+	Who
 
 	Attr    *Attr
 	Entries []DirEntry
@@ -232,6 +247,7 @@ const (
 	tTrunc
 	tTrims
 	tRdev
+	tApp
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -376,6 +392,7 @@ func (m *Msg) Append(b []byte) []byte {
 		}
 	}
 	e.u(tRdev, uint64(m.Rdev))
+	e.st(tApp, m.App) // tags go in increasing order
 	return e.b
 }
 
@@ -486,6 +503,8 @@ func Decode(b []byte) (*Msg, error) {
 			m.Rank = int32(v)
 		case tNode:
 			m.Node = d.Str()
+		case tApp:
+			m.App = d.Str()
 		case tAttr:
 			m.Attr = d.attr()
 		case tParentAttr:

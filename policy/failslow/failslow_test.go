@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 func TestDetect(t *testing.T) {
@@ -38,6 +39,5 @@ func TestDetect(t *testing.T) {
 var t0 = time.Unix(1_800_000_000, 0)
 
 func fwdRec(server, job string, w int, ops uint64, lat time.Duration) beacon.Record {
-	return beacon.Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: beacon.LayerFwd, Server: server,
-		Job: job, Op: beacon.OpRead, Size: 4096, Count: ops, Bytes: ops * 4096, LatSum: int64(ops) * int64(lat)}
+	return beacon.Record{Window: t0.Add(time.Duration(w) * time.Second).UnixNano(), Layer: beacon.LayerFwd, Server: server, Op: beacon.OpRead, Size: 4096, Count: ops, Bytes: ops * 4096, LatSum: int64(ops) * int64(lat), Who: wire.Who{Job: job}}
 }

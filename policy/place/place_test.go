@@ -7,26 +7,19 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	units "github.com/sluice-hpc/sluice/internal/size"
 )
 
 var ranks = map[string]uint32{"mem": 0, "ssd": 1, "hdd": 2, "pfs": 3}
 
 func size(t *testing.T, s string) uint64 {
 	t.Helper()
-	mult := uint64(1)
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, s[:len(s)-1]
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, s[:len(s)-1]
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, s[:len(s)-1]
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
+	n, err := units.Parse(s)
 	if err != nil {
-		t.Fatalf("size %q: %v", s, err)
+		t.Fatal(err)
 	}
-	return n * mult
+	return uint64(n)
 }
 
 // TestPlace runs testdata/place:

@@ -81,6 +81,7 @@ func fsxVariants() []fsxVariant {
 			victims: []string{"fwd-0", "fwd-1", "data-mem", "data-mem-1", "meta"}, steps: 1500},
 		{name: "mem-sync-noreadahead", up: []string{"--mem-servers", "2", "--mount-flags", "--write-behind=0 --readahead=0"},
 			mount2: true, victims: []string{"fwd-0", "data-mem"}, steps: 1000},
+		{name: "mem-sync", up: []string{"--mem-servers", "2", "--mount-flags", "--write-behind=0"}, mount2: true, steps: 600},
 		{name: "mem-zerocopy", up: []string{"--mem-servers", "2", "--zero-copy", "all"}, mount2: true, steps: 800},
 		{name: "ssd", up: []string{"--mem", "0"}, victims: []string{"data-ssd", "fwd-0", "fwd-1"}, steps: 800},
 		{name: "pfs", up: []string{"--mem", "0", "--ssd", "0"}, victims: []string{"data-pfs", "fwd-0"}, steps: 800, pfsView: true},

@@ -1,7 +1,10 @@
-package client
+package vfs
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -20,37 +23,97 @@ import (
 // attributes and its names, and nothing is kept while the feed is not
 // followed. Only directories: a file's size moves with writes that reach
 // the metadata service late.
+//
+// The cache also holds the mount's place in the change feed (its origin id,
+// the position whose invalidations may have reached the kernel, whether the
+// feed is followed): the adapter's feed follower moves it (Advance,
+// Unfollowed) and decides from it how long the kernel may cache a reply
+// (Fresh).
 
-// dirCacheMax bounds the directories and names held; past it, the cache
+// DirCacheMax bounds the directories and names held; past it, the cache
 // starts again empty (it only saves round trips).
-const dirCacheMax = 1 << 20
+const DirCacheMax = 1 << 20
 
 type dirState struct {
 	attr  *wire.Attr        // nil: unknown
 	names map[string]uint64 // complete listing: name → inode; nil: unknown
 }
 
-type dirCache struct {
-	mu    sync.Mutex // guards dirs, names; taken by the feed follower around each batch
+// DirCache is a mount's directory cache and its place in the change feed.
+type DirCache struct {
+	enabled bool   // the mount caches metadata (Config.MetaCache > 0)
+	id      uint64 // this mount's origin id in the feed (random, odd)
+
+	sent atomic.Uint64 // feed position whose invalidations may have reached the kernel
+	live atomic.Bool   // the feed is followed
+
+	mu    sync.Mutex // guards dirs, names; held by Advance around each batch
 	dirs  map[uint64]*dirState
 	names int // names held in all listings
+}
+
+// NewDirCache returns an empty cache; a disabled one never holds anything.
+func NewDirCache(enabled bool) *DirCache {
+	var b [8]byte
+	rand.Read(b[:])
+	return &DirCache{enabled: enabled, id: binary.LittleEndian.Uint64(b[:])>>1 | 1, dirs: map[uint64]*dirState{}}
+}
+
+// ID is the mount's origin id in the change feed.
+func (c *DirCache) ID() uint64 { return c.id }
+
+// Sent is the feed position whose invalidations may have reached the kernel.
+func (c *DirCache) Sent() uint64 { return c.sent.Load() }
+
+// Fresh says whether a reply served at feed position gen may be cached
+// for long: the feed is followed and no invalidation newer than the reply
+// has gone out yet.
+func (c *DirCache) Fresh(gen uint64) bool { return c.followed() && gen >= c.sent.Load() }
+
+// Advance moves the cache to feed position gen, dropping the directories
+// the changes es touch (everything if changes were lost); it reports
+// whether the feed was followed before.
+func (c *DirCache) Advance(gen uint64, lost bool, es []wire.DirEntry) (wasLive bool) {
+	// the position first, under the lock: a reply served before these
+	// changes must not be cached once their invalidations may be out,
+	// and one older than them cannot slip in after (validLocked)
+	c.mu.Lock()
+	c.sent.Store(gen)
+	if lost {
+		c.resetLocked()
+	}
+	for _, e := range es {
+		c.dropLocked(e.Ino)
+	}
+	c.mu.Unlock()
+	return c.live.Swap(true)
+}
+
+// Unfollowed says the feed cannot be followed: the cache empties and
+// holds nothing until Advance. It reports whether the feed was followed.
+func (c *DirCache) Unfollowed() (wasLive bool) {
+	if !c.live.Swap(false) {
+		return false
+	}
+	c.mu.Lock()
+	c.resetLocked()
+	c.mu.Unlock()
+	return true
 }
 
 // validLocked says whether a reply served at feed position gen may be
 // cached: the feed is followed and no invalidation newer than the reply
 // has gone out yet (a later one will reach the cache through dropLocked).
-func (fs *FS) validLocked(gen uint64) bool {
-	return fs.followed() && gen >= fs.feed.sent.Load()
-}
+func (c *DirCache) validLocked(gen uint64) bool { return c.Fresh(gen) }
 
 // followed says whether the change feed is being followed, so what the
 // cache holds is current.
-func (fs *FS) followed() bool { return fs.cfg.MetaCache > 0 && fs.feed.live.Load() }
+func (c *DirCache) followed() bool { return c.enabled && c.live.Load() }
 
-func (c *dirCache) stateLocked(ino uint64) *dirState {
+func (c *DirCache) stateLocked(ino uint64) *dirState {
 	d := c.dirs[ino]
 	if d == nil {
-		if len(c.dirs) >= dirCacheMax {
+		if len(c.dirs) >= DirCacheMax {
 			c.resetLocked()
 		}
 		d = &dirState{}
@@ -59,30 +122,29 @@ func (c *dirCache) stateLocked(ino uint64) *dirState {
 	return d
 }
 
-func (c *dirCache) resetLocked() {
+func (c *DirCache) resetLocked() {
 	c.dirs = map[uint64]*dirState{}
 	c.names = 0
 }
 
 // dropLocked forgets what is known of directory ino (another node changed
 // it).
-func (c *dirCache) dropLocked(ino uint64) {
+func (c *DirCache) dropLocked(ino uint64) {
 	if d := c.dirs[ino]; d != nil {
 		c.names -= len(d.names)
 		delete(c.dirs, ino)
 	}
 }
 
-// noteAttr records the attributes of an inode from a reply served at gen,
+// NoteAttr records the attributes of an inode from a reply served at gen,
 // if it is a directory.
-func (fs *FS) noteAttr(a *wire.Attr, gen uint64) {
+func (c *DirCache) NoteAttr(a *wire.Attr, gen uint64) {
 	if a == nil || a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return
 	}
-	c := &fs.dc
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !fs.validLocked(gen) {
+	if !c.validLocked(gen) {
 		c.dropLocked(a.Ino)
 		return
 	}
@@ -90,53 +152,49 @@ func (fs *FS) noteAttr(a *wire.Attr, gen uint64) {
 	c.stateLocked(a.Ino).attr = &cp
 }
 
-// dirAttr returns a directory's cached attributes.
-func (fs *FS) dirAttr(ino uint64) (wire.Attr, bool) {
-	c := &fs.dc
+// DirAttr returns a directory's cached attributes.
+func (c *DirCache) DirAttr(ino uint64) (wire.Attr, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if d := c.dirs[ino]; d != nil && d.attr != nil && fs.followed() {
+	if d := c.dirs[ino]; d != nil && d.attr != nil && c.followed() {
 		return *d.attr, true
 	}
 	return wire.Attr{}, false
 }
 
-// absent says the name is known not to exist in directory parent.
-func (fs *FS) absent(parent uint64, name string) bool {
-	c := &fs.dc
+// Absent says the name is known not to exist in directory parent.
+func (c *DirCache) Absent(parent uint64, name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.dirs[parent]
-	if d == nil || d.names == nil || !fs.followed() {
+	if d == nil || d.names == nil || !c.followed() {
 		return false
 	}
 	_, ok := d.names[name]
 	return !ok
 }
 
-// present returns the inode that name has in directory parent, if the
+// Present returns the inode that name has in directory parent, if the
 // complete listing there is known.
-func (fs *FS) present(parent uint64, name string) (uint64, bool) {
-	c := &fs.dc
+func (c *DirCache) Present(parent uint64, name string) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.dirs[parent]
-	if d == nil || d.names == nil || !fs.followed() {
+	if d == nil || d.names == nil || !c.followed() {
 		return 0, false
 	}
 	ino, ok := d.names[name]
 	return ino, ok
 }
 
-// changed records this mount's own change of name in directory parent
+// Changed records this mount's own change of name in directory parent
 // (added, as inode ino, or removed), answered at gen with the directory's
 // new attributes. A new directory made here starts with a complete, empty
 // listing.
-func (fs *FS) changed(parent uint64, name string, ino uint64, added bool, pattr *wire.Attr, gen uint64, newDir *wire.Attr) {
-	c := &fs.dc
+func (c *DirCache) Changed(parent uint64, name string, ino uint64, added bool, pattr *wire.Attr, gen uint64, newDir *wire.Attr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !fs.validLocked(gen) || pattr == nil {
+	if !c.validLocked(gen) || pattr == nil {
 		c.dropLocked(parent)
 		return
 	}
@@ -147,7 +205,7 @@ func (fs *FS) changed(parent uint64, name string, ino uint64, added bool, pattr 
 		_, had := d.names[name]
 		switch {
 		case added && !had:
-			if c.names >= dirCacheMax {
+			if c.names >= DirCacheMax {
 				c.resetLocked()
 				return
 			}
@@ -165,12 +223,11 @@ func (fs *FS) changed(parent uint64, name string, ino uint64, added bool, pattr 
 	}
 }
 
-// renamed records this mount's rename: names move between the two
+// Renamed records this mount's rename: names move between the two
 // directories' listings; attributes are dropped (both directories and, for
 // a directory moved, its own ctime and parent change; its inode is not
 // known here), so the next getattr asks.
-func (fs *FS) renamed(parent uint64, name string, newParent uint64, newName string, exchange bool) {
-	c := &fs.dc
+func (c *DirCache) Renamed(parent uint64, name string, newParent uint64, newName string, exchange bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, d := range c.dirs {
@@ -207,18 +264,17 @@ func (fs *FS) renamed(parent uint64, name string, newParent uint64, newName stri
 	}
 }
 
-// listed records a directory's complete listing (its names other than "."
+// Listed records a directory's complete listing (its names other than "."
 // and ".."), read in one reply served at gen.
-func (fs *FS) listed(ino uint64, es []wire.DirEntry, gen uint64) {
-	c := &fs.dc
+func (c *DirCache) Listed(ino uint64, es []wire.DirEntry, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !fs.validLocked(gen) {
+	if !c.validLocked(gen) {
 		c.dropLocked(ino)
 		return
 	}
 	d := c.stateLocked(ino)
-	if c.names+len(es)-len(d.names) > dirCacheMax {
+	if c.names+len(es)-len(d.names) > DirCacheMax {
 		return
 	}
 	c.names -= len(d.names)
@@ -229,18 +285,10 @@ func (fs *FS) listed(ino uint64, es []wire.DirEntry, gen uint64) {
 	c.names += len(d.names)
 }
 
-// forgetDir drops what is known of a directory (a change in it failed, so
+// ForgetDir drops what is known of a directory (a change in it failed, so
 // its state is uncertain).
-func (fs *FS) forgetDir(ino uint64) {
-	fs.dc.mu.Lock()
-	fs.dc.dropLocked(ino)
-	fs.dc.mu.Unlock()
-}
-
-// forget drops directories whose entries or attributes another node
-// changed; called by the feed follower with c.mu held.
-func (c *dirCache) forgetLocked(es []wire.DirEntry) {
-	for _, e := range es {
-		c.dropLocked(e.Ino)
-	}
+func (c *DirCache) ForgetDir(ino uint64) {
+	c.mu.Lock()
+	c.dropLocked(ino)
+	c.mu.Unlock()
 }

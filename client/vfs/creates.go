@@ -1,32 +1,31 @@
-package client
+package vfs
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
-// Write-back creates (Config.WritebackCreates; the service's side is
-// meta/deleg.go). A create of a regular file in a directory whose complete
+// Write-back creates (client.Config.WritebackCreates; the service's side
+// is meta/deleg.go). A create of a regular file in a directory whose complete
 // listing the directory cache holds, and whose delegation this mount holds,
 // is answered here at once, with an inode number the metadata service
 // handed out, and sent with the directory's other new files in one
 // OpCreateBatch at most CreateFlush later. Before any request that names a
 // file not yet sent or a delegated directory leaves this mount, the
-// directory's creates are sent (wbSettle), so the service never sees an
+// directory's creates are sent (Settle), so the service never sees an
 // operation on something it does not know; closing a file not yet sent
 // costs nothing. With Config.WritebackUnlinks, removals there of files the
 // service knows are answered here too and go in the same batches, in
-// order (wbUnlink). Another node that touches the directory makes the
+// order (Unlink). Another node that touches the directory makes the
 // service recall the delegation through the change feed: the creates and
 // removals are sent and the delegation given back before that node's
 // request is served.
@@ -63,7 +62,24 @@ type wbPending struct {
 	e   *wbEntry
 }
 
-type wbState struct {
+// CreatesConfig configures Creates.
+type CreatesConfig struct {
+	Creates bool // answer creates here (write-back creates)
+	Unlinks bool // and removals
+	// Flush is how long a create waits for others to share its batch.
+	Flush   time.Duration
+	Timeout time.Duration // of a delegation request
+	Meta    Caller        // the metadata service (nil: never delegated)
+	Route   Route         // where a batch goes (a forwarding node)
+	Dir     *DirCache     // what is known of the directories (and the feed)
+	Now     Clock
+	Log     *slog.Logger
+}
+
+// Creates holds the directory delegations of a mount and the creates and
+// removals made under them not yet sent.
+type Creates struct {
+	cfg    CreatesConfig
 	active atomic.Int64 // delegations held: callers skip the checks at 0
 
 	mu      sync.Mutex // guards the fields below and every wbDir's and wbEntry's fields but flushMu
@@ -74,23 +90,32 @@ type wbState struct {
 	refused map[uint64]time.Time // directory → no delegation request before
 }
 
-func (w *wbState) init() {
-	w.held, w.pending, w.refused = map[uint64]*wbDir{}, map[uint64]*wbPending{}, map[uint64]time.Time{}
+// NewCreates returns a mount's write-back create state.
+func NewCreates(cfg CreatesConfig) *Creates {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Creates{cfg: cfg, held: map[uint64]*wbDir{}, pending: map[uint64]*wbPending{}, refused: map[uint64]time.Time{}}
 }
 
-// wbCreate answers the create of regular file name in parent by itself if
-// it can; ok is false when the create must go to the service.
-func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool) {
-	parent := in.NodeId
-	if !fs.cfg.WritebackCreates || fs.mc == nil || len(name) > 255 || !fs.absent(parent, name) {
+// Held is the number of directory delegations held.
+func (w *Creates) Held() int { return int(w.active.Load()) }
+
+// Create answers the create of regular file name with permission bits
+// perm by uid and gid in parent by itself if it can; ok is false when the
+// create must go to the service. who names the caller (asked only when
+// the create is answered here).
+func (w *Creates) Create(who func() ident.ID, parent uint64, name string, perm, uid, gid uint32) (attr *wire.Attr, ok bool) {
+	dc := w.cfg.Dir
+	if !w.cfg.Creates || w.cfg.Meta == nil || len(name) > 255 || !dc.Absent(parent, name) {
 		return nil, false
 	}
-	pattr, ok := fs.dirAttr(parent)
+	pattr, ok := dc.DirAttr(parent)
 	if !ok {
 		return nil, false
 	}
-	w := &fs.wb
-	now := time.Now()
+	id := who()
+	now := w.cfg.Now()
 	w.mu.Lock()
 	d := w.held[parent]
 	if d == nil || w.next >= w.end {
@@ -99,14 +124,14 @@ func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool
 			return nil, false
 		}
 		w.mu.Unlock()
-		if !fs.wbDelegate(parent) {
+		if !w.delegate(parent) {
 			return nil, false
 		}
 		// what the directory cache knows is complete now: look again
-		if !fs.absent(parent, name) {
+		if !dc.Absent(parent, name) {
 			return nil, false
 		}
-		if pattr, ok = fs.dirAttr(parent); !ok {
+		if pattr, ok = dc.DirAttr(parent); !ok {
 			return nil, false
 		}
 		w.mu.Lock()
@@ -117,54 +142,55 @@ func (fs *FS) wbCreate(in *fuse.CreateIn, name string) (attr *wire.Attr, ok bool
 		return nil, false
 	}
 	t := now.UnixNano()
-	e := &wbEntry{id: fs.ident(&in.InHeader, wire.OpMknod), name: name, ino: w.next, mode: in.Mode &^ in.Umask & 0o7777,
-		uid: in.Uid, gid: in.Gid, t: t, open: true}
+	e := &wbEntry{id: id, name: name, ino: w.next, mode: perm & 0o7777,
+		uid: uid, gid: gid, t: t, open: true}
 	if pattr.Mode&syscall.S_ISGID != 0 {
 		e.gid = pattr.Gid
 	}
 	w.next++
 	schedule, full := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
-	fs.wbQueued(parent, e, pattr, schedule, full)
+	w.queued(parent, e, pattr, schedule, full)
 	return &wire.Attr{Ino: e.ino, Mode: syscall.S_IFREG | e.mode, Nlink: 1, Uid: e.uid, Gid: e.gid,
 		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}, true
 }
 
-// wbUnlink answers the removal of name from parent by itself if it can (a
+// Unlink answers the removal of name from parent by itself if it can (a
 // delegated directory whose complete listing the mount holds, a name the
 // service knows): the removal goes with the directory's next batch; ok is
 // false when it must go to the service.
-func (fs *FS) wbUnlink(h *fuse.InHeader, parent uint64, name string) bool {
-	w := &fs.wb
-	if !fs.cfg.WritebackUnlinks || w.active.Load() == 0 {
+func (w *Creates) Unlink(who func() ident.ID, parent uint64, name string) bool {
+	if !w.cfg.Unlinks || w.active.Load() == 0 {
 		return false
 	}
-	ino, ok := fs.present(parent, name)
+	dc := w.cfg.Dir
+	ino, ok := dc.Present(parent, name)
 	if !ok || ino == 0 {
 		return false
 	}
-	pattr, ok := fs.dirAttr(parent)
+	pattr, ok := dc.DirAttr(parent)
 	if !ok {
 		return false
 	}
+	id := who()
 	w.mu.Lock()
 	d := w.held[parent]
 	if d == nil || d.recalled || w.pending[ino] != nil {
 		// a file not yet created at the service, or removed already under
-		// another name: the request goes out once the batch has (wbSettle)
+		// another name: the request goes out once the batch has (Settle)
 		w.mu.Unlock()
 		return false
 	}
-	e := &wbEntry{id: fs.ident(h, wire.OpUnlink), name: name, ino: ino, t: time.Now().UnixNano(), remove: true}
+	e := &wbEntry{id: id, name: name, ino: ino, t: w.cfg.Now().UnixNano(), remove: true}
 	schedule, full := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
-	fs.wbQueued(parent, e, pattr, schedule, full)
+	w.queued(parent, e, pattr, schedule, full)
 	return true
 }
 
 // queueLocked appends e to the entries of d (directory dir) not yet sent;
 // schedule says a flush must be set off, full that the batch is due now.
-func (w *wbState) queueLocked(dir uint64, d *wbDir, e *wbEntry) (schedule, full bool) {
+func (w *Creates) queueLocked(dir uint64, d *wbDir, e *wbEntry) (schedule, full bool) {
 	d.entries = append(d.entries, e)
 	w.pending[e.ino] = &wbPending{dir: dir, e: e}
 	schedule = !d.scheduled
@@ -172,21 +198,21 @@ func (w *wbState) queueLocked(dir uint64, d *wbDir, e *wbEntry) (schedule, full 
 	return schedule, len(d.entries) >= wbBatchMax
 }
 
-// wbQueued records a queued create or removal in the directory cache, with
+// queued records a queued create or removal in the directory cache, with
 // the directory's attributes pattr as it changes them, and sets off its
 // sending.
-func (fs *FS) wbQueued(dir uint64, e *wbEntry, pattr wire.Attr, schedule, full bool) {
+func (w *Creates) queued(dir uint64, e *wbEntry, pattr wire.Attr, schedule, full bool) {
 	pattr.Mtime, pattr.Ctime = e.t, e.t
 	ino := e.ino
 	if e.remove {
 		ino = 0
 	}
-	fs.changed(dir, e.name, ino, !e.remove, &pattr, fs.feed.sent.Load(), nil)
+	w.cfg.Dir.Changed(dir, e.name, ino, !e.remove, &pattr, w.cfg.Dir.Sent(), nil)
 	if schedule {
-		time.AfterFunc(fs.cfg.CreateFlush, func() { fs.wbFlush(dir) })
+		time.AfterFunc(w.cfg.Flush, func() { w.flush(dir) })
 	}
 	if full {
-		fs.wbFlush(dir)
+		w.flush(dir)
 	}
 }
 
@@ -194,45 +220,46 @@ func (fs *FS) wbQueued(dir uint64, e *wbEntry, pattr wire.Attr, schedule, full b
 // to catch up with the grant.
 const wbFeedWait = time.Second
 
-// wbDelegate asks for the delegation of dir (or more inode numbers for
+// delegate asks for the delegation of dir (or more inode numbers for
 // it) and waits until the change feed has brought every change made to
 // the directory before the grant (meta.Service.Delegate), so that the
 // directory cache's listing is complete; false if refused (and then not
 // asked again for a while) or if the feed lags.
-func (fs *FS) wbDelegate(dir uint64) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), fs.cfg.Timeout)
+func (w *Creates) delegate(dir uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	resp, _, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: fs.feed.id}, nil, nil)
+	dc := w.cfg.Dir
+	resp, _, err := w.cfg.Meta.Call(ctx, &wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: dc.ID()}, nil, nil)
 	if err == nil {
-		for deadline := time.Now().Add(wbFeedWait); fs.feed.sent.Load() < resp.Gen; time.Sleep(200 * time.Microsecond) {
-			if time.Now().After(deadline) {
-				fs.log.Warn("change feed behind a delegation grant: creating through the service", "dir", dir)
+		const tick = 200 * time.Microsecond
+		for i := 0; dc.Sent() < resp.Gen; i++ {
+			if i >= int(wbFeedWait/tick) {
+				w.cfg.Log.Warn("change feed behind a delegation grant: creating through the service", "dir", dir)
 				break
 			}
+			time.Sleep(tick)
 		}
 	}
-	w := &fs.wb
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
-		w.refused[dir] = time.Now().Add(wbCooldown)
+		w.refused[dir] = w.cfg.Now().Add(wbCooldown)
 		if rpc.Errno(err) != syscall.EBUSY {
-			fs.log.Warn("delegation request failed", "dir", dir, "err", err)
+			w.cfg.Log.Warn("delegation request failed", "dir", dir, "err", err)
 		}
 		return false
 	}
 	if w.held[dir] == nil {
 		w.held[dir] = &wbDir{}
 		w.active.Add(1)
-		fs.log.Debug("holding the delegation of a directory: creating its files here", "dir", dir)
+		w.cfg.Log.Debug("holding the delegation of a directory: creating its files here", "dir", dir)
 	}
 	w.next, w.end = resp.ID, resp.ID+resp.Size
-	return fs.feed.sent.Load() >= resp.Gen
+	return dc.Sent() >= resp.Gen
 }
 
-// wbFlush sends dir's creates and removals not yet sent, after any flush in progress.
-func (fs *FS) wbFlush(dir uint64) {
-	w := &fs.wb
+// flush sends dir's creates and removals not yet sent, after any flush in progress.
+func (w *Creates) flush(dir uint64) {
 	w.mu.Lock()
 	d := w.held[dir]
 	w.mu.Unlock()
@@ -271,7 +298,7 @@ func (fs *FS) wbFlush(dir uint64) {
 				}
 			}
 		}
-		fs.wbSend(dir, batch[i:j], es[i:j], owner)
+		w.send(dir, batch[i:j], es[i:j], owner)
 		i = j
 	}
 	w.mu.Lock()
@@ -281,17 +308,17 @@ func (fs *FS) wbFlush(dir uint64) {
 	w.mu.Unlock()
 }
 
-// wbSend sends one batch of creates by one owner (nil: removals only) and
+// send sends one batch of creates by one owner (nil: removals only) and
 // removals. A create or removal the service refuses was acknowledged
 // already: it is logged as lost.
-func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *wbEntry) {
+func (w *Creates) send(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *wbEntry) {
 	id := batch[0].id
 	m := &wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Entries: es, Mtime: batch[len(batch)-1].t,
-		Job: id.Job, Rank: id.Rank, Node: fs.node(id), Client: fs.feed.id}
+		Who: id, Client: w.cfg.Dir.ID()}
 	if owner != nil {
 		m.Uid, m.Gid = owner.uid, owner.gid
 	}
-	resp, _, err := fs.pick(id, dir).Call(context.Background(), m, nil, nil)
+	resp, _, err := w.cfg.Route(id, dir).Call(context.Background(), m, nil, nil)
 	// the directory cache already holds the names and the directory's
 	// times (nobody else changes a delegated directory)
 	failed := es
@@ -304,23 +331,22 @@ func (fs *FS) wbSend(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *wb
 			why = syscall.Errno(e.Mode &^ wire.BatchRemove)
 		}
 		if e.Mode&wire.BatchRemove != 0 {
-			fs.log.Error("a removal acknowledged to the application was refused by the metadata service: the name stays",
+			w.cfg.Log.Error("a removal acknowledged to the application was refused by the metadata service: the name stays",
 				"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
 			continue
 		}
-		fs.log.Error("a create acknowledged to the application was refused by the metadata service: the file is lost",
+		w.cfg.Log.Error("a create acknowledged to the application was refused by the metadata service: the file is lost",
 			"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
 	}
 	if len(failed) > 0 {
-		fs.forgetDir(dir)
+		w.cfg.Dir.ForgetDir(dir)
 	}
 }
 
-// wbSettle sends the creates and removals that the given inodes depend on: those of a
+// Settle sends the creates and removals that the given inodes depend on: those of a
 // delegated directory among them, and of the directory of a file among
 // them not yet sent. Every request that leaves the mount passes here.
-func (fs *FS) wbSettle(inos ...uint64) {
-	w := &fs.wb
+func (w *Creates) Settle(inos ...uint64) {
 	if w.active.Load() == 0 {
 		return
 	}
@@ -335,38 +361,37 @@ func (fs *FS) wbSettle(inos ...uint64) {
 	}
 	w.mu.Unlock()
 	for _, d := range dirs {
-		fs.wbFlush(d)
+		w.flush(d)
 	}
 }
 
-// wbSettleFor sends what request m depends on: the creates and removals
+// SettleFor sends what request m depends on: the creates and removals
 // of the directories and files it names, and of a directory it removes or
 // replaces by name (an rmdir, a rename's target), which the service must
 // see as it is.
-func (fs *FS) wbSettleFor(m *wire.Msg) {
-	if fs.wb.active.Load() == 0 {
+func (w *Creates) SettleFor(m *wire.Msg) {
+	if w.active.Load() == 0 {
 		return
 	}
-	fs.wbSettle(m.Ino, m.Parent, m.NewParent)
+	w.Settle(m.Ino, m.Parent, m.NewParent)
 	switch m.Op {
 	case wire.OpRmdir:
-		fs.wbSettleChild(m.Parent, m.Name)
+		w.settleChild(m.Parent, m.Name)
 	case wire.OpRename:
-		fs.wbSettleChild(m.NewParent, m.NewName)
+		w.settleChild(m.NewParent, m.NewName)
 	}
 }
 
-// wbSettleChild sends the creates and removals of what name in parent
+// settleChild sends the creates and removals of what name in parent
 // names (all held directories' if that is not known here).
-func (fs *FS) wbSettleChild(parent uint64, name string) {
-	if ino, ok := fs.present(parent, name); ok && ino != 0 {
-		fs.wbSettle(ino)
+func (w *Creates) settleChild(parent uint64, name string) {
+	if ino, ok := w.cfg.Dir.Present(parent, name); ok && ino != 0 {
+		w.Settle(ino)
 		return
 	}
-	if fs.absent(parent, name) {
+	if w.cfg.Dir.Absent(parent, name) {
 		return
 	}
-	w := &fs.wb
 	w.mu.Lock()
 	dirs := make([]uint64, 0, len(w.held))
 	for dir := range w.held {
@@ -374,14 +399,13 @@ func (fs *FS) wbSettleChild(parent uint64, name string) {
 	}
 	w.mu.Unlock()
 	for _, d := range dirs {
-		fs.wbFlush(d)
+		w.flush(d)
 	}
 }
 
-// wbRelease answers the release of a file not yet sent (the batch then
+// Release answers the release of a file not yet sent (the batch then
 // creates it closed); false means the release must go to the service.
-func (fs *FS) wbRelease(ino uint64) bool {
-	w := &fs.wb
+func (w *Creates) Release(ino uint64) bool {
 	if w.active.Load() == 0 {
 		return false
 	}
@@ -395,25 +419,24 @@ func (fs *FS) wbRelease(ino uint64) bool {
 	w.mu.Unlock()
 	if p != nil {
 		// being sent, as open: release it once the service knows it
-		// (wbFlush waits for the flush in progress)
-		fs.wbFlush(p.dir)
+		// (flush waits for the flush in progress)
+		w.flush(p.dir)
 	}
 	return false
 }
 
-// wbRecalled gives back the delegation of dir (another node needs it):
+// recalled gives back the delegation of dir (another node needs it):
 // its creates are sent first.
-func (fs *FS) wbRecalled(dir uint64) {
-	w := &fs.wb
+func (w *Creates) recalled(dir uint64) {
 	w.mu.Lock()
 	d := w.held[dir]
 	if d != nil {
 		d.recalled = true
 	}
-	w.refused[dir] = time.Now().Add(wbCooldown)
+	w.refused[dir] = w.cfg.Now().Add(wbCooldown)
 	w.mu.Unlock()
 	if d != nil {
-		fs.wbFlush(dir)
+		w.flush(dir)
 		w.mu.Lock()
 		if w.held[dir] == d {
 			delete(w.held, dir)
@@ -421,27 +444,26 @@ func (fs *FS) wbRecalled(dir uint64) {
 		}
 		w.mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), fs.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	if _, _, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpUndelegate, Ino: dir, Client: fs.feed.id}, nil, nil); err != nil {
-		fs.log.Warn("giving back a delegation failed (it lapses)", "dir", dir, "err", err)
+	if _, _, err := w.cfg.Meta.Call(ctx, &wire.Msg{Op: wire.OpUndelegate, Ino: dir, Client: w.cfg.Dir.ID()}, nil, nil); err != nil {
+		w.cfg.Log.Warn("giving back a delegation failed (it lapses)", "dir", dir, "err", err)
 	}
 }
 
-// wbRecall handles the feed's recalls addressed to this mount.
-func (fs *FS) wbRecall(es []wire.DirEntry) {
-	me := strconv.FormatUint(fs.feed.id, 10)
+// Recall handles the feed's recalls addressed to this mount.
+func (w *Creates) Recall(es []wire.DirEntry) {
+	me := strconv.FormatUint(w.cfg.Dir.ID(), 10)
 	for _, e := range es {
 		if e.Mode == wire.ChangeRecall && e.Name == me {
-			go fs.wbRecalled(e.Ino)
+			go w.recalled(e.Ino)
 		}
 	}
 }
 
-// wbDropAll sends every create not yet sent and gives up every delegation
+// DropAll sends every create not yet sent and gives up every delegation
 // (the feed was lost, so a recall may have been; or the mount closes).
-func (fs *FS) wbDropAll() {
-	w := &fs.wb
+func (w *Creates) DropAll() {
 	if w.active.Load() == 0 {
 		return
 	}
@@ -457,7 +479,7 @@ func (fs *FS) wbDropAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fs.wbRecalled(dir)
+			w.recalled(dir)
 		}()
 	}
 	wg.Wait()

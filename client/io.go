@@ -1,0 +1,172 @@
+package client
+
+import (
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/client/vfs"
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+func (fs *FS) openFlags() uint32 {
+	if fs.cfg.CacheData {
+		return 0
+	}
+	return fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
+}
+
+// Create implements fuse.RawFileSystem.
+func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	start := fs.cfg.Now()
+	who := func() ident.ID { return fs.ident(&in.InHeader, wire.OpMknod) }
+	if a, ok := fs.wb.Create(who, in.NodeId, name, in.Mode&^in.Umask, in.Uid, in.Gid); ok {
+		fs.met.wbLocal.Inc()
+		fs.answered(&in.InHeader, wire.OpMknod, in.NodeId, start, false)
+		fs.entry(&wire.Msg{Attr: a, Gen: fs.dc.Sent()}, &out.EntryOut)
+		out.Fh = fs.nextFh.Add(1)
+		out.OpenFlags = fs.openFlags()
+		return fuse.OK
+	}
+	flags := wire.CreateOpen
+	if in.Flags&syscall.O_EXCL != 0 {
+		flags |= syscall.O_EXCL
+	}
+	resp, st := fs.nsCall(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777, Flags: flags, Uid: in.Uid, Gid: in.Gid})
+	if st != fuse.OK {
+		return st
+	}
+	fs.entry(resp, &out.EntryOut)
+	out.Fh = fs.nextFh.Add(1)
+	out.OpenFlags = fs.openFlags()
+	return fuse.OK
+}
+
+// Open implements fuse.RawFileSystem.
+func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: in.NodeId, Flags: in.Flags}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	out.Fh = fs.nextFh.Add(1)
+	out.OpenFlags = fs.openFlags()
+	return fuse.OK
+}
+
+// Read implements fuse.RawFileSystem: from a readahead buffer, or
+// directly into buf.
+func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	start := fs.cfg.Now()
+	id := fs.ident(&in.InHeader, wire.OpRead)
+	fs.wb.Settle(in.NodeId)
+	// writes in flight that end past the read's start change what it
+	// returns: their bytes, or the size it is clamped to
+	fs.st.WaitWrites(in.NodeId, in.Offset, ^uint64(0))
+	if fs.cfg.Readahead > 0 {
+		if hit := fs.st.Readahead(id, in.NodeId, in.Fh, in.Offset, int(in.Size)); hit != nil {
+			fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(hit.Data)), start, false)
+			return raResult{hit}, fuse.OK
+		}
+	}
+	_, p, st := fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
+	fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(p)), start, st != fuse.OK)
+	if st != fuse.OK {
+		return nil, st
+	}
+	if fs.cfg.Readahead > 0 {
+		fs.st.ReadPast(in.NodeId, in.Fh, in.Offset+uint64(len(p)))
+	}
+	return fuse.ReadResultData(p), fuse.OK
+}
+
+// Write implements fuse.RawFileSystem: in the background (write-behind)
+// unless that is off.
+func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	var st fuse.Status
+	start := fs.cfg.Now()
+	id := fs.ident(&in.InHeader, wire.OpWrite)
+	fs.wb.Settle(in.NodeId)
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+		if st := fs.killPriv(&in.InHeader, in.NodeId); st != fuse.OK {
+			return 0, st
+		}
+	}
+	if err := fs.st.Write(id, in.NodeId, in.Fh, in.Offset, data); err != nil {
+		st = fuse.Status(rpc.Errno(err))
+		if st == fuse.EIO {
+			fs.log.Error("write failed", "ino", in.NodeId, "off", in.Offset, "err", err)
+		}
+	}
+	fs.record(&in.InHeader, id, beacon.OpWrite, in.NodeId, in.Offset, uint64(len(data)), start, st != fuse.OK)
+	if st != fuse.OK {
+		return 0, st
+	}
+	return uint32(len(data)), fuse.OK
+}
+
+// killPriv clears the setuid and setgid bits of a file an unprivileged
+// caller writes, if it was seen with them.
+func (fs *FS) killPriv(h *fuse.InHeader, ino uint64) fuse.Status {
+	fs.pmu.Lock()
+	had := fs.priv[ino]
+	delete(fs.priv, ino)
+	fs.pmu.Unlock()
+	if !had {
+		return fuse.OK
+	}
+	_, _, st := fs.call(nil, h, &wire.Msg{Op: wire.OpSetattr, Ino: ino, Mask: wire.SetKillPriv}, nil, nil)
+	return st
+}
+
+// Flush implements fuse.RawFileSystem: sizes are reported at close so
+// another node that opens the file next sees them (close-to-open).
+func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	if _, w := fs.st.ExtentOf(in.Fh); !w {
+		return fuse.OK
+	}
+	if err := fs.st.Drain(in.NodeId); err != nil {
+		return fuse.Status(rpc.Errno(err))
+	}
+	e, _ := fs.st.ExtentOf(in.Fh)
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: e.End, Trunc: e.Gen}, nil, nil)
+	if st == fuse.OK {
+		fs.st.Flushed(in.Fh, e)
+	}
+	return st
+}
+
+// Fsync implements fuse.RawFileSystem: durable on the tier's medium.
+func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	if err := fs.st.Drain(in.NodeId); err != nil {
+		return fuse.Status(rpc.Errno(err))
+	}
+	e, _ := fs.st.ExtentOf(in.Fh)
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId, Size: e.End, Trunc: e.Gen}, nil, nil)
+	return st
+}
+
+// Release implements fuse.RawFileSystem.
+func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.st.Released(in.NodeId, in.Fh)
+	if fs.wb.Release(in.NodeId) {
+		return
+	}
+	fs.call(nil, &in.InHeader, &wire.Msg{Op: wire.OpRelease, Ino: in.NodeId}, nil, nil)
+}
+
+// raResult is a read served from a readahead buffer; go-fuse writes the
+// reply straight from it (Slices) and calls Done after, which gives the
+// buffer back.
+type raResult struct{ h *vfs.Hit }
+
+func (r raResult) Bytes(buf []byte) ([]byte, fuse.Status) { return r.h.Data, fuse.OK }
+
+func (r raResult) Slices() ([][]byte, fuse.Status) { return [][]byte{r.h.Data}, fuse.OK }
+
+func (r raResult) Size() int { return len(r.h.Data) }
+
+func (r raResult) Done() { r.h.Release() }

@@ -1,0 +1,331 @@
+package client
+
+import (
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// toAttr fills attributes for the kernel (every attribute the kernel
+// sees passes here).
+func (fs *FS) toAttr(a *wire.Attr, out *fuse.Attr) {
+	if a.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 && a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		fs.pmu.Lock()
+		fs.priv[a.Ino] = true
+		fs.pmu.Unlock()
+	}
+	out.Ino = a.Ino
+	out.Size = a.Size
+	out.Blocks = (a.Size + 511) / 512
+	out.Atime, out.Atimensec = uint64(a.Atime/1e9), uint32(a.Atime%1e9)
+	out.Mtime, out.Mtimensec = uint64(a.Mtime/1e9), uint32(a.Mtime%1e9)
+	out.Ctime, out.Ctimensec = uint64(a.Ctime/1e9), uint32(a.Ctime%1e9)
+	out.Mode = a.Mode
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Rdev = a.Rdev
+	out.Blksize = 1 << 20
+}
+
+// entry fills an entry reply from a metadata reply.
+func (fs *FS) entry(resp *wire.Msg, out *fuse.EntryOut) {
+	a := resp.Attr
+	out.NodeId = a.Ino
+	out.Generation = 1
+	fs.entryTimeouts(resp.Gen, out)
+	fs.toAttr(a, &out.Attr)
+}
+
+// Lookup implements fuse.RawFileSystem.
+func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if len(name) > wire.NameMax {
+		return fuse.Status(syscall.ENAMETOOLONG) // the kernel leaves NAME_MAX to the file system
+	}
+	if fs.dc.Absent(h.NodeId, name) {
+		fs.answered(h, wire.OpLookup, h.NodeId, fs.cfg.Now(), true)
+		return fuse.ENOENT
+	}
+	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
+	if st == fuse.OK && fs.st.HasWrites(resp.Attr.Ino) {
+		// this node's writes change the size: look again once they landed
+		fs.st.WaitWrites(resp.Attr.Ino, 0, 0)
+		resp, _, st = fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
+	}
+	if st != fuse.OK {
+		return st
+	}
+	fs.entry(resp, out)
+	fs.dc.NoteAttr(resp.Attr, resp.Gen)
+	return fuse.OK
+}
+
+// Forget implements fuse.RawFileSystem: node ids are inode numbers, so
+// there is nothing to forget.
+func (fs *FS) Forget(nodeid, nlookup uint64) {}
+
+// GetAttr implements fuse.RawFileSystem.
+func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if a, ok := fs.dc.DirAttr(in.NodeId); ok {
+		fs.toAttr(&a, &out.Attr)
+		out.SetTimeout(fs.cfg.MetaCache)
+		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, fs.cfg.Now(), false)
+		return fuse.OK
+	}
+	fs.st.WaitWrites(in.NodeId, 0, 0)
+	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpGetattr, Ino: in.NodeId}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	fs.toAttr(resp.Attr, &out.Attr)
+	fs.attrTimeout(resp.Gen, out)
+	fs.dc.NoteAttr(resp.Attr, resp.Gen)
+	return fuse.OK
+}
+
+// SetAttr implements fuse.RawFileSystem.
+func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	m := &wire.Msg{Op: wire.OpSetattr, Ino: in.NodeId}
+	fs.st.WaitWrites(in.NodeId, 0, 0)
+	if in.Valid&fuse.FATTR_SIZE != 0 {
+		fs.st.DropReadahead(in.NodeId)
+	}
+	now := fs.cfg.Now().UnixNano()
+	if in.Valid&fuse.FATTR_MODE != 0 {
+		m.Mask |= wire.SetMode
+		m.Mode = in.Mode
+	}
+	if in.Valid&fuse.FATTR_UID != 0 {
+		m.Mask |= wire.SetUid
+		m.Uid = in.Owner.Uid
+	}
+	if in.Valid&fuse.FATTR_GID != 0 {
+		m.Mask |= wire.SetGid
+		m.Gid = in.Owner.Gid
+	}
+	if in.Valid&fuse.FATTR_SIZE != 0 {
+		m.Mask |= wire.SetSize
+		m.Size = in.Size
+	}
+	if in.Valid&fuse.FATTR_ATIME != 0 {
+		m.Mask |= wire.SetAtime
+		m.Atime = int64(in.Atime)*1e9 + int64(in.Atimensec)
+		if in.Valid&fuse.FATTR_ATIME_NOW != 0 {
+			m.Atime = now
+		}
+	}
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+		m.Mask |= wire.SetKillPriv
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		m.Mask |= wire.SetMtime
+		m.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
+		if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
+			m.Mtime = now
+		}
+	}
+	resp, _, st := fs.call(cancel, &in.InHeader, m, nil, nil)
+	if st != fuse.OK {
+		fs.dc.ForgetDir(in.NodeId)
+		return st
+	}
+	if m.Mask&wire.SetSize != 0 {
+		fs.st.Truncated(in.NodeId, resp.Attr.Trunc)
+	}
+	fs.toAttr(resp.Attr, &out.Attr)
+	fs.attrTimeout(resp.Gen, out)
+	fs.dc.NoteAttr(resp.Attr, resp.Gen)
+	return fuse.OK
+}
+
+// create makes a new inode owned by the caller.
+func (fs *FS) create(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, out *fuse.EntryOut) fuse.Status {
+	m.Uid, m.Gid = h.Uid, h.Gid
+	resp, st := fs.nsCall(cancel, h, m)
+	if st != fuse.OK {
+		return st
+	}
+	fs.entry(resp, out)
+	return fuse.OK
+}
+
+// nsCall sends a change of a name in a directory and keeps the directory
+// cache in step with it.
+func (fs *FS) nsCall(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg) (*wire.Msg, fuse.Status) {
+	parent, name := m.Parent, m.Name
+	if m.Op == wire.OpLink {
+		parent, name = m.NewParent, m.NewName
+	}
+	resp, _, st := fs.call(cancel, h, m, nil, nil)
+	if st != fuse.OK {
+		fs.dc.ForgetDir(parent)
+		return resp, st
+	}
+	added := m.Op != wire.OpUnlink && m.Op != wire.OpRmdir
+	var made *wire.Attr
+	if m.Op == wire.OpMkdir {
+		made = resp.Attr
+	}
+	var ino uint64
+	if resp.Attr != nil {
+		ino = resp.Attr.Ino
+	}
+	fs.dc.Changed(parent, name, ino, added, resp.ParentAttr, resp.Gen, made)
+	return resp, st
+}
+
+// Mknod implements fuse.RawFileSystem: regular files, FIFOs, sockets and
+// device files (whose data never reaches sluice: the kernel serves them).
+func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	switch in.Mode & syscall.S_IFMT {
+	case 0, syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
+	default:
+		return fuse.EINVAL
+	}
+	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
+		Mode: in.Mode&syscall.S_IFMT | in.Mode&^in.Umask&0o7777, Rdev: in.Rdev, Flags: syscall.O_EXCL}, out)
+}
+
+// Mkdir implements fuse.RawFileSystem.
+func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMkdir, Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777}, out)
+}
+
+// Symlink implements fuse.RawFileSystem.
+func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(cancel, h, &wire.Msg{Op: wire.OpSymlink, Parent: h.NodeId, Name: name, Path: target}, out)
+}
+
+// Link implements fuse.RawFileSystem.
+func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpLink, Ino: in.Oldnodeid, NewParent: in.NodeId, NewName: name}, out)
+}
+
+// Readlink implements fuse.RawFileSystem.
+func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpReadlink, Ino: h.NodeId}, nil, nil)
+	if st != fuse.OK {
+		return nil, st
+	}
+	return []byte(resp.Path), fuse.OK
+}
+
+// Unlink implements fuse.RawFileSystem.
+func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	start := fs.cfg.Now()
+	if fs.wb.Unlink(func() ident.ID { return fs.ident(h, wire.OpUnlink) }, h.NodeId, name) {
+		fs.met.wbUnlinks.Inc()
+		fs.answered(h, wire.OpUnlink, h.NodeId, start, false)
+		return fuse.OK
+	}
+	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpUnlink, Parent: h.NodeId, Name: name})
+	return st
+}
+
+// Rmdir implements fuse.RawFileSystem.
+func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name})
+	return st
+}
+
+// Rename implements fuse.RawFileSystem.
+func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRename, Parent: in.NodeId, Name: oldName,
+		NewParent: in.Newdir, NewName: newName, Flags: in.Flags}, nil, nil)
+	if st != fuse.OK {
+		fs.dc.ForgetDir(in.NodeId)
+		fs.dc.ForgetDir(in.Newdir)
+		return st
+	}
+	fs.dc.Renamed(in.NodeId, oldName, in.Newdir, newName, in.Flags&unix.RENAME_EXCHANGE != 0)
+	return st
+}
+
+// Access implements fuse.RawFileSystem; the kernel checks permissions
+// (default_permissions), so only existence is left.
+func (fs *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	return fuse.OK
+}
+
+// OpenDir implements fuse.RawFileSystem: it snapshots the listing, which
+// ReadDir then serves by offset.
+func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	entries := []wire.DirEntry{{Name: ".", Ino: in.NodeId, Mode: syscall.S_IFDIR}, {Name: "..", Ino: 1, Mode: syscall.S_IFDIR}}
+	after := ""
+	first, gen := true, uint64(0) // a listing of one reply is complete as of gen
+	for {
+		resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpReaddir, Ino: in.NodeId, Name: after, Size: 4096}, nil, nil)
+		if st != fuse.OK {
+			return st
+		}
+		entries = append(entries, resp.Entries...)
+		if after == "" {
+			gen = resp.Gen
+		}
+		if len(resp.Entries) < 4096 {
+			break
+		}
+		first = false
+		after = resp.Entries[len(resp.Entries)-1].Name
+	}
+	if first {
+		fs.dc.Listed(in.NodeId, entries[2:], gen)
+	}
+	fh := fs.nextFh.Add(1)
+	fs.dmu.Lock()
+	fs.dirs[fh] = entries
+	fs.dmu.Unlock()
+	out.Fh = fh
+	return fuse.OK
+}
+
+// ReadDir implements fuse.RawFileSystem.
+func (fs *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	fs.dmu.Lock()
+	entries := fs.dirs[in.Fh]
+	fs.dmu.Unlock()
+	for i := int(in.Offset); i < len(entries); i++ {
+		e := entries[i]
+		if !out.AddDirEntry(fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode, Off: uint64(i + 1)}) {
+			break
+		}
+	}
+	return fuse.OK
+}
+
+// ReleaseDir implements fuse.RawFileSystem.
+func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
+	fs.dmu.Lock()
+	delete(fs.dirs, in.Fh)
+	fs.dmu.Unlock()
+}
+
+// FsyncDir implements fuse.RawFileSystem.
+func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId}, nil, nil)
+	return st
+}
+
+// StatFs implements fuse.RawFileSystem: the tiers' total capacity.
+func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpStatfs}, nil, nil)
+	if st != fuse.OK {
+		return st
+	}
+	const bs = 4096
+	out.Bsize, out.Frsize = bs, bs
+	out.Blocks = resp.Cap / bs
+	free := uint64(0)
+	if resp.Cap > resp.Used {
+		free = (resp.Cap - resp.Used) / bs
+	}
+	out.Bfree, out.Bavail = free, free
+	out.Files = 1 << 40
+	out.Ffree = 1 << 40
+	out.NameLen = 255
+	return fuse.OK
+}

@@ -1,0 +1,278 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// fakeMeta grants and takes back delegations and receives batches.
+type fakeMeta struct {
+	mu        sync.Mutex
+	refuse    error
+	next      uint64
+	delegs    int
+	undelegs  []uint64
+	batches   []wire.Msg
+	refuseIno map[uint64]syscall.Errno // creates the service refuses
+	arrived   chan wire.Op
+}
+
+func newFakeMeta() *fakeMeta {
+	return &fakeMeta{next: 1000, refuseIno: map[uint64]syscall.Errno{}, arrived: make(chan wire.Op, 1024)}
+}
+
+func (m *fakeMeta) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+	m.mu.Lock()
+	defer func() { m.mu.Unlock(); m.arrived <- req.Op }()
+	switch req.Op {
+	case wire.OpDelegate:
+		m.delegs++
+		if m.refuse != nil {
+			return nil, nil, m.refuse
+		}
+		id := m.next
+		m.next += 4
+		return &wire.Msg{ID: id, Size: 4}, nil, nil
+	case wire.OpUndelegate:
+		m.undelegs = append(m.undelegs, req.Ino)
+		return &wire.Msg{}, nil, nil
+	case wire.OpCreateBatch:
+		c := *req
+		c.Entries = append([]wire.DirEntry(nil), req.Entries...)
+		m.batches = append(m.batches, c)
+		var failed []wire.DirEntry
+		for _, e := range req.Entries {
+			if en := m.refuseIno[e.Ino]; en != 0 {
+				failed = append(failed, wire.DirEntry{Name: e.Name, Ino: e.Ino, Mode: uint32(en)})
+			}
+		}
+		return &wire.Msg{Entries: failed}, nil, nil
+	}
+	return nil, nil, errors.New("fakeMeta: unexpected op")
+}
+
+func (m *fakeMeta) waitOp(t *testing.T, op wire.Op) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case got := <-m.arrived:
+			if got == op {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %v reached the metadata service", op)
+		}
+	}
+}
+
+func (m *fakeMeta) sent() []wire.Msg {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]wire.Msg(nil), m.batches...)
+}
+
+type createBed struct {
+	meta  *fakeMeta
+	dc    *DirCache
+	clock *fakeClock
+	w     *Creates
+}
+
+// newCreateBed has directory 10 made by this mount (so its listing is
+// known complete) and the feed followed. The batches go to the same fake
+// as the delegation requests (in a cluster, through a forwarding node to
+// the same metadata service).
+func newCreateBed(flush time.Duration) *createBed {
+	b := &createBed{meta: newFakeMeta(), dc: NewDirCache(true), clock: &fakeClock{t: time.Unix(1e9, 0)}}
+	b.dc.Advance(1, false, nil)
+	b.dc.Changed(1, "d", 10, true, dirAttr(1), 1, dirAttr(10))
+	b.w = NewCreates(CreatesConfig{Creates: true, Unlinks: true, Flush: flush, Timeout: time.Second,
+		Meta: b.meta, Route: func(ident.ID, uint64) Caller { return b.meta },
+		Dir: b.dc, Now: b.clock.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return b
+}
+
+func who() ident.ID { return caller }
+
+func (b *createBed) create(t *testing.T, name string, uid uint32) (uint64, bool) {
+	t.Helper()
+	a, ok := b.w.Create(who, 10, name, 0o644, uid, 100)
+	if !ok {
+		return 0, false
+	}
+	if a.Mode != syscall.S_IFREG|0o644 || a.Uid != uid {
+		t.Fatalf("create answered with %+v", a)
+	}
+	return a.Ino, true
+}
+
+// Creates are answered here and go in one batch, in order, with the
+// inode numbers granted; a file closed before its batch left is created
+// closed; the directory cache sees them at once.
+func TestCreatesBatched(t *testing.T) {
+	b := newCreateBed(30 * time.Millisecond)
+	a, ok := b.create(t, "a", 500)
+	if !ok {
+		t.Fatal("create in a delegable directory went to the service")
+	}
+	c, _ := b.create(t, "c", 500)
+	if a != 1000 || c != 1001 {
+		t.Fatalf("inodes %d %d, want the granted 1000 1001", a, c)
+	}
+	if got, ok := b.dc.Present(10, "c"); !ok || got != c {
+		t.Fatal("the directory cache does not show the new file")
+	}
+	if !b.w.Release(a) {
+		t.Fatal("release of a file not yet sent went to the service")
+	}
+	if b.w.Release(999) {
+		t.Fatal("release of a file the service knows was answered here")
+	}
+	b.meta.waitOp(t, wire.OpCreateBatch)
+	bs := b.meta.sent()
+	if len(bs) != 1 || len(bs[0].Entries) != 2 {
+		t.Fatalf("batches %+v, want one of two", bs)
+	}
+	e := bs[0].Entries
+	if e[0].Name != "a" || e[1].Name != "c" || e[0].Mode&wire.CreateOpen != 0 || e[1].Mode&wire.CreateOpen == 0 {
+		t.Fatalf("entries %+v: want a (closed), c (open), in order", e)
+	}
+	if bs[0].Uid != 500 || bs[0].Parent != 10 || bs[0].Job != caller.Job {
+		t.Fatalf("batch header %+v", bs[0])
+	}
+	// the fifth create needs more inode numbers: asked again, not refused
+	for _, n := range []string{"e", "f", "g"} {
+		if _, ok := b.create(t, n, 500); !ok {
+			t.Fatalf("create %s went to the service", n)
+		}
+	}
+	if b.meta.delegs != 2 {
+		t.Fatalf("%d delegation requests, want 2 (the grant of 4 inodes ran out)", b.meta.delegs)
+	}
+}
+
+// Any request that names a file not yet sent, or its directory, sends the
+// directory's batch first.
+func TestCreatesSettle(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	ino, _ := b.create(t, "a", 500)
+	b.w.Settle(ino)
+	if len(b.meta.sent()) != 1 {
+		t.Fatal("Settle of a pending file did not send its batch")
+	}
+	b.create(t, "b", 500)
+	b.w.SettleFor(&wire.Msg{Op: wire.OpRename, Parent: 1, Name: "x", NewParent: 1, NewName: "d"})
+	if len(b.meta.sent()) != 2 {
+		t.Fatal("a rename onto the delegated directory did not send its batch")
+	}
+	b.create(t, "c", 500)
+	b.w.SettleFor(&wire.Msg{Op: wire.OpGetattr, Ino: 77})
+	if len(b.meta.sent()) != 2 {
+		t.Fatal("a request on an unrelated inode sent a batch")
+	}
+}
+
+// Creates by different owners go in different messages, in order, and a
+// removal here of a known name joins them.
+func TestCreatesOwnersAndUnlinks(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	b.dc.Changed(10, "old", 55, true, dirAttr(10), 1, nil)
+	b.create(t, "a", 500)
+	b.create(t, "b", 501)
+	if !b.w.Unlink(who, 10, "old") {
+		t.Fatal("removal of a known name in a delegated directory went to the service")
+	}
+	if !b.dc.Absent(10, "old") {
+		t.Fatal("the cache still shows the removed name")
+	}
+	b.w.Settle(10)
+	bs := b.meta.sent()
+	if len(bs) != 2 || bs[0].Uid != 500 || bs[1].Uid != 501 {
+		t.Fatalf("batches %+v: want one per owner", bs)
+	}
+	last := bs[1].Entries
+	if len(last) != 2 || last[1].Name != "old" || last[1].Mode != wire.BatchRemove {
+		t.Fatalf("second batch %+v: want b then the removal of old", last)
+	}
+}
+
+// A recall sends the directory's creates, then gives the delegation back;
+// creates there go to the service until the cool-down has passed.
+func TestCreatesRecall(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	b.create(t, "a", 500)
+	if b.w.Held() != 1 {
+		t.Fatal("no delegation held")
+	}
+	// a recall addressed to another mount is not ours
+	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: "12345", Ino: 10}})
+	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: strconv.FormatUint(b.dc.ID(), 10), Ino: 10}})
+	b.meta.waitOp(t, wire.OpUndelegate)
+	bs := b.meta.sent()
+	if len(bs) != 1 || bs[0].Entries[0].Name != "a" {
+		t.Fatalf("batches at recall %+v: the create must be sent before the delegation goes back", bs)
+	}
+	if b.w.Held() != 0 || len(b.meta.undelegs) != 1 || b.meta.undelegs[0] != 10 {
+		t.Fatalf("held %d, given back %v", b.w.Held(), b.meta.undelegs)
+	}
+	if _, ok := b.create(t, "b", 500); ok {
+		t.Fatal("create answered here right after a recall")
+	}
+	if b.meta.delegs != 1 {
+		t.Fatal("delegation asked again within the cool-down")
+	}
+	b.clock.Advance(wire.DelegCooldown + time.Millisecond)
+	if _, ok := b.create(t, "b", 500); !ok {
+		t.Fatal("create not answered here after the cool-down")
+	}
+}
+
+// A refused delegation is not asked again within the cool-down; a create
+// the service refuses (it was acknowledged) makes the directory uncertain.
+func TestCreatesRefusals(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	b.meta.refuse = syscall.EBUSY
+	if _, ok := b.create(t, "a", 500); ok {
+		t.Fatal("create answered here without a delegation")
+	}
+	b.create(t, "a", 500)
+	if b.meta.delegs != 1 {
+		t.Fatalf("%d delegation requests within the cool-down", b.meta.delegs)
+	}
+	b.clock.Advance(wire.DelegCooldown + time.Millisecond)
+	b.meta.refuse = nil
+	ino, ok := b.create(t, "a", 500)
+	if !ok {
+		t.Fatal("no delegation after the cool-down")
+	}
+	b.meta.refuseIno[ino] = syscall.EEXIST
+	b.w.Settle(ino)
+	if _, ok := b.dc.DirAttr(10); ok {
+		t.Fatal("directory still cached after a create in it was refused")
+	}
+}
+
+// Losing the feed gives up every delegation after sending what is held.
+func TestCreatesDropAll(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	b.dc.Changed(1, "e", 11, true, dirAttr(1), 1, dirAttr(11))
+	b.create(t, "a", 500)
+	if _, ok := b.w.Create(who, 11, "z", 0o600, 500, 100); !ok {
+		t.Fatal("second directory not delegated")
+	}
+	b.w.DropAll()
+	if b.w.Held() != 0 || len(b.meta.undelegs) != 2 || len(b.meta.sent()) != 2 {
+		t.Fatalf("held %d, given back %v, batches %d", b.w.Held(), b.meta.undelegs, len(b.meta.sent()))
+	}
+}

@@ -1,0 +1,129 @@
+package vfs
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+func dirAttr(ino uint64) *wire.Attr {
+	return &wire.Attr{Ino: ino, Mode: syscall.S_IFDIR | 0o755, Nlink: 2}
+}
+
+// Nothing is cached while the feed is not followed, and a disabled cache
+// never holds anything.
+func TestDirCacheNeedsFeed(t *testing.T) {
+	c := NewDirCache(true)
+	c.NoteAttr(dirAttr(5), 0)
+	if _, ok := c.DirAttr(5); ok {
+		t.Fatal("cached before the feed was followed")
+	}
+	if c.Fresh(0) {
+		t.Fatal("fresh before the feed was followed")
+	}
+	if was := c.Advance(3, false, nil); was {
+		t.Fatal("Advance says the feed was followed before")
+	}
+	c.NoteAttr(dirAttr(5), 3)
+	if _, ok := c.DirAttr(5); !ok {
+		t.Fatal("not cached with the feed followed")
+	}
+	c.NoteAttr(&wire.Attr{Ino: 6, Mode: syscall.S_IFREG | 0o644}, 3)
+	if _, ok := c.DirAttr(6); ok {
+		t.Fatal("a regular file's attributes were cached")
+	}
+	if !c.Unfollowed() {
+		t.Fatal("Unfollowed says the feed was not followed")
+	}
+	if _, ok := c.DirAttr(5); ok {
+		t.Fatal("kept after the feed was lost")
+	}
+	off := NewDirCache(false)
+	off.Advance(1, false, nil)
+	off.NoteAttr(dirAttr(5), 1)
+	if _, ok := off.DirAttr(5); ok || off.Fresh(1) {
+		t.Fatal("a disabled cache held something")
+	}
+}
+
+// A reply older than an invalidation already sent is not cached, and an
+// invalidation drops what it touches; lost changes drop everything.
+func TestDirCacheInvalidation(t *testing.T) {
+	c := NewDirCache(true)
+	c.Advance(10, false, nil)
+	c.NoteAttr(dirAttr(5), 10)
+	c.NoteAttr(dirAttr(7), 10)
+	c.Advance(11, false, []wire.DirEntry{{Ino: 5, Mode: wire.ChangeAttr}})
+	if _, ok := c.DirAttr(5); ok {
+		t.Fatal("an invalidated directory stayed")
+	}
+	if _, ok := c.DirAttr(7); !ok {
+		t.Fatal("an untouched directory was dropped")
+	}
+	c.NoteAttr(dirAttr(5), 10) // served before the invalidation at 11
+	if _, ok := c.DirAttr(5); ok {
+		t.Fatal("a reply older than an invalidation was cached")
+	}
+	if c.Fresh(10) || !c.Fresh(11) {
+		t.Fatal("Fresh does not follow the feed position")
+	}
+	c.Advance(12, true, nil)
+	if _, ok := c.DirAttr(7); ok {
+		t.Fatal("lost changes did not empty the cache")
+	}
+}
+
+// A directory made here starts with a complete, empty listing that this
+// mount's own changes keep up to date; renames move names between
+// listings; a listing read whole makes names absent or present.
+func TestDirCacheListings(t *testing.T) {
+	c := NewDirCache(true)
+	c.Advance(1, false, nil)
+	if c.Absent(1, "d") {
+		t.Fatal("absent in a directory whose listing is unknown")
+	}
+	c.Listed(1, []wire.DirEntry{{Name: "x", Ino: 20}}, 1)
+	if !c.Absent(1, "d") || c.Absent(1, "x") {
+		t.Fatal("listing not used")
+	}
+	c.Changed(1, "d", 30, true, dirAttr(1), 1, dirAttr(30))
+	if ino, ok := c.Present(1, "d"); !ok || ino != 30 {
+		t.Fatalf("Present(d) = %d %v", ino, ok)
+	}
+	if !c.Absent(30, "anything") {
+		t.Fatal("a new directory's listing is not known empty")
+	}
+	c.Changed(30, "f", 31, true, dirAttr(30), 1, nil)
+	c.Renamed(30, "f", 1, "g", false)
+	if !c.Absent(30, "f") {
+		t.Fatal("renamed name still in its old directory")
+	}
+	if ino, ok := c.Present(1, "g"); !ok || ino != 31 {
+		t.Fatalf("renamed name: %d %v", ino, ok)
+	}
+	if _, ok := c.DirAttr(1); ok {
+		t.Fatal("a rename kept directories' attributes (their times changed)")
+	}
+	c.Renamed(1, "g", 1, "x", true) // exchange
+	if a, _ := c.Present(1, "g"); a != 20 {
+		t.Fatalf("exchange: g is %d, want 20", a)
+	}
+	if b, _ := c.Present(1, "x"); b != 31 {
+		t.Fatalf("exchange: x is %d, want 31", b)
+	}
+	c.Changed(1, "x", 0, false, dirAttr(1), 1, nil)
+	if !c.Absent(1, "x") {
+		t.Fatal("removed name still present")
+	}
+	c.ForgetDir(1)
+	if c.Absent(1, "x") {
+		t.Fatal("a forgotten directory still answers")
+	}
+	// a change answered before an invalidation went out drops the directory
+	c.Advance(5, false, nil)
+	c.Changed(30, "h", 32, true, dirAttr(30), 4, nil)
+	if c.Absent(30, "zz") {
+		t.Fatal("a stale change left the listing in place")
+	}
+}

@@ -1,0 +1,535 @@
+package vfs
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/sluice-hpc/sluice/internal/bufpool"
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Streaming I/O: write-behind and readahead.
+//
+// Write-behind: a write is copied into a pooled buffer and sent to the
+// forwarding node in the background; the caller gets its byte count at
+// once, as from a page cache. At most Config.WriteBehind bytes are in
+// flight per mount (the caller blocks beyond that). Writes to overlapping
+// ranges of one inode are never in flight together, so they land in the
+// order they were made. A background write that fails leaves its error on
+// the inode; the next write, flush (close) or fsync of the inode returns
+// it. Flush, fsync, release, getattr, setattr and lookup wait for the
+// inode's writes first, and a read for those that end past its start (they
+// decide what it returns, bytes or a shorter size), so this node always
+// sees its own writes and sizes, and close and fsync keep their meaning
+// (close-to-open consistency; fsync = durable on the tier's medium).
+//
+// Readahead: a handle that reads sequentially gets the next
+// Config.Readahead bytes fetched ahead of it, in read-sized requests that
+// travel through the forwarding node concurrently; a later read is served
+// from a fetched buffer without a round trip. Buffers belong to one open
+// handle (dropped at release), are dropped by any write or truncation of
+// the inode through this node, and are never fetched while the inode has
+// writes in flight.
+
+// StreamConfig configures Streams.
+type StreamConfig struct {
+	// WriteBehind bounds the bytes of writes in flight in the background
+	// (<= 0: every write waits for its forwarding node).
+	WriteBehind int64
+	// Readahead is how far ahead of a sequential reader data is fetched,
+	// per open handle (<= 0: no readahead).
+	Readahead int64
+	Route     Route // where a request goes
+	Log       *slog.Logger
+}
+
+// Streams is the mount's streaming I/O state.
+type Streams struct {
+	cfg StreamConfig
+
+	mu   sync.Mutex // guards io, wbBytes, raBytes and the state under io
+	cond *sync.Cond // on mu: a background write or fetch ended
+	io   map[uint64]*inodeIO
+	// wbBytes is the write-behind data in flight; raBytes the readahead
+	// buffers held (at most raMax).
+	wbBytes, raBytes, raMax int64
+
+	emu sync.Mutex // guards written and the extents in it
+	// written maps each open file handle that wrote since its last flush
+	// to how far its acknowledged writes reached.
+	written map[uint64]*extent
+}
+
+// NewStreams returns the streaming state of a mount.
+func NewStreams(cfg StreamConfig) *Streams {
+	s := &Streams{cfg: cfg, io: map[uint64]*inodeIO{}, raMax: max(8*cfg.Readahead, 64<<20), written: map[uint64]*extent{}}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// InFlight returns the bytes of writes in flight in the background and of
+// readahead buffers held.
+func (s *Streams) InFlight() (writeBehind, readahead int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wbBytes, s.raBytes
+}
+
+// Write writes data at off of ino for handle fh of caller id: in the
+// background (write-behind) unless that is off. An error is an earlier
+// background write's, or this write's when it is not in the background.
+// Either way the write drops the inode's readahead and counts as in flight
+// until acknowledged, so no fetch runs beside it and no read is served
+// bytes older than it.
+func (s *Streams) Write(id ident.ID, ino, fh, off uint64, data []byte) error {
+	s.writing(fh, ino)
+	background := s.cfg.WriteBehind > 0
+	w, err := s.begin(ino, off, uint64(len(data)), background)
+	if err != nil {
+		return err
+	}
+	if !background {
+		return s.send(id, ino, fh, w, data)
+	}
+	buf := bufpool.Get(len(data))
+	copy(buf, data)
+	go func() {
+		if err := s.send(id, ino, fh, w, buf); err != nil {
+			s.cfg.Log.Error("background write failed", "ino", ino, "off", off, "len", len(buf), "err", err)
+		}
+		bufpool.Put(buf)
+	}()
+	return nil
+}
+
+// Extent is how far a handle's acknowledged writes reached, in the
+// truncation generation they landed in (wire.Attr.Trunc): writes of an
+// older generation than a truncate's do not count after it. Flush and
+// fsync send it along, so the file's size survives a restart of the
+// forwarding node in between.
+type Extent struct{ Ino, Gen, End uint64 }
+
+type extent = Extent
+
+// writing notes that handle fh writes ino (before the write is sent, so
+// its flush waits for it).
+func (s *Streams) writing(fh, ino uint64) {
+	s.emu.Lock()
+	if s.written[fh] == nil {
+		s.written[fh] = &extent{Ino: ino}
+	}
+	s.emu.Unlock()
+}
+
+// wrote records an acknowledged write of handle fh that reached end in
+// truncation generation gen.
+func (s *Streams) wrote(fh, gen, end uint64) {
+	s.emu.Lock()
+	if e := s.written[fh]; e != nil {
+		switch {
+		case gen > e.Gen:
+			e.Gen, e.End = gen, end
+		case gen == e.Gen && end > e.End:
+			e.End = end
+		}
+	}
+	s.emu.Unlock()
+}
+
+// Truncated voids the extents of ino's handles older than a truncate to
+// generation gen made through this mount.
+func (s *Streams) Truncated(ino, gen uint64) {
+	s.emu.Lock()
+	for _, e := range s.written {
+		if e.Ino == ino && gen > e.Gen {
+			e.Gen, e.End = gen, 0
+		}
+	}
+	s.emu.Unlock()
+}
+
+// ExtentOf returns handle fh's extent (ok false if it wrote nothing since
+// its last flush).
+func (s *Streams) ExtentOf(fh uint64) (Extent, bool) {
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	if e := s.written[fh]; e != nil {
+		return *e, true
+	}
+	return Extent{}, false
+}
+
+// Flushed forgets handle fh's extent if it is still e (reported).
+func (s *Streams) Flushed(fh uint64, e Extent) {
+	s.emu.Lock()
+	if cur := s.written[fh]; cur != nil && *cur == e {
+		delete(s.written, fh)
+	}
+	s.emu.Unlock()
+}
+
+// Released forgets handle fh: its writes and its readahead.
+func (s *Streams) Released(ino, fh uint64) {
+	s.WaitWrites(ino, 0, 0)
+	s.mu.Lock()
+	s.dropReadaheadLocked(ino, fh)
+	s.mu.Unlock()
+	s.emu.Lock()
+	delete(s.written, fh)
+	s.emu.Unlock()
+}
+
+// DropReadahead drops every readahead buffer of ino (a truncate).
+func (s *Streams) DropReadahead(ino uint64) {
+	s.mu.Lock()
+	s.dropReadaheadLocked(ino, 0)
+	s.mu.Unlock()
+}
+
+// pendingWrite is one write in flight.
+type pendingWrite struct {
+	off, end   uint64
+	background bool // write-behind: counted in wbBytes, its error kept
+}
+
+// inodeIO is the streaming state of one inode. Guarded by Streams.mu.
+type inodeIO struct {
+	writes map[*pendingWrite]struct{}
+	err    error                 // first failed background write not yet reported
+	ra     map[uint64]*readahead // by file handle
+}
+
+// readahead is one handle's sequential-read state. Guarded by Streams.mu.
+type readahead struct {
+	next uint64   // offset right after the last read
+	seq  int      // consecutive sequential reads
+	eof  uint64   // a fetch came back short here (0: not seen)
+	bufs []*raBuf // fetched or in-flight windows, by offset
+}
+
+// raBuf is one readahead fetch. off and size are fixed at creation; the
+// other fields are guarded by Streams.mu, done is closed when the fetch ends.
+type raBuf struct {
+	off     uint64
+	size    int
+	done    chan struct{}
+	data    []byte // pooled, len = bytes fetched; nil if the fetch failed
+	err     error
+	refs    int  // replies still sending from data
+	dropped bool // no longer in its handle's list
+	landed  bool // fetch finished
+}
+
+func (b *raBuf) end() uint64 { return b.off + uint64(b.size) }
+
+// freeLocked gives data back to the pool once nothing uses it.
+func (b *raBuf) freeLocked() {
+	if b.dropped && b.landed && b.refs == 0 && b.data != nil {
+		bufpool.Put(b.data)
+		b.data = nil
+	}
+}
+
+// ioLocked returns the streaming state of ino, creating it.
+func (s *Streams) ioLocked(ino uint64) *inodeIO {
+	st := s.io[ino]
+	if st == nil {
+		st = &inodeIO{writes: map[*pendingWrite]struct{}{}, ra: map[uint64]*readahead{}}
+		s.io[ino] = st
+	}
+	return st
+}
+
+// tidyLocked forgets ino's state when nothing is left in it.
+func (s *Streams) tidyLocked(ino uint64) {
+	if st := s.io[ino]; st != nil && len(st.writes) == 0 && st.err == nil && len(st.ra) == 0 {
+		delete(s.io, ino)
+	}
+}
+
+func overlapsLocked(st *inodeIO, off, end uint64) bool {
+	for w := range st.writes {
+		if w.off < end && off < w.end {
+			return true
+		}
+	}
+	return false
+}
+
+// waitWrites blocks until no write of ino overlapping [off, end) is in
+// flight (end 0: the whole file).
+func (s *Streams) WaitWrites(ino, off, end uint64) {
+	if end == 0 {
+		end = ^uint64(0)
+	}
+	s.mu.Lock()
+	for {
+		st := s.io[ino]
+		if st == nil || !overlapsLocked(st, off, end) {
+			break
+		}
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+}
+
+// drain waits for every write of ino and returns (and clears) the error a
+// background write met.
+func (s *Streams) Drain(ino uint64) error {
+	s.WaitWrites(ino, 0, 0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.io[ino]
+	if st == nil || st.err == nil {
+		return nil
+	}
+	err := st.err
+	st.err = nil
+	s.tidyLocked(ino)
+	return err
+}
+
+// HasWrites reports whether ino has writes in flight.
+func (s *Streams) HasWrites(ino uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.io[ino]
+	return st != nil && len(st.writes) > 0
+}
+
+// dropReadaheadLocked drops every readahead buffer of ino (of one handle
+// if fh != 0).
+func (s *Streams) dropReadaheadLocked(ino, fh uint64) {
+	st := s.io[ino]
+	if st == nil {
+		return
+	}
+	for h, ra := range st.ra {
+		if fh != 0 && h != fh {
+			continue
+		}
+		for _, b := range ra.bufs {
+			s.dropBufLocked(b)
+		}
+		delete(st.ra, h)
+	}
+	s.tidyLocked(ino)
+}
+
+func (s *Streams) dropBufLocked(b *raBuf) {
+	b.dropped = true
+	s.raBytes -= int64(b.size)
+	b.freeLocked()
+}
+
+// begin registers a write of n bytes at off of ino as in flight, once no
+// overlapping write is (and, for a background one, once it fits the
+// write-behind bound). It returns instead the error a background write of
+// the inode met and nobody was told yet.
+func (s *Streams) begin(ino, off, n uint64, background bool) (*pendingWrite, error) {
+	end := off + n
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.ioLocked(ino)
+	if err := st.err; err != nil {
+		st.err = nil
+		s.tidyLocked(ino)
+		return nil, err
+	}
+	s.dropReadaheadLocked(ino, 0)
+	for {
+		st = s.ioLocked(ino)
+		fits := !background || s.wbBytes == 0 || s.wbBytes+int64(n) <= s.cfg.WriteBehind
+		if !overlapsLocked(st, off, end) && fits {
+			break
+		}
+		s.cond.Wait()
+	}
+	w := &pendingWrite{off: off, end: end, background: background}
+	st.writes[w] = struct{}{}
+	if background {
+		s.wbBytes += int64(n)
+	}
+	return w, nil
+}
+
+// send sends write w and ends it. A background write's error stays on the
+// inode for its next write, flush or fsync; a foreground one's is returned.
+func (s *Streams) send(id ident.ID, ino, fh uint64, w *pendingWrite, data []byte) error {
+	m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: w.off, Size: uint64(len(data)), Who: id}
+	resp, _, err := s.cfg.Route(id, ino).Call(context.Background(), m, data, nil)
+	if err == nil {
+		s.wrote(fh, resp.Trunc, w.end)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.io[ino]
+	delete(st.writes, w)
+	if w.background {
+		if err != nil && st.err == nil {
+			st.err = err
+		}
+		s.wbBytes -= int64(w.end - w.off)
+	}
+	s.tidyLocked(ino)
+	s.cond.Broadcast()
+	return err
+}
+
+// Hit is a read served from a readahead buffer: Data stays valid, and the
+// buffer held, until Release.
+type Hit struct {
+	s    *Streams
+	b    *raBuf
+	Data []byte
+}
+
+// Release gives the buffer back once the reply is sent.
+func (h *Hit) Release() {
+	h.s.mu.Lock()
+	h.b.refs--
+	h.b.freeLocked()
+	h.s.mu.Unlock()
+}
+
+// readahead serves a read from a fetched buffer if it can, and starts
+// fetches ahead of a sequential reader. It returns nil when the caller
+// must read directly.
+func (s *Streams) Readahead(id ident.ID, ino, fh, off uint64, size int) *Hit {
+	end := off + uint64(size)
+	s.mu.Lock()
+	st := s.ioLocked(ino)
+	ra := st.ra[fh]
+	if ra == nil {
+		ra = &readahead{next: ^uint64(0)}
+		st.ra[fh] = ra
+	}
+	// the buffer holding [off, end), if any; drop the ones behind
+	var hit *raBuf
+	keep := ra.bufs[:0]
+	for _, b := range ra.bufs {
+		switch {
+		case b.end() <= off:
+			s.dropBufLocked(b)
+		default:
+			if b.off <= off && end <= b.end() {
+				hit = b
+			}
+			keep = append(keep, b)
+		}
+	}
+	clear(ra.bufs[len(keep):])
+	ra.bufs = keep
+	if off == ra.next || hit != nil {
+		ra.seq++
+	} else {
+		ra.seq = 0
+		for _, b := range ra.bufs {
+			s.dropBufLocked(b)
+		}
+		ra.bufs = nil
+		ra.eof = 0
+	}
+	ra.next = end
+	var fetch []*raBuf
+	if ra.seq >= 1 && len(st.writes) == 0 {
+		unit := size
+		if unit < 128<<10 {
+			unit = 128 << 10
+		}
+		// the window grows with the run: 2, 4, 8 ... reads ahead
+		window := uint64(s.cfg.Readahead)
+		if ra.seq < 16 && uint64(unit)<<ra.seq < window {
+			window = uint64(unit) << ra.seq
+		}
+		from := end
+		if n := len(ra.bufs); n > 0 && ra.bufs[n-1].end() > from {
+			from = ra.bufs[n-1].end()
+		}
+		for from < end+window && s.raBytes+int64(unit) <= s.raMax {
+			if ra.eof != 0 && from >= ra.eof {
+				break
+			}
+			b := &raBuf{off: from, size: unit, done: make(chan struct{})}
+			ra.bufs = append(ra.bufs, b)
+			s.raBytes += int64(unit)
+			fetch = append(fetch, b)
+			from += uint64(unit)
+		}
+	}
+	if hit != nil {
+		hit.refs++
+	}
+	s.mu.Unlock()
+
+	for _, b := range fetch {
+		go s.fetch(id, ino, fh, b)
+	}
+	if hit == nil {
+		return nil
+	}
+	<-hit.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hit.err != nil || hit.data == nil {
+		hit.refs--
+		hit.freeLocked()
+		return nil
+	}
+	lo := int(off - hit.off)
+	hi := lo + size
+	if hi > len(hit.data) {
+		hi = len(hit.data)
+	}
+	if lo > hi {
+		lo = hi
+	}
+	return &Hit{s: s, b: hit, Data: hit.data[lo:hi]}
+}
+
+// readPast tells the readahead state that a direct read found data up to
+// end, so an end of file seen earlier has moved.
+func (s *Streams) ReadPast(ino, fh, end uint64) {
+	s.mu.Lock()
+	if st := s.io[ino]; st != nil {
+		if ra := st.ra[fh]; ra != nil && ra.eof != 0 && end > ra.eof {
+			ra.eof = 0
+		}
+	}
+	s.mu.Unlock()
+}
+
+// fetch runs one readahead request.
+func (s *Streams) fetch(id ident.ID, ino, fh uint64, b *raBuf) {
+	buf := bufpool.Get(b.size)
+	m := &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: b.off, Size: uint64(b.size), Who: id}
+	_, p, err := s.cfg.Route(id, ino).Call(context.Background(), m, nil, buf)
+	s.mu.Lock()
+	b.landed = true
+	if err != nil {
+		b.err = err
+		bufpool.Put(buf)
+		if len(p) > 0 && &p[0] != &buf[0] {
+			bufpool.Put(p)
+		}
+	} else {
+		if len(p) > 0 && &p[0] != &buf[0] {
+			// the reply did not fit (cannot happen: size is ours)
+			bufpool.Put(buf)
+			buf = p
+		}
+		b.data = buf[:len(p)]
+		if len(p) < b.size {
+			if st := s.io[ino]; st != nil {
+				if ra := st.ra[fh]; ra != nil && (ra.eof == 0 || b.off+uint64(len(p)) < ra.eof) {
+					ra.eof = b.off + uint64(len(p))
+				}
+			}
+		}
+	}
+	close(b.done)
+	b.freeLocked()
+	s.mu.Unlock()
+}

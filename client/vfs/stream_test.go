@@ -1,0 +1,381 @@
+package vfs
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+const ino = 42
+
+var caller = ident.ID{Job: "7001", Rank: 3, Node: "cn1", App: "ior"}
+
+func newStreams(f *fakeFwd, writeBehind, readahead int64) *Streams {
+	return NewStreams(StreamConfig{WriteBehind: writeBehind, Readahead: readahead,
+		Route: func(ident.ID, uint64) Caller { return f },
+		Log:   slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// done runs f in the background and returns a channel closed when it ends.
+func done(f func()) chan struct{} {
+	ch := make(chan struct{})
+	go func() { f(); close(ch) }()
+	return ch
+}
+
+func blocked(t *testing.T, ch chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("%s, but it returned", why)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func returns(t *testing.T, ch chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not return", what)
+	}
+}
+
+// Overlapping writes are never in flight together: the second waits for
+// the first and lands after it; a write elsewhere in the file goes at once.
+func TestWriteBehindOverlapOrder(t *testing.T) {
+	f := newFakeFwd("fwd")
+	s := newStreams(f, 1<<20, 0)
+	release := f.hold(0)
+	if err := s.Write(caller, ino, 1, 0, []byte("aaaa")); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+	second := done(func() {
+		if err := s.Write(caller, ino, 1, 2, []byte("bb")); err != nil {
+			t.Error(err)
+		}
+	})
+	blocked(t, second, "a write overlapping one in flight must wait")
+	if err := s.Write(caller, ino, 1, 100, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.wait(t); m.Offset != 100 {
+		t.Fatalf("a disjoint write should go at once, got offset %d", m.Offset)
+	}
+	release()
+	returns(t, second, "the overlapping write")
+	if m := f.wait(t); m.Offset != 2 {
+		t.Fatalf("want the overlapping write next, got offset %d", m.Offset)
+	}
+	if err := s.Drain(ino); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.bytes(ino)[:4]; string(got) != "aabb" {
+		t.Fatalf("bytes %q, want %q (the later write must win)", got, "aabb")
+	}
+	if wb, _ := s.InFlight(); wb != 0 {
+		t.Fatalf("%d write-behind bytes still counted after drain", wb)
+	}
+}
+
+// The bytes in flight are bounded: past the bound a write waits for
+// earlier ones even when they do not overlap.
+func TestWriteBehindBound(t *testing.T) {
+	f := newFakeFwd("fwd")
+	s := newStreams(f, 8, 0)
+	release := f.hold(0)
+	if err := s.Write(caller, ino, 1, 0, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+	second := done(func() { _ = s.Write(caller, ino, 1, 100, make([]byte, 8)) })
+	blocked(t, second, "a write past the write-behind bound must wait")
+	if wb, _ := s.InFlight(); wb != 8 {
+		t.Fatalf("in flight %d, want 8", wb)
+	}
+	release()
+	returns(t, second, "the second write")
+	if err := s.Drain(ino); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Fsync and close drain: they wait for every write in flight and get the
+// error a background write met, once; the inode is clean after that.
+func TestDrainWaitsAndReportsOnce(t *testing.T) {
+	f := newFakeFwd("fwd")
+	s := newStreams(f, 1<<20, 0)
+	f.fail[4096] = syscall.EIO
+	release := f.hold(0)
+	for _, off := range []uint64{0, 4096} {
+		if err := s.Write(caller, ino, 1, off, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	d := done(func() { err = s.Drain(ino) })
+	blocked(t, d, "drain must wait for the write still on the wire")
+	if !s.HasWrites(ino) {
+		t.Fatal("HasWrites false with a write on the wire")
+	}
+	release()
+	returns(t, d, "drain")
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("drain: %v, want the background write's EIO", err)
+	}
+	if err := s.Drain(ino); err != nil {
+		t.Fatalf("second drain: %v, want nil (the error is reported once)", err)
+	}
+}
+
+// A background write's error comes back on the inode's next write when no
+// flush came between.
+func TestWriteBehindErrorOnNextWrite(t *testing.T) {
+	f := newFakeFwd("fwd")
+	s := newStreams(f, 1<<20, 0)
+	f.fail[0] = syscall.ENOSPC
+	if err := s.Write(caller, ino, 1, 0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitWrites(ino, 0, 0)
+	if err := s.Write(caller, ino, 1, 1, []byte("y")); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("next write: %v, want ENOSPC", err)
+	}
+	if err := s.Drain(ino); err != nil {
+		t.Fatalf("drain after the error was returned: %v", err)
+	}
+}
+
+// Truncate waits for the writes in flight (the adapter calls WaitWrites
+// before its setattr), and extents follow the truncation generation: a
+// write acknowledged in an older generation than a truncate does not
+// bring the old size back at close (issue 12's first bug, at the core).
+func TestExtentsAcrossTruncate(t *testing.T) {
+	for _, wb := range []int64{0, 1 << 20} {
+		f := newFakeFwd("fwd")
+		s := newStreams(f, wb, 0)
+		const fh = 1
+		if err := s.Write(caller, ino, fh, 8<<20, make([]byte, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitWrites(ino, 0, 0)
+		if e, ok := s.ExtentOf(fh); !ok || e != (Extent{Ino: ino, Gen: 0, End: 9 << 20}) {
+			t.Fatalf("wb=%d: extent %+v %v after the first write", wb, e, ok)
+		}
+		// a write that lands before the truncate but is acknowledged after it
+		if wb > 0 {
+			release := f.hold(5 << 20)
+			if err := s.Write(caller, ino, fh, 5<<20, make([]byte, 4096)); err != nil {
+				t.Fatal(err)
+			}
+			f.wait(t)
+			trunc := done(func() { s.WaitWrites(ino, 0, 0) })
+			blocked(t, trunc, "a truncate must wait for the writes in flight")
+			gen := f.truncate(ino, 100)
+			s.Truncated(ino, gen) // (out of order on purpose: the late ack below must not undo it)
+			release()
+			returns(t, trunc, "the truncate's wait")
+		} else {
+			s.Truncated(ino, f.truncate(ino, 100))
+		}
+		if e, _ := s.ExtentOf(fh); e.Gen != 1 || e.End != 0 {
+			t.Fatalf("wb=%d: extent %+v after truncate, want gen 1 end 0 (the 9 MiB must not come back)", wb, e)
+		}
+		if err := s.Write(caller, ino, fh, 200, []byte("z")); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitWrites(ino, 0, 0)
+		e, _ := s.ExtentOf(fh)
+		if e != (Extent{Ino: ino, Gen: 1, End: 201}) {
+			t.Fatalf("wb=%d: extent %+v, want gen 1 end 201", wb, e)
+		}
+		// a flush reports e; a write after it keeps its own extent
+		if err := s.Write(caller, ino, fh, 300, []byte("w")); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitWrites(ino, 0, 0)
+		s.Flushed(fh, e)
+		if e2, ok := s.ExtentOf(fh); !ok || e2.End != 301 {
+			t.Fatalf("wb=%d: a flush of an older extent forgot a newer one: %+v %v", wb, e2, ok)
+		}
+		e2, _ := s.ExtentOf(fh)
+		s.Flushed(fh, e2)
+		if _, ok := s.ExtentOf(fh); ok {
+			t.Fatalf("wb=%d: extent kept after its flush", wb)
+		}
+	}
+}
+
+// Truncated only voids extents of older generations and of its inode.
+func TestTruncatedScope(t *testing.T) {
+	f := newFakeFwd("fwd")
+	s := newStreams(f, 0, 0)
+	f.truncate(ino, 0)
+	f.truncate(ino, 0) // gen 2
+	if err := s.Write(caller, ino, 1, 0, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(caller, ino+1, 2, 0, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	s.Truncated(ino, 1) // an older truncate's reply, arriving late
+	if e, _ := s.ExtentOf(1); e.End != 3 || e.Gen != 2 {
+		t.Fatalf("an older generation voided a newer extent: %+v", e)
+	}
+	s.Truncated(ino, 3)
+	if e, _ := s.ExtentOf(2); e.End != 3 {
+		t.Fatalf("a truncate of another inode voided this one's extent: %+v", e)
+	}
+	s.Released(ino, 1)
+	if _, ok := s.ExtentOf(1); ok {
+		t.Fatal("extent kept after release")
+	}
+}
+
+func fill(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+// A sequential reader gets data fetched ahead of it and served without a
+// round trip; the data is the file's; a random read drops the run.
+func TestReadaheadSequential(t *testing.T) {
+	f := newFakeFwd("fwd")
+	data := fill(4 << 20)
+	f.files[ino] = data
+	s := newStreams(f, 0, 1<<20)
+	const fh, unit = 7, 128 << 10
+	if h := s.Readahead(caller, ino, fh, 0, unit); h != nil {
+		t.Fatal("first read served from readahead")
+	}
+	if n := f.ops(wire.OpRead); n != 0 {
+		t.Fatalf("first read fetched ahead (%d fetches)", n)
+	}
+	if h := s.Readahead(caller, ino, fh, unit, unit); h != nil {
+		t.Fatal("second read served before any fetch")
+	}
+	hits := 0
+	for off := 2 * unit; off < 4<<20; off += unit {
+		h := s.Readahead(caller, ino, fh, uint64(off), unit)
+		if h == nil {
+			continue
+		}
+		hits++
+		if !bytes.Equal(h.Data, data[off:off+unit]) {
+			t.Fatalf("readahead at %d returned wrong bytes", off)
+		}
+		h.Release()
+	}
+	if want := (4<<20)/unit - 2; hits != want {
+		t.Fatalf("%d of %d sequential reads served from readahead", hits, want)
+	}
+	if _, ra := s.InFlight(); ra > 8<<20 {
+		t.Fatalf("readahead holds %d bytes", ra)
+	}
+	// a jump elsewhere starts over: no hit, buffers dropped
+	if h := s.Readahead(caller, ino, fh, 100, 10); h != nil {
+		t.Fatal("a random read was served from readahead")
+	}
+	s.Released(ino, fh)
+	if _, ra := s.InFlight(); ra != 0 {
+		t.Fatalf("%d readahead bytes held after release", ra)
+	}
+}
+
+// A write through this node drops the inode's readahead, in either write
+// mode, so a reader never gets bytes older than a write this node
+// acknowledged.
+func TestReadaheadDroppedByWrite(t *testing.T) {
+	for _, wb := range []int64{0, 1 << 20} {
+		f := newFakeFwd("fwd")
+		f.files[ino] = fill(2 << 20)
+		s := newStreams(f, wb, 1<<20)
+		const fh, unit = 7, 128 << 10
+		for off := 0; off < 3*unit; off += unit {
+			if h := s.Readahead(caller, ino, fh, uint64(off), unit); h != nil {
+				h.Release()
+			}
+		}
+		s.WaitWrites(ino, 0, 0)
+		// let the fetches land, then overwrite what they fetched
+		time.Sleep(50 * time.Millisecond)
+		if err := s.Write(caller, ino, 99, 3*unit, bytes.Repeat([]byte{0xEE}, unit)); err != nil {
+			t.Fatal(err)
+		}
+		s.WaitWrites(ino, 0, 0)
+		if h := s.Readahead(caller, ino, fh, 3*unit, unit); h != nil {
+			stale := !bytes.Equal(h.Data, bytes.Repeat([]byte{0xEE}, unit))
+			h.Release()
+			if stale {
+				t.Fatalf("wb=%d: read after a write served the old bytes from readahead", wb)
+			}
+		}
+	}
+}
+
+// No fetch goes out while the inode has writes in flight, nor past an end
+// of file seen; ReadPast forgets that end when the file grew.
+func TestReadaheadWritesAndEOF(t *testing.T) {
+	f := newFakeFwd("fwd")
+	f.files[ino] = fill(300 << 10)
+	s := newStreams(f, 1<<20, 8<<20)
+	const fh, unit = 7, 128 << 10
+	release := f.hold(2 << 20)
+	if err := s.Write(caller, ino, 9, 2<<20, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t)
+	s.Readahead(caller, ino, fh, 0, unit)
+	s.Readahead(caller, ino, fh, unit, unit)
+	f.quiet(t, 100*time.Millisecond, "no readahead while writes are in flight")
+	release()
+	s.WaitWrites(ino, 0, 0)
+	f.truncate(ino, 300<<10)
+
+	// the first window goes out before the end of file is known
+	if h := s.Readahead(caller, ino, fh, 2*unit, unit); h != nil {
+		h.Release()
+	}
+	time.Sleep(50 * time.Millisecond)
+	f.mu.Lock()
+	sent := len(f.calls)
+	f.mu.Unlock()
+	// once a fetch came back short, none goes past where it ended
+	for off := 3 * unit; off < 6*unit; off += unit {
+		if h := s.Readahead(caller, ino, fh, uint64(off), unit); h != nil {
+			h.Release()
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	f.mu.Lock()
+	late := f.calls[sent:]
+	f.mu.Unlock()
+	for _, m := range late {
+		if m.Op == wire.OpRead && m.Offset >= 300<<10 {
+			t.Fatalf("fetch at %d after the end of file was seen at 300 KiB", m.Offset)
+		}
+	}
+	// the file grew and a direct read saw it: fetching resumes
+	f.mu.Lock()
+	f.files[ino] = append(f.files[ino], fill(2<<20)...)
+	f.mu.Unlock()
+	f.drain()
+	s.ReadPast(ino, fh, 7*unit)
+	if h := s.Readahead(caller, ino, fh, 6*unit, unit); h != nil {
+		h.Release()
+	}
+	if m := f.wait(t); m.Op != wire.OpRead || m.Offset < 7*unit {
+		t.Fatalf("after ReadPast: %v at %d, want a fetch ahead", m.Op, m.Offset)
+	}
+}

@@ -1,0 +1,52 @@
+// Package vfs is the client core of a sluice mount, the part that does not
+// speak FUSE (the JuiceFS vfs/fuse split):
+//
+//   - Streams (stream.go): write-behind, readahead and the extents that
+//     close and fsync report;
+//   - Router (route.go): which forwarding node a request goes to;
+//   - DirCache (dircache.go): directories' attributes and listings, kept
+//     coherent by the change feed, and the mount's place in that feed;
+//   - Creates (creates.go): directory delegations and the creates and
+//     removals answered here and sent in batches.
+//
+// Each component is a type with its own lock over a Caller and an injected
+// clock, so it is tested with a fake forwarding node, metadata service and
+// clock, without a mount. The go-fuse adapter (package client) holds the
+// components and translates kernel requests into their calls.
+//
+// It talks to forwarding nodes and to the metadata service (forwarding
+// map, delegations) only; never to data servers, never to the kernel.
+//
+// Lock order, in one place. Locks are taken only in this order:
+//
+//	wbDir.flushMu (one directory's batch on the wire)
+//	  → Creates.mu → nothing
+//	  → DirCache.mu → nothing
+//	Streams.mu, Streams.emu, Router.mu → nothing
+//
+// Creates.mu, DirCache.mu, Streams.mu, Streams.emu and Router.mu are
+// leaves: never held while another lock is taken or while a request is on
+// the wire. wbDir.flushMu is the only lock held across a request (so a
+// directory's batches leave in order). The adapter's own locks (client.FS:
+// pmu, dmu) are leaves too. Waits (a write for an overlapping one, a read
+// for the writes before it, a drain) are condition waits on Streams.mu.
+package vfs
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Caller sends one request and waits for its answer (an *rpc.Client).
+type Caller interface {
+	Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error)
+}
+
+// Route says where a request of caller id on inode ino goes.
+type Route func(id ident.ID, ino uint64) Caller
+
+// Clock returns the time (time.Now outside tests).
+type Clock func() time.Time

@@ -1,0 +1,69 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Down stops the cluster recorded in dir. With purge it also deletes the
+// mem tier's tmpfs directories, which would otherwise hold memory after the
+// cluster is gone (the state directory is left to the caller).
+func Down(dir string, purge bool) error {
+	c, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	c.stop()
+	if Mounted(c.Mount) {
+		return fmt.Errorf("%s is still mounted", c.Mount)
+	}
+	if purge {
+		for _, d := range c.Daemons {
+			if len(d.Args) > 2 && d.Args[0] == "data" && d.Args[2] == "mem" {
+				for i, a := range d.Args {
+					if a == "--dir" && i+1 < len(d.Args) {
+						os.RemoveAll(d.Args[i+1])
+						os.Remove(filepath.Dir(d.Args[i+1])) // the per-cluster parent, once empty
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Restart starts (again) the named daemon with its recorded arguments,
+// killing it first if it runs. Tests use it after kill -9.
+func Restart(dir, name string) error {
+	c, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	for i := range c.Daemons {
+		d := &c.Daemons[i]
+		if d.Name != name {
+			continue
+		}
+		stopPid(d.Pid)
+		if err := c.start(d); err != nil {
+			return err
+		}
+		if err := c.save(); err != nil {
+			return err
+		}
+		for j, a := range d.Args {
+			if a == "--listen" {
+				return waitListening(d.Args[j+1], 10*time.Second)
+			}
+		}
+		return nil
+	}
+	var names []string
+	for _, d := range c.Daemons {
+		names = append(names, d.Name)
+	}
+	return fmt.Errorf("no daemon %q (have %s)", name, strings.Join(names, ", "))
+}

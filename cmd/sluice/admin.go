@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	_ "net/http/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
+	"github.com/sluice-hpc/sluice/cluster"
+	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/size"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// metaClient connects to the cluster named by --dir or --meta.
+func metaClient(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, error) {
+	mc, _, err := metaClientSub(fs, cfg, args)
+	return mc, err
+}
+
+// metaClientSub is metaClient for a command with subcommands: the first
+// argument after the flags that names one of subs is taken out, and flags
+// after it are parsed too ("job --dir D start --app A ID" and "job start
+// --dir D --app A ID" mean the same).
+func metaClientSub(fs *flag.FlagSet, cfg *string, args []string, subs ...string) (*rpc.Client, string, error) {
+	dir := fs.String("dir", "", "state directory of a local cluster")
+	metaAddr := fs.String("meta", "", "metadata service address")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	if err := parse(fs, cfg, args); err != nil {
+		return nil, "", err
+	}
+	sub := ""
+	for _, s := range subs {
+		if fs.NArg() > 0 && fs.Arg(0) == s {
+			sub = s
+			if err := parse(fs, cfg, fs.Args()[1:]); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	mc, err := dialMeta(*dir, *metaAddr, *secretFile)
+	return mc, sub, err
+}
+
+// dialMeta returns a client of the metadata daemon: at metaAddr, or the
+// local cluster's in dir (default: the current one).
+func dialMeta(dir, metaAddr, secretFile string) (*rpc.Client, error) {
+	if metaAddr == "" {
+		d, err := stateDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		c, err := cluster.Load(d)
+		if err != nil {
+			return nil, err
+		}
+		metaAddr = c.MetaAddr
+		if secretFile == "" {
+			secretFile = c.SecretFile()
+		}
+	}
+	secret, err := readSecret(secretFile)
+	if err != nil {
+		return nil, err
+	}
+	return rpc.NewClient(metaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + metaAddr}), nil
+}
+
+// beaconName is the name a server's monitoring records carry.
+func beaconName(s wire.ServerInfo) string {
+	if s.Role == "data" {
+		return fmt.Sprintf("data-%s-%d", s.Tier, s.ID)
+	}
+	return fmt.Sprintf("%s-%d", s.Role, s.ID)
+}
+
+func cmdStatus(args []string) error {
+	fs, cfg := flagSet("status")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	servers, err := listServers(mc)
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
+	// Beacon's fail-slow verdicts (empty when monitoring is off)
+	slow := map[string]float64{}
+	if hs, err := (beaconrpc.Client{C: mc}).Health(context.Background()); err == nil {
+		for _, h := range hs {
+			slow[h.Server] = h.Ratio
+		}
+	}
+	fmt.Printf("%-4s %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", "ID", "ROLE", "TIER", "ADDRESS", "NODE", "CAPACITY", "USED", "USED%", "STATE")
+	tiers := map[string][2]uint64{}
+	for _, s := range servers {
+		state := "up"
+		if !s.Alive {
+			state = "DOWN"
+		} else if r, ok := slow[beaconName(s)]; ok {
+			state = fmt.Sprintf("FAIL-SLOW (%.1f× its peers' latency)", r)
+		}
+		capS, usedS, pct := "-", "-", "-"
+		if s.Role == "data" {
+			capS, usedS = size.Format(s.Capacity), size.Format(s.Used)
+			if s.Capacity > 0 {
+				pct = fmt.Sprintf("%.1f", 100*float64(s.Used)/float64(s.Capacity))
+			}
+			if s.Alive {
+				t := tiers[s.Tier]
+				tiers[s.Tier] = [2]uint64{t[0] + s.Capacity, t[1] + s.Used}
+			}
+		}
+		tier := s.Tier
+		if tier == "" {
+			tier = "-"
+		}
+		fmt.Printf("%-4d %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", s.ID, s.Role, tier, s.Addr, s.Node, capS, usedS, pct, state)
+	}
+	fmt.Println("\nTIER  CAPACITY       USED")
+	for _, t := range []string{"mem", "ssd", "hdd", "pfs"} {
+		if v, ok := tiers[t]; ok {
+			fmt.Printf("%-5s %-14s %s\n", t, size.Format(v[0]), size.Format(v[1]))
+		}
+	}
+	return nil
+}
+
+// listServers asks the metadata service for every registered daemon.
+func listServers(mc *rpc.Client) ([]wire.ServerInfo, error) {
+	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpServers}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Servers, nil
+}
+
+func cmdJobs(args []string) error {
+	fs, cfg := flagSet("jobs")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	ctx := context.Background()
+	servers, err := listServers(mc)
+	if err != nil {
+		return err
+	}
+	type agg struct {
+		fwd.JobCounters
+		fwds  []string
+		ranks map[int32]bool
+		nodes map[string]bool
+	}
+	jobs := map[string]*agg{}
+	secret := mustSecret(fs)
+	for _, si := range servers {
+		if si.Role != "fwd" || !si.Alive {
+			continue
+		}
+		fc := rpc.NewClient(si.Addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "forwarding node " + si.Addr})
+		r, _, err := fc.Call(ctx, &wire.Msg{Op: wire.OpJobStats}, nil, nil)
+		fc.Close()
+		if err != nil {
+			return err
+		}
+		for _, c := range fwd.DecodeJobs(r.Entries) {
+			a := jobs[c.Job]
+			if a == nil {
+				a = &agg{JobCounters: fwd.JobCounters{Job: c.Job}, ranks: map[int32]bool{}, nodes: map[string]bool{}}
+				jobs[c.Job] = a
+			}
+			a.Ops += c.Ops
+			a.MetaOps += c.MetaOps
+			a.ReadBytes += c.ReadBytes
+			a.WriteBytes += c.WriteBytes
+			a.fwds = append(a.fwds, strconv.FormatUint(si.ID, 10))
+			for _, x := range c.Ranks {
+				a.ranks[x] = true
+			}
+			for _, x := range c.Nodes {
+				a.nodes[x] = true
+			}
+		}
+	}
+	var names []string
+	for n := range jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Printf("%-10s %8s %8s %12s %12s %6s %-14s %s\n", "JOB", "OPS", "META", "READ", "WRITTEN", "RANKS", "NODES", "FWD")
+	for _, n := range names {
+		a := jobs[n]
+		var nodes []string
+		for x := range a.nodes {
+			nodes = append(nodes, x)
+		}
+		sort.Strings(nodes)
+		fmt.Printf("%-10s %8d %8d %12s %12s %6d %-14s %s\n", n, a.Ops, a.MetaOps, size.Format(a.ReadBytes),
+			size.Format(a.WriteBytes), len(a.ranks), strings.Join(nodes, ","), strings.Join(a.fwds, ","))
+	}
+	return nil
+}
+
+func cmdStat(args []string) error {
+	fs, cfg := flagSet("stat")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one path")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fs.Arg(0), &st); err != nil {
+		return fmt.Errorf("%s: %v", fs.Arg(0), err)
+	}
+	ctx := context.Background()
+	a, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: st.Ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	l, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: st.Ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	at := a.Attr
+	fmt.Printf("path:        %s\ninode:       %d\nsize:        %d\ntruncations: %d\nchunk size:  %d\nstripe:      count %d, unit %d\nchunks:      %d allocated\n",
+		fs.Arg(0), at.Ino, at.Size, at.Trunc, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
+	for _, c := range l.Chunks {
+		fmt.Printf("  chunk %-6d tier %-4s servers %v\n", c.Idx, c.Tier, c.Servers)
+	}
+	return nil
+}
+
+func cmdSetstripe(args []string) error {
+	fs, cfg := flagSet("setstripe")
+	chunk := fs.String("chunk-size", "0", "chunk size (power of two, e.g. 4M)")
+	count := fs.Uint("count", 0, "stripe count: data servers per chunk")
+	unit := fs.String("unit", "0", "stripe unit")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one directory")
+	}
+	cs, err := size.Parse(*chunk)
+	if err != nil {
+		return fmt.Errorf("--chunk-size: %v", err)
+	}
+	us, err := size.Parse(*unit)
+	if err != nil {
+		return fmt.Errorf("--unit: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fs.Arg(0), &st); err != nil {
+		return err
+	}
+	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpSetLayout, Ino: st.Ino,
+		ChunkSize: uint32(cs), StripeCnt: uint32(*count), StripeUnit: uint32(us)}, nil, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: chunk size %d, stripe count %d, unit %d\n", fs.Arg(0), resp.Attr.ChunkSize, resp.Attr.StripeCnt, resp.Attr.StripeUnit)
+	return nil
+}
+
+func cmdFault(args []string) error {
+	fs, cfg := flagSet("fault")
+	id := fs.Uint64("server", 0, "id of the data server or forwarding node (see status)")
+	slow := fs.Float64("slow", 0, "make every request take this many times as long")
+	fill := fs.String("fill", "", "shrink the tier's budget to this size")
+	stall := fs.Int("stall", -1, "delay every request by this many milliseconds (0 clears)")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	ctx := context.Background()
+	servers, err := listServers(mc)
+	if err != nil {
+		return err
+	}
+	var target *wire.ServerInfo
+	for i := range servers {
+		if servers[i].ID == *id {
+			target = &servers[i]
+		}
+	}
+	if target == nil || target.Role == "client" {
+		return fmt.Errorf("--server %d: no such data server or forwarding node", *id)
+	}
+	m := &wire.Msg{Op: wire.OpFault}
+	switch {
+	case *slow > 0:
+		m.Name, m.Size = "slow", uint64(*slow*100)
+	case *fill != "":
+		n, err := size.Parse(*fill)
+		if err != nil {
+			return fmt.Errorf("--fill: %v", err)
+		}
+		m.Name, m.Size = "fill", uint64(n)
+	case *stall >= 0:
+		m.Name, m.Size = "stall", uint64(*stall)
+	default:
+		return fmt.Errorf("give one of --slow, --fill, --stall")
+	}
+	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("server %d", *id)})
+	defer sc.Close()
+	_, _, err = sc.Call(ctx, m, nil, nil)
+	return err
+}
+
+func mustSecret(fs *flag.FlagSet) []byte {
+	file := fs.Lookup("secret-file").Value.String()
+	if file == "" {
+		if d, err := stateDir(fs.Lookup("dir").Value.String()); err == nil {
+			if c, err := cluster.Load(d); err == nil {
+				file = c.SecretFile()
+			}
+		}
+	}
+	s, _ := readSecret(file)
+	return s
+}

@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/store"
+	"github.com/sluice-hpc/sluice/client"
+	"github.com/sluice-hpc/sluice/data"
+	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/member"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/size"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/manager/forwarding"
+	"github.com/sluice-hpc/sluice/manager/monitor"
+	"github.com/sluice-hpc/sluice/meta"
+	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/policy/dfra"
+	"github.com/sluice-hpc/sluice/tier"
+)
+
+// daemonFlags are the flags every network daemon has.
+type daemonFlags struct {
+	listen, secretFile, addrFile, pprof, metrics *string
+	// reg collects the daemon's Prometheus series; served on --metrics.
+	reg *prometheus.Registry
+	mon monitorFlags
+}
+
+// monitorFlags turn Beacon's per-operation records on or off.
+type monitorFlags struct {
+	on     *bool
+	window *time.Duration
+}
+
+func addMonitorFlags(fs *flag.FlagSet) monitorFlags {
+	return monitorFlags{
+		on:     fs.Bool("monitor", true, "record every operation for Beacon (sluice job, top, profiles)"),
+		window: fs.Duration("monitor-window", beacon.DefaultWindow, "Beacon aggregation window"),
+	}
+}
+
+// collector returns the daemon's Beacon collector, or nil when off.
+func (m monitorFlags) collector(layer beacon.Layer, server string) *beacon.Collector {
+	if !*m.on {
+		return nil
+	}
+	return beacon.NewCollector(layer, server, *m.window)
+}
+
+func addDaemonFlags(fs *flag.FlagSet, listen string) *daemonFlags {
+	return &daemonFlags{
+		mon:        addMonitorFlags(fs),
+		listen:     fs.String("listen", listen, "address to listen on"),
+		secretFile: fs.String("secret-file", "", "file holding the cluster secret"),
+		addrFile:   fs.String("addr-file", "", "write the bound address here"),
+		pprof:      fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address"),
+		metrics:    fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics"),
+		reg:        prometheus.NewRegistry(),
+	}
+}
+
+// setup checks the listen address, starts profiling if asked and reads the
+// cluster secret.
+func (d *daemonFlags) setup() ([]byte, error) {
+	if err := checkListen(*d.listen); err != nil {
+		return nil, err
+	}
+	startPprof(*d.pprof)
+	if err := serveMetrics(*d.metrics, d.reg); err != nil {
+		return nil, err
+	}
+	return readSecret(*d.secretFile)
+}
+
+// serveMetrics serves reg (with the Go runtime's and the process's series)
+// at http://addr/metrics; an empty addr serves nothing.
+func serveMetrics(addr string, reg *prometheus.Registry) error {
+	if addr == "" {
+		return nil
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics: %v", err)
+	}
+	go http.Serve(ln, mux)
+	return nil
+}
+
+// registeredDaemon is a daemon that registers with the metadata service:
+// a data server or a forwarding daemon.
+type registeredDaemon interface {
+	Listen() (net.Listener, error)
+	Addr() string
+	Run(ctx context.Context, ln net.Listener, idFile string) error
+}
+
+// runDaemon binds, publishes the address and serves until a signal.
+func runDaemon(d registeredDaemon, addrFile, idFile string) error {
+	ln, err := d.Listen()
+	if err != nil {
+		return err
+	}
+	if err := writeAddr(addrFile, d.Addr()); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	return d.Run(ctx, ln, idFile)
+}
+
+func cmdMeta(args []string) error {
+	fs, cfg := flagSet("meta")
+	df := addDaemonFlags(fs, "127.0.0.1:7100")
+	dir := fs.String("dir", "", "directory of the embedded store")
+	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
+	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
+	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
+	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
+	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
+	var pol dfra.Config
+	vmin := fs.String("dfra-vmin", "1G", "DFRA V_min: jobs moving less per run are not scaled up")
+	fs.IntVar(&pol.NMin, "dfra-nmin", 1, "DFRA N_min: jobs with this many I/O nodes or fewer are not scaled up")
+	fs.Float64Var(&pol.WMeta, "dfra-wmeta", 1000, "DFRA W_meta: jobs with this many metadata operations/s or more are not scaled up")
+	fs.Float64Var(&pol.HighBW, "dfra-highbw", 0.5, "DFRA: a job using this fraction of a forwarding node's bandwidth is isolated")
+	fs.IntVar(&pol.MaxFwds, "dfra-max-fwds", 0, "DFRA: at most this many forwarding nodes per job (0: no cap)")
+	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
+	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
+	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
+	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	secret, err := df.setup()
+	if err != nil {
+		return err
+	}
+	if *eng != "mem" && *dir == "" {
+		return fmt.Errorf("--dir is required for engine %q", *eng)
+	}
+	if *dir != "" {
+		if err := os.MkdirAll(*dir, 0o700); err != nil {
+			return err
+		}
+	}
+	e, err := engine.Open(*eng, *dir)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	log := logger("meta")
+	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout,
+		Metrics: df.reg})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *df.listen)
+	if err != nil {
+		return err
+	}
+	if err := writeAddr(*df.addrFile, ln.Addr().String()); err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	go svc.RunGC(ctx, 2*time.Second)
+	maxB, err := size.Parse(*beaconMax)
+	if err != nil {
+		return fmt.Errorf("--beacon-max: %v", err)
+	}
+	bdir := ""
+	if *dir != "" {
+		bdir = filepath.Join(*dir, "beacon")
+	}
+	records, err := store.Open(bdir, store.Options{Retention: *retention, MaxBytes: maxB})
+	if err != nil {
+		return err
+	}
+	defer records.Close()
+	bsvc := monitor.New(monitor.Config{Store: records, Log: log, Window: *df.mon.window})
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	go bsvc.Run(ctx, tick.C)
+	if *fwdMode != "dfra" && *fwdMode != "ffm" {
+		return fmt.Errorf("--fwd-policy %q: want dfra or ffm", *fwdMode)
+	}
+	v, err := size.Parse(*vmin)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("--dfra-vmin %q: want a size > 0", *vmin)
+	}
+	pol.VMin, pol.Ratio = uint64(v), *fwdRatio
+	if pol.NMin == 0 {
+		pol.NMin = -1 // any job with an I/O node
+	}
+	mgr := forwarding.New(forwarding.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: records,
+		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
+		Profile: func(key string) (beacon.Profile, bool) {
+			p, ok, err := records.Profile(key)
+			return p, ok && err == nil
+		}})
+	mtick := time.NewTicker(2 * time.Second)
+	defer mtick.Stop()
+	go mgr.Run(ctx, mtick.C)
+	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler()},
+		Default: svc.Handler()}, log)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("metadata service listening", "addr", ln.Addr().String(), "engine", *eng)
+	return srv.Serve(ln)
+}
+
+func cmdData(args []string) error {
+	fs, cfg := flagSet("data")
+	df := addDaemonFlags(fs, "127.0.0.1:0")
+	kind := fs.String("tier", "", "tier kind: mem, ssd, hdd or pfs")
+	dir := fs.String("dir", "", "directory holding the chunks (tmpfs for mem; the PFS mount for pfs)")
+	capacity := fs.String("capacity", "0", "byte budget (e.g. 2G); 0: the file system's size")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
+	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
+	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
+	node := fs.String("node", hostname(), "node name")
+	zeroCopy := fs.Bool("zero-copy", false, "answer reads with sendfile from the chunk file instead of through a buffer")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if _, ok := tier.Rank(*kind); !ok {
+		return fmt.Errorf("--tier %q: want mem, ssd, hdd or pfs", *kind)
+	}
+	if *dir == "" {
+		return fmt.Errorf("--dir is required")
+	}
+	c, err := size.Parse(*capacity)
+	if err != nil {
+		return fmt.Errorf("--capacity: %v", err)
+	}
+	secret, err := df.setup()
+	if err != nil {
+		return err
+	}
+	log := logger("data").With("tier", *kind)
+	// the server's own state (id, truncation fences) beside its chunks;
+	// in a PFS directory under .sluice, with the objects
+	idFile, state := filepath.Join(*dir, ".sluice-id"), filepath.Join(*dir, ".sluice-state")
+	if *kind == "pfs" {
+		idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
+	}
+	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
+		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
+		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
+	if err != nil {
+		return err
+	}
+	return runDaemon(srv, *df.addrFile, idFile)
+}
+
+func cmdFwd(args []string) error {
+	fs, cfg := flagSet("fwd")
+	df := addDaemonFlags(fs, "127.0.0.1:0")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
+	mbps := fs.Float64("max-mbps", 0, "link bandwidth cap in MB/s; 0: none")
+	iops := fs.Float64("max-iops", 0, "request rate cap (every operation); 0: none")
+	node := fs.String("node", hostname(), "node name")
+	idFile := fs.String("id-file", "", "keep the assigned id here across restarts")
+	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
+	zeroCopy := fs.Bool("zero-copy", false, "splice data servers' answers to reads into the replies instead of copying them")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	secret, err := df.setup()
+	if err != nil {
+		return err
+	}
+	log := logger("fwd")
+	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
+		MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, ZeroCopy: *zeroCopy,
+		Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
+	return runDaemon(srv, *df.addrFile, *idFile)
+}
+
+// noCacheIfZero maps a 0 cache timeout flag to the client's "no caching".
+func noCacheIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+func cmdMount(args []string) error {
+	fs, cfg := flagSet("mount")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address (to find a forwarding node)")
+	fwdAddr := fs.String("fwd", "", "forwarding node address (default: chosen by the fixed mapping)")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
+	node := fs.String("node", hostname(), "node name sent with every request")
+	jobVar := fs.String("jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
+	timeout := fs.Duration("timeout", 30*time.Second, "a request not answered within this fails with EIO")
+	cache := fs.Bool("cache-data", false, "let the kernel cache file data (default: direct I/O)")
+	writeBehind := fs.String("write-behind", "32M", "bytes of writes sent in the background before a write waits (0: every write waits for the forwarding node)")
+	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
+	wbCreates := fs.Bool("writeback-creates", true, "answer creates in directories this mount holds the delegation of at once and send them in batches (false: every create waits for the metadata service)")
+	wbUnlinks := fs.Bool("writeback-unlinks", true, "with --writeback-creates, also answer removals of files in those directories at once and send them with the creates")
+	createFlush := fs.Duration("create-flush", 10*time.Millisecond, "how long a write-back create may wait before it is sent")
+	debug := fs.Bool("debug", false, "log every FUSE request")
+	attrTO := fs.Duration("attr-timeout", time.Second, "how long the kernel may cache attributes (0: every stat reaches the metadata service)")
+	entryTO := fs.Duration("entry-timeout", time.Second, "how long the kernel may cache name lookups (0: no caching)")
+	metaCache := fs.Duration("meta-cache", 60*time.Second, "how long the kernel may cache lookups and attributes while the mount follows the metadata change feed (0: do not follow it; --attr-timeout and --entry-timeout apply)")
+	mon := addMonitorFlags(fs)
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one mount point, got %d arguments", fs.NArg())
+	}
+	wb, err := sizeFlag("write-behind", *writeBehind)
+	if err != nil {
+		return err
+	}
+	ra, err := sizeFlag("readahead", *readahead)
+	if err != nil {
+		return err
+	}
+	startPprof(*pprofAddr)
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(*metricsAddr, reg); err != nil {
+		return err
+	}
+	mnt := fs.Arg(0)
+	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
+		return fmt.Errorf("mount point %s is not a directory", mnt)
+	}
+	secret, err := readSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	log := logger("client")
+	ctx, stop := signalContext()
+	defer stop()
+	cctx, cancel := context.WithTimeout(ctx, *timeout)
+	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
+		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
+		WriteBehind: wb, Readahead: ra, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache)})
+	cancel()
+	if err != nil {
+		return err
+	}
+	srv, err := fsys.Mount()
+	if err != nil {
+		return fmt.Errorf("mount %s: %v", mnt, err)
+	}
+	log.Info("mounted", "mountpoint", mnt)
+	go fsys.Follow(ctx, srv)
+	fsys.Ship(ctx)
+	// report this client in the registry so status can list mounts
+	mc := rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "metadata service"})
+	mem := &member.Member{Meta: mc, Log: log, Info: func() wire.ServerInfo {
+		return wire.ServerInfo{Role: "client", Addr: mnt, Node: *node}
+	}}
+	go func() {
+		if err := mem.Register(ctx); err == nil {
+			mem.Run(ctx)
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(done)
+	}()
+	select {
+	case <-ctx.Done():
+		if err := srv.Unmount(); err != nil {
+			log.Warn("unmount failed, detaching", "err", err)
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+		<-done
+	case <-done:
+	}
+	fsys.Close()
+	return nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	_ "net/http/pprof"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluice-hpc/sluice/cluster"
+	"github.com/sluice-hpc/sluice/internal/size"
+)
+
+func cmdUp(args []string) error {
+	fs, cfg := flagSet("up")
+	var o cluster.Options
+	fs.StringVar(&o.Dir, "dir", "", "state directory")
+	fs.StringVar(&o.Mount, "mount", "", "mount point")
+	mem := fs.String("mem", "2G", "memory tier budget")
+	ssd := fs.String("ssd", "8G", "ssd tier budget (0 disables the tier)")
+	fs.StringVar(&o.PFS, "pfs", "", "PFS directory for the pfs tier (default STATE/pfs; none: no pfs tier)")
+	fs.IntVar(&o.Fwds, "fwds", 2, "forwarding daemons")
+	fs.IntVar(&o.MemServers, "mem-servers", 1, "mem-tier data servers, each with the --mem budget")
+	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
+	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon, MB/s (also DFRA's B_f)")
+	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
+	fs.Float64Var(&o.DataMBps, "data-max-mbps", 0, "bandwidth cap of each mem-tier data server, MB/s")
+	fs.Float64Var(&o.DataIOPS, "data-max-iops", 0, "IOPS cap of each mem-tier data server")
+	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
+	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
+	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
+	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
+	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
+	fs.StringVar(&o.FwdPolicy, "fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm")
+	fs.StringVar(&o.ZeroCopy, "zero-copy", "none", "zero-copy reads in the data servers (sendfile), the forwarding daemons (splice), both or neither: data, fwd, all or none")
+	fs.IntVar(&o.PprofBase, "pprof-base", 0, "serve each daemon's Go profiles on 127.0.0.1:PORT+i, i its index in cluster.json (0: off)")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	if o.Dir == "" || o.Mount == "" {
+		return fmt.Errorf("--dir and --mount are required")
+	}
+	switch o.ZeroCopy {
+	case "none", "data", "fwd", "all":
+	default:
+		return fmt.Errorf("--zero-copy %q: want data, fwd, all or none", o.ZeroCopy)
+	}
+	o.NoMonitor = !*monitor
+	o.MetaFlags = strings.Fields(*metaFlags)
+	o.MountFlags = strings.Fields(*mountFlags)
+	var err error
+	if o.MemBytes, err = size.Parse(*mem); err != nil {
+		return fmt.Errorf("--mem: %v", err)
+	}
+	if o.SSDBytes, err = size.Parse(*ssd); err != nil {
+		return fmt.Errorf("--ssd: %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Exe = exe
+	c, err := cluster.Up(o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("sluice is up: %s mounted (state in %s, metadata service %s)\n", c.Mount, c.Dir, c.MetaAddr)
+	return nil
+}
+
+func cmdDown(args []string) error {
+	fs, cfg := flagSet("down")
+	dir := fs.String("dir", "", "state directory")
+	purge := fs.Bool("purge", false, "also delete the mem tier's data (frees its memory)")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	d, err := stateDir(*dir)
+	if err != nil {
+		return err
+	}
+	return cluster.Down(d, *purge)
+}
+
+func cmdRestart(args []string) error {
+	fs, cfg := flagSet("restart")
+	dir := fs.String("dir", "", "state directory")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	d, err := stateDir(*dir)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one daemon name (see %s/run)", d)
+	}
+	return cluster.Restart(d, fs.Arg(0))
+}
+
+// stateDir resolves --dir, falling back to the cluster `up` started last.
+func stateDir(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	if d := os.Getenv("SLUICE_DIR"); d != "" {
+		return d, nil
+	}
+	if d, err := cluster.Current(); err == nil {
+		return d, nil
+	}
+	return "", fmt.Errorf("--dir is required (no cluster started with 'sluice up' found)")
+}

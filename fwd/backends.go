@@ -1,0 +1,115 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// backend is one data server as seen from this daemon: a connection and,
+// per pipeline class, a bound on requests in flight, so bulk transfers
+// waiting on a slow server cannot take the slots small requests need.
+type backend struct {
+	c   *rpc.Client
+	sem [wire.NumClasses]chan struct{}
+}
+
+func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
+	s.bmu.Lock()
+	b := s.backends[id]
+	s.bmu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	for _, si := range resp.Servers {
+		if si.Role != "data" {
+			continue
+		}
+		if old := s.backends[si.ID]; old != nil && old.c.Addr() == si.Addr {
+			continue
+		} else if old != nil {
+			old.c.Close()
+		}
+		b := &backend{c: rpc.NewClient(si.Addr, s.cfg.Secret, rpc.ClientOptions{Timeout: s.cfg.Timeout,
+			Name: fmt.Sprintf("data server %d (%s, %s)", si.ID, si.Tier, si.Addr)})}
+		for i := range b.sem {
+			b.sem[i] = make(chan struct{}, s.cfg.BackendInflight)
+		}
+		s.backends[si.ID] = b
+	}
+	if b = s.backends[id]; b == nil {
+		return nil, rpc.Errorf(syscall.EIO, "data server %d is not registered", id)
+	}
+	return b, nil
+}
+
+func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, into []byte) error {
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, _, err := c.Call(ctx, m, payload, into)
+		return err
+	})
+}
+
+// callDataSink is callData for a read whose answer goes to sink.
+func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink rpc.Sink) error {
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, err := c.CallSink(ctx, m, nil, sink)
+		return err
+	})
+}
+
+// callDataWith runs call on data server id's client within the server's
+// in-flight bound for m's class, bounded by the timeout (the request has
+// a little more: a write refused by a dead server can still move its
+// chunk).
+func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	b, err := s.backend(ctx, id)
+	if err != nil {
+		return err
+	}
+	sem := b.sem[wire.ClassOf(m)]
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return &rpc.TransportError{Server: b.c.Name(), Err: ctx.Err()}
+	}
+	defer func() { <-sem }()
+	err = call(b.c)
+	var te *rpc.TransportError
+	if errors.As(err, &te) {
+		s.log.Error("data server failed", "err", err)
+	}
+	return err
+}
+
+// parallel runs fn(0..n-1), concurrently when n > 1, and returns the first
+// error.
+func (s *Server) parallel(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = fn(i)
+		}(i)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

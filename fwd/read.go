@@ -1,0 +1,117 @@
+package fwd
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
+	"github.com/sluice-hpc/sluice/layout"
+)
+
+// readPlan is a read clamped to the end of the file.
+type readPlan struct {
+	f     *file
+	gen   uint64 // the truncation generation the size is of
+	n     int64  // bytes to return
+	spans []layout.Span
+}
+
+// planRead charges the emulated link for m's read and clamps it to the end
+// of the file.
+func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
+	if err := s.bw.Wait(ctx, float64(m.Size)); err != nil {
+		return readPlan{}, err
+	}
+	f, err := s.fileFor(ctx, m.Ino)
+	if err != nil {
+		return readPlan{}, err
+	}
+	f.mu.Lock()
+	size, gen := f.size, f.gen
+	f.mu.Unlock()
+	if m.Offset+m.Size > size {
+		// the file may have grown through another daemon
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: m.Ino}, nil, nil)
+		if err != nil {
+			return readPlan{}, err
+		}
+		s.mergeAttr(resp.Attr)
+		f.mu.Lock()
+		size, gen = f.size, f.gen
+		f.mu.Unlock()
+	}
+	if m.Offset >= size {
+		return readPlan{f: f, gen: gen}, nil
+	}
+	n := int64(m.Size)
+	if rem := int64(size - m.Offset); rem < n {
+		n = rem
+	}
+	return readPlan{f: f, gen: gen, n: n, spans: layout.Spans(int64(m.Offset), n, f.chunkSize)}, nil
+}
+
+// readPlanned fills buf (rp.n bytes) with the planned read.
+func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf []byte) error {
+	f := rp.f
+	return s.parallel(len(rp.spans), func(i int) error {
+		sp := rp.spans[i]
+		dst := buf[sp.BufOff : sp.BufOff+sp.Len]
+		loc, ok, err := s.chunk(ctx, m.Ino, f, sp.Idx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			clear(dst)
+			return nil
+		}
+		g := len(loc.Servers)
+		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
+		return s.parallel(len(pieces), func(j int) error {
+			pc := pieces[j]
+			into := dst[pc.BufOff : pc.BufOff+pc.Len]
+			return s.callData(ctx, loc.Servers[pc.Member], s.chunkRead(m, rp, sp, pc), nil, into)
+		})
+	})
+}
+
+func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.Piece) *wire.Msg {
+	return &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(rp.f.chunkSize),
+		Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Trunc: rp.gen, Who: m.Who}
+}
+
+// relayRead answers a read that one data server serves whole by splicing
+// the server's answer into the reply (zerocopy.Relay): the payload never
+// enters this process. relayed is false, with nothing sent, when the read
+// is not of that shape (end of file, a hole, stripes, several chunks) or
+// the data server answered with an error, which is then returned.
+func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (relayed bool, err error) {
+	if len(rp.spans) != 1 {
+		return false, nil
+	}
+	m, sp := r.Msg, rp.spans[0]
+	loc, ok, err := s.chunk(ctx, m.Ino, rp.f, sp.Idx)
+	if err != nil || !ok {
+		return false, err
+	}
+	pieces := layout.Pieces(sp.Off, sp.Len, len(loc.Servers), rp.f.stripeUnit)
+	if len(pieces) != 1 {
+		return false, nil
+	}
+	err = s.callDataSink(ctx, loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0]),
+		func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
+			if int64(n) != rp.n {
+				return fmt.Errorf("data server answered %d bytes for a read of %d", n, rp.n)
+			}
+			relayed = true
+			return r.ReplySend(&wire.Msg{Size: uint64(n)}, n, func(c net.Conn) error {
+				return zerocopy.Relay(c, prefix, conn, n)
+			})
+		})
+	if relayed && err != nil {
+		s.log.Warn("relayed read cut short; client connection closed", "ino", m.Ino, "err", err)
+	}
+	return relayed, err
+}

@@ -1,0 +1,157 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// sizeHint applies the client's account of how far its writes of
+// truncation generation gen reached: it covers writes acknowledged by an
+// earlier incarnation of this daemon whose growth was never reported. An
+// account of an older generation is void (a truncate came after those
+// writes).
+func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
+	if end == 0 {
+		return nil
+	}
+	f, err := s.fileFor(ctx, ino)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	behind := gen > f.gen
+	f.mu.Unlock()
+	if behind {
+		// the client saw a truncate this daemon has not: learn it
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
+		if err != nil {
+			return err
+		}
+		s.mergeAttr(resp.Attr)
+	}
+	f.mu.Lock()
+	if gen == f.gen && end > f.size {
+		f.size = end
+		f.pending = true
+		f.mtime = s.cfg.Now().UnixNano()
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// fsync makes the file's data and size durable: its data servers sync the
+// chunks written since the last fsync, then the size goes to the metadata
+// service with a synchronous commit.
+func (s *Server) fsync(ctx context.Context, ino uint64) error {
+	f := s.lookupFile(ino)
+	if f != nil {
+		f.mu.Lock()
+		ids := make([]uint64, 0, len(f.dirty))
+		for id := range f.dirty {
+			ids = append(ids, id)
+		}
+		adopted := f.adopted
+		f.mu.Unlock()
+		if adopted {
+			resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+			if err != nil {
+				return err
+			}
+			seen := map[uint64]bool{}
+			for _, id := range ids {
+				seen[id] = true
+			}
+			for _, c := range resp.Chunks {
+				for _, id := range c.Servers {
+					if !seen[id] {
+						seen[id] = true
+						ids = append(ids, id)
+					}
+				}
+			}
+		}
+		err := s.parallel(len(ids), func(i int) error {
+			return s.callData(ctx, ids[i], &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+		})
+		if len(ids) > 0 && err != nil {
+			return err
+		}
+		f.mu.Lock()
+		for _, id := range ids {
+			delete(f.dirty, id)
+		}
+		f.mu.Unlock()
+	}
+	return s.flushSizes(ctx, ino, true)
+}
+
+// flushSizes reports unreported growth of ino (or of every file when ino is
+// 0). With sync the metadata service commits durably.
+func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
+	s.fmu.Lock()
+	var inos []uint64
+	var fs []*file
+	if ino != 0 {
+		if f := s.files[ino]; f != nil {
+			inos, fs = append(inos, ino), append(fs, f)
+		}
+	} else {
+		for i, f := range s.files {
+			inos, fs = append(inos, i), append(fs, f)
+		}
+	}
+	s.fmu.Unlock()
+	var errs []error
+	reported := false
+	for i, f := range fs {
+		// one report of a file at a time: a close or fsync that finds
+		// nothing pending must not return while the growth is still on
+		// its way in another report (the periodic one, retrying against
+		// a restarting metadata service)
+		f.report.Lock()
+		f.mu.Lock()
+		pending, size, mtime, gen := f.pending, f.size, f.mtime, f.gen
+		f.pending = false
+		f.mu.Unlock()
+		if !pending {
+			f.report.Unlock()
+			continue
+		}
+		reported = true
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync}, nil, nil)
+		f.mu.Lock()
+		if err != nil {
+			if f.gen == gen {
+				f.pending = true
+			}
+			errs = append(errs, err)
+		} else {
+			f.adoptLocked(resp.Attr)
+		}
+		f.mu.Unlock()
+		f.report.Unlock()
+	}
+	if sync && !reported && len(errs) == 0 {
+		_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpFsync}, nil, nil)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) flushLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SizeFlush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.flushSizes(ctx, 0, false); err != nil && ctx.Err() == nil {
+				s.log.Warn("size report failed", "err", err)
+			}
+		}
+	}
+}

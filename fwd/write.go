@@ -1,0 +1,209 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/layout"
+)
+
+// chunkForWrite returns chunk idx's location for a write in truncation
+// generation gen, placing the chunk if it has none. placer is true when the
+// chunk is fresh (placed by this daemon, nothing landed in it yet): the
+// caller's write may move it and must call placed when it ends; other
+// writes of the chunk wait here until then.
+func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, gen uint64) (loc wire.ChunkLoc, placer bool, err error) {
+	for {
+		f.mu.Lock()
+		ch := f.placing[idx]
+		loc, known := f.chunks[idx]
+		loaded := f.loaded
+		if ch == nil && (f.fresh[idx] || !known && loaded) {
+			f.placing[idx] = make(chan struct{})
+			placer = true
+		}
+		f.mu.Unlock()
+		switch {
+		case placer && known:
+			return loc, true, nil // fresh: this write may still move it
+		case placer:
+			loc, placed, err := s.alloc(ctx, ino, f, idx, 0, gen)
+			if err != nil || !placed {
+				s.placed(f, idx, false) // failed, or another daemon placed it
+				return loc, false, err
+			}
+			f.mu.Lock()
+			f.fresh[idx] = true
+			f.mu.Unlock()
+			return loc, true, nil
+		case ch != nil:
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return loc, false, ctx.Err()
+			}
+		case known:
+			return loc, false, nil
+		default:
+			if err := s.loadLayout(ctx, ino, f); err != nil {
+				return loc, false, err
+			}
+		}
+	}
+}
+
+// alloc asks the metadata service for chunk idx's location, placing it
+// (away from server exclude, if set) when it has none; placed says
+// whether this call placed it.
+func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, gen uint64) (loc wire.ChunkLoc, placed bool, err error) {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen}, nil, nil)
+	if err != nil {
+		return wire.ChunkLoc{}, false, err
+	}
+	if len(resp.Chunks) != 1 {
+		return wire.ChunkLoc{}, false, rpc.Errorf(syscall.EIO, "metadata service answered an allocation with %d chunks", len(resp.Chunks))
+	}
+	loc = resp.Chunks[0]
+	f.mu.Lock()
+	f.chunks[idx] = loc
+	f.mu.Unlock()
+	return loc, resp.Flags&wire.AllocPlaced != 0, nil
+}
+
+// write stores p at m.Offset of file m.Ino and returns the truncation
+// generation it landed in. A write refused because a truncate came in
+// between (ESTALE from a data server or the metadata service) is made
+// again in the new generation, after the truncate.
+func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) (uint64, error) {
+	if uint64(len(p)) != m.Size {
+		return 0, rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(p), m.Size)
+	}
+	if err := s.bw.Wait(ctx, float64(len(p))); err != nil {
+		return 0, err
+	}
+	f, err := s.fileFor(ctx, m.Ino)
+	if err != nil {
+		return 0, err
+	}
+	spans := layout.Spans(int64(m.Offset), int64(len(p)), f.chunkSize)
+	for attempt := 0; ; attempt++ {
+		f.mu.Lock()
+		gen := f.gen
+		f.mu.Unlock()
+		err = s.parallel(len(spans), func(i int) error {
+			sp := spans[i]
+			return s.writeSpan(ctx, m, f, sp, p[sp.BufOff:sp.BufOff+sp.Len], gen)
+		})
+		if rpc.Errno(err) == syscall.ESTALE && attempt < 8 {
+			if err = s.refresh(ctx, m.Ino, f, gen, err); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		end := m.Offset + uint64(len(p))
+		f.mu.Lock()
+		// a truncate adopted meanwhile came after this write: the write's
+		// growth is void (its bytes past the new size were cut)
+		if f.gen == gen {
+			if end > f.size {
+				f.size = end
+			}
+			f.mtime = s.cfg.Now().UnixNano()
+			f.pending = true
+		}
+		f.mu.Unlock()
+		return gen, nil
+	}
+}
+
+func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p []byte, gen uint64) (err error) {
+	loc, placer, err := s.chunkForWrite(ctx, m.Ino, f, sp.Idx, gen)
+	if err != nil {
+		return err
+	}
+	if placer {
+		defer func() { s.placed(f, sp.Idx, err == nil) }()
+		f.mu.Lock()
+		x := f.refused[sp.Idx]
+		f.mu.Unlock()
+		if x != 0 {
+			if loc, placer, err = s.move(ctx, m.Ino, f, sp.Idx, x, gen); err != nil {
+				return err
+			}
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		g := len(loc.Servers)
+		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
+		err = s.parallel(len(pieces), func(i int) error {
+			pc := pieces[i]
+			id := loc.Servers[pc.Member]
+			req := &wire.Msg{Op: wire.OpChunkWrite, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
+				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
+				Cap:   uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)),
+				Trunc: gen, Who: m.Who}
+			err := s.callData(ctx, id, req, p[pc.BufOff:pc.BufOff+pc.Len], nil)
+			if err == nil {
+				f.mu.Lock()
+				f.dirty[id] = true
+				f.mu.Unlock()
+				return nil
+			}
+			// only a write to a fresh chunk may move it: nothing of
+			// anyone else's is in it yet
+			var te *rpc.TransportError
+			if placer && (rpc.Errno(err) == syscall.ENOSPC || errors.As(err, &te)) {
+				return &refusedErr{id: id, err: err}
+			}
+			return err
+		})
+		var re *refusedErr
+		if !errors.As(err, &re) || attempt > 8 {
+			return err
+		}
+		// the server has no room for a new chunk, or is down and the
+		// chunk holds nothing yet: place it elsewhere (the next tier down
+		// if this one is full)
+		s.log.Warn("placing chunk elsewhere", "ino", m.Ino, "chunk", sp.Idx, "refused by", re.id, "err", re.err)
+		if loc, placer, err = s.move(ctx, m.Ino, f, sp.Idx, re.id, gen); err != nil {
+			return err
+		}
+	}
+}
+
+// move places fresh chunk idx away from server refusedBy. If that fails
+// (a truncate came in between: ESTALE) the next write of the chunk tries
+// again. stillFresh is false when another daemon's write placed the chunk
+// meanwhile: it is not this daemon's to move any more.
+func (s *Server) move(ctx context.Context, ino uint64, f *file, idx, refusedBy, gen uint64) (loc wire.ChunkLoc, stillFresh bool, err error) {
+	f.mu.Lock()
+	f.refused[idx] = refusedBy
+	f.mu.Unlock()
+	loc, moved, err := s.alloc(ctx, ino, f, idx, refusedBy, gen)
+	if err != nil {
+		return loc, true, err
+	}
+	f.mu.Lock()
+	delete(f.refused, idx)
+	if !moved {
+		delete(f.fresh, idx)
+	}
+	f.mu.Unlock()
+	return loc, moved, nil
+}
+
+// refusedErr: a data server could not take a new chunk.
+type refusedErr struct {
+	id  uint64
+	err error
+}
+
+func (e *refusedErr) Error() string { return e.err.Error() }
+
+func (e *refusedErr) Unwrap() error { return e.err }
