@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -20,19 +21,74 @@ import (
 // cannot be followed (metadata service unreachable), new replies get the
 // short timeouts until it can; changes missed meanwhile are fetched when
 // it comes back (the feed keeps the last 65,536).
+//
+// When changes are lost for good (the metadata service restarted, or this
+// mount fell more than the feed's length behind), every name and inode
+// the kernel may hold for the long timeout is invalidated: the mount
+// remembers them (longCached, bounded; past the bound replies get the
+// short timeouts) until the next loss.
 
-// ttl returns the entry and attribute timeouts for a reply served at feed
-// position gen.
-func (fs *FS) ttl(gen uint64) time.Duration {
-	if fs.dc.Fresh(gen) {
+// longCachedMax bounds the names and inodes remembered as cached for long.
+const longCachedMax = 1 << 18
+
+type dentry struct {
+	parent uint64
+	name   string
+}
+
+// longCached is what the kernel may hold for the long timeout since the
+// feed last lost changes.
+type longCached struct {
+	mu    sync.Mutex // guards inos, names
+	inos  map[uint64]struct{}
+	names map[dentry]struct{}
+}
+
+// note remembers an inode (and the name it was looked up by, if any)
+// served with the long timeout; false when the bound is reached (the
+// reply then gets the short timeouts).
+func (c *longCached) note(ino uint64, d *dentry) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inos == nil {
+		c.inos, c.names = map[uint64]struct{}{}, map[dentry]struct{}{}
+	}
+	if len(c.inos)+len(c.names) >= longCachedMax {
+		return false
+	}
+	c.inos[ino] = struct{}{}
+	if d != nil {
+		c.names[*d] = struct{}{}
+	}
+	return true
+}
+
+// take returns and forgets everything remembered.
+func (c *longCached) take() (map[uint64]struct{}, map[dentry]struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	inos, names := c.inos, c.names
+	c.inos, c.names = nil, nil
+	return inos, names
+}
+
+// ttl returns the timeout for a reply about ino (looked up by d, if not
+// nil) served at feed position gen: the long one when the feed makes it
+// safe and the mount can invalidate it later, else 0.
+func (fs *FS) ttl(gen, ino uint64, d *dentry) time.Duration {
+	if fs.dc.Fresh(gen) && fs.long.note(ino, d) {
 		return fs.cfg.MetaCache
 	}
 	return 0
 }
 
-// entryTimeouts sets an entry reply's timeouts.
-func (fs *FS) entryTimeouts(gen uint64, out *fuse.EntryOut) {
-	if t := fs.ttl(gen); t > 0 {
+// entryTimeouts sets the timeouts of an entry reply for name in parent.
+func (fs *FS) entryTimeouts(gen, parent uint64, name string, out *fuse.EntryOut) {
+	var d *dentry
+	if name != "" {
+		d = &dentry{parent, name}
+	}
+	if t := fs.ttl(gen, out.NodeId, d); t > 0 {
 		out.SetEntryTimeout(t)
 		out.SetAttrTimeout(t)
 		return
@@ -42,12 +98,27 @@ func (fs *FS) entryTimeouts(gen uint64, out *fuse.EntryOut) {
 }
 
 // attrTimeout sets an attribute reply's timeout.
-func (fs *FS) attrTimeout(gen uint64, out *fuse.AttrOut) {
-	if t := fs.ttl(gen); t > 0 {
+func (fs *FS) attrTimeout(gen, ino uint64, out *fuse.AttrOut) {
+	if t := fs.ttl(gen, ino, nil); t > 0 {
 		out.SetTimeout(t)
 		return
 	}
 	out.SetTimeout(fs.attr)
+}
+
+// invalidateLong drops from the kernel's caches everything it may hold for
+// the long timeout (changes to it may have been lost).
+func (fs *FS) invalidateLong(srv *fuse.Server) {
+	inos, names := fs.long.take()
+	for d := range names {
+		srv.EntryNotify(d.parent, d.name)
+	}
+	for ino := range inos {
+		srv.InodeNotify(ino, -1, 0)
+	}
+	if n := len(inos) + len(names); n > 0 {
+		fs.log.Info("invalidated the kernel's long-cached names and attributes after lost changes", "inodes", len(inos), "names", len(names))
+	}
 }
 
 // Follow follows the metadata service's change feed until ctx ends,
@@ -84,6 +155,9 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 		// the position first (vfs.DirCache.Advance): a reply served
 		// before these changes must not be cached for long once their
 		// invalidations may be out.
+		if lost {
+			fs.invalidateLong(srv)
+		}
 		wasLive := fs.dc.Advance(resp.Gen, lost, resp.Entries)
 		if lost {
 			// a recall may have been among the lost changes

@@ -26,7 +26,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	if a, ok := fs.wb.Create(who, in.NodeId, name, in.Mode&^in.Umask, in.Uid, in.Gid); ok {
 		fs.met.wbLocal.Inc()
 		fs.answered(&in.InHeader, wire.OpMknod, in.NodeId, start, false)
-		fs.entry(&wire.Msg{Attr: a, Gen: fs.dc.Sent()}, &out.EntryOut)
+		fs.entry(in.NodeId, name, &wire.Msg{Attr: a, Gen: fs.dc.Sent()}, &out.EntryOut)
 		out.Fh = fs.nextFh.Add(1)
 		out.OpenFlags = fs.openFlags()
 		return fuse.OK
@@ -40,7 +40,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(resp, &out.EntryOut)
+	fs.entry(in.NodeId, name, resp, &out.EntryOut)
 	out.Fh = fs.nextFh.Add(1)
 	out.OpenFlags = fs.openFlags()
 	return fuse.OK

@@ -31,12 +31,12 @@ func (fs *FS) toAttr(a *wire.Attr, out *fuse.Attr) {
 	out.Blksize = 1 << 20
 }
 
-// entry fills an entry reply from a metadata reply.
-func (fs *FS) entry(resp *wire.Msg, out *fuse.EntryOut) {
+// entry fills the entry reply for name in parent from a metadata reply.
+func (fs *FS) entry(parent uint64, name string, resp *wire.Msg, out *fuse.EntryOut) {
 	a := resp.Attr
 	out.NodeId = a.Ino
 	out.Generation = 1
-	fs.entryTimeouts(resp.Gen, out)
+	fs.entryTimeouts(resp.Gen, parent, name, out)
 	fs.toAttr(a, &out.Attr)
 }
 
@@ -58,7 +58,7 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(resp, out)
+	fs.entry(h.NodeId, name, resp, out)
 	fs.dc.NoteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
 }
@@ -71,7 +71,7 @@ func (fs *FS) Forget(nodeid, nlookup uint64) {}
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	if a, ok := fs.dc.DirAttr(in.NodeId); ok {
 		fs.toAttr(&a, &out.Attr)
-		out.SetTimeout(fs.cfg.MetaCache)
+		fs.attrTimeout(fs.dc.Sent(), in.NodeId, out)
 		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, fs.cfg.Now(), false)
 		return fuse.OK
 	}
@@ -81,7 +81,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		return st
 	}
 	fs.toAttr(resp.Attr, &out.Attr)
-	fs.attrTimeout(resp.Gen, out)
+	fs.attrTimeout(resp.Gen, in.NodeId, out)
 	fs.dc.NoteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
 }
@@ -136,7 +136,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 		fs.st.Truncated(in.NodeId, resp.Attr.Trunc)
 	}
 	fs.toAttr(resp.Attr, &out.Attr)
-	fs.attrTimeout(resp.Gen, out)
+	fs.attrTimeout(resp.Gen, in.NodeId, out)
 	fs.dc.NoteAttr(resp.Attr, resp.Gen)
 	return fuse.OK
 }
@@ -148,7 +148,7 @@ func (fs *FS) create(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, out 
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(resp, out)
+	fs.entry(m.Parent, m.Name, resp, out)
 	return fuse.OK
 }
 

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -217,4 +220,83 @@ func TestCloseDurableAcrossMetaRestart(t *testing.T) {
 		ap.Close()
 		f.Close()
 	}
+}
+
+// TestCacheAcrossMetaRestart: a mount that cached a file's attributes for
+// the long timeout (MetaCache) must not keep them when the change feed
+// lost the changes made while the metadata service restarted (the fsx
+// regression seed 1795423362901713860 met this under load: the other
+// mount saw a size from before the restart for the whole check).
+func TestCacheAcrossMetaRestart(t *testing.T) {
+	c := startCluster(t)
+	a, b := c.mnt, c.mount2(t)
+	statSize := func(p string) int64 {
+		st, err := os.Stat(p)
+		if err != nil {
+			return -1
+		}
+		return st.Size()
+	}
+	for round := 0; round < 3; round++ {
+		name := fmt.Sprintf("f%d", round)
+		mustWrite(t, filepath.Join(a, name), []byte("v1"))
+		mustWrite(t, filepath.Join(a, name+"-gone"), []byte("v1"))
+		deadline := time.Now().Add(2 * time.Second)
+		for statSize(filepath.Join(b, name)) != 2 || statSize(filepath.Join(b, name+"-gone")) != 2 {
+			if time.Now().After(deadline) {
+				t.Fatal("the second mount never saw the file")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// b caches it for long now; the service restarts, and a changes the
+		// file before b follows the feed again (b's mount is stopped over
+		// the restart, as a loaded node's would be late)
+		pid := mountPid(t, b)
+		syscall.Kill(pid, syscall.SIGSTOP)
+		c.kill9("meta")
+		c.restart("meta")
+		want := int64(5000 + round)
+		err := os.Truncate(filepath.Join(a, name), want)
+		if err == nil {
+			err = os.Remove(filepath.Join(a, name+"-gone"))
+		}
+		syscall.Kill(pid, syscall.SIGCONT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline = time.Now().Add(5 * time.Second)
+		for {
+			got := statSize(filepath.Join(b, name))
+			if got == want && statSize(filepath.Join(b, name+"-gone")) == -1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: 5 s after the changes the second mount sees size %d (want %d) and the removed file's size %d (want gone): cached across the restart",
+					round, got, want, statSize(filepath.Join(b, name+"-gone")))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// mountPid returns the pid of the sluice mount serving mnt.
+func mountPid(t *testing.T, mnt string) int {
+	t.Helper()
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+		if len(args) > 1 && args[1] == "mount" && args[len(args)-1] == mnt {
+			return pid
+		}
+	}
+	t.Fatalf("no sluice mount process for %s", mnt)
+	return 0
 }
