@@ -231,13 +231,11 @@ func (w *Creates) delegate(dir uint64) bool {
 	dc := w.cfg.Dir
 	resp, _, err := w.cfg.Meta.Call(ctx, &wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: dc.ID()}, nil, nil)
 	if err == nil {
-		const tick = 200 * time.Microsecond
-		for i := 0; dc.Sent() < resp.Gen; i++ {
-			if i >= int(wbFeedWait/tick) {
+		for deadline := w.cfg.Now().Add(wbFeedWait); dc.Sent() < resp.Gen; time.Sleep(200 * time.Microsecond) {
+			if w.cfg.Now().After(deadline) {
 				w.cfg.Log.Warn("change feed behind a delegation grant: creating through the service", "dir", dir)
 				break
 			}
-			time.Sleep(tick)
 		}
 	}
 	w.mu.Lock()
