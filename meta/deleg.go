@@ -310,6 +310,9 @@ func (s *Service) CreateBatch(parent uint64, es []wire.DirEntry, uid, gid uint32
 		return nil, err
 	}
 	for _, ino := range opened {
+		if s.opens[ino] == 0 {
+			s.openedLocked(ino, time.Unix(0, t))
+		}
 		s.opens[ino]++
 	}
 	return failed, nil

@@ -169,6 +169,9 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpStatfs:
 		c, u := s.Statfs()
 		return &wire.Msg{Cap: c, Used: u}, nil, nil
+	case wire.OpActivity:
+		act, err := s.Activity(m.Ino)
+		return wire.ActivityMsg(act), nil, err
 	case wire.OpLayout:
 		var cs []wire.ChunkLoc
 		cs, err = s.Layout(m.Ino)

@@ -51,6 +51,9 @@ type Service struct {
 	// batches are atomic, so readers see all of a mutation or none.
 	mu    sync.Mutex
 	opens map[uint64]int // guarded by mu: open handles per inode
+	// activity is each file's open/close history (activity.go). Guarded
+	// by mu.
+	activity map[uint64]*activity
 
 	reg registry
 	met serviceMetrics
@@ -82,7 +85,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.HeartbeatTTL = 5 * time.Second
 	}
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
-		opens: map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
+		opens: map[uint64]int{}, activity: map[uint64]*activity{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.reg.init(s)
 	s.feed.init(s.now())
 	s.deleg.dir, s.deleg.cool = map[uint64]*delegation{}, map[uint64]time.Time{}
@@ -559,6 +562,9 @@ func (s *Service) Open(ino uint64) (*wire.Attr, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.opens[ino] == 0 {
+		s.openedLocked(ino, s.now())
+	}
 	s.opens[ino]++
 	return &n.Attr, nil
 }
@@ -570,6 +576,9 @@ func (s *Service) Release(ino uint64) error {
 	if s.opens[ino] > 1 {
 		s.opens[ino]--
 		return nil
+	}
+	if s.opens[ino] == 1 {
+		s.closedLocked(ino, s.now())
 	}
 	delete(s.opens, ino)
 	if _, err := s.e.Get(orphanKey(ino)); err != nil {

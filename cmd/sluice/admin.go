@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/policy/tiering"
 )
 
 // metaClient connects to the cluster named by --dir or --meta.
@@ -241,7 +242,41 @@ func cmdStat(args []string) error {
 	for _, c := range l.Chunks {
 		fmt.Printf("  chunk %-6d tier %-4s servers %v\n", c.Idx, c.Tier, c.Servers)
 	}
+	r, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpActivity, Ino: st.Ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	printActivity(wire.ActivityOf(r), time.Now())
 	return nil
+}
+
+// printActivity prints a file's open/close history and what the tiering
+// policy makes of it.
+func printActivity(a wire.Activity, now time.Time) {
+	ago := func(ns int64) string {
+		if ns == 0 {
+			return "never"
+		}
+		return now.Sub(time.Unix(0, ns)).Round(time.Millisecond).String() + " ago"
+	}
+	mean := func(d time.Duration) string {
+		if d == 0 {
+			return "-"
+		}
+		return d.Round(time.Millisecond).String()
+	}
+	fmt.Printf("activity:    %d open handles; opened %d times since the metadata service started; last open %s, last close %s\n",
+		a.Open, a.Opened, ago(a.LastOpen), ago(a.LastClose))
+	fmt.Printf("             mean open→close %s, close→open %s\n", mean(a.MeanToc), mean(a.MeanTco))
+	switch {
+	case a.Open > 0:
+		fmt.Printf("coolness:    open: moves down only under forced out, by its place in the LRU of open files\n")
+	case a.LastClose == 0:
+		fmt.Printf("coolness:    not seen closed since the metadata service started\n")
+	default:
+		c := tiering.NormalCoolness(tiering.File{LastClose: time.Unix(0, a.LastClose), MeanTco: a.MeanTco, MeanToc: a.MeanToc}, now)
+		fmt.Printf("coolness:    %.4g for normal out (Close·T_closed·(T_co/T_oc), policy/tiering)\n", c)
+	}
 }
 
 func cmdSetstripe(args []string) error {

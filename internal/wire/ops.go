@@ -55,8 +55,36 @@ const (
 	OpTrims       // a data server (ID) asks for the truncations it has not applied (of Ino, or of every file if 0); reply Trims and, for one file, Trunc = its generation
 	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
 	OpPfsGrow     // pfs tier: make file Ino's plain file at least Size bytes (a truncate up)
+	OpActivity    // a file's open/close history in the metadata service (reply: ActivityMsg)
 	opMax
 )
+
+// Activity is a file's open/close history as the metadata service saw it
+// since it started (ONFS §6.3: T_co and T_oc are the metadata service's),
+// the input of file coolness (policy/tiering). Times are unix ns (0:
+// never); means are over the service's lifetime.
+type Activity struct {
+	Open      int    // handles open now
+	Opened    uint64 // times it went from closed to open
+	LastOpen  int64
+	LastClose int64
+	MeanTco   time.Duration // close → next open
+	MeanToc   time.Duration // open → close
+}
+
+// ActivityMsg is the reply to OpActivity: ID handles open now, Size times
+// opened, Atime and Mtime the last open and close, Offset and Idx the mean
+// T_co and T_oc in ns.
+func ActivityMsg(a Activity) *Msg {
+	return &Msg{ID: uint64(a.Open), Size: a.Opened, Atime: a.LastOpen, Mtime: a.LastClose,
+		Offset: uint64(a.MeanTco), Idx: uint64(a.MeanToc)}
+}
+
+// ActivityOf reads an OpActivity reply.
+func ActivityOf(m *Msg) Activity {
+	return Activity{Open: int(m.ID), Opened: m.Size, LastOpen: m.Atime, LastClose: m.Mtime,
+		MeanTco: time.Duration(m.Offset), MeanToc: time.Duration(m.Idx)}
+}
 
 // Change kinds of the metadata change feed, in DirEntry.Mode of an OpWatch
 // reply: a name in a directory (Ino the directory), an inode's attributes,
@@ -75,7 +103,7 @@ var opNames = [...]string{
 	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
-	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow",
+	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
 }
 
 func (o Op) String() string {

@@ -1,0 +1,59 @@
+package meta
+
+import (
+	"io"
+	"log/slog"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta/engine"
+)
+
+// TestActivity: a file's open/close history counts transitions, not
+// handles, and its means are the gaps the clock saw.
+func TestActivity(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Create(1, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := a.Ino
+	step := func(d time.Duration) { now = now.Add(d) }
+	// two handles over 10 s, closed 60 s, one handle for 20 s, closed 30 s, open
+	s.Open(ino)
+	step(time.Second)
+	s.Open(ino)
+	step(9 * time.Second)
+	s.Release(ino)
+	if act, _ := s.Activity(ino); act.Open != 1 || act.LastClose != 0 {
+		t.Fatalf("one of two handles released: %+v", act)
+	}
+	s.Release(ino)
+	step(60 * time.Second)
+	s.Open(ino)
+	step(20 * time.Second)
+	s.Release(ino)
+	step(30 * time.Second)
+	s.Open(ino)
+	act, err := s.Activity(ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wire.Activity{Open: 1, Opened: 3, LastOpen: now.UnixNano(), LastClose: now.Add(-30 * time.Second).UnixNano(),
+		MeanTco: 45 * time.Second, MeanToc: 15 * time.Second}
+	if act != want {
+		t.Fatalf("activity %+v, want %+v", act, want)
+	}
+	if back := wire.ActivityOf(wire.ActivityMsg(act)); back != act {
+		t.Fatalf("wire round trip: %+v", back)
+	}
+	if _, err := s.Activity(999); err == nil {
+		t.Fatal("activity of a missing inode")
+	}
+}
