@@ -24,6 +24,7 @@ type fakeMeta struct {
 	undelegs  []uint64
 	batches   []wire.Msg
 	refuseIno map[uint64]syscall.Errno // creates the service refuses
+	gen       uint64                   // feed position a grant carries
 	arrived   chan wire.Op
 }
 
@@ -42,7 +43,7 @@ func (m *fakeMeta) Call(ctx context.Context, req *wire.Msg, payload, into []byte
 		}
 		id := m.next
 		m.next += 4
-		return &wire.Msg{ID: id, Size: 4}, nil, nil
+		return &wire.Msg{ID: id, Size: 4, Gen: m.gen}, nil, nil
 	case wire.OpUndelegate:
 		m.undelegs = append(m.undelegs, req.Ino)
 		return &wire.Msg{}, nil, nil
@@ -275,4 +276,38 @@ func TestCreatesDropAll(t *testing.T) {
 	if b.w.Held() != 0 || len(b.meta.undelegs) != 2 || len(b.meta.sent()) != 2 {
 		t.Fatalf("held %d, given back %v, batches %d", b.w.Held(), b.meta.undelegs, len(b.meta.sent()))
 	}
+}
+
+// A grant the change feed has not caught up with within a second (by the
+// mount's clock) is not used for creates: the listing may be incomplete.
+func TestCreatesFeedBehindGrant(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	b.meta.gen = b.dc.Sent() + 10 // the grant's feed position, never reached
+	ticking := &tickClock{t: time.Unix(1e9, 0), step: 100 * time.Millisecond}
+	b.w.cfg.Now = ticking.Now
+	if _, ok := b.create(t, "a", 500); ok {
+		t.Fatal("create answered here while the feed lags the grant")
+	}
+	if b.meta.delegs != 1 {
+		t.Fatalf("%d delegation requests", b.meta.delegs)
+	}
+	// the feed catches up: the delegation held is used
+	b.dc.Advance(b.meta.gen, false, nil)
+	if _, ok := b.create(t, "b", 500); !ok {
+		t.Fatal("create not answered here once the feed caught up")
+	}
+}
+
+// tickClock moves forward by step at every reading.
+type tickClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *tickClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
 }
