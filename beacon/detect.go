@@ -29,9 +29,12 @@ type InterferenceOptions struct {
 	MinOps       uint64  // victim operations per window to count it (4)
 }
 
-type winStat struct {
-	ops    uint64
-	latSum int64
+// OpStat is a count of operations and their summed latency (ns) in one
+// window and class: the cell the interference and fail-slow detectors
+// compare.
+type OpStat struct {
+	Ops    uint64
+	LatSum int64
 }
 
 // DetectInterference finds job pairs that slowed each other down on the
@@ -55,7 +58,7 @@ func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
 		size uint64
 	}
 	// server → window → job → class → stat
-	per := map[string]map[int64]map[string]map[class]*winStat{}
+	per := map[string]map[int64]map[string]map[class]*OpStat{}
 	for i := range recs {
 		r := &recs[i]
 		if r.Layer == LayerClient || r.Job == "" || !r.IsData() && !r.IsMeta() {
@@ -63,31 +66,30 @@ func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
 		}
 		ws := per[r.Server]
 		if ws == nil {
-			ws = map[int64]map[string]map[class]*winStat{}
+			ws = map[int64]map[string]map[class]*OpStat{}
 			per[r.Server] = ws
 		}
 		js := ws[r.Window]
 		if js == nil {
-			js = map[string]map[class]*winStat{}
+			js = map[string]map[class]*OpStat{}
 			ws[r.Window] = js
 		}
 		cs := js[r.Job]
 		if cs == nil {
-			cs = map[class]*winStat{}
+			cs = map[class]*OpStat{}
 			js[r.Job] = cs
 		}
 		c := class{r.Op, SizeClass(r.Size)}
 		st := cs[c]
 		if st == nil {
-			st = &winStat{}
+			st = &OpStat{}
 			cs[c] = st
 		}
-		st.ops += r.Count
-		st.latSum += r.LatSum + r.Wait // what the job felt: queueing and service
+		st.Ops += r.Count
+		st.LatSum += r.LatSum + r.Wait // what the job felt: queueing and service
 	}
 	type acc struct {
-		ops     uint64
-		latSum  int64
+		OpStat
 		windows map[int64]bool
 	}
 	get := func(m map[string]*acc, k string) *acc {
@@ -105,22 +107,22 @@ func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
 		for w, js := range ws {
 			for v, cs := range js {
 				for c, st := range cs {
-					if st.ops < opt.MinOps {
+					if st.Ops < opt.MinOps {
 						continue
 					}
 					ck := fmt.Sprintf("%s|%d", c.op, c.size)
 					if len(js) == 1 {
 						a := get(alone, v+"\x00"+ck)
-						a.ops += st.ops
-						a.latSum += st.latSum
+						a.Ops += st.Ops
+						a.LatSum += st.LatSum
 						a.windows[w] = true
 						continue
 					}
 					for g := range js {
 						if g != v {
 							a := get(shared, v+"\x00"+g+"\x00"+ck)
-							a.ops += st.ops
-							a.latSum += st.latSum
+							a.Ops += st.Ops
+							a.LatSum += st.LatSum
 							a.windows[w] = true
 						}
 					}
@@ -137,11 +139,11 @@ func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
 		for k, sh := range shared {
 			parts := strings.SplitN(k, "\x00", 3)
 			al := alone[parts[0]+"\x00"+parts[2]]
-			if al == nil || al.ops == 0 || sh.ops == 0 {
+			if al == nil || al.Ops == 0 || sh.Ops == 0 {
 				continue
 			}
-			la := float64(al.latSum) / float64(al.ops)
-			ls := float64(sh.latSum) / float64(sh.ops)
+			la := float64(al.LatSum) / float64(al.Ops)
+			ls := float64(sh.LatSum) / float64(sh.Ops)
 			if la <= 0 {
 				continue
 			}
@@ -151,7 +153,7 @@ func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
 				su = &sum{shared: map[int64]bool{}, aloneWins: map[int64]bool{}}
 				pairs[p] = su
 			}
-			n := float64(sh.ops)
+			n := float64(sh.Ops)
 			su.weighted += n * ls / la
 			su.ops += n
 			su.ls += n * ls

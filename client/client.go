@@ -123,8 +123,10 @@ type FS struct {
 	dc *vfs.DirCache
 	// wb holds delegations and creates not yet sent (vfs.Creates).
 	wb *vfs.Creates
-	// long is what the kernel may cache for the long timeout (feed.go).
+	// long is what the kernel may cache for the long timeout, srv the
+	// FUSE server that invalidates it (set by Follow; feed.go).
 	long longCached
+	srv  atomic.Pointer[fuse.Server]
 
 	pmu sync.Mutex // guards priv
 	// priv holds the inodes last seen with S_ISUID or S_ISGID set: a

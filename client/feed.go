@@ -25,8 +25,9 @@ import (
 // When changes are lost for good (the metadata service restarted, or this
 // mount fell more than the feed's length behind), every name and inode
 // the kernel may hold for the long timeout is invalidated: the mount
-// remembers them (longCached, bounded; past the bound replies get the
-// short timeouts) until the next loss.
+// remembers them (longCached) until the next loss. The memory is bounded:
+// at the bound, what it holds is invalidated in the background and it
+// starts again.
 
 // longCachedMax bounds the names and inodes remembered as cached for long.
 const longCachedMax = 1 << 18
@@ -45,22 +46,25 @@ type longCached struct {
 }
 
 // note remembers an inode (and the name it was looked up by, if any)
-// served with the long timeout; false when the bound is reached (the
-// reply then gets the short timeouts).
-func (c *longCached) note(ino uint64, d *dentry) bool {
+// served with the long timeout. At the bound, what was remembered is
+// handed back to be invalidated (spill), so the set starts again: the
+// kernel then looks those names up once more, instead of the mount giving
+// up long timeouts for good.
+func (c *longCached) note(ino uint64, d *dentry) (spillInos map[uint64]struct{}, spillNames map[dentry]struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.inos)+len(c.names) >= longCachedMax {
+		spillInos, spillNames = c.inos, c.names
+		c.inos, c.names = nil, nil
+	}
 	if c.inos == nil {
 		c.inos, c.names = map[uint64]struct{}{}, map[dentry]struct{}{}
-	}
-	if len(c.inos)+len(c.names) >= longCachedMax {
-		return false
 	}
 	c.inos[ino] = struct{}{}
 	if d != nil {
 		c.names[*d] = struct{}{}
 	}
-	return true
+	return spillInos, spillNames
 }
 
 // take returns and forgets everything remembered.
@@ -74,12 +78,16 @@ func (c *longCached) take() (map[uint64]struct{}, map[dentry]struct{}) {
 
 // ttl returns the timeout for a reply about ino (looked up by d, if not
 // nil) served at feed position gen: the long one when the feed makes it
-// safe and the mount can invalidate it later, else 0.
+// safe (the mount can then invalidate it later), else 0.
 func (fs *FS) ttl(gen, ino uint64, d *dentry) time.Duration {
-	if fs.dc.Fresh(gen) && fs.long.note(ino, d) {
-		return fs.cfg.MetaCache
+	srv := fs.srv.Load()
+	if srv == nil || !fs.dc.Fresh(gen) {
+		return 0
 	}
-	return 0
+	if inos, names := fs.long.note(ino, d); inos != nil {
+		go fs.invalidate(srv, inos, names) // not from inside a request
+	}
+	return fs.cfg.MetaCache
 }
 
 // entryTimeouts sets the timeouts of an entry reply for name in parent.
@@ -106,16 +114,21 @@ func (fs *FS) attrTimeout(gen, ino uint64, out *fuse.AttrOut) {
 	out.SetTimeout(fs.attr)
 }
 
-// invalidateLong drops from the kernel's caches everything it may hold for
-// the long timeout (changes to it may have been lost).
-func (fs *FS) invalidateLong(srv *fuse.Server) {
-	inos, names := fs.long.take()
+// invalidate drops the given names and inodes from the kernel's caches.
+func (fs *FS) invalidate(srv *fuse.Server, inos map[uint64]struct{}, names map[dentry]struct{}) {
 	for d := range names {
 		srv.EntryNotify(d.parent, d.name)
 	}
 	for ino := range inos {
 		srv.InodeNotify(ino, -1, 0)
 	}
+}
+
+// invalidateLong drops from the kernel's caches everything it may hold for
+// the long timeout (changes to it may have been lost).
+func (fs *FS) invalidateLong(srv *fuse.Server) {
+	inos, names := fs.long.take()
+	fs.invalidate(srv, inos, names)
 	if n := len(inos) + len(names); n > 0 {
 		fs.log.Info("invalidated the kernel's long-cached names and attributes after lost changes", "inodes", len(inos), "names", len(names))
 	}
@@ -129,6 +142,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 	if fs.mc == nil || fs.cfg.MetaCache <= 0 {
 		return
 	}
+	fs.srv.Store(srv)
 	wait := min(fs.cfg.Timeout/2, 10*time.Second)
 	var seen uint64
 	for ctx.Err() == nil {

@@ -26,6 +26,21 @@ func metaClient(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, erro
 	return mc, err
 }
 
+// metaServers is metaClient for a command that needs the registered
+// daemons too.
+func metaServers(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, []wire.ServerInfo, error) {
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	servers, err := listServers(mc)
+	if err != nil {
+		mc.Close()
+		return nil, nil, err
+	}
+	return mc, servers, nil
+}
+
 // metaClientSub is metaClient for a command with subcommands: the first
 // argument after the flags that names one of subs is taken out, and flags
 // after it are parsed too ("job --dir D start --app A ID" and "job start
@@ -84,15 +99,11 @@ func beaconName(s wire.ServerInfo) string {
 
 func cmdStatus(args []string) error {
 	fs, cfg := flagSet("status")
-	mc, err := metaClient(fs, cfg, args)
+	mc, servers, err := metaServers(fs, cfg, args)
 	if err != nil {
 		return err
 	}
 	defer mc.Close()
-	servers, err := listServers(mc)
-	if err != nil {
-		return err
-	}
 	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
 	// Beacon's fail-slow verdicts (empty when monitoring is off)
 	slow := map[string]float64{}
@@ -147,16 +158,12 @@ func listServers(mc *rpc.Client) ([]wire.ServerInfo, error) {
 
 func cmdJobs(args []string) error {
 	fs, cfg := flagSet("jobs")
-	mc, err := metaClient(fs, cfg, args)
+	mc, servers, err := metaServers(fs, cfg, args)
 	if err != nil {
 		return err
 	}
 	defer mc.Close()
 	ctx := context.Background()
-	servers, err := listServers(mc)
-	if err != nil {
-		return err
-	}
 	type agg struct {
 		fwd.JobCounters
 		fwds  []string
@@ -319,16 +326,12 @@ func cmdFault(args []string) error {
 	slow := fs.Float64("slow", 0, "make every request take this many times as long")
 	fill := fs.String("fill", "", "shrink the tier's budget to this size")
 	stall := fs.Int("stall", -1, "delay every request by this many milliseconds (0 clears)")
-	mc, err := metaClient(fs, cfg, args)
+	mc, servers, err := metaServers(fs, cfg, args)
 	if err != nil {
 		return err
 	}
 	defer mc.Close()
 	ctx := context.Background()
-	servers, err := listServers(mc)
-	if err != nil {
-		return err
-	}
 	var target *wire.ServerInfo
 	for i := range servers {
 		if servers[i].ID == *id {

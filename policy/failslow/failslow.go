@@ -58,7 +58,7 @@ func Detect(recs []beacon.Record, opt Options) []beacon.SlowServer {
 		size   uint64
 	}
 	// cell → server → stat
-	cells := map[cell]map[string]*winStat{}
+	cells := map[cell]map[string]*beacon.OpStat{}
 	layers := map[string]beacon.Layer{}
 	for i := range recs {
 		r := &recs[i]
@@ -68,16 +68,16 @@ func Detect(recs []beacon.Record, opt Options) []beacon.SlowServer {
 		c := cell{PeerGroup(r.Layer, r.Server), r.Window, r.Op, beacon.SizeClass(r.Size)}
 		m := cells[c]
 		if m == nil {
-			m = map[string]*winStat{}
+			m = map[string]*beacon.OpStat{}
 			cells[c] = m
 		}
 		st := m[r.Server]
 		if st == nil {
-			st = &winStat{}
+			st = &beacon.OpStat{}
 			m[r.Server] = st
 		}
-		st.ops += r.Count
-		st.latSum += r.LatSum
+		st.Ops += r.Count
+		st.LatSum += r.LatSum
 		layers[r.Server] = r.Layer
 	}
 	type slowAcc struct {
@@ -91,25 +91,25 @@ func Detect(recs []beacon.Record, opt Options) []beacon.SlowServer {
 			continue
 		}
 		for s, st := range m {
-			if st.ops < opt.MinOps {
+			if st.Ops < opt.MinOps {
 				continue
 			}
 			var lats, loads []float64
 			for p, ps := range m {
-				if p == s || ps.ops < opt.MinOps {
+				if p == s || ps.Ops < opt.MinOps {
 					continue
 				}
-				lats = append(lats, float64(ps.latSum)/float64(ps.ops))
-				loads = append(loads, float64(ps.ops))
+				lats = append(lats, float64(ps.LatSum)/float64(ps.Ops))
+				loads = append(loads, float64(ps.Ops))
 			}
 			if len(lats) == 0 {
 				continue
 			}
 			peerLat, peerLoad := beacon.Median(lats), beacon.Median(loads)
-			if peerLat <= 0 || float64(st.ops) > opt.LoadFactor*peerLoad {
+			if peerLat <= 0 || float64(st.Ops) > opt.LoadFactor*peerLoad {
 				continue
 			}
-			ratio := float64(st.latSum) / float64(st.ops) / peerLat
+			ratio := float64(st.LatSum) / float64(st.Ops) / peerLat
 			if ratio < opt.Factor {
 				continue
 			}
@@ -131,10 +131,4 @@ func Detect(recs []beacon.Record, opt Options) []beacon.SlowServer {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ratio > out[j].Ratio })
 	return out
-}
-
-// winStat is a server's operations and summed latency in one cell.
-type winStat struct {
-	ops    uint64
-	latSum int64
 }

@@ -78,6 +78,11 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 			t.Logf("down: %v %s", err, out)
 			clusterpkg.AbortFuse(c.mnt)
 		}
+		if clusterpkg.Mounted(c.mnt) {
+			clusterpkg.AbortFuse(c.mnt)
+			syscall.Unmount(c.mnt, syscall.MNT_DETACH)
+			t.Errorf("%s is still mounted after `sluice down`", c.mnt)
+		}
 		if raceBuild {
 			logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
 			for _, l := range logs {
