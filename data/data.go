@@ -75,6 +75,9 @@ type Server struct {
 	rpc   *rpc.Server
 	addr  string
 	fence *fences
+	moves *moves
+	peers peers // other data servers (the mover's sources and destinations)
+	meter meter // recent write and read bandwidth, for heartbeats
 
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
@@ -114,10 +117,16 @@ func New(cfg Config) (*Server, error) {
 	if iops <= 0 {
 		iops = 1e9
 	}
-	s := &Server{cfg: cfg, store: st, sem: make(chan struct{}, cfg.Workers), fence: fc,
-		meta: rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Name: "metadata service " + cfg.Meta}),
-		bw:   throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
-		iops: throttle.New(iops, iops/20, cfg.Now)}
+	mv, err := openMoves(cfg.StateDir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, store: st, sem: make(chan struct{}, cfg.Workers), fence: fc, moves: mv,
+		peers: peers{secret: cfg.Secret, timeout: 30 * time.Second},
+		meta:  rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Name: "metadata service " + cfg.Meta}),
+		bw:    throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
+		iops:  throttle.New(iops, iops/20, cfg.Now)}
 	s.registerMetrics(cfg.Metrics)
 	return s, nil
 }
@@ -150,7 +159,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	metaC := s.meta
 	s.mem = &member.Member{Meta: metaC, IDFile: idFile, Log: s.cfg.Log, Info: func() wire.ServerInfo {
 		c, u := s.store.Usage()
-		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node}
+		w, r := s.meter.rates(s.cfg.Now())
+		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node,
+			WriteBW: w, ReadBW: r}
 	}, Replied: func(r *wire.Msg) {
 		if r.Flags&wire.RegisterHasTrims != 0 {
 			go s.pullTrims(ctx)
@@ -175,7 +186,22 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	if s.cfg.Monitor != nil {
 		beaconrpc.Ship(ctx, s.cfg.Monitor, metaC, s.cfg.Log)
 	}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if s.mem.ID() != 0 {
+					s.resolveStops(ctx)
+				}
+			}
+		}
+	}()
 	err := s.rpc.Serve(ln)
+	s.peers.close()
 	s.store.Close()
 	metaC.Close()
 	return err
@@ -192,6 +218,14 @@ func (s *Server) serve(r *rpc.Request) {
 	defer cancel()
 	if d := s.stall.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
+	}
+	if m.Op == wire.OpMoveCopy {
+		// long, and its own reads and writes (some to this server) take
+		// worker slots: it holds none
+		start := s.cfg.Now()
+		err := s.moveCopy(ctx, m)
+		s.reply(r, start, rpc.ToMsg(&wire.Msg{}, err), nil)
+		return
 	}
 	// Emulated device limits: bulk transfers pay the bandwidth bucket,
 	// every request pays the IOPS bucket; small requests are not queued
@@ -216,20 +250,24 @@ func (s *Server) serve(r *rpc.Request) {
 			break
 		}
 		var l *sync.RWMutex
-		if l, err = s.admit(ctx, m.Ino, m.Trunc, true); err != nil {
+		if l, err = s.admitChunk(ctx, m, true); err != nil {
 			break
 		}
 		err = s.store.Write(id, int64(m.Offset), r.Payload, int64(m.Cap))
 		l.RUnlock()
+		if err == nil {
+			s.meter.written.Add(m.Size)
+		}
 	case wire.OpChunkRead:
 		if m.Size > wire.MaxPayload {
 			err = rpc.Errorf(syscall.EINVAL, "read of %d bytes too large", m.Size)
 			break
 		}
 		var l *sync.RWMutex
-		if l, err = s.admit(ctx, m.Ino, m.Trunc, false); err != nil {
+		if l, err = s.admitChunk(ctx, m, false); err != nil {
 			break
 		}
+		s.meter.read.Add(m.Size)
 		if cf, ok := s.store.(tier.ChunkFiles); ok && s.cfg.ZeroCopy {
 			err = s.sendChunk(r, start, cf, id)
 			l.RUnlock()
@@ -255,6 +293,20 @@ func (s *Server) serve(r *rpc.Request) {
 	case wire.OpChunkDelete:
 		err = s.store.DeleteFile(m.Ino)
 		s.fence.drop(m.Ino)
+		s.moves.drop(m.Ino)
+	case wire.OpMoveBegin, wire.OpMoveStop:
+		var resp *wire.Msg
+		if m.Op == wire.OpMoveBegin {
+			resp, err = s.moveBegin(m)
+		} else {
+			resp, err = s.moveStop(m)
+		}
+		if err == nil {
+			s.reply(r, start, resp, nil)
+			return
+		}
+	case wire.OpMoveEnd:
+		err = s.moveEnd(m)
 	case wire.OpChunkSync:
 		err = s.store.Sync(m.Ino)
 	case wire.OpStat:

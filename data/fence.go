@@ -145,6 +145,7 @@ func (s *Server) applyTrimsLocked(ino uint64, ts []wire.Trim, to uint64) error {
 			continue // applied before (its acknowledgement was lost)
 		}
 		id := tier.ChunkID{Ino: ino, Idx: t.Idx, ChunkSize: t.ChunkSize}
+		s.moves.cutFrom(ino, t.Idx) // a migration of a cut chunk starts over
 		if err := s.store.Truncate(id, int64(t.Keep)); err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"syscall"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -67,19 +69,27 @@ func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf 
 			clear(dst)
 			return nil
 		}
-		g := len(loc.Servers)
-		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
-		return s.parallel(len(pieces), func(j int) error {
-			pc := pieces[j]
-			into := dst[pc.BufOff : pc.BufOff+pc.Len]
-			return s.callData(ctx, loc.Servers[pc.Member], s.chunkRead(m, rp, sp, pc), nil, into)
-		})
+		for attempt := 0; ; attempt++ {
+			g := len(loc.Servers)
+			pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
+			err = s.parallel(len(pieces), func(j int) error {
+				pc := pieces[j]
+				into := dst[pc.BufOff : pc.BufOff+pc.Len]
+				return s.callData(ctx, loc.Servers[pc.Member], s.chunkRead(m, rp, sp, pc, loc.Gen), nil, into)
+			})
+			if rpc.Errno(err) != syscall.EREMCHG || attempt >= maxRelocate {
+				return err
+			}
+			if loc, err = s.relocate(ctx, m.Ino, f, sp.Idx, loc, attempt, err); err != nil {
+				return err
+			}
+		}
 	})
 }
 
-func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.Piece) *wire.Msg {
+func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.Piece, gen uint64) *wire.Msg {
 	return &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(rp.f.chunkSize),
-		Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Trunc: rp.gen, Who: m.Who}
+		Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Trunc: rp.gen, Gen: gen, Who: m.Who}
 }
 
 // relayRead answers a read that one data server serves whole by splicing
@@ -100,7 +110,7 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 	if len(pieces) != 1 {
 		return false, nil
 	}
-	err = s.callDataSink(ctx, loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0]),
+	err = s.callDataSink(ctx, loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0], loc.Gen),
 		func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
 			if int64(n) != rp.n {
 				return fmt.Errorf("data server answered %d bytes for a read of %d", n, rp.n)
@@ -113,5 +123,35 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 	if relayed && err != nil {
 		s.log.Warn("relayed read cut short; client connection closed", "ino", m.Ino, "err", err)
 	}
+	if !relayed && rpc.Errno(err) == syscall.EREMCHG {
+		return false, nil // the chunk migrated: the copying path follows it
+	}
 	return relayed, err
+}
+
+// maxRelocate bounds how often one request follows a migrating chunk.
+const maxRelocate = 8
+
+// relocate learns chunk idx's location again after a data server
+// answered that the chunk moved or is being switched (EREMCHG, cause).
+// While the metadata service still names the place that refused, the
+// switch is under way: it waits a little, longer each attempt.
+func (s *Server) relocate(ctx context.Context, ino uint64, f *file, idx uint64, stale wire.ChunkLoc, attempt int, cause error) (wire.ChunkLoc, error) {
+	if err := s.loadLayout(ctx, ino, f); err != nil {
+		return stale, err
+	}
+	loc, ok := f.lookup(idx)
+	if !ok {
+		return stale, cause
+	}
+	if loc.Gen == stale.Gen {
+		t := time.NewTimer(min(50*time.Millisecond<<attempt, 2*time.Second))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return stale, ctx.Err()
+		}
+	}
+	return loc, nil
 }

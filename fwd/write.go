@@ -147,7 +147,7 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 			req := &wire.Msg{Op: wire.OpChunkWrite, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
 				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
 				Cap:   uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)),
-				Trunc: gen, Who: m.Who}
+				Trunc: gen, Gen: loc.Gen, Who: m.Who}
 			err := s.callData(ctx, id, req, p[pc.BufOff:pc.BufOff+pc.Len], nil)
 			if err == nil {
 				f.mu.Lock()
@@ -163,6 +163,14 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 			}
 			return err
 		})
+		if rpc.Errno(err) == syscall.EREMCHG && attempt < maxRelocate {
+			// the chunk migrated: write again where it is now (pieces
+			// that landed before the switch were copied with it)
+			if loc, err = s.relocate(ctx, m.Ino, f, sp.Idx, loc, attempt, err); err != nil {
+				return err
+			}
+			continue
+		}
 		var re *refusedErr
 		if !errors.As(err, &re) || attempt > 8 {
 			return err

@@ -99,3 +99,39 @@ func LocalSize(m, g int, unit, chunkLen int64) int64 {
 	}
 	return size
 }
+
+// Run is a contiguous range of a chunk (logical offsets).
+type Run struct{ Off, Len int64 }
+
+// Logical maps the local range [lo, lo+n) of member m of a group of g
+// with stripe unit unit back to the chunk's logical ranges (the inverse
+// of Pieces), in order.
+func Logical(m, g int, unit, lo, n int64) []Run {
+	if g <= 1 {
+		return []Run{{lo, n}}
+	}
+	var out []Run
+	for n > 0 {
+		k, in := lo/unit, lo%unit
+		l := min(unit-in, n)
+		off := (k*int64(g)+int64(m))*unit + in
+		if j := len(out) - 1; j >= 0 && out[j].Off+out[j].Len == off {
+			out[j].Len += l
+		} else {
+			out = append(out, Run{off, l})
+		}
+		lo += l
+		n -= l
+	}
+	return out
+}
+
+// ChunkLen returns how long a chunk is (its logical end) when member m
+// of a group of g holds local bytes.
+func ChunkLen(m, g int, unit, local int64) int64 {
+	if local <= 0 {
+		return 0
+	}
+	r := Logical(m, g, unit, local-1, 1)
+	return r[0].Off + 1
+}

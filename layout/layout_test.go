@@ -68,3 +68,38 @@ func TestSpans(t *testing.T) {
 		t.Fatal("past 4 GiB")
 	}
 }
+
+// TestLogicalInvertsPieces: mapping each piece back gives the range it
+// came from, and ChunkLen is the inverse of LocalSize.
+func TestLogicalInvertsPieces(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	for iter := 0; iter < 500; iter++ {
+		g := 1 + r.Intn(4)
+		unit := int64(1 + r.Intn(16))
+		chunk := unit * int64(g) * int64(1+r.Intn(4))
+		off := r.Int63n(chunk)
+		n := 1 + r.Int63n(chunk-off)
+		for _, p := range Pieces(off, n, g, unit) {
+			pos := off + p.BufOff
+			var got int64
+			for _, run := range Logical(p.Member, g, unit, p.LocalOff, p.Len) {
+				if run.Off != pos {
+					t.Fatalf("g=%d unit=%d piece %+v: run at %d, want %d", g, unit, p, run.Off, pos)
+				}
+				pos += run.Len
+				got += run.Len
+			}
+			if got != p.Len {
+				t.Fatalf("runs cover %d of %d", got, p.Len)
+			}
+		}
+		L := r.Int63n(chunk + 1)
+		var end int64
+		for m := 0; m < g; m++ {
+			end = max(end, ChunkLen(m, g, unit, LocalSize(m, g, unit, L)))
+		}
+		if end != L {
+			t.Fatalf("g=%d unit=%d: chunk of %d bytes: ChunkLen gives %d", g, unit, L, end)
+		}
+	}
+}

@@ -35,18 +35,21 @@ func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uin
 		s.mu.Unlock()
 		return wire.ChunkLoc{}, false, errno(syscall.ESTALE, "inode %d was truncated (generation %d, writer's %d)", ino, n.Trunc, gen)
 	}
+	var lgen uint64
 	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil {
 		cur, err := decodeChunk(v)
 		if err != nil || !anyIn(cur.Servers, exclude) {
 			s.mu.Unlock()
 			return cur, false, err
 		}
+		lgen = cur.Gen + 1 // moved: a request to the old place is refused there
 	}
 	loc, err = s.reg.choose(n, idx, exclude)
 	if err != nil {
 		s.mu.Unlock()
 		return loc, false, err
 	}
+	loc.Gen = lgen
 	var b engine.Batch
 	b.Set(layoutKey(ino, idx), encodeChunk(loc))
 	err = s.e.Apply(&b, false)

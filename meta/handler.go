@@ -193,6 +193,9 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpRegister:
 		var id uint64
 		si := wire.ServerInfo{ID: m.ID, Role: m.Name, Tier: m.Tier, Addr: m.Addr, Capacity: m.Cap, Used: m.Used, Node: m.Node}
+		if len(m.Servers) == 1 { // the figures of the heartbeat
+			si.WriteBW, si.ReadBW, si.Domain = m.Servers[0].WriteBW, m.Servers[0].ReadBW, m.Servers[0].Domain
+		}
 		id, err = s.Register(si)
 		r := &wire.Msg{ID: id}
 		if err == nil && si.Role == "data" && s.hasPendingTrims(id) {
@@ -202,6 +205,8 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpTrims:
 		ts, gen, err := s.PendingTrims(m.ID, m.Ino)
 		return &wire.Msg{Trims: ts, Trunc: gen}, nil, err
+	case wire.OpMoveState:
+		return s.MoveStateOf(m.ID, m.Ino, m.Idx, m.Handle), nil, nil
 	case wire.OpTrimsDone:
 		return &wire.Msg{}, nil, s.TrimsDone(m.ID, m.Trims)
 	case wire.OpServers:

@@ -81,7 +81,7 @@ func (s *Service) Register(si wire.ServerInfo) (uint64, error) {
 		m = &member{}
 		r.servers[si.ID] = m
 		persist = true
-	} else if m.info.Addr != si.Addr || m.info.Tier != si.Tier || m.info.Role != si.Role || m.info.Node != si.Node {
+	} else if m.info.Addr != si.Addr || m.info.Tier != si.Tier || m.info.Role != si.Role || m.info.Node != si.Node || m.info.Domain != si.Domain {
 		persist = true
 		if c := r.clients[si.ID]; c != nil && m.info.Addr != si.Addr {
 			c.Close()
@@ -95,7 +95,7 @@ func (s *Service) Register(si wire.ServerInfo) (uint64, error) {
 	if persist {
 		var b engine.Batch
 		stored := si
-		stored.Used = 0
+		stored.Used, stored.WriteBW, stored.ReadBW = 0, 0, 0
 		b.Set(serverKey(si.ID), encodeServer(stored))
 		if err := s.e.Apply(&b, false); err != nil {
 			return 0, err

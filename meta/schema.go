@@ -16,6 +16,7 @@ import (
 //	'G' ino                → garbage: deleted, chunks still to remove
 //	'C' name               → counter
 //	'T' server ino gen idx → pending trim: keep (8 bytes) + chunk size (4)
+//	'M' ino idx            → chunk migration intent (move.go)
 const (
 	pInode   = 'I'
 	pDentry  = 'D'
@@ -25,6 +26,7 @@ const (
 	pGarbage = 'G'
 	pCounter = 'C'
 	pTrim    = 'T'
+	pMove    = 'M'
 )
 
 func key1(p byte, a uint64) []byte {

@@ -54,6 +54,9 @@ type Service struct {
 	// activity is each file's open/close history (activity.go). Guarded
 	// by mu.
 	activity map[uint64]*activity
+	// moving holds the chunk migrations this process coordinates now
+	// (move.go). Guarded by mu.
+	moving map[chunkRef]bool
 
 	reg registry
 	met serviceMetrics
@@ -85,7 +88,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.HeartbeatTTL = 5 * time.Second
 	}
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
-		opens: map[uint64]int{}, activity: map[uint64]*activity{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
+		opens: map[uint64]int{}, activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.reg.init(s)
 	s.feed.init(s.now())
 	s.deleg.dir, s.deleg.cool = map[uint64]*delegation{}, map[uint64]time.Time{}

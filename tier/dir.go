@@ -240,6 +240,20 @@ func (s *DirStore) Truncate(id ChunkID, size int64) error {
 	return nil
 }
 
+// LocalSize implements Sizer.
+func (s *DirStore) LocalSize(id ChunkID) (int64, error) {
+	st, err := os.Stat(s.path(key(id)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+var _ Sizer = (*DirStore)(nil)
+
 // DeleteFile implements Store.
 func (s *DirStore) DeleteFile(ino uint64) error {
 	s.mu.Lock()

@@ -124,6 +124,45 @@ func (s *PFSStore) Truncate(id ChunkID, size int64) error {
 	return nil
 }
 
+// Discard implements Discarder: a chunk at the object's end is cut off,
+// one in the middle becomes a hole (the object keeps its size, and the
+// chunks after it their bytes).
+func (s *PFSStore) Discard(id ChunkID) error {
+	if id.ChunkSize == 0 {
+		return nil // not told where the chunk is: nothing to drop
+	}
+	f, err := s.file(id.Ino, false)
+	if err != nil || f == nil {
+		return err
+	}
+	start, end := int64(id.Idx)*int64(id.ChunkSize), int64(id.Idx+1)*int64(id.ChunkSize)
+	st, err := f.Stat()
+	if err != nil || st.Size() <= start {
+		return err
+	}
+	if st.Size() <= end {
+		return f.Truncate(start)
+	}
+	return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, start, end-start)
+}
+
+var _ Discarder = (*PFSStore)(nil)
+
+// LocalSize implements Sizer: the part of the object in the chunk's range.
+func (s *PFSStore) LocalSize(id ChunkID) (int64, error) {
+	f, err := s.file(id.Ino, false)
+	if err != nil || f == nil {
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return min(max(st.Size()-int64(id.Idx)*int64(id.ChunkSize), 0), int64(id.ChunkSize)), nil
+}
+
+var _ Sizer = (*PFSStore)(nil)
+
 // DeleteFile implements Store.
 func (s *PFSStore) DeleteFile(ino uint64) error {
 	s.mu.Lock()

@@ -52,6 +52,30 @@ type PathView interface {
 	Unlink(path string) error
 }
 
+// Discarder is implemented by stores where cutting a chunk to nothing is
+// not the same as dropping it: the pfs store keeps a file's chunks in one
+// object, where Truncate(id, 0) would cut every later chunk too. Discard
+// drops only the chunk's own bytes (a migration's copy that was
+// abandoned, or the source's copy after a move).
+type Discarder interface {
+	Discard(id ChunkID) error
+}
+
+// Sizer is implemented by stores that can tell a chunk's local size
+// (bytes held, 0 for a chunk never written): a migration copies that much.
+type Sizer interface {
+	LocalSize(id ChunkID) (int64, error)
+}
+
+// Discard drops one chunk from st: Discarder's way if it has one, else a
+// truncation to nothing.
+func Discard(st Store, id ChunkID) error {
+	if d, ok := st.(Discarder); ok {
+		return d.Discard(id)
+	}
+	return st.Truncate(id, 0)
+}
+
 // ChunkFiles is implemented by stores whose chunks are files, so a data
 // server can answer a read with sendfile rather than copy the bytes
 // through its memory.

@@ -45,7 +45,8 @@ func (m *Member) Register(ctx context.Context) error {
 	id := m.id.Load()
 	si := m.Info()
 	resp, _, err := m.Meta.Call(ctx, &wire.Msg{Op: wire.OpRegister, ID: id, Name: si.Role, Tier: si.Tier,
-		Addr: si.Addr, Cap: si.Capacity, Used: si.Used, Who: wire.Who{Node: si.Node}}, nil, nil)
+		Addr: si.Addr, Cap: si.Capacity, Used: si.Used, Who: wire.Who{Node: si.Node},
+		Servers: []wire.ServerInfo{{WriteBW: si.WriteBW, ReadBW: si.ReadBW, Domain: si.Domain}}}, nil, nil)
 	if err != nil {
 		return err
 	}

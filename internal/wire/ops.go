@@ -56,6 +56,14 @@ const (
 	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
 	OpPfsGrow     // pfs tier: make file Ino's plain file at least Size bytes (a truncate up)
 	OpActivity    // a file's open/close history in the metadata service (reply: ActivityMsg)
+	// Chunk migration (data/move.go, meta/move.go, manager/tiering). Handle
+	// is the migration's session id throughout.
+	OpMoveBegin // source data server: start noting writes and cuts of chunk Idx of Ino; reply Size = its local size
+	OpMoveStop  // source: stop serving the chunk (durably) until OpMoveEnd; reply Entries: the local ranges written since OpMoveBegin (Ino the offset, Mode the length), Size = local size, Flags MoveCut if it was truncated
+	OpMoveEnd   // source or destination: the migration ended; Flags MoveCommitted (Gen = the new layout generation) or not (aborted)
+	OpMoveCopy  // destination data server (the mover): copy chunk Idx of Ino from Chunks[0] to Chunks[1]; Servers = the addresses of both groups
+	OpMoveState // a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
+	OpMigrate   // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
 	opMax
 )
 
@@ -104,6 +112,7 @@ var opNames = [...]string{
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
+	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate",
 }
 
 func (o Op) String() string {
@@ -210,6 +219,16 @@ const (
 // RegisterHasTrims in the Flags of an OpRegister reply tells a data server
 // that truncations it has not applied are waiting for it (OpTrims).
 const RegisterHasTrims uint32 = 1
+
+// Migration flags (Msg.Flags of the OpMove* operations and OpMigrate).
+const (
+	MoveCommitted uint32 = 1 << iota // OpMoveEnd, OpMoveState: the chunk's location is the destination now
+	MoveAborted                      // OpMoveState: the chunk stays where it was
+	MovePending                      // OpMoveState: not decided yet; ask again
+	MoveCut                          // OpMoveStop reply: the chunk was truncated during the copy
+	MoveRead                         // OpChunkRead: the mover's read of a stopped chunk (Handle: its session)
+	MoveWait                         // OpMigrate: reply when the file has moved
+)
 
 // AllocPlaced in the Flags of an OpAlloc reply says the chunk was placed
 // by this call (it had no location, or it was moved off the excluded

@@ -123,6 +123,12 @@ type ChunkLoc struct {
 	Idx     uint64
 	Tier    string
 	Servers []uint64
+	// Gen is the chunk's layout generation: it rises every time the chunk
+	// moves (tier migration, a fresh chunk placed again). Chunk requests
+	// carry the generation of the location they were sent to (Msg.Gen),
+	// and a data server the chunk moved away from refuses older ones
+	// (data/move.go).
+	Gen uint64
 }
 
 // ServerInfo describes a registered daemon (data server or forwarding node).
@@ -136,6 +142,11 @@ type ServerInfo struct {
 	Node     string
 	Alive    bool
 	Rank     uint32 // tier rank: lower is faster
+	// WriteBW and ReadBW are a data server's recent bandwidths (bytes/s
+	// over its last heartbeat periods, 0: idle or not measured); Domain
+	// its failure domain label ("cabinet" in ONFS).
+	WriteBW, ReadBW uint64
+	Domain          string
 }
 
 // Who identifies the application behind a request: the client fills it
@@ -184,7 +195,8 @@ type Msg struct {
 	Cap     uint64
 	// Gen is the metadata service's change-feed position: in a reply, the
 	// feed's position when the request was served; in OpWatch, the
-	// position the caller has seen.
+	// position the caller has seen. In a chunk request it is the layout
+	// generation (ChunkLoc.Gen) of the location the request was sent to.
 	Gen uint64
 	// Client identifies the mount that sent a namespace request (a random
 	// id it picks), so the change feed does not echo its own changes.
@@ -248,6 +260,8 @@ const (
 	tTrims
 	tRdev
 	tApp
+	tChunkGens // ChunkLoc.Gen of each of Chunks, in order (added after tChunks, which stays as it was)
+	tServerX   // WriteBW, ReadBW and Domain of each of Servers, in order
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -393,6 +407,22 @@ func (m *Msg) Append(b []byte) []byte {
 	}
 	e.u(tRdev, uint64(m.Rdev))
 	e.st(tApp, m.App) // tags go in increasing order
+	if chunkGens(m.Chunks) {
+		e.tag(tChunkGens)
+		e.uv(uint64(len(m.Chunks)))
+		for _, c := range m.Chunks {
+			e.uv(c.Gen)
+		}
+	}
+	if serverX(m.Servers) {
+		e.tag(tServerX)
+		e.uv(uint64(len(m.Servers)))
+		for _, s := range m.Servers {
+			e.uv(s.WriteBW)
+			e.uv(s.ReadBW)
+			e.str(s.Domain)
+		}
+	}
 	return e.b
 }
 
@@ -563,6 +593,20 @@ func Decode(b []byte) (*Msg, error) {
 			}
 		case tRdev:
 			m.Rdev = d.u32()
+		case tChunkGens:
+			if d.Count(1) != len(m.Chunks) {
+				d.Fail()
+			}
+			for i := range m.Chunks {
+				m.Chunks[i].Gen = d.Uvarint()
+			}
+		case tServerX:
+			if d.Count(3) != len(m.Servers) {
+				d.Fail()
+			}
+			for i := range m.Servers {
+				m.Servers[i].WriteBW, m.Servers[i].ReadBW, m.Servers[i].Domain = d.Uvarint(), d.Uvarint(), d.Str()
+			}
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
 		}
@@ -571,4 +615,24 @@ func Decode(b []byte) (*Msg, error) {
 		return nil, d.Err
 	}
 	return m, nil
+}
+
+// chunkGens reports whether any location has a layout generation to send
+// (records written before generations existed decode with 0).
+func chunkGens(cs []ChunkLoc) bool {
+	for _, c := range cs {
+		if c.Gen != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func serverX(ss []ServerInfo) bool {
+	for _, s := range ss {
+		if s.WriteBW != 0 || s.ReadBW != 0 || s.Domain != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,435 @@
+package data
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/tier"
+)
+
+// Chunk migration, the data servers' side (docs/tiering.md has the whole
+// protocol; meta/move.go the coordinator's side).
+//
+// The source S of a chunk moving to destination group D:
+//   - OpMoveBegin opens a session: from then on S notes the local range of
+//     every write to the chunk and whether it was truncated, while it goes
+//     on serving reads and writes from the chunk itself.
+//   - OpMoveStop (after the mover's first copy) stops the chunk: a marker
+//     file makes the stop survive a crash, and every request for the chunk
+//     waits, except the mover's reads (wire.MoveRead with the session).
+//     The reply hands over the ranges written since Begin.
+//   - OpMoveEnd says how it ended. Committed: S keeps a moved fence (the
+//     chunk's new layout generation, on disk) and drops its copy; requests
+//     of an older generation get EREMCHG, and the forwarding daemon loads
+//     the new location and sends them there. Aborted: S serves the chunk
+//     again.
+//
+// A stopped chunk whose end does not come (the coordinator died, or S
+// restarted with a marker) is resolved by asking the metadata service
+// (OpMoveState), which answers from its intent record and the chunk's
+// location. Until then requests for it wait, bounded by stopWait, and
+// are answered EREMCHG so the forwarding daemon asks again.
+//
+// The mover is the destination group's first member (OpMoveCopy): it
+// copies the chunk from S's members into D's, stops S, copies what was
+// written meanwhile, and fsyncs D before it answers. A chunk truncated
+// during the copy is not moved (the coordinator tries again later).
+
+// stopWait bounds how long a request waits for a stopped chunk.
+const stopWait = 10 * time.Second
+
+// resolveAfter is how long a stop may last before the server asks the
+// metadata service how the migration ended.
+const resolveAfter = 10 * time.Second
+
+// maxDirty bounds the ranges a session notes; past it the whole chunk is
+// copied again at the stop.
+const maxDirty = 1024
+
+type chunkKey struct{ ino, idx uint64 }
+
+// session is one migration of one chunk away from this server.
+type session struct {
+	id        uint64
+	dirty     []wire.DirEntry // local ranges written: Ino the offset, Mode the length
+	all       bool            // too many ranges: everything is dirty
+	cut       bool            // truncated since Begin
+	stopped   bool
+	stoppedAt time.Time
+	restored  bool          // stopped by an earlier run of the server (marker)
+	done      chan struct{} // closed when the session ends
+}
+
+// moves keeps the server's migration sessions and moved fences.
+type moves struct {
+	dir string // StateDir ("" keeps nothing on disk)
+
+	mu       sync.Mutex // guards sessions and moved
+	sessions map[chunkKey]*session
+	// moved holds, per inode and chunk, the lowest layout generation this
+	// server still serves: the chunk moved away at that generation.
+	moved map[uint64]map[uint64]uint64
+}
+
+func openMoves(dir string) (*moves, error) {
+	mv := &moves{dir: dir, sessions: map[chunkKey]*session{}, moved: map[uint64]map[uint64]uint64{}}
+	if dir == "" {
+		return mv, nil
+	}
+	for _, d := range []string{"moved", "moving"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "moved"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		ino, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil {
+			continue // a temporary file left by a crash
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "moved", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		m := map[uint64]uint64{}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var idx, gen uint64
+			if _, err := fmt.Sscanf(line, "%d %d", &idx, &gen); err != nil {
+				return nil, fmt.Errorf("moved fences of inode %d: %q: %w", ino, line, err)
+			}
+			m[idx] = gen
+		}
+		mv.moved[ino] = m
+	}
+	ents, err = os.ReadDir(filepath.Join(dir, "moving"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		var ino, idx uint64
+		if _, err := fmt.Sscanf(e.Name(), "%d.%d", &ino, &idx); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "moving", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("migration marker %s: %w", e.Name(), err)
+		}
+		mv.sessions[chunkKey{ino, idx}] = &session{id: id, stopped: true, restored: true, done: make(chan struct{})}
+	}
+	return mv, nil
+}
+
+// writeFile replaces path with content, durably.
+func writeFile(path, content string) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func (mv *moves) markerPath(k chunkKey) string {
+	return filepath.Join(mv.dir, "moving", fmt.Sprintf("%d.%d", k.ino, k.idx))
+}
+
+// setMovedLocked raises the moved fence of chunk k to gen, on disk first.
+// Caller holds the inode's fence lock exclusively.
+func (mv *moves) setMovedLocked(k chunkKey, gen uint64) error {
+	mv.mu.Lock()
+	cur := mv.moved[k.ino]
+	next := map[uint64]uint64{k.idx: gen}
+	for i, g := range cur {
+		if i != k.idx {
+			next[i] = g
+		} else if g >= gen {
+			mv.mu.Unlock()
+			return nil
+		}
+	}
+	mv.mu.Unlock()
+	if mv.dir != "" {
+		var b strings.Builder
+		for i, g := range next {
+			fmt.Fprintf(&b, "%d %d\n", i, g)
+		}
+		if err := writeFile(filepath.Join(mv.dir, "moved", strconv.FormatUint(k.ino, 10)), b.String()); err != nil {
+			return fmt.Errorf("keeping the moved fence of inode %d chunk %d: %w", k.ino, k.idx, err)
+		}
+	}
+	mv.mu.Lock()
+	mv.moved[k.ino] = next
+	mv.mu.Unlock()
+	return nil
+}
+
+// drop forgets everything of ino (the file was deleted): its sessions are
+// cut, so their migrations are not committed.
+func (mv *moves) drop(ino uint64) {
+	mv.mu.Lock()
+	delete(mv.moved, ino)
+	for k, ss := range mv.sessions {
+		if k.ino == ino {
+			ss.cut = true
+		}
+	}
+	mv.mu.Unlock()
+	if mv.dir != "" {
+		os.Remove(filepath.Join(mv.dir, "moved", strconv.FormatUint(ino, 10)))
+	}
+}
+
+// cutFrom notes that the chunks of ino from idx on were truncated.
+func (mv *moves) cutFrom(ino, idx uint64) {
+	mv.mu.Lock()
+	for k, ss := range mv.sessions {
+		if k.ino == ino && k.idx >= idx {
+			ss.cut = true
+		}
+	}
+	mv.mu.Unlock()
+}
+
+// check admits one chunk request against the chunk's moved fence and
+// migration session. It returns a channel to wait on when the chunk is
+// stopped. A write is noted in the session. Caller holds the inode's
+// fence lock shared.
+func (s *Server) checkMoveLocked(m *wire.Msg, write bool) (<-chan struct{}, error) {
+	mv := s.moves
+	k := chunkKey{m.Ino, m.Idx}
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	if g, ok := mv.moved[m.Ino][m.Idx]; ok && m.Gen < g {
+		return nil, rpc.Errorf(syscall.EREMCHG, "data server %d: chunk %d of inode %d moved (layout generation %d, request's %d)",
+			s.mem.ID(), m.Idx, m.Ino, g, m.Gen)
+	}
+	ss := mv.sessions[k]
+	switch {
+	case ss == nil:
+	case ss.stopped:
+		if m.Flags&wire.MoveRead != 0 && m.Handle == ss.id {
+			return nil, nil
+		}
+		return ss.done, nil
+	case write && !ss.all:
+		ss.dirty = append(ss.dirty, wire.DirEntry{Ino: m.Offset, Mode: uint32(m.Size)})
+		if len(ss.dirty) > maxDirty {
+			ss.all, ss.dirty = true, nil
+		}
+	}
+	return nil, nil
+}
+
+// admitChunk admits a chunk read or write: truncation fence (admit), then
+// moved fence and migration stop. It returns the inode's lock, held
+// shared.
+func (s *Server) admitChunk(ctx context.Context, m *wire.Msg, write bool) (*sync.RWMutex, error) {
+	deadline := time.NewTimer(stopWait)
+	defer deadline.Stop()
+	for {
+		l, err := s.admit(ctx, m.Ino, m.Trunc, write)
+		if err != nil {
+			return nil, err
+		}
+		wait, err := s.checkMoveLocked(m, write)
+		if err != nil || wait == nil {
+			if err != nil {
+				l.RUnlock()
+				l = nil
+			}
+			return l, err
+		}
+		l.RUnlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return nil, rpc.Errorf(syscall.EREMCHG, "data server %d: chunk %d of inode %d is migrating", s.mem.ID(), m.Idx, m.Ino)
+		}
+	}
+}
+
+func (s *Server) localSize(id tier.ChunkID) (int64, error) {
+	sz, ok := s.store.(tier.Sizer)
+	if !ok {
+		return 0, rpc.Errorf(syscall.ENOTSUP, "%s tier cannot tell chunk sizes", s.cfg.Kind)
+	}
+	return sz.LocalSize(id)
+}
+
+// moveBegin opens a migration session for the chunk (OpMoveBegin).
+func (s *Server) moveBegin(m *wire.Msg) (*wire.Msg, error) {
+	l := s.fence.lock(m.Ino)
+	l.Lock() // writes under way finish first: later ones are noted
+	defer l.Unlock()
+	k := chunkKey{m.Ino, m.Idx}
+	mv := s.moves
+	mv.mu.Lock()
+	if ss := mv.sessions[k]; ss != nil && ss.stopped {
+		mv.mu.Unlock()
+		return nil, rpc.Errorf(syscall.EBUSY, "data server %d: chunk %d of inode %d is stopped by migration %d", s.mem.ID(), m.Idx, m.Ino, ss.id)
+	} else if ss != nil {
+		close(ss.done) // a mover that gave up: its session is replaced
+	}
+	mv.sessions[k] = &session{id: m.Handle, done: make(chan struct{})}
+	mv.mu.Unlock()
+	n, err := s.localSize(tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize})
+	return &wire.Msg{Size: uint64(n)}, err
+}
+
+// moveStop stops the chunk for the switch (OpMoveStop) and hands over
+// what was written since Begin.
+func (s *Server) moveStop(m *wire.Msg) (*wire.Msg, error) {
+	l := s.fence.lock(m.Ino)
+	l.Lock()
+	defer l.Unlock()
+	k := chunkKey{m.Ino, m.Idx}
+	mv := s.moves
+	mv.mu.Lock()
+	ss := mv.sessions[k]
+	mv.mu.Unlock()
+	if ss == nil || ss.id != m.Handle {
+		return nil, rpc.Errorf(syscall.ENOENT, "data server %d: no migration %d of chunk %d of inode %d", s.mem.ID(), m.Handle, m.Idx, m.Ino)
+	}
+	if mv.dir != "" && !ss.stopped {
+		if err := writeFile(mv.markerPath(k), strconv.FormatUint(ss.id, 10)+"\n"); err != nil {
+			return nil, fmt.Errorf("data server %d: keeping the migration stop of chunk %d of inode %d: %w", s.mem.ID(), m.Idx, m.Ino, err)
+		}
+	}
+	n, err := s.localSize(tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize})
+	if err != nil {
+		return nil, err
+	}
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	if !ss.stopped {
+		ss.stopped, ss.stoppedAt = true, s.cfg.Now()
+	}
+	r := &wire.Msg{Size: uint64(n), Entries: ss.dirty}
+	if ss.all {
+		r.Entries = []wire.DirEntry{{Ino: 0, Mode: uint32(n)}}
+	}
+	if ss.cut {
+		r.Flags |= wire.MoveCut
+	}
+	ss.dirty, ss.all = nil, false
+	return r, nil
+}
+
+// moveEnd ends a migration on a source (Name "src") or destination
+// ("dst") member (OpMoveEnd).
+func (s *Server) moveEnd(m *wire.Msg) error {
+	committed := m.Flags&wire.MoveCommitted != 0
+	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
+	l := s.fence.lock(m.Ino)
+	l.Lock()
+	defer l.Unlock()
+	if m.Name == "dst" {
+		if committed {
+			return nil
+		}
+		return tier.Discard(s.store, id) // the abandoned copy
+	}
+	return s.endSourceLocked(chunkKey{m.Ino, m.Idx}, m.Handle, committed, m.Gen, m.ChunkSize)
+}
+
+// endSourceLocked ends the source side of migration h of chunk k: fence
+// and drop the chunk if the move was committed at layout generation gen,
+// serve it again if not. Caller holds the inode's fence lock exclusively.
+func (s *Server) endSourceLocked(k chunkKey, h uint64, committed bool, gen uint64, chunkSize uint32) error {
+	mv := s.moves
+	if committed {
+		if err := mv.setMovedLocked(k, gen); err != nil {
+			return err
+		}
+		if err := tier.Discard(s.store, tier.ChunkID{Ino: k.ino, Idx: k.idx, ChunkSize: chunkSize}); err != nil {
+			s.cfg.Log.Warn("dropping a moved chunk failed", "ino", k.ino, "chunk", k.idx, "err", err)
+		}
+	}
+	mv.mu.Lock()
+	ss := mv.sessions[k]
+	if ss != nil && (ss.id == h || committed) {
+		delete(mv.sessions, k)
+		close(ss.done)
+	}
+	mv.mu.Unlock()
+	if mv.dir != "" && (ss == nil || ss.id == h || committed) {
+		if err := os.Remove(mv.markerPath(k)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolveStops asks the metadata service how the migrations of chunks
+// stopped for long (or since before a restart) ended, and ends them.
+func (s *Server) resolveStops(ctx context.Context) {
+	now := s.cfg.Now()
+	type stop struct {
+		k  chunkKey
+		id uint64
+	}
+	var todo []stop
+	s.moves.mu.Lock()
+	for k, ss := range s.moves.sessions {
+		if ss.stopped && (ss.restored || now.Sub(ss.stoppedAt) > resolveAfter) {
+			todo = append(todo, stop{k, ss.id})
+		}
+	}
+	s.moves.mu.Unlock()
+	for _, t := range todo {
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpMoveState, ID: s.mem.ID(), Ino: t.k.ino, Idx: t.k.idx, Handle: t.id}, nil, nil)
+		if err != nil {
+			s.cfg.Log.Warn("cannot learn how a migration ended; its chunk stays stopped", "ino", t.k.ino, "chunk", t.k.idx, "err", err)
+			continue
+		}
+		if resp.Flags&(wire.MoveCommitted|wire.MoveAborted) == 0 {
+			continue
+		}
+		l := s.fence.lock(t.k.ino)
+		l.Lock()
+		err = s.endSourceLocked(t.k, t.id, resp.Flags&wire.MoveCommitted != 0, resp.Gen, resp.ChunkSize)
+		l.Unlock()
+		s.cfg.Log.Info("migration resolved with the metadata service", "ino", t.k.ino, "chunk", t.k.idx,
+			"committed", resp.Flags&wire.MoveCommitted != 0, "err", err)
+	}
+}

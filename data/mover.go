@@ -1,0 +1,172 @@
+package data
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/bufpool"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/layout"
+)
+
+// The mover: the destination group's first member copies a chunk from
+// the source group (move.go has the protocol). Source and destination may
+// stripe differently; the copy goes through the chunk's logical bytes.
+
+// copyBlock is how much of a chunk one copy step moves.
+const copyBlock = 1 << 20
+
+// MigrationWho is the identity migration traffic carries, so Beacon
+// records it under its own job rather than under "no job".
+var MigrationWho = wire.Who{Job: "sluice-migration", Rank: -1, App: "tag:sluice-tiering"}
+
+// peers are connections to other data servers, by address.
+type peers struct {
+	secret  []byte
+	timeout time.Duration
+	mu      sync.Mutex // guards conns
+	conns   map[string]*rpc.Client
+}
+
+func (p *peers) get(addr string) *rpc.Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conns[addr]; c != nil {
+		return c
+	}
+	if p.conns == nil {
+		p.conns = map[string]*rpc.Client{}
+	}
+	c := rpc.NewClient(addr, p.secret, rpc.ClientOptions{Timeout: p.timeout, Name: "data server " + addr})
+	p.conns[addr] = c
+	return c
+}
+
+func (p *peers) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// copyJob is one OpMoveCopy.
+type copyJob struct {
+	s          *Server
+	m          *wire.Msg
+	src, dst   wire.ChunkLoc
+	addr       map[uint64]string
+	unit, size int64 // stripe unit, chunk size
+}
+
+func (j *copyJob) call(ctx context.Context, id uint64, req *wire.Msg, payload, into []byte) (*wire.Msg, error) {
+	addr, ok := j.addr[id]
+	if !ok {
+		return nil, rpc.Errorf(syscall.EINVAL, "migration names data server %d without its address", id)
+	}
+	req.Ino, req.Idx, req.ChunkSize, req.Handle, req.Who = j.m.Ino, j.m.Idx, j.m.ChunkSize, j.m.Handle, MigrationWho
+	resp, _, err := j.s.peers.get(addr).Call(ctx, req, payload, into)
+	if err != nil {
+		return nil, fmt.Errorf("migration of chunk %d of inode %d: %w", j.m.Idx, j.m.Ino, err)
+	}
+	return resp, nil
+}
+
+// moveCopy copies chunk m.Idx of m.Ino from m.Chunks[0] to m.Chunks[1]
+// (OpMoveCopy): begin at the sources, copy, stop the sources, copy what
+// was written meanwhile, fsync the destinations.
+func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) error {
+	if len(m.Chunks) != 2 || len(m.Chunks[0].Servers) == 0 || len(m.Chunks[1].Servers) == 0 {
+		return rpc.Errorf(syscall.EINVAL, "migration needs a source and a destination group")
+	}
+	j := &copyJob{s: s, m: m, src: m.Chunks[0], dst: m.Chunks[1], addr: map[uint64]string{},
+		unit: int64(m.StripeUnit), size: int64(m.ChunkSize)}
+	if j.size <= 0 || j.unit <= 0 || j.unit > j.size {
+		return rpc.Errorf(syscall.EINVAL, "migration: chunk size %d, stripe unit %d", j.size, j.unit)
+	}
+	for _, si := range m.Servers {
+		j.addr[si.ID] = si.Addr
+	}
+	gs := len(j.src.Servers)
+	var end int64
+	for i, id := range j.src.Servers {
+		r, err := j.call(ctx, id, &wire.Msg{Op: wire.OpMoveBegin}, nil, nil)
+		if err != nil {
+			return err
+		}
+		end = max(end, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
+	}
+	if err := j.copy(ctx, 0, end); err != nil {
+		return err
+	}
+	var runs []layout.Run
+	var end2 int64
+	for i, id := range j.src.Servers {
+		r, err := j.call(ctx, id, &wire.Msg{Op: wire.OpMoveStop}, nil, nil)
+		if err != nil {
+			return err
+		}
+		if r.Flags&wire.MoveCut != 0 {
+			return rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d was truncated during its migration", m.Idx, m.Ino)
+		}
+		end2 = max(end2, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
+		for _, e := range r.Entries {
+			runs = append(runs, layout.Logical(i, gs, j.unit, int64(e.Ino), int64(e.Mode))...)
+		}
+	}
+	if end2 < end {
+		return rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d shrank during its migration", m.Idx, m.Ino)
+	}
+	if end2 > end {
+		runs = append(runs, layout.Run{Off: end, Len: end2 - end})
+	}
+	for _, r := range runs {
+		r.Len = min(r.Off+r.Len, end2) - r.Off
+		if r.Len <= 0 {
+			continue
+		}
+		if err := j.copy(ctx, r.Off, r.Len); err != nil {
+			return err
+		}
+	}
+	for _, id := range j.dst.Servers {
+		if _, err := j.call(ctx, id, &wire.Msg{Op: wire.OpChunkSync}, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copy copies the chunk's logical range [off, off+n) from the sources
+// into the destinations, a block at a time.
+func (j *copyJob) copy(ctx context.Context, off, n int64) error {
+	buf := bufpool.Get(copyBlock)
+	defer bufpool.Put(buf)
+	gs, gd := len(j.src.Servers), len(j.dst.Servers)
+	for n > 0 {
+		l := min(n, copyBlock)
+		b := buf[:l]
+		for _, pc := range layout.Pieces(off, l, gs, j.unit) {
+			req := &wire.Msg{Op: wire.OpChunkRead, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
+				Gen: j.src.Gen, Trunc: j.m.Trunc, Flags: wire.MoveRead}
+			if _, err := j.call(ctx, j.src.Servers[pc.Member], req, nil, b[pc.BufOff:pc.BufOff+pc.Len]); err != nil {
+				return err
+			}
+		}
+		for _, pc := range layout.Pieces(off, l, gd, j.unit) {
+			req := &wire.Msg{Op: wire.OpChunkWrite, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
+				Cap: uint64(layout.LocalSize(pc.Member, gd, j.unit, j.size)), Gen: j.dst.Gen, Trunc: j.m.Trunc}
+			if _, err := j.call(ctx, j.dst.Servers[pc.Member], req, b[pc.BufOff:pc.BufOff+pc.Len], nil); err != nil {
+				return err
+			}
+		}
+		off += l
+		n -= l
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package fwd_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/data"
+	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/testrig"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+)
+
+// tierStack starts a metadata service, nMem mem and nSSD ssd data
+// servers and a forwarding daemon in this process.
+func tierStack(t *testing.T, nMem, nSSD int) (*meta.Service, *rpc.Client, []*data.Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	svc, metaAddr := testrig.Meta(t, meta.Config{})
+	var dss []*data.Server
+	for i := 0; i < nMem; i++ {
+		dss = append(dss, memServer(t, ctx, metaAddr, 0, nil))
+	}
+	for i := 0; i < nSSD; i++ {
+		dir := t.TempDir()
+		ds, err := data.New(data.Config{Kind: "ssd", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
+			Log: quiet(), StateDir: dir + "/.state"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _ := ds.Listen()
+		go ds.Run(ctx, ln, "")
+		dss = append(dss, ds)
+	}
+	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet()})
+	fln, _ := fs.Listen()
+	go fs.Run(ctx, fln, "")
+	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
+	t.Cleanup(c.Close)
+	testrig.WaitData(t, svc, nMem+nSSD)
+	return svc, c, dss
+}
+
+func serversOf(svc *meta.Service, tier string) []uint64 {
+	var out []uint64
+	for _, si := range svc.Servers() {
+		if si.Role == "data" && si.Tier == tier {
+			out = append(out, si.ID)
+		}
+	}
+	return out
+}
+
+// TestMigrationUnderWrites moves every chunk of a file between the mem
+// and ssd tiers, back and forth, while writers and truncates keep
+// changing it through the forwarding daemon; each operation is applied to
+// a model once acknowledged. At the end the file reads back as the model,
+// and every chunk is where its last committed migration put it. Stripe
+// groups of 1 and 2 members on each side, so the copy restripes.
+func TestMigrationUnderWrites(t *testing.T) {
+	for _, stripes := range []uint32{1, 2} {
+		t.Run(map[uint32]string{1: "unstriped", 2: "striped"}[stripes], func(t *testing.T) {
+			testMigrationUnderWrites(t, stripes)
+		})
+	}
+}
+
+func testMigrationUnderWrites(t *testing.T, stripes uint32) {
+	ctx := context.Background()
+	svc, c, _ := tierStack(t, 2, 2)
+	const chunk = 256 << 10
+	if _, err := svc.SetLayout(meta.RootIno, chunk, stripes, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	ino := create(t, c, "f")
+	r := rand.New(rand.NewSource(int64(stripes)))
+	const fileMax = 6 * chunk
+	model := make([]byte, 0, fileMax)
+	var mu sync.Mutex // guards model; held across each operation so the model's order is the store's
+	write := func(off, n int) {
+		p := make([]byte, n)
+		r.Read(p)
+		mu.Lock()
+		defer mu.Unlock()
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(off), Size: uint64(n)}, p, nil); err != nil {
+			t.Errorf("write %d+%d: %v", off, n, err)
+			return
+		}
+		if off+n > len(model) {
+			model = append(model, make([]byte, off+n-len(model))...)
+		}
+		copy(model[off:], p)
+	}
+	truncate := func(size int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpSetattr, Ino: ino, Size: uint64(size), Mask: wire.SetSize}, nil, nil); err != nil {
+			t.Errorf("truncate %d: %v", size, err)
+			return
+		}
+		if size < len(model) {
+			model = model[:size]
+		} else {
+			model = append(model, make([]byte, size-len(model))...)
+		}
+	}
+	write(0, fileMax)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer halt()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%25 == 24 {
+				truncate(r.Intn(fileMax))
+				continue
+			}
+			off := r.Intn(fileMax - 1)
+			write(off, 1+r.Intn(min(fileMax-off, 96<<10)))
+		}
+	}()
+	mem, ssd := serversOf(svc, "mem"), serversOf(svc, "ssd")
+	g := int(stripes)
+	moved, aborted := 0, 0
+	for round := 0; round < 6; round++ {
+		to, tier := ssd[:g], "ssd"
+		if round%2 == 1 {
+			to, tier = mem[:g], "mem"
+		}
+		locs, err := svc.Layout(ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range locs {
+			if l.Tier == tier {
+				continue
+			}
+			err := svc.MoveChunk(ctx, ino, l.Idx, tier, to)
+			switch {
+			case err == nil:
+				moved++
+			case rpc.Errno(err) == syscall.EAGAIN || rpc.Errno(err) == syscall.ENOENT:
+				aborted++ // truncated meanwhile: not moved, stays consistent
+			default:
+				t.Fatalf("move chunk %d to %s: %v", l.Idx, tier, err)
+			}
+		}
+	}
+	halt()
+	if moved == 0 {
+		t.Fatal("no chunk moved")
+	}
+	t.Logf("%d chunk moves committed, %d aborted by truncates", moved, aborted)
+	if left, _ := svc.Moves(); len(left) != 0 {
+		t.Fatalf("migration intents left behind: %+v", left)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: uint64(len(model) + 4096)}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, model) {
+		i := 0
+		for i < len(got) && i < len(model) && got[i] == model[i] {
+			i++
+		}
+		t.Fatalf("file (%d bytes) differs from the model (%d bytes) from byte %d (chunk %d)", len(got), len(model), i, i/chunk)
+	}
+}
+
+// TestMovedFenceSurvivesRestart: after a chunk moved away, its source
+// refuses requests with the old layout generation (EREMCHG), also after
+// the source restarts, and a request with the new generation reaches the
+// destination.
+func TestMovedFenceSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	svc, metaAddr := testrig.Meta(t, meta.Config{})
+	dir := t.TempDir()
+	start := func(kind, dir string) (*data.Server, context.CancelFunc) {
+		cctx, cancel := context.WithCancel(context.Background())
+		ds, err := data.New(data.Config{Kind: kind, Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
+			Log: quiet(), StateDir: dir + "/.state"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _ := ds.Listen()
+		done := make(chan struct{})
+		go func() { ds.Run(cctx, ln, dir+"/.id"); close(done) }()
+		return ds, func() { cancel(); <-done }
+	}
+	src, stopSrc := start("mem", dir)
+	dst, stopDst := start("ssd", t.TempDir())
+	defer stopDst()
+	testrig.WaitData(t, svc, 2)
+	a, err := svc.Create(meta.RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, _, err := svc.Alloc(ctx, a.Ino, 0, 0, nil)
+	if err != nil || loc.Tier != "mem" {
+		t.Fatalf("alloc: %+v %v", loc, err)
+	}
+	call := func(addr string, m *wire.Msg, p, into []byte) error {
+		cl := rpc.NewClient(addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+		defer cl.Close()
+		_, _, err := cl.Call(ctx, m, p, into)
+		return err
+	}
+	payload := bytes.Repeat([]byte("x"), 8192)
+	w := &wire.Msg{Op: wire.OpChunkWrite, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192, Cap: uint64(a.ChunkSize)}
+	if err := call(src.Addr(), w, payload, nil); err != nil {
+		t.Fatal(err)
+	}
+	ssd := serversOf(svc, "ssd")
+	if err := svc.MoveChunk(ctx, a.Ino, 0, "ssd", ssd); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		rd := &wire.Msg{Op: wire.OpChunkRead, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192}
+		if err := call(src.Addr(), rd, nil, make([]byte, 8192)); rpc.Errno(err) != syscall.EREMCHG {
+			t.Fatalf("read at the old place: %v, want EREMCHG", err)
+		}
+		if err := call(src.Addr(), w, payload, nil); rpc.Errno(err) != syscall.EREMCHG {
+			t.Fatalf("write at the old place: %v, want EREMCHG", err)
+		}
+		got := make([]byte, 8192)
+		rd.Gen = 1
+		if err := call(dst.Addr(), rd, nil, got); err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("read at the new place: %v, equal %v", err, bytes.Equal(got, payload))
+		}
+	}
+	check()
+	stopSrc()
+	src, stopSrc = start("mem", dir)
+	defer stopSrc()
+	testrig.WaitData(t, svc, 2)
+	check()
+	if _, err := os.Stat(dir + "/.state/moved"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,407 @@
+package meta
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta/engine"
+)
+
+// Chunk migration, the coordinator's side (docs/tiering.md; data/move.go
+// has the data servers' side). One chunk moves at a time per chunk:
+//
+//  1. Intent: 'M' ino idx records the move (session, source and
+//     destination groups, state Copying) in a commit of its own, synced.
+//  2. The destination group's first member copies the chunk
+//     (OpMoveCopy): it opens a session at the sources, copies, stops the
+//     sources, copies what was written meanwhile and fsyncs.
+//  3. Commit: in one batch, the chunk's location becomes the destination
+//     with the layout generation plus one, and the intent's state
+//     Committed. It is refused (and the move aborted) when anything
+//     changed the chunk since the intent: its location or generation,
+//     a truncation (pending trims on the sources, or a new truncation
+//     generation), or the file's deletion.
+//  4. Ends: the sources are told (they fence and drop their copy, or
+//     serve the chunk again); on abort the destinations drop the copy.
+//     When every server has acknowledged, the intent is deleted; until
+//     then FinishMoves resends the ends (a server that was down), and a
+//     source that restarts with a stopped chunk asks (MoveState).
+//
+// After a restart of the metadata daemon an intent still Copying has no
+// coordinator left: FinishMoves aborts it.
+
+// MoveState is where a chunk migration is.
+type MoveState byte
+
+const (
+	MoveCopying   MoveState = 'c'
+	MoveCommitted MoveState = 'C'
+	MoveAborted   MoveState = 'A'
+)
+
+// MoveIntent is a chunk migration the service has recorded.
+type MoveIntent struct {
+	Ino, Idx              uint64
+	Session               uint64
+	State                 MoveState
+	From, To              wire.ChunkLoc
+	Trunc                 uint64 // the file's truncation generation at the intent
+	ChunkSize, StripeUnit uint32
+}
+
+func moveKey(ino, idx uint64) []byte {
+	return binary.BigEndian.AppendUint64(key1(pMove, ino), idx)
+}
+
+func (mi MoveIntent) encode() []byte {
+	return (&wire.Msg{Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, Flags: uint32(mi.State), Trunc: mi.Trunc,
+		ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}}).Append(nil)
+}
+
+func decodeMove(b []byte) (MoveIntent, error) {
+	m, err := wire.Decode(b)
+	if err != nil || len(m.Chunks) != 2 {
+		return MoveIntent{}, errCorrupt
+	}
+	return MoveIntent{Ino: m.Ino, Idx: m.Idx, Session: m.Handle, State: MoveState(m.Flags), Trunc: m.Trunc,
+		ChunkSize: m.ChunkSize, StripeUnit: m.StripeUnit, From: m.Chunks[0], To: m.Chunks[1]}, nil
+}
+
+func (s *Service) getMove(ino, idx uint64) (MoveIntent, bool, error) {
+	v, err := s.e.Get(moveKey(ino, idx))
+	if errors.Is(err, engine.ErrNotFound) {
+		return MoveIntent{}, false, nil
+	}
+	if err != nil {
+		return MoveIntent{}, false, err
+	}
+	mi, err := decodeMove(v)
+	return mi, err == nil, err
+}
+
+// Moves lists the recorded chunk migrations.
+func (s *Service) Moves() ([]MoveIntent, error) {
+	var out []MoveIntent
+	var derr error
+	s.e.Scan([]byte{pMove}, nil, func(_, v []byte) bool {
+		mi, err := decodeMove(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, mi)
+		return true
+	})
+	return out, derr
+}
+
+func newSession() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+// beginMove records the intent to move chunk idx of ino to the group
+// servers of tier.
+func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64) (MoveIntent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.getInode(ino)
+	if err != nil {
+		return MoveIntent{}, err
+	}
+	if _, busy, err := s.getMove(ino, idx); err != nil || busy {
+		if err == nil {
+			err = errno(syscall.EBUSY, "chunk %d of inode %d is migrating already", idx, ino)
+		}
+		return MoveIntent{}, err
+	}
+	v, err := s.e.Get(layoutKey(ino, idx))
+	if err != nil {
+		return MoveIntent{}, errno(syscall.ENOENT, "chunk %d of inode %d has no location", idx, ino)
+	}
+	from, err := decodeChunk(v)
+	if err != nil {
+		return MoveIntent{}, err
+	}
+	if anyIn(from.Servers, servers) {
+		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: destination %v overlaps its servers %v", idx, ino, servers, from.Servers)
+	}
+	mi := MoveIntent{Ino: ino, Idx: idx, Session: newSession(), State: MoveCopying, From: from,
+		To:    wire.ChunkLoc{Idx: idx, Tier: tier, Servers: servers, Gen: from.Gen + 1},
+		Trunc: n.Trunc, ChunkSize: n.ChunkSize, StripeUnit: n.StripeUnit}
+	if mi.StripeUnit == 0 || mi.StripeUnit > mi.ChunkSize {
+		mi.StripeUnit = mi.ChunkSize
+	}
+	var b engine.Batch
+	b.Set(moveKey(ino, idx), mi.encode())
+	if err := s.e.Apply(&b, true); err != nil {
+		return MoveIntent{}, err
+	}
+	s.moving[chunkRef{ino, idx}] = true
+	return mi, nil
+}
+
+type chunkRef struct{ ino, idx uint64 }
+
+// commitMove switches the chunk to its destination, unless something
+// changed it since the intent (then the move is aborted and the reason
+// returned).
+func (s *Service) commitMove(mi MoveIntent) (path string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reason := s.moveConflictLocked(mi)
+	var b engine.Batch
+	if reason != "" {
+		mi.State = MoveAborted
+		b.Set(moveKey(mi.Ino, mi.Idx), mi.encode())
+		if err := s.e.Apply(&b, true); err != nil {
+			return "", err
+		}
+		return "", errno(syscall.EAGAIN, "migration of chunk %d of inode %d aborted: %s", mi.Idx, mi.Ino, reason)
+	}
+	mi.State = MoveCommitted
+	b.Set(layoutKey(mi.Ino, mi.Idx), encodeChunk(mi.To))
+	b.Set(moveKey(mi.Ino, mi.Idx), mi.encode())
+	if err := s.e.Apply(&b, true); err != nil {
+		return "", err
+	}
+	if mi.To.Tier == "pfs" {
+		path = s.pfsPathLocked(mi.Ino, 0, "")
+	}
+	return path, nil
+}
+
+// moveConflictLocked says why mi may not be committed ("" if it may).
+// Caller holds mu.
+func (s *Service) moveConflictLocked(mi MoveIntent) string {
+	cur, ok, err := s.getMove(mi.Ino, mi.Idx)
+	if err != nil || !ok || cur.Session != mi.Session || cur.State != MoveCopying {
+		return "the intent is gone or was aborted"
+	}
+	n, err := s.getInode(mi.Ino)
+	if err != nil {
+		return "the file is gone"
+	}
+	if _, err := s.e.Get(garbageKey(mi.Ino)); err == nil {
+		return "the file was deleted"
+	}
+	if n.Trunc != mi.Trunc {
+		return "the file was truncated"
+	}
+	v, err := s.e.Get(layoutKey(mi.Ino, mi.Idx))
+	if err != nil {
+		return "the chunk has no location"
+	}
+	loc, err := decodeChunk(v)
+	if err != nil || loc.Gen != mi.From.Gen || !sameServers(loc.Servers, mi.From.Servers) {
+		return "the chunk moved meanwhile"
+	}
+	for _, id := range mi.From.Servers {
+		found := false
+		s.e.Scan(trimPrefix(id, mi.Ino), nil, func(_, _ []byte) bool {
+			found = true
+			return false
+		})
+		if found {
+			return "a truncation of the file is pending on a source"
+		}
+	}
+	return ""
+}
+
+func sameServers(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// setMoveState records that mi ended in state st (a coordinator that
+// failed before the commit).
+func (s *Service) setMoveState(mi MoveIntent, st MoveState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok, err := s.getMove(mi.Ino, mi.Idx)
+	if err != nil || !ok || cur.Session != mi.Session || cur.State != MoveCopying {
+		return err
+	}
+	cur.State = st
+	var b engine.Batch
+	b.Set(moveKey(mi.Ino, mi.Idx), cur.encode())
+	return s.e.Apply(&b, true)
+}
+
+// MoveChunk migrates chunk idx of ino to the group servers of tier, with
+// the whole protocol above. It returns when the chunk is at the
+// destination (nil) or stays where it was (an error saying why). A move
+// whose ends could not all be delivered is finished by FinishMoves.
+func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) error {
+	mi, err := s.beginMove(ino, idx, tier, servers)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.moving, chunkRef{ino, idx})
+		s.mu.Unlock()
+	}()
+	addrs := map[uint64]bool{}
+	var who []wire.ServerInfo
+	for _, si := range s.Servers() {
+		if anyIn([]uint64{si.ID}, mi.From.Servers) || anyIn([]uint64{si.ID}, mi.To.Servers) {
+			who = append(who, wire.ServerInfo{ID: si.ID, Addr: si.Addr})
+			addrs[si.ID] = true
+		}
+	}
+	err = s.reg.callData(ctx, servers[0], &wire.Msg{Op: wire.OpMoveCopy, Ino: ino, Idx: idx, Handle: mi.Session,
+		Trunc: mi.Trunc, ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}, Servers: who})
+	var path string
+	if err == nil {
+		path, err = s.commitMove(mi)
+	} else {
+		if rpc.Errno(err) == syscall.ESTALE {
+			err = errno(syscall.EAGAIN, "the file was truncated during the copy: %v", err)
+		}
+		err = fmt.Errorf("migration of chunk %d of inode %d to %s %v: %w", idx, ino, tier, servers, err)
+		if serr := s.setMoveState(mi, MoveAborted); serr != nil {
+			return serr
+		}
+	}
+	if err == nil {
+		mi.State = MoveCommitted
+	} else {
+		mi.State = MoveAborted
+	}
+	if path != "" {
+		for _, id := range mi.To.Servers {
+			if lerr := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path}); lerr != nil {
+				s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", lerr)
+			}
+		}
+	}
+	s.finishMove(ctx, mi)
+	return err
+}
+
+// finishMove delivers mi's ends and forgets it once every server has
+// acknowledged; otherwise it stays for FinishMoves.
+func (s *Service) finishMove(ctx context.Context, mi MoveIntent) bool {
+	committed := mi.State == MoveCommitted
+	end := wire.Msg{Op: wire.OpMoveEnd, Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, ChunkSize: mi.ChunkSize, Gen: mi.To.Gen}
+	if committed {
+		end.Flags = wire.MoveCommitted
+	}
+	ok := true
+	send := func(id uint64, role string) {
+		m := end
+		m.Name = role
+		if err := s.reg.callData(ctx, id, &m); err != nil {
+			s.log.Warn("migration end not delivered; will retry", "ino", mi.Ino, "chunk", mi.Idx, "server", id, "role", role, "err", err)
+			ok = false
+		}
+	}
+	for _, id := range mi.From.Servers {
+		send(id, "src")
+	}
+	if !committed {
+		for _, id := range mi.To.Servers {
+			send(id, "dst")
+		}
+	}
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b engine.Batch
+	if cur, found, _ := s.getMove(mi.Ino, mi.Idx); found && cur.Session == mi.Session {
+		b.Del(moveKey(mi.Ino, mi.Idx))
+	}
+	return s.e.Apply(&b, false) == nil
+}
+
+// FinishMoves ends the migrations no coordinator is running: it aborts
+// those still copying (their coordinator died with an earlier run of the
+// service) and delivers the ends of every decided one. The tiering
+// manager calls it at start and periodically.
+func (s *Service) FinishMoves(ctx context.Context) (pending int) {
+	all, err := s.Moves()
+	if err != nil {
+		s.log.Warn("reading migration intents failed", "err", err)
+		return 0
+	}
+	for _, mi := range all {
+		s.mu.Lock()
+		running := s.moving[chunkRef{mi.Ino, mi.Idx}]
+		s.mu.Unlock()
+		if running {
+			continue
+		}
+		if mi.State == MoveCopying {
+			if err := s.setMoveState(mi, MoveAborted); err != nil {
+				continue
+			}
+			mi.State = MoveAborted
+		}
+		if !s.finishMove(ctx, mi) {
+			pending++
+		}
+	}
+	return pending
+}
+
+// MoveStateOf answers a data server (server) asking how migration session
+// of chunk idx of ino, which it stopped, ended (OpMoveState).
+func (s *Service) MoveStateOf(server, ino, idx, session uint64) *wire.Msg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &wire.Msg{}
+	if n, err := s.getInode(ino); err == nil {
+		r.ChunkSize = n.ChunkSize
+	}
+	if mi, ok, err := s.getMove(ino, idx); err == nil && ok && mi.Session == session {
+		switch {
+		case mi.State == MoveCommitted:
+			r.Flags, r.Gen = wire.MoveCommitted, mi.To.Gen
+			return r
+		case mi.State == MoveAborted:
+			r.Flags = wire.MoveAborted
+			return r
+		case s.moving[chunkRef{ino, idx}]:
+			r.Flags = wire.MovePending
+			return r
+		}
+		// copying with no coordinator: FinishMoves will abort it
+		r.Flags = wire.MovePending
+		return r
+	}
+	// no such migration in flight: the chunk's location says
+	v, err := s.e.Get(layoutKey(ino, idx))
+	if err != nil {
+		r.Flags, r.Gen = wire.MoveCommitted, 1<<62 // the chunk is gone
+		return r
+	}
+	loc, err := decodeChunk(v)
+	if err != nil {
+		r.Flags = wire.MovePending
+		return r
+	}
+	if anyIn([]uint64{server}, loc.Servers) {
+		r.Flags = wire.MoveAborted
+	} else {
+		r.Flags, r.Gen = wire.MoveCommitted, loc.Gen
+	}
+	return r
+}
