@@ -223,8 +223,8 @@ func (s *Server) serve(r *rpc.Request) {
 		// long, and its own reads and writes (some to this server) take
 		// worker slots: it holds none
 		start := s.cfg.Now()
-		err := s.moveCopy(ctx, m)
-		s.reply(r, start, rpc.ToMsg(&wire.Msg{}, err), nil)
+		n, err := s.moveCopy(ctx, m)
+		s.reply(r, start, rpc.ToMsg(&wire.Msg{Size: uint64(n)}, err), nil)
 		return
 	}
 	// Emulated device limits: bulk transfers pay the bandwidth bucket,

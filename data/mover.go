@@ -79,15 +79,16 @@ func (j *copyJob) call(ctx context.Context, id uint64, req *wire.Msg, payload, i
 
 // moveCopy copies chunk m.Idx of m.Ino from m.Chunks[0] to m.Chunks[1]
 // (OpMoveCopy): begin at the sources, copy, stop the sources, copy what
-// was written meanwhile, fsync the destinations.
-func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) error {
+// was written meanwhile, fsync the destinations. It returns the chunk's
+// length.
+func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 	if len(m.Chunks) != 2 || len(m.Chunks[0].Servers) == 0 || len(m.Chunks[1].Servers) == 0 {
-		return rpc.Errorf(syscall.EINVAL, "migration needs a source and a destination group")
+		return 0, rpc.Errorf(syscall.EINVAL, "migration needs a source and a destination group")
 	}
 	j := &copyJob{s: s, m: m, src: m.Chunks[0], dst: m.Chunks[1], addr: map[uint64]string{},
 		unit: int64(m.StripeUnit), size: int64(m.ChunkSize)}
 	if j.size <= 0 || j.unit <= 0 || j.unit > j.size {
-		return rpc.Errorf(syscall.EINVAL, "migration: chunk size %d, stripe unit %d", j.size, j.unit)
+		return 0, rpc.Errorf(syscall.EINVAL, "migration: chunk size %d, stripe unit %d", j.size, j.unit)
 	}
 	for _, si := range m.Servers {
 		j.addr[si.ID] = si.Addr
@@ -97,22 +98,22 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) error {
 	for i, id := range j.src.Servers {
 		r, err := j.call(ctx, id, &wire.Msg{Op: wire.OpMoveBegin}, nil, nil)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		end = max(end, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
 	}
 	if err := j.copy(ctx, 0, end); err != nil {
-		return err
+		return 0, err
 	}
 	var runs []layout.Run
 	var end2 int64
 	for i, id := range j.src.Servers {
 		r, err := j.call(ctx, id, &wire.Msg{Op: wire.OpMoveStop}, nil, nil)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if r.Flags&wire.MoveCut != 0 {
-			return rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d was truncated during its migration", m.Idx, m.Ino)
+			return 0, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d was truncated during its migration", m.Idx, m.Ino)
 		}
 		end2 = max(end2, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
 		for _, e := range r.Entries {
@@ -120,7 +121,7 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) error {
 		}
 	}
 	if end2 < end {
-		return rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d shrank during its migration", m.Idx, m.Ino)
+		return 0, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d shrank during its migration", m.Idx, m.Ino)
 	}
 	if end2 > end {
 		runs = append(runs, layout.Run{Off: end, Len: end2 - end})
@@ -131,15 +132,15 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) error {
 			continue
 		}
 		if err := j.copy(ctx, r.Off, r.Len); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for _, id := range j.dst.Servers {
 		if _, err := j.call(ctx, id, &wire.Msg{Op: wire.OpChunkSync}, nil, nil); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return end2, nil
 }
 
 // copy copies the chunk's logical range [off, off+n) from the sources

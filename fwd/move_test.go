@@ -152,7 +152,7 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 			if l.Tier == tier {
 				continue
 			}
-			err := svc.MoveChunk(ctx, ino, l.Idx, tier, to)
+			_, err := svc.MoveChunk(ctx, ino, l.Idx, tier, to)
 			switch {
 			case err == nil:
 				moved++
@@ -230,7 +230,7 @@ func TestMovedFenceSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ssd := serversOf(svc, "ssd")
-	if err := svc.MoveChunk(ctx, a.Ino, 0, "ssd", ssd); err != nil {
+	if _, err := svc.MoveChunk(ctx, a.Ino, 0, "ssd", ssd); err != nil {
 		t.Fatal(err)
 	}
 	check := func() {

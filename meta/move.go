@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -247,25 +248,24 @@ func (s *Service) setMoveState(mi MoveIntent, st MoveState) error {
 // the whole protocol above. It returns when the chunk is at the
 // destination (nil) or stays where it was (an error saying why). A move
 // whose ends could not all be delivered is finished by FinishMoves.
-func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) error {
+func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (bytes uint64, err error) {
 	mi, err := s.beginMove(ino, idx, tier, servers)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.moving, chunkRef{ino, idx})
 		s.mu.Unlock()
 	}()
-	addrs := map[uint64]bool{}
 	var who []wire.ServerInfo
 	for _, si := range s.Servers() {
 		if anyIn([]uint64{si.ID}, mi.From.Servers) || anyIn([]uint64{si.ID}, mi.To.Servers) {
 			who = append(who, wire.ServerInfo{ID: si.ID, Addr: si.Addr})
-			addrs[si.ID] = true
 		}
 	}
-	err = s.reg.callData(ctx, servers[0], &wire.Msg{Op: wire.OpMoveCopy, Ino: ino, Idx: idx, Handle: mi.Session,
+	var resp *wire.Msg
+	resp, err = s.reg.callDataReply(ctx, servers[0], &wire.Msg{Op: wire.OpMoveCopy, Ino: ino, Idx: idx, Handle: mi.Session,
 		Trunc: mi.Trunc, ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}, Servers: who})
 	var path string
 	if err == nil {
@@ -276,7 +276,7 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 		}
 		err = fmt.Errorf("migration of chunk %d of inode %d to %s %v: %w", idx, ino, tier, servers, err)
 		if serr := s.setMoveState(mi, MoveAborted); serr != nil {
-			return serr
+			return 0, serr
 		}
 	}
 	if err == nil {
@@ -292,7 +292,10 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 		}
 	}
 	s.finishMove(ctx, mi)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return resp.Size, nil
 }
 
 // finishMove delivers mi's ends and forgets it once every server has
@@ -404,4 +407,63 @@ func (s *Service) MoveStateOf(server, ino, idx, session uint64) *wire.Msg {
 		r.Flags, r.Gen = wire.MoveCommitted, loc.Gen
 	}
 	return r
+}
+
+// FileUse is how much of one file one data server holds.
+type FileUse struct {
+	Ino   uint64
+	Bytes uint64
+}
+
+// ServerFiles returns, per data server, the files it holds chunks of and
+// an estimate of the bytes (from each file's size and striping: a server
+// holds its members' share of each chunk). One scan of every location;
+// the tiering manager calls it only for servers short of space.
+func (s *Service) ServerFiles() (map[uint64][]FileUse, error) {
+	per := map[uint64]map[uint64]uint64{}
+	inodes := map[uint64]*inode{}
+	var derr error
+	s.e.Scan([]byte{pLayout}, nil, func(k, v []byte) bool {
+		if len(k) != 17 {
+			return true
+		}
+		ino := binary.BigEndian.Uint64(k[1:])
+		loc, err := decodeChunk(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		n, seen := inodes[ino]
+		if !seen {
+			n, _ = s.getInode(ino)
+			inodes[ino] = n
+		}
+		if n == nil {
+			return true
+		}
+		cs := uint64(n.ChunkSize)
+		start := loc.Idx * cs
+		if start >= n.Size {
+			return true
+		}
+		l := min(n.Size-start, cs)
+		unit := int64(n.StripeUnit)
+		if unit <= 0 || unit > int64(cs) {
+			unit = int64(cs)
+		}
+		for i, id := range loc.Servers {
+			if per[id] == nil {
+				per[id] = map[uint64]uint64{}
+			}
+			per[id][ino] += uint64(layout.LocalSize(i, len(loc.Servers), unit, int64(l)))
+		}
+		return true
+	})
+	out := map[uint64][]FileUse{}
+	for id, files := range per {
+		for ino, b := range files {
+			out[id] = append(out[id], FileUse{Ino: ino, Bytes: b})
+		}
+	}
+	return out, derr
 }

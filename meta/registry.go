@@ -168,10 +168,15 @@ func (r *registry) client(id uint64) (*rpc.Client, error) {
 }
 
 func (r *registry) callData(ctx context.Context, id uint64, m *wire.Msg) error {
+	_, err := r.callDataReply(ctx, id, m)
+	return err
+}
+
+func (r *registry) callDataReply(ctx context.Context, id uint64, m *wire.Msg) (*wire.Msg, error) {
 	c, err := r.client(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, _, err = c.Call(ctx, m, nil, nil)
-	return err
+	resp, _, err := c.Call(ctx, m, nil, nil)
+	return resp, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	_ "net/http/pprof"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	tiermgr "github.com/sluice-hpc/sluice/manager/tiering"
 
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/cluster"
@@ -144,6 +147,61 @@ func cmdStatus(args []string) error {
 			fmt.Printf("%-5s %-14s %s\n", t, size.Format(v[0]), size.Format(v[1]))
 		}
 	}
+	return printTiering(mc)
+}
+
+// printTiering shows each server's free-space mode against its thresholds
+// and the migrations in flight (the tiering manager's latest decisions).
+func printTiering(mc *rpc.Client) error {
+	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpMigrate, Name: "status"}, nil, nil)
+	if err != nil {
+		return err
+	}
+	var st tiermgr.Status
+	if err := json.Unmarshal(p, &st); err != nil {
+		return err
+	}
+	fmt.Printf("\nTIERING  %d files, %d chunks, %s migrated; %d chunk moves aborted\n", st.Totals.Files, st.Totals.Chunks,
+		size.Format(st.Totals.Bytes), st.Totals.Failed)
+	if len(st.Servers) > 0 {
+		fmt.Printf("%-4s %-12s %10s %10s %10s %4s %9s %s\n", "ID", "MODE", "Cs-w", "Cf-m", "Cn-m", "N", "IN-FLIGHT", "WHY")
+	}
+	for _, s := range st.Servers {
+		fmt.Printf("%-4d %-12s %10s %10s %10s %4d %9d %s\n", s.ID, s.Mode, size.Format(s.StallWrite), size.Format(s.ForcedOut),
+			size.Format(s.NormalOut), s.Concurrency, s.InFlight, s.Reason)
+	}
+	return nil
+}
+
+func cmdMigrate(args []string) error {
+	fs, cfg := flagSet("migrate")
+	to := fs.String("tier", "", "destination tier: mem, ssd, hdd or pfs")
+	noWait := fs.Bool("no-wait", false, "return at once; the move goes on in the metadata daemon")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	if fs.NArg() == 0 || *to == "" {
+		return fmt.Errorf("want --tier and at least one path")
+	}
+	for _, p := range fs.Args() {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return fmt.Errorf("%s: %v", p, err)
+		}
+		m := &wire.Msg{Op: wire.OpMigrate, Ino: st.Ino, Tier: *to}
+		if !*noWait {
+			m.Flags = wire.MoveWait
+		}
+		r, _, err := mc.Call(context.Background(), m, nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %v", p, err)
+		}
+		if !*noWait {
+			fmt.Printf("%s: %d chunks moved to %s\n", p, r.Size, *to)
+		}
+	}
 	return nil
 }
 
@@ -247,7 +305,7 @@ func cmdStat(args []string) error {
 	fmt.Printf("path:        %s\ninode:       %d\nsize:        %d\ntruncations: %d\nchunk size:  %d\nstripe:      count %d, unit %d\nchunks:      %d allocated\n",
 		fs.Arg(0), at.Ino, at.Size, at.Trunc, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
 	for _, c := range l.Chunks {
-		fmt.Printf("  chunk %-6d tier %-4s servers %v\n", c.Idx, c.Tier, c.Servers)
+		fmt.Printf("  chunk %-6d tier %-4s servers %v generation %d\n", c.Idx, c.Tier, c.Servers, c.Gen)
 	}
 	r, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpActivity, Ino: st.Ino}, nil, nil)
 	if err != nil {

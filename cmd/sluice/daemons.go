@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/manager/tiering"
+	tierpol "github.com/sluice-hpc/sluice/policy/tiering"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -134,6 +137,9 @@ func cmdMeta(args []string) error {
 	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
 	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
 	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
+	tierMode := fs.String("tiering", "auto", "tier migration: auto (the ONFS policy moves data down as space runs short) or manual (only `sluice migrate`)")
+	tierEvery := fs.Duration("tiering-every", time.Second, "how often the tiering policy looks at each server")
+	tierFree := fs.String("tier-free", "", "free-space thresholds Cs-w,Cf-m,Cn-m of every mem/ssd/hdd server, e.g. 4M,64M,256M (default: derived per server, docs/tiering.md)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
 	var pol dfra.Config
@@ -220,7 +226,22 @@ func cmdMeta(args []string) error {
 	mtick := time.NewTicker(2 * time.Second)
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
-	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler()},
+	if *tierMode != "auto" && *tierMode != "manual" {
+		return fmt.Errorf("--tiering %q: want auto or manual", *tierMode)
+	}
+	tpol := tierpol.Config{}
+	if *tierFree != "" {
+		if tpol.Thresholds, err = parseThresholds(*tierFree); err != nil {
+			return fmt.Errorf("--tier-free: %v", err)
+		}
+	}
+	tmgr := tiering.New(tiering.Config{NS: svc, Policy: tpol, Auto: *tierMode == "auto", Log: log.With("part", "tiering"),
+		Metrics: df.reg})
+	ttick := time.NewTicker(*tierEvery)
+	defer ttick.Stop()
+	go tmgr.Run(ctx, ttick.C)
+	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
+		wire.OpMigrate: tmgr.Handler()},
 		Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()
@@ -399,4 +420,22 @@ func cmdMount(args []string) error {
 	}
 	fsys.Close()
 	return nil
+}
+
+// parseThresholds reads "Cs-w,Cf-m,Cn-m" sizes.
+func parseThresholds(v string) (tierpol.Thresholds, error) {
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return tierpol.Thresholds{}, fmt.Errorf("want three sizes Cs-w,Cf-m,Cn-m, got %q", v)
+	}
+	var n [3]uint64
+	for i, p := range parts {
+		x, err := size.Parse(strings.TrimSpace(p))
+		if err != nil || x < 0 {
+			return tierpol.Thresholds{}, fmt.Errorf("%q: not a size", p)
+		}
+		n[i] = uint64(x)
+	}
+	t := tierpol.Thresholds{StallWrite: n[0], ForcedOut: n[1], NormalOut: n[2]}
+	return t, t.Valid()
 }

@@ -37,6 +37,7 @@ var commands = []command{
 	{"top", "live view of the busiest jobs and servers: top [--once]", cmdTop},
 	{"profile", "application I/O profiles: profile show [KEY] | build JOB | import LOG.darshan", cmdProfile},
 	{"workload", "run an application I/O behaviour as a job: workload --kind K --ranks N DIR", cmdWorkload},
+	{"migrate", "move a file's data to a tier now: migrate --tier mem|ssd|hdd|pfs [--no-wait] PATH...", cmdMigrate},
 	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR", cmdSetstripe},
 	{"fault", "inject a fault: fault --server ID (--slow F | --fill BYTES | --stall MS)", cmdFault},
 	{"restart", "restart one daemon of a local cluster: restart --dir STATE NAME", cmdRestart},

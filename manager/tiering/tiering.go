@@ -1,0 +1,406 @@
+// Package tiering is the tier-migration manager: it runs inside the
+// metadata daemon, watches every mem/ssd/hdd data server's free space
+// and recent bandwidth (heartbeats) and every file's open/close history
+// (meta/activity.go), asks the ONFS policy (policy/tiering) what to move
+// where, and carries the moves out chunk by chunk with the metadata
+// service's consistent migration (meta/move.go). It also answers OpMigrate
+// (`sluice migrate`: move a file to a tier now) and finishes migrations a
+// crash left undecided.
+//
+// It owns the migrations in flight and their figures (soft state). It
+// must not copy data itself (the destination data servers do) or decide
+// anything the policy decides.
+package tiering
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+	pol "github.com/sluice-hpc/sluice/policy/tiering"
+	"github.com/sluice-hpc/sluice/tier"
+)
+
+// Namespace is what the manager needs of the metadata service.
+type Namespace interface {
+	Servers() []wire.ServerInfo
+	ServerFiles() (map[uint64][]meta.FileUse, error)
+	Activity(ino uint64) (wire.Activity, error)
+	Layout(ino uint64) ([]wire.ChunkLoc, error)
+	MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (uint64, error)
+	FinishMoves(ctx context.Context) int
+}
+
+var _ Namespace = (*meta.Service)(nil)
+
+// Config configures the manager.
+type Config struct {
+	NS     Namespace
+	Policy pol.Config
+	// Auto runs the policy every tick (false: only OpMigrate moves data).
+	Auto bool
+	Log  *slog.Logger
+	Now  func() time.Time
+	// Metrics receives the manager's series (nil: not exported).
+	Metrics prometheus.Registerer
+}
+
+// Manager carries out tier migrations.
+type Manager struct {
+	cfg Config
+
+	mu        sync.Mutex              // guards the fields below
+	inflight  map[uint64]int          // files moving off each server
+	migrating map[uint64]bool         // files moving now
+	streamBW  map[uint64]float64      // measured bytes/s of one migration stream into each server (EWMA)
+	last      map[uint64]pol.Decision // the latest decision per server
+	totals    Totals
+
+	moved  *prometheus.CounterVec // bytes, by source and destination tier
+	queue  *prometheus.GaugeVec   // migrations in flight, by source tier
+	failed prometheus.Counter
+}
+
+// Totals are the manager's running figures.
+type Totals struct {
+	Files, Chunks, Failed uint64
+	Bytes                 uint64
+}
+
+// New returns a manager.
+func New(cfg Config) *Manager {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Manager{cfg: cfg, inflight: map[uint64]int{}, migrating: map[uint64]bool{}, streamBW: map[uint64]float64{},
+		last: map[uint64]pol.Decision{}}
+	m.moved = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tiering_migrated_bytes_total",
+		Help: "Bytes of chunks migrated between tiers."}, []string{"from", "to"})
+	m.queue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_tiering_migrations_in_flight",
+		Help: "File migrations running, by source tier."}, []string{"tier"})
+	m.failed = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_tiering_chunk_moves_failed_total",
+		Help: "Chunk migrations aborted (truncated, deleted or a server failed meanwhile)."})
+	if cfg.Metrics != nil {
+		cfg.Metrics.MustRegister(m.moved, m.queue, m.failed)
+	}
+	return m
+}
+
+// Run finishes undecided migrations, then on every tick does it again and
+// (Auto) runs the policy, until ctx ends.
+func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
+	m.cfg.NS.FinishMoves(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+		m.cfg.NS.FinishMoves(ctx)
+		if m.cfg.Auto {
+			m.Tick(ctx)
+		}
+	}
+}
+
+// Tick runs the policy once for every data server above the lowest tier
+// and starts the moves it returns (in the background).
+func (m *Manager) Tick(ctx context.Context) {
+	now := m.cfg.Now()
+	servers := m.cfg.NS.Servers()
+	var files map[uint64][]meta.FileUse
+	for _, si := range servers {
+		if si.Role != "data" || !si.Alive || si.Tier == "pfs" || si.Capacity == 0 {
+			continue
+		}
+		src := m.observe(si, nil)
+		if d := pol.Plan(now, m.cfg.Policy, src, si.Rank, nil); d.Mode == pol.Calm {
+			m.setDecision(si.ID, d)
+			continue
+		}
+		if files == nil {
+			var err error
+			if files, err = m.cfg.NS.ServerFiles(); err != nil {
+				m.cfg.Log.Warn("tiering: listing files per server failed", "err", err)
+				return
+			}
+		}
+		src = m.observe(si, files[si.ID])
+		d := pol.Plan(now, m.cfg.Policy, src, si.Rank, m.targets(servers, si.Rank))
+		m.setDecision(si.ID, d)
+		for _, mv := range d.Moves {
+			m.cfg.Log.Info("tiering: moving a file down", "ino", mv.Ino, "bytes", mv.Bytes, "from", si.ID, "tier", si.Tier,
+				"to", mv.To, "to-tier", mv.Tier, "mode", d.Mode.String(), "forced", mv.Forced, "coolness", mv.Coolness, "n", d.Concurrency)
+			m.start(si.ID, si.Tier, mv.Ino)
+			go func(mv pol.Move, from uint64, fromTier string) {
+				defer m.done(from, fromTier, mv.Ino)
+				m.moveFile(ctx, mv.Ino, from, mv.Tier, mv.To)
+			}(mv, si.ID, si.Tier)
+		}
+	}
+}
+
+func (m *Manager) setDecision(id uint64, d pol.Decision) {
+	m.mu.Lock()
+	m.last[id] = d
+	m.mu.Unlock()
+}
+
+func (m *Manager) start(from uint64, tier string, ino uint64) {
+	m.mu.Lock()
+	m.inflight[from]++
+	m.migrating[ino] = true
+	m.mu.Unlock()
+	m.queue.WithLabelValues(tier).Inc()
+}
+
+func (m *Manager) done(from uint64, tier string, ino uint64) {
+	m.mu.Lock()
+	m.inflight[from]--
+	delete(m.migrating, ino)
+	m.mu.Unlock()
+	m.queue.WithLabelValues(tier).Dec()
+}
+
+// observe builds the policy's view of data server si holding files.
+func (m *Manager) observe(si wire.ServerInfo, files []meta.FileUse) pol.Server {
+	m.mu.Lock()
+	s := pol.Server{ID: si.ID, Tier: si.Tier, Capacity: si.Capacity, Used: si.Used, WriteBW: float64(si.WriteBW),
+		InFlight: m.inflight[si.ID]}
+	migrating := map[uint64]bool{}
+	for ino := range m.migrating {
+		migrating[ino] = true
+	}
+	m.mu.Unlock()
+	for _, f := range files {
+		a, err := m.cfg.NS.Activity(f.Ino)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		pf := pol.File{Ino: f.Ino, Bytes: f.Bytes, Open: a.Open > 0, MeanTco: a.MeanTco, MeanToc: a.MeanToc,
+			Migrating: migrating[f.Ino]}
+		if a.LastClose != 0 {
+			pf.LastClose = time.Unix(0, a.LastClose)
+		}
+		// the last open stands in for the last access of an open file
+		if a.LastOpen != 0 {
+			pf.LastAccess = time.Unix(0, a.LastOpen)
+		}
+		s.Files = append(s.Files, pf)
+	}
+	return s
+}
+
+// targets are the live servers of the tiers below rank.
+func (m *Manager) targets(servers []wire.ServerInfo, rank uint32) []pol.Target {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []pol.Target
+	for _, si := range servers {
+		if si.Role != "data" || si.Rank <= rank {
+			continue
+		}
+		t := pol.Target{ID: si.ID, Tier: si.Tier, Rank: si.Rank, Alive: si.Alive, Unbounded: si.Tier == "pfs",
+			StreamBW: m.streamBW[si.ID]}
+		if t.StreamBW == 0 {
+			t.StreamBW = float64(si.WriteBW) // until a migration into it was measured
+		}
+		if si.Capacity > si.Used {
+			t.Free = si.Capacity - si.Used
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// group picks the destination group for a chunk striped over g servers:
+// first (the policy's choice) and the other live servers of tier with the
+// most free space, as many as there are up to g.
+func group(servers []wire.ServerInfo, tier string, first uint64, g int) []uint64 {
+	out := []uint64{}
+	var rest []wire.ServerInfo
+	for _, si := range servers {
+		if si.Role != "data" || si.Tier != tier || !si.Alive {
+			continue
+		}
+		if si.ID == first {
+			out = append(out, first)
+		} else {
+			rest = append(rest, si)
+		}
+	}
+	sort.Slice(rest, func(i, j int) bool {
+		fi, fj := int64(rest[i].Capacity)-int64(rest[i].Used), int64(rest[j].Capacity)-int64(rest[j].Used)
+		if fi != fj {
+			return fi > fj
+		}
+		return rest[i].ID < rest[j].ID
+	})
+	if len(out) == 0 && len(rest) > 0 {
+		out, rest = append(out, rest[0].ID), rest[1:]
+	}
+	for _, si := range rest {
+		if len(out) >= g {
+			break
+		}
+		out = append(out, si.ID)
+	}
+	return out
+}
+
+// moveFile moves every chunk of ino held by server from (every chunk not
+// on tier, if from is 0) to tier, with to first in each destination
+// group (0: the emptiest server of the tier). It returns the chunks moved
+// and the first error.
+func (m *Manager) moveFile(ctx context.Context, ino, from uint64, tierName string, to uint64) (int, error) {
+	locs, err := m.cfg.NS.Layout(ino)
+	if err != nil {
+		return 0, err
+	}
+	rank, ok := tier.Rank(tierName)
+	if !ok {
+		return 0, rpc.Errorf(syscall.EINVAL, "unknown tier %q", tierName)
+	}
+	moved := 0
+	var first error
+	for _, l := range locs {
+		if l.Tier == tierName || from != 0 && !contains(l.Servers, from) {
+			continue
+		}
+		servers := m.cfg.NS.Servers()
+		dst := group(servers, tierName, to, len(l.Servers))
+		if len(dst) == 0 {
+			return moved, rpc.Errorf(syscall.ENOSPC, "no live data server in the %s tier (rank %d)", tierName, rank)
+		}
+		start := m.cfg.Now()
+		bytes, err := m.cfg.NS.MoveChunk(ctx, ino, l.Idx, tierName, dst)
+		if err != nil {
+			m.failed.Inc()
+			m.mu.Lock()
+			m.totals.Failed++
+			m.mu.Unlock()
+			m.cfg.Log.Info("tiering: chunk not moved", "ino", ino, "chunk", l.Idx, "to", tierName, "err", err)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		moved++
+		d := m.cfg.Now().Sub(start).Seconds()
+		m.moved.WithLabelValues(l.Tier, tierName).Add(float64(bytes))
+		m.mu.Lock()
+		m.totals.Chunks++
+		m.totals.Bytes += bytes
+		if d > 0 && bytes >= 1<<20 {
+			bw := float64(bytes) / d
+			if old := m.streamBW[dst[0]]; old > 0 {
+				bw = 0.7*old + 0.3*bw
+			}
+			m.streamBW[dst[0]] = bw
+		}
+		m.mu.Unlock()
+	}
+	if moved > 0 {
+		m.mu.Lock()
+		m.totals.Files++
+		m.mu.Unlock()
+	}
+	return moved, first
+}
+
+func contains(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Migrate moves file ino to tier now (OpMigrate), in the background
+// unless wait is set; it returns the chunks moved when waited for.
+func (m *Manager) Migrate(ctx context.Context, ino uint64, tierName string, wait bool) (int, error) {
+	if _, ok := tier.Rank(tierName); !ok {
+		return 0, rpc.Errorf(syscall.EINVAL, "unknown tier %q (want mem, ssd, hdd or pfs)", tierName)
+	}
+	m.mu.Lock()
+	busy := m.migrating[ino]
+	if !busy {
+		m.migrating[ino] = true
+	}
+	m.mu.Unlock()
+	if busy {
+		return 0, rpc.Errorf(syscall.EBUSY, "inode %d is migrating already", ino)
+	}
+	run := func(ctx context.Context) (int, error) {
+		defer func() {
+			m.mu.Lock()
+			delete(m.migrating, ino)
+			m.mu.Unlock()
+		}()
+		return m.moveFile(ctx, ino, 0, tierName, 0)
+	}
+	if wait {
+		return run(ctx)
+	}
+	go run(context.Background())
+	return 0, nil
+}
+
+// Status is what `sluice status` shows of tiering.
+type Status struct {
+	Servers []ServerStatus
+	Totals  Totals
+}
+
+// ServerStatus is one server's latest decision.
+type ServerStatus struct {
+	ID                               uint64
+	Mode                             string
+	StallWrite, ForcedOut, NormalOut uint64
+	Concurrency, InFlight            int
+	Reason                           string
+}
+
+// Status returns the latest decisions and the totals.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Status{Totals: m.totals}
+	for id, d := range m.last {
+		st.Servers = append(st.Servers, ServerStatus{ID: id, Mode: d.Mode.String(), StallWrite: d.Thresholds.StallWrite,
+			ForcedOut: d.Thresholds.ForcedOut, NormalOut: d.Thresholds.NormalOut, Concurrency: d.Concurrency,
+			InFlight: m.inflight[id], Reason: d.Reason})
+	}
+	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].ID < st.Servers[j].ID })
+	return st
+}
+
+// Handler answers OpMigrate: Tier set moves file Ino there (Flags
+// wire.MoveWait: when done, Size = chunks moved); Name "status" returns
+// Status as JSON in the payload.
+func (m *Manager) Handler() rpc.Handler {
+	return rpc.HandlerFunc(func(msg *wire.Msg, _ []byte) (*wire.Msg, []byte) {
+		if msg.Name == "status" {
+			b, err := json.Marshal(m.Status())
+			return rpc.ToMsg(&wire.Msg{}, err), b
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		n, err := m.Migrate(ctx, msg.Ino, msg.Tier, msg.Flags&wire.MoveWait != 0)
+		if err != nil {
+			err = fmt.Errorf("migrating inode %d to %s: %w", msg.Ino, msg.Tier, err)
+		}
+		return rpc.ToMsg(&wire.Msg{Size: uint64(n)}, err), nil
+	})
+}

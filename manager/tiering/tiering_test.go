@@ -1,0 +1,143 @@
+package tiering
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+	pol "github.com/sluice-hpc/sluice/policy/tiering"
+)
+
+// fakeNS is a metadata service with one mem server short of space, two
+// ssd servers and files of one chunk each on the mem server.
+type fakeNS struct {
+	mu     sync.Mutex
+	used   uint64
+	closed map[uint64]time.Time // ino → last close (open files: absent)
+	moves  []string
+}
+
+func (f *fakeNS) Servers() []wire.ServerInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []wire.ServerInfo{
+		{ID: 1, Role: "data", Tier: "mem", Rank: 0, Capacity: 100 << 20, Used: f.used, Alive: true},
+		{ID: 2, Role: "data", Tier: "ssd", Rank: 1, Capacity: 1 << 30, Used: 0, Alive: true},
+		{ID: 3, Role: "data", Tier: "ssd", Rank: 1, Capacity: 1 << 30, Used: 512 << 20, Alive: true},
+		{ID: 4, Role: "fwd", Alive: true},
+	}
+}
+
+func (f *fakeNS) ServerFiles() (map[uint64][]meta.FileUse, error) {
+	var out []meta.FileUse
+	for ino := uint64(10); ino < 30; ino++ {
+		out = append(out, meta.FileUse{Ino: ino, Bytes: 4 << 20})
+	}
+	return map[uint64][]meta.FileUse{1: out}, nil
+}
+
+func (f *fakeNS) Activity(ino uint64) (wire.Activity, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.closed[ino]
+	if !ok {
+		return wire.Activity{Open: 1, Opened: 1, LastOpen: 1}, nil
+	}
+	return wire.Activity{Opened: 1, LastOpen: t.Add(-time.Second).UnixNano(), LastClose: t.UnixNano(), MeanToc: time.Second}, nil
+}
+
+func (f *fakeNS) Layout(ino uint64) ([]wire.ChunkLoc, error) {
+	return []wire.ChunkLoc{{Idx: 0, Tier: "mem", Servers: []uint64{1}}}, nil
+}
+
+func (f *fakeNS) MoveChunk(_ context.Context, ino, idx uint64, tier string, servers []uint64) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moves = append(f.moves, fmt.Sprintf("%d>%s", ino, tier))
+	if len(servers) != 1 || servers[0] != 2 {
+		return 0, fmt.Errorf("destination %v, want the emptiest ssd server [2]", servers)
+	}
+	f.used -= 4 << 20
+	return 4 << 20, nil
+}
+
+func (f *fakeNS) FinishMoves(context.Context) int { return 0 }
+
+// TestTickMovesCoolestClosedFiles: in normal out the manager moves closed
+// files only, the longest closed first, to the emptiest ssd server, no
+// more at once than N, and stops when free space is above Cn-m.
+func TestTickMovesCoolestClosedFiles(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	ns := &fakeNS{used: 80 << 20, closed: map[uint64]time.Time{}}
+	for ino := uint64(10); ino < 20; ino++ { // 10..19 closed, 19 the longest ago
+		ns.closed[ino] = now.Add(-time.Duration(ino) * time.Minute)
+	}
+	m := New(Config{NS: ns, Auto: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
+		Policy: pol.Config{Thresholds: pol.Thresholds{StallWrite: 4 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 3}})
+	m.Tick(context.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		busy := len(m.migrating)
+		m.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("moves did not finish")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := m.Status()
+	// free 20 MiB ≤ Cn-m 30 MiB: normal out, N = 3 (no bandwidth known)
+	if len(st.Servers) != 3 || st.Servers[0].Mode != "normal-out" || st.Servers[0].Concurrency != 3 {
+		t.Fatalf("status %+v", st)
+	}
+	if st.Totals.Chunks != 3 || st.Totals.Files != 3 || st.Totals.Bytes != 12<<20 || st.Totals.Failed != 0 {
+		t.Fatalf("totals %+v (moves %v)", st.Totals, ns.moves)
+	}
+	sort.Strings(ns.moves)
+	if fmt.Sprint(ns.moves) != "[17>ssd 18>ssd 19>ssd]" {
+		t.Fatalf("moved %v, want the three longest-closed files 17, 18, 19", ns.moves)
+	}
+	// a second tick: 32 MiB free now, above Cn-m: nothing more moves
+	m.Tick(context.Background())
+	time.Sleep(50 * time.Millisecond)
+	if st := m.Status(); st.Totals.Chunks != 3 || st.Servers[0].Mode != "calm" {
+		t.Fatalf("after the moves: %+v", st)
+	}
+}
+
+// TestGroup: the policy's server first, then the emptiest live servers of
+// the tier, as many as the chunk's stripe count allows.
+func TestGroup(t *testing.T) {
+	ss := []wire.ServerInfo{
+		{ID: 1, Role: "data", Tier: "ssd", Capacity: 100, Used: 90, Alive: true},
+		{ID: 2, Role: "data", Tier: "ssd", Capacity: 100, Used: 10, Alive: true},
+		{ID: 3, Role: "data", Tier: "ssd", Capacity: 100, Used: 0, Alive: false},
+		{ID: 4, Role: "data", Tier: "ssd", Capacity: 100, Used: 50, Alive: true},
+		{ID: 5, Role: "data", Tier: "mem", Capacity: 100, Alive: true},
+	}
+	for _, c := range []struct {
+		first uint64
+		g     int
+		want  []uint64
+	}{{1, 1, []uint64{1}}, {1, 2, []uint64{1, 2}}, {1, 4, []uint64{1, 2, 4}}, {0, 2, []uint64{2, 4}}, {3, 1, []uint64{2}}} {
+		got := group(ss, "ssd", c.first, c.g)
+		if len(got) != len(c.want) {
+			t.Fatalf("group(first %d, g %d) = %v, want %v", c.first, c.g, got, c.want)
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Fatalf("group(first %d, g %d) = %v, want %v", c.first, c.g, got, c.want)
+			}
+		}
+	}
+}

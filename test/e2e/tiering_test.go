@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// chunkTiers returns the tier of each chunk `sluice stat` lists for p.
+func (c *cluster) chunkTiers(t *testing.T, p string) []string {
+	t.Helper()
+	out, err := c.sluice("stat", p)
+	if err != nil {
+		t.Fatalf("stat %s: %v %s", p, err, out)
+	}
+	var tiers []string
+	for _, m := range regexp.MustCompile(`chunk \d+\s+tier (\S+)`).FindAllStringSubmatch(out, -1) {
+		tiers = append(tiers, m[1])
+	}
+	return tiers
+}
+
+// TestTieringNormalOut: a mem tier filled past Cn-m (but not Cf-m) moves
+// closed files down to the ssd tier by itself, coolest (longest closed)
+// first, until free space is back above Cn-m; every file reads back
+// intact wherever it is, and `sluice status` shows the decision.
+func TestTieringNormalOut(t *testing.T) {
+	c := startCluster(t, "--mem", "64M", "--meta-flags", "--tier-free 4M,12M,24M")
+	const n, size = 12, 4 << 20
+	want := make([][]byte, n)
+	r := rand.New(rand.NewSource(1))
+	for i := range want {
+		want[i] = make([]byte, size)
+		r.Read(want[i])
+		// open for about the same time each (T_oc), closed 150 ms apart
+		// (T_closed): f00 is the coolest, f11 the warmest
+		f, err := os.Create(c.path(fmt.Sprintf("f%02d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(want[i]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	// 48 MiB of 64 MiB used: free 16 MiB is below Cn-m (24 MiB), above Cf-m
+	var onSSD []int
+	eventually(t, 30*time.Second, func() bool {
+		onSSD = onSSD[:0]
+		for i := 0; i < n; i++ {
+			if ts := c.chunkTiers(t, c.path(fmt.Sprintf("f%02d", i))); len(ts) == 1 && ts[0] == "ssd" {
+				onSSD = append(onSSD, i)
+			}
+		}
+		// free must rise above 24 MiB: at least 2 of the 4 MiB files
+		return len(onSSD) >= 2
+	}, "closed files moving down to ssd")
+	time.Sleep(3 * time.Second) // let the policy settle
+	onSSD = onSSD[:0]
+	for i := 0; i < n; i++ {
+		if ts := c.chunkTiers(t, c.path(fmt.Sprintf("f%02d", i))); len(ts) == 1 && ts[0] == "ssd" {
+			onSSD = append(onSSD, i)
+		}
+	}
+	// coolest first: the moved files are among the longest closed (the
+	// score also weighs how long each was open, so not strictly by age)
+	for _, i := range onSSD {
+		if i >= n/2 {
+			t.Fatalf("files moved %v: want the longest-closed ones (f00, f01, ...) first", onSSD)
+		}
+	}
+	if len(onSSD) == n {
+		t.Fatalf("every file moved: the policy should stop once free space is above Cn-m")
+	}
+	for i := range want {
+		got, err := os.ReadFile(c.path(fmt.Sprintf("f%02d", i)))
+		if err != nil || !bytes.Equal(got, want[i]) {
+			t.Fatalf("f%02d reads back wrong after tiering (err %v)", i, err)
+		}
+	}
+	out, err := c.sluice("status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`TIERING\s+\d+ files, \d+ chunks`).MatchString(out) || !strings.Contains(out, "calm") {
+		t.Fatalf("status shows no tiering decisions:\n%s", out)
+	}
+	t.Logf("moved down: %v\n%s", onSSD, out[strings.Index(out, "TIERING"):])
+}
+
+// TestMigrateWhileWriting: `sluice migrate` moves a file between the mem
+// and ssd tiers again and again while a process keeps writing it through
+// the mount and fsyncing; every acknowledged write is in the file at the
+// end, on the tier of the last move.
+func TestMigrateWhileWriting(t *testing.T) {
+	c := startCluster(t, "--meta-flags", "--tiering manual")
+	p := c.path("busy")
+	const size = 12 << 20 // 3 chunks
+	model := make([]byte, size)
+	r := rand.New(rand.NewSource(2))
+	r.Read(model)
+	mustWrite(t, p, model)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var mu sync.Mutex // guards model
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var werr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			off := r.Intn(size - 1)
+			b := make([]byte, 1+r.Intn(min(size-off, 256<<10)))
+			r.Read(b)
+			if _, err := f.WriteAt(b, int64(off)); err != nil {
+				werr = err
+				return
+			}
+			if i%8 == 0 {
+				if err := f.Sync(); err != nil {
+					werr = err
+					return
+				}
+			}
+			mu.Lock()
+			copy(model[off:], b)
+			mu.Unlock()
+		}
+	}()
+	tiers := []string{"ssd", "mem", "ssd", "mem", "ssd"}
+	for _, tier := range tiers {
+		out, err := c.sluice("migrate", "--tier", tier, p)
+		if err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("migrate to %s: %v %s", tier, err, out)
+		}
+		t.Logf("%s", strings.TrimSpace(out))
+	}
+	close(stop)
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("a write during the migrations failed: %v", werr)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, model) {
+		i := 0
+		for i < len(got) && got[i] == model[i] {
+			i++
+		}
+		t.Fatalf("file differs from what was written from byte %d (chunk %d)", i, i>>22)
+	}
+	for _, tier := range c.chunkTiers(t, p) {
+		if tier != "ssd" {
+			t.Fatalf("chunks on %v after the last move to ssd", c.chunkTiers(t, p))
+		}
+	}
+}
