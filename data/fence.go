@@ -90,22 +90,7 @@ func (f *fences) setLocked(ino, g uint64) error {
 		return nil
 	}
 	if f.dir != "" {
-		p := filepath.Join(f.dir, strconv.FormatUint(ino, 10))
-		tmp := p + ".tmp"
-		fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = fh.WriteString(strconv.FormatUint(g, 10) + "\n")
-		if err == nil {
-			err = fh.Sync()
-		}
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp, p)
-		}
+		err := writeFile(filepath.Join(f.dir, strconv.FormatUint(ino, 10)), strconv.FormatUint(g, 10)+"\n")
 		if err != nil {
 			return fmt.Errorf("keeping the truncation fence of inode %d: %w", ino, err)
 		}
