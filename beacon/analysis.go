@@ -90,6 +90,9 @@ type ServerUse struct {
 	Layer  Layer
 	Ops    uint64
 	Bytes  uint64
+	// Waited is the time the job's requests spent queued there before
+	// service (including writes waiting for a tier to free space).
+	Waited time.Duration
 }
 
 // JobReport is the analysis of one job's records.
@@ -123,6 +126,10 @@ type JobReport struct {
 	Imbalance float64
 	Servers   []ServerUse
 	Bursts    int // separated runs of write windows
+	// Queued is the time the job's requests waited in the forwarding and
+	// data servers' queues, summed over requests: pipeline queues, caps,
+	// and writes stalled at a tier's write-stall threshold.
+	Queued time.Duration
 }
 
 // Analyze builds the report of one job from its records (any layers). The
@@ -170,6 +177,8 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 			}
 			su.Ops += r.Count
 			su.Bytes += r.Bytes
+			su.Waited += time.Duration(r.Wait)
+			rep.Queued += time.Duration(r.Wait)
 		}
 		if r.Layer != src {
 			continue

@@ -258,3 +258,14 @@ func TestBusyTime(t *testing.T) {
 		t.Fatalf("blip peak %.0f", rep.PeakBW)
 	}
 }
+
+// TestQueued: the time a job's requests waited in server queues is summed
+// per server and in all; another job's waits do not count.
+func TestQueued(t *testing.T) {
+	a1, a2, b := fwdRec("fwd-1", "a", 0, 10, time.Millisecond), fwdRec("fwd-2", "a", 1, 10, time.Millisecond), fwdRec("fwd-1", "b", 0, 10, time.Millisecond)
+	a1.Wait, a2.Wait, b.Wait = int64(2*time.Second), int64(500*time.Millisecond), int64(time.Hour)
+	rep := Analyze("a", []Record{a1, a2, b}, time.Second, Thresholds{})
+	if rep.Queued != 2500*time.Millisecond || len(rep.Servers) != 2 {
+		t.Fatalf("queued %v over servers %+v, want 2.5 s over two", rep.Queued, rep.Servers)
+	}
+}

@@ -37,6 +37,9 @@ type Options struct {
 	// mem-tier data server (emulated device).
 	FwdMBps, FwdIOPS   float64
 	DataMBps, DataIOPS float64
+	// SSDMBps and PFSMBps cap the ssd and pfs data servers (emulated
+	// devices, to give the tiers the speed ratios of a real machine).
+	SSDMBps, PFSMBps float64
 	// MetaFlags are extra flags of the metadata daemon (DFRA thresholds).
 	MetaFlags []string
 	// MountFlags are extra flags of the mount (--writeback-creates).
@@ -241,6 +244,9 @@ func Up(o Options) (*Cluster, error) {
 		}
 		if t.kind == "mem" && o.DataMBps > 0 {
 			args = append(args, "--max-mbps", ftoa(o.DataMBps))
+		}
+		if mbps := map[string]float64{"ssd": o.SSDMBps, "pfs": o.PFSMBps}[t.kind]; mbps > 0 {
+			args = append(args, "--max-mbps", ftoa(mbps))
 		}
 		if t.kind == "mem" && o.DataIOPS > 0 {
 			args = append(args, "--max-iops", ftoa(o.DataIOPS))

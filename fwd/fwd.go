@@ -48,6 +48,10 @@ type Config struct {
 	BackendInflight int
 	// Timeout bounds each call to the metadata service or a data server.
 	Timeout time.Duration
+	// StallMax bounds how long a write waits for a tier at its
+	// write-stall threshold before its new chunk goes to a lower tier
+	// instead (default Timeout/2, so the client's call does not time out).
+	StallMax time.Duration
 	// SizeFlush is how often unreported file growth is sent to the
 	// metadata service (default 500 ms).
 	SizeFlush time.Duration
@@ -91,6 +95,9 @@ type Server struct {
 	// Depth and served count per class, for status and tests.
 	Depth  [wire.NumClasses]atomic.Int64
 	Served [wire.NumClasses]atomic.Int64
+	// stalls and stallNs count the chunk placements that waited for a
+	// stalled tier and how long they waited in all.
+	stalls, stallNs atomic.Int64
 }
 
 // New returns a daemon; Run starts it.
@@ -106,6 +113,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.StallMax <= 0 {
+		cfg.StallMax = cfg.Timeout / 2
 	}
 	if cfg.SizeFlush <= 0 {
 		cfg.SizeFlush = 500 * time.Millisecond
@@ -221,12 +231,13 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			if m.Op == wire.OpRead {
 				n = int(m.Size)
 			}
-			s.serve(ctx, r)
+			var stalled stallClock
+			s.serve(withStallClock(ctx, &stalled), r)
 			s.met.observe(c, m, s.cfg.Now().Sub(start), n)
 			if mon := s.cfg.Monitor; mon != nil {
 				if name := beaconrpc.OpName(m.Op); name != "" {
 					mon.Add(beacon.Op{Start: begin, Who: m.Who, Name: name,
-						Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: s.cfg.Now().Sub(begin), Wait: begin.Sub(r.At),
+						Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: s.cfg.Now().Sub(begin), Wait: begin.Sub(r.At) + stalled.get(),
 						N: uint32(opsIn(m))})
 				}
 			}

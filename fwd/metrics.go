@@ -30,6 +30,12 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help: "File data moved per job through this forwarding daemon."}, []string{"job", "dir"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.bytes, m.jobBytes)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_write_stalls_total",
+		Help: "New chunks whose writes waited for a tier at its write-stall threshold (Cs-w)."},
+		func() float64 { return float64(s.stalls.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_write_stall_seconds_total",
+		Help: "Time writes waited for a tier at its write-stall threshold (Cs-w)."},
+		func() float64 { return float64(s.stallNs.Load()) / 1e9 }))
 	for c := wire.Class(0); c < wire.NumClasses; c++ {
 		c := c
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_fwd_queue_depth",

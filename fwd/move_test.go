@@ -22,6 +22,13 @@ import (
 // servers and a forwarding daemon in this process.
 func tierStack(t *testing.T, nMem, nSSD int) (*meta.Service, *rpc.Client, []*data.Server) {
 	t.Helper()
+	return tierStackWith(t, nMem, nSSD, fwd.Config{})
+}
+
+// tierStackWith is tierStack with the forwarding daemon configured by fc
+// (its addresses, secret and logger are filled in).
+func tierStackWith(t *testing.T, nMem, nSSD int, fc fwd.Config) (*meta.Service, *rpc.Client, []*data.Server) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	svc, metaAddr := testrig.Meta(t, meta.Config{})
@@ -40,7 +47,8 @@ func tierStack(t *testing.T, nMem, nSSD int) (*meta.Service, *rpc.Client, []*dat
 		go ds.Run(ctx, ln, "")
 		dss = append(dss, ds)
 	}
-	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet()})
+	fc.Meta, fc.Secret, fc.Log = metaAddr, secret, quiet()
+	fs := fwd.New(fc)
 	fln, _ := fs.Listen()
 	go fs.Run(ctx, fln, "")
 	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
@@ -214,7 +222,7 @@ func TestMovedFenceSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loc, _, err := svc.Alloc(ctx, a.Ino, 0, 0, nil)
+	loc, _, err := svc.Alloc(ctx, a.Ino, 0, 0, nil, false)
 	if err != nil || loc.Tier != "mem" {
 		t.Fatalf("alloc: %+v %v", loc, err)
 	}

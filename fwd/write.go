@@ -3,7 +3,9 @@ package fwd
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -58,20 +60,86 @@ func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, ge
 // alloc asks the metadata service for chunk idx's location, placing it
 // (away from server exclude, if set) when it has none; placed says
 // whether this call placed it.
+//
+// A fresh placement may wait: while the tier the chunk belongs on is at
+// its write-stall threshold (ONFS Cs-w) the metadata service answers
+// AllocStalled, and the write waits for the tiering manager to free space,
+// at most StallMax; then the chunk goes to a lower tier. The wait counts as
+// the request's queue time in Beacon (stallClock).
 func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, gen uint64) (loc wire.ChunkLoc, placed bool, err error) {
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen}, nil, nil)
-	if err != nil {
-		return wire.ChunkLoc{}, false, err
+	req := wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen}
+	if exclude == 0 {
+		req.Flags = wire.AllocMayWait
 	}
-	if len(resp.Chunks) != 1 {
-		return wire.ChunkLoc{}, false, rpc.Errorf(syscall.EIO, "metadata service answered an allocation with %d chunks", len(resp.Chunks))
+	var stallStart time.Time
+	pause := 20 * time.Millisecond
+	for {
+		r := req
+		resp, _, err := s.meta.Call(ctx, &r, nil, nil)
+		if err != nil {
+			return wire.ChunkLoc{}, false, err
+		}
+		if resp.Flags&wire.AllocStalled != 0 {
+			now := s.cfg.Now()
+			if stallStart.IsZero() {
+				stallStart = now
+			}
+			if now.Sub(stallStart) >= s.cfg.StallMax {
+				s.log.Warn("tier stalled too long: placing the chunk on a lower tier", "ino", ino, "chunk", idx,
+					"waited", now.Sub(stallStart))
+				req.Flags &^= wire.AllocMayWait
+				continue
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return wire.ChunkLoc{}, false, ctx.Err()
+			}
+			pause = min(2*pause, 250*time.Millisecond)
+			continue
+		}
+		if !stallStart.IsZero() {
+			d := s.cfg.Now().Sub(stallStart)
+			stallOf(ctx).add(d)
+			s.stalls.Add(1)
+			s.stallNs.Add(d.Nanoseconds())
+		}
+		if len(resp.Chunks) != 1 {
+			return wire.ChunkLoc{}, false, rpc.Errorf(syscall.EIO, "metadata service answered an allocation with %d chunks", len(resp.Chunks))
+		}
+		loc = resp.Chunks[0]
+		f.mu.Lock()
+		f.chunks[idx] = loc
+		f.mu.Unlock()
+		return loc, resp.Flags&wire.AllocPlaced != 0, nil
 	}
-	loc = resp.Chunks[0]
-	f.mu.Lock()
-	f.chunks[idx] = loc
-	f.mu.Unlock()
-	return loc, resp.Flags&wire.AllocPlaced != 0, nil
 }
+
+// stallClock adds up the time one request waited for stalled tiers.
+type stallClock struct{ ns atomic.Int64 }
+
+type stallKey struct{}
+
+func withStallClock(ctx context.Context, c *stallClock) context.Context {
+	return context.WithValue(ctx, stallKey{}, c)
+}
+
+// stallOf returns the request's stall clock (nil outside a request: adds
+// are dropped).
+func stallOf(ctx context.Context) *stallClock {
+	c, _ := ctx.Value(stallKey{}).(*stallClock)
+	return c
+}
+
+func (c *stallClock) add(d time.Duration) {
+	if c != nil {
+		c.ns.Add(d.Nanoseconds())
+	}
+}
+
+func (c *stallClock) get() time.Duration { return time.Duration(c.ns.Load()) }
 
 // write stores p at m.Offset of file m.Ino and returns the truncation
 // generation it landed in. A write refused because a truncate came in

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -20,11 +21,15 @@ import (
 // is refused with ESTALE (the writer raced with a truncate whose trims
 // could not have reached a chunk placed now).
 //
+// mayWait lets the placement answer ErrStall (the fastest tier with room
+// is at its write-stall reserve and the tiering manager is freeing it)
+// instead of spilling the chunk to a lower tier.
+//
 // placed is true when this call chose the location. A chunk that has one
 // keeps it, unless exclude names one of its servers (its first writer
 // was refused there): then it moves, once — a second writer refused by
 // the same server gets the location the first one moved it to.
-func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uint64) (loc wire.ChunkLoc, placed bool, err error) {
+func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uint64, mayWait bool) (loc wire.ChunkLoc, placed bool, err error) {
 	s.mu.Lock()
 	n, err := s.getInode(ino)
 	if err != nil {
@@ -44,7 +49,7 @@ func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uin
 		}
 		lgen = cur.Gen + 1 // moved: a request to the old place is refused there
 	}
-	loc, err = s.reg.choose(n, idx, exclude)
+	loc, err = s.reg.choose(n, idx, exclude, mayWait)
 	if err != nil {
 		s.mu.Unlock()
 		return loc, false, err
@@ -71,6 +76,21 @@ func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uin
 	return loc, true, nil
 }
 
+// ErrStall is Alloc's answer to a writer that may wait when the tier the
+// chunk belongs on is at its write-stall threshold (ONFS Cs-w).
+var ErrStall = errno(syscall.EAGAIN, "%v", place.ErrStall)
+
+// SetStallReserve sets how placement learns the free space new chunks
+// must leave on each data server (its Cs-w while the tiering manager can
+// free space there; 0: none). f is called with the registry's lock held:
+// it must not call back into the Service.
+func (s *Service) SetStallReserve(f func(si wire.ServerInfo) uint64) {
+	r := &s.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stallReserve = f
+}
+
 func anyIn(ids, set []uint64) bool {
 	for _, id := range ids {
 		for _, x := range set {
@@ -85,7 +105,7 @@ func anyIn(ids, set []uint64) bool {
 // choose asks the placement policy (policy/place) for a place for chunk
 // idx of n, from the registry's view of the data servers, and promises
 // the chosen servers the space.
-func (r *registry) choose(n *inode, idx uint64, exclude []uint64) (wire.ChunkLoc, error) {
+func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) (wire.ChunkLoc, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// a server that refused a chunk (full, or unreachable) gets no new
@@ -101,12 +121,20 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64) (wire.ChunkLoc
 		if m.info.Role != "data" {
 			continue
 		}
+		var reserve uint64
+		if r.stallReserve != nil {
+			reserve = r.stallReserve(m.info)
+		}
 		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
-			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL})
+			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
+			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL})
 	}
 	r.rotation++
 	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
-		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation})
+		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait})
+	if errors.Is(err, place.ErrStall) {
+		return wire.ChunkLoc{}, ErrStall
+	}
 	if err != nil {
 		return wire.ChunkLoc{}, errno(syscall.ENOSPC, "%v", err)
 	}

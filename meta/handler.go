@@ -181,7 +181,10 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if m.ID != 0 {
 			excl = []uint64{m.ID}
 		}
-		c, placed, err := s.Alloc(ctx, m.Ino, m.Idx, m.Trunc, excl)
+		c, placed, err := s.Alloc(ctx, m.Ino, m.Idx, m.Trunc, excl, m.Flags&wire.AllocMayWait != 0)
+		if err == ErrStall {
+			return &wire.Msg{Flags: wire.AllocStalled}, nil, nil
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -295,6 +295,7 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 	if err != nil {
 		return 0, err
 	}
+	s.reg.moved(mi.From.Servers, mi.To.Servers, resp.Size)
 	return resp.Size, nil
 }
 

@@ -24,6 +24,9 @@ type registry struct {
 	nextID   uint64
 	clients  map[uint64]*rpc.Client
 	rotation uint64
+	// stallReserve gives each data server's write-stall reserve (Cs-w;
+	// SetStallReserve); nil: none.
+	stallReserve func(wire.ServerInfo) uint64
 }
 
 type member struct {
@@ -131,6 +134,25 @@ func (s *Service) Statfs() (capacity, used uint64) {
 		}
 	}
 	return
+}
+
+// moved counts a chunk of n bytes as gone from the servers in from and
+// held by those in to until their next reports, so that the tiering
+// manager's next look (and placement) sees the space the move freed
+// instead of moving more. Each member is charged an even share.
+func (r *registry) moved(from, to []uint64, n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range from {
+		if m := r.servers[id]; m != nil {
+			m.info.Used -= min(m.info.Used, n/uint64(len(from)))
+		}
+	}
+	for _, id := range to {
+		if m := r.servers[id]; m != nil {
+			m.reserved += n / uint64(len(to))
+		}
+	}
 }
 
 // alive reports whether daemon id has sent a heartbeat recently.

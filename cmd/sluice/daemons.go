@@ -239,6 +239,7 @@ func cmdMeta(args []string) error {
 		Metrics: df.reg})
 	ttick := time.NewTicker(*tierEvery)
 	defer ttick.Stop()
+	svc.SetStallReserve(tmgr.StallReserve)
 	go tmgr.Run(ctx, ttick.C)
 	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
 		wire.OpMigrate: tmgr.Handler()},

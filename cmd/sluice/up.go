@@ -26,6 +26,8 @@ func cmdUp(args []string) error {
 	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
 	fs.Float64Var(&o.DataMBps, "data-max-mbps", 0, "bandwidth cap of each mem-tier data server, MB/s")
 	fs.Float64Var(&o.DataIOPS, "data-max-iops", 0, "IOPS cap of each mem-tier data server")
+	fs.Float64Var(&o.SSDMBps, "ssd-max-mbps", 0, "bandwidth cap of the ssd-tier data server, MB/s")
+	fs.Float64Var(&o.PFSMBps, "pfs-max-mbps", 0, "bandwidth cap of the pfs-tier data server, MB/s (an emulated disk-based PFS)")
 	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
 	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")

@@ -235,5 +235,14 @@ const (
 // server); otherwise the reply is the location another writer chose.
 const AllocPlaced uint32 = 1
 
+// OpAlloc flags. AllocMayWait in a request: the writer can wait while the
+// tier the chunk belongs on frees space. AllocStalled in the reply: it
+// must (no chunk is placed; ask again, or without AllocMayWait to spill
+// to a lower tier).
+const (
+	AllocMayWait uint32 = 1 << 1
+	AllocStalled uint32 = 1 << 2
+)
+
 // NameMax is the longest name of a directory entry, in bytes (NAME_MAX).
 const NameMax = 255

@@ -124,7 +124,8 @@ func (m *Manager) Tick(ctx context.Context) {
 			continue
 		}
 		src := m.observe(si, nil)
-		if d := pol.Plan(now, m.cfg.Policy, src, si.Rank, nil); d.Mode == pol.Calm {
+		d := pol.Plan(now, m.cfg.Policy, src, si.Rank, nil)
+		if d.Mode == pol.Calm {
 			m.setDecision(si.ID, d)
 			continue
 		}
@@ -136,7 +137,7 @@ func (m *Manager) Tick(ctx context.Context) {
 			}
 		}
 		src = m.observe(si, files[si.ID])
-		d := pol.Plan(now, m.cfg.Policy, src, si.Rank, m.targets(servers, si.Rank))
+		d = pol.Plan(now, m.cfg.Policy, src, si.Rank, m.targets(servers, si.Rank))
 		m.setDecision(si.ID, d)
 		for _, mv := range d.Moves {
 			m.cfg.Log.Info("tiering: moving a file down", "ino", mv.Ino, "bytes", mv.Bytes, "from", si.ID, "tier", si.Tier,
@@ -154,6 +155,32 @@ func (m *Manager) setDecision(id uint64, d pol.Decision) {
 	m.mu.Lock()
 	m.last[id] = d
 	m.mu.Unlock()
+}
+
+// StallReserve is the free space placement keeps on data server si for
+// writes to wait at (meta.Service.SetStallReserve): its Cs-w, so that new
+// chunks wait for the space migration frees rather than take the
+// server's last bytes. It is 0 where waiting would be in vain: with
+// tiering manual, and while the policy found nothing to move off a server
+// short of space (new chunks then take the last free bytes and go on to a
+// lower tier). A server the policy has not looked at yet gets the Cs-w it
+// would decide, so that one filling before the first tick waits too.
+func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
+	if !m.cfg.Auto || si.Tier == "pfs" || si.Capacity == 0 {
+		return 0
+	}
+	m.mu.Lock()
+	d, seen := m.last[si.ID]
+	stuck := d.Mode != pol.Calm && len(d.Moves) == 0 && m.inflight[si.ID] == 0
+	m.mu.Unlock()
+	if !seen {
+		d = pol.Plan(m.cfg.Now(), m.cfg.Policy, m.observe(si, nil), si.Rank, nil)
+		stuck = false
+	}
+	if stuck {
+		return 0
+	}
+	return d.Thresholds.StallWrite
 }
 
 func (m *Manager) start(from uint64, tier string, ino uint64) {

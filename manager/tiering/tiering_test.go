@@ -70,6 +70,7 @@ func (f *fakeNS) MoveChunk(_ context.Context, ino, idx uint64, tier string, serv
 
 func (f *fakeNS) FinishMoves(context.Context) int { return 0 }
 
+
 // TestTickMovesCoolestClosedFiles: in normal out the manager moves closed
 // files only, the longest closed first, to the emptiest ssd server, no
 // more at once than N, and stops when free space is above Cn-m.
@@ -100,6 +101,11 @@ func TestTickMovesCoolestClosedFiles(t *testing.T) {
 	if len(st.Servers) != 3 || st.Servers[0].Mode != "normal-out" || st.Servers[0].Concurrency != 3 {
 		t.Fatalf("status %+v", st)
 	}
+	for _, si := range ns.Servers()[:3] {
+		if r := m.StallReserve(si); r != 4<<20 {
+			t.Fatalf("server %d: placement keeps %d bytes for stalled writes, want its Cs-w (4 MiB)", si.ID, r)
+		}
+	}
 	if st.Totals.Chunks != 3 || st.Totals.Files != 3 || st.Totals.Bytes != 12<<20 || st.Totals.Failed != 0 {
 		t.Fatalf("totals %+v (moves %v)", st.Totals, ns.moves)
 	}
@@ -112,6 +118,26 @@ func TestTickMovesCoolestClosedFiles(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if st := m.Status(); st.Totals.Chunks != 3 || st.Servers[0].Mode != "calm" {
 		t.Fatalf("after the moves: %+v", st)
+	}
+	// short of space (normal out) with every file open: nothing can move
+	// until forced out, so placement must not hold the last bytes back
+	ns.mu.Lock()
+	ns.used = 80 << 20
+	ns.closed = map[uint64]time.Time{}
+	ns.mu.Unlock()
+	m.Tick(context.Background())
+	if st, r := m.Status(), m.StallReserve(ns.Servers()[0]); st.Servers[0].Mode != "normal-out" || r != 0 {
+		t.Fatalf("nothing movable (%+v): placement still keeps %d bytes of server 1 back", st.Servers[0], r)
+	}
+	// before its first look at a server the manager gives its Cs-w too
+	fresh := New(Config{NS: ns, Auto: true, Log: m.cfg.Log, Now: m.cfg.Now, Policy: m.cfg.Policy})
+	if r := fresh.StallReserve(ns.Servers()[0]); r != 4<<20 {
+		t.Fatalf("unseen server: reserve %d, want its Cs-w", r)
+	}
+	// tiering manual: nothing frees space, nothing waits
+	manual := New(Config{NS: ns, Log: m.cfg.Log, Now: m.cfg.Now, Policy: m.cfg.Policy})
+	if r := manual.StallReserve(ns.Servers()[0]); r != 0 {
+		t.Fatalf("manual tiering: reserve %d, want none", r)
 	}
 }
 

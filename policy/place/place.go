@@ -2,8 +2,13 @@
 // each holds and may hold, and a new chunk, it picks the tier and the group
 // of servers the chunk's stripes go to. Today's rule: the fastest tier that
 // has a live group with room for the chunk, the group rotated over the
-// tier's servers so that files spread. (Performance-aware placement over
-// resource pools, ONFS-style tiering and QoS will decide here too.)
+// tier's servers so that files spread. A server keeps its write-stall
+// reserve (ONFS's Cs-w) free: when no group of a tier has room above the
+// reserves, a caller that may wait is told to (ErrStall) while the tiering
+// manager frees space, and one that may not spills to the next tier; the
+// reserves are given up only when no tier has room above them.
+// (Performance-aware placement over resource pools and QoS will decide
+// here too.)
 //
 // Pure: the caller passes the servers' state as it knows it (liveness
 // already judged, space promised since their last report included) and a
@@ -26,7 +31,12 @@ type Server struct {
 	// Capacity is its budget in bytes (0: unbounded); Used what it holds
 	// plus what has been promised to it since its last report.
 	Capacity, Used uint64
-	Alive          bool
+	// Reserve is the free space a new chunk must leave (the server's
+	// Cs-w while the tiering manager can free space on it; 0: none). A
+	// tier with no group above its reserves, full or not, stalls if any of
+	// its servers has one.
+	Reserve uint64
+	Alive   bool
 }
 
 // Chunk is the chunk to place.
@@ -40,6 +50,9 @@ type Chunk struct {
 	// Seq turns the rotation: the caller passes a number that changes from
 	// one placement to the next.
 	Seq uint64
+	// MayWait: the writer can wait for a stalled tier to free space
+	// (ErrStall) instead of spilling to the next tier.
+	MayWait bool
 }
 
 // Decision is where the chunk goes.
@@ -51,6 +64,11 @@ type Decision struct {
 
 // ErrNoSpace: no tier has a live group with room.
 var ErrNoSpace = errors.New("no tier has room for a new chunk")
+
+// ErrStall: the fastest tier with room has it only inside its servers'
+// reserves, and a lower tier has room: the writer should wait for the
+// tier to free space (or, once it may not wait any longer, spill).
+var ErrStall = errors.New("tier is at its write-stall threshold")
 
 // Choose places c on servers.
 func Choose(servers []Server, c Chunk) (Decision, error) {
@@ -76,6 +94,8 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 	if unit == 0 {
 		unit = c.ChunkSize
 	}
+	var fallback *Decision // the first group that fits only inside reserves
+	stalled := false        // a faster tier is at its reserves and being freed
 	for t, tier := range tiers {
 		ss := byTier[tier]
 		sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
@@ -85,20 +105,44 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 		}
 		g = min(g, len(ss))
 		start := int((c.Ino + c.Idx + c.Seq + uint64(t)) % uint64(len(ss)))
-		d := Decision{Tier: tier}
-		for i := 0; i < len(ss) && len(d.Servers) < g; i++ {
-			s := ss[(start+i)%len(ss)]
-			need := uint64(layout.LocalSize(len(d.Servers), g, unit, c.ChunkSize))
-			if s.Capacity == 0 || s.Used+need <= s.Capacity {
-				d.Servers = append(d.Servers, s.ID)
-				d.Charge = append(d.Charge, need)
+		if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, true); ok {
+			if stalled && c.MayWait {
+				return Decision{}, ErrStall
 			}
-		}
-		if len(d.Servers) == g {
 			return d, nil
 		}
+		for _, s := range ss {
+			stalled = stalled || s.Reserve > 0
+		}
+		if fallback == nil {
+			if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, false); ok {
+				fallback = &d
+			}
+		}
+	}
+	if fallback != nil {
+		return *fallback, nil // every tier is at its reserve: use it
 	}
 	return Decision{}, ErrNoSpace
+}
+
+// group picks g servers of one tier from ss, starting at start, that have
+// room for their share of the chunk (above their reserves if
+// keepReserve).
+func group(tier string, ss []Server, start, g int, unit, chunk int64, keepReserve bool) (Decision, bool) {
+	d := Decision{Tier: tier}
+	for i := 0; i < len(ss) && len(d.Servers) < g; i++ {
+		s := ss[(start+i)%len(ss)]
+		need := uint64(layout.LocalSize(len(d.Servers), g, unit, chunk))
+		if keepReserve {
+			need += s.Reserve
+		}
+		if s.Capacity == 0 || s.Used+need <= s.Capacity {
+			d.Servers = append(d.Servers, s.ID)
+			d.Charge = append(d.Charge, uint64(layout.LocalSize(len(d.Servers)-1, g, unit, chunk)))
+		}
+	}
+	return d, len(d.Servers) == g
 }
 
 func excluded(id uint64, ex []uint64) bool {

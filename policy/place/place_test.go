@@ -24,8 +24,8 @@ func size(t *testing.T, s string) uint64 {
 
 // TestPlace runs testdata/place:
 //
-//	servers            one per line: TIER ID [cap=SIZE] [used=SIZE] [down]
-//	place ino=N idx=N chunk=SIZE [count=N] [unit=SIZE] [exclude=ID,ID] [seq=N]
+//	servers            one per line: TIER ID [cap=SIZE] [used=SIZE] [reserve=SIZE] [down]
+//	place ino=N idx=N chunk=SIZE [count=N] [unit=SIZE] [exclude=ID,ID] [seq=N] [wait=true]
 //	                   prints the decision and charges it to the servers
 func TestPlace(t *testing.T) {
 	var servers []Server
@@ -44,6 +44,8 @@ func TestPlace(t *testing.T) {
 						s.Capacity = size(t, v)
 					case "used":
 						s.Used = size(t, v)
+					case "reserve":
+						s.Reserve = size(t, v)
 					case "down":
 						s.Alive = false
 					default:
@@ -70,6 +72,8 @@ func TestPlace(t *testing.T) {
 					c.StripeUnit = int64(size(t, v))
 				case "seq":
 					c.Seq, _ = strconv.ParseUint(v, 10, 64)
+				case "wait":
+					c.MayWait = v == "true"
 				case "exclude":
 					for _, x := range a.Vals {
 						id, _ := strconv.ParseUint(x, 10, 64)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -180,4 +182,60 @@ func TestMigrateWhileWriting(t *testing.T) {
 			t.Fatalf("chunks on %v after the last move to ssd", c.chunkTiers(t, p))
 		}
 	}
+}
+
+// TestTieringWritesWait: a job writes three times the mem tier's budget,
+// file after file, while migration to the ssd tier is slow (20 MB/s).
+// Writes that need a new chunk while the mem tier is at Cs-w and files are
+// moving off it wait for the space instead of failing or spilling: every
+// file lands on mem first (each is either still there or was migrated
+// from there, never placed on ssd); the wait shows in Beacon as the job's
+// queue time; every file reads back.
+func TestTieringWritesWait(t *testing.T) {
+	c := startCluster(t, "--mem", "32M", "--ssd-max-mbps", "20", "--meta-flags", "--tier-free 4M,8M,16M")
+	const n, size = 24, 4 << 20
+	src := t.TempDir()
+	for i := 0; i < n; i++ {
+		if err := os.WriteFile(fmt.Sprintf("%s/f%02d", src, i), pattern(100+i, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("sh", "-c", `for f in "$1"/*; do cp "$f" "$2"/ || exit 1; done`, "sh", src, c.mnt)
+	cmd.Env = append(os.Environ(), "SLURM_JOB_ID=stall-job")
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("a write failed while the mem tier was full: %v\n%s", err, out)
+	}
+	took := time.Since(start)
+	for i := 0; i < n; i++ {
+		p := c.path(fmt.Sprintf("f%02d", i))
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, pattern(100+i, size)) {
+			t.Fatalf("f%02d reads back wrong (err %v)", i, err)
+		}
+	}
+	rep := c.job(t, "stall-job")
+	if rep.Queued <= 0 {
+		t.Fatalf("Beacon shows no queue time for the job: its writes never waited (%+v)", rep.JobReport)
+	}
+	// let the moves in flight end, then count: files migrated off mem plus
+	// files still on mem must be all of them (a spilled file is neither)
+	time.Sleep(2 * time.Second)
+	out, err := c.sluice("status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`TIERING\s+(\d+) files`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no tiering totals in status:\n%s", out)
+	}
+	onMem := 0
+	for i := 0; i < n; i++ {
+		if ts := c.chunkTiers(t, c.path(fmt.Sprintf("f%02d", i))); len(ts) == 1 && ts[0] == "mem" {
+			onMem++
+		}
+	}
+	if moved, _ := strconv.Atoi(m[1]); moved+onMem != n {
+		t.Fatalf("%d files migrated off mem and %d still there, of %d: the rest spilled to ssd instead of waiting\n%s", moved, onMem, n, out)
+	}
+	t.Logf("wrote %d MiB in %v; queued %v in all; %d files on mem at the end\n%s", n*size>>20, took, rep.Queued, onMem, out[strings.Index(out, "TIERING"):])
 }
