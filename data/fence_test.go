@@ -77,7 +77,7 @@ func newFenceRig(t *testing.T) *fenceRig {
 		t.Fatal(err)
 	}
 	r.ino = a.Ino
-	if _, _, err := svc.Alloc(context.Background(), r.ino, 0, 0, nil, false); err != nil {
+	if _, _, err := svc.Alloc(context.Background(), r.ino, 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	return r

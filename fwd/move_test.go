@@ -222,7 +222,7 @@ func TestMovedFenceSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loc, _, err := svc.Alloc(ctx, a.Ino, 0, 0, nil, false)
+	loc, _, err := svc.Alloc(ctx, a.Ino, 0, 0, nil)
 	if err != nil || loc.Tier != "mem" {
 		t.Fatalf("alloc: %+v %v", loc, err)
 	}

@@ -50,6 +50,7 @@ func TestWriteWaitsAtStall(t *testing.T) {
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		reserve.Store(0)
+		svc.WakeStalled()
 	}()
 	if took, tier := write("waits"); tier != "mem" || took < 250*time.Millisecond || took > 650*time.Millisecond {
 		t.Fatalf("stalled tier freed after 300 ms: chunk on %s after %v, want mem after ~300 ms", tier, took)

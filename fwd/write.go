@@ -63,48 +63,40 @@ func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, ge
 //
 // A fresh placement may wait: while the tier the chunk belongs on is at
 // its write-stall threshold (ONFS Cs-w) the metadata service answers
-// AllocStalled, and the write waits for the tiering manager to free space,
-// at most StallMax; then the chunk goes to a lower tier. The wait counts as
+// AllocStalled after holding the request while space may still free (the
+// write waits for the tiering manager), at most StallMax in all; then the
+// chunk goes to a lower tier. The wait counts as
 // the request's queue time in Beacon (stallClock).
 func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, gen uint64) (loc wire.ChunkLoc, placed bool, err error) {
 	req := wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen}
 	if exclude == 0 {
 		req.Flags = wire.AllocMayWait
 	}
-	var stallStart time.Time
-	pause := 20 * time.Millisecond
+	var stalled time.Duration // waited for stalled tiers so far
 	for {
 		r := req
+		if r.Flags&wire.AllocMayWait != 0 {
+			// the metadata service holds a stalled request until space
+			// frees or the rest of the writer's budget is spent
+			r.Size = uint64(max(s.cfg.StallMax-stalled, time.Millisecond) / time.Millisecond)
+		}
 		resp, _, err := s.meta.Call(ctx, &r, nil, nil)
 		if err != nil {
 			return wire.ChunkLoc{}, false, err
 		}
+		stalled += time.Duration(resp.Size) * time.Millisecond
 		if resp.Flags&wire.AllocStalled != 0 {
-			now := s.cfg.Now()
-			if stallStart.IsZero() {
-				stallStart = now
-			}
-			if now.Sub(stallStart) >= s.cfg.StallMax {
+			if stalled >= s.cfg.StallMax {
 				s.log.Warn("tier stalled too long: placing the chunk on a lower tier", "ino", ino, "chunk", idx,
-					"waited", now.Sub(stallStart))
+					"waited", stalled)
 				req.Flags &^= wire.AllocMayWait
-				continue
 			}
-			t := time.NewTimer(pause)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return wire.ChunkLoc{}, false, ctx.Err()
-			}
-			pause = min(2*pause, 250*time.Millisecond)
 			continue
 		}
-		if !stallStart.IsZero() {
-			d := s.cfg.Now().Sub(stallStart)
-			stallOf(ctx).add(d)
+		if stalled > 0 {
+			stallOf(ctx).add(stalled)
 			s.stalls.Add(1)
-			s.stallNs.Add(d.Nanoseconds())
+			s.stallNs.Add(stalled.Nanoseconds())
 		}
 		if len(resp.Chunks) != 1 {
 			return wire.ChunkLoc{}, false, rpc.Errorf(syscall.EIO, "metadata service answered an allocation with %d chunks", len(resp.Chunks))

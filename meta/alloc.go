@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"syscall"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta/engine"
@@ -21,38 +22,75 @@ import (
 // is refused with ESTALE (the writer raced with a truncate whose trims
 // could not have reached a chunk placed now).
 //
-// mayWait lets the placement answer ErrStall (the fastest tier with room
-// is at its write-stall reserve and the tiering manager is freeing it)
-// instead of spilling the chunk to a lower tier.
-//
 // placed is true when this call chose the location. A chunk that has one
 // keeps it, unless exclude names one of its servers (its first writer
 // was refused there): then it moves, once — a second writer refused by
 // the same server gets the location the first one moved it to.
-func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uint64, mayWait bool) (loc wire.ChunkLoc, placed bool, err error) {
+func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uint64) (loc wire.ChunkLoc, placed bool, err error) {
+	loc, placed, _, err = s.AllocWait(ctx, ino, idx, gen, exclude, 0)
+	return loc, placed, err
+}
+
+// AllocWait is Alloc for a writer that can wait up to wait (at most a
+// second here) while the tier the chunk belongs on is at its write-stall
+// reserve and the tiering manager is freeing it, instead of having the
+// chunk spill to a lower tier. It is woken as soon as space may have been
+// freed (a move committed, a server reported, the reserves changed), and
+// answers ErrStall if the tier is still stalled at the end (the writer
+// then asks again, or spills). waited is how long it waited.
+func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude []uint64, wait time.Duration) (loc wire.ChunkLoc, placed bool, waited time.Duration, err error) {
+	start := s.now()
+	limit := time.NewTimer(min(wait, stallWait))
+	defer limit.Stop()
+	for stalled := false; ; stalled = true {
+		var wake <-chan struct{}
+		loc, placed, wake, err = s.allocOnce(ctx, ino, idx, gen, exclude, wait > 0)
+		if wake == nil {
+			if stalled {
+				waited = s.now().Sub(start)
+			}
+			return loc, placed, waited, err
+		}
+		select {
+		case <-wake:
+		case <-limit.C:
+			return loc, placed, s.now().Sub(start), err
+		case <-ctx.Done():
+			return loc, placed, s.now().Sub(start), err
+		}
+	}
+}
+
+// stallWait is the longest Alloc waits for a stalled tier before it
+// answers ErrStall (the writer then asks again).
+const stallWait = time.Second
+
+// allocOnce is one try of Alloc; on ErrStall, wake is closed when space
+// may have been freed.
+func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude []uint64, mayWait bool) (loc wire.ChunkLoc, placed bool, wake <-chan struct{}, err error) {
 	s.mu.Lock()
 	n, err := s.getInode(ino)
 	if err != nil {
 		s.mu.Unlock()
-		return wire.ChunkLoc{}, false, err
+		return wire.ChunkLoc{}, false, nil, err
 	}
 	if gen < n.Trunc {
 		s.mu.Unlock()
-		return wire.ChunkLoc{}, false, errno(syscall.ESTALE, "inode %d was truncated (generation %d, writer's %d)", ino, n.Trunc, gen)
+		return wire.ChunkLoc{}, false, nil, errno(syscall.ESTALE, "inode %d was truncated (generation %d, writer's %d)", ino, n.Trunc, gen)
 	}
 	var lgen uint64
 	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil {
 		cur, err := decodeChunk(v)
 		if err != nil || !anyIn(cur.Servers, exclude) {
 			s.mu.Unlock()
-			return cur, false, err
+			return cur, false, nil, err
 		}
 		lgen = cur.Gen + 1 // moved: a request to the old place is refused there
 	}
-	loc, err = s.reg.choose(n, idx, exclude, mayWait)
+	loc, wake, err = s.reg.choose(n, idx, exclude, mayWait)
 	if err != nil {
 		s.mu.Unlock()
-		return loc, false, err
+		return loc, false, wake, err
 	}
 	loc.Gen = lgen
 	var b engine.Batch
@@ -64,7 +102,7 @@ func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uin
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return loc, false, err
+		return loc, false, nil, err
 	}
 	if path != "" {
 		for _, id := range loc.Servers {
@@ -73,7 +111,7 @@ func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uin
 			}
 		}
 	}
-	return loc, true, nil
+	return loc, true, nil, nil
 }
 
 // ErrStall is Alloc's answer to a writer that may wait when the tier the
@@ -91,6 +129,15 @@ func (s *Service) SetStallReserve(f func(si wire.ServerInfo) uint64) {
 	r.stallReserve = f
 }
 
+// WakeStalled makes writers waiting for a stalled tier look again (the
+// reserves SetStallReserve gives changed).
+func (s *Service) WakeStalled() {
+	r := &s.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spaceChangedLocked()
+}
+
 func anyIn(ids, set []uint64) bool {
 	for _, id := range ids {
 		for _, x := range set {
@@ -105,7 +152,10 @@ func anyIn(ids, set []uint64) bool {
 // choose asks the placement policy (policy/place) for a place for chunk
 // idx of n, from the registry's view of the data servers, and promises
 // the chosen servers the space.
-func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) (wire.ChunkLoc, error) {
+//
+// On ErrStall it also returns a channel closed when space may have been
+// freed (spaceChangedLocked).
+func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) (wire.ChunkLoc, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// a server that refused a chunk (full, or unreachable) gets no new
@@ -133,15 +183,18 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
 		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait})
 	if errors.Is(err, place.ErrStall) {
-		return wire.ChunkLoc{}, ErrStall
+		if r.spaceWake == nil {
+			r.spaceWake = make(chan struct{})
+		}
+		return wire.ChunkLoc{}, r.spaceWake, ErrStall
 	}
 	if err != nil {
-		return wire.ChunkLoc{}, errno(syscall.ENOSPC, "%v", err)
+		return wire.ChunkLoc{}, nil, errno(syscall.ENOSPC, "%v", err)
 	}
 	for i, id := range d.Servers {
 		r.servers[id].reserved += d.Charge[i]
 	}
-	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers}, nil
+	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers}, nil, nil
 }
 
 // Layout returns the known chunk locations of a file.

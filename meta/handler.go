@@ -181,14 +181,20 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if m.ID != 0 {
 			excl = []uint64{m.ID}
 		}
-		c, placed, err := s.Alloc(ctx, m.Ino, m.Idx, m.Trunc, excl, m.Flags&wire.AllocMayWait != 0)
+		var wait time.Duration
+		if m.Flags&wire.AllocMayWait != 0 {
+			wait = max(time.Duration(m.Size)*time.Millisecond, time.Millisecond)
+		}
+		c, placed, waited, err := s.AllocWait(ctx, m.Ino, m.Idx, m.Trunc, excl, wait)
+		r := &wire.Msg{Size: uint64(waited / time.Millisecond)}
 		if err == ErrStall {
-			return &wire.Msg{Flags: wire.AllocStalled}, nil, nil
+			r.Flags = wire.AllocStalled
+			return r, nil, nil
 		}
 		if err != nil {
 			return nil, nil, err
 		}
-		r := &wire.Msg{Chunks: []wire.ChunkLoc{c}}
+		r.Chunks = []wire.ChunkLoc{c}
 		if placed {
 			r.Flags = wire.AllocPlaced
 		}

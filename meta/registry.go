@@ -27,6 +27,9 @@ type registry struct {
 	// stallReserve gives each data server's write-stall reserve (Cs-w;
 	// SetStallReserve); nil: none.
 	stallReserve func(wire.ServerInfo) uint64
+	// spaceWake is closed (and cleared) when a data server's free space
+	// may have grown; writers waiting for a stalled tier wait on it.
+	spaceWake chan struct{}
 }
 
 type member struct {
@@ -95,6 +98,7 @@ func (s *Service) Register(si wire.ServerInfo) (uint64, error) {
 	m.info.Alive = true
 	m.lastSeen = s.now()
 	m.reserved = 0
+	r.spaceChangedLocked()
 	if persist {
 		var b engine.Batch
 		stored := si
@@ -143,6 +147,7 @@ func (s *Service) Statfs() (capacity, used uint64) {
 func (r *registry) moved(from, to []uint64, n uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.spaceChangedLocked()
 	for _, id := range from {
 		if m := r.servers[id]; m != nil {
 			m.info.Used -= min(m.info.Used, n/uint64(len(from)))
@@ -152,6 +157,14 @@ func (r *registry) moved(from, to []uint64, n uint64) {
 		if m := r.servers[id]; m != nil {
 			m.reserved += n / uint64(len(to))
 		}
+	}
+}
+
+// spaceChangedLocked wakes the writers waiting for a stalled tier.
+func (r *registry) spaceChangedLocked() {
+	if r.spaceWake != nil {
+		close(r.spaceWake)
+		r.spaceWake = nil
 	}
 }
 

@@ -275,7 +275,7 @@ func TestAllocPrefersFastestTierWithRoom(t *testing.T) {
 	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	var got []uint64
 	for idx := uint64(0); idx < 4; idx++ {
-		loc, _, err := s.Alloc(context.Background(), f.Ino, idx, 0, nil, false)
+		loc, _, err := s.Alloc(context.Background(), f.Ino, idx, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +285,7 @@ func TestAllocPrefersFastestTierWithRoom(t *testing.T) {
 		t.Fatalf("placement %v (mem %d, ssd %d)", got, mem, ssd)
 	}
 	// the same chunk asked again keeps its place
-	if loc, _, _ := s.Alloc(context.Background(), f.Ino, 0, 0, nil, false); loc.Servers[0] != mem {
+	if loc, _, _ := s.Alloc(context.Background(), f.Ino, 0, 0, nil); loc.Servers[0] != mem {
 		t.Fatal("allocation not stable")
 	}
 }

@@ -44,7 +44,7 @@ func TestTruncateRecordsTrims(t *testing.T) {
 	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	ctx := context.Background()
 	for idx := uint64(0); idx < 3; idx++ {
-		if _, _, err := s.Alloc(ctx, f.Ino, idx, 0, nil, false); err != nil {
+		if _, _, err := s.Alloc(ctx, f.Ino, idx, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,10 +140,10 @@ func TestStaleGenerations(t *testing.T) {
 	if a, _ := s.Extend(f.Ino, 201, 7, 1); a.Size != 201 {
 		t.Fatalf("current extend: %d", a.Size)
 	}
-	if _, _, err := s.Alloc(ctx, f.Ino, 3, 0, nil, false); !is(err, syscall.ESTALE) {
+	if _, _, err := s.Alloc(ctx, f.Ino, 3, 0, nil); !is(err, syscall.ESTALE) {
 		t.Fatalf("allocation of a stale generation: %v", err)
 	}
-	if _, placed, err := s.Alloc(ctx, f.Ino, 3, 1, nil, false); err != nil || !placed {
+	if _, placed, err := s.Alloc(ctx, f.Ino, 3, 1, nil); err != nil || !placed {
 		t.Fatalf("allocation: %v placed %v", err, placed)
 	}
 	// a truncate of a directory or a special file is refused
@@ -167,18 +167,18 @@ func TestAllocMovesOnce(t *testing.T) {
 	s.SetLayout(RootIno, 0, 1, 1<<20)
 	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	ctx := context.Background()
-	first, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, nil, false)
+	first, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, nil)
 	if !placed {
 		t.Fatal("first allocation did not place")
 	}
-	if again, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, nil, false); placed || again.Servers[0] != first.Servers[0] {
+	if again, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, nil); placed || again.Servers[0] != first.Servers[0] {
 		t.Fatalf("second allocation: %v placed %v", again, placed)
 	}
-	moved, placed, err := s.Alloc(ctx, f.Ino, 0, 0, first.Servers, false)
+	moved, placed, err := s.Alloc(ctx, f.Ino, 0, 0, first.Servers)
 	if err != nil || !placed || moved.Servers[0] == first.Servers[0] {
 		t.Fatalf("move: %v placed %v %v", moved, placed, err)
 	}
-	if again, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, first.Servers, false); placed || again.Servers[0] != moved.Servers[0] {
+	if again, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, first.Servers); placed || again.Servers[0] != moved.Servers[0] {
 		t.Fatalf("a second refusal by the old server moved the chunk again: %v placed %v", again, placed)
 	}
 }

@@ -26,8 +26,9 @@ def spread(xs, fmt="%.1f"):
 
 
 r0 = rows[0]
-print("mem tier %d MiB at %.0f MB/s, ssd tier at %.0f MB/s, thresholds Cs-w,Cf-m,Cn-m = %s; %d runs per case\n" % (
-    r0["mem_mib"], r0["mem_mbps"], r0["ssd_mbps"], r0["tier_free"], max(r["run"] for r in rows)))
+print("mem tier %d MiB at %.0f MB/s, ssd tier at %.0f MB/s; %d runs per case; thresholds Cs-w,Cf-m,Cn-m: %s\n" % (
+    r0["mem_mib"], r0["mem_mbps"], r0["ssd_mbps"], max(r["run"] for r in rows),
+    ", ".join(sorted({"%s %s" % (r["mode"], r["tier_free"]) for r in rows if r["mode"] != "spill"}))))
 print("| pattern | config | writer MB/s | later bursts MB/s | failed writes | slowest file s | files on mem / migrated / total |")
 print("|---|---|---|---|---|---|---|")
 ratios = {}
@@ -43,14 +44,15 @@ for (pattern, mode), rs in sorted(cases.items()):
                                                    spread(slow, "%.2f"), files))
 print()
 for pattern in sorted({p for p, _ in cases}):
-    if (pattern, "onfs") in ratios and (pattern, "spill") in ratios:
-        print("- %s: onfs/spill writer bandwidth %.2f×" % (pattern, ratios[(pattern, "onfs")] / ratios[(pattern, "spill")]))
+    for mode in ("onfs", "onfs-burst"):
+        if (pattern, mode) in ratios and (pattern, "spill") in ratios:
+            print("- %s: %s/spill writer bandwidth %.2f×" % (pattern, mode, ratios[(pattern, mode)] / ratios[(pattern, "spill")]))
 print()
 for (pattern, mode), rs in sorted(cases.items()):
     r = rs[0]
     cap = r["mem_mib"] << 20
     tl = r["timeline"]
-    print("**%s, %s, run %d** — mem used (MiB) each second, with the policy's mode (onfs only):\n" % (pattern, mode, r["run"]))
+    print("**%s, %s, run %d** — mem used (MiB) each second, with the policy's mode (onfs configurations):\n" % (pattern, mode, r["run"]))
     print("```")
     nxt = 0.0
     for t, used, m in tl:
@@ -58,5 +60,5 @@ for (pattern, mode), rs in sorted(cases.items()):
             continue
         nxt = t + 1.0
         bar = "#" * int(40 * used / cap)
-        print("%5.1fs %6.1f %-40s %s" % (t, used / 1048576, bar, m if mode == "onfs" else ""))
+        print("%5.1fs %6.1f %-40s %s" % (t, used / 1048576, bar, m if mode != "spill" else ""))
     print("```\n")

@@ -6,6 +6,8 @@
 # patterns, each under two configurations:
 #   onfs   --tiering auto: files move down as free space falls below Cn-m;
 #          writes needing a new chunk at Cs-w wait while files move off
+#          (thresholds FREE: Cn-m a third of the budget)
+#   onfs-burst  the same with Cn-m sized to hold a burst (FREE_BURST)
 #   spill  --tiering manual: nothing moves; a full tier spills new chunks to
 #          the next one (the static "spill on full" baseline)
 # Patterns: stream (one continuous write) and bursts (checkpoint-like:
@@ -27,6 +29,8 @@ SSD_MBPS=${SSD_MBPS:-20}
 FREE=${FREE:-4M,12M,24M} # Cs-w, Cf-m, Cn-m
 if [ "$SMOKE" = 1 ]; then RUNS=1; MEM=16; FREE=2M,4M,8M; fi
 TOTAL=$((4 * MEM)) BURST=$((3 * MEM / 4)) PAUSE=${PAUSE:-3}
+CSW=${FREE%%,*}
+FREE_BURST=${FREE_BURST:-$CSW,$((BURST / 4))M,$((BURST + ${CSW%M}))M}
 OUT=${OUT:-bench/tiers/threshold.jsonl}
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-tiers.XXXXXX)
@@ -38,12 +42,13 @@ trap cleanup EXIT
 : > "$WORK/results.jsonl"
 for run in $(seq 1 "$RUNS"); do
 	for pattern in stream bursts; do
-		for mode in onfs spill; do
-			tiering=auto
+		for mode in onfs onfs-burst spill; do
+			tiering=auto free=$FREE
 			[ "$mode" = spill ] && tiering=manual
+			[ "$mode" = onfs-burst ] && free=$FREE_BURST
 			bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 4G --pfs none \
 				--data-max-mbps "$MEM_MBPS" --ssd-max-mbps "$SSD_MBPS" \
-				--meta-flags "--tiering $tiering --tier-free $FREE" >/dev/null
+				--meta-flags "--tiering $tiering --tier-free $free" >/dev/null
 			rm -f "$WORK/stop"
 			python3 bench/tiers/sample.py bin/sluice "$WORK/state" 0.25 "$WORK/stop" > "$WORK/timeline.json" &
 			SAMPLER=$!
@@ -62,7 +67,7 @@ for run in $(seq 1 "$RUNS"); do
 			done
 			migrated=$(bin/sluice status --dir "$WORK/state" | sed -n 's/^TIERING *\([0-9]*\) files.*/\1/p')
 			python3 - "$mode" "$pattern" "$run" "$onmem" "$onssd" "${migrated:-0}" "$WORK/writer.json" "$WORK/timeline.json" \
-				"$MEM" "$FREE" "$MEM_MBPS" "$SSD_MBPS" >> "$WORK/results.jsonl" <<'PY'
+				"$MEM" "$free" "$MEM_MBPS" "$SSD_MBPS" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 mode, pattern, run, onmem, onssd, migrated, wj, tj, mem, free, mm, sm = sys.argv[1:]
 w = json.load(open(wj))
@@ -72,6 +77,7 @@ print(json.dumps({"mode": mode, "pattern": pattern, "run": int(run), "mem_mib": 
 PY
 			tail -n1 "$WORK/results.jsonl" | python3 -c 'import json,sys; r=json.load(sys.stdin); w=r["writer"]; print(r["mode"], r["pattern"], "run", r["run"], ":", w["mbps"], "MB/s,", len(w["errors"]), "errors, bursts", [b["mbps"] for b in w["bursts"]], "; on mem", r["files_on_mem"], "migrated", r["files_migrated"])'
 			bin/sluice down --dir "$WORK/state" --purge >/dev/null
+			rm -rf "$WORK/state" # every case starts from an empty cluster
 		done
 	done
 done

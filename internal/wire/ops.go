@@ -236,7 +236,9 @@ const (
 const AllocPlaced uint32 = 1
 
 // OpAlloc flags. AllocMayWait in a request: the writer can wait while the
-// tier the chunk belongs on frees space. AllocStalled in the reply: it
+// tier the chunk belongs on frees space, and the metadata service may hold
+// the request for up to Size milliseconds (at most a second) waiting; the
+// reply's Size is how many milliseconds it waited. AllocStalled in the reply: it
 // must (no chunk is placed; ask again, or without AllocMayWait to spill
 // to a lower tier).
 const (

@@ -39,6 +39,9 @@ type Namespace interface {
 	Layout(ino uint64) ([]wire.ChunkLoc, error)
 	MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (uint64, error)
 	FinishMoves(ctx context.Context) int
+	// WakeStalled makes writers waiting at Cs-w look again (a reserve
+	// StallReserve gives went to 0).
+	WakeStalled()
 }
 
 var _ Namespace = (*meta.Service)(nil)
@@ -66,6 +69,8 @@ type Manager struct {
 	last      map[uint64]pol.Decision // the latest decision per server
 	totals    Totals
 
+	kick chan struct{} // a file migration ended (Run looks again); buffered, 1
+
 	moved  *prometheus.CounterVec // bytes, by source and destination tier
 	queue  *prometheus.GaugeVec   // migrations in flight, by source tier
 	failed prometheus.Counter
@@ -83,7 +88,7 @@ func New(cfg Config) *Manager {
 		cfg.Now = time.Now
 	}
 	m := &Manager{cfg: cfg, inflight: map[uint64]int{}, migrating: map[uint64]bool{}, streamBW: map[uint64]float64{},
-		last: map[uint64]pol.Decision{}}
+		last: map[uint64]pol.Decision{}, kick: make(chan struct{}, 1)}
 	m.moved = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tiering_migrated_bytes_total",
 		Help: "Bytes of chunks migrated between tiers."}, []string{"from", "to"})
 	m.queue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_tiering_migrations_in_flight",
@@ -98,15 +103,32 @@ func New(cfg Config) *Manager {
 
 // Run finishes undecided migrations, then on every tick does it again and
 // (Auto) runs the policy, until ctx ends.
+//
+// A finished file migration also runs the policy (at most every 100 ms):
+// a server short of space then starts its next moves at once instead of
+// at the next tick, so writes waiting at Cs-w go on at the speed the moves
+// free space.
 func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 	m.cfg.NS.FinishMoves(ctx)
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
+			m.cfg.NS.FinishMoves(ctx)
+		case <-m.kick:
+			if d := 100*time.Millisecond - time.Since(last); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
 		}
-		m.cfg.NS.FinishMoves(ctx)
+		last = time.Now()
 		if m.cfg.Auto {
 			m.Tick(ctx)
 		}
@@ -153,8 +175,19 @@ func (m *Manager) Tick(ctx context.Context) {
 
 func (m *Manager) setDecision(id uint64, d pol.Decision) {
 	m.mu.Lock()
+	was, seen := m.last[id]
 	m.last[id] = d
+	wake := m.stuckLocked(d, id) && (!seen || !m.stuckLocked(was, id))
 	m.mu.Unlock()
+	if wake {
+		m.cfg.NS.WakeStalled() // their wait is in vain now: let them spill
+	}
+}
+
+// stuckLocked: server id is short of space and the policy found nothing
+// to move off it, with nothing moving.
+func (m *Manager) stuckLocked(d pol.Decision, id uint64) bool {
+	return d.Mode != pol.Calm && len(d.Moves) == 0 && m.inflight[id] == 0
 }
 
 // StallReserve is the free space placement keeps on data server si for
@@ -171,7 +204,7 @@ func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
 	}
 	m.mu.Lock()
 	d, seen := m.last[si.ID]
-	stuck := d.Mode != pol.Calm && len(d.Moves) == 0 && m.inflight[si.ID] == 0
+	stuck := m.stuckLocked(d, si.ID)
 	m.mu.Unlock()
 	if !seen {
 		d = pol.Plan(m.cfg.Now(), m.cfg.Policy, m.observe(si, nil), si.Rank, nil)
@@ -197,6 +230,10 @@ func (m *Manager) done(from uint64, tier string, ino uint64) {
 	delete(m.migrating, ino)
 	m.mu.Unlock()
 	m.queue.WithLabelValues(tier).Dec()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 }
 
 // observe builds the policy's view of data server si holding files.

@@ -70,6 +70,7 @@ func (f *fakeNS) MoveChunk(_ context.Context, ino, idx uint64, tier string, serv
 
 func (f *fakeNS) FinishMoves(context.Context) int { return 0 }
 
+func (f *fakeNS) WakeStalled() {}
 
 // TestTickMovesCoolestClosedFiles: in normal out the manager moves closed
 // files only, the longest closed first, to the emptiest ssd server, no

@@ -95,7 +95,7 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 		unit = c.ChunkSize
 	}
 	var fallback *Decision // the first group that fits only inside reserves
-	stalled := false        // a faster tier is at its reserves and being freed
+	stalled := false       // a faster tier is at its reserves and being freed
 	for t, tier := range tiers {
 		ss := byTier[tier]
 		sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
