@@ -99,9 +99,23 @@ func prefixEnd(prefix []byte) []byte {
 }
 
 // Apply implements Engine.
+//
+// Synced batches go into the intent log too, although Pebble persists
+// them itself: the log is replayed over the engine at open, and a record
+// of an older unsynced batch replayed over a later synced one would bring
+// back the value the synced batch replaced (a chunk location a migration
+// had moved, say). With every batch in the log, in commit order, replay
+// ends in the state the engine had. (Batches that touch the same key
+// concurrently must be ordered by the caller, as they must be anyway.)
 func (p *Pebble) Apply(b *Batch, sync bool) error {
 	if sync {
-		return p.commit(b, true)
+		p.mu.Lock()
+		err := p.log.append(b)
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return p.commit(b, true) // outside mu: concurrent syncs share one fsync
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
