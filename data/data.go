@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
+	"github.com/sluice-hpc/sluice/internal/faultpoint"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
@@ -70,14 +71,16 @@ type Server struct {
 	sem   chan struct{}
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
-	mem   *member.Member
-	meta  *rpc.Client // the metadata service
-	rpc   *rpc.Server
-	addr  string
-	fence *fences
-	moves *moves
-	peers peers // other data servers (the mover's sources and destinations)
-	meter meter // recent write and read bandwidth, for heartbeats
+	// faults are the pause points crash tests arm (OpFault "pause")
+	faults faultpoint.Points
+	mem    *member.Member
+	meta   *rpc.Client // the metadata service
+	rpc    *rpc.Server
+	addr   string
+	fence  *fences
+	moves  *moves
+	peers  peers // other data servers (the mover's sources and destinations)
+	meter  meter // recent write and read bandwidth, for heartbeats
 
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
@@ -433,6 +436,10 @@ func (s *Server) fault(m *wire.Msg) error {
 		s.store.SetCapacity(int64(m.Size))
 	case "stall":
 		s.stall.Store(int64(time.Duration(m.Size) * time.Millisecond))
+	case "pause":
+		s.faults.Arm(m.Tier)
+	case "resume":
+		s.faults.Release(m.Tier)
 	default:
 		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", m.Name)
 	}

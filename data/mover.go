@@ -102,7 +102,13 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 		}
 		end = max(end, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
 	}
-	if err := j.copy(ctx, 0, end); err != nil {
+	s.faults.Pass(ctx, s.cfg.Log, "move-begun")
+	half := end / 2
+	if err := j.copy(ctx, 0, half); err != nil {
+		return 0, err
+	}
+	s.faults.Pass(ctx, s.cfg.Log, "move-copying")
+	if err := j.copy(ctx, half, end-half); err != nil {
 		return 0, err
 	}
 	var runs []layout.Run
@@ -135,6 +141,7 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 			return 0, err
 		}
 	}
+	s.faults.Pass(ctx, s.cfg.Log, "move-stopped")
 	for _, id := range j.dst.Servers {
 		if _, err := j.call(ctx, id, &wire.Msg{Op: wire.OpChunkSync}, nil, nil); err != nil {
 			return 0, err

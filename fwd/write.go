@@ -65,8 +65,8 @@ func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, ge
 // its write-stall threshold (ONFS Cs-w) the metadata service answers
 // AllocStalled after holding the request while space may still free (the
 // write waits for the tiering manager), at most StallMax in all; then the
-// chunk goes to a lower tier. The wait counts as
-// the request's queue time in Beacon (stallClock).
+// chunk goes to a lower tier. The wait counts as the request's queue time
+// in Beacon (stallClock).
 func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, gen uint64) (loc wire.ChunkLoc, placed bool, err error) {
 	req := wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen}
 	if exclude == 0 {
@@ -84,8 +84,9 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 		if err != nil {
 			return wire.ChunkLoc{}, false, err
 		}
-		stalled += time.Duration(resp.Size) * time.Millisecond
+		waited := time.Duration(resp.Size) * time.Millisecond
 		if resp.Flags&wire.AllocStalled != 0 {
+			stalled += max(waited, time.Millisecond) // never a loop that spends nothing
 			if stalled >= s.cfg.StallMax {
 				s.log.Warn("tier stalled too long: placing the chunk on a lower tier", "ino", ino, "chunk", idx,
 					"waited", stalled)
@@ -93,7 +94,7 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 			}
 			continue
 		}
-		if stalled > 0 {
+		if stalled += waited; stalled > 0 {
 			stallOf(ctx).add(stalled)
 			s.stalls.Add(1)
 			s.stallNs.Add(stalled.Nanoseconds())

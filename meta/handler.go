@@ -223,6 +223,8 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpSetLayout:
 		a, err = s.SetLayout(m.Ino, m.ChunkSize, m.StripeCnt, m.StripeUnit)
 		ch = []wire.DirEntry{attrChange(m.Ino)}
+	case wire.OpFault:
+		return &wire.Msg{}, nil, s.fault(m)
 	default:
 		return nil, nil, rpc.Errorf(syscall.ENOSYS, "metadata service: unsupported operation %v", m.Op)
 	}

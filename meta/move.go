@@ -88,9 +88,19 @@ func (s *Service) getMove(ino, idx uint64) (MoveIntent, bool, error) {
 
 // Moves lists the recorded chunk migrations.
 func (s *Service) Moves() ([]MoveIntent, error) {
+	return s.movesUnder([]byte{pMove})
+}
+
+// MovesOf lists the recorded chunk migrations of file ino (not finished:
+// copying, or decided and not yet acknowledged by every server).
+func (s *Service) MovesOf(ino uint64) ([]MoveIntent, error) {
+	return s.movesUnder(key1(pMove, ino))
+}
+
+func (s *Service) movesUnder(prefix []byte) ([]MoveIntent, error) {
 	var out []MoveIntent
 	var derr error
-	s.e.Scan([]byte{pMove}, nil, func(_, v []byte) bool {
+	s.e.Scan(prefix, nil, func(_, v []byte) bool {
 		mi, err := decodeMove(v)
 		if err != nil {
 			derr = err
@@ -269,7 +279,9 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 		Trunc: mi.Trunc, ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}, Servers: who})
 	var path string
 	if err == nil {
-		path, err = s.commitMove(mi)
+		if path, err = s.commitMove(mi); err == nil {
+			s.faults.Pass(ctx, s.log, "move-committed")
+		}
 	} else {
 		if rpc.Errno(err) == syscall.ESTALE {
 			err = errno(syscall.EAGAIN, "the file was truncated during the copy: %v", err)

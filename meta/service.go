@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-hpc/sluice/internal/faultpoint"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
@@ -51,6 +52,8 @@ type Service struct {
 	// batches are atomic, so readers see all of a mutation or none.
 	mu    sync.Mutex
 	opens map[uint64]int // guarded by mu: open handles per inode
+	// faults are the pause points crash tests arm (OpFault)
+	faults faultpoint.Points
 	// activity is each file's open/close history (activity.go). Guarded
 	// by mu.
 	activity map[uint64]*activity
@@ -126,6 +129,22 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	return s, nil
+}
+
+// fault arms ("pause") or releases ("resume") the pause point m.Tier
+// (OpFault; crash tests): "move-committed" holds a migration after its
+// commit, before the servers hear of it.
+func (s *Service) fault(m *wire.Msg) error {
+	switch m.Name {
+	case "pause":
+		s.faults.Arm(m.Tier)
+	case "resume":
+		s.faults.Release(m.Tier)
+	default:
+		return errno(syscall.EINVAL, "unknown fault %q for the metadata service", m.Name)
+	}
+	s.log.Warn("fault injected", "fault", m.Name, "point", m.Tier)
+	return nil
 }
 
 func errno(e syscall.Errno, format string, args ...any) error {

@@ -307,6 +307,19 @@ func cmdStat(args []string) error {
 	for _, c := range l.Chunks {
 		fmt.Printf("  chunk %-6d tier %-4s servers %v generation %d\n", c.Idx, c.Tier, c.Servers, c.Gen)
 	}
+	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "file", Ino: st.Ino}, nil, nil); err == nil {
+		var fst tiermgr.FileState
+		if json.Unmarshal(p, &fst) == nil {
+			state := "none"
+			if fst.Migrating {
+				state = "moving now"
+			}
+			fmt.Printf("migration:   %s\n", state)
+			for _, c := range fst.Chunks {
+				fmt.Printf("  chunk %-6d %s → %s %v, %s\n", c.Idx, c.From, c.To, c.Servers, c.State)
+			}
+		}
+	}
 	r, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpActivity, Ino: st.Ino}, nil, nil)
 	if err != nil {
 		return err
@@ -384,12 +397,26 @@ func cmdFault(args []string) error {
 	slow := fs.Float64("slow", 0, "make every request take this many times as long")
 	fill := fs.String("fill", "", "shrink the tier's budget to this size")
 	stall := fs.Int("stall", -1, "delay every request by this many milliseconds (0 clears)")
+	pause := fs.String("pause", "", "hold the next migration at this step until --resume (crash tests): move-begun, move-copying, move-stopped (data server that copies), move-committed (--meta-service)")
+	resume := fs.String("resume", "", "release the pause point armed with --pause")
+	toMeta := fs.Bool("meta-service", false, "inject into the metadata service (--pause/--resume)")
 	mc, servers, err := metaServers(fs, cfg, args)
 	if err != nil {
 		return err
 	}
 	defer mc.Close()
 	ctx := context.Background()
+	point := &wire.Msg{Op: wire.OpFault, Name: "pause", Tier: *pause}
+	if *resume != "" {
+		point.Name, point.Tier = "resume", *resume
+	}
+	if *toMeta {
+		if point.Tier == "" {
+			return fmt.Errorf("--meta-service takes --pause or --resume")
+		}
+		_, _, err := mc.Call(ctx, point, nil, nil)
+		return err
+	}
 	var target *wire.ServerInfo
 	for i := range servers {
 		if servers[i].ID == *id {
@@ -411,8 +438,10 @@ func cmdFault(args []string) error {
 		m.Name, m.Size = "fill", uint64(n)
 	case *stall >= 0:
 		m.Name, m.Size = "stall", uint64(*stall)
+	case point.Tier != "":
+		m = point
 	default:
-		return fmt.Errorf("give one of --slow, --fill, --stall")
+		return fmt.Errorf("give one of --slow, --fill, --stall, --pause, --resume")
 	}
 	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("server %d", *id)})
 	defer sc.Close()

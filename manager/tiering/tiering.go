@@ -39,6 +39,7 @@ type Namespace interface {
 	Layout(ino uint64) ([]wire.ChunkLoc, error)
 	MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (uint64, error)
 	FinishMoves(ctx context.Context) int
+	MovesOf(ino uint64) ([]meta.MoveIntent, error)
 	// WakeStalled makes writers waiting at Cs-w look again (a reserve
 	// StallReserve gives went to 0).
 	WakeStalled()
@@ -450,13 +451,49 @@ func (m *Manager) Status() Status {
 	return st
 }
 
+// FileState is a file's migration state (`sluice stat`).
+type FileState struct {
+	Migrating bool        // the manager is moving it now
+	Chunks    []ChunkMove // chunk migrations not finished
+}
+
+// ChunkMove is one unfinished chunk migration.
+type ChunkMove struct {
+	Idx     uint64
+	State   string // copying, committed (ends not yet delivered), aborted (same)
+	From    string // tier
+	To      string
+	Servers []uint64 // the destination group
+}
+
+// FileState returns file ino's migration state.
+func (m *Manager) FileState(ino uint64) (FileState, error) {
+	m.mu.Lock()
+	st := FileState{Migrating: m.migrating[ino]}
+	m.mu.Unlock()
+	mis, err := m.cfg.NS.MovesOf(ino)
+	for _, mi := range mis {
+		state := map[meta.MoveState]string{meta.MoveCopying: "copying", meta.MoveCommitted: "committed", meta.MoveAborted: "aborted"}[mi.State]
+		st.Chunks = append(st.Chunks, ChunkMove{Idx: mi.Idx, State: state, From: mi.From.Tier, To: mi.To.Tier, Servers: mi.To.Servers})
+	}
+	return st, err
+}
+
 // Handler answers OpMigrate: Tier set moves file Ino there (Flags
 // wire.MoveWait: when done, Size = chunks moved); Name "status" returns
-// Status as JSON in the payload.
+// Status as JSON in the payload, Name "file" FileState of Ino.
 func (m *Manager) Handler() rpc.Handler {
 	return rpc.HandlerFunc(func(msg *wire.Msg, _ []byte) (*wire.Msg, []byte) {
-		if msg.Name == "status" {
+		switch msg.Name {
+		case "status":
 			b, err := json.Marshal(m.Status())
+			return rpc.ToMsg(&wire.Msg{}, err), b
+		case "file":
+			st, err := m.FileState(msg.Ino)
+			if err != nil {
+				return rpc.ToMsg(&wire.Msg{}, err), nil
+			}
+			b, err := json.Marshal(st)
 			return rpc.ToMsg(&wire.Msg{}, err), b
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

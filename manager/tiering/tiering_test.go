@@ -72,6 +72,8 @@ func (f *fakeNS) FinishMoves(context.Context) int { return 0 }
 
 func (f *fakeNS) WakeStalled() {}
 
+func (f *fakeNS) MovesOf(uint64) ([]meta.MoveIntent, error) { return nil, nil }
+
 // TestTickMovesCoolestClosedFiles: in normal out the manager moves closed
 // files only, the longest closed first, to the emptiest ssd server, no
 // more at once than N, and stops when free space is above Cn-m.
