@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke fuzz-smoke bench bench-smoke pipeline demo clean
+.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke fuzz-smoke bench bench-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -13,7 +13,7 @@ build:
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
 # end-to-end tests on a real FUSE mount with real daemons and fio, and
 # pjdfstest on a fresh local cluster.
-test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke
+test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -68,6 +68,13 @@ dfra:
 dfra-smoke:
 	SMOKE=1 OUT=/tmp/sluice-dfra-smoke.jsonl bash bench/dfra/pairwise.sh
 	SMOKE=1 OUT=/tmp/sluice-scaleup-smoke.jsonl bash bench/dfra/scaleup.sh
+
+# Tiering experiments (docs/experiments/tiers.md).
+tiers:
+	bash bench/tiers/threshold.sh
+
+tiers-smoke:
+	SMOKE=1 OUT=/tmp/sluice-tiers-smoke.jsonl bash bench/tiers/threshold.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build
