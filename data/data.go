@@ -130,6 +130,10 @@ func New(cfg Config) (*Server, error) {
 		meta:  rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Name: "metadata service " + cfg.Meta}),
 		bw:    throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
 		iops:  throttle.New(iops, iops/20, cfg.Now)}
+	if err := s.loadBudget(); err != nil {
+		st.Close()
+		return nil, err
+	}
 	s.registerMetrics(cfg.Metrics)
 	return s, nil
 }
@@ -334,6 +338,12 @@ func (s *Server) serve(r *rpc.Request) {
 		}
 	case wire.OpFault:
 		err = s.fault(m)
+	case wire.OpBudget:
+		var resp *wire.Msg
+		if resp, err = s.setBudget(m); err == nil {
+			s.reply(r, start, resp, nil)
+			return
+		}
 	default:
 		err = rpc.Errorf(syscall.ENOSYS, "data server: unsupported operation %v", m.Op)
 	}

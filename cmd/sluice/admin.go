@@ -461,3 +461,84 @@ func mustSecret(fs *flag.FlagSet) []byte {
 	s, _ := readSecret(file)
 	return s
 }
+
+// cmdTier changes tiers at run time: `tier budget --server ID SIZE` lends
+// a mem-tier server's memory to its node (its files move off until its
+// usage fits the smaller budget), `tier budget --server ID --release`
+// gives it back.
+func cmdTier(args []string) error {
+	fs, cfg := flagSet("tier")
+	id := fs.Uint64("server", 0, "id of the data server (see status)")
+	release := fs.Bool("release", false, "give the server its configured budget back")
+	wait := fs.Duration("wait", 5*time.Minute, "wait this long for the server's data to fit the smaller budget (0: do not wait)")
+	mc, sub, err := metaClientSub(fs, cfg, args, "budget")
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	if sub != "budget" {
+		return fmt.Errorf("want: tier budget --server ID (SIZE | --release)")
+	}
+	servers, err := listServers(mc)
+	if err != nil {
+		return err
+	}
+	var target *wire.ServerInfo
+	for i := range servers {
+		if servers[i].ID == *id && servers[i].Role == "data" {
+			target = &servers[i]
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("--server %d: no such data server", *id)
+	}
+	m := &wire.Msg{Op: wire.OpBudget}
+	switch {
+	case *release:
+		m.Name = "release"
+	case fs.NArg() == 1:
+		n, err := size.Parse(fs.Arg(0))
+		if err != nil {
+			return fmt.Errorf("budget: %v", err)
+		}
+		m.Size = uint64(n)
+	default:
+		return fmt.Errorf("give the budget (e.g. 1G) or --release")
+	}
+	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("data server %d", *id)})
+	defer sc.Close()
+	r, _, err := sc.Call(context.Background(), m, nil, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("data server %d (%s): budget %s, holding %s\n", *id, target.Tier, size.Format(r.Cap), size.Format(r.Used))
+	if *release || *wait == 0 {
+		return nil
+	}
+	// the metadata service hears the new budget with the next heartbeat;
+	// then the tiering manager moves files off until they fit
+	deadline := time.Now().Add(*wait)
+	var last time.Time
+	for ; ; time.Sleep(200 * time.Millisecond) {
+		servers, err := listServers(mc)
+		if err != nil {
+			return err
+		}
+		for _, si := range servers {
+			if si.ID != *id {
+				continue
+			}
+			if si.Capacity == r.Cap && si.Used <= si.Capacity {
+				fmt.Printf("data server %d holds %s: within its budget\n", *id, size.Format(si.Used))
+				return nil
+			}
+			if time.Since(last) > 2*time.Second {
+				fmt.Printf("  holding %s of %s, moving files off\n", size.Format(si.Used), size.Format(r.Cap))
+				last = time.Now()
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("data server %d still holds more than its budget after %v (tiering manual? files pinned?)", *id, *wait)
+		}
+	}
+}

@@ -64,6 +64,7 @@ const (
 	OpMoveCopy  // destination data server (the mover): copy chunk Idx of Ino from Chunks[0] to Chunks[1]; Servers = the addresses of both groups
 	OpMoveState // a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
 	OpMigrate   // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
+	OpBudget    // data server: lend memory to the node (Size = the budget now, at most the configured one) or take it back (Name "release"); reply Cap, Used
 	opMax
 )
 
@@ -112,7 +113,7 @@ var opNames = [...]string{
 	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
-	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate",
+	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
 }
 
 func (o Op) String() string {

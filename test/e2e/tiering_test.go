@@ -239,3 +239,56 @@ func TestTieringWritesWait(t *testing.T) {
 	}
 	t.Logf("wrote %d MiB in %v; queued %v in all; %d files on mem at the end\n%s", n*size>>20, took, rep.Queued, onMem, out[strings.Index(out, "TIERING"):])
 }
+
+// TestMemoryBorrowing: a mem-tier server lends most of its budget to its
+// node (`sluice tier budget`): its files move off until what it holds fits,
+// they all read back, the smaller budget survives a restart of the server,
+// and --release gives the budget back.
+func TestMemoryBorrowing(t *testing.T) {
+	c := startCluster(t, "--mem", "64M")
+	const n, size = 10, 4 << 20
+	for i := 0; i < n; i++ {
+		mustWrite(t, c.path(fmt.Sprintf("b%02d", i)), pattern(300+i, size))
+	}
+	mem := c.serverID(t, "mem")
+	capOf := func() (string, string) {
+		out, err := c.sluice("status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^` + mem + `\s+data\s+mem\s+\S+\s+\S+\s+(\S+ \S+)\s+(\S+ \S+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no mem server %s in\n%s", mem, out)
+		}
+		return m[1], m[2]
+	}
+	out, err := c.sluice("tier", "budget", "--server", mem, "--wait", "60s", "8M")
+	if err != nil {
+		t.Fatalf("lending the budget: %v\n%s", err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+	if capacity, _ := capOf(); capacity != "8.0 MiB" {
+		t.Fatalf("mem server capacity %s after lending, want 8.0 MiB", capacity)
+	}
+	onMem := 0
+	for i := 0; i < n; i++ {
+		p := c.path(fmt.Sprintf("b%02d", i))
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, pattern(300+i, size)) {
+			t.Fatalf("b%02d reads back wrong after lending (err %v)", i, err)
+		}
+		if ts := c.chunkTiers(t, p); len(ts) == 1 && ts[0] == "mem" {
+			onMem++
+		}
+	}
+	if onMem > 2 {
+		t.Fatalf("%d files of 4 MiB still on an 8 MiB mem server", onMem)
+	}
+	// the lent budget outlives a restart of the server
+	c.kill9("data-mem")
+	c.restart("data-mem")
+	eventually(t, 10*time.Second, func() bool { capacity, _ := capOf(); return capacity == "8.0 MiB" }, "the lent budget after a restart")
+	if out, err := c.sluice("tier", "budget", "--server", mem, "--release"); err != nil {
+		t.Fatalf("release: %v\n%s", err, out)
+	}
+	eventually(t, 10*time.Second, func() bool { capacity, _ := capOf(); return capacity == "64.0 MiB" }, "the budget back")
+}
