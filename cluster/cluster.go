@@ -26,6 +26,7 @@ type Options struct {
 	Mount    string
 	MemBytes int64
 	SSDBytes int64 // 0 disables the ssd tier
+	HDDBytes int64 // 0 (the default) leaves the hdd tier out
 	PFS      string
 	Fwds     int
 	// MemServers is the number of mem-tier data servers (default 1); each
@@ -37,9 +38,10 @@ type Options struct {
 	// mem-tier data server (emulated device).
 	FwdMBps, FwdIOPS   float64
 	DataMBps, DataIOPS float64
-	// SSDMBps and PFSMBps cap the ssd and pfs data servers (emulated
-	// devices, to give the tiers the speed ratios of a real machine).
-	SSDMBps, PFSMBps float64
+	// SSDMBps, HDDMBps and PFSMBps cap the ssd, hdd and pfs data servers
+	// (emulated devices, to give the tiers the speed ratios of a real
+	// machine).
+	SSDMBps, HDDMBps, PFSMBps float64
 	// MetaFlags are extra flags of the metadata daemon (DFRA thresholds).
 	MetaFlags []string
 	// MountFlags are extra flags of the mount (--writeback-creates).
@@ -228,6 +230,7 @@ func Up(o Options) (*Cluster, error) {
 		tiers = append(tiers, tierd{fmt.Sprintf("data-mem-%d", i), "mem", fmt.Sprintf("%s-%d", mdir, i), o.MemBytes})
 	}
 	tiers = append(tiers, tierd{"data-ssd", "ssd", filepath.Join(dir, "ssd"), o.SSDBytes},
+		tierd{"data-hdd", "hdd", filepath.Join(dir, "hdd"), o.HDDBytes},
 		tierd{"data-pfs", "pfs", o.PFS, 0})
 	for _, t := range tiers {
 		if (t.kind != "pfs" && t.cap <= 0) || (t.kind == "pfs" && o.PFS == "none") {
@@ -245,7 +248,7 @@ func Up(o Options) (*Cluster, error) {
 		if t.kind == "mem" && o.DataMBps > 0 {
 			args = append(args, "--max-mbps", ftoa(o.DataMBps))
 		}
-		if mbps := map[string]float64{"ssd": o.SSDMBps, "pfs": o.PFSMBps}[t.kind]; mbps > 0 {
+		if mbps := map[string]float64{"ssd": o.SSDMBps, "hdd": o.HDDMBps, "pfs": o.PFSMBps}[t.kind]; mbps > 0 {
 			args = append(args, "--max-mbps", ftoa(mbps))
 		}
 		if t.kind == "mem" && o.DataIOPS > 0 {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	_ "net/http/pprof"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,6 +171,58 @@ func printTiering(mc *rpc.Client) error {
 		fmt.Printf("%-4d %-12s %10s %10s %10s %4d %9d %s\n", s.ID, s.Mode, size.Format(s.StallWrite), size.Format(s.ForcedOut),
 			size.Format(s.NormalOut), s.Concurrency, s.InFlight, s.Reason)
 	}
+	if len(st.Prefetch) > 0 {
+		fmt.Printf("\nPREFETCH %-14s %6s %9s %6s %7s %6s %10s %s\n", "JOB", "FILES", "PROMOTED", "READ", "WINDOW", "FAILED", "BYTES", "STATE")
+	}
+	for _, p := range st.Prefetch {
+		state := "running"
+		if p.Done {
+			state = "done in " + p.Finished.Sub(p.Started).Round(time.Millisecond).String()
+		}
+		fmt.Printf("         %-14s %6d %9d %6d %7d %6d %10s %s\n", p.Job, p.Files, p.Promoted, p.Read, p.InWindow, p.Failed,
+			size.Format(p.PromotedBytes), state)
+	}
+	return nil
+}
+
+// cmdPrefetch hands the tiering manager a job's input files, in the order
+// the job will read them, to promote to the mem tier ahead of the reads.
+func cmdPrefetch(args []string) error {
+	fs, cfg := flagSet("prefetch")
+	job := fs.String("job", "", "the job that will read the files")
+	list := fs.String("list", "", "file holding the paths, one per line, in reading order (besides or instead of PATH arguments)")
+	mc, err := metaClient(fs, cfg, args)
+	if err != nil {
+		return err
+	}
+	defer mc.Close()
+	paths := fs.Args()
+	if *list != "" {
+		b, err := os.ReadFile(*list)
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				paths = append(paths, l)
+			}
+		}
+	}
+	if *job == "" || len(paths) == 0 {
+		return fmt.Errorf("want --job and at least one file (arguments or --list)")
+	}
+	m := &wire.Msg{Op: wire.OpMigrate, Name: "prefetch", Who: wire.Who{Job: *job}}
+	for _, p := range paths {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return fmt.Errorf("%s: %v", p, err)
+		}
+		m.Entries = append(m.Entries, wire.DirEntry{Ino: st.Ino})
+	}
+	if _, _, err := mc.Call(context.Background(), m, nil, nil); err != nil {
+		return err
+	}
+	fmt.Printf("prefetching %d files for job %s (sluice status shows progress)\n", len(paths), *job)
 	return nil
 }
 

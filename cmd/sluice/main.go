@@ -38,6 +38,7 @@ var commands = []command{
 	{"profile", "application I/O profiles: profile show [KEY] | build JOB | import LOG.darshan", cmdProfile},
 	{"workload", "run an application I/O behaviour as a job: workload --kind K --ranks N DIR", cmdWorkload},
 	{"migrate", "move a file's data to a tier now: migrate --tier mem|ssd|hdd|pfs [--no-wait] PATH...", cmdMigrate},
+	{"prefetch", "promote a job's input files to the mem tier ahead of its reads: prefetch --job J [--list FILE] PATH...", cmdPrefetch},
 	{"tier", "change a tier at run time: tier budget --server ID (SIZE | --release) [--wait 5m]", cmdTier},
 	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR", cmdSetstripe},
 	{"fault", "inject a fault: fault --server ID (--slow F | --fill BYTES | --stall MS)", cmdFault},

@@ -18,6 +18,7 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.Mount, "mount", "", "mount point")
 	mem := fs.String("mem", "2G", "memory tier budget")
 	ssd := fs.String("ssd", "8G", "ssd tier budget (0 disables the tier)")
+	hdd := fs.String("hdd", "0", "hdd tier budget (0: no hdd tier)")
 	fs.StringVar(&o.PFS, "pfs", "", "PFS directory for the pfs tier (default STATE/pfs; none: no pfs tier)")
 	fs.IntVar(&o.Fwds, "fwds", 2, "forwarding daemons")
 	fs.IntVar(&o.MemServers, "mem-servers", 1, "mem-tier data servers, each with the --mem budget")
@@ -27,6 +28,7 @@ func cmdUp(args []string) error {
 	fs.Float64Var(&o.DataMBps, "data-max-mbps", 0, "bandwidth cap of each mem-tier data server, MB/s")
 	fs.Float64Var(&o.DataIOPS, "data-max-iops", 0, "IOPS cap of each mem-tier data server")
 	fs.Float64Var(&o.SSDMBps, "ssd-max-mbps", 0, "bandwidth cap of the ssd-tier data server, MB/s")
+	fs.Float64Var(&o.HDDMBps, "hdd-max-mbps", 0, "bandwidth cap of the hdd-tier data server, MB/s")
 	fs.Float64Var(&o.PFSMBps, "pfs-max-mbps", 0, "bandwidth cap of the pfs-tier data server, MB/s (an emulated disk-based PFS)")
 	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
 	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
@@ -56,6 +58,9 @@ func cmdUp(args []string) error {
 	}
 	if o.SSDBytes, err = size.Parse(*ssd); err != nil {
 		return fmt.Errorf("--ssd: %v", err)
+	}
+	if o.HDDBytes, err = size.Parse(*hdd); err != nil {
+		return fmt.Errorf("--hdd: %v", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -40,6 +40,7 @@ type Namespace interface {
 	MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (uint64, error)
 	FinishMoves(ctx context.Context) int
 	MovesOf(ino uint64) ([]meta.MoveIntent, error)
+	Getattr(ino uint64) (*wire.Attr, error)
 	// WakeStalled makes writers waiting at Cs-w look again (a reserve
 	// StallReserve gives went to 0).
 	WakeStalled()
@@ -72,6 +73,9 @@ type Manager struct {
 
 	kick chan struct{} // a file migration ended (Run looks again); buffered, 1
 
+	prefetches map[string]*prefetch // by job (prefetch.go)
+	pinned     map[uint64]int       // files in a prefetch window: not moved down
+
 	moved  *prometheus.CounterVec // bytes, by source and destination tier
 	queue  *prometheus.GaugeVec   // migrations in flight, by source tier
 	failed prometheus.Counter
@@ -89,7 +93,8 @@ func New(cfg Config) *Manager {
 		cfg.Now = time.Now
 	}
 	m := &Manager{cfg: cfg, inflight: map[uint64]int{}, migrating: map[uint64]bool{}, streamBW: map[uint64]float64{},
-		last: map[uint64]pol.Decision{}, kick: make(chan struct{}, 1)}
+		last: map[uint64]pol.Decision{}, kick: make(chan struct{}, 1),
+		prefetches: map[string]*prefetch{}, pinned: map[uint64]int{}}
 	m.moved = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tiering_migrated_bytes_total",
 		Help: "Bytes of chunks migrated between tiers."}, []string{"from", "to"})
 	m.queue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_tiering_migrations_in_flight",
@@ -242,9 +247,12 @@ func (m *Manager) observe(si wire.ServerInfo, files []meta.FileUse) pol.Server {
 	m.mu.Lock()
 	s := pol.Server{ID: si.ID, Tier: si.Tier, Capacity: si.Capacity, Used: si.Used, WriteBW: float64(si.WriteBW),
 		InFlight: m.inflight[si.ID]}
-	migrating := map[uint64]bool{}
+	migrating, pinned := map[uint64]bool{}, map[uint64]bool{}
 	for ino := range m.migrating {
 		migrating[ino] = true
+	}
+	for ino := range m.pinned {
+		pinned[ino] = true
 	}
 	m.mu.Unlock()
 	for _, f := range files {
@@ -253,7 +261,7 @@ func (m *Manager) observe(si wire.ServerInfo, files []meta.FileUse) pol.Server {
 			continue // deleted meanwhile
 		}
 		pf := pol.File{Ino: f.Ino, Bytes: f.Bytes, Open: a.Open > 0, MeanTco: a.MeanTco, MeanToc: a.MeanToc,
-			Migrating: migrating[f.Ino]}
+			Migrating: migrating[f.Ino], Pinned: pinned[f.Ino]}
 		if a.LastClose != 0 {
 			pf.LastClose = time.Unix(0, a.LastClose)
 		}
@@ -424,8 +432,9 @@ func (m *Manager) Migrate(ctx context.Context, ino uint64, tierName string, wait
 
 // Status is what `sluice status` shows of tiering.
 type Status struct {
-	Servers []ServerStatus
-	Totals  Totals
+	Servers  []ServerStatus
+	Totals   Totals
+	Prefetch []PrefetchStatus
 }
 
 // ServerStatus is one server's latest decision.
@@ -440,14 +449,15 @@ type ServerStatus struct {
 // Status returns the latest decisions and the totals.
 func (m *Manager) Status() Status {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	st := Status{Totals: m.totals}
 	for id, d := range m.last {
 		st.Servers = append(st.Servers, ServerStatus{ID: id, Mode: d.Mode.String(), StallWrite: d.Thresholds.StallWrite,
 			ForcedOut: d.Thresholds.ForcedOut, NormalOut: d.Thresholds.NormalOut, Concurrency: d.Concurrency,
 			InFlight: m.inflight[id], Reason: d.Reason})
 	}
+	m.mu.Unlock()
 	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].ID < st.Servers[j].ID })
+	st.Prefetch = m.Prefetches()
 	return st
 }
 
@@ -481,13 +491,24 @@ func (m *Manager) FileState(ino uint64) (FileState, error) {
 
 // Handler answers OpMigrate: Tier set moves file Ino there (Flags
 // wire.MoveWait: when done, Size = chunks moved); Name "status" returns
-// Status as JSON in the payload, Name "file" FileState of Ino.
+// Status as JSON in the payload, Name "file" FileState of Ino, Name
+// "prefetch" starts pre-migrating the files in Entries (Ino) for job Job.
 func (m *Manager) Handler() rpc.Handler {
 	return rpc.HandlerFunc(func(msg *wire.Msg, _ []byte) (*wire.Msg, []byte) {
 		switch msg.Name {
 		case "status":
 			b, err := json.Marshal(m.Status())
 			return rpc.ToMsg(&wire.Msg{}, err), b
+		case "prefetch":
+			var inos []uint64
+			for _, e := range msg.Entries {
+				inos = append(inos, e.Ino)
+			}
+			if msg.Job == "" || len(inos) == 0 {
+				return rpc.ToMsg(&wire.Msg{}, rpc.Errorf(syscall.EINVAL, "prefetch wants a job and at least one file")), nil
+			}
+			m.Prefetch(msg.Job, inos)
+			return &wire.Msg{}, nil
 		case "file":
 			st, err := m.FileState(msg.Ino)
 			if err != nil {

@@ -74,6 +74,10 @@ func (f *fakeNS) WakeStalled() {}
 
 func (f *fakeNS) MovesOf(uint64) ([]meta.MoveIntent, error) { return nil, nil }
 
+func (f *fakeNS) Getattr(ino uint64) (*wire.Attr, error) {
+	return &wire.Attr{Ino: ino, Size: 4 << 20}, nil
+}
+
 // TestTickMovesCoolestClosedFiles: in normal out the manager moves closed
 // files only, the longest closed first, to the emptiest ssd server, no
 // more at once than N, and stops when free space is above Cn-m.

@@ -292,3 +292,51 @@ func TestMemoryBorrowing(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func() bool { capacity, _ := capOf(); return capacity == "64.0 MiB" }, "the budget back")
 }
+
+// TestPrefetch: a job's 16 input files (4 MiB each) sit on a slow hdd tier;
+// `sluice prefetch` hands their reading order to the tiering manager, which
+// promotes them to the mem tier ahead of the reads within the mem tier's
+// room above Cf-m (48 MiB here: not all 64 MiB at once), sliding on as the
+// job reads. Every file is on mem before the job opens it, reads back
+// intact, and status shows the prefetch done.
+func TestPrefetch(t *testing.T) {
+	c := startCluster(t, "--mem", "64M", "--hdd", "256M", "--hdd-max-mbps", "40", "--meta-flags", "--tier-free 4M,16M,24M")
+	const n, size = 16, 4 << 20
+	var paths []string
+	for i := 0; i < n; i++ {
+		p := c.path(fmt.Sprintf("in%02d", i))
+		mustWrite(t, p, pattern(700+i, size))
+		paths = append(paths, p)
+	}
+	if out, err := c.sluice(append([]string{"migrate", "--tier", "hdd"}, paths...)...); err != nil {
+		t.Fatalf("staging the inputs on hdd: %v %s", err, out)
+	}
+	if out, err := c.sluice(append([]string{"prefetch", "--job", "pj"}, paths...)...); err != nil {
+		t.Fatalf("prefetch: %v %s", err, out)
+	}
+	maxOnMem := 0
+	for i, p := range paths {
+		eventually(t, 20*time.Second, func() bool {
+			ts := c.chunkTiers(t, p)
+			return len(ts) == 1 && ts[0] == "mem"
+		}, fmt.Sprintf("in%02d to be promoted before the job reads it", i))
+		onMem := 0
+		for _, q := range paths[i:] {
+			if ts := c.chunkTiers(t, q); len(ts) == 1 && ts[0] == "mem" {
+				onMem++
+			}
+		}
+		maxOnMem = max(maxOnMem, onMem)
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, pattern(700+i, size)) {
+			t.Fatalf("in%02d reads back wrong (err %v)", i, err)
+		}
+	}
+	if maxOnMem > 13 {
+		t.Fatalf("up to %d unread 4 MiB files on mem at once: the window should keep within the 48 MiB above Cf-m", maxOnMem)
+	}
+	eventually(t, 10*time.Second, func() bool {
+		out, _ := c.sluice("status")
+		return regexp.MustCompile(`pj\s+16\s+16\s+16\s+0\s+0\s+64\.0 MiB\s+done`).MatchString(out)
+	}, "status to show the prefetch done (16 files promoted and read)")
+	t.Logf("at most %d unread files on mem at once", maxOnMem)
+}
