@@ -38,8 +38,8 @@ func (f *prefetchNS) Servers() []wire.ServerInfo {
 }
 
 func (f *prefetchNS) ServerFiles() (map[uint64][]meta.FileUse, error) { return nil, nil }
-func (f *prefetchNS) FinishMoves(context.Context) int                  { return 0 }
-func (f *prefetchNS) WakeStalled()                                     {}
+func (f *prefetchNS) FinishMoves(context.Context) int                 { return 0 }
+func (f *prefetchNS) WakeStalled()                                    {}
 func (f *prefetchNS) MovesOf(uint64) ([]meta.MoveIntent, error)       { return nil, nil }
 
 func (f *prefetchNS) Getattr(ino uint64) (*wire.Attr, error) {
