@@ -130,7 +130,14 @@ type JobReport struct {
 	// data servers' queues, summed over requests: pipeline queues, caps,
 	// and writes stalled at a tier's write-stall threshold.
 	Queued time.Duration
+	// Inputs are the files (inodes) the job read and did not write, in the
+	// order it first read them (at most MaxInputs): what pre-migration
+	// promotes when the application runs again.
+	Inputs []uint64
 }
+
+// MaxInputs bounds JobReport.Inputs.
+const MaxInputs = 4096
 
 // Analyze builds the report of one job from its records (any layers). The
 // per-job figures come from the client layer when it was recorded, else
@@ -156,6 +163,8 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		ranks map[int32]bool
 	}
 	files := map[uint64]*fileUse{}
+	firstRead := map[uint64]int64{} // ino → the job's first read of it
+	written := map[uint64]bool{}
 	perRank := map[int32]*RankTime{}
 	timeline := map[int64]*Point{}
 	busy := map[int64][2]int64{} // per window: first start, last end
@@ -210,7 +219,11 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 				rep.ReadOps += r.Count
 				rep.ReadBytes += r.Bytes
 				p.ReadBytes += r.Bytes
+				if t, ok := firstRead[r.Ino]; !ok || r.First < t {
+					firstRead[r.Ino] = r.First
+				}
 			} else {
+				written[r.Ino] = true
 				rep.WriteOps += r.Count
 				rep.WriteBytes += r.Bytes
 				p.WriteBytes += r.Bytes
@@ -237,6 +250,21 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 	}
 	if last == 0 {
 		return rep
+	}
+	for ino := range firstRead {
+		if !written[ino] {
+			rep.Inputs = append(rep.Inputs, ino)
+		}
+	}
+	sort.Slice(rep.Inputs, func(i, j int) bool {
+		a, b := rep.Inputs[i], rep.Inputs[j]
+		if firstRead[a] != firstRead[b] {
+			return firstRead[a] < firstRead[b]
+		}
+		return a < b
+	})
+	if len(rep.Inputs) > MaxInputs {
+		rep.Inputs = rep.Inputs[:MaxInputs]
 	}
 	rep.From = time.Unix(0, first)
 	rep.To = time.Unix(0, last).Add(window)

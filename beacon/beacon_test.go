@@ -269,3 +269,28 @@ func TestQueued(t *testing.T) {
 		t.Fatalf("queued %v over servers %+v, want 2.5 s over two", rep.Queued, rep.Servers)
 	}
 }
+
+// TestInputs: a job's inputs are the files it read and did not write, in
+// the order of its first read of each; a profile counts the runs in a row
+// that read mostly the same files.
+func TestInputs(t *testing.T) {
+	w := t0.UnixNano()
+	rec := func(op string, ino uint64, first time.Duration) Record {
+		return Record{Window: w, Layer: LayerClient, Server: "client@n", Op: op, Ino: ino, Size: 4096, Count: 1, Bytes: 4096,
+			First: w + int64(first), Last: w + int64(first), Who: wire.Who{Job: "j", App: "tag:periodic", Node: "n"}}
+	}
+	recs := []Record{rec(OpRead, 3, 10), rec(OpRead, 1, 20), rec(OpRead, 3, 30), rec(OpRead, 2, 40),
+		rec(OpWrite, 4, 50), rec(OpRead, 4, 60), rec(OpRead, 5, 5), rec(OpWrite, 5, 70)}
+	rep := Analyze("j", recs, time.Second, Thresholds{})
+	if fmt.Sprint(rep.Inputs) != "[3 1 2]" {
+		t.Fatalf("inputs %v, want [3 1 2] (4 and 5 were written)", rep.Inputs)
+	}
+	p := ProfileOf(rep)
+	if p.InputRuns != 1 || p.Merge(ProfileOf(rep)).InputRuns != 2 {
+		t.Fatalf("input runs %d, then %d after the same inputs again", p.InputRuns, p.Merge(ProfileOf(rep)).InputRuns)
+	}
+	other := ProfileOf(Analyze("j", []Record{rec(OpRead, 9, 10)}, time.Second, Thresholds{}))
+	if q := p.Merge(ProfileOf(rep)).Merge(other); q.InputRuns != 1 || fmt.Sprint(q.Inputs) != "[9]" {
+		t.Fatalf("after a run reading other files: %d runs, inputs %v", q.InputRuns, q.Inputs)
+	}
+}

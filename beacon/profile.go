@@ -32,6 +32,13 @@ type Profile struct {
 	MetaRate    float64 // metadata operations/s while active
 	MeanRequest uint64  // bytes
 	Sizes       []SizeBin
+	// Inputs are the files the newest run read and did not write, in
+	// reading order (JobReport.Inputs); InputRuns counts the runs in a row
+	// that read mostly (at least half) the same files: a periodic job.
+	// Starting a job of the application (`sluice job start --app`)
+	// promotes them to the mem tier before it reads them.
+	Inputs    []uint64 `json:",omitempty"`
+	InputRuns int      `json:",omitempty"`
 }
 
 // AppKey is the profile key of an application: its tag if it has one
@@ -48,7 +55,10 @@ func ProfileOf(r JobReport) Profile {
 	p := Profile{Key: AppKey(r.App, r.Uid), Source: "beacon", Runs: 1, Updated: r.To.UnixNano(),
 		Volume: r.ReadBytes + r.WriteBytes, ReadBytes: r.ReadBytes, WriteBytes: r.WriteBytes,
 		IONodes: r.IONodes, IORanks: r.IORanks, Mode: r.Mode, Classes: r.Classes,
-		MetaOps: r.MetaOps, MetaRate: r.MetaRate, MeanRequest: r.MeanRequest, Sizes: r.Sizes}
+		MetaOps: r.MetaOps, MetaRate: r.MetaRate, MeanRequest: r.MeanRequest, Sizes: r.Sizes, Inputs: r.Inputs}
+	if len(r.Inputs) > 0 {
+		p.InputRuns = 1
+	}
 	if r.IONodes > 0 {
 		p.NodeBW = r.BW / float64(r.IONodes)
 	}
@@ -79,7 +89,25 @@ func (p Profile) Merge(n Profile) Profile {
 	out.MetaOps = avgU(p.MetaOps, n.MetaOps)
 	out.MetaRate = avgF(p.MetaRate, n.MetaRate)
 	out.MeanRequest = avgU(p.MeanRequest, n.MeanRequest)
+	if len(n.Inputs) > 0 && 2*overlap(p.Inputs, n.Inputs) >= len(n.Inputs) {
+		out.InputRuns = p.InputRuns + 1
+	}
 	return out
+}
+
+// overlap counts the files of b that are in a.
+func overlap(a, b []uint64) int {
+	in := make(map[uint64]bool, len(a))
+	for _, x := range a {
+		in[x] = true
+	}
+	n := 0
+	for _, x := range b {
+		if in[x] {
+			n++
+		}
+	}
+	return n
 }
 
 // Has reports whether the profile shows a behaviour.

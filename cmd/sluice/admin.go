@@ -172,15 +172,15 @@ func printTiering(mc *rpc.Client) error {
 			size.Format(s.NormalOut), s.Concurrency, s.InFlight, s.Reason)
 	}
 	if len(st.Prefetch) > 0 {
-		fmt.Printf("\nPREFETCH %-14s %6s %9s %6s %7s %6s %10s %s\n", "JOB", "FILES", "PROMOTED", "READ", "WINDOW", "FAILED", "BYTES", "STATE")
+		fmt.Printf("\nPREFETCH %-14s %6s %9s %6s %7s %6s %7s %10s %s\n", "JOB", "FILES", "PROMOTED", "READ", "WINDOW", "FAILED", "UNREAD", "BYTES", "STATE")
 	}
 	for _, p := range st.Prefetch {
 		state := "running"
 		if p.Done {
 			state = "done in " + p.Finished.Sub(p.Started).Round(time.Millisecond).String()
 		}
-		fmt.Printf("         %-14s %6d %9d %6d %7d %6d %10s %s\n", p.Job, p.Files, p.Promoted, p.Read, p.InWindow, p.Failed,
-			size.Format(p.PromotedBytes), state)
+		fmt.Printf("         %-14s %6d %9d %6d %7d %6d %7d %10s %s\n", p.Job, p.Files, p.Promoted, p.Read, p.InWindow, p.Failed,
+			p.Dropped, size.Format(p.PromotedBytes), state)
 	}
 	return nil
 }

@@ -369,6 +369,10 @@ func printProfile(w io.Writer, p beacon.Profile) {
 		size.Format(uint64(p.Volume)), size.Format(uint64(p.ReadBytes)), size.Format(uint64(p.WriteBytes)),
 		p.IORanks, p.IONodes, size.Format(uint64(p.NodeBW)))
 	fmt.Fprintf(w, "  metadata %d ops (%.0f/s); mean request %s\n", p.MetaOps, p.MetaRate, size.Format(uint64(p.MeanRequest)))
+	if len(p.Inputs) > 0 {
+		fmt.Fprintf(w, "  inputs: %d files read and not written, the same in %d run(s) in a row (promoted to mem when a job of it starts)\n",
+			len(p.Inputs), p.InputRuns)
+	}
 }
 
 //go:embed darshan/summary.py

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/manager/tiering"
 	tierpol "github.com/sluice-hpc/sluice/policy/tiering"
 
@@ -217,15 +218,6 @@ func cmdMeta(args []string) error {
 	if pol.NMin == 0 {
 		pol.NMin = -1 // any job with an I/O node
 	}
-	mgr := forwarding.New(forwarding.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: records,
-		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
-		Profile: func(key string) (beacon.Profile, bool) {
-			p, ok, err := records.Profile(key)
-			return p, ok && err == nil
-		}})
-	mtick := time.NewTicker(2 * time.Second)
-	defer mtick.Stop()
-	go mgr.Run(ctx, mtick.C)
 	if *tierMode != "auto" && *tierMode != "manual" {
 		return fmt.Errorf("--tiering %q: want auto or manual", *tierMode)
 	}
@@ -241,6 +233,25 @@ func cmdMeta(args []string) error {
 	defer ttick.Stop()
 	svc.SetStallReserve(tmgr.StallReserve)
 	go tmgr.Run(ctx, ttick.C)
+	mgr := forwarding.New(forwarding.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: records,
+		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
+		Profile: func(key string) (beacon.Profile, bool) {
+			p, ok, err := records.Profile(key)
+			return p, ok && err == nil
+		},
+		// history-driven pre-migration: a job of an application whose
+		// runs read the same files gets them promoted before it reads
+		OnStart: func(spec fwdmap.JobSpec, p *beacon.Profile) {
+			if p != nil && len(p.Inputs) > 0 {
+				log.Info("prefetching the inputs of the application's last run", "job", spec.ID, "app", p.Key,
+					"files", len(p.Inputs), "runs reading them", p.InputRuns)
+				tmgr.Prefetch(spec.ID, p.Inputs)
+			}
+		},
+		OnEnd: tmgr.EndPrefetch})
+	mtick := time.NewTicker(2 * time.Second)
+	defer mtick.Stop()
+	go mgr.Run(ctx, mtick.C)
 	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
 		wire.OpMigrate: tmgr.Handler()},
 		Default: svc.Handler()}, log)

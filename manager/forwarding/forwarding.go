@@ -50,6 +50,12 @@ type Config struct {
 	Servers     func() []wire.ServerInfo
 	Health      func() []beacon.SlowServer
 	Profile     func(key string) (beacon.Profile, bool)
+	// OnStart is called when a job starts, with its application's profile
+	// (nil: none); the daemon hands the profile's inputs to pre-migration.
+	// It must not block.
+	OnStart func(spec fwdmap.JobSpec, p *beacon.Profile)
+	// OnEnd is called when a job ends (it must not block).
+	OnEnd func(id string)
 	// Decisions keeps every decision (nil: the last ones in memory).
 	Decisions DecisionLog
 	Log       *slog.Logger
@@ -185,6 +191,9 @@ func (m *Manager) Start(spec fwdmap.JobSpec) (fwdmap.Placement, error) {
 		return fwdmap.Placement{}, rpc.Errorf(syscall.EINVAL, "a job needs an id and compute nodes")
 	}
 	fwds, addr := m.fwds()
+	if m.cfg.OnStart != nil {
+		defer m.cfg.OnStart(spec, m.profileOf(spec)) // after the lock below is released
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a := dfra.Decide(m.cfg.Policy, fwds, m.placedLocked(spec.ID), m.policyJobLocked(spec))
@@ -202,6 +211,9 @@ func (m *Manager) Start(spec fwdmap.JobSpec) (fwdmap.Placement, error) {
 
 // End unregisters a job: its nodes revert to the fixed mapping.
 func (m *Manager) End(id string) {
+	if m.cfg.OnEnd != nil {
+		defer m.cfg.OnEnd(id) // after the lock below is released
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.jobs[id]; ok {

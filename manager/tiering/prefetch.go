@@ -30,6 +30,7 @@ type PrefetchStatus struct {
 	Job                    string
 	Files                  int    // in the list
 	Promoted, Read, Failed int    // files
+	Dropped                int    // promoted but not read within PrefetchHold, or when the job ended
 	PromotedBytes          uint64 // moved up
 	InWindow               int    // promoted (or moving) and not read yet
 	Done                   bool
@@ -90,16 +91,19 @@ func (m *Manager) stepPrefetch(ctx context.Context, p *prefetch) bool {
 		inWindow = append(inWindow, ino)
 	}
 	m.mu.Unlock()
+	now := m.cfg.Now()
 	for _, ino := range inWindow {
 		a, err := m.cfg.NS.Activity(ino)
 		m.mu.Lock()
-		if err != nil || a.LastClose > p.window[ino].UnixNano() && !p.moving[ino] {
-			delete(p.window, ino)
-			m.pinned[ino]--
-			if m.pinned[ino] <= 0 {
-				delete(m.pinned, ino)
-			}
+		since := p.window[ino]
+		switch {
+		case p.moving[ino]:
+		case err != nil || a.LastClose > since.UnixNano():
+			m.dropLocked(p, ino)
 			p.st.Read++
+		case now.Sub(since) > m.cfg.PrefetchHold:
+			m.dropLocked(p, ino) // never read: unpin it, the policy may move it down
+			p.st.Dropped++
 		}
 		m.mu.Unlock()
 	}
@@ -175,14 +179,37 @@ func (m *Manager) stepPrefetch(ctx context.Context, p *prefetch) bool {
 	}
 }
 
-// unpinLocked releases the pins of p's window. Caller holds mu.
+// dropLocked takes ino out of p's window and unpins it. Caller holds mu.
+func (m *Manager) dropLocked(p *prefetch, ino uint64) {
+	delete(p.window, ino)
+	delete(p.bytes, ino)
+	m.pinned[ino]--
+	if m.pinned[ino] <= 0 {
+		delete(m.pinned, ino)
+	}
+}
+
+// unpinLocked empties p's window. Caller holds mu.
 func (m *Manager) unpinLocked(p *prefetch) {
 	for ino := range p.window {
-		m.pinned[ino]--
-		if m.pinned[ino] <= 0 {
-			delete(m.pinned, ino)
-		}
+		m.dropLocked(p, ino)
+		p.st.Dropped++
 	}
+}
+
+// EndPrefetch stops job's pre-migration (the job ended): the files it has
+// not read are unpinned.
+func (m *Manager) EndPrefetch(job string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.prefetches[job]
+	if p == nil || p.st.Done {
+		return
+	}
+	p.cancel()
+	m.unpinLocked(p)
+	p.next = len(p.files)
+	p.st.Done, p.st.Finished = true, m.cfg.Now()
 }
 
 // prefetchBudget is the mem tier's free space above Cf-m, summed over its

@@ -143,3 +143,45 @@ func TestPrefetchWindow(t *testing.T) {
 		t.Fatalf("%d files moved at once, want at most %d", ns.peak, prefetchStreams)
 	}
 }
+
+// TestPrefetchUnread: files a job does not read are unpinned after
+// PrefetchHold, and all of them when the job ends.
+func TestPrefetchUnread(t *testing.T) {
+	ns := &prefetchNS{tier: map[uint64]string{}, closed: map[uint64]time.Time{}}
+	list := []uint64{1, 2, 3}
+	for _, ino := range list {
+		ns.tier[ino] = "hdd"
+	}
+	cfg := Config{NS: ns, Auto: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now,
+		Policy: pol.Config{Thresholds: pol.Thresholds{StallWrite: 4 << 20, ForcedOut: 60 << 20, NormalOut: 80 << 20}}}
+	pinned := func(m *Manager) int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.pinned) }
+	cfg.PrefetchHold = 100 * time.Millisecond
+	m := New(cfg)
+	m.Prefetch("j", list)
+	deadline := time.Now().Add(5 * time.Second)
+	for st := m.Prefetches(); !st[0].Done; st = m.Prefetches() {
+		if time.Now().After(deadline) {
+			t.Fatalf("unread files still held: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := m.Prefetches()[0]; st.Promoted != 3 || st.Dropped != 3 || st.Read != 0 || pinned(m) != 0 {
+		t.Fatalf("status %+v, %d pinned: want 3 promoted, dropped unread, none pinned", st, pinned(m))
+	}
+	// the job ends before it reads: its window is unpinned at once
+	ns.mu.Lock()
+	for _, ino := range list {
+		ns.tier[ino] = "hdd"
+	}
+	ns.mu.Unlock()
+	cfg.PrefetchHold = time.Hour
+	m = New(cfg)
+	m.Prefetch("k", list)
+	for ns.onMem() < 3 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	m.EndPrefetch("k")
+	if st := m.Prefetches()[0]; !st.Done || pinned(m) != 0 {
+		t.Fatalf("after the job ended: %+v, %d pinned", st, pinned(m))
+	}
+}

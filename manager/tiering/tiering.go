@@ -58,6 +58,9 @@ type Config struct {
 	Now  func() time.Time
 	// Metrics receives the manager's series (nil: not exported).
 	Metrics prometheus.Registerer
+	// PrefetchHold is how long a prefetched file stays pinned on mem
+	// waiting for its job to read it (default 10 min).
+	PrefetchHold time.Duration
 }
 
 // Manager carries out tier migrations.
@@ -91,6 +94,9 @@ type Totals struct {
 func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.PrefetchHold <= 0 {
+		cfg.PrefetchHold = 10 * time.Minute
 	}
 	m := &Manager{cfg: cfg, inflight: map[uint64]int{}, migrating: map[uint64]bool{}, streamBW: map[uint64]float64{},
 		last: map[uint64]pol.Decision{}, kick: make(chan struct{}, 1),

@@ -336,7 +336,55 @@ func TestPrefetch(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func() bool {
 		out, _ := c.sluice("status")
-		return regexp.MustCompile(`pj\s+16\s+16\s+16\s+0\s+0\s+64\.0 MiB\s+done`).MatchString(out)
+		return regexp.MustCompile(`pj\s+16\s+16\s+16\s+0\s+0\s+0\s+64\.0 MiB\s+done`).MatchString(out)
 	}, "status to show the prefetch done (16 files promoted and read)")
 	t.Logf("at most %d unread files on mem at once", maxOnMem)
+}
+
+// TestPrefetchHistory: a periodic job's first run reads six input files
+// from the hdd tier; Beacon's profile of its application records them as
+// its inputs; when the next run is registered (`sluice job start --app`),
+// its inputs are promoted to mem before it reads anything.
+func TestPrefetchHistory(t *testing.T) {
+	c := startCluster(t, "--mem", "64M", "--hdd", "256M", "--hdd-max-mbps", "40", "--meta-flags", "--tier-free 4M,16M,24M")
+	var paths []string
+	for i := 0; i < 6; i++ {
+		p := c.path(fmt.Sprintf("input%d", i))
+		mustWrite(t, p, pattern(900+i, 4<<20))
+		paths = append(paths, p)
+	}
+	if out, err := c.sluice(append([]string{"migrate", "--tier", "hdd"}, paths...)...); err != nil {
+		t.Fatalf("staging the inputs on hdd: %v %s", err, out)
+	}
+	run := exec.Command("sh", append([]string{"-c", `cat "$@" > /dev/null`, "sh"}, paths...)...)
+	run.Env = append(os.Environ(), "SLURM_JOB_ID=hist-1", "SLUICE_APP=periodic")
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("first run: %v %s", err, out)
+	}
+	var prof string
+	eventually(t, 30*time.Second, func() bool {
+		prof, _ = c.sluice("profile", "build", "hist-1")
+		return strings.Contains(prof, "inputs: 6 files")
+	}, "the application's profile to record the six inputs")
+	for _, p := range paths {
+		if ts := c.chunkTiers(t, p); len(ts) != 1 || ts[0] != "hdd" {
+			t.Fatalf("%s on %v after the first run: reading alone must not promote", p, ts)
+		}
+	}
+	if out, err := c.sluice("job", "start", "--app", "periodic", "--nodes", "cn1", "hist-2"); err != nil {
+		t.Fatalf("job start: %v %s", err, out)
+	}
+	eventually(t, 20*time.Second, func() bool {
+		for _, p := range paths {
+			if ts := c.chunkTiers(t, p); len(ts) != 1 || ts[0] != "mem" {
+				return false
+			}
+		}
+		return true
+	}, "the second run's inputs to be promoted when it starts")
+	out, _ := c.sluice("status")
+	if !regexp.MustCompile(`hist-2\s+6\s+6`).MatchString(out) {
+		t.Fatalf("status shows no prefetch for hist-2:\n%s", out)
+	}
+	t.Logf("%s", strings.TrimSpace(prof))
 }
