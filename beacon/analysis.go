@@ -3,6 +3,7 @@ package beacon
 import (
 	"math/bits"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -134,6 +135,10 @@ type JobReport struct {
 	// order it first read them (at most MaxInputs): what pre-migration
 	// promotes when the application runs again.
 	Inputs []uint64
+	// ReadTiers is the bytes the job's reads got from each tier's data
+	// servers (mem, ssd, hdd, pfs), from the data layer's records: how many
+	// of its reads hit the mem tier.
+	ReadTiers map[string]uint64 `json:",omitempty"`
 }
 
 // MaxInputs bounds JobReport.Inputs.
@@ -188,6 +193,15 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 			su.Bytes += r.Bytes
 			su.Waited += time.Duration(r.Wait)
 			rep.Queued += time.Duration(r.Wait)
+			if r.Layer == LayerData && r.Op == OpRead {
+				// data servers record as data-<tier>-<id>
+				if f := strings.Split(r.Server, "-"); len(f) == 3 {
+					if rep.ReadTiers == nil {
+						rep.ReadTiers = map[string]uint64{}
+					}
+					rep.ReadTiers[f[1]] += r.Bytes
+				}
+			}
 		}
 		if r.Layer != src {
 			continue

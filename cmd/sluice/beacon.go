@@ -15,8 +15,10 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	tiermgr "github.com/sluice-hpc/sluice/manager/tiering"
 )
 
 // cmdJob registers and unregisters jobs with the forwarding-map manager
@@ -105,8 +107,27 @@ func cmdJob(args []string) error {
 		}{rep, inter, decisions})
 	}
 	printReport(os.Stdout, rep, inter)
+	printJobPrefetch(mc, job)
 	printDecisions(os.Stdout, decisions)
 	return nil
+}
+
+// printJobPrefetch prints what pre-migration did for job, if anything.
+func printJobPrefetch(mc *rpc.Client, job string) {
+	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpMigrate, Name: "status"}, nil, nil)
+	if err != nil {
+		return
+	}
+	var st tiermgr.Status
+	if json.Unmarshal(p, &st) != nil {
+		return
+	}
+	for _, pf := range st.Prefetch {
+		if pf.Job == job {
+			fmt.Printf("  prefetched %d of %d input files to mem (%s); %d read, %d not read, %d failed\n",
+				pf.Promoted, pf.Files, size.Format(pf.PromotedBytes), pf.Read, pf.Dropped, pf.Failed)
+		}
+	}
 }
 
 // printDecisions prints the forwarding-node decisions about a job.
@@ -179,6 +200,19 @@ func printReport(w io.Writer, r beacon.JobReport, inter []beacon.Interference) {
 		fmt.Fprintf(w, "  servers:")
 		for _, s := range r.Servers {
 			fmt.Fprintf(w, " %s (%s, %d ops)", s.Server, size.Format(uint64(s.Bytes)), s.Ops)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.ReadTiers) > 0 {
+		var total uint64
+		for _, b := range r.ReadTiers {
+			total += b
+		}
+		fmt.Fprintf(w, "  reads served by tier:")
+		for _, t := range []string{"mem", "ssd", "hdd", "pfs"} {
+			if b := r.ReadTiers[t]; b > 0 {
+				fmt.Fprintf(w, " %s %.0f%% (%s)", t, 100*float64(b)/float64(total), size.Format(b))
+			}
 		}
 		fmt.Fprintln(w)
 	}

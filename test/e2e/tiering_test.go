@@ -386,5 +386,23 @@ func TestPrefetchHistory(t *testing.T) {
 	if !regexp.MustCompile(`hist-2\s+6\s+6`).MatchString(out) {
 		t.Fatalf("status shows no prefetch for hist-2:\n%s", out)
 	}
+	// the second run reads: every byte from mem, where the first run's
+	// came from hdd; sluice job says so, and what was prefetched
+	run2 := exec.Command("sh", append([]string{"-c", `cat "$@" > /dev/null`, "sh"}, paths...)...)
+	run2.Env = append(os.Environ(), "SLURM_JOB_ID=hist-2", "SLUICE_APP=periodic")
+	if out, err := run2.CombinedOutput(); err != nil {
+		t.Fatalf("second run: %v %s", err, out)
+	}
+	const total = 6 * 4 << 20
+	if r1 := c.job(t, "hist-1"); r1.ReadTiers["hdd"] != total {
+		t.Fatalf("first run read %v by tier, want all %d bytes from hdd", r1.ReadTiers, total)
+	}
+	if r2 := c.job(t, "hist-2"); r2.ReadTiers["mem"] != total {
+		t.Fatalf("second run read %v by tier, want all %d bytes from mem", r2.ReadTiers, total)
+	}
+	out, _ = c.sluice("job", "hist-2")
+	if !strings.Contains(out, "reads served by tier: mem 100%") || !strings.Contains(out, "prefetched 6 of 6 input files") {
+		t.Fatalf("sluice job hist-2 does not show the mem hits and the prefetch:\n%s", out)
+	}
 	t.Logf("%s", strings.TrimSpace(prof))
 }
