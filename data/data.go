@@ -329,6 +329,10 @@ func (s *Server) serve(r *rpc.Request) {
 		switch m.Op {
 		case wire.OpPfsLink:
 			err = pv.Link(m.Ino, m.Path)
+			if as, ok := s.store.(tier.AttrSetter); ok && err == nil && m.Attr != nil {
+				a := m.Attr
+				err = as.SetAttrs(m.Ino, a.Mode, a.Uid, a.Gid, a.Atime, a.Mtime)
+			}
 		case wire.OpPfsRename:
 			err = pv.Rename(m.Path, m.NewName)
 		case wire.OpPfsGrow:

@@ -297,8 +297,13 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 		mi.State = MoveAborted
 	}
 	if path != "" {
+		// the drained file's plain file gets its owner, mode and times
+		var attr *wire.Attr
+		if n, aerr := s.getInode(ino); aerr == nil {
+			attr = &n.Attr
+		}
 		for _, id := range mi.To.Servers {
-			if lerr := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path}); lerr != nil {
+			if lerr := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Attr: attr}); lerr != nil {
 				s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", lerr)
 			}
 		}
@@ -307,7 +312,7 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 	if err != nil {
 		return 0, err
 	}
-	s.reg.moved(mi.From.Servers, mi.To.Servers, resp.Size)
+	s.reg.moved(mi.From.Servers, mi.To.Servers, int64(mi.ChunkSize), int64(mi.StripeUnit))
 	return resp.Size, nil
 }
 
@@ -459,7 +464,6 @@ func (s *Service) ServerFiles() (map[uint64][]FileUse, error) {
 		if start >= n.Size {
 			return true
 		}
-		l := min(n.Size-start, cs)
 		unit := int64(n.StripeUnit)
 		if unit <= 0 || unit > int64(cs) {
 			unit = int64(cs)
@@ -468,7 +472,9 @@ func (s *Service) ServerFiles() (map[uint64][]FileUse, error) {
 			if per[id] == nil {
 				per[id] = map[uint64]uint64{}
 			}
-			per[id][ino] += uint64(layout.LocalSize(i, len(loc.Servers), unit, int64(l)))
+			// what the server charges the chunk against its budget: its
+			// whole local share, however little of it is written
+			per[id][ino] += uint64(layout.LocalSize(i, len(loc.Servers), unit, int64(cs)))
 		}
 		return true
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/tier"
 )
@@ -140,22 +141,27 @@ func (s *Service) Statfs() (capacity, used uint64) {
 	return
 }
 
-// moved counts a chunk of n bytes as gone from the servers in from and
-// held by those in to until their next reports, so that the tiering
-// manager's next look (and placement) sees the space the move freed
-// instead of moving more. Each member is charged an even share.
-func (r *registry) moved(from, to []uint64, n uint64) {
+// moved counts a chunk of chunkSize bytes (striped in units of unit) as
+// gone from the servers in from and held by those in to until their next
+// reports, so that the tiering manager's next look and placement see the
+// space the move freed at once (and stalled writers wake) instead of a
+// heartbeat later. Each member is charged its local share of the whole
+// chunk, as data servers charge it against their budget.
+func (r *registry) moved(from, to []uint64, chunkSize, unit int64) {
+	if unit <= 0 || unit > chunkSize {
+		unit = chunkSize
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.spaceChangedLocked()
-	for _, id := range from {
+	for i, id := range from {
 		if m := r.servers[id]; m != nil {
-			m.info.Used -= min(m.info.Used, n/uint64(len(from)))
+			m.info.Used -= min(m.info.Used, uint64(layout.LocalSize(i, len(from), unit, chunkSize)))
 		}
 	}
-	for _, id := range to {
+	for i, id := range to {
 		if m := r.servers[id]; m != nil {
-			m.reserved += n / uint64(len(to))
+			m.reserved += uint64(layout.LocalSize(i, len(to), unit, chunkSize))
 		}
 	}
 }

@@ -27,6 +27,7 @@ const (
 	pCounter = 'C'
 	pTrim    = 'T'
 	pMove    = 'M'
+	pPolicy  = 'P' // ino → a directory's tiering policy (tierpolicy.go)
 )
 
 func key1(p byte, a uint64) []byte {

@@ -295,6 +295,21 @@ func (s *PFSStore) Link(ino uint64, path string) error {
 	return unix.Linkat(unix.AT_FDCWD, s.obj(ino), dir, name, 0)
 }
 
+var _ AttrSetter = (*PFSStore)(nil)
+
+// SetAttrs implements AttrSetter: the file's plain file gets its permission
+// bits, owner and times (ns since the epoch).
+func (s *PFSStore) SetAttrs(ino uint64, mode, uid, gid uint32, atime, mtime int64) error {
+	p := s.obj(ino)
+	if err := os.Chmod(p, os.FileMode(mode&0o777)); err != nil {
+		return err
+	}
+	if err := os.Lchown(p, int(uid), int(gid)); err != nil && !errors.Is(err, os.ErrPermission) {
+		return err
+	}
+	return unix.UtimesNano(p, []unix.Timespec{unix.NsecToTimespec(atime), unix.NsecToTimespec(mtime)})
+}
+
 // Rename implements PathView.
 func (s *PFSStore) Rename(oldPath, newPath string) error {
 	from, oldName, err := s.parent(oldPath, false)

@@ -52,6 +52,12 @@ type PathView interface {
 	Unlink(path string) error
 }
 
+// AttrSetter is implemented by stores whose files are visible as plain
+// files (the pfs tier): a drained file keeps its owner, mode and times.
+type AttrSetter interface {
+	SetAttrs(ino uint64, mode, uid, gid uint32, atime, mtime int64) error
+}
+
 // Discarder is implemented by stores where cutting a chunk to nothing is
 // not the same as dropping it: the pfs store keeps a file's chunks in one
 // object, where Truncate(id, 0) would cut every later chunk too. Discard

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	tiermgr "github.com/sluice-hpc/sluice/manager/tiering"
+	"github.com/sluice-hpc/sluice/meta"
 
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/cluster"
@@ -162,8 +163,8 @@ func printTiering(mc *rpc.Client) error {
 	if err := json.Unmarshal(p, &st); err != nil {
 		return err
 	}
-	fmt.Printf("\nTIERING  %d files, %d chunks, %s migrated; %d chunk moves aborted\n", st.Totals.Files, st.Totals.Chunks,
-		size.Format(st.Totals.Bytes), st.Totals.Failed)
+	fmt.Printf("\nTIERING  %d files, %d chunks, %s migrated; %d chunk moves aborted; %d files drained to the PFS\n", st.Totals.Files, st.Totals.Chunks,
+		size.Format(st.Totals.Bytes), st.Totals.Failed, st.Totals.Drained)
 	if len(st.Servers) > 0 {
 		fmt.Printf("%-4s %-12s %10s %10s %10s %4s %9s %s\n", "ID", "MODE", "Cs-w", "Cf-m", "Cn-m", "N", "IN-FLIGHT", "WHY")
 	}
@@ -515,22 +516,29 @@ func mustSecret(fs *flag.FlagSet) []byte {
 	return s
 }
 
-// cmdTier changes tiers at run time: `tier budget --server ID SIZE` lends
-// a mem-tier server's memory to its node (its files move off until its
-// usage fits the smaller budget), `tier budget --server ID --release`
-// gives it back.
+// cmdTier changes tiers at run time: `tier set DIR --pin T --drain WHEN`
+// sets a directory's tiering policy, `tier show PATH` the one a file
+// follows; `tier budget --server ID SIZE` lends a mem-tier server's memory
+// to its node (its files move off until its usage fits the smaller
+// budget), `tier budget --server ID --release` gives it back.
 func cmdTier(args []string) error {
 	fs, cfg := flagSet("tier")
-	id := fs.Uint64("server", 0, "id of the data server (see status)")
-	release := fs.Bool("release", false, "give the server its configured budget back")
-	wait := fs.Duration("wait", 5*time.Minute, "wait this long for the server's data to fit the smaller budget (0: do not wait)")
-	mc, sub, err := metaClientSub(fs, cfg, args, "budget")
+	id := fs.Uint64("server", 0, "budget: id of the data server (see status)")
+	release := fs.Bool("release", false, "budget: give the server its configured budget back")
+	wait := fs.Duration("wait", 5*time.Minute, "budget: wait this long for the server's data to fit the smaller budget (0: do not wait)")
+	pin := fs.String("pin", "", "set: files never move below this tier (mem or ssd; none clears)")
+	drain := fs.String("drain", "", "set: when files move down to the PFS: now, on-close, cool or never (none clears)")
+	mc, sub, err := metaClientSub(fs, cfg, args, "budget", "set", "show")
 	if err != nil {
 		return err
 	}
 	defer mc.Close()
+	switch sub {
+	case "set", "show":
+		return tierPolicy(mc, sub, fs.Args(), *pin, *drain)
+	}
 	if sub != "budget" {
-		return fmt.Errorf("want: tier budget --server ID (SIZE | --release)")
+		return fmt.Errorf("want: tier set DIR [--pin T] [--drain WHEN] | tier show PATH | tier budget --server ID (SIZE | --release)")
 	}
 	servers, err := listServers(mc)
 	if err != nil {
@@ -594,4 +602,70 @@ func cmdTier(args []string) error {
 			return fmt.Errorf("data server %d still holds more than its budget after %v (tiering manual? files pinned?)", *id, *wait)
 		}
 	}
+}
+
+// tierPolicy sets (sub "set") or shows a directory's tiering policy.
+func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string) error {
+	if len(paths) != 1 {
+		return fmt.Errorf("want one path")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(paths[0], &st); err != nil {
+		return fmt.Errorf("%s: %v", paths[0], err)
+	}
+	ctx := context.Background()
+	if sub == "set" {
+		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "tier-get", Ino: st.Ino}, nil, nil)
+		if err != nil {
+			return err
+		}
+		var cur struct {
+			meta.TierPolicy
+			From uint64
+		}
+		json.Unmarshal(p, &cur)
+		pol := meta.TierPolicy{}
+		if cur.From == st.Ino {
+			pol = cur.TierPolicy // change only what the flags name
+		}
+		if pin != "" {
+			pol.Pin = strings.TrimPrefix(pin, "none")
+		}
+		if drain != "" {
+			pol.Drain = strings.TrimPrefix(drain, "none")
+		}
+		b, _ := json.Marshal(pol)
+		if _, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "tier-set", Ino: st.Ino}, b, nil); err != nil {
+			return fmt.Errorf("%s: %v", paths[0], err)
+		}
+	}
+	_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "tier-get", Ino: st.Ino}, nil, nil)
+	if err != nil {
+		return err
+	}
+	var got struct {
+		meta.TierPolicy
+		From         uint64
+		DefaultDrain string
+		DrainAge     time.Duration
+	}
+	if err := json.Unmarshal(p, &got); err != nil {
+		return err
+	}
+	pinS, drainS := got.Pin, got.Drain
+	if pinS == "" {
+		pinS = "none"
+	}
+	if drainS == "" {
+		drainS = got.DefaultDrain + " (the default)"
+	}
+	if drainS == "cool (the default)" || got.Drain == "cool" {
+		drainS += fmt.Sprintf(", after %v closed", got.DrainAge)
+	}
+	from := "no directory policy"
+	if got.From != 0 {
+		from = fmt.Sprintf("from directory inode %d", got.From)
+	}
+	fmt.Printf("%s: pin %s, drain %s (%s)\n", paths[0], pinS, drainS, from)
+	return nil
 }

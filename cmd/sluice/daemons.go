@@ -140,6 +140,8 @@ func cmdMeta(args []string) error {
 	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
 	tierMode := fs.String("tiering", "auto", "tier migration: auto (the ONFS policy moves data down as space runs short) or manual (only `sluice migrate`)")
 	tierEvery := fs.Duration("tiering-every", time.Second, "how often the tiering policy looks at each server")
+	drainDefault := fs.String("drain-default", "cool", "when files of directories without a policy drain to the PFS: cool, on-close, now or never")
+	drainAge := fs.Duration("drain-age", 10*time.Minute, "how long a file stays closed before it drains under --drain cool")
 	tierFree := fs.String("tier-free", "", "free-space thresholds Cs-w,Cf-m,Cn-m of every mem/ssd/hdd server, e.g. 4M,64M,256M (default: derived per server, docs/tiering.md)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
@@ -227,8 +229,13 @@ func cmdMeta(args []string) error {
 			return fmt.Errorf("--tier-free: %v", err)
 		}
 	}
+	switch *drainDefault {
+	case "cool", "on-close", "now", "never":
+	default:
+		return fmt.Errorf("--drain-default %q: want cool, on-close, now or never", *drainDefault)
+	}
 	tmgr := tiering.New(tiering.Config{NS: svc, Policy: tpol, Auto: *tierMode == "auto", Log: log.With("part", "tiering"),
-		Metrics: df.reg})
+		Metrics: df.reg, DefaultDrain: *drainDefault, DrainAge: *drainAge})
 	ttick := time.NewTicker(*tierEvery)
 	defer ttick.Stop()
 	svc.SetStallReserve(tmgr.StallReserve)

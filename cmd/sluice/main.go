@@ -39,7 +39,7 @@ var commands = []command{
 	{"workload", "run an application I/O behaviour as a job: workload --kind K --ranks N DIR", cmdWorkload},
 	{"migrate", "move a file's data to a tier now: migrate --tier mem|ssd|hdd|pfs [--no-wait] PATH...", cmdMigrate},
 	{"prefetch", "promote a job's input files to the mem tier ahead of its reads: prefetch --job J [--list FILE] PATH...", cmdPrefetch},
-	{"tier", "change a tier at run time: tier budget --server ID (SIZE | --release) [--wait 5m]", cmdTier},
+	{"tier", "tiering policies and budgets: tier set DIR [--pin mem|ssd|none] [--drain now|on-close|cool|never|none] | tier show PATH | tier budget --server ID (SIZE | --release) [--wait 5m]", cmdTier},
 	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR", cmdSetstripe},
 	{"fault", "inject a fault: fault --server ID (--slow F | --fill BYTES | --stall MS)", cmdFault},
 	{"restart", "restart one daemon of a local cluster: restart --dir STATE NAME", cmdRestart},

@@ -16,6 +16,7 @@ import (
 // prefetchNS: one mem server of 100 MiB and files of 4 MiB on hdd; moves
 // take 20 ms; the test closes files to mark them read.
 type prefetchNS struct {
+	noPolicies
 	mu     sync.Mutex
 	tier   map[uint64]string    // ino → tier of its one chunk
 	closed map[uint64]time.Time // last close

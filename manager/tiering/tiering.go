@@ -41,6 +41,9 @@ type Namespace interface {
 	FinishMoves(ctx context.Context) int
 	MovesOf(ino uint64) ([]meta.MoveIntent, error)
 	Getattr(ino uint64) (*wire.Attr, error)
+	TierPolicyOf(ino uint64) (meta.TierPolicy, uint64, error)
+	HasTierPolicies() bool
+	SetTierPolicy(dir uint64, p meta.TierPolicy) error
 	// WakeStalled makes writers waiting at Cs-w look again (a reserve
 	// StallReserve gives went to 0).
 	WakeStalled()
@@ -61,6 +64,12 @@ type Config struct {
 	// PrefetchHold is how long a prefetched file stays pinned on mem
 	// waiting for its job to read it (default 10 min).
 	PrefetchHold time.Duration
+	// DefaultDrain is when files of directories without a policy drain to
+	// the PFS: "cool" (the default), "on-close", "now" or "never".
+	DefaultDrain string
+	// DrainAge is how long a file stays closed before it is cool enough to
+	// drain (default 10 min).
+	DrainAge time.Duration
 }
 
 // Manager carries out tier migrations.
@@ -78,6 +87,10 @@ type Manager struct {
 
 	prefetches map[string]*prefetch // by job (prefetch.go)
 	pinned     map[uint64]int       // files in a prefetch window: not moved down
+	draining   int                  // files moving to the PFS now (drain.go)
+	// lastDrainScan is when drainTick last looked at every file (only
+	// Tick's goroutine uses it)
+	lastDrainScan time.Time
 
 	moved  *prometheus.CounterVec // bytes, by source and destination tier
 	queue  *prometheus.GaugeVec   // migrations in flight, by source tier
@@ -88,6 +101,7 @@ type Manager struct {
 type Totals struct {
 	Files, Chunks, Failed uint64
 	Bytes                 uint64
+	Drained               uint64 // files moved to the PFS by drain policies
 }
 
 // New returns a manager.
@@ -97,6 +111,12 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.PrefetchHold <= 0 {
 		cfg.PrefetchHold = 10 * time.Minute
+	}
+	if cfg.DefaultDrain == "" {
+		cfg.DefaultDrain = "cool"
+	}
+	if cfg.DrainAge <= 0 {
+		cfg.DrainAge = 10 * time.Minute
 	}
 	m := &Manager{cfg: cfg, inflight: map[uint64]int{}, migrating: map[uint64]bool{}, streamBW: map[uint64]float64{},
 		last: map[uint64]pol.Decision{}, kick: make(chan struct{}, 1),
@@ -171,6 +191,9 @@ func (m *Manager) Tick(ctx context.Context) {
 			}
 		}
 		src = m.observe(si, files[si.ID])
+		for i := range src.Files {
+			src.Files[i].Pinned = src.Files[i].Pinned || m.pinnedOn(src.Files[i].Ino, si.Tier)
+		}
 		d = pol.Plan(now, m.cfg.Policy, src, si.Rank, m.targets(servers, si.Rank))
 		m.setDecision(si.ID, d)
 		for _, mv := range d.Moves {
@@ -183,6 +206,7 @@ func (m *Manager) Tick(ctx context.Context) {
 			}(mv, si.ID, si.Tier)
 		}
 	}
+	m.drainTick(ctx, now, servers, files)
 }
 
 func (m *Manager) setDecision(id uint64, d pol.Decision) {
@@ -498,9 +522,11 @@ func (m *Manager) FileState(ino uint64) (FileState, error) {
 // Handler answers OpMigrate: Tier set moves file Ino there (Flags
 // wire.MoveWait: when done, Size = chunks moved); Name "status" returns
 // Status as JSON in the payload, Name "file" FileState of Ino, Name
-// "prefetch" starts pre-migrating the files in Entries (Ino) for job Job.
+// "prefetch" starts pre-migrating the files in Entries (Ino) for job Job,
+// "tier-set" sets directory Ino's policy (payload: meta.TierPolicy as
+// JSON), "tier-get" returns the policy Ino follows.
 func (m *Manager) Handler() rpc.Handler {
-	return rpc.HandlerFunc(func(msg *wire.Msg, _ []byte) (*wire.Msg, []byte) {
+	return rpc.HandlerFunc(func(msg *wire.Msg, payload []byte) (*wire.Msg, []byte) {
 		switch msg.Name {
 		case "status":
 			b, err := json.Marshal(m.Status())
@@ -515,6 +541,24 @@ func (m *Manager) Handler() rpc.Handler {
 			}
 			m.Prefetch(msg.Job, inos)
 			return &wire.Msg{}, nil
+		case "tier-set":
+			var p meta.TierPolicy
+			if err := json.Unmarshal(payload, &p); err != nil {
+				return rpc.ToMsg(&wire.Msg{}, rpc.Errorf(syscall.EINVAL, "tier-set: %v", err)), nil
+			}
+			return rpc.ToMsg(&wire.Msg{}, m.cfg.NS.SetTierPolicy(msg.Ino, p)), nil
+		case "tier-get":
+			p, from, err := m.cfg.NS.TierPolicyOf(msg.Ino)
+			if err != nil {
+				return rpc.ToMsg(&wire.Msg{}, err), nil
+			}
+			b, err := json.Marshal(struct {
+				meta.TierPolicy
+				From         uint64
+				DefaultDrain string
+				DrainAge     time.Duration
+			}{p, from, m.cfg.DefaultDrain, m.cfg.DrainAge})
+			return rpc.ToMsg(&wire.Msg{}, err), b
 		case "file":
 			st, err := m.FileState(msg.Ino)
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 // fakeNS is a metadata service with one mem server short of space, two
 // ssd servers and files of one chunk each on the mem server.
 type fakeNS struct {
+	noPolicies
 	mu     sync.Mutex
 	used   uint64
 	closed map[uint64]time.Time // ino → last close (open files: absent)
@@ -71,6 +72,15 @@ func (f *fakeNS) MoveChunk(_ context.Context, ino, idx uint64, tier string, serv
 func (f *fakeNS) FinishMoves(context.Context) int { return 0 }
 
 func (f *fakeNS) WakeStalled() {}
+
+// noPolicies is a namespace without directory tiering policies.
+type noPolicies struct{}
+
+func (noPolicies) TierPolicyOf(uint64) (meta.TierPolicy, uint64, error) {
+	return meta.TierPolicy{}, 0, nil
+}
+func (noPolicies) HasTierPolicies() bool                       { return false }
+func (noPolicies) SetTierPolicy(uint64, meta.TierPolicy) error { return nil }
 
 func (f *fakeNS) MovesOf(uint64) ([]meta.MoveIntent, error) { return nil, nil }
 

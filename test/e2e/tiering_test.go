@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -405,4 +406,68 @@ func TestPrefetchHistory(t *testing.T) {
 		t.Fatalf("sluice job hist-2 does not show the mem hits and the prefetch:\n%s", out)
 	}
 	t.Logf("%s", strings.TrimSpace(prof))
+}
+
+// TestDrainAndPin: a directory set to --drain on-close has its files moved
+// to the PFS once closed, readable there as plain files at their namespace
+// path with their mode and times, and through the mount; a directory set
+// to --pin mem keeps its files on mem while the tier is short of space
+// and the policy moves other files down.
+func TestDrainAndPin(t *testing.T) {
+	c := startCluster(t, "--mem", "64M", "--meta-flags", "--tier-free 4M,12M,24M")
+	for _, d := range []string{"out", "hot"} {
+		if err := os.Mkdir(c.path(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := c.sluice("tier", "set", c.path("out"), "--drain", "on-close"); err != nil || !strings.Contains(out, "drain on-close") {
+		t.Fatalf("tier set --drain: %v %s", err, out)
+	}
+	if out, err := c.sluice("tier", "set", c.path("hot"), "--pin", "mem"); err != nil || !strings.Contains(out, "pin mem") {
+		t.Fatalf("tier set --pin: %v %s", err, out)
+	}
+	data := pattern(1100, 6<<20)
+	p := c.path("out/result")
+	mustWrite(t, p, data)
+	if err := os.Chmod(p, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() bool {
+		ts := c.chunkTiers(t, p)
+		return len(ts) == 2 && ts[0] == "pfs" && ts[1] == "pfs"
+	}, "the closed file to drain to the PFS")
+	if !bytes.Equal(mustRead(t, p), data) {
+		t.Fatal("drained file reads back wrong through the mount")
+	}
+	plain := filepath.Join(c.dir, "pfs", "out", "result")
+	st, err := os.Stat(plain)
+	if err != nil {
+		t.Fatalf("no plain file on the PFS: %v", err)
+	}
+	mst, _ := os.Stat(p)
+	if b, _ := os.ReadFile(plain); !bytes.Equal(b, data) || st.Mode().Perm() != 0o640 || !st.ModTime().Equal(mst.ModTime()) {
+		t.Fatalf("PFS plain file: %d bytes (same %v), mode %v, mtime %v; want mode 0640, mtime %v",
+			len(b), bytes.Equal(b, data), st.Mode().Perm(), st.ModTime(), mst.ModTime())
+	}
+	if out, _ := c.sluice("tier", "show", p); !strings.Contains(out, "drain on-close") {
+		t.Fatalf("tier show: %s", out)
+	}
+	// 40 MiB pinned on a 64 MiB mem tier plus 8 MiB elsewhere: normal out
+	// (free 16 MiB ≤ Cn-m) may move only the unpinned files
+	for i := 0; i < 10; i++ {
+		mustWrite(t, c.path(fmt.Sprintf("hot/h%d", i)), pattern(1200+i, 4<<20))
+	}
+	for i := 0; i < 2; i++ {
+		mustWrite(t, c.path(fmt.Sprintf("cold%d", i)), pattern(1300+i, 4<<20))
+	}
+	eventually(t, 20*time.Second, func() bool {
+		ts := c.chunkTiers(t, c.path("cold0"))
+		return len(ts) == 1 && ts[0] != "mem"
+	}, "an unpinned file to move down")
+	time.Sleep(2 * time.Second)
+	for i := 0; i < 10; i++ {
+		if ts := c.chunkTiers(t, c.path(fmt.Sprintf("hot/h%d", i))); len(ts) != 1 || ts[0] != "mem" {
+			t.Fatalf("pinned file hot/h%d moved to %v", i, ts)
+		}
+	}
 }
