@@ -72,9 +72,11 @@ dfra-smoke:
 # Tiering experiments (docs/experiments/tiers.md).
 tiers:
 	bash bench/tiers/threshold.sh
+	bash bench/tiers/prefetch.sh
 
 tiers-smoke:
 	SMOKE=1 OUT=/tmp/sluice-tiers-smoke.jsonl bash bench/tiers/threshold.sh
+	SMOKE=1 OUT=/tmp/sluice-prefetch-smoke.jsonl bash bench/tiers/prefetch.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

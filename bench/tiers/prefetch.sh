@@ -19,9 +19,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
-RUNS=${RUNS:-3} FILES=${FILES:-20} MIB=${MIB:-4}
+RUNS=${RUNS:-3} FILES=${FILES:-20} MIB=${MIB:-8}
 HDD_MBPS=${HDD_MBPS:-20} MEM_MBPS=${MEM_MBPS:-300}
-if [ "$SMOKE" = 1 ]; then RUNS=1 FILES=6; fi
+if [ "$SMOKE" = 1 ]; then RUNS=1 FILES=6 MIB=4; fi
 OUT=${OUT:-bench/tiers/prefetch.jsonl}
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-prefetch.XXXXXX)
