@@ -73,10 +73,12 @@ dfra-smoke:
 tiers:
 	bash bench/tiers/threshold.sh
 	bash bench/tiers/prefetch.sh
+	bash bench/tiers/checkpoint.sh
 
 tiers-smoke:
 	SMOKE=1 OUT=/tmp/sluice-tiers-smoke.jsonl bash bench/tiers/threshold.sh
 	SMOKE=1 OUT=/tmp/sluice-prefetch-smoke.jsonl bash bench/tiers/prefetch.sh
+	SMOKE=1 OUT=/tmp/sluice-checkpoint-smoke.jsonl bash bench/tiers/checkpoint.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build
