@@ -403,8 +403,12 @@ func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
 	if mon := s.cfg.Monitor; mon != nil {
 		if name := beaconrpc.OpName(op); name != "" {
 			mm := r.Msg
+			size := mm.Size
+			if op == wire.OpChunkRead {
+				size = uint64(n) // what was read: less than asked at the end of a chunk
+			}
 			mon.Add(beacon.Op{Start: start, Who: mm.Who, Name: name, Ino: mm.Ino,
-				Off: mm.Offset, Size: mm.Size, Lat: s.cfg.Now().Sub(start), Wait: start.Sub(r.At), Err: m.Errno != 0})
+				Off: mm.Offset, Size: size, Lat: s.cfg.Now().Sub(start), Wait: start.Sub(r.At), Err: m.Errno != 0})
 		}
 	}
 	s.requests.WithLabelValues(op.String()).Inc()
