@@ -329,6 +329,9 @@ func (s *Server) serve(r *rpc.Request) {
 		switch m.Op {
 		case wire.OpPfsLink:
 			err = pv.Link(m.Ino, m.Path)
+			if err == nil && m.Size > 0 {
+				err = pv.Grow(m.Ino, int64(m.Size)) // as long as the file
+			}
 			if as, ok := s.store.(tier.AttrSetter); ok && err == nil && m.Attr != nil {
 				a := m.Attr
 				err = as.SetAttrs(m.Ino, a.Mode, a.Uid, a.Gid, a.Atime, a.Mtime)

@@ -100,13 +100,16 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 	if loc.Tier == "pfs" {
 		path = s.pfsPathLocked(ino, 0, "")
 	}
+	size := n.Size
 	s.mu.Unlock()
 	if err != nil {
 		return loc, false, nil, err
 	}
 	if path != "" {
 		for _, id := range loc.Servers {
-			if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path}); err != nil {
+			// the plain file is as long as the file (a truncate up before
+			// it had data on the pfs tier had no plain file to grow)
+			if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Size: size}); err != nil {
 				s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", err)
 			}
 		}

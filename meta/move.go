@@ -299,11 +299,12 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 	if path != "" {
 		// the drained file's plain file gets its owner, mode and times
 		var attr *wire.Attr
+		var size uint64
 		if n, aerr := s.getInode(ino); aerr == nil {
-			attr = &n.Attr
+			attr, size = &n.Attr, n.Size
 		}
 		for _, id := range mi.To.Servers {
-			if lerr := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Attr: attr}); lerr != nil {
+			if lerr := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Attr: attr, Size: size}); lerr != nil {
 				s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", lerr)
 			}
 		}

@@ -40,7 +40,7 @@ const (
 	OpChunkTrunc
 	OpChunkDelete
 	OpChunkSync
-	OpPfsLink   // pfs tier: make a namespace path point at an object
+	OpPfsLink   // pfs tier: make a namespace path point at an object (Size: grow it to the file size; Attr: give it the file's mode, owner, times)
 	OpPfsRename // pfs tier: rename a namespace path
 	OpPfsUnlink // pfs tier: remove a namespace path
 	OpStat      // data server: capacity and usage
