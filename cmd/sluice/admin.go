@@ -619,10 +619,7 @@ func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string) e
 		if err != nil {
 			return err
 		}
-		var cur struct {
-			meta.TierPolicy
-			From uint64
-		}
+		var cur tiermgr.PolicyView
 		json.Unmarshal(p, &cur)
 		pol := meta.TierPolicy{}
 		if cur.From == st.Ino {
@@ -643,12 +640,7 @@ func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string) e
 	if err != nil {
 		return err
 	}
-	var got struct {
-		meta.TierPolicy
-		From         uint64
-		DefaultDrain string
-		DrainAge     time.Duration
-	}
+	var got tiermgr.PolicyView
 	if err := json.Unmarshal(p, &got); err != nil {
 		return err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sort"
 	"time"
-
-	pol "github.com/sluice-hpc/sluice/policy/tiering"
 )
 
 // Upward pre-migration (ONFS AUPM): a job names the files it will read, in
@@ -220,12 +218,7 @@ func (m *Manager) prefetchBudget() uint64 {
 		if si.Role != "data" || si.Tier != "mem" || !si.Alive || si.Capacity == 0 {
 			continue
 		}
-		m.mu.Lock()
-		d, seen := m.last[si.ID]
-		m.mu.Unlock()
-		if !seen {
-			d = pol.Plan(m.cfg.Now(), m.cfg.Policy, m.observe(si, nil), si.Rank, nil)
-		}
+		d, _ := m.decisionFor(si)
 		if free := si.Capacity - min(si.Used, si.Capacity); free > d.Thresholds.ForcedOut {
 			b += free - d.Thresholds.ForcedOut
 		}

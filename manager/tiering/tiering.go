@@ -238,18 +238,26 @@ func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
 	if !m.cfg.Auto || si.Tier == "pfs" || si.Capacity == 0 {
 		return 0
 	}
-	m.mu.Lock()
-	d, seen := m.last[si.ID]
-	stuck := m.stuckLocked(d, si.ID)
-	m.mu.Unlock()
-	if !seen {
-		d = pol.Plan(m.cfg.Now(), m.cfg.Policy, m.observe(si, nil), si.Rank, nil)
-		stuck = false
-	}
+	d, stuck := m.decisionFor(si)
 	if stuck {
 		return 0
 	}
 	return d.Thresholds.StallWrite
+}
+
+// decisionFor is the policy's latest decision for server si, and whether
+// it found nothing to move off it while short of space. A server it has
+// not looked at yet gets what the policy would decide now without its
+// files (the thresholds, which is what the callers need).
+func (m *Manager) decisionFor(si wire.ServerInfo) (d pol.Decision, stuck bool) {
+	m.mu.Lock()
+	d, seen := m.last[si.ID]
+	stuck = seen && m.stuckLocked(d, si.ID)
+	m.mu.Unlock()
+	if !seen {
+		d = pol.Plan(m.cfg.Now(), m.cfg.Policy, m.observe(si, nil), si.Rank, nil)
+	}
+	return d, stuck
 }
 
 func (m *Manager) start(from uint64, tier string, ino uint64) {
@@ -491,6 +499,16 @@ func (m *Manager) Status() Status {
 	return st
 }
 
+// PolicyView is the answer to "tier-get": the policy a file or directory
+// follows, the directory it is set on (0: none) and the manager's drain
+// defaults.
+type PolicyView struct {
+	meta.TierPolicy
+	From         uint64
+	DefaultDrain string
+	DrainAge     time.Duration
+}
+
 // FileState is a file's migration state (`sluice stat`).
 type FileState struct {
 	Migrating bool        // the manager is moving it now
@@ -552,12 +570,7 @@ func (m *Manager) Handler() rpc.Handler {
 			if err != nil {
 				return rpc.ToMsg(&wire.Msg{}, err), nil
 			}
-			b, err := json.Marshal(struct {
-				meta.TierPolicy
-				From         uint64
-				DefaultDrain string
-				DrainAge     time.Duration
-			}{p, from, m.cfg.DefaultDrain, m.cfg.DrainAge})
+			b, err := json.Marshal(PolicyView{p, from, m.cfg.DefaultDrain, m.cfg.DrainAge})
 			return rpc.ToMsg(&wire.Msg{}, err), b
 		case "file":
 			st, err := m.FileState(msg.Ino)
