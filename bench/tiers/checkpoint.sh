@@ -16,22 +16,13 @@
 #
 # Raw results: bench/tiers/checkpoint.jsonl (OUT).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} MEM=${MEM:-64} MEM_MBPS=${MEM_MBPS:-600} SSD_MBPS=${SSD_MBPS:-20} PAUSE=${PAUSE:-3}
 FREE_BURST=${FREE_BURST:-4M,12M,52M}
 if [ "$SMOKE" = 1 ]; then RUNS=1 MEM=16 FREE_BURST=2M,4M,14M; fi
 VERSION=$((3 * MEM / 4)) # MiB per checkpoint version
 OUT=${OUT:-bench/tiers/checkpoint.jsonl}
-go build -o bin/sluice ./cmd/sluice
-WORK=$(mktemp -d /tmp/sluice-ckpt.XXXXXX)
-cleanup() {
-	bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-S=bin/sluice
-: > "$WORK/results.jsonl"
+source "$(dirname "$0")/common.sh" ckpt
 for run in $(seq 1 "$RUNS"); do
 	for mode in onfs-burst spill; do
 		tiering=auto
@@ -60,22 +51,4 @@ PY
 	done
 done
 cp "$WORK/results.jsonl" "$OUT"
-python3 - "$OUT" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-by = {}
-for r in rows:
-    by.setdefault(r["mode"], []).append(r)
-r0 = rows[0]
-f = lambda xs, fmt: (fmt % statistics.median(xs)) + " (" + (fmt % min(xs)) + "–" + (fmt % max(xs)) + ")"
-print("\n5 checkpoint versions of %d MiB through a %d MiB mem tier (%.0f MB/s) over ssd (%.0f MB/s); %d runs\n" % (
-    3 * r0["mem_mib"] // 4, r0["mem_mib"], r0["mem_mbps"], r0["ssd_mbps"], max(r["run"] for r in rows)))
-print("| config | checkpoint 1 MB/s | checkpoints 2–5 MB/s | restart read MB/s | restart bytes from mem |")
-print("|---|---|---|---|---|")
-for mode, rs in sorted(by.items()):
-    first = [r["writer"]["bursts"][0]["mbps"] for r in rs]
-    later = [b["mbps"] for r in rs for b in r["writer"]["bursts"][1:]]
-    rd = [r["restart"]["mbps"] for r in rs]
-    share = [100 * r["read_tiers"].get("mem", 0) / max(1, sum(r["read_tiers"].values())) for r in rs]
-    print("| %s | %s | %s | %s | %s |" % (mode, f(first, "%.1f"), f(later, "%.1f"), f(rd, "%.1f"), f(share, "%.0f%%")))
-PY
+python3 bench/tiers/report.py checkpoint "$OUT"

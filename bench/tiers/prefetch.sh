@@ -17,21 +17,12 @@
 #
 # Raw results: bench/tiers/prefetch.jsonl (OUT).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FILES=${FILES:-20} MIB=${MIB:-8}
 HDD_MBPS=${HDD_MBPS:-20} MEM_MBPS=${MEM_MBPS:-300}
 if [ "$SMOKE" = 1 ]; then RUNS=1 FILES=6 MIB=4; fi
 OUT=${OUT:-bench/tiers/prefetch.jsonl}
-go build -o bin/sluice ./cmd/sluice
-WORK=$(mktemp -d /tmp/sluice-prefetch.XXXXXX)
-cleanup() {
-	[ "${KEEP:-0}" = 1 ] && return
-	bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-S="bin/sluice"
+source "$(dirname "$0")/common.sh" prefetch
 onall() { # TIER FILE... → 0 when every file's chunks are all on TIER
 	local tier=$1 f out all on
 	shift
@@ -42,7 +33,6 @@ onall() { # TIER FILE... → 0 when every file's chunks are all on TIER
 		[ "$all" -gt 0 ] && [ "$all" = "$on" ] || return 1
 	done
 }
-: > "$WORK/results.jsonl"
 for run in $(seq 1 "$RUNS"); do
 	$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem 512M --ssd 0 --hdd 2G --pfs none \
 		--data-max-mbps "$MEM_MBPS" --hdd-max-mbps "$HDD_MBPS" >/dev/null
@@ -72,24 +62,4 @@ for run in $(seq 1 "$RUNS"); do
 	rm -rf "$WORK/state"
 done
 cp "$WORK/results.jsonl" "$OUT"
-python3 - "$OUT" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-by = {}
-for r in rows:
-    by.setdefault(r["mode"], []).append(r)
-hdd = {r["run"]: r["mbps"] for r in by["hdd"]}
-r0 = rows[0]
-ratio = r0["mem_mbps"] / r0["hdd_mbps"]
-print("\n%d files read in order; hdd tier at %.0f MB/s, mem tier at %.0f MB/s (ratio %.1f); %d runs\n" % (
-    r0["files"], r0["hdd_mbps"], r0["mem_mbps"], ratio, len(hdd)))
-print("| case | read MB/s | speed-up over hdd | of the tier ratio | wait before reading s |")
-print("|---|---|---|---|---|")
-for mode in ("hdd", "prefetch", "mem"):
-    rs = by.get(mode, [])
-    bw = [r["mbps"] for r in rs]
-    sp = [r["mbps"] / hdd[r["run"]] for r in rs]
-    wt = [r["wait_secs"] for r in rs]
-    f = lambda xs, fmt: (fmt % statistics.median(xs)) + " (" + (fmt % min(xs)) + "–" + (fmt % max(xs)) + ")"
-    print("| %s | %s | %s | %s | %s |" % (mode, f(bw, "%.1f"), f(sp, "%.2f×"), f([s / ratio * 100 for s in sp], "%.0f%%"), f(wt, "%.2f")))
-PY
+python3 bench/tiers/report.py prefetch "$OUT"

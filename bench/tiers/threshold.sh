@@ -18,9 +18,8 @@
 #   bash bench/tiers/threshold.sh            # 3 runs per case, ~8 min
 #   SMOKE=1 bash bench/tiers/threshold.sh    # 1 run, small sizes
 #
-# Raw results: bench/tiers/threshold.jsonl (OUT); summary: report.py.
+# Raw results: bench/tiers/threshold.jsonl (OUT); summary: report.py threshold.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3}
 MEM=${MEM:-64}          # MiB
@@ -32,14 +31,7 @@ TOTAL=$((4 * MEM)) BURST=$((3 * MEM / 4)) PAUSE=${PAUSE:-3}
 CSW=${FREE%%,*}
 FREE_BURST=${FREE_BURST:-$CSW,$((BURST / 4))M,$((BURST + ${CSW%M}))M}
 OUT=${OUT:-bench/tiers/threshold.jsonl}
-go build -o bin/sluice ./cmd/sluice
-WORK=$(mktemp -d /tmp/sluice-tiers.XXXXXX)
-cleanup() {
-	bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-: > "$WORK/results.jsonl"
+source "$(dirname "$0")/common.sh" tiers
 for run in $(seq 1 "$RUNS"); do
 	for pattern in stream bursts; do
 		for mode in onfs onfs-burst spill; do
@@ -82,4 +74,4 @@ PY
 	done
 done
 cp "$WORK/results.jsonl" "$OUT"
-python3 bench/tiers/report.py "$OUT"
+python3 bench/tiers/report.py threshold "$OUT"

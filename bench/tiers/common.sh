@@ -1,0 +1,15 @@
+# Shared set-up of the tiering experiments (sourced by threshold.sh,
+# prefetch.sh, checkpoint.sh): builds bin/sluice, makes a work directory
+# $WORK and stops the cluster in $WORK/state and removes $WORK on exit
+# (KEEP=1 leaves them). $S is the binary.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+go build -o bin/sluice ./cmd/sluice
+S=bin/sluice
+WORK=$(mktemp -d "/tmp/sluice-$1.XXXXXX")
+cleanup() {
+	[ "${KEEP:-0}" = 1 ] && return
+	$S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+: > "$WORK/results.jsonl"
