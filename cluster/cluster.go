@@ -32,7 +32,11 @@ type Options struct {
 	// MemServers is the number of mem-tier data servers (default 1); each
 	// gets MemBytes.
 	MemServers int
-	Engine     string
+	// MemReplicas is the copies each mem-tier chunk keeps (the metadata
+	// daemon's --mem-replicas; 0 or 1: one). With 2 each mem server is a
+	// failure domain of its own (--domain cabN).
+	MemReplicas int
+	Engine      string
 	// FwdMBps and FwdIOPS cap each forwarding daemon (emulated link);
 	// FwdMBps is also the manager's B_f. DataMBps and DataIOPS cap each
 	// mem-tier data server (emulated device).
@@ -214,24 +218,28 @@ func Up(o Options) (*Cluster, error) {
 	if o.FwdMBps > 0 {
 		margsMeta = append(margsMeta, "--fwd-capacity-mbps", ftoa(o.FwdMBps))
 	}
+	if o.MemReplicas > 1 {
+		margsMeta = append(margsMeta, "--mem-replicas", strconv.Itoa(o.MemReplicas))
+	}
 	margsMeta = append(margsMeta, o.MetaFlags...)
 	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(margsMeta, common...)})
 	type tierd struct {
 		name, kind, dir string
 		cap             int64
+		domain          string
 	}
 	secret, err := os.ReadFile(secretFile)
 	if err != nil {
 		return nil, err
 	}
 	mdir := memDir(dir, secret)
-	tiers := []tierd{{"data-mem", "mem", mdir, o.MemBytes}}
+	tiers := []tierd{{"data-mem", "mem", mdir, o.MemBytes, "cab0"}}
 	for i := 1; i < o.MemServers; i++ {
-		tiers = append(tiers, tierd{fmt.Sprintf("data-mem-%d", i), "mem", fmt.Sprintf("%s-%d", mdir, i), o.MemBytes})
+		tiers = append(tiers, tierd{fmt.Sprintf("data-mem-%d", i), "mem", fmt.Sprintf("%s-%d", mdir, i), o.MemBytes, fmt.Sprintf("cab%d", i)})
 	}
-	tiers = append(tiers, tierd{"data-ssd", "ssd", filepath.Join(dir, "ssd"), o.SSDBytes},
-		tierd{"data-hdd", "hdd", filepath.Join(dir, "hdd"), o.HDDBytes},
-		tierd{"data-pfs", "pfs", o.PFS, 0})
+	tiers = append(tiers, tierd{"data-ssd", "ssd", filepath.Join(dir, "ssd"), o.SSDBytes, ""},
+		tierd{"data-hdd", "hdd", filepath.Join(dir, "hdd"), o.HDDBytes, ""},
+		tierd{"data-pfs", "pfs", o.PFS, 0, ""})
 	for _, t := range tiers {
 		if (t.kind != "pfs" && t.cap <= 0) || (t.kind == "pfs" && o.PFS == "none") {
 			continue
@@ -244,6 +252,9 @@ func Up(o Options) (*Cluster, error) {
 			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, common...)
 		if o.ZeroCopy == "data" || o.ZeroCopy == "all" {
 			args = append(args, "--zero-copy")
+		}
+		if o.MemReplicas > 1 && t.domain != "" {
+			args = append(args, "--domain", t.domain)
 		}
 		if t.kind == "mem" && o.DataMBps > 0 {
 			args = append(args, "--max-mbps", ftoa(o.DataMBps))

@@ -41,6 +41,7 @@ type Config struct {
 	Meta     string // metadata service address
 	Secret   []byte
 	Node     string
+	Domain   string  // failure domain label (replicated chunks keep copies in different ones)
 	MaxMBps  float64 // 0: unlimited
 	MaxIOPS  float64
 	Workers  int // concurrent requests toward the medium (default 16)
@@ -168,7 +169,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		c, u := s.store.Usage()
 		w, r := s.meter.rates(s.cfg.Now())
 		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node,
-			WriteBW: w, ReadBW: r}
+			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain}
 	}, Replied: func(r *wire.Msg) {
 		if r.Flags&wire.RegisterHasTrims != 0 {
 			go s.pullTrims(ctx)

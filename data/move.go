@@ -369,18 +369,23 @@ func (s *Server) moveEnd(m *wire.Msg) error {
 		}
 		return tier.Discard(s.store, id) // the abandoned copy
 	}
-	return s.endSourceLocked(chunkKey{m.Ino, m.Idx}, m.Handle, committed, m.Gen, m.ChunkSize)
+	return s.endSourceLocked(chunkKey{m.Ino, m.Idx}, m.Handle, committed, m.Flags&wire.MoveKeep != 0, m.Gen, m.ChunkSize)
 }
 
 // endSourceLocked ends the source side of migration h of chunk k: fence
-// and drop the chunk if the move was committed at layout generation gen,
-// serve it again if not. Caller holds the inode's fence lock exclusively.
-func (s *Server) endSourceLocked(k chunkKey, h uint64, committed bool, gen uint64, chunkSize uint32) error {
+// and drop the chunk if the move was committed at layout generation gen
+// (keep: a copy was made, the chunk stays and only requests of older
+// generations are fenced), serve it again if not. Handle 0 ends no
+// session: a copy of a replicated chunk that was given up (meta/replica.go).
+// Caller holds the inode's fence lock exclusively.
+func (s *Server) endSourceLocked(k chunkKey, h uint64, committed, keep bool, gen uint64, chunkSize uint32) error {
 	mv := s.moves
 	if committed {
 		if err := mv.setMovedLocked(k, gen); err != nil {
 			return err
 		}
+	}
+	if committed && !keep {
 		if err := tier.Discard(s.store, tier.ChunkID{Ino: k.ino, Idx: k.idx, ChunkSize: chunkSize}); err != nil {
 			s.cfg.Log.Warn("dropping a moved chunk failed", "ino", k.ino, "chunk", k.idx, "err", err)
 		}
@@ -427,7 +432,7 @@ func (s *Server) resolveStops(ctx context.Context) {
 		}
 		l := s.fence.lock(t.k.ino)
 		l.Lock()
-		err = s.endSourceLocked(t.k, t.id, resp.Flags&wire.MoveCommitted != 0, resp.Gen, resp.ChunkSize)
+		err = s.endSourceLocked(t.k, t.id, resp.Flags&wire.MoveCommitted != 0, resp.Flags&wire.MoveKeep != 0, resp.Gen, resp.ChunkSize)
 		l.Unlock()
 		s.cfg.Log.Info("migration resolved with the metadata service", "ino", t.k.ino, "chunk", t.k.idx,
 			"committed", resp.Flags&wire.MoveCommitted != 0, "err", err)

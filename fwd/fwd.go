@@ -52,6 +52,11 @@ type Config struct {
 	// write-stall threshold before its new chunk goes to a lower tier
 	// instead (default Timeout/2, so the client's call does not time out).
 	StallMax time.Duration
+	// Failover is how long a copy of a replicated chunk whose server
+	// cannot be reached is retried before the other copy serves the
+	// request alone (default 1 s, at most Timeout/4). Chunks with one copy
+	// retry for the whole Timeout: their server may be restarting.
+	Failover time.Duration
 	// SizeFlush is how often unreported file growth is sent to the
 	// metadata service (default 500 ms).
 	SizeFlush time.Duration
@@ -116,6 +121,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.StallMax <= 0 {
 		cfg.StallMax = cfg.Timeout / 2
+	}
+	if cfg.Failover <= 0 {
+		cfg.Failover = min(time.Second, cfg.Timeout/4)
 	}
 	if cfg.SizeFlush <= 0 {
 		cfg.SizeFlush = 500 * time.Millisecond

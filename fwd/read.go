@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,14 +70,37 @@ func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf 
 			clear(dst)
 			return nil
 		}
+		patient := false // a server that cannot be reached may be restarting
 		for attempt := 0; ; attempt++ {
 			g := len(loc.Servers)
 			pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
+			var lost atomic.Uint64
 			err = s.parallel(len(pieces), func(j int) error {
 				pc := pieces[j]
 				into := dst[pc.BufOff : pc.BufOff+pc.Len]
-				return s.callData(ctx, loc.Servers[pc.Member], s.chunkRead(m, rp, sp, pc, loc.Gen), nil, into)
+				l, err := s.readCopies(ctx, copiesOf(loc, pc.Member), s.chunkRead(m, rp, sp, pc, loc.Gen), into, patient)
+				if l != 0 {
+					lost.Store(l)
+				}
+				return err
 			})
+			if l := lost.Load(); l != 0 && err == nil {
+				// the replica served: give the lost copy up, so the
+				// next reads go to the replica at once
+				s.giveUp(ctx, m.Ino, f, sp.Idx, loc, l, nil)
+			}
+			if unreachable(err) && attempt < maxRelocate {
+				// the chunk may have a copy elsewhere by now (given up
+				// and copied again while this daemon's layout was old)
+				if now, changed := s.reload(ctx, m.Ino, f, sp.Idx, loc); changed {
+					loc = now
+					continue
+				}
+				if !patient {
+					patient = true
+					continue
+				}
+			}
 			if rpc.Errno(err) != syscall.EREMCHG || attempt >= maxRelocate {
 				return err
 			}
@@ -110,7 +134,9 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 	if len(pieces) != 1 {
 		return false, nil
 	}
-	err = s.callDataSink(ctx, loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0], loc.Gen),
+	// a server that cannot be reached is left to the copying path, which
+	// reads the replica or learns where the chunk is now
+	err = s.callDataSink(rpc.WithRetryLimit(ctx, s.cfg.Failover), loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0], loc.Gen),
 		func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
 			if int64(n) != rp.n {
 				return fmt.Errorf("data server answered %d bytes for a read of %d", n, rp.n)
@@ -125,6 +151,9 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 	}
 	if !relayed && rpc.Errno(err) == syscall.EREMCHG {
 		return false, nil // the chunk migrated: the copying path follows it
+	}
+	if !relayed && unreachable(err) {
+		return false, nil
 	}
 	return relayed, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
@@ -65,7 +66,7 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 				seen[id] = true
 			}
 			for _, c := range resp.Chunks {
-				for _, id := range c.Servers {
+				for _, id := range c.All() {
 					if !seen[id] {
 						seen[id] = true
 						ids = append(ids, id)
@@ -73,8 +74,21 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 				}
 			}
 		}
+		held := s.holding(f, ids)
 		err := s.parallel(len(ids), func(i int) error {
-			return s.callData(ctx, ids[i], &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+			h := held[ids[i]]
+			if !h.any {
+				return nil // its copies were given up or moved (and synced there)
+			}
+			cctx := ctx
+			if h.allCopied {
+				cctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
+			}
+			err := s.callData(cctx, ids[i], &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+			if err != nil && unreachable(err) && s.syncLost(ctx, ino, f, ids[i], err) {
+				return nil // its copies were given up; the others are synced
+			}
+			return err
 		})
 		if len(ids) > 0 && err != nil {
 			return err

@@ -199,31 +199,40 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 			}
 		}
 	}
+	patient := false // a server that cannot be reached may be restarting
 	for attempt := 0; ; attempt++ {
 		g := len(loc.Servers)
 		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
 		err = s.parallel(len(pieces), func(i int) error {
 			pc := pieces[i]
-			id := loc.Servers[pc.Member]
 			req := &wire.Msg{Op: wire.OpChunkWrite, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
 				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
 				Cap:   uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)),
 				Trunc: gen, Gen: loc.Gen, Who: m.Who}
-			err := s.callData(ctx, id, req, p[pc.BufOff:pc.BufOff+pc.Len], nil)
-			if err == nil {
-				f.mu.Lock()
-				f.dirty[id] = true
-				f.mu.Unlock()
-				return nil
-			}
 			// only a write to a fresh chunk may move it: nothing of
 			// anyone else's is in it yet
-			var te *rpc.TransportError
-			if placer && (rpc.Errno(err) == syscall.ENOSPC || errors.As(err, &te)) {
-				return &refusedErr{id: id, err: err}
-			}
-			return err
+			return s.writeCopies(ctx, f, copiesOf(loc, pc.Member), req, p[pc.BufOff:pc.BufOff+pc.Len], placer, patient)
 		})
+		var lost *lostCopyErr
+		if errors.As(err, &lost) && attempt < maxRelocate {
+			// one copy's server is gone: give it up and write again
+			// (the copy left has this write already; writing it again
+			// is harmless)
+			if loc, err = s.giveUp(ctx, m.Ino, f, sp.Idx, loc, lost.id, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if !placer && unreachable(err) && attempt < maxRelocate {
+			if now, changed := s.reload(ctx, m.Ino, f, sp.Idx, loc); changed {
+				loc = now // this daemon's layout was old
+				continue
+			}
+			if !patient {
+				patient = true
+				continue
+			}
+		}
 		if rpc.Errno(err) == syscall.EREMCHG && attempt < maxRelocate {
 			// the chunk migrated: write again where it is now (pieces
 			// that landed before the switch were copied with it)

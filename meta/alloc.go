@@ -40,6 +40,11 @@ func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uin
 // then asks again, or spills). waited is how long it waited.
 func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude []uint64, wait time.Duration) (loc wire.ChunkLoc, placed bool, waited time.Duration, err error) {
 	start := s.now()
+	for _, x := range exclude {
+		// a server that refused a chunk is full, or down: one that does
+		// not answer is counted down (and not full) until it reports
+		s.reg.reachable(ctx, x)
+	}
 	limit := time.NewTimer(min(wait, stallWait))
 	defer limit.Stop()
 	for stalled := false; ; stalled = true {
@@ -81,7 +86,7 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 	var lgen uint64
 	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil {
 		cur, err := decodeChunk(v)
-		if err != nil || !anyIn(cur.Servers, exclude) {
+		if err != nil || !anyIn(cur.Servers, exclude) && !anyIn(cur.Replicas, exclude) {
 			s.mu.Unlock()
 			return cur, false, nil, err
 		}
@@ -161,14 +166,14 @@ func anyIn(ids, set []uint64) bool {
 func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) (wire.ChunkLoc, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// a server that refused a chunk (full, or unreachable) gets no new
+	// a server that refused a chunk and answers is full: it gets no new
 	// chunks until its next report says otherwise
+	now := r.s.now()
 	for _, x := range exclude {
-		if m := r.servers[x]; m != nil && m.info.Capacity > 0 {
+		if m := r.servers[x]; m != nil && m.info.Capacity > 0 && now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL {
 			m.reserved = m.info.Capacity
 		}
 	}
-	now := r.s.now()
 	var servers []place.Server
 	for _, m := range r.servers {
 		if m.info.Role != "data" {
@@ -180,11 +185,12 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 		}
 		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
 			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
-			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL})
+			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain})
 	}
 	r.rotation++
 	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
-		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait})
+		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait,
+		Copies: r.s.cfg.Copies})
 	if errors.Is(err, place.ErrStall) {
 		if r.spaceWake == nil {
 			r.spaceWake = make(chan struct{})
@@ -197,7 +203,10 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 	for i, id := range d.Servers {
 		r.servers[id].reserved += d.Charge[i]
 	}
-	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers}, nil, nil
+	for i, id := range d.Replicas {
+		r.servers[id].reserved += d.ReplicaCharge[i]
+	}
+	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers, Replicas: d.Replicas}, nil, nil
 }
 
 // Layout returns the known chunk locations of a file.

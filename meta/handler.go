@@ -205,8 +205,18 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if len(m.Servers) == 1 { // the figures of the heartbeat
 			si.WriteBW, si.ReadBW, si.Domain = m.Servers[0].WriteBW, m.Servers[0].ReadBW, m.Servers[0].Domain
 		}
+		back := si.Role == "data" && si.ID != 0 && !s.reg.alive(si.ID)
 		id, err = s.Register(si)
 		r := &wire.Msg{ID: id}
+		if back && err == nil {
+			// a data server coming back drops the copies given up
+			// while it was away before it is asked for them again
+			go func() {
+				dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				s.DeliverDrops(dctx)
+			}()
+		}
 		if err == nil && si.Role == "data" && s.hasPendingTrims(id) {
 			r.Flags = wire.RegisterHasTrims
 		}
@@ -214,6 +224,12 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpTrims:
 		ts, gen, err := s.PendingTrims(m.ID, m.Ino)
 		return &wire.Msg{Trims: ts, Trunc: gen}, nil, err
+	case wire.OpDegrade:
+		c, err := s.Degrade(ctx, m.Ino, m.Idx, m.Gen, m.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &wire.Msg{Chunks: []wire.ChunkLoc{c}}, nil, nil
 	case wire.OpMoveState:
 		return s.MoveStateOf(m.ID, m.Ino, m.Idx, m.Handle), nil, nil
 	case wire.OpTrimsDone:
@@ -237,6 +253,9 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 type serviceMetrics struct {
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
+	// degraded counts chunk copies given up (a replica's server could
+	// not be reached), replicated the copies made again
+	degraded, replicated prometheus.Counter
 }
 
 func newServiceMetrics(reg prometheus.Registerer) serviceMetrics {
@@ -248,7 +267,11 @@ func newServiceMetrics(reg prometheus.Registerer) serviceMetrics {
 			Help: "Requests served by the metadata service."}, []string{"op"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_meta_request_duration_seconds",
 			Help: "Service time of metadata requests.", Buckets: prometheus.ExponentialBuckets(5e-6, 2, 20)}, []string{"op"}),
+		degraded: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_meta_chunk_copies_lost_total",
+			Help: "Chunk copies given up because their data server could not be reached."}),
+		replicated: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_meta_chunk_copies_made_total",
+			Help: "Chunk copies made again by re-replication."}),
 	}
-	reg.MustRegister(m.requests, m.latency)
+	reg.MustRegister(m.requests, m.latency, m.degraded, m.replicated)
 	return m
 }

@@ -54,6 +54,17 @@ type MoveIntent struct {
 	From, To              wire.ChunkLoc
 	Trunc                 uint64 // the file's truncation generation at the intent
 	ChunkSize, StripeUnit uint32
+	// Keep: a copy, not a move (re-replication, replica.go). The source
+	// keeps the chunk and To becomes its replica group.
+	Keep bool
+}
+
+// committedLoc is the chunk's location once mi is committed.
+func (mi MoveIntent) committedLoc() wire.ChunkLoc {
+	if mi.Keep {
+		return wire.ChunkLoc{Idx: mi.Idx, Tier: mi.From.Tier, Servers: mi.From.Servers, Replicas: mi.To.Servers, Gen: mi.To.Gen}
+	}
+	return mi.To
 }
 
 func moveKey(ino, idx uint64) []byte {
@@ -61,8 +72,12 @@ func moveKey(ino, idx uint64) []byte {
 }
 
 func (mi MoveIntent) encode() []byte {
-	return (&wire.Msg{Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, Flags: uint32(mi.State), Trunc: mi.Trunc,
-		ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}}).Append(nil)
+	m := wire.Msg{Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, Flags: uint32(mi.State), Trunc: mi.Trunc,
+		ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}}
+	if mi.Keep {
+		m.Name = "keep"
+	}
+	return m.Append(nil)
 }
 
 func decodeMove(b []byte) (MoveIntent, error) {
@@ -71,7 +86,7 @@ func decodeMove(b []byte) (MoveIntent, error) {
 		return MoveIntent{}, errCorrupt
 	}
 	return MoveIntent{Ino: m.Ino, Idx: m.Idx, Session: m.Handle, State: MoveState(m.Flags), Trunc: m.Trunc,
-		ChunkSize: m.ChunkSize, StripeUnit: m.StripeUnit, From: m.Chunks[0], To: m.Chunks[1]}, nil
+		ChunkSize: m.ChunkSize, StripeUnit: m.StripeUnit, From: m.Chunks[0], To: m.Chunks[1], Keep: m.Name == "keep"}, nil
 }
 
 func (s *Service) getMove(ino, idx uint64) (MoveIntent, bool, error) {
@@ -119,8 +134,8 @@ func newSession() uint64 {
 }
 
 // beginMove records the intent to move chunk idx of ino to the group
-// servers of tier.
-func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64) (MoveIntent, error) {
+// servers of tier (keep: to copy it there as its replica group).
+func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64, keep bool) (MoveIntent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, err := s.getInode(ino)
@@ -141,12 +156,15 @@ func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64) (Mov
 	if err != nil {
 		return MoveIntent{}, err
 	}
-	if anyIn(from.Servers, servers) {
-		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: destination %v overlaps its servers %v", idx, ino, servers, from.Servers)
+	if anyIn(from.All(), servers) {
+		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: destination %v overlaps its servers %v", idx, ino, servers, from.All())
+	}
+	if keep && (len(from.Replicas) > 0 || len(servers) != len(from.Servers) || tier != from.Tier) {
+		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: a replica of %v on %s %v", idx, ino, from, tier, servers)
 	}
 	mi := MoveIntent{Ino: ino, Idx: idx, Session: newSession(), State: MoveCopying, From: from,
 		To:    wire.ChunkLoc{Idx: idx, Tier: tier, Servers: servers, Gen: from.Gen + 1},
-		Trunc: n.Trunc, ChunkSize: n.ChunkSize, StripeUnit: n.StripeUnit}
+		Trunc: n.Trunc, ChunkSize: n.ChunkSize, StripeUnit: n.StripeUnit, Keep: keep}
 	if mi.StripeUnit == 0 || mi.StripeUnit > mi.ChunkSize {
 		mi.StripeUnit = mi.ChunkSize
 	}
@@ -178,7 +196,7 @@ func (s *Service) commitMove(mi MoveIntent) (path string, err error) {
 		return "", errno(syscall.EAGAIN, "migration of chunk %d of inode %d aborted: %s", mi.Idx, mi.Ino, reason)
 	}
 	mi.State = MoveCommitted
-	b.Set(layoutKey(mi.Ino, mi.Idx), encodeChunk(mi.To))
+	b.Set(layoutKey(mi.Ino, mi.Idx), encodeChunk(mi.committedLoc()))
 	b.Set(moveKey(mi.Ino, mi.Idx), mi.encode())
 	if err := s.e.Apply(&b, true); err != nil {
 		return "", err
@@ -211,10 +229,10 @@ func (s *Service) moveConflictLocked(mi MoveIntent) string {
 		return "the chunk has no location"
 	}
 	loc, err := decodeChunk(v)
-	if err != nil || loc.Gen != mi.From.Gen || !sameServers(loc.Servers, mi.From.Servers) {
+	if err != nil || loc.Gen != mi.From.Gen || !sameServers(loc.All(), mi.From.All()) {
 		return "the chunk moved meanwhile"
 	}
-	for _, id := range mi.From.Servers {
+	for _, id := range mi.From.All() {
 		found := false
 		s.e.Scan(trimPrefix(id, mi.Ino), nil, func(_, _ []byte) bool {
 			found = true
@@ -257,9 +275,16 @@ func (s *Service) setMoveState(mi MoveIntent, st MoveState) error {
 // MoveChunk migrates chunk idx of ino to the group servers of tier, with
 // the whole protocol above. It returns when the chunk is at the
 // destination (nil) or stays where it was (an error saying why). A move
-// whose ends could not all be delivered is finished by FinishMoves.
+// whose ends could not all be delivered is finished by FinishMoves. A
+// chunk with a replica group moves whole: the destination gets one copy
+// (re-replication adds the second if the tier keeps two), and the
+// replicas are dropped with the source.
 func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (bytes uint64, err error) {
-	mi, err := s.beginMove(ino, idx, tier, servers)
+	return s.moveChunk(ctx, ino, idx, tier, servers, false)
+}
+
+func (s *Service) moveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64, keep bool) (bytes uint64, err error) {
+	mi, err := s.beginMove(ino, idx, tier, servers, keep)
 	if err != nil {
 		return 0, err
 	}
@@ -313,7 +338,12 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 	if err != nil {
 		return 0, err
 	}
-	s.reg.moved(mi.From.Servers, mi.To.Servers, int64(mi.ChunkSize), int64(mi.StripeUnit))
+	if !mi.Keep {
+		s.reg.moved(mi.From.Servers, mi.To.Servers, int64(mi.ChunkSize), int64(mi.StripeUnit))
+		s.reg.moved(mi.From.Replicas, nil, int64(mi.ChunkSize), int64(mi.StripeUnit))
+	} else {
+		s.reg.moved(nil, mi.To.Servers, int64(mi.ChunkSize), int64(mi.StripeUnit))
+	}
 	return resp.Size, nil
 }
 
@@ -324,9 +354,16 @@ func (s *Service) finishMove(ctx context.Context, mi MoveIntent) bool {
 	end := wire.Msg{Op: wire.OpMoveEnd, Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, ChunkSize: mi.ChunkSize, Gen: mi.To.Gen}
 	if committed {
 		end.Flags = wire.MoveCommitted
+		if mi.Keep {
+			end.Flags |= wire.MoveKeep
+		}
 	}
 	ok := true
+	owed := s.pendingDrops(mi.Ino, mi.Idx)
 	send := func(id uint64, role string) {
+		if anyIn([]uint64{id}, owed) {
+			return // its copy was given up: the drop it is owed ends everything there
+		}
 		m := end
 		m.Name = role
 		if err := s.reg.callData(ctx, id, &m); err != nil {
@@ -337,7 +374,13 @@ func (s *Service) finishMove(ctx context.Context, mi MoveIntent) bool {
 	for _, id := range mi.From.Servers {
 		send(id, "src")
 	}
-	if !committed {
+	if committed {
+		// the replicas of a moved chunk are fenced and dropped with it
+		// (with no session there: nothing else to end)
+		for _, id := range mi.From.Replicas {
+			send(id, "src")
+		}
+	} else {
 		for _, id := range mi.To.Servers {
 			send(id, "dst")
 		}
@@ -397,6 +440,9 @@ func (s *Service) MoveStateOf(server, ino, idx, session uint64) *wire.Msg {
 		switch {
 		case mi.State == MoveCommitted:
 			r.Flags, r.Gen = wire.MoveCommitted, mi.To.Gen
+			if mi.Keep {
+				r.Flags |= wire.MoveKeep
+			}
 			return r
 		case mi.State == MoveAborted:
 			r.Flags = wire.MoveAborted
@@ -421,6 +467,8 @@ func (s *Service) MoveStateOf(server, ino, idx, session uint64) *wire.Msg {
 		return r
 	}
 	if anyIn([]uint64{server}, loc.Servers) {
+		// still the chunk's (after a copy too: then its fence, set by
+		// the end it got, already keeps older requests out)
 		r.Flags = wire.MoveAborted
 	} else {
 		r.Flags, r.Gen = wire.MoveCommitted, loc.Gen
@@ -469,13 +517,15 @@ func (s *Service) ServerFiles() (map[uint64][]FileUse, error) {
 		if unit <= 0 || unit > int64(cs) {
 			unit = int64(cs)
 		}
-		for i, id := range loc.Servers {
+		for i, id := range loc.All() {
 			if per[id] == nil {
 				per[id] = map[uint64]uint64{}
 			}
 			// what the server charges the chunk against its budget: its
 			// whole local share, however little of it is written
-			per[id][ino] += uint64(layout.LocalSize(i, len(loc.Servers), unit, int64(cs)))
+			// (replica member i mirrors member i)
+			g := len(loc.Servers)
+			per[id][ino] += uint64(layout.LocalSize(i%g, g, unit, int64(cs)))
 		}
 		return true
 	})

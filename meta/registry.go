@@ -182,6 +182,22 @@ func (r *registry) alive(id uint64) bool {
 	return m != nil && r.s.now().Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL
 }
 
+// reachable reports whether data server id answers: it is alive by its
+// heartbeats and answers a ping within a second. One that does not is
+// suspected (counted down until its next heartbeat).
+func (r *registry) reachable(ctx context.Context, id uint64) bool {
+	if !r.alive(id) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := r.callData(ctx, id, &wire.Msg{Op: wire.OpPing}); err != nil {
+		r.suspect(id)
+		return false
+	}
+	return true
+}
+
 // suspect counts daemon id as down until its next heartbeat (it could
 // not be reached).
 func (r *registry) suspect(id uint64) {

@@ -17,6 +17,7 @@ import (
 //	'C' name               → counter
 //	'T' server ino gen idx → pending trim: keep (8 bytes) + chunk size (4)
 //	'M' ino idx            → chunk migration intent (move.go)
+//	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
 const (
 	pInode   = 'I'
 	pDentry  = 'D'
@@ -28,6 +29,7 @@ const (
 	pTrim    = 'T'
 	pMove    = 'M'
 	pPolicy  = 'P' // ino → a directory's tiering policy (tierpolicy.go)
+	pDrop    = 'R'
 )
 
 func key1(p byte, a uint64) []byte {

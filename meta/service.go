@@ -38,6 +38,10 @@ type Config struct {
 	HeartbeatTTL time.Duration
 	// Metrics receives the service's Prometheus series (nil: not exported).
 	Metrics prometheus.Registerer
+	// Copies is how many copies new chunks keep per tier, by tier name
+	// (missing or below 2: one; "mem": 2 is `--mem-replicas 2`). Two is
+	// the most kept today.
+	Copies map[string]int
 }
 
 // Service implements the metadata operations.

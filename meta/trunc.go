@@ -88,7 +88,8 @@ func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
 			keep = int64(size - start)
 		}
 		g := len(l.Servers)
-		for i, id := range l.Servers {
+		for i, id := range l.All() {
+			i %= g // replica member i mirrors member i
 			t := wire.Trim{Ino: n.Ino, Idx: l.Idx, Gen: n.Trunc, ChunkSize: n.ChunkSize,
 				Keep: uint64(layout.LocalSize(i, g, int64(n.StripeUnit), keep))}
 			if l.Tier == "pfs" {

@@ -141,6 +141,9 @@ func cmdStatus(args []string) error {
 		if tier == "" {
 			tier = "-"
 		}
+		if s.Domain != "" {
+			state += " (domain " + s.Domain + ")"
+		}
 		fmt.Printf("%-4d %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", s.ID, s.Role, tier, s.Addr, s.Node, capS, usedS, pct, state)
 	}
 	fmt.Println("\nTIER  CAPACITY       USED")
@@ -165,6 +168,10 @@ func printTiering(mc *rpc.Client) error {
 	}
 	fmt.Printf("\nTIERING  %d files, %d chunks, %s migrated; %d chunk moves aborted; %d files drained to the PFS\n", st.Totals.Files, st.Totals.Chunks,
 		size.Format(st.Totals.Bytes), st.Totals.Failed, st.Totals.Drained)
+	if st.Totals.Replicated > 0 || st.Totals.ReplicaFailed > 0 {
+		fmt.Printf("REPLICAS %d chunk copies made again (%s), %d tries failed\n", st.Totals.Replicated,
+			size.Format(st.Totals.ReplicaBytes), st.Totals.ReplicaFailed)
+	}
 	if len(st.Servers) > 0 {
 		fmt.Printf("%-4s %-12s %10s %10s %10s %4s %9s %s\n", "ID", "MODE", "Cs-w", "Cf-m", "Cn-m", "N", "IN-FLIGHT", "WHY")
 	}
@@ -359,7 +366,11 @@ func cmdStat(args []string) error {
 	fmt.Printf("path:        %s\ninode:       %d\nsize:        %d\ntruncations: %d\nchunk size:  %d\nstripe:      count %d, unit %d\nchunks:      %d allocated\n",
 		fs.Arg(0), at.Ino, at.Size, at.Trunc, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
 	for _, c := range l.Chunks {
-		fmt.Printf("  chunk %-6d tier %-4s servers %v generation %d\n", c.Idx, c.Tier, c.Servers, c.Gen)
+		reps := ""
+		if len(c.Replicas) > 0 {
+			reps = fmt.Sprintf(" replicas %v", c.Replicas)
+		}
+		fmt.Printf("  chunk %-6d tier %-4s servers %v%s generation %d\n", c.Idx, c.Tier, c.Servers, reps, c.Gen)
 	}
 	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "file", Ino: st.Ino}, nil, nil); err == nil {
 		var fst tiermgr.FileState

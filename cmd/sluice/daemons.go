@@ -142,6 +142,7 @@ func cmdMeta(args []string) error {
 	tierEvery := fs.Duration("tiering-every", time.Second, "how often the tiering policy looks at each server")
 	drainDefault := fs.String("drain-default", "cool", "when files of directories without a policy drain to the PFS: cool, on-close, now or never")
 	drainAge := fs.Duration("drain-age", 10*time.Minute, "how long a file stays closed before it drains under --drain cool")
+	memReplicas := fs.Int("mem-replicas", 1, "copies of each mem-tier chunk, on data servers of different --domain (1 or 2)")
 	tierFree := fs.String("tier-free", "", "free-space thresholds Cs-w,Cf-m,Cn-m of every mem/ssd/hdd server, e.g. 4M,64M,256M (default: derived per server, docs/tiering.md)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
@@ -177,8 +178,11 @@ func cmdMeta(args []string) error {
 	}
 	defer e.Close()
 	log := logger("meta")
+	if *memReplicas < 1 || *memReplicas > 2 {
+		return fmt.Errorf("--mem-replicas %d: want 1 or 2", *memReplicas)
+	}
 	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout,
-		Metrics: df.reg})
+		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}})
 	if err != nil {
 		return err
 	}
@@ -280,6 +284,7 @@ func cmdData(args []string) error {
 	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
 	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
 	node := fs.String("node", hostname(), "node name")
+	domain := fs.String("domain", "", "failure domain (a cabinet): replicated chunks keep their copies in different domains; \"\": the server alone")
 	zeroCopy := fs.Bool("zero-copy", false, "answer reads with sendfile from the chunk file instead of through a buffer")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
@@ -306,7 +311,7 @@ func cmdData(args []string) error {
 		idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
 	}
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
-		Secret: secret, Node: *node, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
+		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
 		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.PFS, "pfs", "", "PFS directory for the pfs tier (default STATE/pfs; none: no pfs tier)")
 	fs.IntVar(&o.Fwds, "fwds", 2, "forwarding daemons")
 	fs.IntVar(&o.MemServers, "mem-servers", 1, "mem-tier data servers, each with the --mem budget")
+	fs.IntVar(&o.MemReplicas, "mem-replicas", 1, "copies of each mem-tier chunk (2: on two mem servers, each its own failure domain)")
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon, MB/s (also DFRA's B_f)")
 	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
@@ -48,6 +49,9 @@ func cmdUp(args []string) error {
 	case "none", "data", "fwd", "all":
 	default:
 		return fmt.Errorf("--zero-copy %q: want data, fwd, all or none", o.ZeroCopy)
+	}
+	if o.MemReplicas > 1 && o.MemServers < o.MemReplicas {
+		return fmt.Errorf("--mem-replicas %d needs --mem-servers %d or more", o.MemReplicas, o.MemReplicas)
 	}
 	o.NoMonitor = !*monitor
 	o.MetaFlags = strings.Fields(*metaFlags)

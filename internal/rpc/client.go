@@ -192,6 +192,16 @@ func (c *Client) CallSink(ctx context.Context, req *wire.Msg, payload []byte, si
 	return resp, err
 }
 
+type retryKey struct{}
+
+// WithRetryLimit bounds how long calls made with the returned context
+// retry a server they cannot connect to (or whose connection fails before
+// an answer) to d, instead of the whole timeout: for a caller that has
+// somewhere else to go, such as another copy of the data.
+func WithRetryLimit(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, retryKey{}, d)
+}
+
 // call runs one call, retrying on fresh connections; proto carries the
 // call's into or sink.
 func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, error) {
@@ -199,6 +209,10 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 	defer cancel()
 	backoff := 20 * time.Millisecond
 	lane := laneOf(req)
+	var giveUp time.Time
+	if d, ok := ctx.Value(retryKey{}).(time.Duration); ok && d > 0 {
+		giveUp = time.Now().Add(d)
+	}
 	for {
 		cc, err := c.conn(ctx, lane)
 		if err == nil {
@@ -219,6 +233,9 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 		}
 		if errors.Is(err, ErrAuth) || errors.Is(err, errClosed) {
 			return nil, nil, &TransportError{Server: c.opt.Name, Err: err}
+		}
+		if !giveUp.IsZero() && time.Now().After(giveUp) {
+			return nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("unreachable: %v", err)}
 		}
 		select {
 		case <-ctx.Done():

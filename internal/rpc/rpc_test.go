@@ -138,6 +138,24 @@ func TestUnreachableTimesOut(t *testing.T) {
 	}
 }
 
+// TestRetryLimit: a caller with somewhere else to go stops retrying an
+// unreachable server after its limit, well before the timeout.
+func TestRetryLimit(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	c := NewClient(addr, secret, ClientOptions{Timeout: 20 * time.Second, Name: "data server 7"})
+	start := time.Now()
+	_, _, err := c.Call(WithRetryLimit(context.Background(), 200*time.Millisecond), &wire.Msg{Op: wire.OpPing}, nil, nil)
+	var te *TransportError
+	if !errors.As(err, &te) {
+		t.Fatalf("want transport error, got %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("gave up after %v, want about 200ms", d)
+	}
+}
+
 func TestReconnectAfterRestart(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -20,7 +21,12 @@ import (
 var Secret = []byte("0123456789abcdef-test")
 
 // Quiet is a logger that discards everything.
-func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func Quiet() *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 // Meta starts a metadata service (cfg with the in-memory engine, the rig's
 // secret and a quiet logger where unset) serving on loopback until the

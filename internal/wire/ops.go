@@ -65,6 +65,7 @@ const (
 	OpMoveState // a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
 	OpMigrate   // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
 	OpBudget    // data server: lend memory to the node (Size = the budget now, at most the configured one) or take it back (Name "release"); reply Cap, Used
+	OpDegrade   // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
 	opMax
 )
 
@@ -229,6 +230,7 @@ const (
 	MoveCut                          // OpMoveStop reply: the chunk was truncated during the copy
 	MoveRead                         // OpChunkRead: the mover's read of a stopped chunk (Handle: its session)
 	MoveWait                         // OpMigrate: reply when the file has moved
+	MoveKeep                         // OpMoveEnd, OpMoveState with MoveCommitted: the chunk was copied (re-replication), not moved: the source keeps it and fences only older generations
 )
 
 // AllocPlaced in the Flags of an OpAlloc reply says the chunk was placed

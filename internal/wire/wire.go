@@ -129,6 +129,17 @@ type ChunkLoc struct {
 	// and a data server the chunk moved away from refuses older ones
 	// (data/move.go).
 	Gen uint64
+	// Replicas is a second group of servers of the same tier holding a
+	// full copy of the chunk, member i mirroring Servers[i] (mem-tier
+	// replicas; empty: one copy). Writes go to both groups, reads to
+	// either.
+	Replicas []uint64
+}
+
+// All returns every server holding a copy of the chunk: Servers, then
+// Replicas (a new slice).
+func (c ChunkLoc) All() []uint64 {
+	return append(append(make([]uint64, 0, len(c.Servers)+len(c.Replicas)), c.Servers...), c.Replicas...)
 }
 
 // ServerInfo describes a registered daemon (data server or forwarding node).
@@ -262,6 +273,7 @@ const (
 	tApp
 	tChunkGens // ChunkLoc.Gen of each of Chunks, in order (added after tChunks, which stays as it was)
 	tServerX   // WriteBW, ReadBW and Domain of each of Servers, in order
+	tReplicas  // ChunkLoc.Replicas of each of Chunks, in order
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -421,6 +433,16 @@ func (m *Msg) Append(b []byte) []byte {
 			e.uv(s.WriteBW)
 			e.uv(s.ReadBW)
 			e.str(s.Domain)
+		}
+	}
+	if replicas(m.Chunks) {
+		e.tag(tReplicas)
+		e.uv(uint64(len(m.Chunks)))
+		for _, c := range m.Chunks {
+			e.uv(uint64(len(c.Replicas)))
+			for _, id := range c.Replicas {
+				e.uv(id)
+			}
 		}
 	}
 	return e.b
@@ -607,6 +629,16 @@ func Decode(b []byte) (*Msg, error) {
 			for i := range m.Servers {
 				m.Servers[i].WriteBW, m.Servers[i].ReadBW, m.Servers[i].Domain = d.Uvarint(), d.Uvarint(), d.Str()
 			}
+		case tReplicas:
+			if d.Count(1) != len(m.Chunks) {
+				d.Fail()
+			}
+			for i := range m.Chunks {
+				n := d.Count(1)
+				for j := 0; j < n && d.Err == nil; j++ {
+					m.Chunks[i].Replicas = append(m.Chunks[i].Replicas, d.Uvarint())
+				}
+			}
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
 		}
@@ -622,6 +654,15 @@ func Decode(b []byte) (*Msg, error) {
 func chunkGens(cs []ChunkLoc) bool {
 	for _, c := range cs {
 		if c.Gen != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func replicas(cs []ChunkLoc) bool {
+	for _, c := range cs {
+		if len(c.Replicas) > 0 {
 			return true
 		}
 	}

@@ -17,6 +17,7 @@ import (
 // take 20 ms; the test closes files to mark them read.
 type prefetchNS struct {
 	noPolicies
+	noReplicas
 	mu     sync.Mutex
 	tier   map[uint64]string    // ino → tier of its one chunk
 	closed map[uint64]time.Time // last close

@@ -47,6 +47,11 @@ type Namespace interface {
 	// WakeStalled makes writers waiting at Cs-w look again (a reserve
 	// StallReserve gives went to 0).
 	WakeStalled()
+	// Replicas (repair.go).
+	ShortChunks(max int) ([]meta.ShortChunk, error)
+	Degrade(ctx context.Context, ino, idx, gen, dead uint64) (wire.ChunkLoc, error)
+	Replicate(ctx context.Context, ino, idx uint64) (uint64, error)
+	DeliverDrops(ctx context.Context) int
 }
 
 var _ Namespace = (*meta.Service)(nil)
@@ -91,6 +96,8 @@ type Manager struct {
 	// lastDrainScan is when drainTick last looked at every file (only
 	// Tick's goroutine uses it)
 	lastDrainScan time.Time
+	repairing     map[chunkRef]bool      // chunks being copied again (repair.go)
+	repairAfter   map[chunkRef]time.Time // chunks whose copy failed: not before then
 
 	moved  *prometheus.CounterVec // bytes, by source and destination tier
 	queue  *prometheus.GaugeVec   // migrations in flight, by source tier
@@ -102,6 +109,9 @@ type Totals struct {
 	Files, Chunks, Failed uint64
 	Bytes                 uint64
 	Drained               uint64 // files moved to the PFS by drain policies
+	// Replicated chunks copied again (ReplicaBytes in all), and copies
+	// that failed
+	Replicated, ReplicaBytes, ReplicaFailed uint64
 }
 
 // New returns a manager.
@@ -120,7 +130,8 @@ func New(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, inflight: map[uint64]int{}, migrating: map[uint64]bool{}, streamBW: map[uint64]float64{},
 		last: map[uint64]pol.Decision{}, kick: make(chan struct{}, 1),
-		prefetches: map[string]*prefetch{}, pinned: map[uint64]int{}}
+		prefetches: map[string]*prefetch{}, pinned: map[uint64]int{},
+		repairing: map[chunkRef]bool{}, repairAfter: map[chunkRef]time.Time{}}
 	m.moved = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tiering_migrated_bytes_total",
 		Help: "Bytes of chunks migrated between tiers."}, []string{"from", "to"})
 	m.queue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_tiering_migrations_in_flight",
@@ -133,8 +144,9 @@ func New(cfg Config) *Manager {
 	return m
 }
 
-// Run finishes undecided migrations, then on every tick does it again and
-// (Auto) runs the policy, until ctx ends.
+// Run finishes undecided migrations, then on every tick does it again,
+// makes lost chunk copies again and (Auto) runs the policy, until ctx
+// ends.
 //
 // A finished file migration also runs the policy (at most every 100 ms):
 // a server short of space then starts its next moves at once instead of
@@ -149,6 +161,8 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 			return
 		case <-tick:
 			m.cfg.NS.FinishMoves(ctx)
+			m.cfg.NS.DeliverDrops(ctx)
+			m.repairTick(ctx)
 		case <-m.kick:
 			if d := 100*time.Millisecond - time.Since(last); d > 0 {
 				t := time.NewTimer(d)

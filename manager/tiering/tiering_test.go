@@ -19,6 +19,7 @@ import (
 // ssd servers and files of one chunk each on the mem server.
 type fakeNS struct {
 	noPolicies
+	noReplicas
 	mu     sync.Mutex
 	used   uint64
 	closed map[uint64]time.Time // ino → last close (open files: absent)

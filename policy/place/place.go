@@ -19,6 +19,7 @@ package place
 import (
 	"errors"
 	"sort"
+	"strconv"
 
 	"github.com/sluice-hpc/sluice/layout"
 )
@@ -37,6 +38,9 @@ type Server struct {
 	// its servers has one.
 	Reserve uint64
 	Alive   bool
+	// Domain is its failure domain ("cabinet" in ONFS; "": its own). The
+	// copies of a replicated chunk go to different domains.
+	Domain string
 }
 
 // Chunk is the chunk to place.
@@ -53,6 +57,10 @@ type Chunk struct {
 	// MayWait: the writer can wait for a stalled tier to free space
 	// (ErrStall) instead of spilling to the next tier.
 	MayWait bool
+	// Copies is how many copies a chunk keeps on a tier, by tier name
+	// (missing or below 2: one). A tier that cannot hold every copy in
+	// groups of different failure domains does not take the chunk.
+	Copies map[string]int
 }
 
 // Decision is where the chunk goes.
@@ -60,6 +68,10 @@ type Decision struct {
 	Tier    string
 	Servers []uint64 // stripe group, in stripe order
 	Charge  []uint64 // bytes each of them is promised (same order)
+	// Replicas is the group holding the second copy, member i mirroring
+	// Servers[i] (empty: one copy), and ReplicaCharge what each of them is
+	// promised.
+	Replicas, ReplicaCharge []uint64
 }
 
 // ErrNoSpace: no tier has a live group with room.
@@ -105,7 +117,8 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 		}
 		g = min(g, len(ss))
 		start := int((c.Ino + c.Idx + c.Seq + uint64(t)) % uint64(len(ss)))
-		if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, true); ok {
+		copies := c.Copies[tier]
+		if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, true); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, true) {
 			if stalled && c.MayWait {
 				return Decision{}, ErrStall
 			}
@@ -115,7 +128,7 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 			stalled = stalled || s.Reserve > 0
 		}
 		if fallback == nil {
-			if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, false); ok {
+			if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, false); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, false) {
 				fallback = &d
 			}
 		}
@@ -124,6 +137,95 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 		return *fallback, nil // every tier is at its reserve: use it
 	}
 	return Decision{}, ErrNoSpace
+}
+
+// ErrNoReplica: no live group of the tier, in failure domains other than
+// the copy's, has room for another copy.
+var ErrNoReplica = errors.New("no group in another failure domain has room for a copy")
+
+// ChooseReplica picks a group of the chunk's tier for another copy of a
+// chunk whose copies are on the groups in have (all the same size): live,
+// not excluded, with room above their reserves, and in failure domains
+// none of have's servers is in. The mem tier's lost copies are made again
+// on such a group (re-replication).
+func ChooseReplica(servers []Server, c Chunk, tier string, have ...[]uint64) (Decision, error) {
+	var ss []Server
+	for _, s := range servers {
+		if s.Alive && s.Tier == tier && !excluded(s.ID, c.Exclude) {
+			ss = append(ss, s)
+		}
+	}
+	sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
+	if len(have) == 0 || len(have[0]) == 0 {
+		return Decision{}, ErrNoReplica
+	}
+	unit := c.StripeUnit
+	if unit == 0 {
+		unit = c.ChunkSize
+	}
+	var taken []uint64
+	for _, h := range have {
+		taken = append(taken, h...)
+	}
+	d := Decision{Tier: tier}
+	if r, charge, ok := replicaGroup(ss, taken, len(have[0]), int((c.Ino+c.Idx+c.Seq)%uint64(max(len(ss), 1))), unit, c.ChunkSize, true); ok {
+		d.Servers, d.Charge = r, charge
+		return d, nil
+	}
+	return Decision{}, ErrNoReplica
+}
+
+// withReplicas adds the replica group to d when the tier keeps copies
+// (copies ≥ 2; one replica group is kept today), and says whether it
+// found one.
+func withReplicas(d *Decision, ss []Server, copies int, unit, chunk int64, keepReserve bool) bool {
+	if copies < 2 {
+		return true
+	}
+	r, charge, ok := replicaGroup(ss, d.Servers, len(d.Servers), 0, unit, chunk, keepReserve)
+	d.Replicas, d.ReplicaCharge = r, charge
+	return ok
+}
+
+// replicaGroup picks g servers of ss, from start on, that are in no
+// failure domain of the servers in taken (nor one of them) and have room
+// for their share of the chunk, each in a domain of its own.
+func replicaGroup(ss []Server, taken []uint64, g, start int, unit, chunk int64, keepReserve bool) ([]uint64, []uint64, bool) {
+	used := map[string]bool{}
+	for _, s := range ss {
+		if excluded(s.ID, taken) {
+			used[domainOf(s)] = true
+		}
+	}
+	for _, id := range taken { // servers not passed (down) still count
+		used[domainOf(Server{ID: id})] = true
+	}
+	var ids, charge []uint64
+	for i := 0; i < len(ss) && len(ids) < g; i++ {
+		s := ss[(start+i)%len(ss)]
+		if used[domainOf(s)] {
+			continue
+		}
+		share := uint64(layout.LocalSize(len(ids), g, unit, chunk))
+		need := share
+		if keepReserve {
+			need += s.Reserve
+		}
+		if s.Capacity == 0 || s.Used+need <= s.Capacity {
+			used[domainOf(s)] = true
+			ids = append(ids, s.ID)
+			charge = append(charge, share)
+		}
+	}
+	return ids, charge, len(ids) == g
+}
+
+// domainOf is a server's failure domain: its label, or the server itself.
+func domainOf(s Server) string {
+	if s.Domain != "" {
+		return "d:" + s.Domain
+	}
+	return "s:" + strconv.FormatUint(s.ID, 10)
 }
 
 // group picks g servers of one tier from ss, starting at start, that have

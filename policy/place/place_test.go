@@ -24,9 +24,12 @@ func size(t *testing.T, s string) uint64 {
 
 // TestPlace runs testdata/place:
 //
-//	servers            one per line: TIER ID [cap=SIZE] [used=SIZE] [reserve=SIZE] [down]
-//	place ino=N idx=N chunk=SIZE [count=N] [unit=SIZE] [exclude=ID,ID] [seq=N] [wait=true]
+//	servers            one per line: TIER ID [cap=SIZE] [used=SIZE] [reserve=SIZE] [domain=D] [down]
+//	place ino=N idx=N chunk=SIZE [count=N] [unit=SIZE] [exclude=ID,ID] [seq=N] [wait=true] [copies=TIER:N]
 //	                   prints the decision and charges it to the servers
+//	replica tier=T have=(ID,ID) chunk=SIZE [exclude=(ID,ID)] [seq=N]
+//	                   prints ChooseReplica's server for another copy of an
+//	                   unstriped chunk with copies on the servers have
 func TestPlace(t *testing.T) {
 	var servers []Server
 	datadriven.RunTest(t, "testdata/place", func(t *testing.T, d *datadriven.TestData) string {
@@ -46,6 +49,8 @@ func TestPlace(t *testing.T) {
 						s.Used = size(t, v)
 					case "reserve":
 						s.Reserve = size(t, v)
+					case "domain":
+						s.Domain = v
 					case "down":
 						s.Alive = false
 					default:
@@ -55,11 +60,24 @@ func TestPlace(t *testing.T) {
 				servers = append(servers, s)
 			}
 			return ""
-		case "place":
+		case "place", "replica":
 			c := Chunk{StripeCount: 1}
+			var tier string
+			var have []uint64
 			for _, a := range d.CmdArgs {
 				v := a.Vals[0]
 				switch a.Key {
+				case "tier":
+					tier = v
+				case "have":
+					for _, x := range a.Vals {
+						id, _ := strconv.ParseUint(x, 10, 64)
+						have = append(have, id)
+					}
+				case "copies":
+					t, n, _ := strings.Cut(v, ":")
+					c.Copies = map[string]int{}
+					c.Copies[t], _ = strconv.Atoi(n)
 				case "ino":
 					c.Ino, _ = strconv.ParseUint(v, 10, 64)
 				case "idx":
@@ -83,18 +101,36 @@ func TestPlace(t *testing.T) {
 					t.Fatalf("unknown argument %q", a.Key)
 				}
 			}
-			dec, err := Choose(servers, c)
+			var dec Decision
+			var err error
+			if d.Cmd == "place" {
+				dec, err = Choose(servers, c)
+			} else {
+				var groups [][]uint64 // one-server groups
+				for _, id := range have {
+					groups = append(groups, []uint64{id})
+				}
+				dec, err = ChooseReplica(servers, c, tier, groups...)
+			}
 			if err != nil {
 				return "error: " + err.Error()
 			}
-			for i, id := range dec.Servers {
-				for j := range servers {
-					if servers[j].ID == id {
-						servers[j].Used += dec.Charge[i]
+			charge := func(ids, by []uint64) {
+				for i, id := range ids {
+					for j := range servers {
+						if servers[j].ID == id {
+							servers[j].Used += by[i]
+						}
 					}
 				}
 			}
-			return fmt.Sprintf("%s %v charge %v", dec.Tier, dec.Servers, dec.Charge)
+			charge(dec.Servers, dec.Charge)
+			charge(dec.Replicas, dec.ReplicaCharge)
+			out := fmt.Sprintf("%s %v charge %v", dec.Tier, dec.Servers, dec.Charge)
+			if len(dec.Replicas) > 0 {
+				out += fmt.Sprintf(" replicas %v charge %v", dec.Replicas, dec.ReplicaCharge)
+			}
+			return out
 		}
 		t.Fatalf("unknown command %q", d.Cmd)
 		return ""

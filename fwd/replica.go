@@ -1,0 +1,193 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Replicated chunks (meta/replica.go): a chunk with a replica group is
+// written to both groups and acknowledged when both have the bytes; it is
+// read from its group, or from the replica when the group's server
+// cannot be reached. A copy whose server cannot be reached while the
+// other took the write is given up (OpDegrade): the metadata service
+// checks the server itself, and the write goes on with the copy left.
+
+// copiesOf returns the servers holding member m's share of the chunk at
+// loc: its group's member, then its replica's.
+func copiesOf(loc wire.ChunkLoc, m int) []uint64 {
+	if len(loc.Replicas) == len(loc.Servers) && len(loc.Replicas) > 0 {
+		return []uint64{loc.Servers[m], loc.Replicas[m]}
+	}
+	return []uint64{loc.Servers[m]}
+}
+
+// lostCopyErr: the server of one copy could not be reached while the
+// other copy took the write.
+type lostCopyErr struct {
+	id  uint64
+	err error
+}
+
+func (e *lostCopyErr) Error() string { return e.err.Error() }
+
+func (e *lostCopyErr) Unwrap() error { return e.err }
+
+func unreachable(err error) bool {
+	var te *rpc.TransportError
+	return errors.As(err, &te)
+}
+
+// writeCopies sends one piece's write req with payload p to every server
+// in ids (the copies of one member), in parallel, and marks them dirty
+// for fsync. placer: the chunk is fresh, and a copy that refuses it (full,
+// or down) makes the whole chunk move (refusedErr). patient: retry a
+// server that cannot be reached for the whole timeout (it may be
+// restarting), not only for Failover.
+func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *wire.Msg, p []byte, placer, patient bool) error {
+	errs := make([]error, len(ids))
+	if !patient {
+		ctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
+	}
+	s.parallel(len(ids), func(k int) error {
+		r := *req
+		errs[k] = s.callData(ctx, ids[k], &r, p, nil)
+		if errs[k] == nil {
+			f.mu.Lock()
+			f.dirty[ids[k]] = true
+			f.mu.Unlock()
+		}
+		return nil
+	})
+	var lost *lostCopyErr
+	for k, err := range errs {
+		if err == nil {
+			continue
+		}
+		if placer && (rpc.Errno(err) == syscall.ENOSPC || unreachable(err)) {
+			return &refusedErr{id: ids[k], err: err}
+		}
+		if len(ids) == 2 && errs[1-k] == nil && unreachable(err) {
+			lost = &lostCopyErr{id: ids[k], err: err}
+			continue
+		}
+		return err
+	}
+	if lost != nil {
+		return lost
+	}
+	return nil
+}
+
+// readCopies reads one piece from the first of ids (the copies of one
+// member) that can be reached; lost is a server that could not be (0:
+// none). When none can, the caller looks up the chunk's location again
+// (this daemon's may be old) and then tries again, patient: retrying for
+// the whole timeout, not only Failover.
+func (s *Server) readCopies(ctx context.Context, ids []uint64, req *wire.Msg, into []byte, patient bool) (lost uint64, err error) {
+	if !patient {
+		ctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
+	}
+	for i, id := range ids {
+		r := *req
+		if err = s.callData(ctx, id, &r, nil, into); err == nil || !unreachable(err) {
+			return lost, err
+		}
+		if i+1 < len(ids) {
+			s.log.Warn("chunk copy unreachable: reading the replica", "ino", req.Ino, "chunk", req.Idx, "server", id, "err", err)
+			lost = id
+		}
+	}
+	return lost, err
+}
+
+// giveUp asks the metadata service to give up the copy of chunk idx on
+// server id (which could not be reached) and returns the chunk's
+// location now. When the location still names id (the service reached
+// it, or the chunk has one copy), cause is returned.
+func (s *Server) giveUp(ctx context.Context, ino uint64, f *file, idx uint64, loc wire.ChunkLoc, id uint64, cause error) (wire.ChunkLoc, error) {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpDegrade, Ino: ino, Idx: idx, Gen: loc.Gen, ID: id}, nil, nil)
+	if err != nil {
+		return loc, err
+	}
+	if len(resp.Chunks) != 1 {
+		return loc, rpc.Errorf(syscall.EIO, "metadata service answered a degrade with %d chunks", len(resp.Chunks))
+	}
+	now := resp.Chunks[0]
+	f.mu.Lock()
+	if cur, ok := f.chunks[idx]; !ok || cur.Gen <= now.Gen {
+		f.chunks[idx] = now
+	}
+	f.mu.Unlock()
+	for _, x := range now.All() {
+		if x == id {
+			return loc, cause
+		}
+	}
+	s.log.Warn("chunk copy given up: going on with the other copy", "ino", ino, "chunk", idx, "server", id,
+		"now", now.Servers, "gen", now.Gen)
+	return now, nil
+}
+
+// reload learns chunk idx's location again after its server could not be
+// reached, and says whether it changed since stale (a copy was given up
+// or made elsewhere meanwhile, while this daemon's layout was old).
+func (s *Server) reload(ctx context.Context, ino uint64, f *file, idx uint64, stale wire.ChunkLoc) (wire.ChunkLoc, bool) {
+	if err := s.loadLayout(ctx, ino, f); err != nil {
+		return stale, false
+	}
+	now, ok := f.lookup(idx)
+	return now, ok && now.Gen != stale.Gen
+}
+
+// held is what one data server holds of a file, as this daemon knows it.
+type held struct {
+	any       bool // a copy of a chunk
+	allCopied bool // only chunks that have another copy
+}
+
+// holding says what each of ids holds of f.
+func (s *Server) holding(f *file, ids []uint64) map[uint64]held {
+	out := make(map[uint64]held, len(ids))
+	for _, id := range ids {
+		out[id] = held{allCopied: true}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.chunks {
+		for _, id := range l.All() {
+			if h, ok := out[id]; ok {
+				h.any = true
+				h.allCopied = h.allCopied && len(l.Replicas) > 0
+				out[id] = h
+			}
+		}
+	}
+	return out
+}
+
+// syncLost handles an fsync that could not reach server id: every chunk of
+// f with a copy there and another copy gives that copy up (the other copy
+// was synced with the rest). It says whether id holds nothing of f now.
+func (s *Server) syncLost(ctx context.Context, ino uint64, f *file, id uint64, cause error) bool {
+	f.mu.Lock()
+	var locs []wire.ChunkLoc
+	for _, l := range f.chunks {
+		for _, x := range l.All() {
+			if x == id {
+				locs = append(locs, l)
+				break
+			}
+		}
+	}
+	f.mu.Unlock()
+	for _, l := range locs {
+		if _, err := s.giveUp(ctx, ino, f, l.Idx, l, id, cause); err != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,320 @@
+package fwd_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/data"
+	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/testrig"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/manager/tiering"
+	"github.com/sluice-hpc/sluice/meta"
+)
+
+// replicaServer is a mem-tier data server in failure domain domain on
+// dir, stopped by its stop function (as a kill: its connections are
+// refused from then on; its chunks stay on dir).
+func replicaServer(t *testing.T, metaAddr, dir, domain string) (*data.Server, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ds, err := data.New(data.Config{Kind: "mem", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
+		Domain: domain, Log: quiet(), StateDir: dir + "/.state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := ds.Listen()
+	done := make(chan struct{})
+	go func() { ds.Run(ctx, ln, dir+"/.id"); close(done) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return ds, stop
+}
+
+// TestReplicaLoss: with two copies of every mem-tier chunk, in different
+// failure domains, writers and readers go on without an error while a
+// mem server dies; its copies are given up and made again on the third
+// server while writes continue, so a second server can die too and the
+// file still reads back as the model. The dead server, started again,
+// drops its stale copies and refuses requests of the old layout.
+func TestReplicaLoss(t *testing.T) {
+	ctx := context.Background()
+	svc, metaAddr := testrig.Meta(t, meta.Config{Copies: map[string]int{"mem": 2}, HeartbeatTTL: 2 * time.Second})
+	dirs := make([]string, 3)
+	stops := make([]func(), 3)
+	for i := range dirs {
+		d, err := os.MkdirTemp("/dev/shm", "sluice-replica-test")
+		if err != nil {
+			d = t.TempDir()
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dirs[i] = d
+		_, stops[i] = replicaServer(t, metaAddr, d, fmt.Sprintf("cab%d", i))
+	}
+	testrig.WaitData(t, svc, 3)
+	serverDir := map[uint64]int{} // server id → its index
+	for _, si := range svc.Servers() {
+		for i, d := range dirs {
+			if b, err := os.ReadFile(d + "/.id"); err == nil && fmt.Sprint(si.ID)+"\n" == string(b) {
+				serverDir[si.ID] = i
+			}
+		}
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Timeout: 10 * time.Second})
+	fln, _ := fs.Listen()
+	go fs.Run(fctx, fln, "")
+	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
+	t.Cleanup(c.Close)
+	const chunk = 256 << 10
+	if _, err := svc.SetLayout(meta.RootIno, chunk, 1, chunk); err != nil {
+		t.Fatal(err)
+	}
+	ino := create(t, c, "f")
+	const fileMax = 12 * chunk
+	model := make([]byte, fileMax)
+	rand.New(rand.NewSource(1)).Read(model)
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: fileMax}, model, nil); err != nil {
+		t.Fatal(err)
+	}
+	locs, err := svc.Layout(ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range locs {
+		if l.Tier != "mem" || len(l.Replicas) != 1 || l.Replicas[0] == l.Servers[0] {
+			t.Fatalf("chunk %d at %+v, want two copies on mem servers", l.Idx, l)
+		}
+	}
+
+	// writers (fsync now and then) and readers run until halted; every
+	// acknowledged write is in the model
+	var mu sync.Mutex // guards model; held across each write so the model's order is the store's
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var ops, reads int
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func(seed int64) {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(seed))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				off := r.Intn(fileMax - 1)
+				p := make([]byte, 1+r.Intn(min(fileMax-off, 64<<10)))
+				r.Read(p)
+				mu.Lock()
+				_, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(off), Size: uint64(len(p))}, p, nil)
+				if err == nil {
+					copy(model[off:], p)
+					ops++
+				}
+				mu.Unlock()
+				if err != nil {
+					t.Errorf("write %d+%d: %v", off, len(p), err)
+					return
+				}
+				if i%16 == 15 {
+					if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpFsync, Ino: ino}, nil, nil); err != nil {
+						t.Errorf("fsync: %v", err)
+						return
+					}
+				}
+			}
+		}(int64(w + 2))
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r := rand.New(rand.NewSource(9))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			off := r.Intn(fileMax - 1)
+			n := 1 + r.Intn(min(fileMax-off, 128<<10))
+			mu.Lock()
+			_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: uint64(off), Size: uint64(n)}, nil, nil)
+			ok := err == nil && bytes.Equal(got, model[off:off+n])
+			mu.Unlock()
+			if !ok {
+				t.Errorf("read %d+%d: %v (equal to the model: %v)", off, n, err, err == nil && ok)
+				return
+			}
+			reads++
+		}
+	}()
+	halted := false
+	halt := func() {
+		if !halted {
+			halted = true
+			close(stop)
+			wg.Wait()
+		}
+	}
+	defer halt()
+	sleep := func(d time.Duration) {
+		time.Sleep(d)
+		if t.Failed() {
+			halt()
+			t.FailNow()
+		}
+	}
+
+	sleep(300 * time.Millisecond)
+	first := locs[0].Servers[0]
+	stops[serverDir[first]]()
+	t.Logf("killed data server %d", first)
+
+	// the tiering manager gives the lost copies up and makes them again
+	mgr := tiering.New(tiering.Config{NS: svc, Log: quiet()})
+	tick := make(chan time.Time)
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	go mgr.Run(mctx, tick)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case tick <- time.Now():
+		case <-time.After(time.Second):
+		}
+		sleep(100 * time.Millisecond)
+		locs, err = svc.Layout(ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := true
+		for _, l := range locs {
+			if len(l.Replicas) != 1 || l.Servers[0] == first || l.Replicas[0] == first {
+				whole = false
+			}
+		}
+		if whole {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chunks not replicated again: %+v (manager %+v)", locs, mgr.Status().Totals)
+		}
+	}
+	t.Logf("replicated again: %+v", mgr.Status().Totals)
+	sleep(300 * time.Millisecond)
+
+	// a second server dies: every chunk has its other copy on the third
+	second := locs[0].Servers[0]
+	stops[serverDir[second]]()
+	t.Logf("killed data server %d", second)
+
+	sleep(500 * time.Millisecond)
+	halt()
+	mcancel()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if ops == 0 || reads == 0 {
+		t.Fatalf("%d writes and %d reads while servers died", ops, reads)
+	}
+	t.Logf("%d writes and %d reads while two of three servers died", ops, reads)
+	_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: fileMax}, nil, nil)
+	if err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("file reads back: %v, equal to the model %v", err, bytes.Equal(got, model))
+	}
+
+	// the first server comes back: its copies were given up, so it
+	// drops them and refuses requests of the layout it had
+	// (the second server's drops stay owed: it is still down)
+	back, _ := replicaServer(t, metaAddr, dirs[serverDir[first]], fmt.Sprintf("cab%d", serverDir[first]))
+	cl := rpc.NewClient(back.Addr(), secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+	defer cl.Close()
+	rd := &wire.Msg{Op: wire.OpChunkRead, Ino: ino, Idx: 0, ChunkSize: chunk, Size: 4096}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, _, err := cl.Call(ctx, rd, nil, make([]byte, 4096))
+		if rpc.Errno(err) == syscall.EREMCHG {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read of a given-up copy on the server that came back: %v, want EREMCHG", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pending := svc.DeliverDrops(ctx); pending == 0 {
+		t.Fatal("no drop owed by the server still down")
+	}
+}
+
+// TestReplicaTruncate: a truncation cuts both copies of a chunk, so after
+// the group's server is lost the replica does not bring cut bytes back.
+func TestReplicaTruncate(t *testing.T) {
+	ctx := context.Background()
+	svc, metaAddr := testrig.Meta(t, meta.Config{Copies: map[string]int{"mem": 2}})
+	stops := map[string]func(){} // by address
+	for i := 0; i < 2; i++ {
+		d, err := os.MkdirTemp("/dev/shm", "sluice-replica-test")
+		if err != nil {
+			d = t.TempDir()
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		ds, stop := replicaServer(t, metaAddr, d, fmt.Sprintf("cab%d", i))
+		stops[ds.Addr()] = stop
+	}
+	testrig.WaitData(t, svc, 2)
+	fctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Timeout: 10 * time.Second})
+	fln, _ := fs.Listen()
+	go fs.Run(fctx, fln, "")
+	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
+	t.Cleanup(c.Close)
+	const chunk = 256 << 10
+	if _, err := svc.SetLayout(meta.RootIno, chunk, 1, chunk); err != nil {
+		t.Fatal(err)
+	}
+	ino := create(t, c, "f")
+	want := make([]byte, 3*chunk)
+	rand.New(rand.NewSource(3)).Read(want)
+	call := func(m *wire.Msg, p []byte) []byte {
+		t.Helper()
+		_, got, err := c.Call(ctx, m, p, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", m.Op, err)
+		}
+		return got
+	}
+	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: uint64(len(want))}, want)
+	call(&wire.Msg{Op: wire.OpSetattr, Ino: ino, Size: chunk + chunk/2, Mask: wire.SetSize}, nil)
+	call(&wire.Msg{Op: wire.OpSetattr, Ino: ino, Size: 3 * chunk, Mask: wire.SetSize}, nil)
+	clear(want[chunk+chunk/2:])
+	locs, err := svc.Layout(ino)
+	if err != nil || len(locs) == 0 || len(locs[0].Replicas) != 1 {
+		t.Fatalf("layout %+v %v", locs, err)
+	}
+	for _, si := range svc.Servers() {
+		if si.ID == locs[0].Servers[0] {
+			stops[si.Addr]()
+		}
+	}
+	got := call(&wire.Msg{Op: wire.OpRead, Ino: ino, Size: 3 * chunk}, nil)
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("after the group's server was lost, the file differs from byte %d (cut at %d)", i, chunk+chunk/2)
+	}
+}

@@ -1,0 +1,283 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/policy/place"
+)
+
+// Chunk replicas (docs/tiering.md, "Mem-tier replicas"). A chunk of a
+// tier that keeps two copies (Config.Copies) has a replica group beside
+// its group: ChunkLoc.Replicas, member i mirroring Servers[i], in other
+// failure domains (policy/place). The forwarding daemons write both and
+// read either.
+//
+// A copy that cannot be reached is given up (Degrade): the chunk's
+// location keeps only the other group, with the layout generation plus
+// one, and the lost group is owed a drop ('R' keys): when it can be
+// reached again it fences the chunk at the new generation and deletes its
+// stale copy (OpMoveEnd, committed, Handle 0). Re-replication
+// (Replicate) copies the chunk from its group to a new replica group with
+// the migration protocol (move.go) while writes go on; at the commit the
+// source keeps the chunk and fences requests of the old generation, so
+// every writer learns the new location and writes both copies again.
+
+// dropKey: 'R' ino idx server → the generation the server's copy of the
+// chunk was given up at (8 bytes). It goes when the server has dropped it.
+func dropKey(ino, idx, server uint64) []byte {
+	return binary.BigEndian.AppendUint64(dropPrefix(ino, idx), server)
+}
+
+func dropPrefix(ino, idx uint64) []byte {
+	return binary.BigEndian.AppendUint64(key1(pDrop, ino), idx)
+}
+
+// Degrade gives up the copy of chunk idx of ino on server dead, which a
+// writer or reader working with layout generation gen could not reach:
+// the chunk keeps its other copy only, until re-replication makes a new
+// one. It returns the chunk's location now. A location that changed since
+// gen, or that does not name dead, is returned as it is; a chunk with one
+// copy keeps it (there is nothing to fall back on).
+func (s *Service) Degrade(ctx context.Context, ino, idx, gen, dead uint64) (wire.ChunkLoc, error) {
+	if s.reg.reachable(ctx, dead) {
+		// the caller's trouble, not the server's: keep the copy
+		return s.chunkLoc(ino, idx)
+	}
+	loc, dropped, err := s.degrade(ino, idx, gen, dead)
+	if err != nil || len(dropped) == 0 {
+		return loc, err
+	}
+	n, _ := s.getInode(ino)
+	if n != nil {
+		s.reg.moved(dropped, nil, int64(n.ChunkSize), int64(n.StripeUnit))
+	}
+	s.log.Warn("chunk copy lost: the chunk keeps its other copy until it is replicated again",
+		"ino", ino, "chunk", idx, "unreachable", dead, "dropped", dropped, "now", loc.Servers, "gen", loc.Gen)
+	s.met.degraded.Inc()
+	// the lost group's live members drop their copies now; the rest
+	// when they come back (DeliverDrops)
+	go func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.deliverDrops(dctx, dropPrefix(ino, idx))
+	}()
+	return loc, nil
+}
+
+func (s *Service) degrade(ino, idx, gen, dead uint64) (wire.ChunkLoc, []uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	loc, err := s.chunkLoc(ino, idx)
+	if err != nil || loc.Gen != gen || len(loc.Replicas) == 0 {
+		return loc, nil, err
+	}
+	var dropped []uint64
+	switch {
+	case anyIn([]uint64{dead}, loc.Servers):
+		dropped, loc.Servers = loc.Servers, loc.Replicas
+	case anyIn([]uint64{dead}, loc.Replicas):
+		dropped = loc.Replicas
+	default:
+		return loc, nil, nil
+	}
+	loc.Replicas = nil
+	loc.Gen++
+	var b engine.Batch
+	b.Set(layoutKey(ino, idx), encodeChunk(loc))
+	for _, id := range dropped {
+		b.Set(dropKey(ino, idx, id), binary.BigEndian.AppendUint64(nil, loc.Gen))
+	}
+	if err := s.e.Apply(&b, true); err != nil {
+		return wire.ChunkLoc{}, nil, err
+	}
+	return loc, dropped, nil
+}
+
+// chunkLoc returns chunk idx of ino's location.
+func (s *Service) chunkLoc(ino, idx uint64) (wire.ChunkLoc, error) {
+	v, err := s.e.Get(layoutKey(ino, idx))
+	if err != nil {
+		return wire.ChunkLoc{}, errno(syscall.ENOENT, "chunk %d of inode %d has no location", idx, ino)
+	}
+	return decodeChunk(v)
+}
+
+// pendingDrops lists the servers that still owe chunk idx of ino a drop.
+func (s *Service) pendingDrops(ino, idx uint64) []uint64 {
+	var out []uint64
+	s.e.Scan(dropPrefix(ino, idx), nil, func(k, _ []byte) bool {
+		if len(k) == 25 {
+			out = append(out, binary.BigEndian.Uint64(k[17:]))
+		}
+		return true
+	})
+	return out
+}
+
+// DeliverDrops tells the servers whose copies were given up to fence and
+// delete them, and forgets the drops they acknowledge. It returns how
+// many are still owed (their servers are down). The tiering manager
+// calls it with FinishMoves.
+func (s *Service) DeliverDrops(ctx context.Context) int {
+	return s.deliverDrops(ctx, []byte{pDrop})
+}
+
+func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int) {
+	type drop struct{ ino, idx, server, gen uint64 }
+	var all []drop
+	s.e.Scan(prefix, nil, func(k, v []byte) bool {
+		if len(k) == 25 && len(v) == 8 {
+			all = append(all, drop{binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:]),
+				binary.BigEndian.Uint64(k[17:]), binary.BigEndian.Uint64(v)})
+		}
+		return true
+	})
+	for _, d := range all {
+		var cs uint32
+		if n, err := s.getInode(d.ino); err == nil {
+			cs = n.ChunkSize
+		}
+		if cs != 0 && s.reg.alive(d.server) {
+			err := s.reg.callData(ctx, d.server, &wire.Msg{Op: wire.OpMoveEnd, Name: "src", Ino: d.ino, Idx: d.idx,
+				Flags: wire.MoveCommitted, Gen: d.gen, ChunkSize: cs})
+			if err != nil {
+				pending++
+				continue
+			}
+		} else if cs != 0 {
+			pending++
+			continue
+		}
+		// delivered, or the file is gone (its deletion removes every
+		// copy anyway)
+		var b engine.Batch
+		b.Del(dropKey(d.ino, d.idx, d.server))
+		if err := s.e.Apply(&b, false); err != nil {
+			pending++
+		}
+	}
+	return pending
+}
+
+// Replicate makes a second copy of chunk idx of ino, which has one, on a
+// group of its tier in other failure domains (policy/place), with the
+// migration protocol: writes go on meanwhile. It returns the bytes
+// copied, or an error saying why the chunk keeps one copy (no room in
+// another domain: ENOSPC).
+func (s *Service) Replicate(ctx context.Context, ino, idx uint64) (uint64, error) {
+	loc, err := s.chunkLoc(ino, idx)
+	if err != nil {
+		return 0, err
+	}
+	if len(loc.Replicas) > 0 {
+		return 0, nil
+	}
+	n, err := s.getInode(ino)
+	if err != nil {
+		return 0, err
+	}
+	dst, err := s.reg.chooseReplica(n, loc, s.pendingDrops(ino, idx))
+	if err != nil {
+		return 0, err
+	}
+	b, err := s.moveChunk(ctx, ino, idx, loc.Tier, dst, true)
+	if err != nil {
+		// the promise made to dst is released with its next report
+		return 0, err
+	}
+	s.met.replicated.Inc()
+	return b, nil
+}
+
+// chooseReplica asks the placement policy for a group for another copy of
+// the chunk at loc, away from the servers in exclude, and promises it the
+// space.
+func (r *registry) chooseReplica(n *inode, loc wire.ChunkLoc, exclude []uint64) ([]uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.s.now()
+	var servers []place.Server
+	for _, m := range r.servers {
+		if m.info.Role != "data" {
+			continue
+		}
+		var reserve uint64
+		if r.stallReserve != nil {
+			reserve = r.stallReserve(m.info)
+		}
+		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
+			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
+			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain})
+	}
+	r.rotation++
+	d, err := place.ChooseReplica(servers, place.Chunk{Ino: n.Ino, Idx: loc.Idx, ChunkSize: int64(n.ChunkSize),
+		StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation}, loc.Tier, loc.Servers)
+	if errors.Is(err, place.ErrNoReplica) {
+		return nil, errno(syscall.ENOSPC, "chunk %d of inode %d on %s %v: %v", loc.Idx, n.Ino, loc.Tier, loc.Servers, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, id := range d.Servers {
+		r.servers[id].reserved += d.Charge[i]
+	}
+	return d.Servers, nil
+}
+
+// ShortChunk is a chunk with fewer copies than its tier keeps.
+type ShortChunk struct {
+	Ino uint64
+	Loc wire.ChunkLoc
+	// Lost is a server of the chunk's groups that is down (0: none; the
+	// chunk is short because it never had its second copy or lost it).
+	Lost uint64
+}
+
+// ShortChunks lists up to max chunks of tiers that keep two copies which
+// have one, or a copy on a server that is down. One scan of every
+// location; the tiering manager calls it every tick while replicas are
+// kept.
+func (s *Service) ShortChunks(max int) ([]ShortChunk, error) {
+	if len(s.cfg.Copies) == 0 {
+		return nil, nil
+	}
+	var out []ShortChunk
+	var derr error
+	s.e.Scan([]byte{pLayout}, nil, func(k, v []byte) bool {
+		if len(k) != 17 {
+			return true
+		}
+		loc, err := decodeChunk(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		if s.cfg.Copies[loc.Tier] < 2 {
+			return true
+		}
+		sc := ShortChunk{Ino: binary.BigEndian.Uint64(k[1:]), Loc: loc}
+		if _, err := s.e.Get(garbageKey(sc.Ino)); err == nil {
+			return true // deleted: its chunks are going
+		}
+		for _, id := range loc.All() {
+			if !s.reg.alive(id) {
+				sc.Lost = id
+				break
+			}
+		}
+		// a copy on a server that is down is given up; a chunk with one
+		// copy, on a live server, gets another (one whose only copy is
+		// down waits for its server)
+		if sc.Lost != 0 && len(loc.Replicas) > 0 || sc.Lost == 0 && len(loc.Replicas) == 0 {
+			out = append(out, sc)
+		}
+		return len(out) < max
+	})
+	return out, derr
+}
