@@ -22,7 +22,7 @@ const copyBlock = 1 << 20
 
 // MigrationWho is the identity migration traffic carries, so Beacon
 // records it under its own job rather than under "no job".
-var MigrationWho = wire.Who{Job: "sluice-migration", Rank: -1, App: "tag:sluice-tiering"}
+var MigrationWho = wire.Who{Job: wire.MigrationJob, Rank: -1, App: "tag:sluice-tiering"}
 
 // peers are connections to other data servers, by address.
 type peers struct {
@@ -80,7 +80,8 @@ func (j *copyJob) call(ctx context.Context, id uint64, req *wire.Msg, payload, i
 // moveCopy copies chunk m.Idx of m.Ino from m.Chunks[0] to m.Chunks[1]
 // (OpMoveCopy): begin at the sources, copy, stop the sources, copy what
 // was written meanwhile, fsync the destinations. It returns the chunk's
-// length.
+// length, or with MoveClean (the destination has the chunk's bytes
+// already: only what is written meanwhile is copied) the bytes copied.
 func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 	if len(m.Chunks) != 2 || len(m.Chunks[0].Servers) == 0 || len(m.Chunks[1].Servers) == 0 {
 		return 0, rpc.Errorf(syscall.EINVAL, "migration needs a source and a destination group")
@@ -103,13 +104,17 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 		end = max(end, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
 	}
 	s.faults.Pass(ctx, s.cfg.Log, "move-begun")
-	half := end / 2
-	if err := j.copy(ctx, 0, half); err != nil {
-		return 0, err
-	}
-	s.faults.Pass(ctx, s.cfg.Log, "move-copying")
-	if err := j.copy(ctx, half, end-half); err != nil {
-		return 0, err
+	clean := m.Flags&wire.MoveClean != 0
+	var copied int64
+	if !clean {
+		half := end / 2
+		if err := j.copy(ctx, 0, half); err != nil {
+			return 0, err
+		}
+		s.faults.Pass(ctx, s.cfg.Log, "move-copying")
+		if err := j.copy(ctx, half, end-half); err != nil {
+			return 0, err
+		}
 	}
 	var runs []layout.Run
 	var end2 int64
@@ -140,12 +145,16 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 		if err := j.copy(ctx, r.Off, r.Len); err != nil {
 			return 0, err
 		}
+		copied += r.Len
 	}
 	s.faults.Pass(ctx, s.cfg.Log, "move-stopped")
 	for _, id := range j.dst.Servers {
 		if _, err := j.call(ctx, id, &wire.Msg{Op: wire.OpChunkSync}, nil, nil); err != nil {
 			return 0, err
 		}
+	}
+	if clean {
+		return copied, nil
 	}
 	return end2, nil
 }

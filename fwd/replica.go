@@ -104,6 +104,37 @@ func (s *Server) readCopies(ctx context.Context, ids []uint64, req *wire.Msg, in
 	return lost, err
 }
 
+// dirty asks the metadata service to give up the home of chunk idx (a
+// clean copy on the PFS) before it is written, and returns the chunk's
+// location now.
+func (s *Server) dirty(ctx context.Context, ino uint64, f *file, idx uint64, loc wire.ChunkLoc) (wire.ChunkLoc, error) {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpDirty, Ino: ino, Idx: idx, Gen: loc.Gen}, nil, nil)
+	if err != nil {
+		return loc, err
+	}
+	if len(resp.Chunks) != 1 {
+		return loc, rpc.Errorf(syscall.EIO, "metadata service answered a dirty with %d chunks", len(resp.Chunks))
+	}
+	now := resp.Chunks[0]
+	f.mu.Lock()
+	if cur, ok := f.chunks[idx]; !ok || cur.Gen <= now.Gen {
+		f.chunks[idx] = now
+	}
+	f.mu.Unlock()
+	if len(now.Home) > 0 {
+		// moved on meanwhile (evicted to its home, or a newer drain):
+		// learn it again
+		if err := s.loadLayout(ctx, ino, f); err != nil {
+			return now, err
+		}
+		if l, ok := f.lookup(idx); ok && l.Gen != now.Gen {
+			return s.dirty(ctx, ino, f, idx, l)
+		}
+		return now, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d keeps its home %v", idx, ino, now.Home)
+	}
+	return now, nil
+}
+
 // giveUp asks the metadata service to give up the copy of chunk idx on
 // server id (which could not be reached) and returns the chunk's
 // location now. When the location still names id (the service reached

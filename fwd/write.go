@@ -201,6 +201,13 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 	}
 	patient := false // a server that cannot be reached may be restarting
 	for attempt := 0; ; attempt++ {
+		if len(loc.Home) > 0 {
+			// a drained chunk kept as a cache: its copy on the PFS
+			// stops being its home before it changes
+			if loc, err = s.dirty(ctx, m.Ino, f, sp.Idx, loc); err != nil {
+				return err
+			}
+		}
 		g := len(loc.Servers)
 		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
 		err = s.parallel(len(pieces), func(i int) error {

@@ -18,8 +18,11 @@ const (
 // Decision is one placement decision about a job, kept after the job ends
 // so that `sluice job ID` can say where its I/O went and why.
 type Decision struct {
-	At        int64  // unix ns
-	Event     string // "start", "remap" or "end"
+	At int64 // unix ns
+	// Kind is who decided: "" the forwarding-node manager (DFRA), "tiering"
+	// the tier-migration manager (manager/tiering)
+	Kind      string `json:",omitempty"`
+	Event     string // "start", "remap" or "end"; tiering: the server's mode, "prefetch", "drain", "copy-lost", "copied"
 	Fwds      []string
 	Policy    string
 	Dedicated bool

@@ -74,7 +74,7 @@ func (s *Service) collect(ctx context.Context, from uint64) (int, uint64) {
 		}
 		servers := map[uint64]bool{}
 		for _, l := range locs {
-			for _, id := range l.All() {
+			for _, id := range append(l.All(), l.Home...) {
 				servers[id] = true
 			}
 		}

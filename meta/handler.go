@@ -224,6 +224,12 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpTrims:
 		ts, gen, err := s.PendingTrims(m.ID, m.Ino)
 		return &wire.Msg{Trims: ts, Trunc: gen}, nil, err
+	case wire.OpDirty:
+		c, err := s.Dirty(ctx, m.Ino, m.Idx, m.Gen)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &wire.Msg{Chunks: []wire.ChunkLoc{c}}, nil, nil
 	case wire.OpDegrade:
 		c, err := s.Degrade(ctx, m.Ino, m.Idx, m.Gen, m.ID)
 		if err != nil {

@@ -54,15 +54,24 @@ type MoveIntent struct {
 	From, To              wire.ChunkLoc
 	Trunc                 uint64 // the file's truncation generation at the intent
 	ChunkSize, StripeUnit uint32
-	// Keep: a copy, not a move (re-replication, replica.go). The source
-	// keeps the chunk and To becomes its replica group.
+	// Keep: a copy, not a move. The source keeps the chunk and To becomes
+	// its replica group (re-replication, replica.go) or, on the pfs tier,
+	// its home (a drain with --keep-cache).
 	Keep bool
+	// Clean: the chunk goes to its home, which has its bytes already (a
+	// clean cache evicted): nothing is copied but what is written during
+	// the move.
+	Clean bool
 }
 
 // committedLoc is the chunk's location once mi is committed.
 func (mi MoveIntent) committedLoc() wire.ChunkLoc {
-	if mi.Keep {
+	switch {
+	case mi.Keep && mi.To.Tier == mi.From.Tier: // a replica made again
 		return wire.ChunkLoc{Idx: mi.Idx, Tier: mi.From.Tier, Servers: mi.From.Servers, Replicas: mi.To.Servers, Gen: mi.To.Gen}
+	case mi.Keep: // drained with --keep-cache: the copy on the PFS is its home
+		return wire.ChunkLoc{Idx: mi.Idx, Tier: mi.From.Tier, Servers: mi.From.Servers, Replicas: mi.From.Replicas,
+			Home: mi.To.Servers, Gen: mi.To.Gen}
 	}
 	return mi.To
 }
@@ -74,8 +83,11 @@ func moveKey(ino, idx uint64) []byte {
 func (mi MoveIntent) encode() []byte {
 	m := wire.Msg{Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, Flags: uint32(mi.State), Trunc: mi.Trunc,
 		ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}}
-	if mi.Keep {
+	switch {
+	case mi.Keep:
 		m.Name = "keep"
+	case mi.Clean:
+		m.Name = "clean"
 	}
 	return m.Append(nil)
 }
@@ -86,7 +98,7 @@ func decodeMove(b []byte) (MoveIntent, error) {
 		return MoveIntent{}, errCorrupt
 	}
 	return MoveIntent{Ino: m.Ino, Idx: m.Idx, Session: m.Handle, State: MoveState(m.Flags), Trunc: m.Trunc,
-		ChunkSize: m.ChunkSize, StripeUnit: m.StripeUnit, From: m.Chunks[0], To: m.Chunks[1], Keep: m.Name == "keep"}, nil
+		ChunkSize: m.ChunkSize, StripeUnit: m.StripeUnit, From: m.Chunks[0], To: m.Chunks[1], Keep: m.Name == "keep", Clean: m.Name == "clean"}, nil
 }
 
 func (s *Service) getMove(ino, idx uint64) (MoveIntent, bool, error) {
@@ -135,7 +147,7 @@ func newSession() uint64 {
 
 // beginMove records the intent to move chunk idx of ino to the group
 // servers of tier (keep: to copy it there as its replica group).
-func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64, keep bool) (MoveIntent, error) {
+func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64, keep, clean bool) (MoveIntent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, err := s.getInode(ino)
@@ -156,15 +168,27 @@ func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64, keep
 	if err != nil {
 		return MoveIntent{}, err
 	}
-	if anyIn(from.All(), servers) {
-		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: destination %v overlaps its servers %v", idx, ino, servers, from.All())
+	if anyIn(append(from.All(), from.Home...), servers) && !clean {
+		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: destination %v overlaps its servers %v (home %v)", idx, ino,
+			servers, from.All(), from.Home)
 	}
-	if keep && (len(from.Replicas) > 0 || len(servers) != len(from.Servers) || tier != from.Tier) {
+	switch {
+	case clean && !sameServers(servers, from.Home):
+		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: only a chunk's home %v takes it without a copy, not %v", idx, ino, from.Home, servers)
+	case keep && tier == from.Tier && (len(from.Replicas) > 0 || len(servers) != len(from.Servers)):
 		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: a replica of %v on %s %v", idx, ino, from, tier, servers)
+	case keep && tier != from.Tier && (tier != "pfs" || len(from.Home) > 0):
+		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: a home copy of %v on %s %v", idx, ino, from, tier, servers)
+	}
+	for _, id := range s.pendingDrops(ino, idx) {
+		if anyIn([]uint64{id}, servers) {
+			// the drop it is owed would delete what the move puts there
+			return MoveIntent{}, errno(syscall.EAGAIN, "chunk %d of inode %d: data server %d still owes a drop of its old copy", idx, ino, id)
+		}
 	}
 	mi := MoveIntent{Ino: ino, Idx: idx, Session: newSession(), State: MoveCopying, From: from,
 		To:    wire.ChunkLoc{Idx: idx, Tier: tier, Servers: servers, Gen: from.Gen + 1},
-		Trunc: n.Trunc, ChunkSize: n.ChunkSize, StripeUnit: n.StripeUnit, Keep: keep}
+		Trunc: n.Trunc, ChunkSize: n.ChunkSize, StripeUnit: n.StripeUnit, Keep: keep, Clean: clean}
 	if mi.StripeUnit == 0 || mi.StripeUnit > mi.ChunkSize {
 		mi.StripeUnit = mi.ChunkSize
 	}
@@ -197,6 +221,12 @@ func (s *Service) commitMove(mi MoveIntent) (path string, err error) {
 	}
 	mi.State = MoveCommitted
 	b.Set(layoutKey(mi.Ino, mi.Idx), encodeChunk(mi.committedLoc()))
+	if !mi.Keep && !mi.Clean {
+		// a home left behind is stale now: it drops its copy
+		for _, id := range mi.From.Home {
+			b.Set(dropKey(mi.Ino, mi.Idx, id), binary.BigEndian.AppendUint64(nil, mi.To.Gen))
+		}
+	}
 	b.Set(moveKey(mi.Ino, mi.Idx), mi.encode())
 	if err := s.e.Apply(&b, true); err != nil {
 		return "", err
@@ -229,7 +259,7 @@ func (s *Service) moveConflictLocked(mi MoveIntent) string {
 		return "the chunk has no location"
 	}
 	loc, err := decodeChunk(v)
-	if err != nil || loc.Gen != mi.From.Gen || !sameServers(loc.All(), mi.From.All()) {
+	if err != nil || loc.Gen != mi.From.Gen || !sameServers(loc.All(), mi.From.All()) || !sameServers(loc.Home, mi.From.Home) {
 		return "the chunk moved meanwhile"
 	}
 	for _, id := range mi.From.All() {
@@ -283,8 +313,34 @@ func (s *Service) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 	return s.moveChunk(ctx, ino, idx, tier, servers, false)
 }
 
+// CopyChunk copies chunk idx of ino to the pfs-tier group servers, which
+// becomes its home while the chunk stays where it is as a clean cache (a
+// drain with --keep-cache). It returns the bytes copied.
+func (s *Service) CopyChunk(ctx context.Context, ino, idx uint64, servers []uint64) (uint64, error) {
+	return s.moveChunk(ctx, ino, idx, "pfs", servers, true)
+}
+
+// EvictChunk drops the cached copy of chunk idx of ino, which has a home
+// on the pfs tier: the chunk's location becomes its home, and only what is
+// written meanwhile is copied (the migration protocol with nothing else
+// to copy). It returns the bytes copied.
+func (s *Service) EvictChunk(ctx context.Context, ino, idx uint64) (uint64, error) {
+	loc, err := s.chunkLoc(ino, idx)
+	if err != nil {
+		return 0, err
+	}
+	if len(loc.Home) == 0 {
+		return 0, errno(syscall.EAGAIN, "chunk %d of inode %d has no clean copy on the PFS (written since its drain)", idx, ino)
+	}
+	return s.moveChunkAs(ctx, ino, idx, "pfs", loc.Home, false, true)
+}
+
 func (s *Service) moveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64, keep bool) (bytes uint64, err error) {
-	mi, err := s.beginMove(ino, idx, tier, servers, keep)
+	return s.moveChunkAs(ctx, ino, idx, tier, servers, keep, false)
+}
+
+func (s *Service) moveChunkAs(ctx context.Context, ino, idx uint64, tier string, servers []uint64, keep, clean bool) (bytes uint64, err error) {
+	mi, err := s.beginMove(ino, idx, tier, servers, keep, clean)
 	if err != nil {
 		return 0, err
 	}
@@ -300,7 +356,11 @@ func (s *Service) moveChunk(ctx context.Context, ino, idx uint64, tier string, s
 		}
 	}
 	var resp *wire.Msg
-	resp, err = s.reg.callDataReply(ctx, servers[0], &wire.Msg{Op: wire.OpMoveCopy, Ino: ino, Idx: idx, Handle: mi.Session,
+	var flags uint32
+	if clean {
+		flags = wire.MoveClean
+	}
+	resp, err = s.reg.callDataReply(ctx, servers[0], &wire.Msg{Op: wire.OpMoveCopy, Flags: flags, Ino: ino, Idx: idx, Handle: mi.Session,
 		Trunc: mi.Trunc, ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}, Servers: who})
 	var path string
 	if err == nil {
@@ -337,6 +397,9 @@ func (s *Service) moveChunk(ctx context.Context, ino, idx uint64, tier string, s
 	s.finishMove(ctx, mi)
 	if err != nil {
 		return 0, err
+	}
+	if len(mi.From.Home) > 0 && !mi.Keep && !mi.Clean {
+		s.deliverDrops(ctx, dropPrefix(ino, idx)) // the stale home (or later: DeliverDrops)
 	}
 	if !mi.Keep {
 		s.reg.moved(mi.From.Servers, mi.To.Servers, int64(mi.ChunkSize), int64(mi.StripeUnit))

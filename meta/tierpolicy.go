@@ -22,16 +22,27 @@ type TierPolicy struct {
 	// (once closed), "cool" (closed and not reopened for the manager's
 	// drain age) or "never".
 	Drain string
+	// KeepCache: a drained file's fast copy stays as a clean cache of its
+	// copy on the PFS, dropped with nothing to copy when space is needed
+	// (BBOS's deleters), instead of the drain moving the data.
+	KeepCache bool `json:",omitempty"`
 }
 
 // DrainModes are the valid TierPolicy.Drain values.
 var DrainModes = []string{"now", "on-close", "cool", "never"}
 
-func (p TierPolicy) encode() []byte { return []byte(p.Pin + "|" + p.Drain) }
+func (p TierPolicy) encode() []byte {
+	s := p.Pin + "|" + p.Drain
+	if p.KeepCache {
+		s += "|keep-cache"
+	}
+	return []byte(s)
+}
 
 func decodePolicy(b []byte) TierPolicy {
-	pin, drain, _ := strings.Cut(string(b), "|")
-	return TierPolicy{Pin: pin, Drain: drain}
+	pin, rest, _ := strings.Cut(string(b), "|")
+	drain, flags, _ := strings.Cut(rest, "|")
+	return TierPolicy{Pin: pin, Drain: drain, KeepCache: flags == "keep-cache"}
 }
 
 func policyKey(ino uint64) []byte { return key1(pPolicy, ino) }

@@ -88,11 +88,13 @@ func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
 			keep = int64(size - start)
 		}
 		g := len(l.Servers)
-		for i, id := range l.All() {
+		copies := l.All()
+		for i, id := range append(copies, l.Home...) {
+			home := i >= len(copies)
 			i %= g // replica member i mirrors member i
 			t := wire.Trim{Ino: n.Ino, Idx: l.Idx, Gen: n.Trunc, ChunkSize: n.ChunkSize,
 				Keep: uint64(layout.LocalSize(i, g, int64(n.StripeUnit), keep))}
-			if l.Tier == "pfs" {
+			if l.Tier == "pfs" || home {
 				// one object per file: cut it at the new size itself,
 				// whether or not the chunk there holds data
 				t.Idx, t.Keep = size/cs, size%cs

@@ -370,6 +370,9 @@ func cmdStat(args []string) error {
 		if len(c.Replicas) > 0 {
 			reps = fmt.Sprintf(" replicas %v", c.Replicas)
 		}
+		if len(c.Home) > 0 {
+			reps += fmt.Sprintf(" (a cache: clean copy on pfs %v)", c.Home)
+		}
 		fmt.Printf("  chunk %-6d tier %-4s servers %v%s generation %d\n", c.Idx, c.Tier, c.Servers, reps, c.Gen)
 	}
 	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "file", Ino: st.Ino}, nil, nil); err == nil {
@@ -539,6 +542,7 @@ func cmdTier(args []string) error {
 	wait := fs.Duration("wait", 5*time.Minute, "budget: wait this long for the server's data to fit the smaller budget (0: do not wait)")
 	pin := fs.String("pin", "", "set: files never move below this tier (mem or ssd; none clears)")
 	drain := fs.String("drain", "", "set: when files move down to the PFS: now, on-close, cool or never (none clears)")
+	keepCache := fs.Bool("keep-cache", false, "set: a drained file's fast copy stays as a clean cache, dropped with nothing to copy when space is needed (=false clears)")
 	mc, sub, err := metaClientSub(fs, cfg, args, "budget", "set", "show")
 	if err != nil {
 		return err
@@ -546,10 +550,16 @@ func cmdTier(args []string) error {
 	defer mc.Close()
 	switch sub {
 	case "set", "show":
-		return tierPolicy(mc, sub, fs.Args(), *pin, *drain)
+		var keep *bool
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "keep-cache" {
+				keep = keepCache
+			}
+		})
+		return tierPolicy(mc, sub, fs.Args(), *pin, *drain, keep)
 	}
 	if sub != "budget" {
-		return fmt.Errorf("want: tier set DIR [--pin T] [--drain WHEN] | tier show PATH | tier budget --server ID (SIZE | --release)")
+		return fmt.Errorf("want: tier set DIR [--pin T] [--drain WHEN] [--keep-cache] | tier show PATH | tier budget --server ID (SIZE | --release)")
 	}
 	servers, err := listServers(mc)
 	if err != nil {
@@ -616,7 +626,7 @@ func cmdTier(args []string) error {
 }
 
 // tierPolicy sets (sub "set") or shows a directory's tiering policy.
-func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string) error {
+func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string, keepCache *bool) error {
 	if len(paths) != 1 {
 		return fmt.Errorf("want one path")
 	}
@@ -641,6 +651,9 @@ func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string) e
 		}
 		if drain != "" {
 			pol.Drain = strings.TrimPrefix(drain, "none")
+		}
+		if keepCache != nil {
+			pol.KeepCache = *keepCache
 		}
 		b, _ := json.Marshal(pol)
 		if _, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "tier-set", Ino: st.Ino}, b, nil); err != nil {
@@ -668,6 +681,9 @@ func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string) e
 	from := "no directory policy"
 	if got.From != 0 {
 		from = fmt.Sprintf("from directory inode %d", got.From)
+	}
+	if got.KeepCache {
+		drainS += ", keeping the fast copy as a cache"
 	}
 	fmt.Printf("%s: pin %s, drain %s (%s)\n", paths[0], pinS, drainS, from)
 	return nil

@@ -130,14 +130,22 @@ func printJobPrefetch(mc *rpc.Client, job string) {
 	}
 }
 
-// printDecisions prints the forwarding-node decisions about a job.
+// printDecisions prints the decisions about a job: forwarding-node
+// placements (DFRA) and the tiering manager's.
 func printDecisions(w io.Writer, ds []fwdmap.Decision) {
 	if len(ds) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "  forwarding-node decisions:\n")
+	fmt.Fprintf(w, "  decisions:\n")
 	for _, d := range ds {
 		at := time.Unix(0, d.At).Format("15:04:05.000")
+		if d.Kind == "tiering" {
+			fmt.Fprintf(w, "    %s tiering %s\n", at, d.Event)
+			for _, r := range d.Reasons {
+				fmt.Fprintf(w, "      - %s\n", r)
+			}
+			continue
+		}
 		if d.Event == "end" {
 			fmt.Fprintf(w, "    %s end: %s\n", at, strings.Join(d.Reasons, "; "))
 			continue

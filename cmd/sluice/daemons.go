@@ -239,7 +239,7 @@ func cmdMeta(args []string) error {
 		return fmt.Errorf("--drain-default %q: want cool, on-close, now or never", *drainDefault)
 	}
 	tmgr := tiering.New(tiering.Config{NS: svc, Policy: tpol, Auto: *tierMode == "auto", Log: log.With("part", "tiering"),
-		Metrics: df.reg, DefaultDrain: *drainDefault, DrainAge: *drainAge})
+		Metrics: df.reg, DefaultDrain: *drainDefault, DrainAge: *drainAge, Decisions: records})
 	ttick := time.NewTicker(*tierEvery)
 	defer ttick.Stop()
 	svc.SetStallReserve(tmgr.StallReserve)

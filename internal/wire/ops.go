@@ -66,6 +66,7 @@ const (
 	OpMigrate   // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
 	OpBudget    // data server: lend memory to the node (Size = the budget now, at most the configured one) or take it back (Name "release"); reply Cap, Used
 	OpDegrade   // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
+	OpDirty     // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
 	opMax
 )
 
@@ -222,6 +223,10 @@ const (
 // that truncations it has not applied are waiting for it (OpTrims).
 const RegisterHasTrims uint32 = 1
 
+// MigrationJob is the job migration traffic and the tiering manager's
+// decisions are recorded under in Beacon.
+const MigrationJob = "sluice-migration"
+
 // Migration flags (Msg.Flags of the OpMove* operations and OpMigrate).
 const (
 	MoveCommitted uint32 = 1 << iota // OpMoveEnd, OpMoveState: the chunk's location is the destination now
@@ -230,7 +235,8 @@ const (
 	MoveCut                          // OpMoveStop reply: the chunk was truncated during the copy
 	MoveRead                         // OpChunkRead: the mover's read of a stopped chunk (Handle: its session)
 	MoveWait                         // OpMigrate: reply when the file has moved
-	MoveKeep                         // OpMoveEnd, OpMoveState with MoveCommitted: the chunk was copied (re-replication), not moved: the source keeps it and fences only older generations
+	MoveKeep                         // OpMoveEnd, OpMoveState with MoveCommitted: the chunk was copied (re-replication, a drain with --keep-cache), not moved: the source keeps it and fences only older generations
+	MoveClean                        // OpMoveCopy: the destination holds the chunk's bytes already (its home): copy only what is written during the move
 )
 
 // AllocPlaced in the Flags of an OpAlloc reply says the chunk was placed

@@ -134,6 +134,12 @@ type ChunkLoc struct {
 	// replicas; empty: one copy). Writes go to both groups, reads to
 	// either.
 	Replicas []uint64
+	// Home is the pfs-tier server holding a clean copy of the chunk, as
+	// of the drain that made it (`--keep-cache`): the chunk's group is a
+	// cache that can be dropped with nothing to copy. A write to the chunk
+	// gives the home up first (OpDirty). Not among All: it is not written
+	// or synced with the copies.
+	Home []uint64
 }
 
 // All returns every server holding a copy of the chunk: Servers, then
@@ -274,6 +280,7 @@ const (
 	tChunkGens // ChunkLoc.Gen of each of Chunks, in order (added after tChunks, which stays as it was)
 	tServerX   // WriteBW, ReadBW and Domain of each of Servers, in order
 	tReplicas  // ChunkLoc.Replicas of each of Chunks, in order
+	tHome      // ChunkLoc.Home of each of Chunks, in order
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -435,15 +442,11 @@ func (m *Msg) Append(b []byte) []byte {
 			e.str(s.Domain)
 		}
 	}
-	if replicas(m.Chunks) {
-		e.tag(tReplicas)
-		e.uv(uint64(len(m.Chunks)))
-		for _, c := range m.Chunks {
-			e.uv(uint64(len(c.Replicas)))
-			for _, id := range c.Replicas {
-				e.uv(id)
-			}
-		}
+	if anyIDs(m.Chunks, func(c ChunkLoc) []uint64 { return c.Replicas }) {
+		e.chunkIDs(tReplicas, m.Chunks, func(c ChunkLoc) []uint64 { return c.Replicas })
+	}
+	if anyIDs(m.Chunks, func(c ChunkLoc) []uint64 { return c.Home }) {
+		e.chunkIDs(tHome, m.Chunks, func(c ChunkLoc) []uint64 { return c.Home })
 	}
 	return e.b
 }
@@ -630,15 +633,9 @@ func Decode(b []byte) (*Msg, error) {
 				m.Servers[i].WriteBW, m.Servers[i].ReadBW, m.Servers[i].Domain = d.Uvarint(), d.Uvarint(), d.Str()
 			}
 		case tReplicas:
-			if d.Count(1) != len(m.Chunks) {
-				d.Fail()
-			}
-			for i := range m.Chunks {
-				n := d.Count(1)
-				for j := 0; j < n && d.Err == nil; j++ {
-					m.Chunks[i].Replicas = append(m.Chunks[i].Replicas, d.Uvarint())
-				}
-			}
+			d.chunkIDs(m.Chunks, func(c *ChunkLoc, id uint64) { c.Replicas = append(c.Replicas, id) })
+		case tHome:
+			d.chunkIDs(m.Chunks, func(c *ChunkLoc, id uint64) { c.Home = append(c.Home, id) })
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
 		}
@@ -660,13 +657,42 @@ func chunkGens(cs []ChunkLoc) bool {
 	return false
 }
 
-func replicas(cs []ChunkLoc) bool {
+// anyIDs reports whether any location has a list of server ids (of) to
+// send.
+func anyIDs(cs []ChunkLoc, of func(ChunkLoc) []uint64) bool {
 	for _, c := range cs {
-		if len(c.Replicas) > 0 {
+		if len(of(c)) > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// chunkIDs appends field t: a list of server ids (of) per location.
+func (e *encoder) chunkIDs(t byte, cs []ChunkLoc, of func(ChunkLoc) []uint64) {
+	e.tag(t)
+	e.uv(uint64(len(cs)))
+	for _, c := range cs {
+		ids := of(c)
+		e.uv(uint64(len(ids)))
+		for _, id := range ids {
+			e.uv(id)
+		}
+	}
+}
+
+// chunkIDs reads a field written by encoder.chunkIDs into cs (decoded
+// already: the counts must match), adding each id with add.
+func (d *decoder) chunkIDs(cs []ChunkLoc, add func(*ChunkLoc, uint64)) {
+	if d.Count(1) != len(cs) {
+		d.Fail()
+	}
+	for i := range cs {
+		n := d.Count(1)
+		for j := 0; j < n && d.Err == nil; j++ {
+			add(&cs[i], d.Uvarint())
+		}
+	}
 }
 
 func serverX(ss []ServerInfo) bool {

@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -69,7 +70,8 @@ func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.S
 				continue
 			}
 			seen[f.Ino] = true
-			if !m.drainDue(now, f.Ino) {
+			due, keep := m.drainDue(now, f.Ino)
+			if !due || keep && m.drained(f.Ino) {
 				continue
 			}
 			m.mu.Lock()
@@ -84,8 +86,10 @@ func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.S
 			}
 			room--
 			m.cfg.Log.Info("tiering: draining a file to the PFS", "ino", f.Ino)
-			go func(ino uint64) {
-				n, err := m.moveFile(ctx, ino, 0, "pfs", 0)
+			m.logDecision(wire.MigrationJob, "drain", []string{fmt.Sprintf("drain inode %d to the PFS (its directory's drain policy, or --drain-default %s)",
+				f.Ino, m.cfg.DefaultDrain)})
+			go func(ino uint64, keep bool) {
+				n, err := m.moveFileAs(ctx, ino, 0, "pfs", 0, keep)
 				m.mu.Lock()
 				delete(m.migrating, ino)
 				m.draining--
@@ -96,16 +100,16 @@ func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.S
 				if err != nil {
 					m.cfg.Log.Info("tiering: drain not finished; tried again later", "ino", ino, "err", err)
 				}
-			}(f.Ino)
+			}(f.Ino, keep)
 		}
 	}
 }
 
 // drainDue says whether file ino's policy wants it on the PFS now.
-func (m *Manager) drainDue(now time.Time, ino uint64) bool {
+func (m *Manager) drainDue(now time.Time, ino uint64) (due, keep bool) {
 	p, _, err := m.cfg.NS.TierPolicyOf(ino)
 	if err != nil || p.Pin != "" {
-		return false
+		return false, false
 	}
 	mode := p.Drain
 	if mode == "" {
@@ -113,23 +117,38 @@ func (m *Manager) drainDue(now time.Time, ino uint64) bool {
 	}
 	switch mode {
 	case "now":
-		return true
+		return true, p.KeepCache
 	case "on-close", "cool":
 		a, err := m.cfg.NS.Activity(ino)
 		if err != nil || a.Open > 0 {
-			return false
+			return false, false
 		}
 		if mode == "on-close" {
 			// closed at least once since the metadata service started
 			// (files it has no history of count as closed long ago)
-			return true
+			return true, p.KeepCache
 		}
 		if a.LastClose == 0 {
-			return true
+			return true, p.KeepCache
 		}
-		return now.Sub(time.Unix(0, a.LastClose)) >= m.cfg.DrainAge
+		return now.Sub(time.Unix(0, a.LastClose)) >= m.cfg.DrainAge, p.KeepCache
 	}
-	return false
+	return false, false
+}
+
+// drained says whether every chunk of ino is on the pfs tier or has a
+// clean copy there (--keep-cache).
+func (m *Manager) drained(ino uint64) bool {
+	locs, err := m.cfg.NS.Layout(ino)
+	if err != nil {
+		return false
+	}
+	for _, l := range locs {
+		if l.Tier != "pfs" && len(l.Home) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // pinnedOn says whether file ino's directory pins it to server tier

@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -60,6 +61,9 @@ func (m *Manager) Prefetch(job string, files []uint64) {
 	}
 	m.prefetches[job] = p
 	m.mu.Unlock()
+	m.logDecision(job, "prefetch", []string{fmt.Sprintf("promote %d input files to the mem tier in reading order, %d at a time, "+
+		"while the mem servers keep free space above Cf-m; each stays pinned until read (at most %v)", len(files), prefetchStreams,
+		m.cfg.PrefetchHold)})
 	go m.runPrefetch(ctx, p)
 }
 

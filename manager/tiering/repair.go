@@ -3,10 +3,13 @@ package tiering
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/size"
+	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 // Re-replication (meta/replica.go has the mechanism). Every tick the
@@ -40,6 +43,9 @@ func (m *Manager) repairTick(ctx context.Context) {
 		if sc.Lost != 0 {
 			if _, err := m.cfg.NS.Degrade(ctx, sc.Ino, sc.Loc.Idx, sc.Loc.Gen, sc.Lost); err != nil {
 				m.cfg.Log.Warn("giving up a lost chunk copy failed", "ino", sc.Ino, "chunk", sc.Loc.Idx, "server", sc.Lost, "err", err)
+			} else {
+				m.logDecision(wire.MigrationJob, "copy-lost", []string{fmt.Sprintf("chunk %d of inode %d: data server %d is down; its copy is given up",
+					sc.Loc.Idx, sc.Ino, sc.Lost)})
 			}
 			continue // copied again at a later tick
 		}
@@ -70,6 +76,8 @@ func (m *Manager) repair(ctx context.Context, k chunkRef) {
 	switch {
 	case err == nil:
 		m.cfg.Log.Info("chunk replicated", "ino", k.ino, "chunk", k.idx, "bytes", bytes)
+		m.logDecision(wire.MigrationJob, "copied", []string{fmt.Sprintf("chunk %d of inode %d: second copy made again (%s)",
+			k.idx, k.ino, size.Format(bytes))})
 	case rpc.Errno(err) == syscall.ENOSPC || errors.Is(err, context.Canceled):
 		m.cfg.Log.Debug("chunk not replicated", "ino", k.ino, "chunk", k.idx, "err", err)
 	default:

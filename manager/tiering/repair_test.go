@@ -14,7 +14,8 @@ import (
 	"github.com/sluice-hpc/sluice/meta"
 )
 
-// noReplicas is a namespace whose tiers keep one copy.
+// noReplicas is a namespace whose tiers keep one copy and no drained
+// chunk cached.
 type noReplicas struct{}
 
 func (noReplicas) ShortChunks(int) ([]meta.ShortChunk, error) { return nil, nil }
@@ -23,6 +24,12 @@ func (noReplicas) Degrade(context.Context, uint64, uint64, uint64, uint64) (wire
 }
 func (noReplicas) Replicate(context.Context, uint64, uint64) (uint64, error) { return 0, nil }
 func (noReplicas) DeliverDrops(context.Context) int                          { return 0 }
+func (noReplicas) CopyChunk(context.Context, uint64, uint64, []uint64) (uint64, error) {
+	return 0, fmt.Errorf("no copies here")
+}
+func (noReplicas) EvictChunk(context.Context, uint64, uint64) (uint64, error) {
+	return 0, fmt.Errorf("no caches here")
+}
 
 // repairNS has chunks short of copies: calls are recorded, and chunk 0 of
 // inode 9 cannot be copied (no room in another domain).

@@ -52,6 +52,9 @@ type Namespace interface {
 	Degrade(ctx context.Context, ino, idx, gen, dead uint64) (wire.ChunkLoc, error)
 	Replicate(ctx context.Context, ino, idx uint64) (uint64, error)
 	DeliverDrops(ctx context.Context) int
+	// Drained chunks kept as caches (--keep-cache).
+	CopyChunk(ctx context.Context, ino, idx uint64, servers []uint64) (uint64, error)
+	EvictChunk(ctx context.Context, ino, idx uint64) (uint64, error)
 }
 
 var _ Namespace = (*meta.Service)(nil)
@@ -75,6 +78,9 @@ type Config struct {
 	// DrainAge is how long a file stays closed before it is cool enough to
 	// drain (default 10 min).
 	DrainAge time.Duration
+	// Decisions keeps the manager's decisions for `sluice job` (Beacon's
+	// store; nil: the log only).
+	Decisions DecisionLog
 }
 
 // Manager carries out tier migrations.
@@ -210,6 +216,9 @@ func (m *Manager) Tick(ctx context.Context) {
 		}
 		d = pol.Plan(now, m.cfg.Policy, src, si.Rank, m.targets(servers, si.Rank))
 		m.setDecision(si.ID, d)
+		if len(d.Moves) > 0 {
+			m.logPlan(si, d)
+		}
 		for _, mv := range d.Moves {
 			m.cfg.Log.Info("tiering: moving a file down", "ino", mv.Ino, "bytes", mv.Bytes, "from", si.ID, "tier", si.Tier,
 				"to", mv.To, "to-tier", mv.Tier, "mode", d.Mode.String(), "forced", mv.Forced, "coolness", mv.Coolness, "n", d.Concurrency)
@@ -388,6 +397,14 @@ func group(servers []wire.ServerInfo, tier string, first uint64, g int) []uint64
 // group (0: the emptiest server of the tier). It returns the chunks moved
 // and the first error.
 func (m *Manager) moveFile(ctx context.Context, ino, from uint64, tierName string, to uint64) (int, error) {
+	return m.moveFileAs(ctx, ino, from, tierName, to, false)
+}
+
+// moveFileAs is moveFile; keep (a drain to the pfs tier with
+// --keep-cache) copies the chunks there, leaving them where they are as
+// clean caches. A chunk that is such a cache moving down anywhere is
+// evicted to its home instead of copied.
+func (m *Manager) moveFileAs(ctx context.Context, ino, from uint64, tierName string, to uint64, keep bool) (int, error) {
 	locs, err := m.cfg.NS.Layout(ino)
 	if err != nil {
 		return 0, err
@@ -399,16 +416,31 @@ func (m *Manager) moveFile(ctx context.Context, ino, from uint64, tierName strin
 	moved := 0
 	var first error
 	for _, l := range locs {
-		if l.Tier == tierName || from != 0 && !contains(l.Servers, from) {
+		if l.Tier == tierName || from != 0 && !contains(l.All(), from) {
 			continue
 		}
-		servers := m.cfg.NS.Servers()
-		dst := group(servers, tierName, to, len(l.Servers))
-		if len(dst) == 0 {
-			return moved, rpc.Errorf(syscall.ENOSPC, "no live data server in the %s tier (rank %d)", tierName, rank)
-		}
+		here, _ := tier.Rank(l.Tier)
+		var dst []uint64
+		var bytes uint64
 		start := m.cfg.Now()
-		bytes, err := m.cfg.NS.MoveChunk(ctx, ino, l.Idx, tierName, dst)
+		switch {
+		case len(l.Home) > 0 && rank > here:
+			if keep {
+				continue // drained already
+			}
+			dst = l.Home
+			bytes, err = m.cfg.NS.EvictChunk(ctx, ino, l.Idx)
+		default:
+			dst = group(m.cfg.NS.Servers(), tierName, to, len(l.Servers))
+			if len(dst) == 0 {
+				return moved, rpc.Errorf(syscall.ENOSPC, "no live data server in the %s tier (rank %d)", tierName, rank)
+			}
+			if keep && tierName == "pfs" {
+				bytes, err = m.cfg.NS.CopyChunk(ctx, ino, l.Idx, dst)
+			} else {
+				bytes, err = m.cfg.NS.MoveChunk(ctx, ino, l.Idx, tierName, dst)
+			}
+		}
 		if err != nil {
 			m.failed.Inc()
 			m.mu.Lock()

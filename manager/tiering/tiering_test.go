@@ -2,14 +2,17 @@ package tiering
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta"
 	pol "github.com/sluice-hpc/sluice/policy/tiering"
@@ -74,6 +77,24 @@ func (f *fakeNS) FinishMoves(context.Context) int { return 0 }
 
 func (f *fakeNS) WakeStalled() {}
 
+// decisionLog keeps the decisions it is given.
+type decisionLog struct {
+	mu   sync.Mutex
+	jobs []string
+	ds   []fwdmap.Decision
+}
+
+func (l *decisionLog) PutDecision(job string, _ time.Time, v []byte) error {
+	var d fwdmap.Decision
+	if err := json.Unmarshal(v, &d); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.jobs, l.ds = append(l.jobs, job), append(l.ds, d)
+	return nil
+}
+
 // noPolicies is a namespace without directory tiering policies.
 type noPolicies struct{}
 
@@ -98,8 +119,10 @@ func TestTickMovesCoolestClosedFiles(t *testing.T) {
 	for ino := uint64(10); ino < 20; ino++ { // 10..19 closed, 19 the longest ago
 		ns.closed[ino] = now.Add(-time.Duration(ino) * time.Minute)
 	}
+	log := &decisionLog{}
 	m := New(Config{NS: ns, Auto: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
-		Policy: pol.Config{Thresholds: pol.Thresholds{StallWrite: 4 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 3}})
+		Policy:    pol.Config{Thresholds: pol.Thresholds{StallWrite: 4 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 3},
+		Decisions: log})
 	m.Tick(context.Background())
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -130,6 +153,13 @@ func TestTickMovesCoolestClosedFiles(t *testing.T) {
 	sort.Strings(ns.moves)
 	if fmt.Sprint(ns.moves) != "[17>ssd 18>ssd 19>ssd]" {
 		t.Fatalf("moved %v, want the three longest-closed files 17, 18, 19", ns.moves)
+	}
+	// the decision is in Beacon's log, under the migration job, with
+	// the server's state and each move
+	if len(log.ds) != 1 || log.jobs[0] != wire.MigrationJob || log.ds[0].Kind != "tiering" || log.ds[0].Event != "normal-out" ||
+		len(log.ds[0].Reasons) != 4 || !strings.Contains(log.ds[0].Reasons[0], "server 1 (mem): 20.0 MiB free") ||
+		!strings.Contains(log.ds[0].Reasons[1], "move inode 19") {
+		t.Fatalf("decision log %q %+v", log.jobs, log.ds)
 	}
 	// a second tick: 32 MiB free now, above Cn-m: nothing more moves
 	m.Tick(context.Background())

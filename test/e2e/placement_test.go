@@ -241,7 +241,7 @@ func TestScaleUp(t *testing.T) {
 		t.Fatalf("scale-up gained too little: %.0f → %.0f MB/s", r1.BW/1e6, r2.BW/1e6)
 	}
 	out, err := c.sluice("job", "s2")
-	if err != nil || !strings.Contains(out, "forwarding-node decisions") || !strings.Contains(out, "scale up to 2") {
+	if err != nil || !strings.Contains(out, "decisions:") || !strings.Contains(out, "scale up to 2") {
 		t.Fatalf("job report: %v\n%s", err, out)
 	}
 }

@@ -102,6 +102,10 @@ func TestReplicaKill(t *testing.T) {
 	if !strings.Contains(st, "REPLICAS ") {
 		t.Fatalf("status does not report re-replication:\n%s", st)
 	}
+	// and Beacon's decision log has the copies, under the migration job
+	if out, _ := c.sluice("job", "sluice-migration"); !strings.Contains(out, "tiering copied") {
+		t.Fatalf("sluice job sluice-migration shows no copies made again:\n%s", out)
+	}
 
 	// a second server dies: every chunk still has a copy
 	c.kill9("data-mem-1")

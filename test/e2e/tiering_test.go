@@ -471,3 +471,90 @@ func TestDrainAndPin(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainKeepCache: a directory with --drain on-close --keep-cache
+// copies its closed files to the PFS and keeps the fast copies as clean
+// caches (reads still served from mem). A write gives the chunk's PFS
+// copy up; the next drain copies it again. When the mem tier needs space,
+// the caches are evicted to their PFS copies with nothing to copy, and
+// every file reads back intact through the mount and on the PFS.
+func TestDrainKeepCache(t *testing.T) {
+	c := startCluster(t, "--mem", "64M", "--meta-flags", "--tier-free 4M,12M,24M")
+	if err := os.Mkdir(c.path("ck"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.sluice("tier", "set", c.path("ck"), "--drain", "on-close", "--keep-cache"); err != nil ||
+		!strings.Contains(out, "keeping the fast copy as a cache") {
+		t.Fatalf("tier set --keep-cache: %v %s", err, out)
+	}
+	cached := func(p string, n int) bool {
+		out, err := c.sluice("stat", p)
+		if err != nil {
+			t.Fatalf("stat %s: %v %s", p, err, out)
+		}
+		return strings.Count(out, "tier mem") == n && strings.Count(out, "(a cache: clean copy on pfs") == n
+	}
+	data := pattern(1400, 8<<20)
+	p := c.path("ck/v0")
+	mustWrite(t, p, data)
+	eventually(t, 20*time.Second, func() bool { return cached(p, 2) }, "the closed file to be copied to the PFS, its mem copy kept")
+	plain := func(name string) []byte {
+		b, _ := os.ReadFile(filepath.Join(c.dir, "pfs", "ck", name))
+		return b
+	}
+	if !bytes.Equal(plain("v0"), data) || !bytes.Equal(mustRead(t, p), data) {
+		t.Fatal("the drained file differs on the PFS or through the mount")
+	}
+	// a write makes the chunk dirty: its PFS copy is given up, and the
+	// drain on close copies it again
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := pattern(1401, 4096)
+	if _, err := f.WriteAt(patch, 5<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := c.sluice("stat", p); strings.Count(out, "(a cache: clean copy on pfs") != 1 {
+		t.Fatalf("after a write to chunk 1, want only chunk 0 a clean cache:\n%s", out)
+	}
+	f.Close()
+	copy(data[5<<20:], patch)
+	eventually(t, 20*time.Second, func() bool { return cached(p, 2) && bytes.Equal(plain("v0"), data) },
+		"the written chunk to be copied to the PFS again")
+	// more files than the mem tier holds above Cn-m: the cool ones that
+	// are caches by then are evicted to their PFS copies (a drain with
+	// --keep-cache never moves a file to the pfs tier: only an eviction
+	// does)
+	want := map[string][]byte{"v0": data}
+	for i := 1; i < 6; i++ {
+		name := fmt.Sprintf("v%d", i)
+		want[name] = pattern(1410+i, 8<<20)
+		mustWrite(t, c.path("ck/"+name), want[name])
+	}
+	eventually(t, 30*time.Second, func() bool {
+		for name := range want {
+			ts := c.chunkTiers(t, c.path("ck/"+name))
+			if len(ts) == 2 && ts[0] == "pfs" && ts[1] == "pfs" {
+				return true
+			}
+		}
+		return false
+	}, "a cached file to be evicted to its PFS copy")
+	for name, b := range want {
+		if !bytes.Equal(mustRead(t, c.path("ck/"+name)), b) {
+			t.Fatalf("%s reads back wrong through the mount", name)
+		}
+	}
+	eventually(t, 20*time.Second, func() bool {
+		for name, b := range want {
+			if !bytes.Equal(plain(name), b) {
+				return false
+			}
+		}
+		return true
+	}, "every file on the PFS")
+	if out, _ := c.sluice("job", "sluice-migration"); !strings.Contains(out, "tiering drain") {
+		t.Fatalf("no drain decisions under sluice-migration:\n%s", out)
+	}
+}
