@@ -44,6 +44,10 @@ type file struct {
 	adopted bool
 	dirty   map[uint64]bool // data servers written since the last fsync
 	opens   int
+	// atime is the last read or write through this daemon (unix ns),
+	// reported to the metadata service for file coolness (reportAccess)
+	// once it is later than atimeSent
+	atime, atimeSent int64
 }
 
 func (s *Server) lookupFile(ino uint64) *file {
@@ -89,6 +93,8 @@ func (s *Server) release(ino uint64) {
 	f.mu.Lock()
 	f.opens--
 	// chunks that may still move (and writes to them) keep the state
+	// (an access not reported yet goes with it: the last access matters
+	// for open files, the close for closed ones)
 	drop := f.opens <= 0 && !f.pending && len(f.dirty) == 0 && len(f.fresh) == 0 && len(f.placing) == 0
 	f.mu.Unlock()
 	if drop {

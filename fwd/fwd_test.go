@@ -273,3 +273,38 @@ sluice_data_bytes_total{dir="write",tier="mem"} 786432
 		t.Fatalf("metadata series: %d", n)
 	}
 }
+
+// TestAccessReported: reads and writes through the forwarding daemon
+// reach the metadata service as the file's last access (OpAccess), the
+// input of the ONFS policy's order of open files.
+func TestAccessReported(t *testing.T) {
+	ctx := context.Background()
+	svc, c, _ := tierStack(t, 1, 0)
+	ino := create(t, c, "f")
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096), nil); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(after int64) int64 {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			a, err := svc.Activity(ino)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.LastAccess > after {
+				return a.LastAccess
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("last access %d, want one after %d", a.LastAccess, after)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := wait(0)
+	time.Sleep(10 * time.Millisecond)
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: 4096}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait(first)
+}

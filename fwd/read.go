@@ -34,6 +34,7 @@ func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
 	}
 	f.mu.Lock()
 	size, gen := f.size, f.gen
+	f.atime = s.cfg.Now().UnixNano()
 	f.mu.Unlock()
 	if m.Offset+m.Size > size {
 		// the file may have grown through another daemon

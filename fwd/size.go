@@ -3,6 +3,7 @@ package fwd
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -102,6 +103,42 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 	return s.flushSizes(ctx, ino, true)
 }
 
+// reportAccess tells the metadata service which files were read or
+// written since the last report, and when (OpAccess): the ONFS policy
+// orders open files by their last access (forced out).
+func (s *Server) reportAccess(ctx context.Context) error {
+	now := s.cfg.Now().UnixNano()
+	type sent struct {
+		f  *file
+		at int64
+	}
+	var entries []wire.DirEntry
+	var done []sent
+	s.fmu.Lock()
+	for ino, f := range s.files {
+		f.mu.Lock()
+		if f.atime > f.atimeSent {
+			age := min((now-f.atime)/int64(time.Millisecond), math.MaxUint32)
+			entries = append(entries, wire.DirEntry{Ino: ino, Mode: uint32(max(age, 0))})
+			done = append(done, sent{f, f.atime})
+		}
+		f.mu.Unlock()
+	}
+	s.fmu.Unlock()
+	if len(entries) == 0 {
+		return nil
+	}
+	if _, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpAccess, Mtime: now, Entries: entries}, nil, nil); err != nil {
+		return err
+	}
+	for _, d := range done {
+		d.f.mu.Lock()
+		d.f.atimeSent = max(d.f.atimeSent, d.at)
+		d.f.mu.Unlock()
+	}
+	return nil
+}
+
 // flushSizes reports unreported growth of ino (or of every file when ino is
 // 0). With sync the metadata service commits durably.
 func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
@@ -165,6 +202,9 @@ func (s *Server) flushLoop(ctx context.Context) {
 		case <-t.C:
 			if err := s.flushSizes(ctx, 0, false); err != nil && ctx.Err() == nil {
 				s.log.Warn("size report failed", "err", err)
+			}
+			if err := s.reportAccess(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("access report failed", "err", err)
 			}
 		}
 	}

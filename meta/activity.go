@@ -22,6 +22,7 @@ const activityMax = 1 << 20
 type activity struct {
 	opened              uint64
 	lastOpen, lastClose int64 // unix ns; 0: never
+	lastAccess          int64 // unix ns, as forwarding daemons report it (Accessed); 0: none
 	sumTco, sumToc      time.Duration
 	nTco, nToc          uint64
 }
@@ -59,6 +60,29 @@ func (s *Service) closedLocked(ino uint64, t time.Time) {
 	a.lastClose = now
 }
 
+// Accessed notes the reads and writes a forwarding daemon reports: each
+// entry's Ino was last accessed Mode milliseconds before at (OpAccess).
+// Files without a record (opened before the service started) get one.
+func (s *Service) Accessed(at int64, entries []wire.DirEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range entries {
+		t := at - int64(e.Mode)*int64(time.Millisecond)
+		a := s.activity[e.Ino]
+		if a == nil {
+			if _, err := s.getInode(e.Ino); err != nil {
+				continue
+			}
+			if len(s.activity) >= activityMax {
+				s.trimActivityLocked()
+			}
+			a = &activity{}
+			s.activity[e.Ino] = a
+		}
+		a.lastAccess = max(a.lastAccess, t)
+	}
+}
+
 // trimActivityLocked drops a tenth of the records of closed files.
 func (s *Service) trimActivityLocked() {
 	drop := activityMax / 10
@@ -82,7 +106,7 @@ func (s *Service) Activity(ino uint64) (wire.Activity, error) {
 	}
 	out := wire.Activity{Open: s.opens[ino]}
 	if a := s.activity[ino]; a != nil {
-		out.Opened, out.LastOpen, out.LastClose = a.opened, a.lastOpen, a.lastClose
+		out.Opened, out.LastOpen, out.LastClose, out.LastAccess = a.opened, a.lastOpen, a.lastClose, a.lastAccess
 		if a.nTco > 0 {
 			out.MeanTco = a.sumTco / time.Duration(a.nTco)
 		}

@@ -50,6 +50,14 @@ func TestActivity(t *testing.T) {
 	if act != want {
 		t.Fatalf("activity %+v, want %+v", act, want)
 	}
+	// forwarding daemons report accesses: the latest one counts, an
+	// older report does not move it back
+	s.Accessed(now.Add(5*time.Second).UnixNano(), []wire.DirEntry{{Ino: ino, Mode: 2000}, {Ino: 999, Mode: 1}})
+	s.Accessed(now.UnixNano(), []wire.DirEntry{{Ino: ino, Mode: 0}})
+	act, _ = s.Activity(ino)
+	if act.LastAccess != now.Add(3*time.Second).UnixNano() {
+		t.Fatalf("last access %v, want 3 s after the open", time.Duration(act.LastAccess-now.UnixNano()))
+	}
 	if back := wire.ActivityOf(wire.ActivityMsg(act)); back != act {
 		t.Fatalf("wire round trip: %+v", back)
 	}

@@ -224,6 +224,9 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpTrims:
 		ts, gen, err := s.PendingTrims(m.ID, m.Ino)
 		return &wire.Msg{Trims: ts, Trunc: gen}, nil, err
+	case wire.OpAccess:
+		s.Accessed(m.Mtime, m.Entries)
+		return &wire.Msg{}, nil, nil
 	case wire.OpDirty:
 		c, err := s.Dirty(ctx, m.Ino, m.Idx, m.Gen)
 		if err != nil {

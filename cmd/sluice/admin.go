@@ -414,9 +414,10 @@ func printActivity(a wire.Activity, now time.Time) {
 	fmt.Printf("activity:    %d open handles; opened %d times since the metadata service started; last open %s, last close %s\n",
 		a.Open, a.Opened, ago(a.LastOpen), ago(a.LastClose))
 	fmt.Printf("             mean open→close %s, close→open %s\n", mean(a.MeanToc), mean(a.MeanTco))
+	fmt.Printf("             last read or write %s (as the forwarding daemons report it)\n", ago(a.LastAccess))
 	switch {
 	case a.Open > 0:
-		fmt.Printf("coolness:    open: moves down only under forced out, by its place in the LRU of open files\n")
+		fmt.Printf("coolness:    open: moves down only under forced out, by its place in the LRU of open files (last read or write)\n")
 	case a.LastClose == 0:
 		fmt.Printf("coolness:    not seen closed since the metadata service started\n")
 	default:

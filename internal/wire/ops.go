@@ -66,6 +66,7 @@ const (
 	OpMigrate   // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
 	OpBudget    // data server: lend memory to the node (Size = the budget now, at most the configured one) or take it back (Name "release"); reply Cap, Used
 	OpDegrade   // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
+	OpAccess    // metadata service: a forwarding daemon's recent accesses: Entries Ino read or written Mode milliseconds before Mtime (unix ns)
 	OpDirty     // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
 	opMax
 )
@@ -81,20 +82,23 @@ type Activity struct {
 	LastClose int64
 	MeanTco   time.Duration // close → next open
 	MeanToc   time.Duration // open → close
+	// LastAccess is the last read or write as the forwarding daemons
+	// report them (OpAccess, about every half second; 0: none reported)
+	LastAccess int64
 }
 
 // ActivityMsg is the reply to OpActivity: ID handles open now, Size times
 // opened, Atime and Mtime the last open and close, Offset and Idx the mean
-// T_co and T_oc in ns.
+// T_co and T_oc in ns, Gen the last access.
 func ActivityMsg(a Activity) *Msg {
 	return &Msg{ID: uint64(a.Open), Size: a.Opened, Atime: a.LastOpen, Mtime: a.LastClose,
-		Offset: uint64(a.MeanTco), Idx: uint64(a.MeanToc)}
+		Offset: uint64(a.MeanTco), Idx: uint64(a.MeanToc), Gen: uint64(a.LastAccess)}
 }
 
 // ActivityOf reads an OpActivity reply.
 func ActivityOf(m *Msg) Activity {
 	return Activity{Open: int(m.ID), Opened: m.Size, LastOpen: m.Atime, LastClose: m.Mtime,
-		MeanTco: time.Duration(m.Offset), MeanToc: time.Duration(m.Idx)}
+		MeanTco: time.Duration(m.Offset), MeanToc: time.Duration(m.Idx), LastAccess: int64(m.Gen)}
 }
 
 // Change kinds of the metadata change feed, in DirEntry.Mode of an OpWatch

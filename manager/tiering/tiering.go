@@ -326,9 +326,10 @@ func (m *Manager) observe(si wire.ServerInfo, files []meta.FileUse) pol.Server {
 		if a.LastClose != 0 {
 			pf.LastClose = time.Unix(0, a.LastClose)
 		}
-		// the last open stands in for the last access of an open file
-		if a.LastOpen != 0 {
-			pf.LastAccess = time.Unix(0, a.LastOpen)
+		// the last read or write the forwarding daemons reported; the
+		// last open if later (or none reported)
+		if last := max(a.LastOpen, a.LastAccess); last != 0 {
+			pf.LastAccess = time.Unix(0, last)
 		}
 		s.Files = append(s.Files, pf)
 	}

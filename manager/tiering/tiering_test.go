@@ -215,3 +215,41 @@ func TestGroup(t *testing.T) {
 		}
 	}
 }
+
+// accessNS is fakeNS whose files are all open, opened at the same time,
+// and last read or written as the forwarding daemons reported (ino 29
+// longest ago: the head of the LRU of open files; with the opens alone,
+// ties would put ino 10 there).
+type accessNS struct{ *fakeNS }
+
+func (f accessNS) Activity(ino uint64) (wire.Activity, error) {
+	return wire.Activity{Open: 1, Opened: 1, LastOpen: 1, LastAccess: int64(100-ino) * int64(time.Second)}, nil
+}
+
+// TestForcedOutByLastAccess: in forced out, open files move down least
+// recently accessed first, by the accesses the forwarding daemons report
+// (not by when they were opened, which is the same for all).
+func TestForcedOutByLastAccess(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	ns := accessNS{&fakeNS{used: 95 << 20, closed: map[uint64]time.Time{}}}
+	m := New(Config{NS: ns, Auto: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
+		Policy: pol.Config{Thresholds: pol.Thresholds{StallWrite: 2 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 2}})
+	m.Tick(context.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		busy := len(m.migrating)
+		m.mu.Unlock()
+		if busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("moves did not finish")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sort.Strings(ns.moves)
+	if fmt.Sprint(ns.moves) != "[28>ssd 29>ssd]" {
+		t.Fatalf("moved %v, want the two least recently accessed open files 28 and 29", ns.moves)
+	}
+}

@@ -51,4 +51,9 @@ func TestFileActivity(t *testing.T) {
 	if !regexp.MustCompile(`coolness:\s+[0-9.e+]+ for normal out`).MatchString(out) {
 		t.Fatalf("no coolness for a closed file:\n%s", out)
 	}
+	// the forwarding daemon reports the write as the last access
+	eventually(t, 5*time.Second, func() bool {
+		out, _ := c.sluice("stat", p)
+		return regexp.MustCompile(`last read or write \S+ ago`).MatchString(out)
+	}, "the last access to be reported")
 }
