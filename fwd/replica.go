@@ -104,23 +104,34 @@ func (s *Server) readCopies(ctx context.Context, ids []uint64, req *wire.Msg, in
 	return lost, err
 }
 
+// changeChunk sends req, a change of one chunk's location (OpDirty,
+// OpDegrade), to the metadata service and keeps the location it answers,
+// unless this daemon knows a newer one.
+func (s *Server) changeChunk(ctx context.Context, f *file, req *wire.Msg) (wire.ChunkLoc, error) {
+	resp, _, err := s.meta.Call(ctx, req, nil, nil)
+	if err != nil {
+		return wire.ChunkLoc{}, err
+	}
+	if len(resp.Chunks) != 1 {
+		return wire.ChunkLoc{}, rpc.Errorf(syscall.EIO, "metadata service answered %v with %d chunks", req.Op, len(resp.Chunks))
+	}
+	now := resp.Chunks[0]
+	f.mu.Lock()
+	if cur, ok := f.chunks[req.Idx]; !ok || cur.Gen <= now.Gen {
+		f.chunks[req.Idx] = now
+	}
+	f.mu.Unlock()
+	return now, nil
+}
+
 // dirty asks the metadata service to give up the home of chunk idx (a
 // clean copy on the PFS) before it is written, and returns the chunk's
 // location now.
 func (s *Server) dirty(ctx context.Context, ino uint64, f *file, idx uint64, loc wire.ChunkLoc) (wire.ChunkLoc, error) {
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpDirty, Ino: ino, Idx: idx, Gen: loc.Gen}, nil, nil)
+	now, err := s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDirty, Ino: ino, Idx: idx, Gen: loc.Gen})
 	if err != nil {
 		return loc, err
 	}
-	if len(resp.Chunks) != 1 {
-		return loc, rpc.Errorf(syscall.EIO, "metadata service answered a dirty with %d chunks", len(resp.Chunks))
-	}
-	now := resp.Chunks[0]
-	f.mu.Lock()
-	if cur, ok := f.chunks[idx]; !ok || cur.Gen <= now.Gen {
-		f.chunks[idx] = now
-	}
-	f.mu.Unlock()
 	if len(now.Home) > 0 {
 		// moved on meanwhile (evicted to its home, or a newer drain):
 		// learn it again
@@ -140,19 +151,10 @@ func (s *Server) dirty(ctx context.Context, ino uint64, f *file, idx uint64, loc
 // location now. When the location still names id (the service reached
 // it, or the chunk has one copy), cause is returned.
 func (s *Server) giveUp(ctx context.Context, ino uint64, f *file, idx uint64, loc wire.ChunkLoc, id uint64, cause error) (wire.ChunkLoc, error) {
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpDegrade, Ino: ino, Idx: idx, Gen: loc.Gen, ID: id}, nil, nil)
+	now, err := s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDegrade, Ino: ino, Idx: idx, Gen: loc.Gen, ID: id})
 	if err != nil {
 		return loc, err
 	}
-	if len(resp.Chunks) != 1 {
-		return loc, rpc.Errorf(syscall.EIO, "metadata service answered a degrade with %d chunks", len(resp.Chunks))
-	}
-	now := resp.Chunks[0]
-	f.mu.Lock()
-	if cur, ok := f.chunks[idx]; !ok || cur.Gen <= now.Gen {
-		f.chunks[idx] = now
-	}
-	f.mu.Unlock()
 	for _, x := range now.All() {
 		if x == id {
 			return loc, cause

@@ -40,6 +40,55 @@ func replicaServer(t *testing.T, metaAddr, dir, domain string) (*data.Server, fu
 	return ds, stop
 }
 
+// memNode is one mem-tier data server of a replica stack.
+type memNode struct {
+	dir, domain string
+	ds          *data.Server
+	stop        func()
+}
+
+// replicaStack starts a metadata service keeping two copies of mem-tier
+// chunks, n mem servers (each in a failure domain of its own, on tmpfs
+// where there is one) and a forwarding daemon, with 256 KiB chunks at the
+// root; it returns the service, a client of the forwarding daemon and the
+// servers by id.
+func replicaStack(t *testing.T, n int) (*meta.Service, string, *rpc.Client, map[uint64]*memNode) {
+	t.Helper()
+	svc, metaAddr := testrig.Meta(t, meta.Config{Copies: map[string]int{"mem": 2}, HeartbeatTTL: 2 * time.Second})
+	byAddr := map[string]*memNode{}
+	for i := 0; i < n; i++ {
+		d, err := os.MkdirTemp("/dev/shm", "sluice-replica-test")
+		if err != nil {
+			d = t.TempDir()
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		nd := &memNode{dir: d, domain: fmt.Sprintf("cab%d", i)}
+		nd.ds, nd.stop = replicaServer(t, metaAddr, d, nd.domain)
+		byAddr[nd.ds.Addr()] = nd
+	}
+	testrig.WaitData(t, svc, n)
+	nodes := map[uint64]*memNode{}
+	for _, si := range svc.Servers() {
+		if nd := byAddr[si.Addr]; nd != nil {
+			nodes[si.ID] = nd
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Timeout: 10 * time.Second})
+	fln, _ := fs.Listen()
+	go fs.Run(ctx, fln, "")
+	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
+	t.Cleanup(c.Close)
+	if _, err := svc.SetLayout(meta.RootIno, replicaChunk, 1, replicaChunk); err != nil {
+		t.Fatal(err)
+	}
+	return svc, metaAddr, c, nodes
+}
+
+// replicaChunk is the chunk size of replicaStack.
+const replicaChunk = 256 << 10
+
 // TestReplicaLoss: with two copies of every mem-tier chunk, in different
 // failure domains, writers and readers go on without an error while a
 // mem server dies; its copies are given up and made again on the third
@@ -48,38 +97,8 @@ func replicaServer(t *testing.T, metaAddr, dir, domain string) (*data.Server, fu
 // drops its stale copies and refuses requests of the old layout.
 func TestReplicaLoss(t *testing.T) {
 	ctx := context.Background()
-	svc, metaAddr := testrig.Meta(t, meta.Config{Copies: map[string]int{"mem": 2}, HeartbeatTTL: 2 * time.Second})
-	dirs := make([]string, 3)
-	stops := make([]func(), 3)
-	for i := range dirs {
-		d, err := os.MkdirTemp("/dev/shm", "sluice-replica-test")
-		if err != nil {
-			d = t.TempDir()
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		dirs[i] = d
-		_, stops[i] = replicaServer(t, metaAddr, d, fmt.Sprintf("cab%d", i))
-	}
-	testrig.WaitData(t, svc, 3)
-	serverDir := map[uint64]int{} // server id → its index
-	for _, si := range svc.Servers() {
-		for i, d := range dirs {
-			if b, err := os.ReadFile(d + "/.id"); err == nil && fmt.Sprint(si.ID)+"\n" == string(b) {
-				serverDir[si.ID] = i
-			}
-		}
-	}
-	fctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Timeout: 10 * time.Second})
-	fln, _ := fs.Listen()
-	go fs.Run(fctx, fln, "")
-	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
-	t.Cleanup(c.Close)
-	const chunk = 256 << 10
-	if _, err := svc.SetLayout(meta.RootIno, chunk, 1, chunk); err != nil {
-		t.Fatal(err)
-	}
+	svc, metaAddr, c, nodes := replicaStack(t, 3)
+	const chunk = replicaChunk
 	ino := create(t, c, "f")
 	const fileMax = 12 * chunk
 	model := make([]byte, fileMax)
@@ -179,7 +198,7 @@ func TestReplicaLoss(t *testing.T) {
 
 	sleep(300 * time.Millisecond)
 	first := locs[0].Servers[0]
-	stops[serverDir[first]]()
+	nodes[first].stop()
 	t.Logf("killed data server %d", first)
 
 	// the tiering manager gives the lost copies up and makes them again
@@ -217,7 +236,7 @@ func TestReplicaLoss(t *testing.T) {
 
 	// a second server dies: every chunk has its other copy on the third
 	second := locs[0].Servers[0]
-	stops[serverDir[second]]()
+	nodes[second].stop()
 	t.Logf("killed data server %d", second)
 
 	sleep(500 * time.Millisecond)
@@ -238,7 +257,7 @@ func TestReplicaLoss(t *testing.T) {
 	// the first server comes back: its copies were given up, so it
 	// drops them and refuses requests of the layout it had
 	// (the second server's drops stay owed: it is still down)
-	back, _ := replicaServer(t, metaAddr, dirs[serverDir[first]], fmt.Sprintf("cab%d", serverDir[first]))
+	back, _ := replicaServer(t, metaAddr, nodes[first].dir, nodes[first].domain)
 	cl := rpc.NewClient(back.Addr(), secret, rpc.ClientOptions{Timeout: 5 * time.Second})
 	defer cl.Close()
 	rd := &wire.Msg{Op: wire.OpChunkRead, Ino: ino, Idx: 0, ChunkSize: chunk, Size: 4096}
@@ -262,29 +281,8 @@ func TestReplicaLoss(t *testing.T) {
 // the group's server is lost the replica does not bring cut bytes back.
 func TestReplicaTruncate(t *testing.T) {
 	ctx := context.Background()
-	svc, metaAddr := testrig.Meta(t, meta.Config{Copies: map[string]int{"mem": 2}})
-	stops := map[string]func(){} // by address
-	for i := 0; i < 2; i++ {
-		d, err := os.MkdirTemp("/dev/shm", "sluice-replica-test")
-		if err != nil {
-			d = t.TempDir()
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		ds, stop := replicaServer(t, metaAddr, d, fmt.Sprintf("cab%d", i))
-		stops[ds.Addr()] = stop
-	}
-	testrig.WaitData(t, svc, 2)
-	fctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Timeout: 10 * time.Second})
-	fln, _ := fs.Listen()
-	go fs.Run(fctx, fln, "")
-	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
-	t.Cleanup(c.Close)
-	const chunk = 256 << 10
-	if _, err := svc.SetLayout(meta.RootIno, chunk, 1, chunk); err != nil {
-		t.Fatal(err)
-	}
+	svc, _, c, nodes := replicaStack(t, 2)
+	const chunk = replicaChunk
 	ino := create(t, c, "f")
 	want := make([]byte, 3*chunk)
 	rand.New(rand.NewSource(3)).Read(want)
@@ -304,11 +302,7 @@ func TestReplicaTruncate(t *testing.T) {
 	if err != nil || len(locs) == 0 || len(locs[0].Replicas) != 1 {
 		t.Fatalf("layout %+v %v", locs, err)
 	}
-	for _, si := range svc.Servers() {
-		if si.ID == locs[0].Servers[0] {
-			stops[si.Addr]()
-		}
-	}
+	nodes[locs[0].Servers[0]].stop()
 	got := call(&wire.Msg{Op: wire.OpRead, Ino: ino, Size: 3 * chunk}, nil)
 	if !bytes.Equal(got, want) {
 		i := 0

@@ -174,19 +174,7 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 			m.reserved = m.info.Capacity
 		}
 	}
-	var servers []place.Server
-	for _, m := range r.servers {
-		if m.info.Role != "data" {
-			continue
-		}
-		var reserve uint64
-		if r.stallReserve != nil {
-			reserve = r.stallReserve(m.info)
-		}
-		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
-			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
-			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain})
-	}
+	servers := r.placeServersLocked(now)
 	r.rotation++
 	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
 		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait,
@@ -207,6 +195,26 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 		r.servers[id].reserved += d.ReplicaCharge[i]
 	}
 	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers, Replicas: d.Replicas}, nil, nil
+}
+
+// placeServersLocked is the data servers as the placement policy sees
+// them: liveness judged at now, space promised since their last report
+// counted as used, their write-stall reserves. Caller holds r.mu.
+func (r *registry) placeServersLocked(now time.Time) []place.Server {
+	var servers []place.Server
+	for _, m := range r.servers {
+		if m.info.Role != "data" {
+			continue
+		}
+		var reserve uint64
+		if r.stallReserve != nil {
+			reserve = r.stallReserve(m.info)
+		}
+		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
+			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
+			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain})
+	}
+	return servers
 }
 
 // Layout returns the known chunk locations of a file.

@@ -2,11 +2,9 @@ package meta
 
 import (
 	"context"
-	"encoding/binary"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
 // Drained chunks kept as a cache (`sluice tier set DIR --keep-cache`,
@@ -31,13 +29,7 @@ func (s *Service) Dirty(ctx context.Context, ino, idx, gen uint64) (wire.ChunkLo
 	}
 	home := loc.Home
 	loc.Home = nil
-	loc.Gen++
-	var b engine.Batch
-	b.Set(layoutKey(ino, idx), encodeChunk(loc))
-	for _, id := range home {
-		b.Set(dropKey(ino, idx, id), binary.BigEndian.AppendUint64(nil, loc.Gen))
-	}
-	err = s.e.Apply(&b, true)
+	err = s.giveUpLocked(ino, &loc, home)
 	s.mu.Unlock()
 	if err != nil {
 		return wire.ChunkLoc{}, err

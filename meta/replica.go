@@ -87,16 +87,24 @@ func (s *Service) degrade(ino, idx, gen, dead uint64) (wire.ChunkLoc, []uint64, 
 		return loc, nil, nil
 	}
 	loc.Replicas = nil
-	loc.Gen++
-	var b engine.Batch
-	b.Set(layoutKey(ino, idx), encodeChunk(loc))
-	for _, id := range dropped {
-		b.Set(dropKey(ino, idx, id), binary.BigEndian.AppendUint64(nil, loc.Gen))
-	}
-	if err := s.e.Apply(&b, true); err != nil {
+	if err := s.giveUpLocked(ino, &loc, dropped); err != nil {
 		return wire.ChunkLoc{}, nil, err
 	}
 	return loc, dropped, nil
+}
+
+// giveUpLocked commits loc, chunk loc.Idx of ino, which the caller changed
+// so that the copies on dropped are no longer in it, with its layout
+// generation plus one, and records the drop each server of dropped owes.
+// Caller holds mu.
+func (s *Service) giveUpLocked(ino uint64, loc *wire.ChunkLoc, dropped []uint64) error {
+	loc.Gen++
+	var b engine.Batch
+	b.Set(layoutKey(ino, loc.Idx), encodeChunk(*loc))
+	for _, id := range dropped {
+		b.Set(dropKey(ino, loc.Idx, id), binary.BigEndian.AppendUint64(nil, loc.Gen))
+	}
+	return s.e.Apply(&b, true)
 }
 
 // chunkLoc returns chunk idx of ino's location.
@@ -202,19 +210,7 @@ func (r *registry) chooseReplica(n *inode, loc wire.ChunkLoc, exclude []uint64) 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.s.now()
-	var servers []place.Server
-	for _, m := range r.servers {
-		if m.info.Role != "data" {
-			continue
-		}
-		var reserve uint64
-		if r.stallReserve != nil {
-			reserve = r.stallReserve(m.info)
-		}
-		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
-			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
-			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain})
-	}
+	servers := r.placeServersLocked(now)
 	r.rotation++
 	d, err := place.ChooseReplica(servers, place.Chunk{Ino: n.Ino, Idx: loc.Idx, ChunkSize: int64(n.ChunkSize),
 		StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation}, loc.Tier, loc.Servers)

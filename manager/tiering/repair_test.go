@@ -121,17 +121,5 @@ func TestRepairTick(t *testing.T) {
 // waitIdle waits until no copy runs.
 func waitIdle(t *testing.T, m *Manager) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		m.mu.Lock()
-		busy := len(m.repairing)
-		m.mu.Unlock()
-		if busy == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("copies did not end")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitNone(t, m, func() int { return len(m.repairing) }, "copies to end")
 }

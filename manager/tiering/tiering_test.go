@@ -124,19 +124,7 @@ func TestTickMovesCoolestClosedFiles(t *testing.T) {
 		Policy:    pol.Config{Thresholds: pol.Thresholds{StallWrite: 4 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 3},
 		Decisions: log})
 	m.Tick(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		m.mu.Lock()
-		busy := len(m.migrating)
-		m.mu.Unlock()
-		if busy == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("moves did not finish")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitMoves(t, m)
 	st := m.Status()
 	// free 20 MiB ≤ Cn-m 30 MiB: normal out, N = 3 (no bandwidth known)
 	if len(st.Servers) != 3 || st.Servers[0].Mode != "normal-out" || st.Servers[0].Concurrency != 3 {
@@ -235,21 +223,33 @@ func TestForcedOutByLastAccess(t *testing.T) {
 	m := New(Config{NS: ns, Auto: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
 		Policy: pol.Config{Thresholds: pol.Thresholds{StallWrite: 2 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 2}})
 	m.Tick(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		m.mu.Lock()
-		busy := len(m.migrating)
-		m.mu.Unlock()
-		if busy == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("moves did not finish")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitMoves(t, m)
 	sort.Strings(ns.moves)
 	if fmt.Sprint(ns.moves) != "[28>ssd 29>ssd]" {
 		t.Fatalf("moved %v, want the two least recently accessed open files 28 and 29", ns.moves)
+	}
+}
+
+// waitMoves waits until no file migration runs.
+func waitMoves(t *testing.T, m *Manager) {
+	t.Helper()
+	waitNone(t, m, func() int { return len(m.migrating) }, "moves to finish")
+}
+
+// waitNone waits until busy, read with m.mu held, is 0.
+func waitNone(t *testing.T, m *Manager, busy func() int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		n := busy()
+		m.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
