@@ -74,11 +74,13 @@ tiers:
 	bash bench/tiers/threshold.sh
 	bash bench/tiers/prefetch.sh
 	bash bench/tiers/checkpoint.sh
+	bash bench/tiers/replicas.sh
 
 tiers-smoke:
 	SMOKE=1 OUT=/tmp/sluice-tiers-smoke.jsonl bash bench/tiers/threshold.sh
 	SMOKE=1 OUT=/tmp/sluice-prefetch-smoke.jsonl bash bench/tiers/prefetch.sh
 	SMOKE=1 OUT=/tmp/sluice-checkpoint-smoke.jsonl bash bench/tiers/checkpoint.sh
+	SMOKE=1 OUT=/tmp/sluice-replicas-smoke.jsonl bash bench/tiers/replicas.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

@@ -53,9 +53,11 @@ type Config struct {
 	// instead (default Timeout/2, so the client's call does not time out).
 	StallMax time.Duration
 	// Failover is how long a copy of a replicated chunk whose server
-	// cannot be reached is retried before the other copy serves the
-	// request alone (default 1 s, at most Timeout/4). Chunks with one copy
-	// retry for the whole Timeout: their server may be restarting.
+	// cannot be reached is retried before a write gives it up and goes on
+	// with the other copy (default 1 s, at most Timeout/4); a read goes to
+	// the other copy after a tenth of it. Chunks with one copy retry for
+	// the whole Timeout (after looking their location up again): their
+	// server may be restarting.
 	Failover time.Duration
 	// SizeFlush is how often unreported file growth is sent to the
 	// metadata service (default 500 ms).

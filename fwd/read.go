@@ -87,8 +87,13 @@ func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf 
 			})
 			if l := lost.Load(); l != 0 && err == nil {
 				// the replica served: give the lost copy up, so the
-				// next reads go to the replica at once
-				s.giveUp(ctx, m.Ino, f, sp.Idx, loc, l, nil)
+				// next reads go to the replica at once (without
+				// holding this read)
+				go func(loc wire.ChunkLoc) {
+					gctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+					defer cancel()
+					s.giveUp(gctx, m.Ino, f, sp.Idx, loc, l, nil)
+				}(loc)
 			}
 			if unreachable(err) && attempt < maxRelocate {
 				// the chunk may have a copy elsewhere by now (given up

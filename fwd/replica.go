@@ -88,7 +88,13 @@ func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *wi
 // (this daemon's may be old) and then tries again, patient: retrying for
 // the whole timeout, not only Failover.
 func (s *Server) readCopies(ctx context.Context, ids []uint64, req *wire.Msg, into []byte, patient bool) (lost uint64, err error) {
-	if !patient {
+	switch {
+	case patient:
+	case len(ids) > 1:
+		// the other copy serves at once: a read gives up on a server
+		// sooner than a write, which gives the copy up
+		ctx = rpc.WithRetryLimit(ctx, s.cfg.Failover/10)
+	default:
 		ctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
 	}
 	for i, id := range ids {
@@ -151,14 +157,21 @@ func (s *Server) dirty(ctx context.Context, ino uint64, f *file, idx uint64, loc
 // location now. When the location still names id (the service reached
 // it, or the chunk has one copy), cause is returned.
 func (s *Server) giveUp(ctx context.Context, ino uint64, f *file, idx uint64, loc wire.ChunkLoc, id uint64, cause error) (wire.ChunkLoc, error) {
-	now, err := s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDegrade, Ino: ino, Idx: idx, Gen: loc.Gen, ID: id})
-	if err != nil {
-		return loc, err
-	}
-	for _, x := range now.All() {
-		if x == id {
-			return loc, cause
+	now := loc
+	for try := 0; ; try++ {
+		prev := now
+		var err error
+		if now, err = s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDegrade, Ino: ino, Idx: idx, Gen: prev.Gen, ID: id}); err != nil {
+			return loc, err
 		}
+		if !contains(now.All(), id) {
+			break
+		}
+		if now.Gen == prev.Gen || try == 3 {
+			return loc, cause // the service keeps the copy (it reached the server, or it is the only one)
+		}
+		// this daemon's location was old: give the copy up in the
+		// location the service has now
 	}
 	s.log.Warn("chunk copy given up: going on with the other copy", "ino", ino, "chunk", idx, "server", id,
 		"now", now.Servers, "gen", now.Gen)
@@ -209,11 +222,8 @@ func (s *Server) syncLost(ctx context.Context, ino uint64, f *file, id uint64, c
 	f.mu.Lock()
 	var locs []wire.ChunkLoc
 	for _, l := range f.chunks {
-		for _, x := range l.All() {
-			if x == id {
-				locs = append(locs, l)
-				break
-			}
+		if contains(l.All(), id) {
+			locs = append(locs, l)
 		}
 	}
 	f.mu.Unlock()
@@ -223,4 +233,13 @@ func (s *Server) syncLost(ctx context.Context, ino uint64, f *file, id uint64, c
 		}
 	}
 	return true
+}
+
+func contains(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
 }

@@ -183,13 +183,14 @@ func (r *registry) alive(id uint64) bool {
 }
 
 // reachable reports whether data server id answers: it is alive by its
-// heartbeats and answers a ping within a second. One that does not is
-// suspected (counted down until its next heartbeat).
+// heartbeats and answers a ping within a second (a refused connection is
+// tried again for 200 ms only). One that does not is suspected (counted
+// down until its next heartbeat).
 func (r *registry) reachable(ctx context.Context, id uint64) bool {
 	if !r.alive(id) {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(rpc.WithRetryLimit(ctx, 200*time.Millisecond), time.Second)
 	defer cancel()
 	if err := r.callData(ctx, id, &wire.Msg{Op: wire.OpPing}); err != nil {
 		r.suspect(id)

@@ -12,6 +12,9 @@ range in brackets.
         share of the tiers' cap ratio, the wait before reading
     report.py checkpoint bench/tiers/checkpoint.jsonl
         checkpoint bandwidth, restart read bandwidth, restart bytes from mem
+    report.py replicas bench/tiers/replicas.jsonl
+        write and read bandwidth with one and two copies, their ratio in
+        the same run, and the reads across a kill -9 of a mem server
 """
 import json
 import statistics
@@ -106,6 +109,23 @@ def checkpoint(rows):
                                               spread([r["restart"]["mbps"] for r in rs]), spread(share, "%.0f%%")))
 
 
+def replicas(rows):
+    runs = sorted({r["run"] for r in rows})
+    print("\n2 × 64 MiB written and read back (fio, bs 1 MiB, O_DIRECT) on 3 mem servers; %d runs\n" % len(runs))
+    print("| copies | write MB/s | read MB/s |")
+    print("|---|---|---|")
+    for c in (1, 2):
+        rs = [r for r in rows if r["copies"] == c]
+        print("| %d | %s | %s |" % (c, spread([r["write_mbps"] for r in rs]), spread([r["read_mbps"] for r in rs])))
+    pair = lambda k: [b[k] / a[k] for run in runs for a in rows if a["run"] == run and a["copies"] == 1
+                      for b in rows if b["run"] == run and b["copies"] == 2]
+    print("\nsame-run ratio, 2 copies over 1: write %s, read %s" % (spread(pair("write_mbps"), "%.2f"), spread(pair("read_mbps"), "%.2f")))
+    fo = [r["failover"] for r in rows if r.get("failover")]
+    if fo:
+        print("\nreads for 8 s across a kill -9 of a mem server at 2 s: %s errors; slowest read %s ms; %s MB/s" % (
+            spread([f["errors"] for f in fo], "%d"), spread([f["max_ms"] for f in fo], "%.0f"), spread([f["read_mbps"] for f in fo])))
+
+
 kind, path = sys.argv[1], sys.argv[2]
-{"threshold": threshold, "prefetch": prefetch, "checkpoint": checkpoint}[kind](
+{"threshold": threshold, "prefetch": prefetch, "checkpoint": checkpoint, "replicas": replicas}[kind](
     [json.loads(l) for l in open(path) if l.strip()])
