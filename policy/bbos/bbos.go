@@ -1,0 +1,319 @@
+// Package bbos is the burst-buffer policy of BBOS (CCGrid 2020, BRIEF §2;
+// docs/bbos.md): how much checkpoint data a buffer of capacity S can take
+// per period when it demotes to the PFS while jobs write, when demotion
+// must start within a period and how fast checkpoints and demotion may go
+// at each point (equations 1–3 of the paper), and which data is cold.
+//
+// Pure: the caller passes the buffer's figures, the period's data written
+// so far and the data on the buffer; the policy returns thresholds, rates
+// and orders, and keeps nothing. No clock, no I/O. The daemons (throttles
+// in the data servers' token buckets, demotion by tier migration) and the
+// simulator call the same code.
+package bbos
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Policy names the buffer-management policies compared in the paper's
+// evaluation, all selectable on the same daemons.
+type Policy string
+
+const (
+	// Dedicated is DataWarp's allocation: a job's grant is its own for
+	// its lifetime; the grants never exceed the buffer, nothing is
+	// demoted while jobs write.
+	Dedicated Policy = "dedicated"
+	// MaxBW (Harmonia) never demotes while a checkpoint is written: full
+	// write bandwidth, and writes stop when the buffer is full.
+	MaxBW Policy = "maxbw"
+	// MaxEff (Harmonia) always demotes at full speed, from the start of
+	// the period.
+	MaxEff Policy = "maxeff"
+	// LRU and FIFO demote like BBOS but choose cold data by last use or
+	// by age alone.
+	LRU  Policy = "lru"
+	FIFO Policy = "fifo"
+	// BBOS adapts the demotion threshold and both rates to DWPP.
+	BBOS Policy = "bbos"
+)
+
+// Policies lists the valid policies.
+var Policies = []Policy{Dedicated, MaxBW, MaxEff, LRU, FIFO, BBOS}
+
+// Rates are a buffer's bandwidth figures (bytes/s). Writing checkpoints
+// and demoting (reading the buffer to write the PFS) compete: the write
+// bandwidth falls linearly as demotion speeds up (equation 1), from
+// WriteMax with demotion at DemoteMin to WriteMin with demotion at
+// DemoteMax (the PFS's write bandwidth).
+type Rates struct {
+	WriteMax, WriteMin   float64
+	DemoteMin, DemoteMax float64
+}
+
+// Validate checks the figures' order.
+func (r Rates) Validate() error {
+	if !(r.WriteMin > 0 && r.WriteMin <= r.WriteMax && r.DemoteMin >= 0 && r.DemoteMin <= r.DemoteMax && r.DemoteMax > 0) {
+		return fmt.Errorf("bbos rates want 0 < WriteMin ≤ WriteMax and 0 ≤ DemoteMin ≤ DemoteMax, 0 < DemoteMax (got %+v)", r)
+	}
+	return nil
+}
+
+// WriteAt is equation 1: the checkpoint bandwidth left while demotion runs
+// at demote (clamped to [DemoteMin, DemoteMax]).
+func (r Rates) WriteAt(demote float64) float64 {
+	if r.DemoteMax == r.DemoteMin {
+		return r.WriteMin
+	}
+	d := min(max(demote, r.DemoteMin), r.DemoteMax)
+	m := (r.WriteMin - r.WriteMax) / (r.DemoteMax - r.DemoteMin) // m < 0
+	return r.WriteMax + m*(d-r.DemoteMin)
+}
+
+// Pattern is how demotion runs within a period (the paper's Figure 3).
+type Pattern int
+
+const (
+	// IdleOnly: the period's data fits the buffer (C ≤ 0); demotion runs
+	// only while no checkpoint is written.
+	IdleOnly Pattern = 1
+	// Partly: demotion starts once DWSF reaches a threshold and speeds up
+	// from DemoteMin to DemoteMax by the end of the period's writes.
+	Partly Pattern = 2
+	// Always: demotion starts with the first write and reaches DemoteMax
+	// at a second threshold, where it stays.
+	Always Pattern = 3
+	// Overflow: even demoting at DemoteMax from the first write, the
+	// period's data does not fit: writes will stall (admission should
+	// have refused some of it).
+	Overflow Pattern = 4
+)
+
+func (p Pattern) String() string {
+	switch p {
+	case IdleOnly:
+		return "idle-only"
+	case Partly:
+		return "partly"
+	case Always:
+		return "always"
+	case Overflow:
+		return "overflow"
+	}
+	return fmt.Sprintf("pattern(%d)", int(p))
+}
+
+// Plan is the demotion plan of one period.
+type Plan struct {
+	Pattern Pattern
+	// C = DWPP − S: what must be demoted while checkpoints are written.
+	C float64
+	// Start is the DWSF at which demotion starts while writing; Full the
+	// DWSF at which it reaches DemoteMax (= DWPP in Partly: never before
+	// the end). Both S when nothing is demoted while writing (IdleOnly,
+	// MaxBW), 0 for MaxEff.
+	Start, Full float64
+	// Ramp is how long demotion speeds up from DemoteMin to DemoteMax
+	// (t_dd), Steady how long it then runs at DemoteMax (t_ds), Solo the
+	// writing before demotion starts (t_c); seconds.
+	Solo, Ramp, Steady float64
+}
+
+// ErrRates: the rates are not usable.
+var ErrRates = errors.New("bbos: bad rates")
+
+// PlanPeriod solves equation 2 for a buffer of capacity s (bytes) that
+// takes dwpp bytes of checkpoints per period under policy p.
+func PlanPeriod(p Policy, dwpp, s float64, r Rates) (Plan, error) {
+	if err := r.Validate(); err != nil {
+		return Plan{}, fmt.Errorf("%w: %v", ErrRates, err)
+	}
+	c := dwpp - s
+	pl := Plan{C: c}
+	switch p {
+	case MaxBW, Dedicated:
+		pl.Start, pl.Full = s, s
+		pl.Pattern = IdleOnly
+		if c > 0 {
+			pl.Pattern = Overflow // writes stop when the buffer is full
+		}
+		pl.Solo = dwpp / r.WriteMax
+		return pl, nil
+	case MaxEff:
+		pl.Start, pl.Full = 0, 0
+		pl.Steady = dwpp / r.WriteMin
+		pl.Pattern = Always
+		if dwpp > MaxDWPP(s, r) {
+			pl.Pattern = Overflow
+		}
+		return pl, nil
+	}
+	if c <= 0 {
+		pl.Pattern, pl.Start, pl.Full = IdleOnly, s, s
+		pl.Solo = dwpp / r.WriteMax
+		return pl, nil
+	}
+	ww := (r.WriteMax + r.WriteMin) / 2   // mean write rate over the ramp
+	dd := (r.DemoteMin + r.DemoteMax) / 2 // mean demotion rate over the ramp
+	// Partly (t_ds = 0): demote C over the ramp, write the rest alone first
+	tdd := c / dd
+	if tc := (dwpp - ww*tdd) / r.WriteMax; tc >= 0 {
+		pl.Pattern, pl.Solo, pl.Ramp = Partly, tc, tdd
+		pl.Start, pl.Full = r.WriteMax*tc, dwpp
+		return pl, nil
+	}
+	// Always (t_c = 0): ww·t_dd + WriteMin·t_ds = DWPP, dd·t_dd + DemoteMax·t_ds = C
+	det := ww*r.DemoteMax - r.WriteMin*dd
+	if det > 0 {
+		tdd = (dwpp*r.DemoteMax - r.WriteMin*c) / det
+		tds := (ww*c - dd*dwpp) / det
+		if tdd >= 0 && tds >= 0 {
+			pl.Pattern, pl.Ramp, pl.Steady = Always, tdd, tds
+			pl.Start, pl.Full = 0, ww*tdd
+			return pl, nil
+		}
+	}
+	pl.Pattern, pl.Start, pl.Full = Overflow, 0, 0
+	pl.Steady = dwpp / r.WriteMin
+	return pl, nil
+}
+
+// MaxDWPP is the most a buffer of capacity s takes per period, demoting at
+// DemoteMax from the first write (writes then go at WriteMin): unbounded
+// (+Inf) when demotion keeps up with the writes.
+func MaxDWPP(s float64, r Rates) float64 {
+	if r.WriteMin <= r.DemoteMax {
+		return math.Inf(1)
+	}
+	return s * r.WriteMin / (r.WriteMin - r.DemoteMax)
+}
+
+// PeriodOK is equation 3: after the period's writes, the rest of the
+// period must be long enough to demote a full buffer at DemoteMax, so the
+// next period starts empty.
+func (pl Plan) PeriodOK(period, s float64, r Rates) bool {
+	return (period-(pl.Solo+pl.Ramp+pl.Steady))*r.DemoteMax >= s
+}
+
+// At returns the checkpoint write rate allowed and the demotion rate to
+// run when dwsf bytes of the period's dwpp have been written (the
+// throttles the data servers apply). Before the threshold checkpoints go
+// at WriteMax with no demotion; in the ramp demotion speeds up linearly in
+// time; then it stays at DemoteMax with writes at WriteMin. After the
+// period's writes, demotion runs at DemoteMax (the buffer is idle).
+func (pl Plan) At(dwsf, dwpp float64, r Rates) (write, demote float64) {
+	switch {
+	case dwsf >= dwpp:
+		return r.WriteMax, r.DemoteMax
+	case pl.Pattern == IdleOnly:
+		return r.WriteMax, 0
+	case dwsf < pl.Start:
+		return r.WriteMax, 0
+	case dwsf >= pl.Full || pl.Ramp == 0:
+		return r.WriteMin, r.DemoteMax
+	}
+	// in the ramp: written since its start is WriteMax·τ − k·τ²/2 with
+	// k = (WriteMax − WriteMin)/Ramp; solve for τ
+	x := dwsf - pl.Start
+	k := (r.WriteMax - r.WriteMin) / pl.Ramp
+	tau := x / r.WriteMax
+	if k > 0 {
+		disc := r.WriteMax*r.WriteMax - 2*k*x
+		if disc < 0 {
+			disc = 0
+		}
+		tau = (r.WriteMax - math.Sqrt(disc)) / k
+	}
+	f := min(tau/pl.Ramp, 1)
+	demote = r.DemoteMin + f*(r.DemoteMax-r.DemoteMin)
+	return r.WriteAt(demote), demote
+}
+
+// Version is one checkpoint file on the buffer.
+type Version struct {
+	ID    uint64 // the file
+	Job   string // the checkpointing job (its version sequence)
+	Seq   int    // its place in the job's sequence: higher is newer
+	Bytes uint64
+	// MTBF of the job's application in seconds: a low MTBF means a
+	// restart is likely soon.
+	MTBF float64
+	// Written and Used are when it was written and last read or written
+	// (unix ns; FIFO and LRU order by them).
+	Written, Used int64
+}
+
+// Cold returns the files to demote first, in order, until need bytes are
+// freed, under policy p. BBOS (and Dedicated, MaxBW, MaxEff, which the
+// paper gives no rule of their own): a job's older versions first, oldest
+// first, then newest versions of the applications least likely to restart
+// (highest MTBF) first. LRU: least recently used first; FIFO: oldest
+// written first.
+func Cold(p Policy, files []Version, need uint64) []uint64 {
+	fs := append([]Version(nil), files...)
+	newest := map[string]int{}
+	for _, f := range fs {
+		if s, ok := newest[f.Job]; !ok || f.Seq > s {
+			newest[f.Job] = f.Seq
+		}
+	}
+	switch p {
+	case LRU:
+		sort.SliceStable(fs, func(i, j int) bool { return fs[i].Used < fs[j].Used })
+	case FIFO:
+		sort.SliceStable(fs, func(i, j int) bool { return fs[i].Written < fs[j].Written })
+	default:
+		old := func(f Version) bool { return f.Seq < newest[f.Job] }
+		sort.SliceStable(fs, func(i, j int) bool {
+			a, b := fs[i], fs[j]
+			if old(a) != old(b) {
+				return old(a)
+			}
+			if old(a) {
+				return a.Written < b.Written
+			}
+			if a.MTBF != b.MTBF {
+				return a.MTBF > b.MTBF
+			}
+			return a.Written < b.Written
+		})
+	}
+	var out []uint64
+	var freed uint64
+	for _, f := range fs {
+		if freed >= need {
+			break
+		}
+		out = append(out, f.ID)
+		freed += f.Bytes
+	}
+	return out
+}
+
+// Bypass says whether an incoming checkpoint of bytes from an application
+// with MTBF mtbf should go straight to the PFS (BBOS's direct checkpoint):
+// the period has already written more than the buffer holds (dwsf + bytes
+// > s, so something must be demoted to take it) and the checkpoint would
+// itself be the first cold data: its MTBF is at least that of every
+// newest version on the buffer, and no older version is there to demote
+// instead.
+func Bypass(files []Version, mtbf float64, bytes uint64, dwsf, s float64) bool {
+	if dwsf+float64(bytes) <= s {
+		return false
+	}
+	newest := map[string]int{}
+	for _, f := range files {
+		if q, ok := newest[f.Job]; !ok || f.Seq > q {
+			newest[f.Job] = f.Seq
+		}
+	}
+	for _, f := range files {
+		if f.Seq < newest[f.Job] || f.MTBF > mtbf {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,161 @@
+package bbos
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// rates of a buffer whose demotion at full speed takes half its write
+// bandwidth: WriteMin/(WriteMin − DemoteMax) = 2.1 as in the paper's
+// MaxEff (210 % of the buffer per period).
+var rt = Rates{WriteMax: 1000, WriteMin: 700, DemoteMin: 100, DemoteMax: 700 * (1 - 1/2.1)}
+
+const s = 100e3
+
+// simulate runs one period in small time steps with the rates the plan
+// gives at each point and returns the most the buffer held and what was
+// demoted while checkpoints were written: an independent check of
+// equation 2's solution.
+func simulate(pl Plan, dwpp float64) (peak, demoted float64) {
+	const dt = 1e-3
+	var dwsf, held float64
+	for dwsf < dwpp {
+		w, d := pl.At(dwsf, dwpp, rt)
+		w = min(w, (dwpp-dwsf)/dt)
+		d = min(d, (held+w*dt)/dt)
+		dwsf += w * dt
+		held += (w - d) * dt
+		demoted += d * dt
+		peak = max(peak, held)
+	}
+	return peak, demoted
+}
+
+func TestPlanKeepsTheBufferFromOverflowing(t *testing.T) {
+	var last Pattern
+	lastStart := math.Inf(1)
+	for _, x := range []float64{0.5, 1.0, 1.1, 1.2, 1.3, 1.5, 1.7, 1.9, 2.05} {
+		dwpp := x * s
+		pl, err := PlanPeriod(BBOS, dwpp, s, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Pattern < last {
+			t.Fatalf("DWPP %.2fS: pattern %v after %v (patterns must not go back as DWPP grows)", x, pl.Pattern, last)
+		}
+		if pl.Start > lastStart+1e-6 {
+			t.Fatalf("DWPP %.2fS: demotion starts at %.0f, later than at a smaller DWPP (%.0f)", x, pl.Start, lastStart)
+		}
+		last, lastStart = pl.Pattern, pl.Start
+		peak, demoted := simulate(pl, dwpp)
+		if peak > s*1.001 {
+			t.Fatalf("DWPP %.2fS (%v, start %.0f, full %.0f): the buffer held %.0f > S", x, pl.Pattern, pl.Start, pl.Full, peak)
+		}
+		if pl.C > 0 && math.Abs(demoted-pl.C) > 0.01*s {
+			t.Fatalf("DWPP %.2fS (%v): demoted %.0f while writing, want C = %.0f", x, pl.Pattern, demoted, pl.C)
+		}
+		t.Logf("DWPP %.2fS: %v, demotion from DWSF %.2fS, full speed from %.2fS; peak %.2fS", x, pl.Pattern, pl.Start/s, pl.Full/s, peak/s)
+	}
+	if last != Always {
+		t.Fatalf("at 2.05S the pattern is %v, want always (below the 2.1S maximum)", last)
+	}
+	if pl, _ := PlanPeriod(BBOS, 2.2*s, s, rt); pl.Pattern != Overflow {
+		t.Fatalf("2.2S is past the maximum (%.2fS): pattern %v", MaxDWPP(s, rt)/s, pl.Pattern)
+	}
+}
+
+func TestPatterns(t *testing.T) {
+	for _, c := range []struct {
+		p    Policy
+		x    float64
+		want Pattern
+	}{
+		{BBOS, 0.9, IdleOnly}, {BBOS, 1.1, Partly}, {BBOS, 2.0, Always}, {BBOS, 2.5, Overflow},
+		{MaxBW, 0.9, IdleOnly}, {MaxBW, 1.1, Overflow}, {Dedicated, 1.0, IdleOnly},
+		{MaxEff, 0.5, Always}, {MaxEff, 2.5, Overflow},
+	} {
+		pl, err := PlanPeriod(c.p, c.x*s, s, rt)
+		if err != nil || pl.Pattern != c.want {
+			t.Errorf("%s at %.1fS: %v %v, want %v", c.p, c.x, pl.Pattern, err, c.want)
+		}
+	}
+	if pl, _ := PlanPeriod(MaxEff, s, s, rt); pl.Start != 0 {
+		t.Errorf("MaxEff demotes from the first write, got start %.0f", pl.Start)
+	}
+	if pl, _ := PlanPeriod(MaxBW, s, s, rt); pl.Start != s {
+		t.Errorf("MaxBW never demotes while writing, got start %.0f", pl.Start)
+	}
+	if _, err := PlanPeriod(BBOS, s, s, Rates{WriteMax: 1, WriteMin: 2, DemoteMax: 1}); err == nil {
+		t.Error("WriteMin > WriteMax accepted")
+	}
+}
+
+func TestRates(t *testing.T) {
+	if w := rt.WriteAt(rt.DemoteMin); w != rt.WriteMax {
+		t.Errorf("write at DemoteMin %.1f, want WriteMax", w)
+	}
+	if w := rt.WriteAt(rt.DemoteMax); math.Abs(w-rt.WriteMin) > 1e-9 {
+		t.Errorf("write at DemoteMax %.1f, want WriteMin", w)
+	}
+	if m := MaxDWPP(s, rt); math.Abs(m/s-2.1) > 1e-9 {
+		t.Errorf("max DWPP %.3fS, want 2.1S", m/s)
+	}
+	if m := MaxDWPP(s, Rates{WriteMax: 2, WriteMin: 1, DemoteMax: 1}); !math.IsInf(m, 1) {
+		t.Errorf("demotion as fast as writes: max DWPP %v, want unbounded", m)
+	}
+	pl, _ := PlanPeriod(BBOS, 1.5*s, s, rt)
+	busy := pl.Solo + pl.Ramp + pl.Steady
+	if pl.PeriodOK(busy+s/rt.DemoteMax*0.99, s, rt) || !pl.PeriodOK(busy+s/rt.DemoteMax*1.01, s, rt) {
+		t.Errorf("period check (equation 3) around %.1f s", busy+s/rt.DemoteMax)
+	}
+	w, d := pl.At(0, 1.5*s, rt)
+	if pl.Pattern == Always && (d != rt.DemoteMin || w != rt.WriteMax) {
+		t.Errorf("at the start of an always-demoting period: write %.1f demote %.1f", w, d)
+	}
+	if w, d := pl.At(1.5*s, 1.5*s, rt); w != rt.WriteMax || d != rt.DemoteMax {
+		t.Errorf("after the period's writes: write %.1f demote %.1f, want WriteMax and DemoteMax", w, d)
+	}
+}
+
+func TestCold(t *testing.T) {
+	files := []Version{
+		{ID: 1, Job: "a", Seq: 1, Bytes: 10, MTBF: 100, Written: 1, Used: 9},
+		{ID: 2, Job: "a", Seq: 2, Bytes: 10, MTBF: 100, Written: 5, Used: 5},
+		{ID: 3, Job: "b", Seq: 1, Bytes: 10, MTBF: 500, Written: 2, Used: 2},
+		{ID: 4, Job: "c", Seq: 7, Bytes: 10, MTBF: 50, Written: 3, Used: 8},
+		{ID: 5, Job: "c", Seq: 6, Bytes: 10, MTBF: 50, Written: 0, Used: 1},
+	}
+	for _, c := range []struct {
+		p    Policy
+		need uint64
+		want string
+	}{
+		// older versions first (oldest first), then the highest MTBF
+		{BBOS, 50, "[5 1 3 2 4]"},
+		{BBOS, 15, "[5 1]"},
+		{LRU, 50, "[5 3 2 4 1]"},
+		{FIFO, 50, "[5 1 3 4 2]"},
+	} {
+		if got := fmt.Sprint(Cold(c.p, files, c.need)); got != c.want {
+			t.Errorf("%s, %d bytes: %s, want %s", c.p, c.need, got, c.want)
+		}
+	}
+}
+
+func TestBypass(t *testing.T) {
+	files := []Version{{ID: 1, Job: "a", Seq: 1, MTBF: 100}, {ID: 2, Job: "b", Seq: 3, MTBF: 300}}
+	if Bypass(files, 1000, 10, 50, 100) {
+		t.Error("bypass while the buffer has room in the period")
+	}
+	if !Bypass(files, 1000, 10, 95, 100) {
+		t.Error("no bypass for the coldest checkpoint once the period overflows the buffer")
+	}
+	if Bypass(files, 200, 10, 95, 100) {
+		t.Error("bypass for a checkpoint hotter than data on the buffer")
+	}
+	old := append(files, Version{ID: 3, Job: "a", Seq: 2, MTBF: 100})
+	if Bypass(old, 1000, 10, 95, 100) {
+		t.Error("bypass while an older version could be demoted instead")
+	}
+}
