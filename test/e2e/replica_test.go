@@ -45,12 +45,13 @@ func (c *cluster) copiesWhole(t *testing.T, p string, down map[string]bool) bool
 }
 
 // TestReplicaKill: with --mem-replicas 2 every mem-tier chunk has a copy on
-// a second mem server (another failure domain). fio writes with crc32c
-// verification while one mem server is killed with kill -9 and not
-// restarted: no write fails and the verification passes (reads go to the
-// copy left). The lost copies are made again on the third server while
-// fio's verify runs, so a second kill -9 loses nothing either: fio
-// verifies everything again from the last server.
+// a second mem server (another failure domain). fio writes files, then
+// writes more with crc32c verification while one mem server is killed
+// with kill -9 and not restarted: no write fails and the verification
+// passes (reads go to the copy left). The lost copies (of the files
+// written before, at least) are made again on the third server, so a
+// second kill -9 loses nothing either: fio verifies every file again
+// from the last server.
 func TestReplicaKill(t *testing.T) {
 	if _, err := exec.LookPath("fio"); err != nil {
 		t.Fatal("fio is not installed (apt-get install fio)")
@@ -58,18 +59,26 @@ func TestReplicaKill(t *testing.T) {
 	c := startCluster(t, "--mem-servers", "3", "--mem-replicas", "2", "--mem", "256M")
 	dir := c.path("fio")
 	os.MkdirAll(dir, 0o755)
-	job := []string{"--name=ckpt", "--directory=" + dir, "--ioengine=psync", "--direct=1", "--iomem_align=4096",
-		"--rw=write", "--bs=1m", "--size=48m", "--numjobs=2", "--verify=crc32c", "--verify_fatal=1",
-		"--group_reporting", "--minimal"}
-	fio := func(extra ...string) (string, error) {
-		return run(5*time.Minute, "fio", append(append([]string{}, job...), extra...)...)
+	job := func(name string) []string {
+		return []string{"--name=" + name, "--directory=" + dir, "--ioengine=psync", "--direct=1", "--iomem_align=4096",
+			"--rw=write", "--bs=1m", "--size=48m", "--numjobs=2", "--verify=crc32c", "--verify_fatal=1",
+			"--group_reporting", "--minimal"}
 	}
-	// the write phase takes ~5 s at 20 MB/s per job; the kill comes in it
+	fio := func(name string, extra ...string) (string, error) {
+		return run(5*time.Minute, "fio", append(job(name), extra...)...)
+	}
+	// files written before the kill: their chunks have copies on every
+	// mem server, so some must be copied again after it
+	out, err := fio("before", "--do_verify=1")
+	if err != nil {
+		t.Fatalf("fio before the kill: %v\n%s", err, out)
+	}
+	checkFioTerse(t, out)
+	// the write phase takes ~5 s at 10 MB/s per job; the kill comes in it
 	done := make(chan error, 1)
-	var out string
 	go func() {
 		var err error
-		out, err = fio("--do_verify=1", "--rate=10m")
+		out, err = fio("ckpt", "--do_verify=1", "--rate=10m")
 		done <- err
 	}()
 	time.Sleep(2 * time.Second)
@@ -79,8 +88,8 @@ func TestReplicaKill(t *testing.T) {
 		t.Fatalf("fio across the kill: %v\n%s", err, out)
 	}
 	checkFioTerse(t, out)
-	files, _ := filepath.Glob(filepath.Join(dir, "ckpt.*"))
-	if len(files) != 2 {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.*.*"))
+	if len(files) != 4 {
 		t.Fatalf("fio files %v", files)
 	}
 
@@ -110,11 +119,13 @@ func TestReplicaKill(t *testing.T) {
 	// a second server dies: every chunk still has a copy
 	c.kill9("data-mem-1")
 	t.Log("killed data-mem-1")
-	out, err := fio("--verify_only")
-	if err != nil {
-		t.Fatalf("fio verify after the second kill: %v\n%s", err, out)
+	for _, name := range []string{"before", "ckpt"} {
+		out, err := fio(name, "--verify_only")
+		if err != nil {
+			t.Fatalf("fio verify of %s after the second kill: %v\n%s", name, err, out)
+		}
+		checkFioTerse(t, out)
 	}
-	checkFioTerse(t, out)
 }
 
 // checkFioTerse fails the test if fio's terse output reports an error.
