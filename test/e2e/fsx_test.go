@@ -73,6 +73,8 @@ type fsxVariant struct {
 	victims []string
 	steps   int
 	pfsView bool
+	// tier is a `sluice tier set` of the mount's root (flags), if any
+	tier []string
 }
 
 func fsxVariants() []fsxVariant {
@@ -85,6 +87,14 @@ func fsxVariants() []fsxVariant {
 		{name: "mem-zerocopy", up: []string{"--mem-servers", "2", "--zero-copy", "all"}, mount2: true, steps: 800},
 		{name: "ssd", up: []string{"--mem", "0"}, victims: []string{"data-ssd", "fwd-0", "fwd-1"}, steps: 800},
 		{name: "pfs", up: []string{"--mem", "0", "--ssd", "0"}, victims: []string{"data-pfs", "fwd-0"}, steps: 800, pfsView: true},
+		// two copies of every mem chunk; any mem server may be killed
+		{name: "mem-replicas", up: []string{"--mem-servers", "3", "--mem-replicas", "2"}, mount2: true,
+			victims: []string{"data-mem", "data-mem-1", "data-mem-2", "fwd-0"}, steps: 800},
+		// every file drains to the PFS as soon as it can, keeping its
+		// fast copy as a cache; a small mem tier makes the policy evict
+		// the caches and move files while the operations go on
+		{name: "keep-cache", up: []string{"--mem", "12M", "--meta-flags", "--tier-free 1M,3M,6M"}, mount2: true,
+			victims: []string{"data-mem", "data-pfs", "fwd-0"}, steps: 1200, tier: []string{"--drain", "now", "--keep-cache"}},
 	}
 }
 
@@ -133,6 +143,11 @@ func runFsx(t *testing.T, v fsxVariant, seed int64) {
 	if v.mount2 {
 		x.mounts = append(x.mounts, c.mount2(t))
 	}
+	if len(v.tier) > 0 {
+		if out, err := c.sluice(append([]string{"tier", "set", c.mnt}, v.tier...)...); err != nil {
+			t.Fatalf("tier set: %v %s", err, out)
+		}
+	}
 	// small chunks, striped over two servers where there are two; one
 	// file with the default 4 MiB chunks for large offsets
 	for _, d := range []struct{ dir, flags string }{{"s", "--chunk-size 64K --count 2 --unit 16K"}, {"p", "--chunk-size 64K --unit 64K"}} {
@@ -160,6 +175,19 @@ func runFsx(t *testing.T, v fsxVariant, seed int64) {
 		}
 	}
 	x.checkAll("end")
+	if len(v.tier) > 0 {
+		// the policy did act: some chunk is a cache of its PFS copy,
+		// or on the PFS (evicted)
+		eventually(t, 20*time.Second, func() bool {
+			for _, f := range x.files {
+				if out, _ := c.sluice("stat", c.path(f.name)); strings.Contains(out, "(a cache") || strings.Contains(out, "tier pfs") {
+					return true
+				}
+			}
+			return false
+		}, "a chunk drained to the PFS")
+		x.checkAll("after the drains")
+	}
 	var mix []string
 	for k, n := range x.ops {
 		mix = append(mix, fmt.Sprintf("%s %d", k, n))
