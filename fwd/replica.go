@@ -3,6 +3,7 @@ package fwd
 import (
 	"context"
 	"errors"
+	"slices"
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -164,7 +165,7 @@ func (s *Server) giveUp(ctx context.Context, ino uint64, f *file, idx uint64, lo
 		if now, err = s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDegrade, Ino: ino, Idx: idx, Gen: prev.Gen, ID: id}); err != nil {
 			return loc, err
 		}
-		if !contains(now.All(), id) {
+		if !slices.Contains(now.All(), id) {
 			break
 		}
 		if now.Gen == prev.Gen || try == 3 {
@@ -222,7 +223,7 @@ func (s *Server) syncLost(ctx context.Context, ino uint64, f *file, id uint64, c
 	f.mu.Lock()
 	var locs []wire.ChunkLoc
 	for _, l := range f.chunks {
-		if contains(l.All(), id) {
+		if slices.Contains(l.All(), id) {
 			locs = append(locs, l)
 		}
 	}
@@ -233,13 +234,4 @@ func (s *Server) syncLost(ctx context.Context, ino uint64, f *file, id uint64, c
 		}
 	}
 	return true
-}
-
-func contains(ids []uint64, id uint64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }

@@ -46,8 +46,7 @@ print(json.dumps({"mode": mode, "run": int(run), "writer": json.load(open(wj)), 
                   "read_tiers": json.loads(tiers), "mem_mib": int(mem), "mem_mbps": float(mm), "ssd_mbps": float(sm), "files": int(n)}))
 PY
 		tail -n1 "$WORK/results.jsonl" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["mode"], "run", r["run"], ": checkpoints", [b["mbps"] for b in r["writer"]["bursts"]], "MB/s; restart", r["restart"]["mbps"], "MB/s from", r["read_tiers"])'
-		$S down --dir "$WORK/state" --purge >/dev/null
-		rm -rf "$WORK/state"
+		down
 	done
 done
 cp "$WORK/results.jsonl" "$OUT"

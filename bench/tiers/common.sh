@@ -12,4 +12,10 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+# down stops a case's cluster and removes its state: the next case starts
+# from an empty cluster.
+down() {
+	$S down --dir "$WORK/state" --purge >/dev/null
+	rm -rf "$WORK/state"
+}
 : > "$WORK/results.jsonl"

@@ -44,8 +44,7 @@ if f:
 print(json.dumps(row))
 PY
 		tail -n1 "$WORK/results.jsonl"
-		$S down --dir "$WORK/state" --purge >/dev/null
-		rm -rf "$WORK/state"
+		down
 	done
 done
 cp "$WORK/results.jsonl" "$OUT"

@@ -68,8 +68,7 @@ print(json.dumps({"mode": mode, "pattern": pattern, "run": int(run), "mem_mib": 
                   "files_on_ssd": int(onssd), "files_migrated": int(migrated), "timeline": json.load(open(tj))}))
 PY
 			tail -n1 "$WORK/results.jsonl" | python3 -c 'import json,sys; r=json.load(sys.stdin); w=r["writer"]; print(r["mode"], r["pattern"], "run", r["run"], ":", w["mbps"], "MB/s,", len(w["errors"]), "errors, bursts", [b["mbps"] for b in w["bursts"]], "; on mem", r["files_on_mem"], "migrated", r["files_migrated"])'
-			bin/sluice down --dir "$WORK/state" --purge >/dev/null
-			rm -rf "$WORK/state" # every case starts from an empty cluster
+			down
 		done
 	done
 done
