@@ -135,22 +135,18 @@ func (s *Server) changeChunk(ctx context.Context, f *file, req *wire.Msg) (wire.
 // clean copy on the PFS) before it is written, and returns the chunk's
 // location now.
 func (s *Server) dirty(ctx context.Context, ino uint64, f *file, idx uint64, loc wire.ChunkLoc) (wire.ChunkLoc, error) {
-	now, err := s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDirty, Ino: ino, Idx: idx, Gen: loc.Gen})
-	if err != nil {
-		return loc, err
-	}
-	if len(now.Home) > 0 {
-		// moved on meanwhile (evicted to its home, or a newer drain):
-		// learn it again
-		if err := s.loadLayout(ctx, ino, f); err != nil {
+	for try := 0; ; try++ {
+		now, err := s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDirty, Ino: ino, Idx: idx, Gen: loc.Gen})
+		if err != nil || len(now.Home) == 0 {
 			return now, err
 		}
-		if l, ok := f.lookup(idx); ok && l.Gen != now.Gen {
-			return s.dirty(ctx, ino, f, idx, l)
+		if now.Gen == loc.Gen || try == 8 {
+			return now, rpc.Errorf(syscall.EIO, "chunk %d of inode %d keeps its home %v", idx, ino, now.Home)
 		}
-		return now, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d keeps its home %v", idx, ino, now.Home)
+		// this daemon's location was old (a newer drain gave the chunk
+		// a home since): give the home up in the location there is now
+		loc = now
 	}
-	return now, nil
 }
 
 // giveUp asks the metadata service to give up the copy of chunk idx on
