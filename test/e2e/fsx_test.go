@@ -104,10 +104,10 @@ var fsxRegressions = []struct {
 	variant string
 	seed    int64
 }{
-	{"mem", 1795423362901713860}, // a read behind a write in flight came back short
-	{"mem", 1795424020036757671}, // a new chunk moved while other writes had landed in it
-	{"mem", 1795424193690746950}, // close returned before the size reached a restarting metadata service
-	{"pfs", 1795454983104768561}, // a truncate up before the file had data on the pfs tier left its plain file short
+	{"mem", 1795423362901713860},        // a read behind a write in flight came back short
+	{"mem", 1795424020036757671},        // a new chunk moved while other writes had landed in it
+	{"mem", 1795424193690746950},        // close returned before the size reached a restarting metadata service
+	{"pfs", 1795454983104768561},        // a truncate up before the file had data on the pfs tier left its plain file short
 	{"keep-cache", 1795468755428461686}, // a write with an old layout of a cached chunk failed (EAGAIN) instead of giving up the home of the new one
 }
 
