@@ -105,11 +105,17 @@ func (s *Server) release(ino uint64) {
 // adoptLocked brings the state up to date with attributes the metadata
 // service returned. A newer truncation generation means a truncate came
 // after every write this daemon knows of: their growth not yet reported
-// was cut by it. Caller holds f.mu.
+// was cut by it, and so were the locations of the chunks it cut. Caller
+// holds f.mu.
 func (f *file) adoptLocked(a *wire.Attr) {
 	switch {
 	case a.Trunc > f.gen:
 		f.gen, f.size, f.pending = a.Trunc, a.Size, false
+		// a chunk a truncate cut away whole lost its place (it is placed
+		// again, maybe elsewhere, when written): forget every location,
+		// the next access loads them again
+		clear(f.chunks)
+		f.loaded = false
 	case a.Trunc == f.gen && a.Size > f.size:
 		f.size = a.Size
 	}
@@ -208,15 +214,26 @@ func (f *file) lookup(idx uint64) (wire.ChunkLoc, bool) {
 }
 
 func (s *Server) loadLayout(ctx context.Context, ino uint64, f *file) error {
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
-	if err != nil {
-		return err
+	for {
+		f.mu.Lock()
+		gen := f.gen
+		f.mu.Unlock()
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		if f.gen != gen {
+			// a truncate adopted meanwhile: the answer may predate it and
+			// name places of chunks it cut; one asked for now cannot
+			f.mu.Unlock()
+			continue
+		}
+		for _, c := range resp.Chunks {
+			f.chunks[c.Idx] = c
+		}
+		f.loaded = true
+		f.mu.Unlock()
+		return nil
 	}
-	f.mu.Lock()
-	for _, c := range resp.Chunks {
-		f.chunks[c.Idx] = c
-	}
-	f.loaded = true
-	f.mu.Unlock()
-	return nil
 }

@@ -113,8 +113,12 @@ func (s *Server) readCopies(ctx context.Context, ids []uint64, req *wire.Msg, in
 
 // changeChunk sends req, a change of one chunk's location (OpDirty,
 // OpDegrade), to the metadata service and keeps the location it answers,
-// unless this daemon knows a newer one.
+// unless this daemon knows a newer one (or adopted a truncate meanwhile,
+// which may have cut the chunk).
 func (s *Server) changeChunk(ctx context.Context, f *file, req *wire.Msg) (wire.ChunkLoc, error) {
+	f.mu.Lock()
+	gen := f.gen
+	f.mu.Unlock()
 	resp, _, err := s.meta.Call(ctx, req, nil, nil)
 	if err != nil {
 		return wire.ChunkLoc{}, err
@@ -124,7 +128,7 @@ func (s *Server) changeChunk(ctx context.Context, f *file, req *wire.Msg) (wire.
 	}
 	now := resp.Chunks[0]
 	f.mu.Lock()
-	if cur, ok := f.chunks[req.Idx]; !ok || cur.Gen <= now.Gen {
+	if cur, ok := f.chunks[req.Idx]; f.gen == gen && (!ok || cur.Gen <= now.Gen) {
 		f.chunks[req.Idx] = now
 	}
 	f.mu.Unlock()

@@ -104,7 +104,10 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 		}
 		loc = resp.Chunks[0]
 		f.mu.Lock()
-		f.chunks[idx] = loc
+		if f.gen == gen {
+			// (a truncate adopted since may have cut it: not kept)
+			f.chunks[idx] = loc
+		}
 		f.mu.Unlock()
 		return loc, resp.Flags&wire.AllocPlaced != 0, nil
 	}

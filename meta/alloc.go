@@ -45,6 +45,13 @@ func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude [
 		// not answer is counted down (and not full) until it reports
 		s.reg.reachable(ctx, x)
 	}
+	if len(s.pendingDrops(ino, idx)) > 0 {
+		// old copies of a chunk placed again (a truncate cut it) go
+		// first: a drop delivered after the chunk's new bytes landed on
+		// the same server would delete them (allocOnce avoids servers
+		// that still owe one)
+		s.deliverDrops(ctx, dropPrefix(ino, idx))
+	}
 	limit := time.NewTimer(min(wait, stallWait))
 	defer limit.Stop()
 	for stalled := false; ; stalled = true {
@@ -84,15 +91,21 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 		return wire.ChunkLoc{}, false, nil, errno(syscall.ESTALE, "inode %d was truncated (generation %d, writer's %d)", ino, n.Trunc, gen)
 	}
 	var lgen uint64
+	var avoid []uint64
 	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil {
 		cur, err := decodeChunk(v)
-		if err != nil || !anyIn(cur.Servers, exclude) && !anyIn(cur.Replicas, exclude) {
+		if err != nil || !isCut(cur) && !anyIn(cur.Servers, exclude) && !anyIn(cur.Replicas, exclude) {
 			s.mu.Unlock()
 			return cur, false, nil, err
 		}
-		lgen = cur.Gen + 1 // moved: a request to the old place is refused there
+		// moved, or placed again after a truncate cut it: a request to
+		// an old place is refused there (a moved fence is below lgen)
+		lgen = cur.Gen + 1
+		// a server still owing a drop of an old copy would delete what
+		// is written there now
+		avoid = s.pendingDrops(ino, idx)
 	}
-	loc, wake, err = s.reg.choose(n, idx, exclude, mayWait)
+	loc, wake, err = s.reg.choose(n, idx, exclude, avoid, mayWait)
 	if err != nil {
 		s.mu.Unlock()
 		return loc, false, wake, err
@@ -161,9 +174,12 @@ func anyIn(ids, set []uint64) bool {
 // idx of n, from the registry's view of the data servers, and promises
 // the chosen servers the space.
 //
+// avoid lists servers the chunk may not go to that are not full (they
+// owe a drop of an old copy of it).
+//
 // On ErrStall it also returns a channel closed when space may have been
 // freed (spaceChangedLocked).
-func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) (wire.ChunkLoc, <-chan struct{}, error) {
+func (r *registry) choose(n *inode, idx uint64, exclude, avoid []uint64, mayWait bool) (wire.ChunkLoc, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// a server that refused a chunk and answers is full: it gets no new
@@ -177,7 +193,7 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 	servers := r.placeServersLocked(now)
 	r.rotation++
 	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
-		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait,
+		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: append(exclude[:len(exclude):len(exclude)], avoid...), Seq: r.rotation, MayWait: mayWait,
 		Copies: r.s.cfg.Copies})
 	if errors.Is(err, place.ErrStall) {
 		if r.spaceWake == nil {
@@ -227,7 +243,9 @@ func (s *Service) Layout(ino uint64) ([]wire.ChunkLoc, error) {
 			derr = err
 			return false
 		}
-		out = append(out, c)
+		if !isCut(c) {
+			out = append(out, c)
+		}
 		return true
 	})
 	return out, derr

@@ -89,9 +89,10 @@ func (s *Service) collect(ctx context.Context, from uint64) (int, uint64) {
 			continue
 		}
 		var b engine.Batch
-		for _, l := range locs {
-			b.Del(layoutKey(ino, l.Idx))
-		}
+		s.e.Scan(layoutPrefix(ino), nil, func(k, _ []byte) bool {
+			b.Del(append([]byte(nil), k...)) // the cut chunks' marks too
+			return true
+		})
 		s.dropTrimsLocked(&b, ino, servers)
 		b.Del(garbageKey(ino))
 		if err := s.e.Apply(&b, false); err == nil {

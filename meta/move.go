@@ -160,11 +160,7 @@ func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64, keep
 		}
 		return MoveIntent{}, err
 	}
-	v, err := s.e.Get(layoutKey(ino, idx))
-	if err != nil {
-		return MoveIntent{}, errno(syscall.ENOENT, "chunk %d of inode %d has no location", idx, ino)
-	}
-	from, err := decodeChunk(v)
+	from, err := s.chunkLoc(ino, idx)
 	if err != nil {
 		return MoveIntent{}, err
 	}
@@ -254,12 +250,11 @@ func (s *Service) moveConflictLocked(mi MoveIntent) string {
 	if n.Trunc != mi.Trunc {
 		return "the file was truncated"
 	}
-	v, err := s.e.Get(layoutKey(mi.Ino, mi.Idx))
+	loc, err := s.chunkLoc(mi.Ino, mi.Idx)
 	if err != nil {
 		return "the chunk has no location"
 	}
-	loc, err := decodeChunk(v)
-	if err != nil || loc.Gen != mi.From.Gen || !sameServers(loc.All(), mi.From.All()) || !sameServers(loc.Home, mi.From.Home) {
+	if loc.Gen != mi.From.Gen || !sameServers(loc.All(), mi.From.All()) || !sameServers(loc.Home, mi.From.Home) {
 		return "the chunk moved meanwhile"
 	}
 	for _, id := range mi.From.All() {

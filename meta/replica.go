@@ -107,13 +107,18 @@ func (s *Service) giveUpLocked(ino uint64, loc *wire.ChunkLoc, dropped []uint64)
 	return s.e.Apply(&b, true)
 }
 
-// chunkLoc returns chunk idx of ino's location.
+// chunkLoc returns chunk idx of ino's location. A chunk a truncate cut
+// away is ESTALE: the caller worked in an older truncation generation.
 func (s *Service) chunkLoc(ino, idx uint64) (wire.ChunkLoc, error) {
 	v, err := s.e.Get(layoutKey(ino, idx))
 	if err != nil {
 		return wire.ChunkLoc{}, errno(syscall.ENOENT, "chunk %d of inode %d has no location", idx, ino)
 	}
-	return decodeChunk(v)
+	loc, err := decodeChunk(v)
+	if err == nil && isCut(loc) {
+		return wire.ChunkLoc{}, errno(syscall.ESTALE, "chunk %d of inode %d was cut away by a truncate", idx, ino)
+	}
+	return loc, err
 }
 
 // pendingDrops lists the servers that still owe chunk idx of ino a drop.

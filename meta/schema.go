@@ -99,6 +99,15 @@ func encodeChunk(c wire.ChunkLoc) []byte {
 	return (&wire.Msg{Chunks: []wire.ChunkLoc{c}}).Append(nil)
 }
 
+// cutMark is what a chunk's location becomes when a truncate cuts the
+// whole chunk away: no servers, only its layout generation, so a place
+// chosen for it again gets a higher one (the moved fences of its old
+// places stay below it). Layout leaves cut chunks out.
+func cutMark(c wire.ChunkLoc) wire.ChunkLoc { return wire.ChunkLoc{Idx: c.Idx, Gen: c.Gen} }
+
+// isCut reports whether c is a cut chunk's mark (cutMark).
+func isCut(c wire.ChunkLoc) bool { return len(c.Servers) == 0 }
+
 func decodeChunk(b []byte) (wire.ChunkLoc, error) {
 	m, err := wire.Decode(b)
 	if err != nil || len(m.Chunks) != 1 {

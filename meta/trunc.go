@@ -69,8 +69,8 @@ func decodeTrim(k, v []byte) (server uint64, t wire.Trim, err error) {
 
 // trimsLocked records in b the trims that cutting n (whose generation the
 // caller has just raised) to size requires: every located chunk that
-// extends past size keeps size - start bytes (0 deletes it), on every
-// server of its group; a pfs server, which keeps the file as one object,
+// extends past size keeps size - start bytes (0 deletes it, and its
+// location becomes a cut mark), on every server of its group; a pfs server, which keeps the file as one object,
 // gets one trim at the new size. It returns the servers concerned. Caller
 // holds mu.
 func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
@@ -86,6 +86,10 @@ func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
 		keep := int64(0)
 		if size > start {
 			keep = int64(size - start)
+		} else {
+			// cut away whole: the chunk has no place any more (a write
+			// of it places it again, like a new chunk, where there is room)
+			b.Set(layoutKey(n.Ino, l.Idx), encodeChunk(cutMark(l)))
 		}
 		g := len(l.Servers)
 		copies := l.All()

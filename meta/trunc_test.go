@@ -81,12 +81,17 @@ func TestTruncateRecordsTrims(t *testing.T) {
 			}
 		}
 	}
+	// chunk 2, cut away whole, has no place any more
+	if len(locs) != 2 || locs[0].Idx != 0 || locs[1].Idx != 1 {
+		t.Fatalf("layout after the truncate: %+v", locs)
+	}
 	// another truncate adds its own generation's trims; nothing merges
-	if _, err := s.Setattr(ctx, &wire.Msg{Ino: f.Ino, Mask: wire.SetSize, Size: 5 << 19}); err != nil {
+	// (and the cut chunk 2 gets none)
+	if _, err := s.Setattr(ctx, &wire.Msg{Ino: f.Ino, Mask: wire.SetSize, Size: 1 << 18}); err != nil {
 		t.Fatal(err)
 	}
 	ts, gen, _ := s.PendingTrims(a, f.Ino)
-	if gen != 2 || len(ts) != 3 || ts[0].Gen != 1 || ts[len(ts)-1].Gen != 2 {
+	if gen != 2 || len(ts) != 4 || ts[0].Gen != 1 || ts[len(ts)-1].Gen != 2 || ts[2].Idx != 0 || ts[3].Idx != 1 {
 		t.Fatalf("after a second truncate: generation %d, trims %+v", gen, ts)
 	}
 	if !s.hasPendingTrims(a) {
@@ -180,5 +185,47 @@ func TestAllocMovesOnce(t *testing.T) {
 	}
 	if again, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, first.Servers); placed || again.Servers[0] != moved.Servers[0] {
 		t.Fatalf("a second refusal by the old server moved the chunk again: %v placed %v", again, placed)
+	}
+}
+
+// TestCutChunkPlacedAgain: a chunk a truncate cut away whole loses its
+// place; writing it again places it like a new chunk (where there is
+// room: here not on the server that refused it before the truncate), with
+// a layout generation above every one it had, and a request for its old
+// place is answered as stale.
+func TestCutChunkPlacedAgain(t *testing.T) {
+	s := truncService(t)
+	for i := 0; i < 3; i++ {
+		s.Register(wire.ServerInfo{Role: "data", Tier: "mem", Addr: deadAddr(t), Capacity: 1 << 30})
+	}
+	s.SetLayout(RootIno, 0, 1, 1<<20)
+	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	ctx := context.Background()
+	first, _, _ := s.Alloc(ctx, f.Ino, 1, 0, nil)
+	moved, placed, err := s.Alloc(ctx, f.Ino, 1, 0, first.Servers)
+	if err != nil || !placed || moved.Gen != 1 {
+		t.Fatalf("move: %v placed %v %v", moved, placed, err)
+	}
+	if _, err := s.Setattr(ctx, &wire.Msg{Ino: f.Ino, Mask: wire.SetSize, Size: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if locs, _ := s.Layout(f.Ino); len(locs) != 0 {
+		t.Fatalf("a chunk cut away whole keeps a place: %+v", locs)
+	}
+	if _, err := s.Dirty(ctx, f.Ino, 1, moved.Gen); !is(err, syscall.ESTALE) {
+		t.Fatalf("a change of the cut chunk's old place: %v, want ESTALE", err)
+	}
+	if _, _, err := s.Alloc(ctx, f.Ino, 1, 0, nil); !is(err, syscall.ESTALE) {
+		t.Fatalf("an allocation of the generation before the truncate: %v, want ESTALE", err)
+	}
+	again, placed, err := s.Alloc(ctx, f.Ino, 1, 1, nil)
+	if err != nil || !placed || again.Gen != 2 || len(again.Servers) != 1 {
+		t.Fatalf("placed again: %+v placed %v %v", again, placed, err)
+	}
+	if locs, _ := s.Layout(f.Ino); len(locs) != 1 || locs[0].Gen != 2 {
+		t.Fatalf("layout after placing again: %+v", locs)
+	}
+	if again.Servers[0] == first.Servers[0] {
+		t.Fatalf("placed again on server %d, which refused it and has not reported room since", again.Servers[0])
 	}
 }

@@ -75,8 +75,6 @@ type fsxVariant struct {
 	pfsView bool
 	// tier is a `sluice tier set` of the mount's root (flags), if any
 	tier []string
-	// onRequest: runs only when SLUICE_FSX names it
-	onRequest bool
 }
 
 func fsxVariants() []fsxVariant {
@@ -95,10 +93,7 @@ func fsxVariants() []fsxVariant {
 		// every file drains to the PFS as soon as it can, keeping its
 		// fast copy as a cache; a small mem tier makes the policy evict
 		// the caches and move files while the operations go on.
-		// onRequest: it finds an open bug (issue 14's note): a chunk
-		// truncated away and written again on a full tier gets ENOSPC
-		// instead of moving to a tier with room (seed 1795469502721888489)
-		{name: "keep-cache", onRequest: true, up: []string{"--mem", "12M", "--meta-flags", "--tier-free 1M,3M,6M"}, mount2: true,
+		{name: "keep-cache", up: []string{"--mem", "12M", "--meta-flags", "--tier-free 1M,3M,6M"}, mount2: true,
 			victims: []string{"data-mem", "data-pfs", "fwd-0"}, steps: 1200, tier: []string{"--drain", "now", "--keep-cache"}},
 	}
 }
@@ -114,6 +109,7 @@ var fsxRegressions = []struct {
 	{"mem", 1795424193690746950},        // close returned before the size reached a restarting metadata service
 	{"pfs", 1795454983104768561},        // a truncate up before the file had data on the pfs tier left its plain file short
 	{"keep-cache", 1795468755428461686}, // a write with an old layout of a cached chunk failed (EAGAIN) instead of giving up the home of the new one
+	{"keep-cache", 1795469502721888489}, // a chunk cut away by a truncate and written again on a full tier got ENOSPC instead of a place with room
 }
 
 // TestFsxModel runs the model under every variant, then every regression
@@ -121,7 +117,7 @@ var fsxRegressions = []struct {
 func TestFsxModel(t *testing.T) {
 	only := os.Getenv("SLUICE_FSX")
 	for _, v := range fsxVariants() {
-		if only != "" && !strings.Contains(","+only+",", ","+v.name+",") || only == "" && v.onRequest {
+		if only != "" && !strings.Contains(","+only+",", ","+v.name+",") {
 			continue
 		}
 		t.Run(v.name, func(t *testing.T) {
@@ -134,7 +130,7 @@ func TestFsxModel(t *testing.T) {
 	}
 	for _, rg := range fsxRegressions {
 		for _, v := range fsxVariants() {
-			if v.name == rg.variant && (only == "" && !v.onRequest || strings.Contains(only, v.name)) {
+			if v.name == rg.variant && (only == "" || strings.Contains(only, v.name)) {
 				t.Run(fmt.Sprintf("regression-%s-%d", v.name, rg.seed), func(t *testing.T) { runFsx(t, v, rg.seed) })
 			}
 		}
