@@ -31,9 +31,10 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime 60000x ./meta/engine
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime 50000x ./beacon
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./internal/size
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./burstbuf
 
 e2e:
-	$(GO) test -count=1 -timeout 30m ./test/e2e
+	SLUICE_REQUIRE_SLURM=1 $(GO) test -count=1 -timeout 30m ./test/e2e
 
 # pjdfstest (all of it; test/pjdfstest/exclude lists what cannot pass on
 # FUSE, with the reason) as root on a fresh `sluice up` mount.
