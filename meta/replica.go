@@ -142,6 +142,12 @@ func (s *Service) DeliverDrops(ctx context.Context) int {
 }
 
 func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int) {
+	// one deliverer at a time, each drop checked just before it is sent:
+	// a drop sent twice, the second time after its key went and a new copy
+	// of the chunk was made on the server (the drain of a cached chunk
+	// copies to the home it gave up), would delete that copy
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
 	type drop struct{ ino, idx, server, gen uint64 }
 	var all []drop
 	s.e.Scan(prefix, nil, func(k, v []byte) bool {
@@ -152,6 +158,9 @@ func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int)
 		return true
 	})
 	for _, d := range all {
+		if v, err := s.e.Get(dropKey(d.ino, d.idx, d.server)); err != nil || len(v) != 8 || binary.BigEndian.Uint64(v) != d.gen {
+			continue // delivered meanwhile (or owed again at another generation: the next pass)
+		}
 		var cs uint32
 		if n, err := s.getInode(d.ino); err == nil {
 			cs = n.ChunkSize
@@ -168,12 +177,17 @@ func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int)
 			continue
 		}
 		// delivered, or the file is gone (its deletion removes every
-		// copy anyway)
-		var b engine.Batch
-		b.Del(dropKey(d.ino, d.idx, d.server))
-		if err := s.e.Apply(&b, false); err != nil {
-			pending++
+		// copy anyway); a drop owed again meanwhile (giveUpLocked, under
+		// mu) at a newer generation stays
+		s.mu.Lock()
+		if v, err := s.e.Get(dropKey(d.ino, d.idx, d.server)); err == nil && len(v) == 8 && binary.BigEndian.Uint64(v) == d.gen {
+			var b engine.Batch
+			b.Del(dropKey(d.ino, d.idx, d.server))
+			if err := s.e.Apply(&b, false); err != nil {
+				pending++
+			}
 		}
+		s.mu.Unlock()
 	}
 	return pending
 }

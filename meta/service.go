@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/policy/bbos"
 )
 
 // RootIno is the inode number of the root directory.
@@ -42,6 +43,10 @@ type Config struct {
 	// (missing or below 2: one; "mem": 2 is `--mem-replicas 2`). Two is
 	// the most kept today.
 	Copies map[string]int
+	// BBPolicy and BBRates: how burst-buffer grants are admitted
+	// (policy/bbos; bbgrant.go). Default: dedicated.
+	BBPolicy bbos.Policy
+	BBRates  bbos.Rates
 }
 
 // Service implements the metadata operations.
@@ -67,6 +72,11 @@ type Service struct {
 
 	reg registry
 	met serviceMetrics
+
+	// grantMu orders burst-buffer grant admissions (judge, then commit).
+	grantMu sync.Mutex
+	// dropMu is held while drops are delivered (replica.go deliverDrops).
+	dropMu sync.Mutex
 
 	gcKick chan struct{}
 	feed   feed   // changes for mounts' caches (feed.go)
