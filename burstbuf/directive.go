@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/size"
 )
@@ -37,8 +38,11 @@ type Spec struct {
 	// directory (`checkpoint=PATTERN`): its versions for cold-data
 	// selection.
 	Checkpoint string
-	StageIn    []Stage
-	StageOut   []Stage
+	// Period is the time between the job's I/O phases (`period=1h`; 0:
+	// unknown): with Capacity, its grant per I/O phase (policy/bbos).
+	Period   time.Duration
+	StageIn  []Stage
+	StageOut []Stage
 }
 
 // Stage is one stage_in or stage_out line. Stage-in: Source is an
@@ -136,6 +140,14 @@ func (sp *Spec) apply(verb string, kv map[string]string) error {
 			}
 			sp.Capacity = n
 			take("capacity")
+		}
+		if v, ok := kv["period"]; ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("period %q: want a duration above 0 (like 30m)", v)
+			}
+			sp.Period = d
+			take("period")
 		}
 		for _, k := range []string{"pool", "access", "app", "checkpoint"} {
 			if v, ok := kv[k]; ok {

@@ -3,13 +3,14 @@ package burstbuf
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
 	script := `#!/bin/bash
 #SBATCH -N 1
 #BB_LUA capacity=64M pool=mem access=private app=lammps
-#BB_LUA checkpoint=ckpt-*
+#BB_LUA checkpoint=ckpt-* period=30m
 #BB_LUA stage_in source=/mnt/sluice/in/a.dat destination=a.dat
 #BB_LUA stage_out source=out/result.dat \
 #BB_LUA   destination=/mnt/sluice/out/result.dat
@@ -22,7 +23,7 @@ srun app
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp.Pool != "mem" || sp.Capacity != 64<<20 || sp.Access != "private" || sp.App != "lammps" || sp.Checkpoint != "ckpt-*" {
+	if sp.Pool != "mem" || sp.Capacity != 64<<20 || sp.Access != "private" || sp.App != "lammps" || sp.Checkpoint != "ckpt-*" || sp.Period != 30*time.Minute {
 		t.Fatalf("settings: %+v", sp)
 	}
 	if len(sp.StageIn) != 1 || sp.StageIn[0] != (Stage{"/mnt/sluice/in/a.dat", "a.dat"}) {
@@ -52,6 +53,8 @@ func TestParseRefuses(t *testing.T) {
 		{"capacity=1G pool=mem colour=red", "unknown setting"},
 		{"pool=mem pool=ssd", "twice"},
 		{"checkpoint=a/b", "checkpoint"},
+		{"period=-1h", "period"},
+		{"period=often", "period"},
 		{"stage_in stage_out", "two words"},
 	} {
 		_, err := Parse("#BB_LUA "+c.line+"\n", "")

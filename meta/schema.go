@@ -18,6 +18,7 @@ import (
 //	'T' server ino gen idx → pending trim: keep (8 bytes) + chunk size (4)
 //	'M' ino idx            → chunk migration intent (move.go)
 //	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
+//	'B' job                → a job's burst-buffer grant, JSON (bbgrant.go)
 const (
 	pInode   = 'I'
 	pDentry  = 'D'
@@ -30,6 +31,7 @@ const (
 	pMove    = 'M'
 	pPolicy  = 'P' // ino → a directory's tiering policy (tierpolicy.go)
 	pDrop    = 'R'
+	pGrant   = 'B' // job → its burst-buffer grant (bbgrant.go)
 )
 
 func key1(p byte, a uint64) []byte {

@@ -5,15 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sluice-hpc/sluice/burstbuf"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+	"github.com/sluice-hpc/sluice/policy/bbos"
 )
 
 // bbGranule is the pools' granularity: Slurm counts a pool in granules.
@@ -32,6 +37,7 @@ func cmdBB(args []string) error {
 	pathFile := fs.String("path-file", "", "paths: the file Slurm adds to the job's environment")
 	hurry := fs.Bool("hurry", false, "teardown: the job was cancelled; do not wait")
 	nodes := fs.String("nodes", "", "pre-run: the job's nodes, comma-separated")
+	wait := fs.Duration("wait", 0, "setup: how long to wait for the policy to admit the job's grant")
 	subs := []string{"job-process", "pools", "setup", "data-in", "paths", "pre-run", "post-run", "data-out", "teardown", "status"}
 	mc, sub, err := metaClientSub(fs, cfg, args, subs...)
 	if err != nil {
@@ -79,7 +85,18 @@ func cmdBB(args []string) error {
 		if *uid < 0 || *gid < 0 {
 			return fmt.Errorf("setup: want --uid and --gid")
 		}
-		return j.Setup()
+		if err := j.Setup(); err != nil {
+			return err
+		}
+		if spec.Capacity == 0 {
+			return nil
+		}
+		g := meta.BBGrant{Job: j.ID, Pool: spec.Pool, Size: uint64(spec.Capacity), Period: spec.Period.Seconds(), UID: uint32(*uid)}
+		if err := bbGrant(ctx, mc, g, *wait); err != nil {
+			j.Teardown()
+			return err
+		}
+		return nil
 	case "data-in":
 		return j.StageIn(ctx, migrate)
 	case "paths":
@@ -108,35 +125,57 @@ func cmdBB(args []string) error {
 		// the buffer goes at once either way; in a hurry (a cancelled
 		// job) an unreachable metadata service does not hold it up
 		err := j.Teardown()
-		if _, _, e := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: j.ID}}, nil, nil); e != nil && err == nil && !*hurry {
-			err = e
+		for _, m := range []*wire.Msg{{Op: wire.OpBB, Name: "release", Who: wire.Who{Job: j.ID}},
+			{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: j.ID}}} {
+			if _, _, e := mc.Call(ctx, m, nil, nil); e != nil && err == nil && !*hurry {
+				err = e
+			}
 		}
 		return err
 	}
 	return fmt.Errorf("unknown stage %q", sub)
 }
 
-// bbPoolsOf sums the live data servers' capacity and use per buffer tier.
-func bbPoolsOf(mc *rpc.Client) (map[string][2]uint64, error) {
-	servers, err := listServers(mc)
-	if err != nil {
-		return nil, err
-	}
-	pools := map[string][2]uint64{}
-	for _, s := range servers {
-		if s.Role != "data" || !s.Alive || s.Tier != "mem" && s.Tier != "ssd" {
-			continue
+// bbGrant asks the metadata service for g, again every second for up to
+// wait while the policy refuses it.
+func bbGrant(ctx context.Context, mc *rpc.Client, g meta.BBGrant, wait time.Duration) error {
+	b, _ := json.Marshal(g)
+	deadline := time.Now().Add(wait)
+	for {
+		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpBB, Name: "grant"}, b, nil)
+		if err != nil {
+			return err
 		}
-		p := pools[s.Tier]
-		pools[s.Tier] = [2]uint64{p[0] + s.Capacity, p[1] + s.Used}
+		var a bbos.Admission
+		if err := json.Unmarshal(p, &a); err != nil {
+			return err
+		}
+		if a.OK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no burst-buffer grant for job %s: %s", g.Job, a.Reason)
+		}
+		time.Sleep(time.Second)
 	}
-	return pools, nil
 }
 
-// bbPools prints the pools for slurm_bb_pools: one per buffer tier, its
-// capacity in MiB granules.
+// bbPoolsOf asks the metadata service for the pools and grants.
+func bbPoolsOf(mc *rpc.Client) (meta.BBReply, error) {
+	var r meta.BBReply
+	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpBB, Name: "pools"}, nil, nil)
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(p, &r)
+}
+
+// bbPools prints the pools for slurm_bb_pools: one per buffer tier, in
+// 1 MiB granules, as much as the grant policy admits (the tier's
+// capacity under dedicated, more under the over-subscribing policies),
+// so that Slurm's own accounting of the pools agrees with the grants.
 func bbPools(mc *rpc.Client) error {
-	pools, err := bbPoolsOf(mc)
+	r, err := bbPoolsOf(mc)
 	if err != nil {
 		return err
 	}
@@ -148,26 +187,29 @@ func bbPools(mc *rpc.Client) error {
 	out := struct {
 		Pools []pool `json:"pools"`
 	}{Pools: []pool{}}
-	for _, t := range []string{"mem", "ssd"} {
-		if p, ok := pools[t]; ok {
-			out.Pools = append(out.Pools, pool{ID: t, Quantity: p[0] / bbGranule, Granularity: bbGranule})
-		}
+	for _, p := range r.Pools {
+		out.Pools = append(out.Pools, pool{ID: p.Pool, Quantity: p.Limit / bbGranule, Granularity: bbGranule})
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
-// bbStatus answers `scontrol show bbstat`: the pools and the jobs'
-// buffer directories.
+// bbStatus answers `scontrol show bbstat`: the pools, the grants and the
+// jobs' buffer directories.
 func bbStatus(mc *rpc.Client, mount string) error {
-	pools, err := bbPoolsOf(mc)
+	r, err := bbPoolsOf(mc)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-5s %10s %10s %10s\n", "POOL", "CAPACITY", "USED", "FREE")
-	for _, t := range []string{"mem", "ssd"} {
-		if p, ok := pools[t]; ok {
-			fmt.Printf("%-5s %10s %10s %10s\n", t, size.Format(p[0]), size.Format(p[1]), size.Format(p[0]-min(p[0], p[1])))
+	fmt.Printf("%-5s %-9s %10s %10s %10s\n", "POOL", "POLICY", "CAPACITY", "ADMITS", "GRANTED")
+	for _, p := range r.Pools {
+		fmt.Printf("%-5s %-9s %10s %10s %10s\n", p.Pool, p.Policy, size.Format(p.Capacity), size.Format(p.Limit), size.Format(p.Granted))
+	}
+	for _, g := range r.Grants {
+		fmt.Printf("grant: job %s pool %s %s", g.Job, g.Pool, size.Format(g.Size))
+		if g.Period > 0 {
+			fmt.Printf(" every %s", time.Duration(g.Period*float64(time.Second)))
 		}
+		fmt.Printf(" (uid %d, since %s)\n", g.UID, time.Unix(0, g.Since).Format(time.DateTime))
 	}
 	if mount == "" {
 		return nil
@@ -186,4 +228,34 @@ func bbStatus(mc *rpc.Client, mount string) error {
 	sort.Strings(jobs)
 	fmt.Printf("jobs with a buffer: %d %s\n", len(jobs), strings.Join(jobs, " "))
 	return nil
+}
+
+// parseBB reads --bb-policy and --bb-rates (MB/s).
+func parseBB(policy, rates string) (bbos.Policy, bbos.Rates, error) {
+	p := bbos.Policy(policy)
+	if !slices.Contains(bbos.Policies, p) {
+		return "", bbos.Rates{}, fmt.Errorf("--bb-policy %q: want one of %v", policy, bbos.Policies)
+	}
+	var r bbos.Rates
+	if rates != "" {
+		f := strings.Split(rates, ",")
+		if len(f) != 4 {
+			return "", r, fmt.Errorf("--bb-rates %q: want WRITE_MAX,WRITE_MIN,DEMOTE_MIN,DEMOTE_MAX in MB/s", rates)
+		}
+		var v [4]float64
+		for i, x := range f {
+			n, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+			if err != nil {
+				return "", r, fmt.Errorf("--bb-rates %q: %v", rates, err)
+			}
+			v[i] = n * 1e6
+		}
+		r = bbos.Rates{WriteMax: v[0], WriteMin: v[1], DemoteMin: v[2], DemoteMax: v[3]}
+	}
+	if p != bbos.Dedicated && p != bbos.MaxBW {
+		if err := r.Validate(); err != nil {
+			return "", r, fmt.Errorf("--bb-policy %s needs --bb-rates: %v", p, err)
+		}
+	}
+	return p, r, nil
 }

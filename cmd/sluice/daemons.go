@@ -144,6 +144,8 @@ func cmdMeta(args []string) error {
 	drainAge := fs.Duration("drain-age", 10*time.Minute, "how long a file stays closed before it drains under --drain cool")
 	memReplicas := fs.Int("mem-replicas", 1, "copies of each mem-tier chunk, on data servers of different --domain (1 or 2)")
 	tierFree := fs.String("tier-free", "", "free-space thresholds Cs-w,Cf-m,Cn-m of every mem/ssd/hdd server, e.g. 4M,64M,256M (default: derived per server, docs/tiering.md)")
+	bbPolicy := fs.String("bb-policy", "dedicated", "burst-buffer grant admission (policy/bbos): dedicated, maxbw, maxeff, lru, fifo or bbos")
+	bbRates := fs.String("bb-rates", "", "the buffer's rates for the over-subscribing policies, MB/s: WRITE_MAX,WRITE_MIN,DEMOTE_MIN,DEMOTE_MAX (docs/bbos.md)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
 	var pol dfra.Config
@@ -181,8 +183,12 @@ func cmdMeta(args []string) error {
 	if *memReplicas < 1 || *memReplicas > 2 {
 		return fmt.Errorf("--mem-replicas %d: want 1 or 2", *memReplicas)
 	}
+	bbp, bbr, err := parseBB(*bbPolicy, *bbRates)
+	if err != nil {
+		return err
+	}
 	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout,
-		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}})
+		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}, BBPolicy: bbp, BBRates: bbr})
 	if err != nil {
 		return err
 	}
@@ -264,7 +270,7 @@ func cmdMeta(args []string) error {
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
 	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
-		wire.OpMigrate: tmgr.Handler()},
+		wire.OpMigrate: tmgr.Handler(), wire.OpBB: svc.BBHandler()},
 		Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()

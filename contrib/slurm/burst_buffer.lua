@@ -5,7 +5,7 @@ slurm.conf). Every hook runs `sluice bb STAGE` (docs/bbos.md, "Slurm").
 
 Job scripts ask with directives (burst_buffer.conf Directive=, default
 BB_LUA):
-  #BB_LUA capacity=20G pool=mem [access=striped|private] [app=NAME] [checkpoint=GLOB]
+  #BB_LUA capacity=20G pool=mem [period=1h] [access=striped|private] [app=NAME] [checkpoint=GLOB]
   #BB_LUA stage_in source=/sluice/in/data [destination=NAME]
   #BB_LUA stage_out source=NAME destination=/sluice/out/NAME
 and find their buffer directory in $SLUICE_BB.
@@ -17,6 +17,7 @@ slurmctld's environment or /etc/sluice/slurm.conf:
   META=host:port                 the metadata service (or DIR=state dir)
   SECRET_FILE=/etc/sluice/secret the cluster secret
   DIRECTIVE=BB_LUA
+  GRANT_WAIT=0s                  how long setup waits for the grant policy
 
 Hooks of Slurm 22.05 plus slurm_bb_test_data_in/out of later versions;
 arguments beyond the ones used here (later versions add job_info) are
@@ -100,7 +101,7 @@ function slurm_bb_job_teardown(job_id, job_script, hurry, uid, gid)
 end
 
 function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
-	return sluice("setup", { job = job_id, uid = uid, gid = gid, script = job_script })
+	return sluice("setup", { job = job_id, uid = uid, gid = gid, script = job_script, wait = conf.GRANT_WAIT or "0s" })
 end
 
 function slurm_bb_data_in(job_id, job_script, uid, gid)

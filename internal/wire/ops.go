@@ -68,6 +68,7 @@ const (
 	OpDegrade   // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
 	OpAccess    // metadata service: a forwarding daemon's recent accesses: Entries Ino read or written Mode milliseconds before Mtime (unix ns)
 	OpDirty     // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
+	OpBB        // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants)
 	opMax
 )
 
@@ -120,6 +121,7 @@ var opNames = [...]string{
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
 	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
+	"degrade", "access", "dirty", "bb",
 }
 
 func (o Op) String() string {

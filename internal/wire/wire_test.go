@@ -141,3 +141,12 @@ func FuzzHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestOpNames: every operation has a name (metrics and logs use them).
+func TestOpNames(t *testing.T) {
+	for o := OpInvalid + 1; o < opMax; o++ {
+		if o.String() == "op?" || o.String() == "" {
+			t.Errorf("operation %d has no name", o)
+		}
+	}
+}

@@ -135,7 +135,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 	if o := slurm("scontrol", "show", "burst"); !strings.Contains(o, "PoolName[0]=mem") || !strings.Contains(o, "TotalSpace=64MiB") {
 		t.Fatalf("scontrol show burst: the mem pool is not the mem tier (64 MiB):\n%s", o)
 	}
-	if o := slurm("scontrol", "show", "bbstat"); !regexp.MustCompile(`mem\s+64\.0 MiB`).MatchString(o) {
+	if o := slurm("scontrol", "show", "bbstat"); !regexp.MustCompile(`mem\s+dedicated\s+64\.0 MiB\s+64\.0 MiB`).MatchString(o) {
 		t.Fatalf("scontrol show bbstat does not show the mem pool:\n%s", o)
 	}
 
@@ -202,6 +202,9 @@ sleep 4
 	if !exists(filepath.Join(c.mnt, ".bb", a)) {
 		t.Fatal("job a has no buffer directory while it runs")
 	}
+	if o := slurm("scontrol", "show", "bbstat"); !strings.Contains(o, "grant: job "+a+" pool mem 40.0 MiB") || strings.Contains(o, "grant: job "+b) {
+		t.Fatalf("scontrol show bbstat does not show job a's grant alone:\n%s", o)
+	}
 	for _, j := range []struct{ id, name string }{{a, "a"}, {b, "b"}} {
 		eventually(t, 3*time.Minute, func() bool { return state(j.id) == "COMPLETED" }, "job "+j.name+" completed")
 		log, _ := os.ReadFile(filepath.Join(out, j.name+".txt"))
@@ -222,6 +225,9 @@ sleep 4
 	}
 	if sa, sb := jobTime(t, slurm, a, "EndTime"), jobTime(t, slurm, b, "StartTime"); sb.Before(sa) {
 		t.Fatalf("job b started at %v, before job a ended at %v", sb, sa)
+	}
+	if o := slurm("scontrol", "show", "bbstat"); strings.Contains(o, "grant:") {
+		t.Fatalf("grants left after the jobs' teardown:\n%s", o)
 	}
 }
 

@@ -1,0 +1,93 @@
+package bbos
+
+import (
+	"fmt"
+	"math"
+)
+
+// Grant is one job's claim on a buffer: Size bytes written per I/O phase
+// (its checkpoint), one phase every Period seconds (0: unknown, the grant
+// is held for the job's lifetime as a dedicated allocation).
+type Grant struct {
+	Job    string
+	Size   float64
+	Period float64
+}
+
+// Admission is the answer to a grant request.
+type Admission struct {
+	OK bool
+	// Load is what the buffer would carry with the request, Limit what
+	// the policy allows (both in bytes): the sum of the grants for
+	// Dedicated, the data written per period (DWPP over Period) for the
+	// others.
+	Load, Limit float64
+	// Period is the buffer's planning period (the longest of the grants'
+	// periods; 0 if none is known).
+	Period float64
+	Reason string
+}
+
+// Admit decides whether req may be granted beside grants on a buffer of
+// capacity s with rates r under policy p (BBOS §III: grants per I/O phase
+// over-subscribe the buffer as far as demotion during the phases keeps it
+// from overflowing; DataWarp's dedicated grants never exceed it).
+//
+//   - Dedicated: the sizes sum to at most s.
+//   - MaxBW: never demotes while jobs write, so one period's writes
+//     (DWPP) fit in s.
+//   - MaxEff, LRU, FIFO, BBOS: DWPP stays within MaxDWPP(s, r), the
+//     period plan does not overflow, and the period leaves time to demote
+//     a full buffer (equation 3).
+//
+// DWPP over the planning period T (the longest known period) counts each
+// grant T/Period times; a grant of unknown period counts once, as a
+// lifetime hold.
+func Admit(p Policy, s float64, r Rates, grants []Grant, req Grant) (Admission, error) {
+	if s <= 0 {
+		return Admission{Reason: "the buffer has no capacity"}, nil
+	}
+	if req.Size <= 0 || req.Period < 0 || math.IsNaN(req.Size) || math.IsNaN(req.Period) {
+		return Admission{}, fmt.Errorf("bbos: bad grant request %+v", req)
+	}
+	all := append(grants[:len(grants):len(grants)], req)
+	var a Admission
+	for _, g := range all {
+		a.Period = max(a.Period, g.Period)
+	}
+	for _, g := range all {
+		switch {
+		case p == Dedicated || g.Period == 0 || a.Period == 0:
+			a.Load += g.Size
+		default:
+			a.Load += g.Size * a.Period / g.Period
+		}
+	}
+	switch p {
+	case Dedicated, MaxBW:
+		a.Limit = s
+	case MaxEff, LRU, FIFO, BBOS:
+		if err := r.Validate(); err != nil {
+			return Admission{}, fmt.Errorf("%w: %v", ErrRates, err)
+		}
+		a.Limit = MaxDWPP(s, r)
+	default:
+		return Admission{}, fmt.Errorf("bbos: unknown policy %q", p)
+	}
+	if a.Load > a.Limit {
+		a.Reason = fmt.Sprintf("%s: %.0f bytes per period with this grant, above the %.0f the buffer takes", p, a.Load, a.Limit)
+		return a, nil
+	}
+	if p != Dedicated && p != MaxBW && a.Period > 0 && a.Load > s {
+		pl, err := PlanPeriod(p, a.Load, s, r)
+		if err != nil {
+			return Admission{}, err
+		}
+		if pl.Pattern == Overflow || !pl.PeriodOK(a.Period, s, r) {
+			a.Reason = fmt.Sprintf("%s: a period of %.0f s cannot write %.0f bytes and demote a full buffer", p, a.Period, a.Load)
+			return a, nil
+		}
+	}
+	a.OK = true
+	return a, nil
+}
