@@ -21,8 +21,9 @@ import (
 // output is a plain file on the PFS directory after stage-out, the pool
 // is the mem tier's capacity, a second job whose request does not fit
 // beside the first waits for the first one's teardown, and teardown
-// removes the buffer. SLUICE_REQUIRE_SLURM=1 (CI) turns a missing Slurm
-// into a failure instead of a skip.
+// removes the buffer; contrib/slurm/prolog.sh and epilog.sh register
+// every job with sluice and end it. SLUICE_REQUIRE_SLURM=1 (CI) turns a
+// missing Slurm into a failure instead of a skip.
 func TestSlurmBurstBuffer(t *testing.T) {
 	for _, bin := range []string{"slurmctld", "slurmd", "munged", "sbatch", "scontrol"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -76,6 +77,8 @@ SlurmctldLogFile=%[3]s/slurmctld.log
 SlurmdLogFile=%[3]s/slurmd.log
 BurstBufferType=burst_buffer/lua
 DebugFlags=BurstBuffer
+Prolog=%[3]s/prolog.sh
+Epilog=%[3]s/epilog.sh
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 `, ctldPort, slurmdPort, dir)
@@ -88,8 +91,11 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 		"burst_buffer.conf": "Directive=BB_LUA\nStageInTimeout=120\nStageOutTimeout=120\nOtherTimeout=60\n",
 		"burst_buffer.lua":  string(lua),
 		"sluice.conf":       fmt.Sprintf("SLUICE=%s\nMOUNT=%s\nDIR=%s\n", sluiceBin, c.mnt, c.dir),
+		// slurmd gives prologs a small environment of its own
+		"prolog.sh": fmt.Sprintf("#!/bin/sh\nSLUICE_CONF=%s/sluice.conf exec %s\n", dir, abs(t, "../../contrib/slurm/prolog.sh")),
+		"epilog.sh": fmt.Sprintf("#!/bin/sh\nSLUICE_CONF=%s/sluice.conf exec %s\n", dir, abs(t, "../../contrib/slurm/epilog.sh")),
 	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -229,6 +235,25 @@ sleep 4
 	if o := slurm("scontrol", "show", "bbstat"); strings.Contains(o, "grant:") {
 		t.Fatalf("grants left after the jobs' teardown:\n%s", o)
 	}
+	// a job without a burst buffer: the prolog and epilog register it
+	plain := filepath.Join(dir, "plain.sh")
+	os.WriteFile(plain, []byte(fmt.Sprintf("#!/bin/bash\n#SBATCH -o %[1]s/plain.txt\ntouch %[1]s/plain.started\nsleep 3\n", out)), 0o644)
+	cmd := exec.Command("runuser", "-u", "sluicebb", "--", "sbatch", "--parsable", plain)
+	cmd.Env = env
+	o, err := runCmd(time.Minute, cmd)
+	if err != nil {
+		t.Fatalf("sbatch plain: %v\n%s", err, o)
+	}
+	p := strings.TrimSpace(o)
+	eventually(t, 2*time.Minute, func() bool { return exists(filepath.Join(out, "plain.started")) }, "the plain job running")
+	if o, _ := c.sluice("job", "list"); !strings.Contains(o, "job "+p+":") {
+		t.Fatalf("the prolog did not register job %s with sluice:\n%s", p, o)
+	}
+	eventually(t, 2*time.Minute, func() bool { return state(p) == "COMPLETED" }, "the plain job completed")
+	eventually(t, 30*time.Second, func() bool {
+		o, _ := c.sluice("job", "list")
+		return !strings.Contains(o, "job "+p+":")
+	}, "the epilog ending job "+p+" in sluice")
 }
 
 func exists(p string) bool {
@@ -290,4 +315,12 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+func abs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
