@@ -1,0 +1,90 @@
+package burstbuf
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestJobStages runs a job's stages on a plain directory standing in for
+// the mount, with a migrator that records what it was asked.
+func TestJobStages(t *testing.T) {
+	mnt := t.TempDir()
+	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(mnt, "in"), 0o755)
+	os.WriteFile(filepath.Join(mnt, "in", "mesh"), []byte("mesh"), 0o644)
+	os.WriteFile(filepath.Join(outside, "params"), []byte("params"), 0o644)
+	script := "#!/bin/sh\n" +
+		"#BB_LUA capacity=1G pool=mem\n" +
+		"#BB_LUA stage_in source=" + mnt + "/in/mesh destination=mesh\n" +
+		"#BB_LUA stage_in source=" + mnt + "/in/mesh\n" +
+		"#BB_LUA stage_in source=" + outside + "/params destination=params\n" +
+		"#BB_LUA stage_out source=out/result destination=" + mnt + "/results/run1/result\n" +
+		"#BB_LUA stage_out source=log destination=" + outside + "/copied/log\n"
+	sp, err := Parse(script, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := Job{ID: "42", Mount: mnt, Spec: sp, UID: os.Getuid(), GID: os.Getgid()}
+	var moves []string
+	migrate := func(_ context.Context, p, tier string) error {
+		moves = append(moves, tier+" "+p)
+		return nil
+	}
+	if err := j.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(j.Dir()); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("buffer directory: %v %v", st, err)
+	}
+	if err := j.StageIn(context.Background(), migrate); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(moves, ",") != "mem "+mnt+"/in/mesh,mem "+mnt+"/in/mesh" {
+		t.Fatalf("stage-in moves: %v", moves)
+	}
+	for name, want := range map[string]string{"mesh": "mesh", "params": "params"} {
+		if b, err := os.ReadFile(filepath.Join(j.Dir(), name)); err != nil || string(b) != want {
+			t.Fatalf("staged-in %s: %q %v", name, b, err)
+		}
+	}
+	if !strings.Contains(j.Env(), "SLUICE_BB="+j.Dir()+"\n") {
+		t.Fatalf("env: %q", j.Env())
+	}
+	os.MkdirAll(filepath.Join(j.Dir(), "out"), 0o755)
+	os.WriteFile(filepath.Join(j.Dir(), "out", "result"), []byte("result"), 0o644)
+	os.WriteFile(filepath.Join(j.Dir(), "log"), []byte("log"), 0o644)
+	moves = nil
+	if err := j.StageOut(context.Background(), migrate); err != nil {
+		t.Fatal(err)
+	}
+	if len(moves) != 1 || moves[0] != "pfs "+mnt+"/results/run1/result" {
+		t.Fatalf("stage-out moves: %v", moves)
+	}
+	if b, _ := os.ReadFile(filepath.Join(mnt, "results", "run1", "result")); string(b) != "result" {
+		t.Fatal("stage-out did not rename the result to its destination")
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "copied", "log")); string(b) != "log" {
+		t.Fatal("stage-out did not copy the log out")
+	}
+	if err := j.Teardown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(j.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("buffer directory after teardown: %v", err)
+	}
+	// a missing input fails stage-in, naming it
+	j.Spec.StageIn = []Stage{{Source: mnt + "/in/missing"}}
+	err = j.StageIn(context.Background(), func(_ context.Context, p, _ string) error {
+		_, err := os.Stat(p)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("stage-in of a missing file: %v", err)
+	}
+	if err := (Job{ID: "../x", Mount: mnt}).Setup(); err == nil {
+		t.Fatal("a job id with a path in it was set up")
+	}
+}
