@@ -308,3 +308,39 @@ func TestAccessReported(t *testing.T) {
 	}
 	wait(first)
 }
+
+// TestFsyncAfterTruncate: a truncate adopted after writes makes the
+// daemon forget chunk locations; an fsync then still syncs the data
+// servers that hold what was written before it (and kept by it).
+func TestFsyncAfterTruncate(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := stackWith(t, 0, reg)
+	ctx := context.Background()
+	ino := create(t, c, "f")
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 256 << 10}, make([]byte, 256<<10), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpSetattr, Ino: ino, Mask: wire.SetSize, Size: 128 << 10}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpFsync, Ino: ino}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	syncs := 0.0
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_data_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == "chunk-sync" {
+					syncs += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if syncs == 0 {
+		t.Fatal("fsync after a truncate synced no data server")
+	}
+}

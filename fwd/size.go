@@ -75,6 +75,16 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 				}
 			}
 		}
+		f.mu.Lock()
+		loaded := f.loaded
+		f.mu.Unlock()
+		if !loaded && len(ids) > 0 {
+			// a truncate adopted since the writes made the daemon forget
+			// the chunks' locations: which servers still hold them
+			if err := s.loadLayout(ctx, ino, f); err != nil {
+				return err
+			}
+		}
 		held := s.holding(f, ids)
 		err := s.parallel(len(ids), func(i int) error {
 			h := held[ids[i]]
