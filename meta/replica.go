@@ -273,7 +273,7 @@ func (s *Service) ShortChunks(max int) ([]ShortChunk, error) {
 			derr = err
 			return false
 		}
-		if s.cfg.Copies[loc.Tier] < 2 {
+		if s.cfg.Copies[loc.Tier] < 2 || isCut(loc) {
 			return true
 		}
 		sc := ShortChunk{Ino: binary.BigEndian.Uint64(k[1:]), Loc: loc}

@@ -110,6 +110,19 @@ func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
 			}
 		}
 	}
+	if s.hasPfsData(n.Ino) {
+		// the plain file follows the size even when no chunk on the pfs
+		// tier reaches past it any more (they were cut away before, and
+		// the file kept the size of the region between)
+		for _, id := range s.pfsServers() {
+			t := wire.Trim{Ino: n.Ino, Idx: size / cs, Keep: size % cs, Gen: n.Trunc, ChunkSize: n.ChunkSize}
+			b.Set(trimKey(id, n.Ino, t.Gen, t.Idx), encodeTrim(t))
+			if !seen[id] {
+				seen[id] = true
+				servers = append(servers, id)
+			}
+		}
+	}
 	return servers
 }
 

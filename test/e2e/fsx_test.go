@@ -110,6 +110,7 @@ var fsxRegressions = []struct {
 	{"pfs", 1795454983104768561},        // a truncate up before the file had data on the pfs tier left its plain file short
 	{"keep-cache", 1795468755428461686}, // a write with an old layout of a cached chunk failed (EAGAIN) instead of giving up the home of the new one
 	{"keep-cache", 1795469502721888489}, // a chunk cut away by a truncate and written again on a full tier got ENOSPC instead of a place with room
+	{"pfs", 1795474797523829067},        // a truncate with every chunk on the pfs tier cut away before left the plain file longer than the file
 }
 
 // TestFsxModel runs the model under every variant, then every regression
