@@ -106,7 +106,9 @@ func encodeChunk(c wire.ChunkLoc) []byte {
 // chosen for it again gets a higher one (the moved fences of its old
 // places stay below it), and its tier (a chunk cut on the pfs tier leaves
 // the file's plain file there: hasPfsData). Layout leaves cut chunks out.
-func cutMark(c wire.ChunkLoc) wire.ChunkLoc { return wire.ChunkLoc{Idx: c.Idx, Gen: c.Gen, Tier: c.Tier} }
+func cutMark(c wire.ChunkLoc) wire.ChunkLoc {
+	return wire.ChunkLoc{Idx: c.Idx, Gen: c.Gen, Tier: c.Tier}
+}
 
 // isCut reports whether c is a cut chunk's mark (cutMark).
 func isCut(c wire.ChunkLoc) bool { return len(c.Servers) == 0 }
