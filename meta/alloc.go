@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/place"
@@ -49,8 +50,11 @@ func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude [
 		// old copies of a chunk placed again (a truncate cut it) go
 		// first: a drop delivered after the chunk's new bytes landed on
 		// the same server would delete them (allocOnce avoids servers
-		// that still owe one)
-		s.deliverDrops(ctx, dropPrefix(ino, idx))
+		// that still owe one). Briefly: a server that does not answer
+		// keeps its drop and is avoided.
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		s.deliverDrops(rpc.WithRetryLimit(dctx, 200*time.Millisecond), dropPrefix(ino, idx))
+		cancel()
 	}
 	limit := time.NewTimer(min(wait, stallWait))
 	defer limit.Stop()
