@@ -162,15 +162,22 @@ func TestStaleGenerations(t *testing.T) {
 	}
 }
 
-// TestAllocMovesOnce: a chunk refused by its server moves once; a second
-// writer refused by the same server gets the new place.
-func TestAllocMovesOnce(t *testing.T) {
+// allocService is a service with three unreachable mem servers and one
+// file of 1 MiB chunks, one server each.
+func allocService(t *testing.T) (*Service, *wire.Attr) {
 	s := truncService(t)
 	for i := 0; i < 3; i++ {
 		s.Register(wire.ServerInfo{Role: "data", Tier: "mem", Addr: deadAddr(t), Capacity: 1 << 30})
 	}
 	s.SetLayout(RootIno, 0, 1, 1<<20)
 	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	return s, f
+}
+
+// TestAllocMovesOnce: a chunk refused by its server moves once; a second
+// writer refused by the same server gets the new place.
+func TestAllocMovesOnce(t *testing.T) {
+	s, f := allocService(t)
 	ctx := context.Background()
 	first, placed, _ := s.Alloc(ctx, f.Ino, 0, 0, nil)
 	if !placed {
@@ -194,12 +201,7 @@ func TestAllocMovesOnce(t *testing.T) {
 // a layout generation above every one it had, and a request for its old
 // place is answered as stale.
 func TestCutChunkPlacedAgain(t *testing.T) {
-	s := truncService(t)
-	for i := 0; i < 3; i++ {
-		s.Register(wire.ServerInfo{Role: "data", Tier: "mem", Addr: deadAddr(t), Capacity: 1 << 30})
-	}
-	s.SetLayout(RootIno, 0, 1, 1<<20)
-	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	s, f := allocService(t)
 	ctx := context.Background()
 	first, _, _ := s.Alloc(ctx, f.Ino, 1, 0, nil)
 	moved, placed, err := s.Alloc(ctx, f.Ino, 1, 0, first.Servers)

@@ -7,13 +7,7 @@
 #
 # Configuration: the KEY=VALUE file of burst_buffer.lua ($SLUICE_CONF or
 # /etc/sluice/slurm.conf): SLUICE, META or DIR, SECRET_FILE.
-conf=${SLUICE_CONF:-/etc/sluice/slurm.conf}
-[ -r "$conf" ] && . "$conf"
-SLUICE=${SLUICE:-sluice}
-set --
-[ -n "$META" ] && set -- "$@" --meta "$META"
-[ -n "$DIR" ] && set -- "$@" --dir "$DIR"
-[ -n "$SECRET_FILE" ] && set -- "$@" --secret-file "$SECRET_FILE"
+. "$(dirname "$0")/sluice-slurm.sh"
 nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null | paste -sd, -)
 [ -n "$nodes" ] || nodes=$(hostname)
 app=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.* JobName=\([^ ]*\).*/\1/p')
