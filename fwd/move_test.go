@@ -3,8 +3,10 @@ package fwd_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -93,6 +95,7 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 	const fileMax = 6 * chunk
 	model := make([]byte, 0, fileMax)
 	var mu sync.Mutex // guards model; held across each operation so the model's order is the store's
+	var trail []string
 	write := func(off, n int) {
 		p := make([]byte, n)
 		r.Read(p)
@@ -106,6 +109,7 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 			model = append(model, make([]byte, off+n-len(model))...)
 		}
 		copy(model[off:], p)
+		trail = append(trail, fmt.Sprintf("write [%d,%d)", off, off+n))
 	}
 	truncate := func(size int) {
 		mu.Lock()
@@ -114,6 +118,7 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 			t.Errorf("truncate %d: %v", size, err)
 			return
 		}
+		trail = append(trail, fmt.Sprintf("truncate %d", size))
 		if size < len(model) {
 			model = model[:size]
 		} else {
@@ -161,6 +166,9 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 				continue
 			}
 			_, err := svc.MoveChunk(ctx, ino, l.Idx, tier, to)
+			mu.Lock()
+			trail = append(trail, fmt.Sprintf("move %d to %s %v: %v", l.Idx, tier, to, err))
+			mu.Unlock()
 			switch {
 			case err == nil:
 				moved++
@@ -192,6 +200,16 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 		for i < len(got) && i < len(model) && got[i] == model[i] {
 			i++
 		}
+		j := i
+		for j < len(got) && j < len(model) && got[j] != model[j] {
+			j++
+		}
+		zeros := true
+		for _, b := range got[i:j] {
+			zeros = zeros && b == 0
+		}
+		locs, _ := svc.Layout(ino)
+		t.Logf("DEBUG differs [%d,%d) zeros=%v layout=%+v\n%s", i, j, zeros, locs, strings.Join(trail[max(0, len(trail)-60):], "\n"))
 		t.Fatalf("file (%d bytes) differs from the model (%d bytes) from byte %d (chunk %d)", len(got), len(model), i, i/chunk)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/place"
@@ -45,16 +44,6 @@ func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude [
 		// a server that refused a chunk is full, or down: one that does
 		// not answer is counted down (and not full) until it reports
 		s.reg.reachable(ctx, x)
-	}
-	if len(s.pendingDrops(ino, idx)) > 0 {
-		// old copies of a chunk placed again (a truncate cut it) go
-		// first: a drop delivered after the chunk's new bytes landed on
-		// the same server would delete them (allocOnce avoids servers
-		// that still owe one). Briefly: a server that does not answer
-		// keeps its drop and is avoided.
-		dctx, cancel := context.WithTimeout(ctx, time.Second)
-		s.deliverDrops(rpc.WithRetryLimit(dctx, 200*time.Millisecond), dropPrefix(ino, idx))
-		cancel()
 	}
 	limit := time.NewTimer(min(wait, stallWait))
 	defer limit.Stop()
@@ -95,7 +84,6 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 		return wire.ChunkLoc{}, false, nil, errno(syscall.ESTALE, "inode %d was truncated (generation %d, writer's %d)", ino, n.Trunc, gen)
 	}
 	var lgen uint64
-	var avoid []uint64
 	if v, err := s.e.Get(layoutKey(ino, idx)); err == nil {
 		cur, err := decodeChunk(v)
 		if err != nil || !isCut(cur) && !anyIn(cur.Servers, exclude) && !anyIn(cur.Replicas, exclude) {
@@ -105,11 +93,8 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 		// moved, or placed again after a truncate cut it: a request to
 		// an old place is refused there (a moved fence is below lgen)
 		lgen = cur.Gen + 1
-		// a server still owing a drop of an old copy would delete what
-		// is written there now
-		avoid = s.pendingDrops(ino, idx)
 	}
-	loc, wake, err = s.reg.choose(n, idx, exclude, avoid, mayWait)
+	loc, wake, err = s.reg.choose(n, idx, exclude, mayWait)
 	if err != nil {
 		s.mu.Unlock()
 		return loc, false, wake, err
@@ -178,12 +163,9 @@ func anyIn(ids, set []uint64) bool {
 // idx of n, from the registry's view of the data servers, and promises
 // the chosen servers the space.
 //
-// avoid lists servers the chunk may not go to that are not full (they
-// owe a drop of an old copy of it).
-//
 // On ErrStall it also returns a channel closed when space may have been
 // freed (spaceChangedLocked).
-func (r *registry) choose(n *inode, idx uint64, exclude, avoid []uint64, mayWait bool) (wire.ChunkLoc, <-chan struct{}, error) {
+func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) (wire.ChunkLoc, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// a server that refused a chunk and answers is full: it gets no new
@@ -197,7 +179,7 @@ func (r *registry) choose(n *inode, idx uint64, exclude, avoid []uint64, mayWait
 	servers := r.placeServersLocked(now)
 	r.rotation++
 	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
-		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: append(exclude[:len(exclude):len(exclude)], avoid...), Seq: r.rotation, MayWait: mayWait,
+		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait,
 		Copies: r.s.cfg.Copies})
 	if errors.Is(err, place.ErrStall) {
 		if r.spaceWake == nil {

@@ -70,60 +70,77 @@ func decodeTrim(k, v []byte) (server uint64, t wire.Trim, err error) {
 // trimsLocked records in b the trims that cutting n (whose generation the
 // caller has just raised) to size requires: every located chunk that
 // extends past size keeps size - start bytes (0 deletes it, and its
-// location becomes a cut mark), on every server of its group; a pfs server, which keeps the file as one object,
-// gets one trim at the new size. It returns the servers concerned. Caller
-// holds mu.
+// location becomes a cut mark: mayCutLocked), on every server of its
+// group. The file's
+// plain file on the PFS (one object per file, on a pfs server or a
+// drained chunk's home) gets one trim at the new size, also when no
+// chunk on the pfs tier reaches past it any more (they were cut away
+// before). It returns the servers concerned. Caller holds mu.
 func (s *Service) trimsLocked(b *engine.Batch, n *inode, size uint64) []uint64 {
-	locs, _ := s.Layout(n.Ino)
 	cs := uint64(n.ChunkSize)
 	seen := map[uint64]bool{}
 	var servers []uint64
-	for _, l := range locs {
+	add := func(id uint64, t wire.Trim) {
+		b.Set(trimKey(id, n.Ino, t.Gen, t.Idx), encodeTrim(t))
+		if !seen[id] {
+			seen[id] = true
+			servers = append(servers, id)
+		}
+	}
+	plain := wire.Trim{Ino: n.Ino, Idx: size / cs, Keep: size % cs, Gen: n.Trunc, ChunkSize: n.ChunkSize}
+	onPfs := false
+	s.e.Scan(layoutPrefix(n.Ino), nil, func(_, v []byte) bool {
+		l, err := decodeChunk(v)
+		if err != nil {
+			return true
+		}
+		onPfs = onPfs || l.Tier == "pfs" // cut marks keep their tier
 		start := l.Idx * cs
-		if start+cs <= size {
-			continue
+		if isCut(l) || start+cs <= size {
+			return true
 		}
 		keep := int64(0)
 		if size > start {
 			keep = int64(size - start)
-		} else {
+		} else if s.mayCutLocked(n.Ino, l.Idx) {
 			// cut away whole: the chunk has no place any more (a write
 			// of it places it again, like a new chunk, where there is room)
 			b.Set(layoutKey(n.Ino, l.Idx), encodeChunk(cutMark(l)))
 		}
-		g := len(l.Servers)
-		copies := l.All()
-		for i, id := range append(copies, l.Home...) {
-			home := i >= len(copies)
-			i %= g // replica member i mirrors member i
-			t := wire.Trim{Ino: n.Ino, Idx: l.Idx, Gen: n.Trunc, ChunkSize: n.ChunkSize,
-				Keep: uint64(layout.LocalSize(i, g, int64(n.StripeUnit), keep))}
-			if l.Tier == "pfs" || home {
-				// one object per file: cut it at the new size itself,
-				// whether or not the chunk there holds data
-				t.Idx, t.Keep = size/cs, size%cs
-			}
-			b.Set(trimKey(id, n.Ino, t.Gen, t.Idx), encodeTrim(t))
-			if !seen[id] {
-				seen[id] = true
-				servers = append(servers, id)
-			}
+		for _, id := range l.Home {
+			add(id, plain)
 		}
-	}
-	if s.hasPfsData(n.Ino) {
-		// the plain file follows the size even when no chunk on the pfs
-		// tier reaches past it any more (they were cut away before, and
-		// the file kept the size of the region between)
+		if l.Tier == "pfs" {
+			return true // its plain file: below
+		}
+		g := len(l.Servers)
+		for i, id := range l.All() {
+			i %= g // replica member i mirrors member i
+			add(id, wire.Trim{Ino: n.Ino, Idx: l.Idx, Gen: n.Trunc, ChunkSize: n.ChunkSize,
+				Keep: uint64(layout.LocalSize(i, g, int64(n.StripeUnit), keep))})
+		}
+		return true
+	})
+	if onPfs {
 		for _, id := range s.pfsServers() {
-			t := wire.Trim{Ino: n.Ino, Idx: size / cs, Keep: size % cs, Gen: n.Trunc, ChunkSize: n.ChunkSize}
-			b.Set(trimKey(id, n.Ino, t.Gen, t.Idx), encodeTrim(t))
-			if !seen[id] {
-				seen[id] = true
-				servers = append(servers, id)
-			}
+			add(id, plain)
 		}
 	}
 	return servers
+}
+
+// mayCutLocked says whether chunk idx of ino, cut away whole by a
+// truncate, may lose its place. Not while a migration of it is in flight
+// or a server owes a drop of an old copy: the end of the migration (an
+// abort deletes the destination's copy, a commit the source's) or the
+// drop would delete what a new place on the same server got. It then
+// keeps its place, trimmed empty, as any chunk did before cut marks.
+// Caller holds mu.
+func (s *Service) mayCutLocked(ino, idx uint64) bool {
+	if _, moving, err := s.getMove(ino, idx); err != nil || moving {
+		return false
+	}
+	return len(s.pendingDrops(ino, idx)) == 0
 }
 
 // PendingTrims returns server's pending trims (of ino, or of every file
