@@ -133,40 +133,27 @@ func (sp *Spec) apply(verb string, kv map[string]string) error {
 			sp.StageOut = append(sp.StageOut, st)
 		}
 	case "":
-		if v, ok := kv["capacity"]; ok {
-			n, err := size.Parse(v)
-			if err != nil || n <= 0 {
-				return fmt.Errorf("capacity %q: want a size above 0 (like 20G)", v)
-			}
-			sp.Capacity = n
-			take("capacity")
-		}
-		if v, ok := kv["period"]; ok {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("period %q: want a duration above 0 (like 30m)", v)
-			}
-			sp.Period = d
-			take("period")
-		}
-		for _, k := range []string{"pool", "access", "app", "checkpoint"} {
-			if v, ok := kv[k]; ok {
+		for k, v := range kv {
+			var err error
+			switch k {
+			case "capacity":
+				if sp.Capacity, err = size.Parse(v); err != nil || sp.Capacity <= 0 {
+					return fmt.Errorf("capacity %q: want a size above 0 (like 20G)", v)
+				}
+			case "period":
+				if sp.Period, err = time.ParseDuration(v); err != nil || sp.Period <= 0 {
+					return fmt.Errorf("period %q: want a duration above 0 (like 30m)", v)
+				}
+			case "pool", "access", "app", "checkpoint":
 				if v == "" {
 					return fmt.Errorf("%s= needs a value", k)
 				}
-				switch k {
-				case "pool":
-					sp.Pool = v
-				case "access":
-					sp.Access = v
-				case "app":
-					sp.App = v
-				case "checkpoint":
-					sp.Checkpoint = v
-				}
-				take(k)
+				*map[string]*string{"pool": &sp.Pool, "access": &sp.Access, "app": &sp.App, "checkpoint": &sp.Checkpoint}[k] = v
+			default:
+				return fmt.Errorf("unknown setting %q", k)
 			}
 		}
+		return nil
 	default:
 		return fmt.Errorf("unknown directive %q (want stage_in, stage_out or key=value settings)", verb)
 	}

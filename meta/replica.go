@@ -133,6 +133,13 @@ func (s *Service) pendingDrops(ino, idx uint64) []uint64 {
 	return out
 }
 
+// owesDrop reports whether server still owes chunk idx of ino the drop
+// of generation gen.
+func (s *Service) owesDrop(ino, idx, server, gen uint64) bool {
+	v, err := s.e.Get(dropKey(ino, idx, server))
+	return err == nil && len(v) == 8 && binary.BigEndian.Uint64(v) == gen
+}
+
 // DeliverDrops tells the servers whose copies were given up to fence and
 // delete them, and forgets the drops they acknowledge. It returns how
 // many are still owed (their servers are down). The tiering manager
@@ -158,7 +165,7 @@ func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int)
 		return true
 	})
 	for _, d := range all {
-		if v, err := s.e.Get(dropKey(d.ino, d.idx, d.server)); err != nil || len(v) != 8 || binary.BigEndian.Uint64(v) != d.gen {
+		if !s.owesDrop(d.ino, d.idx, d.server, d.gen) {
 			continue // delivered meanwhile (or owed again at another generation: the next pass)
 		}
 		var cs uint32
@@ -180,7 +187,7 @@ func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int)
 		// copy anyway); a drop owed again meanwhile (giveUpLocked, under
 		// mu) at a newer generation stays
 		s.mu.Lock()
-		if v, err := s.e.Get(dropKey(d.ino, d.idx, d.server)); err == nil && len(v) == 8 && binary.BigEndian.Uint64(v) == d.gen {
+		if s.owesDrop(d.ino, d.idx, d.server, d.gen) {
 			var b engine.Batch
 			b.Del(dropKey(d.ino, d.idx, d.server))
 			if err := s.e.Apply(&b, false); err != nil {

@@ -247,23 +247,33 @@ func cmdMigrate(args []string) error {
 		return fmt.Errorf("want --tier and at least one path")
 	}
 	for _, p := range fs.Args() {
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return fmt.Errorf("%s: %v", p, err)
-		}
-		m := &wire.Msg{Op: wire.OpMigrate, Ino: st.Ino, Tier: *to}
-		if !*noWait {
-			m.Flags = wire.MoveWait
-		}
-		r, _, err := mc.Call(context.Background(), m, nil, nil)
+		moved, err := migrate(context.Background(), mc, p, *to, !*noWait)
 		if err != nil {
-			return fmt.Errorf("%s: %v", p, err)
+			return err
 		}
 		if !*noWait {
-			fmt.Printf("%s: %d chunks moved to %s\n", p, r.Size, *to)
+			fmt.Printf("%s: %d chunks moved to %s\n", p, moved, *to)
 		}
 	}
 	return nil
+}
+
+// migrate asks the tiering manager to move file path to tier (and, if
+// wait, answers when it is there, with the chunks moved).
+func migrate(ctx context.Context, mc *rpc.Client, path, tier string, wait bool) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("%s: %v", path, err)
+	}
+	m := &wire.Msg{Op: wire.OpMigrate, Ino: st.Ino, Tier: tier}
+	if wait {
+		m.Flags = wire.MoveWait
+	}
+	r, _, err := mc.Call(ctx, m, nil, nil)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", path, err)
+	}
+	return r.Size, nil
 }
 
 // listServers asks the metadata service for every registered daemon.

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluice-hpc/sluice/burstbuf"
@@ -72,12 +71,8 @@ func cmdBB(args []string) error {
 		return fmt.Errorf("%s: want --job and --mount", sub)
 	}
 	j := burstbuf.Job{ID: *job, Mount: *mount, Spec: spec, UID: *uid, GID: *gid}
-	migrate := func(ctx context.Context, path, tier string) error {
-		var st syscall.Stat_t
-		if err := syscall.Stat(path, &st); err != nil {
-			return fmt.Errorf("%s: %v", path, err)
-		}
-		_, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Ino: st.Ino, Tier: tier, Flags: wire.MoveWait}, nil, nil)
+	toTier := func(ctx context.Context, path, tier string) error {
+		_, err := migrate(ctx, mc, path, tier, true)
 		return err
 	}
 	switch sub {
@@ -98,7 +93,7 @@ func cmdBB(args []string) error {
 		}
 		return nil
 	case "data-in":
-		return j.StageIn(ctx, migrate)
+		return j.StageIn(ctx, toTier)
 	case "paths":
 		if *pathFile == "" {
 			return fmt.Errorf("paths: want --path-file")
@@ -120,7 +115,7 @@ func cmdBB(args []string) error {
 	case "post-run":
 		return nil
 	case "data-out":
-		return j.StageOut(ctx, migrate)
+		return j.StageOut(ctx, toTier)
 	case "teardown":
 		// the buffer goes at once either way; in a hurry (a cancelled
 		// job) an unreachable metadata service does not hold it up

@@ -55,19 +55,12 @@ end
 -- returns slurm.SUCCESS or slurm.ERROR, and what it printed.
 local function sluice(stage, args)
 	local cmd = quote(conf.SLUICE) .. " bb " .. stage
-	if conf.META ~= nil then
-		cmd = cmd .. " --meta " .. quote(conf.META)
+	local flags = { META = "meta", DIR = "dir", SECRET_FILE = "secret-file", MOUNT = "mount", DIRECTIVE = "directive" }
+	for key, flag in pairs(flags) do
+		if conf[key] ~= nil then
+			cmd = cmd .. " --" .. flag .. " " .. quote(conf[key])
+		end
 	end
-	if conf.DIR ~= nil then
-		cmd = cmd .. " --dir " .. quote(conf.DIR)
-	end
-	if conf.SECRET_FILE ~= nil then
-		cmd = cmd .. " --secret-file " .. quote(conf.SECRET_FILE)
-	end
-	if conf.MOUNT ~= nil then
-		cmd = cmd .. " --mount " .. quote(conf.MOUNT)
-	end
-	cmd = cmd .. " --directive " .. quote(conf.DIRECTIVE)
 	for k, v in pairs(args or {}) do
 		cmd = cmd .. " --" .. k .. "=" .. quote(v)
 	end
