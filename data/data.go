@@ -80,8 +80,9 @@ type Server struct {
 	addr   string
 	fence  *fences
 	moves  *moves
-	peers  peers // other data servers (the mover's sources and destinations)
-	meter  meter // recent write and read bandwidth, for heartbeats
+	peers  peers    // other data servers (the mover's sources and destinations)
+	meter  meter    // recent write and read bandwidth, for heartbeats
+	bb     *bbState // burst-buffer controls (bb.go)
 
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
@@ -130,7 +131,8 @@ func New(cfg Config) (*Server, error) {
 		peers: peers{secret: cfg.Secret, timeout: 30 * time.Second},
 		meta:  rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Name: "metadata service " + cfg.Meta}),
 		bw:    throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
-		iops:  throttle.New(iops, iops/20, cfg.Now)}
+		iops:  throttle.New(iops, iops/20, cfg.Now),
+		bb:    newBBState(cfg.Now)}
 	if err := s.loadBudget(); err != nil {
 		st.Close()
 		return nil, err
@@ -240,6 +242,8 @@ func (s *Server) serve(r *rpc.Request) {
 	// behind bulk bandwidth debt, as a device with command queueing
 	// serves a 4 KiB read between large transfers.
 	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite {
+		// the burst buffer's I/O scheduler and caps come first (bb.go)
+		defer s.admitBB(ctx, m)()
 		s.iops.Wait(ctx, 1)
 		if m.Size > wire.SmallIOMax {
 			s.bw.Wait(ctx, float64(m.Size))
@@ -265,6 +269,7 @@ func (s *Server) serve(r *rpc.Request) {
 		l.RUnlock()
 		if err == nil {
 			s.meter.written.Add(m.Size)
+			s.wroteBB(m)
 		}
 	case wire.OpChunkRead:
 		if m.Size > wire.MaxPayload {
@@ -346,6 +351,12 @@ func (s *Server) serve(r *rpc.Request) {
 		}
 	case wire.OpFault:
 		err = s.fault(m)
+	case wire.OpBBServer:
+		var out []byte
+		if out, err = s.bbControl(r.Payload); err == nil {
+			s.reply(r, start, &wire.Msg{}, out)
+			return
+		}
 	case wire.OpBudget:
 		var resp *wire.Msg
 		if resp, err = s.setBudget(m); err == nil {

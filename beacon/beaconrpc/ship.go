@@ -28,7 +28,7 @@ var opNames = func() []string {
 			names = append(names, beacon.OpRead)
 		case wire.OpWrite, wire.OpChunkWrite:
 			names = append(names, beacon.OpWrite)
-		case 0, wire.OpPing, wire.OpRegister, wire.OpServers, wire.OpFault, wire.OpJobStats, wire.OpBeacon, wire.OpJob, wire.OpStat:
+		case 0, wire.OpPing, wire.OpRegister, wire.OpServers, wire.OpFault, wire.OpJobStats, wire.OpBeacon, wire.OpJob, wire.OpStat, wire.OpBBServer:
 			names = append(names, "")
 		default:
 			names = append(names, "meta:"+op.String())

@@ -52,6 +52,32 @@ func (b *Bucket) SetSlowdown(f float64) {
 	b.mu.Unlock()
 }
 
+// SetRate changes the bucket's rate and burst (the tokens stored so far
+// are kept, up to the new burst).
+func (b *Bucket) SetRate(rate, burst float64) {
+	if b == nil || rate <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	b.tokens += now.Sub(b.last).Seconds() * b.rate
+	b.last = now
+	b.rate = rate
+	b.burst = max(burst, rate/100)
+	b.tokens = min(b.tokens, b.burst)
+}
+
+// Rate is the bucket's rate (0 for a nil bucket).
+func (b *Bucket) Rate() float64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rate
+}
+
 // Reserve takes n tokens (possibly going into debt) and returns how long
 // the caller must wait before proceeding.
 func (b *Bucket) Reserve(n float64) time.Duration {

@@ -23,6 +23,12 @@ func TestRate(t *testing.T) {
 	if d := b.Reserve(10); d != 300*time.Millisecond {
 		t.Fatalf("slowdown: got %v", d)
 	}
+	b.SetSlowdown(1)
+	now = now.Add(10 * time.Second)
+	b.SetRate(1000, 10)
+	if d := b.Reserve(110); d != 100*time.Millisecond || b.Rate() != 1000 {
+		t.Fatalf("after SetRate(1000): got %v, rate %v", d, b.Rate())
+	}
 	var nilb *Bucket
 	if nilb.Reserve(1e9) != 0 {
 		t.Fatal("nil bucket throttles")

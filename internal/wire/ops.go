@@ -68,7 +68,8 @@ const (
 	OpDegrade   // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
 	OpAccess    // metadata service: a forwarding daemon's recent accesses: Entries Ino read or written Mode milliseconds before Mtime (unix ns)
 	OpDirty     // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
-	OpBB        // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants)
+	OpBB        // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants), "status" (the buffer manager's state)
+	OpBBServer  // data server of a burst-buffer pool: payload BBControl (JSON; none: leave the controls as they are); reply payload BBServerState (JSON)
 	opMax
 )
 
@@ -121,7 +122,7 @@ var opNames = [...]string{
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
 	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
-	"degrade", "access", "dirty", "bb",
+	"degrade", "access", "dirty", "bb", "bb-server",
 }
 
 func (o Op) String() string {
@@ -263,3 +264,34 @@ const (
 
 // NameMax is the longest name of a directory entry, in bytes (NAME_MAX).
 const NameMax = 255
+
+// BBControl is what the burst-buffer manager (manager/bbos) sets on a data
+// server of its pool (OpBBServer), from the BBOS period plan: the
+// checkpoint write cap and the demotion read cap of its token buckets, and
+// the I/O scheduler (internal/iosched).
+type BBControl struct {
+	// WriteCap caps the writes of jobs (checkpoints), DemoteCap the
+	// reads of migrations (demotion to the PFS), in bytes/s; 0: no cap.
+	WriteCap, DemoteCap float64
+	// Sched turns the I/O scheduler on: one queue per job, the I/O
+	// phases of different jobs do not overlap on the server. Gap ends a
+	// phase, MaxWait bounds a wait (0: the server's defaults).
+	Sched        bool
+	Gap, MaxWait time.Duration
+}
+
+// BBServerState is a data server's answer to OpBBServer: its controls and
+// what its jobs wrote.
+type BBServerState struct {
+	BBControl
+	// JobWritten counts the bytes of jobs' writes served since the server
+	// started (migrations not counted); LastJobWrite is when the last one
+	// ended (unix ns; 0: none yet).
+	JobWritten   uint64
+	LastJobWrite int64
+	// The scheduler's figures: phases begun and cut short, requests that
+	// waited and their waits summed, the job whose phase runs.
+	Phases, Preempted, Waited uint64
+	WaitedTotal               time.Duration
+	Active                    string
+}

@@ -1,0 +1,133 @@
+package data_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+func (r *fenceRig) bbControl(c *wire.BBControl) wire.BBServerState {
+	r.t.Helper()
+	var p []byte
+	if c != nil {
+		p, _ = json.Marshal(c)
+	}
+	_, out, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpBBServer}, p, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var st wire.BBServerState
+	if err := json.Unmarshal(out, &st); err != nil {
+		r.t.Fatal(err)
+	}
+	return st
+}
+
+func (r *fenceRig) writeAs(who wire.Who, off int, p []byte) error {
+	_, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkWrite, Ino: r.ino, ChunkSize: 1 << 20,
+		Offset: uint64(off), Size: uint64(len(p)), Cap: 1 << 20, Who: who}, p, nil)
+	return err
+}
+
+func (r *fenceRig) readAs(who wire.Who, n int) error {
+	_, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkRead, Ino: r.ino, ChunkSize: 1 << 20,
+		Size: uint64(n), Who: who}, nil, nil)
+	return err
+}
+
+// TestBBCaps: the checkpoint cap throttles jobs' writes and only them, the
+// demotion cap migrations' reads, and the server counts its jobs' bytes.
+func TestBBCaps(t *testing.T) {
+	r := newFenceRig(t)
+	job := wire.Who{Job: "7"}
+	mig := wire.Who{Job: wire.MigrationJob}
+	p := make([]byte, 256<<10)
+	timed := func(f func() error, n int) time.Duration {
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	st := r.bbControl(&wire.BBControl{WriteCap: 4e6, DemoteCap: 2e6})
+	if st.WriteCap != 4e6 || st.DemoteCap != 2e6 || st.Sched {
+		t.Fatalf("controls not kept: %+v", st)
+	}
+	// 16 × 256 KiB = 4 MiB at 4 MB/s: about a second (less the burst)
+	if d := timed(func() error { return r.writeAs(job, 0, p) }, 16); d < 700*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("4 MiB of job writes under a 4 MB/s cap took %v", d)
+	}
+	if d := timed(func() error { return r.writeAs(mig, 0, p) }, 16); d > 500*time.Millisecond {
+		t.Fatalf("migration writes paid the checkpoint cap: %v", d)
+	}
+	// 8 × 256 KiB = 2 MiB at 2 MB/s
+	if d := timed(func() error { return r.readAs(mig, len(p)) }, 8); d < 700*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("2 MiB of migration reads under a 2 MB/s cap took %v", d)
+	}
+	if d := timed(func() error { return r.readAs(job, len(p)) }, 8); d > 500*time.Millisecond {
+		t.Fatalf("job reads paid the demotion cap: %v", d)
+	}
+	st = r.bbControl(&wire.BBControl{})
+	if st.JobWritten != 16*uint64(len(p)) || st.LastJobWrite == 0 {
+		t.Fatalf("counted %d bytes of job writes, want %d (migrations not counted)", st.JobWritten, 16*len(p))
+	}
+	if d := timed(func() error { return r.writeAs(job, 0, p) }, 16); d > 500*time.Millisecond {
+		t.Fatalf("cap removed, still slow: %v", d)
+	}
+	// no payload: the controls stay
+	r.bbControl(&wire.BBControl{WriteCap: 1e6})
+	if st := r.bbControl(nil); st.WriteCap != 1e6 {
+		t.Fatalf("a look changed the controls: %+v", st)
+	}
+	if _, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpBBServer}, []byte(`{"WriteCap":-1}`), nil); err == nil {
+		t.Fatal("a negative cap was taken")
+	}
+}
+
+// TestBBScheduler: with the scheduler on, a job that arrives while another
+// job writes back to back waits for that job's phase to end; without it,
+// it goes at once.
+func TestBBScheduler(t *testing.T) {
+	r := newFenceRig(t)
+	p := make([]byte, 64<<10)
+	run := func(sched bool) (aEnd, bStart, bEnd time.Time) {
+		r.bbControl(&wire.BBControl{Sched: sched, Gap: 100 * time.Millisecond, MaxWait: 5 * time.Second, WriteCap: 8e6})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ { // 2.5 MiB at 8 MB/s: about 300 ms
+				if err := r.writeAs(wire.Who{Job: "a"}, 0, p); err != nil {
+					t.Error(err)
+				}
+			}
+			aEnd = time.Now()
+		}()
+		time.Sleep(50 * time.Millisecond)
+		bStart = time.Now()
+		if err := r.writeAs(wire.Who{Job: "b"}, 0, p); err != nil {
+			t.Error(err)
+		}
+		bEnd = time.Now()
+		wg.Wait()
+		return
+	}
+	aEnd, _, bEnd := run(true)
+	if bEnd.Before(aEnd) {
+		t.Fatalf("with the scheduler, b's write ended %v before a's phase did", aEnd.Sub(bEnd))
+	}
+	st := r.bbControl(nil)
+	if !st.Sched || st.Phases < 2 || st.Waited < 1 || st.WaitedTotal < 100*time.Millisecond {
+		t.Fatalf("scheduler figures %+v", st)
+	}
+	aEnd, bStart, bEnd := run(false)
+	if !bEnd.Before(aEnd) || bEnd.Sub(bStart) > 200*time.Millisecond {
+		t.Fatalf("without the scheduler b waited %v (a ended %v after b)", bEnd.Sub(bStart), aEnd.Sub(bEnd))
+	}
+}

@@ -1,0 +1,153 @@
+package iosched
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestPhasesDoNotOverlap(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	p := &Phases{Gap: 10 * time.Millisecond, MaxWait: time.Second}
+	if !p.Ask("a", at(0)) {
+		t.Fatal("the first application waits on an idle server")
+	}
+	if p.Ask("b", at(1)) {
+		t.Fatal("b starts while a's phase runs")
+	}
+	if !p.Ask("a", at(2)) {
+		t.Fatal("a's own second request waits")
+	}
+	if p.Ask("c", at(3)) || p.Waiting() != 2 {
+		t.Fatalf("c starts, or the queue is not b, c (%d waiting)", p.Waiting())
+	}
+	p.Done("a", at(5))
+	p.Done("a", at(6))
+	if p.Ask("b", at(10)) {
+		t.Fatal("b starts before a's gap ran out")
+	}
+	if n := p.Next(); !n.Equal(at(16)) {
+		t.Fatalf("next look at %v, want the gap's end %v", n.Sub(t0), at(16).Sub(t0))
+	}
+	if p.Ask("c", at(16)) || p.Active() != "b" {
+		t.Fatalf("after a's gap the turn is %q, want b (the first to wait)", p.Active())
+	}
+	if !p.Ask("b", at(16)) {
+		t.Fatal("b waits in its own turn")
+	}
+	// a comes back: it queues behind c
+	if p.Ask("a", at(17)) {
+		t.Fatal("a starts during b's phase")
+	}
+	p.Done("b", at(20))
+	if !p.Ask("c", at(30)) || p.Active() != "c" {
+		t.Fatalf("turn %q, want c", p.Active())
+	}
+	if p.Phases != 3 {
+		t.Fatalf("%d phases, want 3", p.Phases)
+	}
+}
+
+func TestPhasesMaxWait(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := &Phases{Gap: 10 * time.Millisecond, MaxWait: 100 * time.Millisecond}
+	p.Ask("hog", t0)
+	if p.Ask("b", t0.Add(time.Millisecond)) {
+		t.Fatal("b starts at once")
+	}
+	// the hog never stops: b's wait ends at MaxWait
+	if n := p.Next(); !n.Equal(t0.Add(101 * time.Millisecond)) {
+		t.Fatalf("next %v", n.Sub(t0))
+	}
+	if !p.Ask("b", t0.Add(101*time.Millisecond)) || p.Preempted != 1 {
+		t.Fatalf("b not admitted at its MaxWait (preempted %d)", p.Preempted)
+	}
+	if p.Ask("hog", t0.Add(102*time.Millisecond)) {
+		t.Fatal("the hog's next request overlaps b's phase")
+	}
+	p.Done("hog", t0.Add(103*time.Millisecond)) // its old request ends
+	if p.Active() != "b" {
+		t.Fatalf("active %q", p.Active())
+	}
+}
+
+func TestPhasesTurnUnclaimed(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	p := &Phases{Gap: 10 * time.Millisecond, MaxWait: time.Second}
+	p.Ask("a", t0)
+	p.Ask("b", t0) // b queues, then gives up (its caller went away)
+	p.Ask("c", t0)
+	p.Done("a", t0)
+	// b's turn comes at 10 ms but b never asks: c gets it at 20 ms
+	if p.Ask("c", t0.Add(15*time.Millisecond)) {
+		t.Fatal("c overtakes b")
+	}
+	if !p.Ask("c", t0.Add(20*time.Millisecond)) {
+		t.Fatal("an unclaimed turn blocks the server")
+	}
+}
+
+// TestGate: requests of three applications through a real gate never
+// overlap across applications, and every request gets through.
+func TestGate(t *testing.T) {
+	g := NewGate(5*time.Millisecond, 2*time.Second, nil)
+	var overlap, served atomic.Int64
+	var mu sync.Mutex
+	inflight := map[string]int{}
+	var wg sync.WaitGroup
+	for _, app := range []string{"a", "b", "c"} {
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func(app string) {
+				defer wg.Done()
+				for i := 0; i < 20; i++ {
+					done := g.Enter(context.Background(), app)
+					mu.Lock()
+					inflight[app]++
+					for other, n := range inflight {
+						if other != app && n > 0 {
+							overlap.Add(1)
+						}
+					}
+					mu.Unlock()
+					time.Sleep(200 * time.Microsecond)
+					mu.Lock()
+					inflight[app]--
+					mu.Unlock()
+					served.Add(1)
+					done()
+				}
+			}(app)
+		}
+	}
+	wg.Wait()
+	if served.Load() != 3*4*20 {
+		t.Fatalf("served %d", served.Load())
+	}
+	if overlap.Load() != 0 {
+		t.Fatalf("%d requests overlapped another application's", overlap.Load())
+	}
+	st := g.Stats()
+	if st.Phases < 3 || st.Waited == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	var nilGate *Gate
+	nilGate.Enter(context.Background(), "x")()
+}
+
+// TestGateCancel: a waiter whose context ends goes on rather than hang.
+func TestGateCancel(t *testing.T) {
+	g := NewGate(time.Hour, time.Hour, nil)
+	done := g.Enter(context.Background(), "a")
+	defer done()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	g.Enter(ctx, "b")()
+	if d := time.Since(start); d < 15*time.Millisecond || d > time.Second {
+		t.Fatalf("waited %v", d)
+	}
+}
