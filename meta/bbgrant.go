@@ -29,8 +29,8 @@ type BBGrant struct {
 type BBPool struct {
 	Pool     string
 	Capacity uint64 // the live data servers' capacity
-	// Limit is the most the policy admits per period (Capacity for
-	// dedicated and maxbw, MaxDWPP for the others; capped at 64×).
+	// Limit is the most the policy admits per period (bbos.Limit over the
+	// grants' longest period: Capacity for dedicated; capped at 64×).
 	Limit   uint64
 	Granted uint64 // the grants' sizes, summed
 	Policy  bbos.Policy
@@ -130,15 +130,19 @@ func (s *Service) BBPools() ([]BBPool, error) {
 		if c == 0 {
 			continue
 		}
-		bp := BBPool{Pool: pool, Capacity: c, Limit: c, Policy: p}
-		if p != bbos.Dedicated && p != bbos.MaxBW {
-			bp.Limit = uint64(math.Min(bbos.MaxDWPP(float64(c), s.cfg.BBRates), 64*float64(c)))
-		}
+		bp := BBPool{Pool: pool, Capacity: c, Policy: p}
+		var period float64
 		for _, g := range grants {
 			if g.Pool == pool {
 				bp.Granted += g.Size
+				period = max(period, g.Period)
 			}
 		}
+		limit, err := bbos.Limit(p, float64(c), period, s.cfg.BBRates)
+		if err != nil {
+			limit = float64(c)
+		}
+		bp.Limit = uint64(math.Min(limit, 64*float64(c)))
 		out = append(out, bp)
 	}
 	return out, nil

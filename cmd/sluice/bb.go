@@ -247,7 +247,7 @@ func parseBB(policy, rates string) (bbos.Policy, bbos.Rates, error) {
 		}
 		r = bbos.Rates{WriteMax: v[0], WriteMin: v[1], DemoteMin: v[2], DemoteMax: v[3]}
 	}
-	if p != bbos.Dedicated && p != bbos.MaxBW {
+	if p != bbos.Dedicated {
 		if err := r.Validate(); err != nil {
 			return "", r, fmt.Errorf("--bb-policy %s needs --bb-rates: %v", p, err)
 		}

@@ -34,8 +34,9 @@ type Admission struct {
 // from overflowing; DataWarp's dedicated grants never exceed it).
 //
 //   - Dedicated: the sizes sum to at most s.
-//   - MaxBW: never demotes while jobs write, so one period's writes
-//     (DWPP) fit in s.
+//   - MaxBW: never demotes while jobs write, only while the buffer is
+//     idle; DWPP within MaxBWLimit (the period's idle time demotes what
+//     it writes).
 //   - MaxEff, LRU, FIFO, BBOS: DWPP stays within MaxDWPP(s, r), the
 //     period plan does not overflow, and the period leaves time to demote
 //     a full buffer (equation 3).
@@ -63,16 +64,9 @@ func Admit(p Policy, s float64, r Rates, grants []Grant, req Grant) (Admission, 
 			a.Load += g.Size * a.Period / g.Period
 		}
 	}
-	switch p {
-	case Dedicated, MaxBW:
-		a.Limit = s
-	case MaxEff, LRU, FIFO, BBOS:
-		if err := r.Validate(); err != nil {
-			return Admission{}, fmt.Errorf("%w: %v", ErrRates, err)
-		}
-		a.Limit = MaxDWPP(s, r)
-	default:
-		return Admission{}, fmt.Errorf("bbos: unknown policy %q", p)
+	var err error
+	if a.Limit, err = Limit(p, s, a.Period, r); err != nil {
+		return Admission{}, err
 	}
 	if a.Load > a.Limit {
 		a.Reason = fmt.Sprintf("%s: %.0f bytes per period with this grant, above the %.0f the buffer takes", p, a.Load, a.Limit)
@@ -90,4 +84,39 @@ func Admit(p Policy, s float64, r Rates, grants []Grant, req Grant) (Admission, 
 	}
 	a.OK = true
 	return a, nil
+}
+
+// MaxBWLimit is the most MaxBW (Harmonia) admits per period of length
+// period: it writes at WriteMax and demotes only while the buffer is idle,
+// at DemoteMax, so a period takes what it can both write and demote in
+// its length, period·WriteMax·DemoteMax/(WriteMax+DemoteMax). That
+// assumes the I/O phases spread over the period: crowded phases find the
+// buffer full and stop (the paper's Figure 6), which is what MaxBW risks.
+// It is capped at MaxDWPP (no policy admits more than demotion at full
+// speed from the first write keeps from overflowing) and is s when the
+// period or the rates are unknown.
+func MaxBWLimit(s, period float64, r Rates) float64 {
+	if period <= 0 || r.Validate() != nil {
+		return s
+	}
+	idle := period * r.WriteMax * r.DemoteMax / (r.WriteMax + r.DemoteMax)
+	return min(idle, MaxDWPP(s, r))
+}
+
+// Limit is the most policy p admits per planning period of length period
+// on a buffer of capacity s: s under Dedicated, MaxBWLimit under MaxBW,
+// MaxDWPP under the policies that demote while jobs write.
+func Limit(p Policy, s, period float64, r Rates) (float64, error) {
+	switch p {
+	case Dedicated:
+		return s, nil
+	case MaxBW:
+		return MaxBWLimit(s, period, r), nil
+	case MaxEff, LRU, FIFO, BBOS:
+		if err := r.Validate(); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrRates, err)
+		}
+		return MaxDWPP(s, r), nil
+	}
+	return 0, fmt.Errorf("bbos: unknown policy %q", p)
 }

@@ -246,27 +246,23 @@ type Version struct {
 	Written, Used int64
 }
 
-// Cold returns the files to demote first, in order, until need bytes are
-// freed, under policy p. BBOS (and Dedicated, MaxBW, MaxEff, which the
-// paper gives no rule of their own): a job's older versions first, oldest
-// first, then newest versions of the applications least likely to restart
-// (highest MTBF) first. LRU: least recently used first; FIFO: oldest
-// written first.
-func Cold(p Policy, files []Version, need uint64) []uint64 {
+// Order returns files in the order policy p demotes them, coldest first.
+// BBOS (and Dedicated, MaxBW, MaxEff, which the paper gives no rule of
+// their own): a job's older versions first, oldest first, then newest
+// versions of the applications least likely to restart (highest MTBF)
+// first. versions false is BBOS without version awareness (the paper's
+// Figure 9 baseline): MTBF alone, every file taken as its job's newest.
+// LRU: least recently used first; FIFO: oldest written first.
+func Order(p Policy, files []Version, versions bool) []Version {
 	fs := append([]Version(nil), files...)
-	newest := map[string]int{}
-	for _, f := range fs {
-		if s, ok := newest[f.Job]; !ok || f.Seq > s {
-			newest[f.Job] = f.Seq
-		}
-	}
+	newest := newestSeq(fs)
 	switch p {
 	case LRU:
 		sort.SliceStable(fs, func(i, j int) bool { return fs[i].Used < fs[j].Used })
 	case FIFO:
 		sort.SliceStable(fs, func(i, j int) bool { return fs[i].Written < fs[j].Written })
 	default:
-		old := func(f Version) bool { return f.Seq < newest[f.Job] }
+		old := func(f Version) bool { return versions && f.Seq < newest[f.Job] }
 		sort.SliceStable(fs, func(i, j int) bool {
 			a, b := fs[i], fs[j]
 			if old(a) != old(b) {
@@ -281,9 +277,15 @@ func Cold(p Policy, files []Version, need uint64) []uint64 {
 			return a.Written < b.Written
 		})
 	}
+	return fs
+}
+
+// Cold returns the files to demote first under policy p (Order, version
+// aware), until need bytes are freed.
+func Cold(p Policy, files []Version, need uint64) []uint64 {
 	var out []uint64
 	var freed uint64
-	for _, f := range fs {
+	for _, f := range Order(p, files, true) {
 		if freed >= need {
 			break
 		}
@@ -293,27 +295,63 @@ func Cold(p Policy, files []Version, need uint64) []uint64 {
 	return out
 }
 
-// Bypass says whether an incoming checkpoint of bytes from an application
-// with MTBF mtbf should go straight to the PFS (BBOS's direct checkpoint):
-// the period has already written more than the buffer holds (dwsf + bytes
-// > s, so something must be demoted to take it) and the checkpoint would
-// itself be the first cold data: its MTBF is at least that of every
-// newest version on the buffer, and no older version is there to demote
-// instead.
-func Bypass(files []Version, mtbf float64, bytes uint64, dwsf, s float64) bool {
-	if dwsf+float64(bytes) <= s {
-		return false
-	}
+func newestSeq(files []Version) map[string]int {
 	newest := map[string]int{}
 	for _, f := range files {
 		if q, ok := newest[f.Job]; !ok || f.Seq > q {
 			newest[f.Job] = f.Seq
 		}
 	}
+	return newest
+}
+
+// Bypass says whether an incoming checkpoint in (its job, MTBF and
+// size) should go straight to the PFS (BBOS's direct checkpoint): the
+// period has already written more than the buffer holds (dwsf + bytes >
+// s, so something must be demoted to take it) and the checkpoint would
+// itself be the first cold data: its MTBF is at least that of every
+// newest version on the buffer, and no older version is there to demote
+// instead (its own job's versions on the buffer are all older than it).
+func Bypass(files []Version, in Version, dwsf, s float64) bool {
+	if dwsf+float64(in.Bytes) <= s {
+		return false
+	}
+	newest := newestSeq(files)
 	for _, f := range files {
-		if f.Seq < newest[f.Job] || f.MTBF > mtbf {
+		if f.Job == in.Job || f.Seq < newest[f.Job] || f.MTBF > in.MTBF {
 			return false
 		}
 	}
 	return true
+}
+
+// Throttle is what the buffer's token buckets apply now: the checkpoint
+// write cap and the demotion rate, for the period plan pl when dwsf of
+// dwpp bytes are written and checkpoints are being written (writing) or
+// not. An idle buffer demotes at DemoteMax under every policy (the
+// paper's "demotion when BB is idle"). While checkpoints are written,
+// Dedicated and MaxBW never demote; the others follow the plan (Plan.At).
+func Throttle(p Policy, pl Plan, dwsf, dwpp float64, writing bool, r Rates) (write, demote float64) {
+	switch {
+	case !writing:
+		return r.WriteMax, r.DemoteMax
+	case p == Dedicated || p == MaxBW:
+		return r.WriteMax, 0
+	}
+	return pl.At(dwsf, dwpp, r)
+}
+
+// PredictDWPP predicts the next period's DWPP from the last periods'
+// measured data written (oldest first): the largest of the last three,
+// so that one light period does not leave the next to overflow. With no
+// period measured yet, it is declared (what the grants announce).
+func PredictDWPP(history []float64, declared float64) float64 {
+	if len(history) == 0 {
+		return declared
+	}
+	var m float64
+	for _, h := range history[max(0, len(history)-3):] {
+		m = max(m, h)
+	}
+	return m
 }

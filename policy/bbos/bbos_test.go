@@ -141,21 +141,67 @@ func TestCold(t *testing.T) {
 			t.Errorf("%s, %d bytes: %s, want %s", c.p, c.need, got, c.want)
 		}
 	}
+	// without version awareness: MTBF alone, so b's only version goes
+	// before a's and c's old ones
+	var ids []uint64
+	for _, f := range Order(BBOS, files, false) {
+		ids = append(ids, f.ID)
+	}
+	if got := fmt.Sprint(ids); got != "[3 1 2 5 4]" {
+		t.Errorf("bbos without versions: %s, want [3 1 2 5 4]", got)
+	}
+}
+
+func TestThrottle(t *testing.T) {
+	pl, _ := PlanPeriod(BBOS, 1.9*s, s, rt)
+	for _, p := range Policies {
+		pp, _ := PlanPeriod(p, 1.9*s, s, rt)
+		if w, d := Throttle(p, pp, 0.5*s, 1.9*s, false, rt); w != rt.WriteMax || d != rt.DemoteMax {
+			t.Errorf("%s idle: write %.0f demote %.0f, want full speed both", p, w, d)
+		}
+	}
+	for _, p := range []Policy{Dedicated, MaxBW} {
+		pp, _ := PlanPeriod(p, 1.9*s, s, rt)
+		if w, d := Throttle(p, pp, 1.5*s, 1.9*s, true, rt); w != rt.WriteMax || d != 0 {
+			t.Errorf("%s writing past S: write %.0f demote %.0f, want no demotion", p, w, d)
+		}
+	}
+	w, d := Throttle(BBOS, pl, 1.5*s, 1.9*s, true, rt)
+	if pw, pd := pl.At(1.5*s, 1.9*s, rt); w != pw || d != pd {
+		t.Errorf("bbos writing follows the plan: %.0f/%.0f, plan %.0f/%.0f", w, d, pw, pd)
+	}
+	pm, _ := PlanPeriod(MaxEff, 1.3*s, s, rt)
+	if w, d := Throttle(MaxEff, pm, 0, 1.3*s, true, rt); d != rt.DemoteMax || math.Abs(w-rt.WriteMin) > 1 {
+		t.Errorf("maxeff writing: write %.0f demote %.0f, want WriteMin and DemoteMax", w, d)
+	}
+}
+
+func TestPredictDWPP(t *testing.T) {
+	if got := PredictDWPP(nil, 5); got != 5 {
+		t.Errorf("no history: %v, want the declared 5", got)
+	}
+	if got := PredictDWPP([]float64{9, 1, 2, 3}, 5); got != 3 {
+		t.Errorf("history: %v, want the largest of the last three, 3", got)
+	}
 }
 
 func TestBypass(t *testing.T) {
 	files := []Version{{ID: 1, Job: "a", Seq: 1, MTBF: 100}, {ID: 2, Job: "b", Seq: 3, MTBF: 300}}
-	if Bypass(files, 1000, 10, 50, 100) {
+	in := func(job string, mtbf float64) Version { return Version{Job: job, MTBF: mtbf, Bytes: 10} }
+	if Bypass(files, in("c", 1000), 50, 100) {
 		t.Error("bypass while the buffer has room in the period")
 	}
-	if !Bypass(files, 1000, 10, 95, 100) {
+	if !Bypass(files, in("c", 1000), 95, 100) {
 		t.Error("no bypass for the coldest checkpoint once the period overflows the buffer")
 	}
-	if Bypass(files, 200, 10, 95, 100) {
+	if Bypass(files, in("c", 200), 95, 100) {
 		t.Error("bypass for a checkpoint hotter than data on the buffer")
 	}
 	old := append(files, Version{ID: 3, Job: "a", Seq: 2, MTBF: 100})
-	if Bypass(old, 1000, 10, 95, 100) {
+	if Bypass(old, in("c", 1000), 95, 100) {
 		t.Error("bypass while an older version could be demoted instead")
+	}
+	if Bypass(files, in("b", 1000), 95, 100) {
+		t.Error("bypass of a job's new version while its previous one is on the buffer to demote")
 	}
 }
