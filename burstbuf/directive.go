@@ -34,10 +34,18 @@ type Spec struct {
 	Access string
 	// App tags the job's I/O in Beacon (`app=NAME`; default: none).
 	App string
-	// Checkpoint is a glob of the job's checkpoint files in its buffer
-	// directory (`checkpoint=PATTERN`): its versions for cold-data
-	// selection.
+	// Checkpoint is a glob of the job's checkpoint files
+	// (`checkpoint=PATTERN`): names in its buffer directory, or an
+	// absolute path in sluice whose last element may hold wildcards (a
+	// directory that outlives the job, so that a restart finds the
+	// versions). The files are its versions, in the order they were made,
+	// for cold-data selection; by default every file of the buffer
+	// directory.
 	Checkpoint string
+	// MTBF is the application's mean time between failures (`mtbf=2h`; 0:
+	// the metadata service's default): the burst buffer keeps the newest
+	// checkpoints of the applications likely to restart soonest.
+	MTBF time.Duration
 	// Period is the time between the job's I/O phases (`period=1h`; 0:
 	// unknown): with Capacity, its grant per I/O phase (policy/bbos).
 	Period   time.Duration
@@ -140,10 +148,12 @@ func (sp *Spec) apply(verb string, kv map[string]string) error {
 				if sp.Capacity, err = size.Parse(v); err != nil || sp.Capacity <= 0 {
 					return fmt.Errorf("capacity %q: want a size above 0 (like 20G)", v)
 				}
-			case "period":
-				if sp.Period, err = time.ParseDuration(v); err != nil || sp.Period <= 0 {
-					return fmt.Errorf("period %q: want a duration above 0 (like 30m)", v)
+			case "period", "mtbf":
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return fmt.Errorf("%s %q: want a duration above 0 (like 30m)", k, v)
 				}
+				*map[string]*time.Duration{"period": &sp.Period, "mtbf": &sp.MTBF}[k] = d
 			case "pool", "access", "app", "checkpoint":
 				if v == "" {
 					return fmt.Errorf("%s= needs a value", k)
@@ -176,8 +186,10 @@ func (sp *Spec) check() error {
 		return fmt.Errorf("access=%s: want striped or private", sp.Access)
 	}
 	if sp.Checkpoint != "" {
-		if _, err := path.Match(sp.Checkpoint, ""); err != nil || strings.Contains(sp.Checkpoint, "/") {
-			return fmt.Errorf("checkpoint=%s: want a glob of names in the job's buffer directory", sp.Checkpoint)
+		dir, name := path.Split(sp.Checkpoint)
+		_, err := path.Match(name, "")
+		if err != nil || name == "" || dir != "" && (!absClean(strings.TrimSuffix(dir, "/")) || strings.ContainsAny(dir, "*?[\\")) {
+			return fmt.Errorf("checkpoint=%s: want a glob of names in the job's buffer directory, or an absolute path whose last element is one", sp.Checkpoint)
 		}
 	}
 	for _, st := range sp.StageIn {

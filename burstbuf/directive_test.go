@@ -32,6 +32,10 @@ srun app
 	if len(sp.StageOut) != 1 || sp.StageOut[0] != (Stage{"out/result.dat", "/mnt/sluice/out/result.dat"}) {
 		t.Fatalf("stage_out (a continued line): %+v", sp.StageOut)
 	}
+	if sp, err := Parse("#BB_LUA checkpoint=/sluice/ckpt/app1/ckpt.* mtbf=90m\n", ""); err != nil ||
+		sp.Checkpoint != "/sluice/ckpt/app1/ckpt.*" || sp.MTBF != 90*time.Minute {
+		t.Fatalf("an absolute checkpoint glob and an MTBF: %+v %v", sp, err)
+	}
 	if sp, err := Parse("#!/bin/sh\n#BB_LUA capacity=1G pool=ssd\n", ""); err != nil || sp.Access != "striped" {
 		t.Fatalf("default access: %+v %v", sp, err)
 	}
@@ -53,6 +57,10 @@ func TestParseRefuses(t *testing.T) {
 		{"capacity=1G pool=mem colour=red", "unknown setting"},
 		{"pool=mem pool=ssd", "twice"},
 		{"checkpoint=a/b", "checkpoint"},
+		{"checkpoint=/a/*/b", "checkpoint"},
+		{"checkpoint=/a/", "checkpoint"},
+		{"checkpoint=/a/../b/c*", "checkpoint"},
+		{"mtbf=0s", "mtbf"},
 		{"period=-1h", "period"},
 		{"period=often", "period"},
 		{"stage_in stage_out", "two words"},

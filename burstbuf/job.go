@@ -37,6 +37,22 @@ func (j Job) inMount(p string) bool {
 	return strings.HasPrefix(p, strings.TrimSuffix(j.Mount, "/")+"/")
 }
 
+// CheckpointPath is the glob of the job's checkpoint files as a path in
+// the namespace (the mount's root is "/"): "" for the default, every file
+// of the buffer directory.
+func (j Job) CheckpointPath() (string, error) {
+	c := j.Spec.Checkpoint
+	switch {
+	case c == "":
+		return "", nil
+	case !strings.HasPrefix(c, "/"):
+		return "/.bb/" + j.ID + "/" + c, nil
+	case j.inMount(c):
+		return strings.TrimPrefix(c, strings.TrimSuffix(j.Mount, "/")), nil
+	}
+	return "", fmt.Errorf("checkpoint=%s is outside sluice (%s)", c, j.Mount)
+}
+
 // Setup makes the job's buffer directory, owned by the job's user and
 // closed to others.
 func (j Job) Setup() error {

@@ -88,3 +88,18 @@ func TestJobStages(t *testing.T) {
 		t.Fatal("a job id with a path in it was set up")
 	}
 }
+
+func TestCheckpointPath(t *testing.T) {
+	for _, c := range []struct{ glob, want, err string }{
+		{"", "", ""},
+		{"ckpt.*", "/.bb/42/ckpt.*", ""},
+		{"/mnt/sluice/ckpt/app/v*", "/ckpt/app/v*", ""},
+		{"/elsewhere/v*", "", "outside sluice"},
+	} {
+		j := Job{ID: "42", Mount: "/mnt/sluice", Spec: Spec{Checkpoint: c.glob}}
+		got, err := j.CheckpointPath()
+		if got != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%q: %q %v, want %q %q", c.glob, got, err, c.want, c.err)
+		}
+	}
+}

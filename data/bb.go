@@ -122,6 +122,8 @@ func (s *Server) bbControl(payload []byte) ([]byte, error) {
 	b.mu.Lock()
 	st := wire.BBServerState{BBControl: b.ctl, JobWritten: b.written.Load(), LastJobWrite: b.lastWrite.Load()}
 	b.mu.Unlock()
+	c, u := s.store.Usage()
+	st.Capacity, st.Used = uint64(c), uint64(u)
 	gs := b.gate.Load().Stats()
 	st.Phases, st.Preempted, st.Waited, st.WaitedTotal, st.Active = gs.Phases, gs.Preempted, gs.Waited, gs.WaitedTotal, gs.Active
 	return json.Marshal(st)

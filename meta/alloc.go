@@ -139,6 +139,18 @@ func (s *Service) SetStallReserve(f func(si wire.ServerInfo) uint64) {
 	r.stallReserve = f
 }
 
+// SetPlacementHint sets how placement learns a tier to try first for a
+// new chunk of file ino (parent and name: its primary entry); "" for
+// none. The burst-buffer manager sends checkpoints it classifies cold on
+// arrival to the pfs tier with it (BBOS bypass). f is called with the
+// registry's lock held: it must not call back into the Service.
+func (s *Service) SetPlacementHint(f func(ino, parent uint64, name string) string) {
+	r := &s.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.placeHint = f
+}
+
 // WakeStalled makes writers waiting for a stalled tier look again (the
 // reserves SetStallReserve gives changed).
 func (s *Service) WakeStalled() {
@@ -178,9 +190,13 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 	}
 	servers := r.placeServersLocked(now)
 	r.rotation++
+	var first string
+	if r.placeHint != nil {
+		first = r.placeHint(n.Ino, n.Parent, n.Name)
+	}
 	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
 		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait,
-		Copies: r.s.cfg.Copies})
+		Copies: r.s.cfg.Copies, Tier: first})
 	if errors.Is(err, place.ErrStall) {
 		if r.spaceWake == nil {
 			r.spaceWake = make(chan struct{})

@@ -23,6 +23,17 @@ type BBGrant struct {
 	Period float64 `json:",omitempty"` // seconds between its I/O phases (0: unknown)
 	UID    uint32
 	Since  int64 // unix ns
+	// App names the job's application (`app=`; "": the job alone).
+	App string `json:",omitempty"`
+	// Checkpoint is the glob of the job's checkpoint files, a path in the
+	// namespace whose last element may hold wildcards (`checkpoint=`; the
+	// job's buffer directory's files by default): its versions, in the
+	// order they were created, for cold-data selection (manager/bbos).
+	Checkpoint string `json:",omitempty"`
+	// MTBF is the application's mean time between failures in seconds
+	// (`mtbf=`; 0: the manager's default): a low MTBF means a restart,
+	// which reads the newest version, is likely soon.
+	MTBF float64 `json:",omitempty"`
 }
 
 // BBPool is a pool as grants see it.

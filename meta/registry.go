@@ -28,6 +28,9 @@ type registry struct {
 	// stallReserve gives each data server's write-stall reserve (Cs-w;
 	// SetStallReserve); nil: none.
 	stallReserve func(wire.ServerInfo) uint64
+	// placeHint names a tier to try first for a new chunk of a file
+	// (SetPlacementHint); nil: none.
+	placeHint func(ino, parent uint64, name string) string
 	// spaceWake is closed (and cleared) when a data server's free space
 	// may have grown; writers waiting for a stalled tier wait on it.
 	spaceWake chan struct{}
@@ -223,6 +226,17 @@ func (r *registry) client(id uint64) (*rpc.Client, error) {
 		Timeout: r.s.cfg.Timeout, Name: fmt.Sprintf("data server %d (%s, %s)", id, m.info.Tier, m.info.Addr)})
 	r.clients[id] = c
 	return c, nil
+}
+
+// CallData sends m with payload to data server id and returns the
+// reply's payload (the burst-buffer manager's OpBBServer).
+func (s *Service) CallData(ctx context.Context, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
+	c, err := s.reg.client(id)
+	if err != nil {
+		return nil, err
+	}
+	_, out, err := c.Call(ctx, m, payload, nil)
+	return out, err
 }
 
 func (r *registry) callData(ctx context.Context, id uint64, m *wire.Msg) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	bbmgr "github.com/sluice-hpc/sluice/manager/bbos"
 	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/policy/bbos"
 )
@@ -37,6 +38,7 @@ func cmdBB(args []string) error {
 	hurry := fs.Bool("hurry", false, "teardown: the job was cancelled; do not wait")
 	nodes := fs.String("nodes", "", "pre-run: the job's nodes, comma-separated")
 	wait := fs.Duration("wait", 0, "setup: how long to wait for the policy to admit the job's grant")
+	asJSON := fs.Bool("json", false, "status: print the burst-buffer manager's state as JSON")
 	subs := []string{"job-process", "pools", "setup", "data-in", "paths", "pre-run", "post-run", "data-out", "teardown", "status"}
 	mc, sub, err := metaClientSub(fs, cfg, args, subs...)
 	if err != nil {
@@ -51,6 +53,13 @@ func cmdBB(args []string) error {
 		return bbPools(mc)
 	}
 	if sub == "status" {
+		if *asJSON {
+			_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpBB, Name: "status"}, nil, nil)
+			if err == nil {
+				_, err = os.Stdout.Write(append(p, '\n'))
+			}
+			return err
+		}
 		return bbStatus(mc, *mount)
 	}
 	if *script == "" {
@@ -86,7 +95,13 @@ func cmdBB(args []string) error {
 		if spec.Capacity == 0 {
 			return nil
 		}
-		g := meta.BBGrant{Job: j.ID, Pool: spec.Pool, Size: uint64(spec.Capacity), Period: spec.Period.Seconds(), UID: uint32(*uid)}
+		ckpt, err := j.CheckpointPath()
+		if err != nil {
+			j.Teardown()
+			return err
+		}
+		g := meta.BBGrant{Job: j.ID, Pool: spec.Pool, Size: uint64(spec.Capacity), Period: spec.Period.Seconds(), UID: uint32(*uid),
+			App: spec.App, Checkpoint: ckpt, MTBF: spec.MTBF.Seconds()}
 		if err := bbGrant(ctx, mc, g, *wait); err != nil {
 			j.Teardown()
 			return err
@@ -205,6 +220,17 @@ func bbStatus(mc *rpc.Client, mount string) error {
 			fmt.Printf(" every %s", time.Duration(g.Period*float64(time.Second)))
 		}
 		fmt.Printf(" (uid %d, since %s)\n", g.UID, time.Unix(0, g.Since).Format(time.DateTime))
+	}
+	var st bbmgr.Status
+	if _, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpBB, Name: "status"}, nil, nil); err == nil && json.Unmarshal(p, &st) == nil {
+		for _, p := range st.Pools {
+			fmt.Printf("pool %s period %s (%s in): written %s of %s expected (%s), demotion %s; checkpoints at %s/s, demotion at %s/s; %d phases, %d requests waited %s\n",
+				p.Pool, p.Period, p.Elapsed.Round(time.Second), size.Format(p.DWSF), size.Format(p.DWPP), map[bool]string{true: "writing", false: "idle"}[p.Writing],
+				p.Pattern, size.Format(uint64(p.Write)), size.Format(uint64(p.Demote)), p.Phases, p.Waited, p.WaitedTotal.Round(time.Millisecond))
+		}
+		t := st.Totals
+		fmt.Printf("demoted %s (%d files), evicted %s (%d), bypassed %s (%d)\n", size.Format(t.Demoted), t.DemotedFiles,
+			size.Format(t.Evicted), t.EvictedFiles, size.Format(t.Bypassed), t.BypassedFiles)
 	}
 	if mount == "" {
 		return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/fwdmap"
+	bbmgr "github.com/sluice-hpc/sluice/manager/bbos"
 	"github.com/sluice-hpc/sluice/manager/tiering"
 	tierpol "github.com/sluice-hpc/sluice/policy/tiering"
 
@@ -146,6 +147,13 @@ func cmdMeta(args []string) error {
 	tierFree := fs.String("tier-free", "", "free-space thresholds Cs-w,Cf-m,Cn-m of every mem/ssd/hdd server, e.g. 4M,64M,256M (default: derived per server, docs/tiering.md)")
 	bbPolicy := fs.String("bb-policy", "dedicated", "burst-buffer grant admission (policy/bbos): dedicated, maxbw, maxeff, lru, fifo or bbos")
 	bbRates := fs.String("bb-rates", "", "the buffer's rates for the over-subscribing policies, MB/s: WRITE_MAX,WRITE_MIN,DEMOTE_MIN,DEMOTE_MAX (docs/bbos.md)")
+	bbBypass := fs.Bool("bb-bypass", true, "bbos: write checkpoints classified cold on arrival straight to the PFS")
+	bbVersions := fs.Bool("bb-versions", true, "cold data by checkpoint version first (false: by MTBF alone, the paper's baseline)")
+	bbMTBF := fs.Duration("bb-mtbf", 24*time.Hour, "a burst-buffer grant's MTBF when its job names none (mtbf=)")
+	bbPeriod := fs.Duration("bb-period", time.Hour, "the burst buffer's planning period when no grant names one (period=)")
+	bbEvery := fs.Duration("bb-every", 250*time.Millisecond, "how often the burst-buffer manager looks at its pools")
+	bbGap := fs.Duration("bb-gap", 0, "burst-buffer I/O scheduler: a job's phase ends after this long without a request (0: the servers' 50ms)")
+	bbMaxWait := fs.Duration("bb-max-wait", 0, "burst-buffer I/O scheduler: no job waits longer for its turn (0: the servers' 10s)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
 	var pol dfra.Config
@@ -244,12 +252,23 @@ func cmdMeta(args []string) error {
 	default:
 		return fmt.Errorf("--drain-default %q: want cool, on-close, now or never", *drainDefault)
 	}
+	// the burst-buffer manager demotes through the tiering manager, which
+	// leaves the checkpoints it manages alone
+	var bmgr *bbmgr.Manager
 	tmgr := tiering.New(tiering.Config{NS: svc, Policy: tpol, Auto: *tierMode == "auto", Log: log.With("part", "tiering"),
-		Metrics: df.reg, DefaultDrain: *drainDefault, DrainAge: *drainAge, Decisions: records})
+		Metrics: df.reg, DefaultDrain: *drainDefault, DrainAge: *drainAge, Decisions: records,
+		Managed: func(ino uint64) bool { return bmgr.Managed(ino) }})
+	bmgr = bbmgr.New(bbmgr.Config{NS: svc, Mover: tmgr, Policy: bbp, Rates: bbr, NoVersions: !*bbVersions, Bypass: *bbBypass,
+		DefaultMTBF: *bbMTBF, DefaultPeriod: *bbPeriod, Reserve: uint64(*chunk), Gap: *bbGap, MaxWait: *bbMaxWait,
+		Log: log.With("part", "burst-buffer"), Metrics: df.reg, Decisions: records})
 	ttick := time.NewTicker(*tierEvery)
 	defer ttick.Stop()
-	svc.SetStallReserve(tmgr.StallReserve)
+	svc.SetStallReserve(func(si wire.ServerInfo) uint64 { return max(tmgr.StallReserve(si), bmgr.StallReserve(si)) })
+	svc.SetPlacementHint(bmgr.Hint)
 	go tmgr.Run(ctx, ttick.C)
+	btick := time.NewTicker(*bbEvery)
+	defer btick.Stop()
+	go bmgr.Run(ctx, btick.C)
 	mgr := forwarding.New(forwarding.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: records,
 		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
 		Profile: func(key string) (beacon.Profile, bool) {
@@ -270,7 +289,7 @@ func cmdMeta(args []string) error {
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
 	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
-		wire.OpMigrate: tmgr.Handler(), wire.OpBB: svc.BBHandler()},
+		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBHandler())},
 		Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()

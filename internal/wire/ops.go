@@ -289,6 +289,8 @@ type BBServerState struct {
 	// ended (unix ns; 0: none yet).
 	JobWritten   uint64
 	LastJobWrite int64
+	// Capacity and Used are the store's, now.
+	Capacity, Used uint64
 	// The scheduler's figures: phases begun and cut short, requests that
 	// waited and their waits summed, the job whose phase runs.
 	Phases, Preempted, Waited uint64

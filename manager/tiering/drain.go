@@ -70,6 +70,9 @@ func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.S
 				continue
 			}
 			seen[f.Ino] = true
+			if m.managed(f.Ino) {
+				continue
+			}
 			due, keep := m.drainDue(now, f.Ino)
 			if !due || keep && m.drained(f.Ino) {
 				continue
@@ -89,7 +92,7 @@ func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.S
 			m.logDecision(wire.MigrationJob, "drain", []string{fmt.Sprintf("drain inode %d to the PFS (its directory's drain policy, or --drain-default %s)",
 				f.Ino, m.cfg.DefaultDrain)})
 			go func(ino uint64, keep bool) {
-				n, err := m.moveFileAs(ctx, ino, 0, "pfs", 0, keep)
+				n, _, err := m.moveFileAs(ctx, ino, 0, "pfs", 0, keep)
 				m.mu.Lock()
 				delete(m.migrating, ino)
 				m.draining--

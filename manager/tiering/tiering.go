@@ -81,6 +81,10 @@ type Config struct {
 	// Decisions keeps the manager's decisions for `sluice job` (Beacon's
 	// store; nil: the log only).
 	Decisions DecisionLog
+	// Managed says whether another manager moves file ino (the burst
+	// buffer's checkpoints, manager/bbos): this one then neither moves
+	// nor drains it. nil: none.
+	Managed func(ino uint64) bool
 }
 
 // Manager carries out tier migrations.
@@ -212,7 +216,7 @@ func (m *Manager) Tick(ctx context.Context) {
 		}
 		src = m.observe(si, files[si.ID])
 		for i := range src.Files {
-			src.Files[i].Pinned = src.Files[i].Pinned || m.pinnedOn(src.Files[i].Ino, si.Tier)
+			src.Files[i].Pinned = src.Files[i].Pinned || m.pinnedOn(src.Files[i].Ino, si.Tier) || m.managed(src.Files[i].Ino)
 		}
 		d = pol.Plan(now, m.cfg.Policy, src, si.Rank, m.targets(servers, si.Rank))
 		m.setDecision(si.ID, d)
@@ -241,6 +245,10 @@ func (m *Manager) setDecision(id uint64, d pol.Decision) {
 	if wake {
 		m.cfg.NS.WakeStalled() // their wait is in vain now: let them spill
 	}
+}
+
+func (m *Manager) managed(ino uint64) bool {
+	return m.cfg.Managed != nil && m.cfg.Managed(ino)
 }
 
 // stuckLocked: server id is short of space and the policy found nothing
@@ -398,23 +406,25 @@ func group(servers []wire.ServerInfo, tier string, first uint64, g int) []uint64
 // group (0: the emptiest server of the tier). It returns the chunks moved
 // and the first error.
 func (m *Manager) moveFile(ctx context.Context, ino, from uint64, tierName string, to uint64) (int, error) {
-	return m.moveFileAs(ctx, ino, from, tierName, to, false)
+	n, _, err := m.moveFileAs(ctx, ino, from, tierName, to, false)
+	return n, err
 }
 
 // moveFileAs is moveFile; keep (a drain to the pfs tier with
 // --keep-cache) copies the chunks there, leaving them where they are as
 // clean caches. A chunk that is such a cache moving down anywhere is
-// evicted to its home instead of copied.
-func (m *Manager) moveFileAs(ctx context.Context, ino, from uint64, tierName string, to uint64, keep bool) (int, error) {
+// evicted to its home instead of copied. It also returns the bytes moved.
+func (m *Manager) moveFileAs(ctx context.Context, ino, from uint64, tierName string, to uint64, keep bool) (int, uint64, error) {
 	locs, err := m.cfg.NS.Layout(ino)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	rank, ok := tier.Rank(tierName)
 	if !ok {
-		return 0, rpc.Errorf(syscall.EINVAL, "unknown tier %q", tierName)
+		return 0, 0, rpc.Errorf(syscall.EINVAL, "unknown tier %q", tierName)
 	}
 	moved := 0
+	var total uint64
 	var first error
 	for _, l := range locs {
 		if l.Tier == tierName || from != 0 && !contains(l.All(), from) {
@@ -434,7 +444,7 @@ func (m *Manager) moveFileAs(ctx context.Context, ino, from uint64, tierName str
 		default:
 			dst = group(m.cfg.NS.Servers(), tierName, to, len(l.Servers))
 			if len(dst) == 0 {
-				return moved, rpc.Errorf(syscall.ENOSPC, "no live data server in the %s tier (rank %d)", tierName, rank)
+				return moved, total, rpc.Errorf(syscall.ENOSPC, "no live data server in the %s tier (rank %d)", tierName, rank)
 			}
 			if keep && tierName == "pfs" {
 				bytes, err = m.cfg.NS.CopyChunk(ctx, ino, l.Idx, dst)
@@ -454,6 +464,7 @@ func (m *Manager) moveFileAs(ctx context.Context, ino, from uint64, tierName str
 			continue
 		}
 		moved++
+		total += bytes
 		d := m.cfg.Now().Sub(start).Seconds()
 		m.moved.WithLabelValues(l.Tier, tierName).Add(float64(bytes))
 		m.mu.Lock()
@@ -473,7 +484,7 @@ func (m *Manager) moveFileAs(ctx context.Context, ino, from uint64, tierName str
 		m.totals.Files++
 		m.mu.Unlock()
 	}
-	return moved, first
+	return moved, total, first
 }
 
 func contains(ids []uint64, id uint64) bool {
@@ -491,21 +502,11 @@ func (m *Manager) Migrate(ctx context.Context, ino uint64, tierName string, wait
 	if _, ok := tier.Rank(tierName); !ok {
 		return 0, rpc.Errorf(syscall.EINVAL, "unknown tier %q (want mem, ssd, hdd or pfs)", tierName)
 	}
-	m.mu.Lock()
-	busy := m.migrating[ino]
-	if !busy {
-		m.migrating[ino] = true
-	}
-	m.mu.Unlock()
-	if busy {
-		return 0, rpc.Errorf(syscall.EBUSY, "inode %d is migrating already", ino)
+	if err := m.claim(ino); err != nil {
+		return 0, err
 	}
 	run := func(ctx context.Context) (int, error) {
-		defer func() {
-			m.mu.Lock()
-			delete(m.migrating, ino)
-			m.mu.Unlock()
-		}()
+		defer m.release(ino)
 		return m.moveFile(ctx, ino, 0, tierName, 0)
 	}
 	if wait {
@@ -513,6 +514,67 @@ func (m *Manager) Migrate(ctx context.Context, ino uint64, tierName string, wait
 	}
 	go run(context.Background())
 	return 0, nil
+}
+
+// Demote copies every chunk of file ino that is not on the PFS to the
+// pfs tier and keeps the fast copies as clean caches (a drain with
+// --keep-cache): the burst-buffer manager's demotion (manager/bbos). It
+// returns the bytes copied; EBUSY if the file is migrating already.
+func (m *Manager) Demote(ctx context.Context, ino uint64) (uint64, error) {
+	return m.exclusive(ino, func() (uint64, error) {
+		_, n, err := m.moveFileAs(ctx, ino, 0, "pfs", 0, true)
+		return n, err
+	})
+}
+
+// Evict drops the fast copies of file ino's chunks that have a clean copy
+// on the PFS (the burst buffer's deleters); chunks without one stay. It
+// returns the chunks evicted.
+func (m *Manager) Evict(ctx context.Context, ino uint64) (int, error) {
+	n, err := m.exclusive(ino, func() (uint64, error) {
+		locs, err := m.cfg.NS.Layout(ino)
+		if err != nil {
+			return 0, err
+		}
+		var evicted uint64
+		for _, l := range locs {
+			if len(l.Home) == 0 || l.Tier == "pfs" {
+				continue
+			}
+			if _, err := m.cfg.NS.EvictChunk(ctx, ino, l.Idx); err != nil {
+				return evicted, err
+			}
+			evicted++
+		}
+		return evicted, nil
+	})
+	return int(n), err
+}
+
+// exclusive runs f as file ino's only migration.
+func (m *Manager) exclusive(ino uint64, f func() (uint64, error)) (uint64, error) {
+	if err := m.claim(ino); err != nil {
+		return 0, err
+	}
+	defer m.release(ino)
+	return f()
+}
+
+// claim marks file ino migrating, or says it is already.
+func (m *Manager) claim(ino uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.migrating[ino] {
+		return rpc.Errorf(syscall.EBUSY, "inode %d is migrating already", ino)
+	}
+	m.migrating[ino] = true
+	return nil
+}
+
+func (m *Manager) release(ino uint64) {
+	m.mu.Lock()
+	delete(m.migrating, ino)
+	m.mu.Unlock()
 }
 
 // Status is what `sluice status` shows of tiering.

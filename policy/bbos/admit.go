@@ -51,19 +51,8 @@ func Admit(p Policy, s float64, r Rates, grants []Grant, req Grant) (Admission, 
 	if req.Size <= 0 || req.Period < 0 || math.IsNaN(req.Size) || math.IsNaN(req.Period) {
 		return Admission{}, fmt.Errorf("bbos: bad grant request %+v", req)
 	}
-	all := append(grants[:len(grants):len(grants)], req)
 	var a Admission
-	for _, g := range all {
-		a.Period = max(a.Period, g.Period)
-	}
-	for _, g := range all {
-		switch {
-		case p == Dedicated || g.Period == 0 || a.Period == 0:
-			a.Load += g.Size
-		default:
-			a.Load += g.Size * a.Period / g.Period
-		}
-	}
+	a.Load, a.Period = Load(p, append(grants[:len(grants):len(grants)], req))
 	var err error
 	if a.Limit, err = Limit(p, s, a.Period, r); err != nil {
 		return Admission{}, err
@@ -119,4 +108,24 @@ func Limit(p Policy, s, period float64, r Rates) (float64, error) {
 		return MaxDWPP(s, r), nil
 	}
 	return 0, fmt.Errorf("bbos: unknown policy %q", p)
+}
+
+// Load is what grants put on a buffer under policy p, and the planning
+// period T (the longest of their periods; 0 if none is known): the sum of
+// their sizes under Dedicated (held for the jobs' lifetimes), else the data
+// written per period T (DWPP), each grant counted T/Period times and one
+// of unknown period once.
+func Load(p Policy, grants []Grant) (load, period float64) {
+	for _, g := range grants {
+		period = max(period, g.Period)
+	}
+	for _, g := range grants {
+		switch {
+		case p == Dedicated || g.Period == 0 || period == 0:
+			load += g.Size
+		default:
+			load += g.Size * period / g.Period
+		}
+	}
+	return load, period
 }

@@ -57,6 +57,10 @@ type Chunk struct {
 	// MayWait: the writer can wait for a stalled tier to free space
 	// (ErrStall) instead of spilling to the next tier.
 	MayWait bool
+	// Tier, if set, is tried before the others (a burst-buffer bypass
+	// sends a cold checkpoint to the pfs tier); where it has no room the
+	// chunk is placed as without it.
+	Tier string
 	// Copies is how many copies a chunk keeps on a tier, by tier name
 	// (missing or below 2: one). A tier that cannot hold every copy in
 	// groups of different failure domains does not take the chunk.
@@ -102,6 +106,12 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 		}
 		return tiers[i] < tiers[j]
 	})
+	for i, t := range tiers {
+		if t == c.Tier && i > 0 {
+			tiers = append([]string{t}, append(tiers[:i:i], tiers[i+1:]...)...)
+			break
+		}
+	}
 	unit := c.StripeUnit
 	if unit == 0 {
 		unit = c.ChunkSize

@@ -69,6 +69,7 @@ func TestPlace(t *testing.T) {
 				switch a.Key {
 				case "tier":
 					tier = v
+					c.Tier = v // place: the tier to try first
 				case "have":
 					for _, x := range a.Vals {
 						id, _ := strconv.ParseUint(x, 10, 64)

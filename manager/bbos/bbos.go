@@ -1,0 +1,838 @@
+// Package bbos is the burst-buffer manager (BBOS, docs/bbos.md): it runs
+// inside the metadata daemon and carries out the policy of policy/bbos on
+// the data servers of each buffer pool (the mem or ssd tier) that jobs
+// hold grants on.
+//
+// Every tick it learns from the pool's servers what jobs wrote (DWSF, and
+// whether checkpoints are being written now), keeps the period (the
+// grants' longest) and the DWPP of past periods, asks the policy for the
+// period's plan and the rates it calls for now, and sets them on the
+// servers' token buckets with the I/O scheduler (OpBBServer). It scans the
+// grants' checkpoint files (their versions), demotes them to the PFS in
+// the policy's cold order at the plan's demotion rate, keeping the buffer
+// copy as a clean cache (the tiering manager's keep-cache copy), evicts
+// demoted copies when the buffer needs room for new checkpoints, and sends
+// a checkpoint the policy classifies cold on arrival straight to the pfs
+// tier (placement's hint).
+//
+// It owns the pools' period state and the versions it scanned (soft state,
+// rebuilt after a restart). It must not copy data (the data servers do) or
+// decide anything the policy decides.
+package bbos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/size"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+	pol "github.com/sluice-hpc/sluice/policy/bbos"
+)
+
+// Namespace is what the manager needs of the metadata service.
+type Namespace interface {
+	Servers() []wire.ServerInfo
+	Grants() ([]meta.BBGrant, error)
+	Lookup(parent uint64, name string) (*wire.Attr, error)
+	Getattr(ino uint64) (*wire.Attr, error)
+	Readdir(ino uint64, after string, max int) ([]wire.DirEntry, error)
+	Layout(ino uint64) ([]wire.ChunkLoc, error)
+	Activity(ino uint64) (wire.Activity, error)
+	CallData(ctx context.Context, id uint64, m *wire.Msg, payload []byte) ([]byte, error)
+}
+
+var _ Namespace = (*meta.Service)(nil)
+
+// Mover demotes and evicts files: the tiering manager.
+type Mover interface {
+	// Demote copies a file's chunks to the PFS, keeping the buffer's
+	// copies as clean caches; the bytes copied.
+	Demote(ctx context.Context, ino uint64) (uint64, error)
+	// Evict drops the buffer's copies that have a clean copy on the PFS;
+	// the chunks dropped.
+	Evict(ctx context.Context, ino uint64) (int, error)
+}
+
+// DecisionLog keeps decisions by job (Beacon's store).
+type DecisionLog interface {
+	PutDecision(job string, at time.Time, v []byte) error
+}
+
+// Config configures the manager.
+type Config struct {
+	NS     Namespace
+	Mover  Mover
+	Policy pol.Policy
+	Rates  pol.Rates
+	// NoVersions turns version awareness off: cold data by MTBF alone
+	// (the paper's Figure 9 baseline).
+	NoVersions bool
+	// Bypass sends checkpoints the policy classifies cold on arrival to
+	// the pfs tier (bbos only).
+	Bypass bool
+	// DefaultMTBF is a grant's MTBF when it names none (default 24 h).
+	DefaultMTBF time.Duration
+	// DefaultPeriod is the planning period when no grant names one
+	// (default 1 h).
+	DefaultPeriod time.Duration
+	// Reserve is the free space placement keeps on a pool's server while
+	// the manager can free space there (writers wait for it rather than
+	// spill); default 4 MiB, a chunk.
+	Reserve uint64
+	// Idle is how long after the last job write a pool counts as idle
+	// (default 500 ms).
+	Idle time.Duration
+	// Gap and MaxWait configure the servers' I/O scheduler (0: the
+	// servers' defaults).
+	Gap, MaxWait time.Duration
+	Log          *slog.Logger
+	Now          func() time.Time
+	Metrics      prometheus.Registerer
+	Decisions    DecisionLog
+}
+
+// Manager runs the burst buffer.
+type Manager struct {
+	cfg Config
+
+	mu       sync.Mutex           // guards the fields below
+	pools    map[string]*pool     // by tier
+	versions map[uint64]*version  // checkpoint files seen by the last scan
+	dirs     map[uint64][]ckptSeq // checkpoint directories: their sequences
+	hints    map[uint64]string    // files placement asked about: "pfs" (bypassed) or ""
+	bypassed map[uint64]uint64    // bypassed files and their sizes as last scanned
+	busy     map[uint64]bool      // files being demoted or evicted
+	streams  map[string]int       // demotions running, by pool
+	totals   Totals
+
+	demotedC, evictedC, bypassedC prometheus.Counter
+}
+
+// ckptSeq is one grant's checkpoint sequence: the files of a directory
+// whose names match a glob.
+type ckptSeq struct {
+	glob  string // the sequence's name: the grant's checkpoint path
+	dir   uint64
+	match string // the pattern of names
+	grant meta.BBGrant
+	mtbf  float64
+}
+
+// version is a checkpoint file as the last scan saw it.
+type version struct {
+	pol.Version
+	Name     string
+	Pool     string
+	JobID    string // the grant's job
+	OnBuffer bool   // some chunk is on the pool's tier
+	Demoted  bool   // every chunk on the buffer has a clean copy on the PFS (or none is on the buffer)
+	Open     bool
+	Servers  []uint64 // pool servers holding it
+}
+
+// pool is one buffer pool's period state.
+type pool struct {
+	Name    string
+	servers []uint64
+	S       float64 // capacity
+	Free    float64
+	period  time.Duration
+	start   time.Time
+	base    map[uint64]uint64 // each server's JobWritten at the period's start
+	last    map[uint64]wire.BBServerState
+	history []float64 // DWPP measured in past periods, oldest first
+	grants  []meta.BBGrant
+
+	declared, dwpp, dwsf float64
+	plan                 pol.Plan
+	write, demote        float64
+	writing              bool
+	ctl                  wire.BBControl
+	canFree              bool // it holds versions it can free (demote, evict)
+}
+
+// Totals are the manager's running figures.
+type Totals struct {
+	Demoted, DemotedFiles   uint64 // bytes and files copied to the PFS
+	Evicted, EvictedFiles   uint64 // bytes and files of buffer copies dropped
+	Bypassed, BypassedFiles uint64 // checkpoints sent to the PFS on arrival
+	Failed                  uint64 // demotions and evictions that failed
+}
+
+// New returns a manager.
+func New(cfg Config) *Manager {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DefaultMTBF <= 0 {
+		cfg.DefaultMTBF = 24 * time.Hour
+	}
+	if cfg.DefaultPeriod <= 0 {
+		cfg.DefaultPeriod = time.Hour
+	}
+	if cfg.Reserve == 0 {
+		cfg.Reserve = 4 << 20
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = 500 * time.Millisecond
+	}
+	m := &Manager{cfg: cfg, pools: map[string]*pool{}, versions: map[uint64]*version{}, dirs: map[uint64][]ckptSeq{},
+		hints: map[uint64]string{}, bypassed: map[uint64]uint64{}, busy: map[uint64]bool{}, streams: map[string]int{}}
+	m.demotedC = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_bb_demoted_bytes_total",
+		Help: "Checkpoint bytes demoted from the burst buffer to the PFS."})
+	m.evictedC = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_bb_evicted_bytes_total",
+		Help: "Bytes of demoted checkpoints' buffer copies dropped to make room."})
+	m.bypassedC = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_bb_bypassed_bytes_total",
+		Help: "Checkpoint bytes written straight to the PFS (classified cold on arrival)."})
+	if cfg.Metrics != nil {
+		cfg.Metrics.MustRegister(m.demotedC, m.evictedC, m.bypassedC)
+	}
+	return m
+}
+
+// Run ticks until ctx ends.
+func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			m.Tick(ctx)
+		}
+	}
+}
+
+// Tick looks at every pool once: controls, versions, demotions, evictions.
+func (m *Manager) Tick(ctx context.Context) {
+	now := m.cfg.Now()
+	grants, err := m.cfg.NS.Grants()
+	if err != nil {
+		m.cfg.Log.Warn("burst buffer: reading the grants failed", "err", err)
+		return
+	}
+	byPool := map[string][]meta.BBGrant{}
+	for _, g := range grants {
+		byPool[g.Pool] = append(byPool[g.Pool], g)
+	}
+	servers := m.cfg.NS.Servers()
+	m.mu.Lock()
+	names := make([]string, 0, len(m.pools))
+	for name := range m.pools {
+		names = append(names, name)
+	}
+	m.mu.Unlock()
+	for name := range byPool {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	done := map[string]bool{}
+	for _, name := range names {
+		if done[name] {
+			continue
+		}
+		done[name] = true
+		m.control(ctx, now, name, byPool[name], servers)
+	}
+	m.scan(grants)
+	m.act(ctx, now)
+}
+
+// control updates pool name's period state from its servers and sets the
+// rates the plan calls for on them; a pool without grants has its
+// controls lifted and is forgotten.
+func (m *Manager) control(ctx context.Context, now time.Time, name string, grants []meta.BBGrant, servers []wire.ServerInfo) {
+	var ids []uint64
+	var capacity, used float64
+	for _, si := range servers {
+		if si.Role == "data" && si.Tier == name && si.Alive {
+			ids = append(ids, si.ID)
+			capacity += float64(si.Capacity)
+			used += float64(min(si.Used, si.Capacity))
+		}
+	}
+	m.mu.Lock()
+	p := m.pools[name]
+	if p == nil {
+		p = &pool{Name: name, start: now, base: map[uint64]uint64{}, last: map[uint64]wire.BBServerState{}}
+		m.pools[name] = p
+	}
+	if len(grants) == 0 {
+		delete(m.pools, name)
+	}
+	m.mu.Unlock()
+	if len(grants) == 0 {
+		m.send(ctx, p, ids, wire.BBControl{}) // lift the controls
+		return
+	}
+	// the period and what the grants declare
+	pg := make([]pol.Grant, len(grants))
+	for i, g := range grants {
+		pg[i] = pol.Grant{Job: g.Job, Size: float64(g.Size), Period: g.Period}
+	}
+	declared, period := pol.Load(m.cfg.Policy, pg)
+	T := m.cfg.DefaultPeriod
+	if period > 0 {
+		T = time.Duration(period * float64(time.Second))
+	}
+	m.mu.Lock()
+	p.servers, p.S, p.Free, p.grants, p.declared, p.period = ids, capacity, capacity-used, grants, declared, T
+	m.rollLocked(p, now)
+	ctl := m.controlLocked(p, now)
+	m.mu.Unlock()
+	// the servers answer with what they wrote since the last look: if
+	// that changes the controls, they get the new ones at once
+	for try := 0; ; try++ {
+		m.recordStates(p, m.send(ctx, p, ids, ctl))
+		m.mu.Lock()
+		next := m.controlLocked(p, now)
+		m.mu.Unlock()
+		if next == ctl || try == 1 {
+			return
+		}
+		ctl = next
+	}
+}
+
+// recordStates keeps what pool p's servers answered.
+func (m *Manager) recordStates(p *pool, states map[uint64]wire.BBServerState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var free float64
+	for _, st := range states {
+		free += float64(st.Capacity - min(st.Used, st.Capacity))
+	}
+	if len(states) > 0 {
+		p.Free = free // fresher than the heartbeats
+	}
+	for id, st := range states {
+		if b, ok := p.base[id]; !ok || st.JobWritten < b {
+			p.base[id] = st.JobWritten // new server, or restarted: counts from here
+			if prev, seen := p.last[id]; seen && st.JobWritten < b {
+				p.base[id] = st.JobWritten - min(st.JobWritten, prev.JobWritten-b) // keep what it counted before
+			}
+		}
+		p.last[id] = st
+	}
+}
+
+// rollLocked starts the next period once this one is over, keeping what
+// it wrote. Caller holds m.mu.
+func (m *Manager) rollLocked(p *pool, now time.Time) {
+	if now.Before(p.start.Add(p.period)) {
+		return
+	}
+	p.history = append(p.history, p.dwsf)
+	if len(p.history) > 16 {
+		p.history = p.history[1:]
+	}
+	p.start = p.start.Add(p.period)
+	if now.Sub(p.start) >= p.period { // idle periods: none written
+		p.history = append(p.history, 0)
+		p.start = now
+	}
+	for id, st := range p.last {
+		p.base[id] = st.JobWritten
+	}
+	p.dwsf = 0
+}
+
+// controlLocked computes pool p's DWSF, DWPP, plan and rates now, and the
+// controls for each of its servers. Caller holds m.mu.
+func (m *Manager) controlLocked(p *pool, now time.Time) wire.BBControl {
+	var dwsf float64
+	writing := false
+	for id, st := range p.last {
+		if !contains(p.servers, id) {
+			continue
+		}
+		dwsf += float64(st.JobWritten - min(st.JobWritten, p.base[id]))
+		writing = writing || st.LastJobWrite != 0 && now.Sub(time.Unix(0, st.LastJobWrite)) < m.cfg.Idle
+	}
+	p.dwsf, p.writing = dwsf, writing
+	p.dwpp = max(pol.PredictDWPP(p.history, p.declared), dwsf)
+	r := m.cfg.Rates
+	ctl := wire.BBControl{Sched: m.cfg.Policy != pol.Dedicated, Gap: m.cfg.Gap, MaxWait: m.cfg.MaxWait}
+	if r.Validate() != nil {
+		// no rates (dedicated without --bb-rates): no caps; demote
+		// while idle
+		p.plan = pol.Plan{Pattern: pol.IdleOnly, Start: p.S, Full: p.S}
+		p.write, p.demote = 0, 0
+		if !writing {
+			p.demote = 1 // any rate: the servers are not capped
+		}
+		return ctl
+	}
+	pl, err := pol.PlanPeriod(m.cfg.Policy, p.dwpp, p.S, r)
+	if err != nil {
+		m.cfg.Log.Warn("burst buffer: no plan", "pool", p.Name, "err", err)
+	}
+	p.plan = pl
+	p.write, p.demote = pol.Throttle(m.cfg.Policy, pl, dwsf, p.dwpp, writing, r)
+	n := float64(max(len(p.servers), 1))
+	ctl.WriteCap = p.write / n
+	// a demotion already copying when the plan stops demotion goes on at
+	// the slowest rate rather than hold its chunk for long
+	ctl.DemoteCap = max(p.demote, r.DemoteMin, r.DemoteMax/100) / n
+	return ctl
+}
+
+// send sets ctl on the servers ids and returns their states.
+func (m *Manager) send(ctx context.Context, p *pool, ids []uint64, ctl wire.BBControl) map[uint64]wire.BBServerState {
+	b, _ := json.Marshal(ctl)
+	out := map[uint64]wire.BBServerState{}
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		reply, err := m.cfg.NS.CallData(cctx, id, &wire.Msg{Op: wire.OpBBServer}, b)
+		cancel()
+		if err != nil {
+			m.cfg.Log.Info("burst buffer: a pool server did not take its controls", "pool", p.Name, "server", id, "err", err)
+			continue
+		}
+		var st wire.BBServerState
+		if err := json.Unmarshal(reply, &st); err != nil {
+			continue
+		}
+		out[id] = st
+	}
+	m.mu.Lock()
+	p.ctl = ctl
+	m.mu.Unlock()
+	return out
+}
+
+// scan reads the grants' checkpoint files: their sequences, sizes, where
+// their chunks are and whether they are open.
+func (m *Manager) scan(grants []meta.BBGrant) {
+	dirs := map[uint64][]ckptSeq{}
+	vs := map[uint64]*version{}
+	for _, g := range grants {
+		seq, err := m.resolve(g)
+		if err != nil {
+			continue // not made yet
+		}
+		dirs[seq.dir] = append(dirs[seq.dir], seq)
+		var files []*version
+		after := ""
+		for {
+			ents, err := m.cfg.NS.Readdir(seq.dir, after, 1024)
+			if err != nil || len(ents) == 0 {
+				break
+			}
+			for _, e := range ents {
+				after = e.Name
+				if e.Mode&syscall.S_IFMT != syscall.S_IFREG {
+					continue
+				}
+				if ok, _ := path.Match(seq.match, e.Name); !ok || vs[e.Ino] != nil {
+					continue
+				}
+				if v := m.look(e, seq); v != nil {
+					files = append(files, v)
+				}
+			}
+			if len(ents) < 1024 {
+				break
+			}
+		}
+		// the sequence in the order its files were made
+		sort.Slice(files, func(i, j int) bool { return files[i].ID < files[j].ID })
+		for i, v := range files {
+			v.Seq = i
+			vs[v.ID] = v
+		}
+	}
+	m.mu.Lock()
+	m.dirs, m.versions = dirs, vs
+	for ino, v := range vs {
+		if was, ok := m.bypassed[ino]; ok && v.Bytes > was {
+			m.totals.Bypassed += v.Bytes - was
+			m.bypassedC.Add(float64(v.Bytes - was))
+			m.bypassed[ino] = v.Bytes
+		}
+	}
+	for ino := range m.hints {
+		if _, ok := vs[ino]; !ok && !m.busy[ino] {
+			delete(m.hints, ino) // gone, or seen next scan
+		}
+	}
+	m.mu.Unlock()
+}
+
+// resolve finds grant g's checkpoint directory.
+func (m *Manager) resolve(g meta.BBGrant) (ckptSeq, error) {
+	glob := g.Checkpoint
+	if glob == "" {
+		glob = "/.bb/" + g.Job + "/*"
+	}
+	dir, match := path.Split(glob)
+	ino := uint64(meta.RootIno)
+	for _, name := range strings.Split(strings.Trim(dir, "/"), "/") {
+		if name == "" {
+			continue
+		}
+		a, err := m.cfg.NS.Lookup(ino, name)
+		if err != nil {
+			return ckptSeq{}, err
+		}
+		ino = a.Ino
+	}
+	mtbf := g.MTBF
+	if mtbf <= 0 {
+		mtbf = m.cfg.DefaultMTBF.Seconds()
+	}
+	return ckptSeq{glob: glob, dir: ino, match: match, grant: g, mtbf: mtbf}, nil
+}
+
+// look reads one checkpoint file's state.
+func (m *Manager) look(e wire.DirEntry, seq ckptSeq) *version {
+	a, err := m.cfg.NS.Getattr(e.Ino)
+	if err != nil {
+		return nil
+	}
+	locs, err := m.cfg.NS.Layout(e.Ino)
+	if err != nil {
+		return nil
+	}
+	act, err := m.cfg.NS.Activity(e.Ino)
+	if err != nil {
+		return nil
+	}
+	v := &version{Version: pol.Version{ID: e.Ino, Job: seq.glob, MTBF: seq.mtbf, Bytes: a.Size, Written: a.Mtime,
+		Used: max(a.Mtime, act.LastOpen, act.LastAccess)},
+		Name: e.Name, Pool: seq.grant.Pool, JobID: seq.grant.Job, Open: act.Open > 0, Demoted: true}
+	for _, l := range locs {
+		if len(l.Servers) == 0 || l.Tier != seq.grant.Pool {
+			continue // cut away, or not on the buffer
+		}
+		v.OnBuffer = true
+		v.Servers = append(v.Servers, l.All()...)
+		if len(l.Home) == 0 {
+			v.Demoted = false
+		}
+	}
+	return v
+}
+
+func contains(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// act starts the demotions and evictions the pools' states call for.
+func (m *Manager) act(ctx context.Context, now time.Time) {
+	type job struct {
+		v     *version
+		evict bool
+		why   string
+	}
+	var jobs []job
+	m.mu.Lock()
+	for _, p := range m.pools {
+		var resident, demotable, cached []pol.Version
+		byID := map[uint64]*version{}
+		for _, v := range m.versions {
+			if v.Pool != p.Name || !v.OnBuffer {
+				continue
+			}
+			byID[v.ID] = v
+			resident = append(resident, v.Version)
+			if m.busy[v.ID] || v.Open {
+				continue
+			}
+			if v.Demoted {
+				cached = append(cached, v.Version)
+			} else {
+				demotable = append(demotable, v.Version)
+			}
+		}
+		p.canFree = len(demotable)+len(cached) > 0
+		// the cold order of everything on the buffer (a version is old
+		// whether or not its newer one may move now)
+		var order []*version
+		for _, o := range pol.Order(m.cfg.Policy, resident, !m.cfg.NoVersions) {
+			order = append(order, byID[o.ID])
+		}
+		// demoters: one file at a time per pool, at the plan's rate
+		if p.demote > 0 && m.streams[p.Name] == 0 && len(demotable) > 0 {
+			v := first(order, func(v *version) bool { return !m.busy[v.ID] && !v.Open && !v.Demoted })
+			m.busy[v.ID] = true
+			m.streams[p.Name]++
+			jobs = append(jobs, job{v: v, why: fmt.Sprintf("demote %s (inode %d): coldest of %d on the buffer not on the PFS yet; %s", v.Name, v.ID,
+				len(demotable), m.planLocked(p))})
+		}
+		// deleters: keep room for the largest checkpoint
+		var room float64
+		for _, g := range p.grants {
+			room = max(room, float64(g.Size))
+		}
+		room = min(room, p.S/2)
+		if p.Free < room {
+			need := room - p.Free
+			for _, v := range order {
+				if need <= 0 {
+					break
+				}
+				if m.busy[v.ID] || v.Open || !v.Demoted {
+					continue
+				}
+				m.busy[v.ID] = true
+				need -= float64(v.Bytes)
+				jobs = append(jobs, job{v: v, evict: true, why: fmt.Sprintf("evict %s (inode %d): coldest demoted copy; %s free of %s, room kept for %s",
+					v.Name, v.ID, size.Format(uint64(max(p.Free, 0))), size.Format(uint64(p.S)), size.Format(uint64(room)))})
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, j := range jobs {
+		m.logDecision(j.v.JobID, map[bool]string{false: "demote", true: "evict"}[j.evict], j.why)
+		go m.run(ctx, j.v, j.evict)
+	}
+}
+
+// first is the first of vs that ok takes.
+func first(vs []*version, ok func(*version) bool) *version {
+	for _, v := range vs {
+		if ok(v) {
+			return v
+		}
+	}
+	return nil
+}
+
+// planLocked describes pool p's plan now. Caller holds m.mu.
+func (m *Manager) planLocked(p *pool) string {
+	return fmt.Sprintf("%s, period %s: DWSF %s of DWPP %s (S %s), %s; checkpoints at %s/s, demotion at %s/s",
+		m.cfg.Policy, p.period, size.Format(uint64(p.dwsf)), size.Format(uint64(p.dwpp)), size.Format(uint64(p.S)),
+		p.plan.Pattern, size.Format(uint64(p.write)), size.Format(uint64(p.demote)))
+}
+
+// run demotes or evicts v.
+func (m *Manager) run(ctx context.Context, v *version, evict bool) {
+	var n uint64
+	var err error
+	if evict {
+		_, err = m.cfg.Mover.Evict(ctx, v.ID)
+	} else {
+		n, err = m.cfg.Mover.Demote(ctx, v.ID)
+	}
+	m.mu.Lock()
+	delete(m.busy, v.ID)
+	if !evict {
+		m.streams[v.Pool]--
+	}
+	switch {
+	case err != nil:
+		m.totals.Failed++
+	case evict:
+		n = v.Bytes // nothing is copied: the bytes freed are the file's
+		m.totals.Evicted += n
+		m.totals.EvictedFiles++
+	default:
+		m.totals.Demoted += n
+		m.totals.DemotedFiles++
+	}
+	m.mu.Unlock()
+	if err != nil {
+		m.cfg.Log.Info("burst buffer: not done; tried again later", "ino", v.ID, "evict", evict, "err", err)
+		return
+	}
+	if evict {
+		m.evictedC.Add(float64(n))
+	} else {
+		m.demotedC.Add(float64(n))
+	}
+}
+
+// Hint is placement's hint for a new chunk of file ino (parent, name: its
+// entry): "pfs" for a checkpoint the policy classifies cold on arrival
+// (bypass), decided once per file at its first chunk. It is called with
+// the metadata service's registry lock held and calls nothing back.
+func (m *Manager) Hint(ino, parent uint64, name string) string {
+	if !m.cfg.Bypass || m.cfg.Policy != pol.BBOS {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d, ok := m.hints[ino]; ok {
+		return d
+	}
+	for _, seq := range m.dirs[parent] {
+		if ok, _ := path.Match(seq.match, name); !ok {
+			continue
+		}
+		p := m.pools[seq.grant.Pool]
+		if p == nil {
+			return ""
+		}
+		var resident []pol.Version
+		for _, v := range m.versions {
+			if v.Pool == p.Name && v.OnBuffer && v.ID != ino {
+				resident = append(resident, v.Version)
+			}
+		}
+		in := pol.Version{Job: seq.glob, MTBF: seq.mtbf, Bytes: seq.grant.Size}
+		d := ""
+		if pol.Bypass(resident, in, p.dwsf, p.S) {
+			d = "pfs"
+			m.totals.BypassedFiles++
+			m.bypassed[ino] = 0
+			go m.logDecision(seq.grant.Job, "bypass", fmt.Sprintf("%s (inode %d) straight to the PFS: the period wrote %s of a %s buffer and it is the coldest (MTBF %s, no older version to demote)",
+				name, ino, size.Format(uint64(p.dwsf)), size.Format(uint64(p.S)), time.Duration(seq.mtbf*float64(time.Second))))
+		}
+		m.hints[ino] = d
+		return d
+	}
+	return ""
+}
+
+// Managed says whether file ino is a checkpoint the manager moves (the
+// tiering manager leaves it alone).
+func (m *Manager) Managed(ino uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.versions[ino]
+	return ok || m.hints[ino] != ""
+}
+
+// StallReserve is the free space placement keeps on data server si for
+// writers to wait at: Reserve on a server of a pool whose checkpoints the
+// manager can demote or evict, so that a full buffer makes checkpoints wait
+// for room (the paper's stop) instead of spilling; 0 elsewhere.
+func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pools[si.Tier]; p != nil && p.canFree && contains(p.servers, si.ID) {
+		return m.cfg.Reserve
+	}
+	return 0
+}
+
+func (m *Manager) logDecision(job, event, reason string) {
+	m.cfg.Log.Info("burst buffer: "+event, "job", job, "why", reason)
+	if m.cfg.Decisions == nil {
+		return
+	}
+	now := m.cfg.Now()
+	v, _ := json.Marshal(fwdmap.Decision{At: now.UnixNano(), Kind: "burst-buffer", Event: event, Reasons: []string{reason}})
+	if err := m.cfg.Decisions.PutDecision(job, now, v); err != nil {
+		m.cfg.Log.Warn("burst-buffer decision not kept", "job", job, "err", err)
+	}
+}
+
+// Status is what `sluice bb status` and `scontrol show bbstat` show of the
+// manager.
+type Status struct {
+	Policy     pol.Policy
+	Bypass     bool
+	NoVersions bool
+	Pools      []PoolStatus
+	Totals     Totals
+	Versions   []VersionStatus
+}
+
+// PoolStatus is one pool's period and plan now.
+type PoolStatus struct {
+	Pool                 string
+	Servers              int
+	Capacity, Free       uint64
+	Period, Elapsed      time.Duration
+	DWSF, DWPP, Declared uint64
+	History              []uint64 // DWPP measured in past periods
+	Pattern              string
+	Start, Full          uint64  // DWSF at which demotion starts and reaches full speed while writing
+	Write, Demote        float64 // bytes/s now
+	Writing              bool
+	Demoting             int
+	// the servers' I/O scheduler, summed
+	Phases, Preempted, Waited uint64
+	WaitedTotal               time.Duration
+}
+
+// VersionStatus is one checkpoint file.
+type VersionStatus struct {
+	Ino      uint64
+	Name     string
+	Job      string // the grant's job
+	Sequence string // the checkpoint glob
+	Seq      int
+	Bytes    uint64
+	MTBF     float64
+	OnBuffer bool
+	Demoted  bool
+	Open     bool
+	Bypassed bool
+}
+
+// Status returns the manager's state.
+func (m *Manager) Status() Status {
+	now := m.cfg.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Status{Policy: m.cfg.Policy, Bypass: m.cfg.Bypass && m.cfg.Policy == pol.BBOS, NoVersions: m.cfg.NoVersions, Totals: m.totals}
+	for _, p := range m.pools {
+		ps := PoolStatus{Pool: p.Name, Servers: len(p.servers), Capacity: uint64(p.S), Free: uint64(max(p.Free, 0)),
+			Period: p.period, Elapsed: now.Sub(p.start), DWSF: uint64(p.dwsf), DWPP: uint64(p.dwpp), Declared: uint64(p.declared),
+			Pattern: p.plan.Pattern.String(), Start: uint64(p.plan.Start), Full: uint64(p.plan.Full),
+			Write: p.write, Demote: p.demote, Writing: p.writing, Demoting: m.streams[p.Name]}
+		for _, h := range p.history {
+			ps.History = append(ps.History, uint64(h))
+		}
+		for id, s := range p.last {
+			if contains(p.servers, id) {
+				ps.Phases += s.Phases
+				ps.Preempted += s.Preempted
+				ps.Waited += s.Waited
+				ps.WaitedTotal += s.WaitedTotal
+			}
+		}
+		st.Pools = append(st.Pools, ps)
+	}
+	sort.Slice(st.Pools, func(i, j int) bool { return st.Pools[i].Pool < st.Pools[j].Pool })
+	for _, v := range m.versions {
+		_, bypassed := m.bypassed[v.ID]
+		st.Versions = append(st.Versions, VersionStatus{Ino: v.ID, Name: v.Name, Job: v.JobID, Sequence: v.Job, Seq: v.Seq,
+			Bytes: v.Bytes, MTBF: v.MTBF, OnBuffer: v.OnBuffer, Demoted: v.Demoted, Open: v.Open, Bypassed: bypassed})
+	}
+	sort.Slice(st.Versions, func(i, j int) bool { return st.Versions[i].Ino < st.Versions[j].Ino })
+	return st
+}
+
+// Handler answers OpBB "status" (the Status as JSON) and passes every
+// other burst-buffer call to next (the metadata service's grants).
+func (m *Manager) Handler(next rpc.Handler) rpc.Handler {
+	return statusHandler{m: m, next: next}
+}
+
+type statusHandler struct {
+	m    *Manager
+	next rpc.Handler
+}
+
+func (h statusHandler) Handle(r *rpc.Request) {
+	if r.Msg.Name != "status" {
+		h.next.Handle(r)
+		return
+	}
+	b, err := json.Marshal(h.m.Status())
+	r.Reply(rpc.ToMsg(&wire.Msg{}, err), b)
+}

@@ -1,0 +1,398 @@
+package bbos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
+	pol "github.com/sluice-hpc/sluice/policy/bbos"
+)
+
+const mib = 1 << 20
+
+// rates make MaxDWPP 2.1 S.
+var rates = pol.Rates{WriteMax: 1000e6, WriteMin: 700e6, DemoteMin: 100e6, DemoteMax: 367e6}
+
+// fakeFile is a checkpoint file of the fake namespace.
+type fakeFile struct {
+	name   string
+	parent uint64
+	size   uint64
+	mtime  int64
+	open   bool
+	locs   []wire.ChunkLoc
+}
+
+// fakeNS is a metadata service with one mem server (1) of capacity S and
+// a pfs server (2), directories by name under the root, and files.
+type fakeNS struct {
+	mu       sync.Mutex
+	s        uint64
+	grants   []meta.BBGrant
+	dirs     map[string]uint64 // name under the root → ino
+	files    map[uint64]*fakeFile
+	state    wire.BBServerState // what server 1 answers
+	controls []wire.BBControl   // what it was sent
+	moves    []string           // demote/evict calls, in order
+}
+
+func newFake(s uint64) *fakeNS {
+	return &fakeNS{s: s, dirs: map[string]uint64{}, files: map[uint64]*fakeFile{}}
+}
+
+func (f *fakeNS) Servers() []wire.ServerInfo {
+	return []wire.ServerInfo{
+		{ID: 1, Role: "data", Tier: "mem", Capacity: f.s, Alive: true},
+		{ID: 2, Role: "data", Tier: "pfs", Capacity: 1 << 40, Alive: true},
+		{ID: 3, Role: "fwd", Alive: true},
+	}
+}
+
+func (f *fakeNS) Grants() ([]meta.BBGrant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]meta.BBGrant(nil), f.grants...), nil
+}
+
+func (f *fakeNS) Lookup(parent uint64, name string) (*wire.Attr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ino, ok := f.dirs[name]; ok && parent == meta.RootIno {
+		return &wire.Attr{Ino: ino, Mode: syscall.S_IFDIR}, nil
+	}
+	return nil, syscall.ENOENT
+}
+
+func (f *fakeNS) Getattr(ino uint64) (*wire.Attr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ff := f.files[ino]
+	if ff == nil {
+		return nil, syscall.ENOENT
+	}
+	return &wire.Attr{Ino: ino, Size: ff.size, Mtime: ff.mtime, Mode: syscall.S_IFREG}, nil
+}
+
+func (f *fakeNS) Readdir(dir uint64, after string, max int) ([]wire.DirEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []wire.DirEntry
+	for ino, ff := range f.files {
+		if ff.parent == dir && ff.name > after {
+			out = append(out, wire.DirEntry{Name: ff.name, Ino: ino, Mode: syscall.S_IFREG})
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeNS) Layout(ino uint64) ([]wire.ChunkLoc, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]wire.ChunkLoc(nil), f.files[ino].locs...), nil
+}
+
+func (f *fakeNS) Activity(ino uint64) (wire.Activity, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files[ino].open {
+		return wire.Activity{Open: 1}, nil
+	}
+	return wire.Activity{LastClose: f.files[ino].mtime}, nil
+}
+
+func (f *fakeNS) CallData(_ context.Context, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != 1 || m.Op != wire.OpBBServer {
+		return nil, fmt.Errorf("unexpected call to %d: %v", id, m.Op)
+	}
+	var c wire.BBControl
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, err
+	}
+	f.controls = append(f.controls, c)
+	st := f.state
+	st.Capacity = f.s
+	for _, ff := range f.files {
+		for _, l := range ff.locs {
+			if l.Tier == "mem" {
+				st.Used += ff.size / uint64(len(ff.locs))
+			}
+		}
+	}
+	return json.Marshal(st)
+}
+
+func (f *fakeNS) Demote(_ context.Context, ino uint64) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ff := f.files[ino]
+	f.moves = append(f.moves, "demote "+ff.name)
+	for i := range ff.locs {
+		ff.locs[i].Home = []uint64{2}
+	}
+	return ff.size, nil
+}
+
+func (f *fakeNS) Evict(_ context.Context, ino uint64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ff := f.files[ino]
+	f.moves = append(f.moves, "evict "+ff.name)
+	for i := range ff.locs {
+		ff.locs[i] = wire.ChunkLoc{Idx: ff.locs[i].Idx, Tier: "pfs", Servers: []uint64{2}}
+	}
+	return len(ff.locs), nil
+}
+
+// ckpt adds a closed checkpoint file of 4 MiB chunks on the mem server.
+func (f *fakeNS) ckpt(ino uint64, dir, name string, size uint64, mtime int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dirs[dir] == 0 {
+		f.dirs[dir] = 1000 + uint64(len(f.dirs))
+	}
+	ff := &fakeFile{name: name, parent: f.dirs[dir], size: size, mtime: mtime}
+	for i := uint64(0); i*4*mib < size; i++ {
+		ff.locs = append(ff.locs, wire.ChunkLoc{Idx: i, Tier: "mem", Servers: []uint64{1}})
+	}
+	f.files[ino] = ff
+}
+
+func (f *fakeNS) lastControl() wire.BBControl {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.controls[len(f.controls)-1]
+}
+
+func (f *fakeNS) movesSoFar() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.moves, ", ")
+}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newManager(f *fakeNS, p pol.Policy, c *clock) *Manager {
+	return New(Config{NS: f, Mover: f, Policy: p, Rates: rates, Bypass: true, Now: c.now})
+}
+
+// tick runs a tick and waits for the demotions and evictions it started.
+func tick(t *testing.T, m *Manager) {
+	t.Helper()
+	m.Tick(context.Background())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		n := len(m.busy)
+		m.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("demotions or evictions did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestControlFollowsThePlan: the servers get the caps of the period plan
+// for what the grants declare and what the servers say was written, the
+// scheduler under every policy but dedicated, and full-speed demotion
+// while idle.
+func TestControlFollowsThePlan(t *testing.T) {
+	const s = 100 * mib
+	c := &clock{time.Unix(1000, 0)}
+	f := newFake(s)
+	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 90 * mib, Period: 100}, {Job: "2", Pool: "mem", Size: 90 * mib, Period: 100}}
+	m := newManager(f, pol.BBOS, c)
+	f.state = wire.BBServerState{JobWritten: 500 * mib, LastJobWrite: c.t.UnixNano()}
+	tick(t, m) // the server's count so far is the period's base
+	f.state.JobWritten += 60 * mib
+	tick(t, m)
+	pl, _ := pol.PlanPeriod(pol.BBOS, 180*mib, s, rates)
+	w, d := pol.Throttle(pol.BBOS, pl, 60*mib, 180*mib, true, rates)
+	ctl := f.lastControl()
+	if !ctl.Sched || ctl.WriteCap != w || ctl.DemoteCap != max(d, rates.DemoteMin) {
+		t.Fatalf("control %+v, want the plan's write %.0f and demotion %.0f with the scheduler", ctl, w, d)
+	}
+	st := m.Status().Pools[0]
+	if st.DWSF != 60*mib || st.DWPP != 180*mib || st.Pattern != pl.Pattern.String() || !st.Writing {
+		t.Fatalf("pool %+v", st)
+	}
+	c.t = c.t.Add(time.Second) // no write for a second: idle
+	tick(t, m)
+	if ctl := f.lastControl(); ctl.DemoteCap != rates.DemoteMax || ctl.WriteCap != rates.WriteMax {
+		t.Fatalf("idle: control %+v, want full-speed demotion", ctl)
+	}
+	// the period ends: what it wrote predicts the next one
+	f.state.JobWritten += 240 * mib
+	tick(t, m)
+	c.t = c.t.Add(100 * time.Second)
+	tick(t, m)
+	if st := m.Status().Pools[0]; len(st.History) != 1 || st.History[0] != 300*mib || st.DWSF != 0 || st.DWPP != 300*mib {
+		t.Fatalf("after the period: %+v, want 300 MiB measured and predicted", st)
+	}
+	// dedicated: no scheduler; no grants: the controls are lifted
+	md := newManager(f, pol.Dedicated, c)
+	tick(t, md)
+	if f.lastControl().Sched {
+		t.Fatal("dedicated schedules I/O phases (DataWarp does not)")
+	}
+	f.grants = nil
+	tick(t, md)
+	if ctl := f.lastControl(); ctl != (wire.BBControl{}) {
+		t.Fatalf("no grants left: control %+v, want none", ctl)
+	}
+	if len(md.Status().Pools) != 0 {
+		t.Fatal("a pool without grants is still managed")
+	}
+}
+
+// TestDemotionAndEviction: idle, the manager demotes one file at a time
+// in the policy's cold order; when the buffer runs short of room for the
+// largest checkpoint it evicts demoted copies in the same order.
+func TestDemotionAndEviction(t *testing.T) {
+	for _, c := range []struct {
+		p          pol.Policy
+		noVersions bool
+		want       string // demotions
+		evict      string // the first eviction
+	}{
+		// older versions first (a1, then b1), then the highest MTBF (c1
+		// before b2 and a2, whose applications restart more often); b2
+		// is written during the first three ticks
+		{pol.BBOS, false, "demote a1, demote b1, demote c1, demote b2, demote a2", "evict a1"},
+		// MTBF alone: c1, then b's, then a's
+		{pol.BBOS, true, "demote c1, demote b1, demote a1, demote b2, demote a2", "evict c1"},
+		{pol.FIFO, false, "demote a1, demote b1, demote a2, demote c1, demote b2", "evict a1"},
+	} {
+		t.Run(fmt.Sprintf("%s-noversions=%v", c.p, c.noVersions), func(t *testing.T) {
+			const s = 48 * mib
+			clk := &clock{time.Unix(1000, 0)}
+			f := newFake(s)
+			f.grants = []meta.BBGrant{
+				{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
+				{Job: "2", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 3600},
+				{Job: "3", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
+			}
+			f.ckpt(10, "a", "a1", 8*mib, 1)
+			f.ckpt(11, "b", "b1", 8*mib, 2)
+			f.ckpt(12, "a", "a2", 8*mib, 3)
+			f.ckpt(13, "c", "c1", 8*mib, 4)
+			f.ckpt(14, "b", "b2", 8*mib, 5)
+			f.files[14].open = true // being written: not yet
+			m := New(Config{NS: f, Mover: f, Policy: c.p, Rates: rates, NoVersions: c.noVersions, Now: clk.now})
+			for i := 0; i < 3; i++ {
+				tick(t, m)
+			}
+			f.mu.Lock()
+			f.files[14].open = false
+			f.mu.Unlock()
+			for i := 0; i < 3; i++ {
+				tick(t, m)
+			}
+			if got := f.movesSoFar(); got != c.want {
+				t.Fatalf("moves %q, want %q", got, c.want)
+			}
+			// 40 MiB of 48 leaves room for the largest checkpoint; a new
+			// one fills the buffer, and room is made by evicting the
+			// coldest demoted copy (c1 is an old version now)
+			f.mu.Lock()
+			f.moves = nil
+			f.mu.Unlock()
+			tick(t, m)
+			if got := f.movesSoFar(); got != "" {
+				t.Fatalf("evicted %q with room left", got)
+			}
+			f.ckpt(15, "c", "c2", 8*mib, 6)
+			f.files[15].open = true
+			tick(t, m)
+			if got := f.movesSoFar(); got != c.evict {
+				t.Fatalf("evictions %q, want %q", got, c.evict)
+			}
+			if tot := m.Status().Totals; tot.DemotedFiles != 5 || tot.Demoted != 40*mib || tot.EvictedFiles != 1 || tot.Evicted != 8*mib {
+				t.Fatalf("totals %+v", tot)
+			}
+		})
+	}
+}
+
+// TestWritingHoldsDemotion: while checkpoints are written below the plan's
+// threshold nothing is demoted; MaxBW never demotes while writing.
+func TestWritingHoldsDemotion(t *testing.T) {
+	for _, p := range []pol.Policy{pol.BBOS, pol.MaxBW} {
+		clk := &clock{time.Unix(1000, 0)}
+		f := newFake(100 * mib)
+		f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 50 * mib, Period: 100, Checkpoint: "/a/*"}}
+		f.ckpt(10, "a", "a1", 8*mib, 1)
+		f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+		m := newManager(f, p, clk)
+		tick(t, m)
+		tick(t, m)
+		if got := f.movesSoFar(); got != "" {
+			t.Fatalf("%s demoted %q while a checkpoint was written with room in the buffer", p, got)
+		}
+		if m.StallReserve(wire.ServerInfo{ID: 1, Tier: "mem"}) == 0 {
+			t.Fatalf("%s: no stall reserve on a buffer with data it can demote", p)
+		}
+		if m.StallReserve(wire.ServerInfo{ID: 2, Tier: "pfs"}) != 0 {
+			t.Fatalf("%s: a stall reserve on the pfs tier", p)
+		}
+		if !m.Managed(10) || m.Managed(99) {
+			t.Fatalf("%s: managed files wrong", p)
+		}
+	}
+}
+
+// TestBypass: once the period has written more than the buffer takes, a
+// new checkpoint of the sequence least likely to be read is placed on the
+// PFS, once per file; others, and other policies, are not.
+func TestBypass(t *testing.T) {
+	const s = 40 * mib
+	clk := &clock{time.Unix(1000, 0)}
+	f := newFake(s)
+	f.grants = []meta.BBGrant{
+		{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
+		{Job: "2", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
+	}
+	f.ckpt(10, "a", "a1", 8*mib, 1)
+	f.ckpt(11, "c", "cold", 0, 1)
+	f.files[11].locs = nil
+	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+	m := newManager(f, pol.BBOS, clk)
+	tick(t, m)
+	f.state.JobWritten = 36 * mib // 36 + 8 > 40
+	tick(t, m)
+	cdir, adir := f.dirs["c"], f.dirs["a"]
+	if got := m.Hint(11, cdir, "cold"); got != "pfs" {
+		t.Fatalf("the coldest checkpoint past S: hint %q, want pfs", got)
+	}
+	if got := m.Hint(11, cdir, "cold"); got != "pfs" {
+		t.Fatalf("a second chunk of the file: hint %q, want the same pfs", got)
+	}
+	if got := m.Hint(12, adir, "a2"); got != "" {
+		t.Fatalf("a's new version (its old one can be demoted): hint %q", got)
+	}
+	if got := m.Hint(13, 4242, "x"); got != "" {
+		t.Fatalf("a file outside every checkpoint sequence: hint %q", got)
+	}
+	if m.Status().Totals.BypassedFiles != 1 || !m.Managed(11) {
+		t.Fatalf("bypass not counted: %+v", m.Status().Totals)
+	}
+	mf := newManager(f, pol.FIFO, clk)
+	tick(t, mf)
+	tick(t, mf)
+	if got := mf.Hint(11, cdir, "cold"); got != "" {
+		t.Fatalf("fifo bypasses: %q", got)
+	}
+}
