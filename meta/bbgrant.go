@@ -159,12 +159,10 @@ func (s *Service) BBPools() ([]BBPool, error) {
 	return out, nil
 }
 
-// BBHandler serves OpBB (`sluice bb`): grants, releases, pools.
-func (s *Service) BBHandler() rpc.Handler {
-	return rpc.HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
-		out, err := s.bbCall(m, p)
-		return rpc.ToMsg(&wire.Msg{}, err), out
-	})
+// BBCall answers an OpBB call (`sluice bb`): grants, releases, pools.
+func (s *Service) BBCall(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
+	out, err := s.bbCall(m, p)
+	return rpc.ToMsg(&wire.Msg{}, err), out
 }
 
 // BBReply is the answer to OpBB "pools".

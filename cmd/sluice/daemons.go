@@ -289,7 +289,7 @@ func cmdMeta(args []string) error {
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
 	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
-		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBHandler())},
+		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBCall)},
 		Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()

@@ -108,6 +108,8 @@ type Config struct {
 type Manager struct {
 	cfg Config
 
+	tickMu sync.Mutex // one Tick at a time (the loop's, a grant's)
+
 	mu       sync.Mutex           // guards the fields below
 	pools    map[string]*pool     // by tier
 	versions map[uint64]*version  // checkpoint files seen by the last scan
@@ -220,6 +222,8 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 
 // Tick looks at every pool once: controls, versions, demotions, evictions.
 func (m *Manager) Tick(ctx context.Context) {
+	m.tickMu.Lock()
+	defer m.tickMu.Unlock()
 	now := m.cfg.Now()
 	grants, err := m.cfg.NS.Grants()
 	if err != nil {
@@ -817,22 +821,22 @@ func (m *Manager) Status() Status {
 	return st
 }
 
-// Handler answers OpBB "status" (the Status as JSON) and passes every
-// other burst-buffer call to next (the metadata service's grants).
-func (m *Manager) Handler(next rpc.Handler) rpc.Handler {
-	return statusHandler{m: m, next: next}
-}
-
-type statusHandler struct {
-	m    *Manager
-	next rpc.Handler
-}
-
-func (h statusHandler) Handle(r *rpc.Request) {
-	if r.Msg.Name != "status" {
-		h.next.Handle(r)
-		return
-	}
-	b, err := json.Marshal(h.m.Status())
-	r.Reply(rpc.ToMsg(&wire.Msg{}, err), b)
+// Handler answers OpBB: "status" (the Status as JSON) here, every other
+// call by grants (the metadata service's BBCall). A grant or release is
+// answered once the pools' controls follow it, so a job starts with its
+// buffer's rates and scheduler in place.
+func (m *Manager) Handler(grants func(*wire.Msg, []byte) (*wire.Msg, []byte)) rpc.Handler {
+	return rpc.HandlerFunc(func(msg *wire.Msg, payload []byte) (*wire.Msg, []byte) {
+		if msg.Name == "status" {
+			b, err := json.Marshal(m.Status())
+			return rpc.ToMsg(&wire.Msg{}, err), b
+		}
+		resp, out := grants(msg, payload)
+		if resp.Errno == 0 && (msg.Name == "grant" || msg.Name == "release") {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			m.Tick(ctx)
+			cancel()
+		}
+		return resp, out
+	})
 }
