@@ -46,6 +46,9 @@ type Options struct {
 	// (emulated devices, to give the tiers the speed ratios of a real
 	// machine).
 	SSDMBps, HDDMBps, PFSMBps float64
+	// DeviceBurst is how much of its cap an idle data server serves at
+	// once (0: the servers' default, 50 ms).
+	DeviceBurst time.Duration
 	// MetaFlags are extra flags of the metadata daemon (DFRA thresholds).
 	MetaFlags []string
 	// MountFlags are extra flags of the mount (--writeback-creates).
@@ -261,6 +264,9 @@ func Up(o Options) (*Cluster, error) {
 		}
 		if mbps := map[string]float64{"ssd": o.SSDMBps, "hdd": o.HDDMBps, "pfs": o.PFSMBps}[t.kind]; mbps > 0 {
 			args = append(args, "--max-mbps", ftoa(mbps))
+		}
+		if o.DeviceBurst > 0 {
+			args = append(args, "--burst", o.DeviceBurst.String())
 		}
 		if t.kind == "mem" && o.DataIOPS > 0 {
 			args = append(args, "--max-iops", ftoa(o.DataIOPS))

@@ -22,11 +22,15 @@ import (
 // bytes its jobs write, from which the manager learns the period's data
 // written so far (DWSF).
 
-// Scheduler defaults: a phase ends after 50 ms without a request of its
-// job; no job waits more than 10 s (a third of the callers' timeout).
+// Scheduler defaults: a phase ends after 10 ms without a request of its
+// job; no job waits more than 10 s (a third of the callers' timeout). The
+// server is idle 20 ms after its jobs' last write; a demotion read held
+// while jobs write goes on at the writing rate after 5 s.
 const (
-	defaultGap     = 50 * time.Millisecond
+	defaultGap     = 10 * time.Millisecond
 	defaultMaxWait = 10 * time.Second
+	defaultIdle    = 20 * time.Millisecond
+	maxHold        = 5 * time.Second
 )
 
 // uncapped is a bucket rate no device reaches.
@@ -34,19 +38,28 @@ const uncapped = 1e15
 
 // bbState is the server's burst-buffer controls.
 type bbState struct {
-	ckpt   *throttle.Bucket // jobs' writes
-	demote *throttle.Bucket // migrations' reads
-	gate   atomic.Pointer[iosched.Gate]
+	ckpt       *throttle.Bucket // jobs' writes
+	demote     *throttle.Bucket // migrations' reads while jobs write
+	demoteIdle *throttle.Bucket // migrations' reads while none does
+	gate       atomic.Pointer[iosched.Gate]
 
 	mu  sync.Mutex     // guards ctl
 	ctl wire.BBControl // as last set
 
 	written   atomic.Uint64 // bytes of jobs' writes served
-	lastWrite atomic.Int64  // unix ns of the last one
+	writing   atomic.Int64  // jobs' writes in flight
+	lastWrite atomic.Int64  // unix ns when the last one ended
 }
 
 func newBBState(now func() time.Time) *bbState {
-	return &bbState{ckpt: throttle.New(uncapped, uncapped, now), demote: throttle.New(uncapped, uncapped, now)}
+	return &bbState{ckpt: throttle.New(uncapped, uncapped, now), demote: throttle.New(uncapped, uncapped, now),
+		demoteIdle: throttle.New(uncapped, uncapped, now)}
+}
+
+func (b *bbState) control() wire.BBControl {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctl
 }
 
 // jobIO says whether m is a job's chunk read or write (not a migration's,
@@ -69,12 +82,48 @@ func (s *Server) admitBB(ctx context.Context, m *wire.Msg) (done func()) {
 			done = g.Enter(ctx, job)
 		}
 		if m.Op == wire.OpChunkWrite {
+			s.bb.writing.Add(1)
+			leave := done
+			done = func() {
+				s.bb.writing.Add(-1)
+				leave()
+			}
 			s.bb.ckpt.Wait(ctx, float64(m.Size))
 		}
 	} else if m.Job == wire.MigrationJob && m.Op == wire.OpChunkRead {
-		s.bb.demote.Wait(ctx, float64(m.Size))
+		s.demoteWait(ctx, float64(m.Size))
 	}
 	return done
+}
+
+// demoteWait paces a demotion read of n bytes: at the idle rate while no
+// job writes, else at the writing rate, or (DemoteHold) not at all until
+// the server is idle, for maxHold at most.
+func (s *Server) demoteWait(ctx context.Context, n float64) {
+	ctl := s.bb.control()
+	idle := ctl.Idle
+	if idle <= 0 {
+		idle = defaultIdle
+	}
+	deadline := s.cfg.Now().Add(maxHold)
+	for {
+		now := s.cfg.Now()
+		if s.bb.writing.Load() == 0 && now.Sub(time.Unix(0, s.bb.lastWrite.Load())) >= idle {
+			s.bb.demoteIdle.Wait(ctx, n)
+			return
+		}
+		if !ctl.DemoteHold || now.After(deadline) {
+			s.bb.demote.Wait(ctx, n)
+			return
+		}
+		t := time.NewTimer(idle / 4)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // wroteBB counts a job's write served.
@@ -97,8 +146,12 @@ func (s *Server) bbControl(payload []byte) ([]byte, error) {
 		if c.WriteCap < 0 || c.DemoteCap < 0 || c.Gap < 0 || c.MaxWait < 0 {
 			return nil, rpc.Errorf(syscall.EINVAL, "burst-buffer controls: negative figures %+v", c)
 		}
+		if c.IdleDemoteCap < 0 || c.Idle < 0 {
+			return nil, rpc.Errorf(syscall.EINVAL, "burst-buffer controls: negative figures %+v", c)
+		}
 		setCap(b.ckpt, c.WriteCap)
 		setCap(b.demote, c.DemoteCap)
+		setCap(b.demoteIdle, c.IdleDemoteCap)
 		b.mu.Lock()
 		old := b.ctl
 		b.ctl = c

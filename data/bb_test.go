@@ -55,8 +55,8 @@ func TestBBCaps(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	st := r.bbControl(&wire.BBControl{WriteCap: 4e6, DemoteCap: 2e6})
-	if st.WriteCap != 4e6 || st.DemoteCap != 2e6 || st.Sched {
+	st := r.bbControl(&wire.BBControl{WriteCap: 4e6, DemoteCap: 50e6, IdleDemoteCap: 2e6})
+	if st.WriteCap != 4e6 || st.DemoteCap != 50e6 || st.IdleDemoteCap != 2e6 || st.Sched {
 		t.Fatalf("controls not kept: %+v", st)
 	}
 	// 16 × 256 KiB = 4 MiB at 4 MB/s: about a second (less the burst)
@@ -66,7 +66,8 @@ func TestBBCaps(t *testing.T) {
 	if d := timed(func() error { return r.writeAs(mig, 0, p) }, 16); d > 500*time.Millisecond {
 		t.Fatalf("migration writes paid the checkpoint cap: %v", d)
 	}
-	// 8 × 256 KiB = 2 MiB at 2 MB/s
+	// 8 × 256 KiB = 2 MiB at 2 MB/s (no job writes: the idle rate)
+	time.Sleep(50 * time.Millisecond)
 	if d := timed(func() error { return r.readAs(mig, len(p)) }, 8); d < 700*time.Millisecond || d > 3*time.Second {
 		t.Fatalf("2 MiB of migration reads under a 2 MB/s cap took %v", d)
 	}
@@ -129,5 +130,39 @@ func TestBBScheduler(t *testing.T) {
 	aEnd, bStart, bEnd := run(false)
 	if !bEnd.Before(aEnd) || bEnd.Sub(bStart) > 200*time.Millisecond {
 		t.Fatalf("without the scheduler b waited %v (a ended %v after b)", bEnd.Sub(bStart), aEnd.Sub(bEnd))
+	}
+}
+
+// TestBBDemoteHold: with DemoteHold, a migration's read waits while a job
+// writes and goes once the server is idle.
+func TestBBDemoteHold(t *testing.T) {
+	r := newFenceRig(t)
+	r.bbControl(&wire.BBControl{DemoteHold: true, WriteCap: 4e6, Idle: 20 * time.Millisecond})
+	p := make([]byte, 64<<10)
+	var writerEnd time.Time
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 30; i++ { // about 0.5 s of back-to-back writes
+			if err := r.writeAs(wire.Who{Job: "w"}, 0, p); err != nil {
+				t.Error(err)
+			}
+		}
+		writerEnd = time.Now()
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := r.readAs(wire.Who{Job: wire.MigrationJob}, len(p)); err != nil {
+		t.Fatal(err)
+	}
+	readEnd := time.Now()
+	wg.Wait()
+	if readEnd.Before(writerEnd) {
+		t.Fatalf("the demotion read ended %v before the job's writes did", writerEnd.Sub(readEnd))
+	}
+	// idle: at once
+	start := time.Now()
+	if err := r.readAs(wire.Who{Job: wire.MigrationJob}, len(p)); err != nil || time.Since(start) > 200*time.Millisecond {
+		t.Fatalf("an idle server held a demotion read %v (%v)", time.Since(start), err)
 	}
 }

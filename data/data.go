@@ -44,8 +44,11 @@ type Config struct {
 	Domain   string  // failure domain label (replicated chunks keep copies in different ones)
 	MaxMBps  float64 // 0: unlimited
 	MaxIOPS  float64
-	Workers  int // concurrent requests toward the medium (default 16)
-	Log      *slog.Logger
+	// Burst is how much of the bandwidth cap an idle device serves at
+	// once (default 50 ms of it): small, a device with no cache.
+	Burst   time.Duration
+	Workers int // concurrent requests toward the medium (default 16)
+	Log     *slog.Logger
 	// Metrics receives the server's Prometheus series (nil: not exported).
 	Metrics prometheus.Registerer
 	Now     func() time.Time
@@ -100,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = 50 * time.Millisecond
+	}
 	st, err := tier.Open(cfg.Kind, tier.Config{Dir: cfg.Dir, Capacity: cfg.Capacity})
 	if err != nil {
 		return nil, err
@@ -130,7 +136,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, store: st, sem: make(chan struct{}, cfg.Workers), fence: fc, moves: mv,
 		peers: peers{secret: cfg.Secret, timeout: 30 * time.Second},
 		meta:  rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Name: "metadata service " + cfg.Meta}),
-		bw:    throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now),
+		bw:    throttle.New(mbps*1e6, mbps*1e6*cfg.Burst.Seconds(), cfg.Now),
 		iops:  throttle.New(iops, iops/20, cfg.Now),
 		bb:    newBBState(cfg.Now)}
 	if err := s.loadBudget(); err != nil {

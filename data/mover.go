@@ -160,30 +160,81 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 }
 
 // copy copies the chunk's logical range [off, off+n) from the sources
-// into the destinations, a block at a time.
+// into the destinations a block at a time, reading the next block while
+// the last one is written (a read and a write of each block in turn would
+// move at half the slower device's speed).
 func (j *copyJob) copy(ctx context.Context, off, n int64) error {
-	buf := bufpool.Get(copyBlock)
-	defer bufpool.Put(buf)
-	gs, gd := len(j.src.Servers), len(j.dst.Servers)
-	for n > 0 {
-		l := min(n, copyBlock)
-		b := buf[:l]
-		for _, pc := range layout.Pieces(off, l, gs, j.unit) {
-			req := &wire.Msg{Op: wire.OpChunkRead, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
-				Gen: j.src.Gen, Trunc: j.m.Trunc, Flags: wire.MoveRead}
-			if _, err := j.call(ctx, j.src.Servers[pc.Member], req, nil, b[pc.BufOff:pc.BufOff+pc.Len]); err != nil {
-				return err
+	if n <= 0 {
+		return nil
+	}
+	type block struct {
+		off int64
+		b   []byte
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const depth = 2 // buffers: one written, one read
+	free := make(chan []byte, depth)
+	for i := 0; i < depth; i++ {
+		free <- bufpool.Get(copyBlock)
+	}
+	full := make(chan block, depth)
+	go func() {
+		defer close(full)
+		for o, left := off, n; left > 0; {
+			var b []byte
+			select {
+			case b = <-free:
+			case <-ctx.Done():
+				return
+			}
+			l := min(left, copyBlock)
+			full <- block{off: o, b: b[:l], err: j.read(ctx, o, b[:l])}
+			o += l
+			left -= l
+		}
+	}()
+	var first error
+	for bk := range full {
+		if first == nil {
+			first = bk.err
+			if first == nil {
+				first = j.write(ctx, bk.off, bk.b)
+			}
+			if first != nil {
+				cancel()
 			}
 		}
-		for _, pc := range layout.Pieces(off, l, gd, j.unit) {
-			req := &wire.Msg{Op: wire.OpChunkWrite, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
-				Cap: uint64(layout.LocalSize(pc.Member, gd, j.unit, j.size)), Gen: j.dst.Gen, Trunc: j.m.Trunc}
-			if _, err := j.call(ctx, j.dst.Servers[pc.Member], req, b[pc.BufOff:pc.BufOff+pc.Len], nil); err != nil {
-				return err
-			}
+		free <- bk.b[:cap(bk.b)]
+	}
+	for i := 0; i < depth; i++ {
+		bufpool.Put(<-free)
+	}
+	return first
+}
+
+// read reads the chunk's logical range [off, off+len(b)) from the sources.
+func (j *copyJob) read(ctx context.Context, off int64, b []byte) error {
+	for _, pc := range layout.Pieces(off, int64(len(b)), len(j.src.Servers), j.unit) {
+		req := &wire.Msg{Op: wire.OpChunkRead, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
+			Gen: j.src.Gen, Trunc: j.m.Trunc, Flags: wire.MoveRead}
+		if _, err := j.call(ctx, j.src.Servers[pc.Member], req, nil, b[pc.BufOff:pc.BufOff+pc.Len]); err != nil {
+			return err
 		}
-		off += l
-		n -= l
+	}
+	return nil
+}
+
+// write writes b at the chunk's logical offset off into the destinations.
+func (j *copyJob) write(ctx context.Context, off int64, b []byte) error {
+	gd := len(j.dst.Servers)
+	for _, pc := range layout.Pieces(off, int64(len(b)), gd, j.unit) {
+		req := &wire.Msg{Op: wire.OpChunkWrite, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
+			Cap: uint64(layout.LocalSize(pc.Member, gd, j.unit, j.size)), Gen: j.dst.Gen, Trunc: j.m.Trunc}
+		if _, err := j.call(ctx, j.dst.Servers[pc.Member], req, b[pc.BufOff:pc.BufOff+pc.Len], nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -39,7 +39,10 @@ func cmdBB(args []string) error {
 	nodes := fs.String("nodes", "", "pre-run: the job's nodes, comma-separated")
 	wait := fs.Duration("wait", 0, "setup: how long to wait for the policy to admit the job's grant")
 	asJSON := fs.Bool("json", false, "status: print the burst-buffer manager's state as JSON")
-	subs := []string{"job-process", "pools", "setup", "data-in", "paths", "pre-run", "post-run", "data-out", "teardown", "status"}
+	mix := fs.String("mix", "", "replay: the checkpoint mix to run (`sluice workload --gen ckpt-mix`)")
+	pool := fs.String("pool", "mem", "replay: the pool the applications ask for")
+	restarts := fs.Int("restarts", 8, "replay: applications restarted (their newest checkpoint read) after the run")
+	subs := []string{"job-process", "pools", "setup", "data-in", "paths", "pre-run", "post-run", "data-out", "teardown", "status", "replay"}
 	mc, sub, err := metaClientSub(fs, cfg, args, subs...)
 	if err != nil {
 		return err
@@ -51,6 +54,12 @@ func cmdBB(args []string) error {
 	ctx := context.Background()
 	if sub == "pools" {
 		return bbPools(mc)
+	}
+	if sub == "replay" {
+		if *mix == "" || *mount == "" {
+			return fmt.Errorf("replay: want --mix and --mount")
+		}
+		return cmdBBReplay(mc, *mount, *mix, *pool, *restarts)
 	}
 	if sub == "status" {
 		if *asJSON {

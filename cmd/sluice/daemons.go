@@ -152,7 +152,7 @@ func cmdMeta(args []string) error {
 	bbMTBF := fs.Duration("bb-mtbf", 24*time.Hour, "a burst-buffer grant's MTBF when its job names none (mtbf=)")
 	bbPeriod := fs.Duration("bb-period", time.Hour, "the burst buffer's planning period when no grant names one (period=)")
 	bbEvery := fs.Duration("bb-every", 250*time.Millisecond, "how often the burst-buffer manager looks at its pools")
-	bbGap := fs.Duration("bb-gap", 0, "burst-buffer I/O scheduler: a job's phase ends after this long without a request (0: the servers' 50ms)")
+	bbGap := fs.Duration("bb-gap", 0, "burst-buffer I/O scheduler: a job's phase ends after this long without a request (0: the servers' 10ms)")
 	bbMaxWait := fs.Duration("bb-max-wait", 0, "burst-buffer I/O scheduler: no job waits longer for its turn (0: the servers' 10s)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
@@ -308,6 +308,7 @@ func cmdData(args []string) error {
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
 	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
 	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
+	burst := fs.Duration("burst", 50*time.Millisecond, "how much of --max-mbps an idle device serves at once")
 	node := fs.String("node", hostname(), "node name")
 	domain := fs.String("domain", "", "failure domain (a cabinet): replicated chunks keep their copies in different domains; \"\": the server alone")
 	zeroCopy := fs.Bool("zero-copy", false, "answer reads with sendfile from the chunk file instead of through a buffer")
@@ -336,7 +337,7 @@ func cmdData(args []string) error {
 		idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
 	}
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
-		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
+		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
 		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ func cmdUp(args []string) error {
 	fs.Float64Var(&o.SSDMBps, "ssd-max-mbps", 0, "bandwidth cap of the ssd-tier data server, MB/s")
 	fs.Float64Var(&o.HDDMBps, "hdd-max-mbps", 0, "bandwidth cap of the hdd-tier data server, MB/s")
 	fs.Float64Var(&o.PFSMBps, "pfs-max-mbps", 0, "bandwidth cap of the pfs-tier data server, MB/s (an emulated disk-based PFS)")
+	fs.DurationVar(&o.DeviceBurst, "device-burst", 0, "how much of its cap an idle emulated device serves at once (0: 50ms)")
 	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
 	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")

@@ -37,8 +37,22 @@ func cmdWorkload(args []string) error {
 	register := fs.Bool("register", false, "register the job with the forwarding-map manager for its run (DFRA)")
 	state := fs.String("state", "", "with --register: state directory of the local cluster (default: the current one)")
 	nodeList := fs.String("nodes", "", "emulated compute nodes (cn0,cn1,...): ranks are spread over them in blocks, each with SLURMD_NODENAME set (default: this host)")
+	gen := fs.String("gen", "", "print a workload description instead of running one: ckpt-mix (checkpointing applications for `sluice bb replay` and the simulator; --size per checkpoint, --period the planning period)")
+	buffer := fs.String("buffer", "128M", "ckpt-mix: the buffer capacity S the mix is sized for")
+	dwpp := fs.Float64("dwpp", 1.0, "ckpt-mix: data written per period, × S")
+	periods := fs.Int("periods", 3, "ckpt-mix: periods run")
+	classes := fs.String("classes", "", "ckpt-mix: checkpoint periods as divisors of --period with shares, e.g. 1:1,2:1,3:1 (default: every application once per period)")
+	congestion := fs.String("congestion", "low", "ckpt-mix: low, med or high (how close the I/O jobs come)")
+	mtbfMax := fs.Duration("mtbf-max", 16*time.Second, "ckpt-mix: applications' MTBF drawn up to this")
+	seed := fs.Int64("seed", 1, "ckpt-mix: random seed")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
+	}
+	if *gen != "" {
+		if *gen != "ckpt-mix" {
+			return fmt.Errorf("--gen %q: want ckpt-mix", *gen)
+		}
+		return genCkptMix(*buffer, *perRank, *period, *periods, *dwpp, *classes, *congestion, *mtbfMax, *seed)
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one directory, got %d arguments", fs.NArg())
@@ -147,4 +161,32 @@ func registerJob(state, job, app string, nodes []string) (func(), error) {
 		mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: job}}, nil, nil)
 		mc.Close()
 	}, nil
+}
+
+// genCkptMix prints a checkpoint mix (workload.GenCkptMix) as JSON.
+func genCkptMix(buffer, ckpt string, period time.Duration, periods int, dwpp float64, classes, congestion string, mtbfMax time.Duration, seed int64) error {
+	b, err := size.Parse(buffer)
+	if err != nil {
+		return fmt.Errorf("--buffer: %v", err)
+	}
+	c, err := size.Parse(ckpt)
+	if err != nil || c < 1<<20 || c%(1<<20) != 0 {
+		return fmt.Errorf("--size %q: want whole MiB", ckpt)
+	}
+	o := workload.MixOptions{Buffer: b, Size: c, Period: period, Periods: periods, DWPP: dwpp, Congestion: congestion, MTBFMax: mtbfMax, Seed: seed}
+	if classes != "" {
+		o.Classes = map[int]int{}
+		for _, f := range strings.Split(classes, ",") {
+			var k, n int
+			if _, err := fmt.Sscanf(f, "%d:%d", &k, &n); err != nil {
+				return fmt.Errorf("--classes %q: want DIVISOR:SHARE pairs separated by commas", classes)
+			}
+			o.Classes[k] = n
+		}
+	}
+	m, err := workload.GenCkptMix(o)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(m)
 }

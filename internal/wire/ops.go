@@ -271,13 +271,20 @@ const NameMax = 255
 // the I/O scheduler (internal/iosched).
 type BBControl struct {
 	// WriteCap caps the writes of jobs (checkpoints), DemoteCap the
-	// reads of migrations (demotion to the PFS), in bytes/s; 0: no cap.
-	WriteCap, DemoteCap float64
+	// reads of migrations (demotion to the PFS) while jobs write, and
+	// IdleDemoteCap while none does, in bytes/s; 0: no cap.
+	WriteCap, DemoteCap, IdleDemoteCap float64
+	// DemoteHold: migrations' reads wait while jobs write (demotion
+	// only while the server is idle).
+	DemoteHold bool
+	// Idle is how long after its jobs' last write the server is idle
+	// (0: the server's default, 20 ms).
 	// Sched turns the I/O scheduler on: one queue per job, the I/O
 	// phases of different jobs do not overlap on the server. Gap ends a
 	// phase, MaxWait bounds a wait (0: the server's defaults).
 	Sched        bool
 	Gap, MaxWait time.Duration
+	Idle         time.Duration
 }
 
 // BBServerState is a data server's answer to OpBBServer: its controls and

@@ -92,9 +92,10 @@ type Config struct {
 	// the manager can free space there (writers wait for it rather than
 	// spill); default 4 MiB, a chunk.
 	Reserve uint64
-	// Idle is how long after the last job write a pool counts as idle
-	// (default 500 ms).
-	Idle time.Duration
+	// Idle is how long after the last job write a pool counts as idle in
+	// the manager's figures (default 500 ms); ServerIdle is the servers'
+	// own (0: theirs, 20 ms), by which they switch demotion rates.
+	Idle, ServerIdle time.Duration
 	// Gap and MaxWait configure the servers' I/O scheduler (0: the
 	// servers' defaults).
 	Gap, MaxWait time.Duration
@@ -119,6 +120,7 @@ type Manager struct {
 	busy     map[uint64]bool      // files being demoted or evicted
 	streams  map[string]int       // demotions running, by pool
 	totals   Totals
+	kick     chan struct{} // a demotion or eviction ended; buffered, 1
 
 	demotedC, evictedC, bypassedC prometheus.Counter
 }
@@ -143,6 +145,8 @@ type version struct {
 	Demoted  bool   // every chunk on the buffer has a clean copy on the PFS (or none is on the buffer)
 	Open     bool
 	Servers  []uint64 // pool servers holding it
+	// Chunks are its chunks with data, Buffered those on the buffer
+	Chunks, Buffered int
 }
 
 // pool is one buffer pool's period state.
@@ -163,7 +167,10 @@ type pool struct {
 	write, demote        float64
 	writing              bool
 	ctl                  wire.BBControl
-	canFree              bool // it holds versions it can free (demote, evict)
+	placed               float64 // checkpoints sent to the buffer this period, their grants' sizes
+	canFree              bool    // it holds versions it can free (demote, evict)
+	freeing              float64 // bytes of evictions running
+	demoteFailed         bool    // its last demotion failed (the PFS may be down)
 }
 
 // Totals are the manager's running figures.
@@ -195,7 +202,8 @@ func New(cfg Config) *Manager {
 		cfg.Idle = 500 * time.Millisecond
 	}
 	m := &Manager{cfg: cfg, pools: map[string]*pool{}, versions: map[uint64]*version{}, dirs: map[uint64][]ckptSeq{},
-		hints: map[uint64]string{}, bypassed: map[uint64]uint64{}, busy: map[uint64]bool{}, streams: map[string]int{}}
+		hints: map[uint64]string{}, bypassed: map[uint64]uint64{}, busy: map[uint64]bool{}, streams: map[string]int{},
+		kick: make(chan struct{}, 1)}
 	m.demotedC = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_bb_demoted_bytes_total",
 		Help: "Checkpoint bytes demoted from the burst buffer to the PFS."})
 	m.evictedC = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_bb_evicted_bytes_total",
@@ -208,7 +216,13 @@ func New(cfg Config) *Manager {
 	return m
 }
 
-// Run ticks until ctx ends.
+// demoteStreams is how many files of a pool demote at once: the servers
+// pace them at the plan's rate together; two hide each one's migration
+// round trips.
+const demoteStreams = 2
+
+// Run ticks until ctx ends; between ticks, a demotion or eviction that
+// ends starts the next at once.
 func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 	for {
 		select {
@@ -216,6 +230,10 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 			return
 		case <-tick:
 			m.Tick(ctx)
+		case <-m.kick:
+			m.tickMu.Lock()
+			m.act(ctx, m.cfg.Now())
+			m.tickMu.Unlock()
 		}
 	}
 }
@@ -353,7 +371,7 @@ func (m *Manager) rollLocked(p *pool, now time.Time) {
 	for id, st := range p.last {
 		p.base[id] = st.JobWritten
 	}
-	p.dwsf = 0
+	p.dwsf, p.placed = 0, 0
 }
 
 // controlLocked computes pool p's DWSF, DWPP, plan and rates now, and the
@@ -371,15 +389,15 @@ func (m *Manager) controlLocked(p *pool, now time.Time) wire.BBControl {
 	p.dwsf, p.writing = dwsf, writing
 	p.dwpp = max(pol.PredictDWPP(p.history, p.declared), dwsf)
 	r := m.cfg.Rates
-	ctl := wire.BBControl{Sched: m.cfg.Policy != pol.Dedicated, Gap: m.cfg.Gap, MaxWait: m.cfg.MaxWait}
+	// the servers switch demotion between the rate while jobs write and
+	// the idle rate themselves, at the pace of their own writes
+	ctl := wire.BBControl{Sched: m.cfg.Policy != pol.Dedicated, Gap: m.cfg.Gap, MaxWait: m.cfg.MaxWait, Idle: m.cfg.ServerIdle}
 	if r.Validate() != nil {
-		// no rates (dedicated without --bb-rates): no caps; demote
+		// no rates (dedicated without --bb-rates): no caps; demotion
 		// while idle
 		p.plan = pol.Plan{Pattern: pol.IdleOnly, Start: p.S, Full: p.S}
 		p.write, p.demote = 0, 0
-		if !writing {
-			p.demote = 1 // any rate: the servers are not capped
-		}
+		ctl.DemoteHold = true
 		return ctl
 	}
 	pl, err := pol.PlanPeriod(m.cfg.Policy, p.dwpp, p.S, r)
@@ -388,11 +406,15 @@ func (m *Manager) controlLocked(p *pool, now time.Time) wire.BBControl {
 	}
 	p.plan = pl
 	p.write, p.demote = pol.Throttle(m.cfg.Policy, pl, dwsf, p.dwpp, writing, r)
+	w, d := pol.Throttle(m.cfg.Policy, pl, dwsf, p.dwpp, true, r)
+	_, idle := pol.Throttle(m.cfg.Policy, pl, dwsf, p.dwpp, false, r)
 	n := float64(max(len(p.servers), 1))
-	ctl.WriteCap = p.write / n
-	// a demotion already copying when the plan stops demotion goes on at
-	// the slowest rate rather than hold its chunk for long
-	ctl.DemoteCap = max(p.demote, r.DemoteMin, r.DemoteMax/100) / n
+	ctl.WriteCap = w / n
+	ctl.IdleDemoteCap = idle / n
+	// no demotion while jobs write: held until the server is idle; a
+	// read held too long goes on at the slowest rate
+	ctl.DemoteHold = d == 0
+	ctl.DemoteCap = max(d, r.DemoteMin, r.DemoteMax/100) / n
 	return ctl
 }
 
@@ -521,9 +543,13 @@ func (m *Manager) look(e wire.DirEntry, seq ckptSeq) *version {
 		Used: max(a.Mtime, act.LastOpen, act.LastAccess)},
 		Name: e.Name, Pool: seq.grant.Pool, JobID: seq.grant.Job, Open: act.Open > 0, Demoted: true}
 	for _, l := range locs {
+		if len(l.Servers) > 0 {
+			v.Chunks++
+		}
 		if len(l.Servers) == 0 || l.Tier != seq.grant.Pool {
 			continue // cut away, or not on the buffer
 		}
+		v.Buffered++
 		v.OnBuffer = true
 		v.Servers = append(v.Servers, l.All()...)
 		if len(l.Home) == 0 {
@@ -569,29 +595,37 @@ func (m *Manager) act(ctx context.Context, now time.Time) {
 				demotable = append(demotable, v.Version)
 			}
 		}
-		p.canFree = len(demotable)+len(cached) > 0
+		// writers wait for room only where it will come: a demoted copy
+		// to evict, or data to demote while demotion works
+		p.canFree = len(cached) > 0 || len(demotable) > 0 && !p.demoteFailed
 		// the cold order of everything on the buffer (a version is old
 		// whether or not its newer one may move now)
 		var order []*version
 		for _, o := range pol.Order(m.cfg.Policy, resident, !m.cfg.NoVersions) {
 			order = append(order, byID[o.ID])
 		}
-		// demoters: one file at a time per pool, at the plan's rate
-		if p.demote > 0 && m.streams[p.Name] == 0 && len(demotable) > 0 {
+		// demoters: demoteStreams files at a time per pool, the next as
+		// soon as one ends, paced by the servers at the plan's rates
+		// (held while jobs write where it demotes only while idle)
+		for m.streams[p.Name] < demoteStreams {
 			v := first(order, func(v *version) bool { return !m.busy[v.ID] && !v.Open && !v.Demoted })
+			if v == nil {
+				break
+			}
 			m.busy[v.ID] = true
 			m.streams[p.Name]++
 			jobs = append(jobs, job{v: v, why: fmt.Sprintf("demote %s (inode %d): coldest of %d on the buffer not on the PFS yet; %s", v.Name, v.ID,
 				len(demotable), m.planLocked(p))})
 		}
-		// deleters: keep room for the largest checkpoint
+		// deleters: keep room for the largest checkpoint above the
+		// reserve placement keeps free for writers to wait at
 		var room float64
 		for _, g := range p.grants {
 			room = max(room, float64(g.Size))
 		}
-		room = min(room, p.S/2)
-		if p.Free < room {
-			need := room - p.Free
+		room = min(room, p.S/2) + float64(m.cfg.Reserve)
+		if free := p.Free + p.freeing; free < room {
+			need := room - free
 			for _, v := range order {
 				if need <= 0 {
 					break
@@ -601,6 +635,7 @@ func (m *Manager) act(ctx context.Context, now time.Time) {
 				}
 				m.busy[v.ID] = true
 				need -= float64(v.Bytes)
+				p.freeing += float64(v.Bytes)
 				jobs = append(jobs, job{v: v, evict: true, why: fmt.Sprintf("evict %s (inode %d): coldest demoted copy; %s free of %s, room kept for %s",
 					v.Name, v.ID, size.Format(uint64(max(p.Free, 0))), size.Format(uint64(p.S)), size.Format(uint64(room)))})
 			}
@@ -633,29 +668,53 @@ func (m *Manager) planLocked(p *pool) string {
 // run demotes or evicts v.
 func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 	var n uint64
+	var chunks int
 	var err error
 	if evict {
-		_, err = m.cfg.Mover.Evict(ctx, v.ID)
+		chunks, err = m.cfg.Mover.Evict(ctx, v.ID)
 	} else {
 		n, err = m.cfg.Mover.Demote(ctx, v.ID)
 	}
 	m.mu.Lock()
 	delete(m.busy, v.ID)
-	if !evict {
+	p := m.pools[v.Pool]
+	switch {
+	case evict && p != nil:
+		p.freeing -= float64(v.Bytes)
+	case p != nil:
+		m.streams[v.Pool]--
+		p.demoteFailed = err != nil
+	default:
 		m.streams[v.Pool]--
 	}
 	switch {
 	case err != nil:
 		m.totals.Failed++
 	case evict:
-		n = v.Bytes // nothing is copied: the bytes freed are the file's
-		m.totals.Evicted += n
-		m.totals.EvictedFiles++
+		// nothing is copied: the bytes freed are the file's (none if a
+		// scan that began before its eviction picked it again)
+		if chunks > 0 {
+			n = v.Bytes
+			m.totals.Evicted += n
+			m.totals.EvictedFiles++
+		}
+		v.OnBuffer, v.Buffered = false, 0
+		if p != nil {
+			p.Free += float64(n) // until the servers say again
+		}
 	default:
-		m.totals.Demoted += n
-		m.totals.DemotedFiles++
+		if n > 0 {
+			m.totals.Demoted += n
+			m.totals.DemotedFiles++
+		}
+		v.Demoted = true
 	}
 	m.mu.Unlock()
+	// the next demotion, or eviction, at once rather than at the tick
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 	if err != nil {
 		m.cfg.Log.Info("burst buffer: not done; tried again later", "ino", v.ID, "evict", evict, "err", err)
 		return
@@ -694,14 +753,20 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 				resident = append(resident, v.Version)
 			}
 		}
+		// what the period has written, or will have once the
+		// checkpoints placed on the buffer and waiting for their turn are
+		// written
 		in := pol.Version{Job: seq.glob, MTBF: seq.mtbf, Bytes: seq.grant.Size}
 		d := ""
-		if pol.Bypass(resident, in, p.dwsf, p.S) {
+		if pol.Bypass(resident, in, max(p.dwsf, p.placed), p.S) {
 			d = "pfs"
 			m.totals.BypassedFiles++
 			m.bypassed[ino] = 0
 			go m.logDecision(seq.grant.Job, "bypass", fmt.Sprintf("%s (inode %d) straight to the PFS: the period wrote %s of a %s buffer and it is the coldest (MTBF %s, no older version to demote)",
 				name, ino, size.Format(uint64(p.dwsf)), size.Format(uint64(p.S)), time.Duration(seq.mtbf*float64(time.Second))))
+		}
+		if d == "" {
+			p.placed += float64(seq.grant.Size)
 		}
 		m.hints[ino] = d
 		return d
@@ -785,6 +850,9 @@ type VersionStatus struct {
 	Demoted  bool
 	Open     bool
 	Bypassed bool
+	// Chunks are its chunks with data, Buffered those on the buffer: a
+	// restart reads it from the buffer when they are equal
+	Chunks, Buffered int
 }
 
 // Status returns the manager's state.
@@ -815,7 +883,8 @@ func (m *Manager) Status() Status {
 	for _, v := range m.versions {
 		_, bypassed := m.bypassed[v.ID]
 		st.Versions = append(st.Versions, VersionStatus{Ino: v.ID, Name: v.Name, Job: v.JobID, Sequence: v.Job, Seq: v.Seq,
-			Bytes: v.Bytes, MTBF: v.MTBF, OnBuffer: v.OnBuffer, Demoted: v.Demoted, Open: v.Open, Bypassed: bypassed})
+			Bytes: v.Bytes, MTBF: v.MTBF, OnBuffer: v.OnBuffer, Demoted: v.Demoted, Open: v.Open, Bypassed: bypassed,
+			Chunks: v.Chunks, Buffered: v.Buffered})
 	}
 	sort.Slice(st.Versions, func(i, j int) bool { return st.Versions[i].Ino < st.Versions[j].Ino })
 	return st

@@ -178,6 +178,30 @@ func (f *fakeNS) movesSoFar() string {
 	return strings.Join(f.moves, ", ")
 }
 
+// decisions keeps the manager's decisions: "demote NAME" in order.
+type decisions struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (d *decisions) PutDecision(_ string, _ time.Time, v []byte) error {
+	var dec struct {
+		Event   string
+		Reasons []string
+	}
+	json.Unmarshal(v, &dec)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.got = append(d.got, dec.Event+" "+strings.Fields(dec.Reasons[0])[1])
+	return nil
+}
+
+func (d *decisions) String() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return strings.Join(d.got, ", ")
+}
+
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
@@ -222,8 +246,8 @@ func TestControlFollowsThePlan(t *testing.T) {
 	pl, _ := pol.PlanPeriod(pol.BBOS, 180*mib, s, rates)
 	w, d := pol.Throttle(pol.BBOS, pl, 60*mib, 180*mib, true, rates)
 	ctl := f.lastControl()
-	if !ctl.Sched || ctl.WriteCap != w || ctl.DemoteCap != max(d, rates.DemoteMin) {
-		t.Fatalf("control %+v, want the plan's write %.0f and demotion %.0f with the scheduler", ctl, w, d)
+	if !ctl.Sched || ctl.WriteCap != w || ctl.DemoteCap != max(d, rates.DemoteMin) || ctl.IdleDemoteCap != rates.DemoteMax || ctl.DemoteHold {
+		t.Fatalf("control %+v, want the plan's write %.0f and demotion %.0f while writing, full speed while idle, with the scheduler", ctl, w, d)
 	}
 	st := m.Status().Pools[0]
 	if st.DWSF != 60*mib || st.DWPP != 180*mib || st.Pattern != pl.Pattern.String() || !st.Writing {
@@ -231,8 +255,8 @@ func TestControlFollowsThePlan(t *testing.T) {
 	}
 	c.t = c.t.Add(time.Second) // no write for a second: idle
 	tick(t, m)
-	if ctl := f.lastControl(); ctl.DemoteCap != rates.DemoteMax || ctl.WriteCap != rates.WriteMax {
-		t.Fatalf("idle: control %+v, want full-speed demotion", ctl)
+	if st := m.Status().Pools[0]; st.Writing || st.Demote != rates.DemoteMax {
+		t.Fatalf("idle: pool %+v, want full-speed demotion", st)
 	}
 	// the period ends: what it wrote predicts the next one
 	f.state.JobWritten += 240 * mib
@@ -270,14 +294,14 @@ func TestDemotionAndEviction(t *testing.T) {
 	}{
 		// older versions first (a1, then b1), then the highest MTBF (c1
 		// before b2 and a2, whose applications restart more often); b2
-		// is written during the first three ticks
+		// is written during the first tick, two files demote at once
 		{pol.BBOS, false, "demote a1, demote b1, demote c1, demote b2, demote a2", "evict a1"},
 		// MTBF alone: c1, then b's, then a's
-		{pol.BBOS, true, "demote c1, demote b1, demote a1, demote b2, demote a2", "evict c1"},
+		{pol.BBOS, true, "demote c1, demote b1, demote b2, demote a1, demote a2", "evict c1"},
 		{pol.FIFO, false, "demote a1, demote b1, demote a2, demote c1, demote b2", "evict a1"},
 	} {
 		t.Run(fmt.Sprintf("%s-noversions=%v", c.p, c.noVersions), func(t *testing.T) {
-			const s = 48 * mib
+			const s = 52 * mib
 			clk := &clock{time.Unix(1000, 0)}
 			f := newFake(s)
 			f.grants = []meta.BBGrant{
@@ -291,22 +315,22 @@ func TestDemotionAndEviction(t *testing.T) {
 			f.ckpt(13, "c", "c1", 8*mib, 4)
 			f.ckpt(14, "b", "b2", 8*mib, 5)
 			f.files[14].open = true // being written: not yet
-			m := New(Config{NS: f, Mover: f, Policy: c.p, Rates: rates, NoVersions: c.noVersions, Now: clk.now})
-			for i := 0; i < 3; i++ {
-				tick(t, m)
-			}
+			log := &decisions{}
+			m := New(Config{NS: f, Mover: f, Policy: c.p, Rates: rates, NoVersions: c.noVersions, Now: clk.now, Decisions: log})
+			tick(t, m)
 			f.mu.Lock()
 			f.files[14].open = false
 			f.mu.Unlock()
 			for i := 0; i < 3; i++ {
 				tick(t, m)
 			}
-			if got := f.movesSoFar(); got != c.want {
+			if got := log.String(); got != c.want {
 				t.Fatalf("moves %q, want %q", got, c.want)
 			}
-			// 40 MiB of 48 leaves room for the largest checkpoint; a new
-			// one fills the buffer, and room is made by evicting the
-			// coldest demoted copy (c1 is an old version now)
+			// 40 MiB of 52 leaves room for the largest checkpoint above
+			// the 4 MiB stall reserve; a new one fills the buffer, and
+			// room is made by evicting the coldest demoted copy (c1 is an
+			// old version now)
 			f.mu.Lock()
 			f.moves = nil
 			f.mu.Unlock()
@@ -327,8 +351,9 @@ func TestDemotionAndEviction(t *testing.T) {
 	}
 }
 
-// TestWritingHoldsDemotion: while checkpoints are written below the plan's
-// threshold nothing is demoted; MaxBW never demotes while writing.
+// TestWritingHoldsDemotion: below the plan's threshold, and always under
+// MaxBW, the servers hold demotion while checkpoints are written and
+// demote at full speed once idle.
 func TestWritingHoldsDemotion(t *testing.T) {
 	for _, p := range []pol.Policy{pol.BBOS, pol.MaxBW} {
 		clk := &clock{time.Unix(1000, 0)}
@@ -338,9 +363,8 @@ func TestWritingHoldsDemotion(t *testing.T) {
 		f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
 		m := newManager(f, p, clk)
 		tick(t, m)
-		tick(t, m)
-		if got := f.movesSoFar(); got != "" {
-			t.Fatalf("%s demoted %q while a checkpoint was written with room in the buffer", p, got)
+		if ctl := f.lastControl(); !ctl.DemoteHold || ctl.IdleDemoteCap != rates.DemoteMax {
+			t.Fatalf("%s: control %+v, want demotion held while writing, full speed idle", p, ctl)
 		}
 		if m.StallReserve(wire.ServerInfo{ID: 1, Tier: "mem"}) == 0 {
 			t.Fatalf("%s: no stall reserve on a buffer with data it can demote", p)
@@ -351,6 +375,16 @@ func TestWritingHoldsDemotion(t *testing.T) {
 		if !m.Managed(10) || m.Managed(99) {
 			t.Fatalf("%s: managed files wrong", p)
 		}
+	}
+	// past the threshold bbos demotes while writing
+	clk := &clock{time.Unix(1000, 0)}
+	f := newFake(100 * mib)
+	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 190 * mib, Period: 100, Checkpoint: "/a/*"}}
+	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+	m := newManager(f, pol.BBOS, clk)
+	tick(t, m)
+	if ctl := f.lastControl(); ctl.DemoteHold || ctl.DemoteCap < rates.DemoteMin {
+		t.Fatalf("bbos at 1.9 S: control %+v, want demotion while writing", ctl)
 	}
 }
 

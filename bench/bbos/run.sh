@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The BBOS experiment (docs/experiments/bbos.md): checkpointing
+# applications replayed on a burst buffer smaller than what they write
+# per period, once per policy, on real daemons with emulated devices:
+#   buffer  the mem tier, one data server, S = 128 MiB, 160 MB/s shared by
+#           checkpoint writes and demotion reads (equation 1 with m = -1)
+#   PFS     the pfs tier at 55 MB/s (the demotion bound)
+#   rates   --bb-rates 160,105,1,55: MaxDWPP = 105/(105-55) S = 2.1 S,
+#           the paper's over-subscription
+# Each run: `sluice workload --gen ckpt-mix` (8 MiB checkpoints, a 6 s
+# period, 3 periods, MTBFs drawn up to a bound, seeded by the run number
+# so every policy replays the same mix), `sluice bb replay` (grants,
+# checkpoints at their times, failures looked up, restarts read after the
+# run), one JSON line per run.
+#
+# Experiments (EXPS, all by default):
+#   perf      dedicated at 1.0 and 1.9 S (it admits S at most); maxbw,
+#             maxeff, lru, fifo, bbos at 1.3 and 1.9 S; congestion low
+#             and high (paper §VI-B, VI-C)
+#   bypass    bbos with and without bypass at 1.3, 1.6, 1.9 S (Fig. 7)
+#   restart   lru, fifo, bbos at 1.9 and 2.1 S, MTBF up to 20 and 100
+#             minutes scaled to the period (Fig. 8)
+#   versions  bbos with and without version awareness, periods T, T/2,
+#             T/3 at 1:1:1 and 5:2:1, 1.95 S (Fig. 9)
+#
+#   bash bench/bbos/run.sh                  # 3 runs each, ~80 min
+#   EXPS=perf RUNS=1 bash bench/bbos/run.sh
+#   SMOKE=1 bash bench/bbos/run.sh          # dedicated, maxbw, bbos: 2 short periods
+#
+# Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SMOKE=${SMOKE:-0}
+RUNS=${RUNS:-3} EXPS=${EXPS:-perf bypass restart versions}
+MEM=${MEM:-128} MEM_MBPS=${MEM_MBPS:-160} PFS_MBPS=${PFS_MBPS:-55} RATES=${RATES:-160,105,1,55}
+SIZE=${SIZE:-8M} PERIOD=${PERIOD:-6} PERIODS=${PERIODS:-3}
+OUT=${OUT:-bench/bbos/results.jsonl.gz}
+POLICIES=${POLICIES:-maxbw maxeff lru fifo bbos}
+if [ "$SMOKE" = 1 ]; then
+	RUNS=1 MEM=48 SIZE=4M PERIOD=4 PERIODS=2 EXPS=${SMOKE_EXPS:-perf} POLICIES="maxbw bbos"
+fi
+go build -o bin/sluice ./cmd/sluice
+S=bin/sluice
+WORK=$(mktemp -d /tmp/sluice-bbos.XXXXXX)
+cleanup() {
+	[ "${KEEP:-0}" = 1 ] && return
+	$S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+: > "$WORK/results.jsonl"
+# MTBF bounds, scaled from the paper's minutes by period/3800 s
+mtbf() { python3 -c "print('%dms' % ($1 * 60 * 1000 * $PERIOD / 3800))"; }
+# case EXP POLICY DWPP CONGESTION MTBF-MINUTES CLASSES EXTRA-META-FLAGS LABEL
+case_() {
+	local exp=$1 policy=$2 dwpp=$3 cong=$4 mtbfmin=$5 classes=$6 extra=$7 label=$8
+	for run in $(seq 1 "$RUNS"); do
+		$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 0 --fwds 1 \
+			--data-max-mbps "$MEM_MBPS" --pfs-max-mbps "$PFS_MBPS" --device-burst 5ms \
+			--meta-flags "--bb-policy $policy --bb-rates $RATES --tier-free 1M,2M,4M $extra" >/dev/null
+		cls=()
+		[ -n "$classes" ] && cls=(--classes "$classes")
+		$S workload --gen ckpt-mix --buffer "${MEM}M" --size "$SIZE" --period "${PERIOD}s" --periods "$PERIODS" \
+			--dwpp "$dwpp" --congestion "$cong" --mtbf-max "$(mtbf "$mtbfmin")" --seed "$run" "${cls[@]}" > "$WORK/mix.json"
+		$S bb replay --dir "$WORK/state" --mount "$WORK/mnt" --mix "$WORK/mix.json" > "$WORK/replay.json"
+		python3 - "$exp" "$label" "$run" "$mtbfmin" "$WORK/replay.json" >> "$WORK/results.jsonl" <<'PY'
+import json, sys
+exp, label, run, mtbf, path = sys.argv[1:]
+r = json.load(open(path))
+r["Final"].pop("Versions", None)  # the timeline and totals keep what matters
+r.update({"exp": exp, "label": label, "run": int(run), "mtbf_minutes": int(mtbf)})
+print(json.dumps(r))
+PY
+		tail -n1 "$WORK/results.jsonl" | python3 bench/bbos/report.py --line
+		$S down --dir "$WORK/state" --purge >/dev/null
+		rm -rf "$WORK/state"
+	done
+}
+for exp in $EXPS; do
+	case $exp in
+	perf)
+		for cong in low high; do
+			case_ perf dedicated 1.0 "$cong" 100 "" "" dedicated
+			for dwpp in 1.3 1.9; do
+				[ "$SMOKE" = 1 ] && [ "$dwpp" = 1.3 ] && continue
+				# dedicated admits S at most: the rest of the mix waits
+				[ "$dwpp" = 1.9 ] && case_ perf dedicated "$dwpp" "$cong" 100 "" "" dedicated
+				for p in $POLICIES; do
+					case_ perf "$p" "$dwpp" "$cong" 100 "" "" "$p"
+				done
+			done
+			[ "$SMOKE" = 1 ] && break
+		done
+		;;
+	bypass)
+		for dwpp in 1.3 1.6 1.9; do
+			case_ bypass bbos "$dwpp" low 100 "" "" bbos
+			case_ bypass bbos "$dwpp" low 100 "" "--bb-bypass=false" bbos-nobypass
+		done
+		;;
+	restart)
+		for dwpp in 1.9 2.1; do
+			for m in 20 100; do
+				for p in lru fifo bbos; do
+					case_ restart "$p" "$dwpp" low "$m" "" "" "$p"
+				done
+			done
+		done
+		;;
+	versions)
+		for classes in 1:1,2:1,3:1 1:5,2:2,3:1; do
+			case_ versions bbos 1.95 low 100 "$classes" "" "bbos"
+			case_ versions bbos 1.95 low 100 "$classes" "--bb-versions=false" "bbos-noversions"
+		done
+		;;
+	*)
+		echo "unknown experiment $exp" >&2
+		exit 1
+		;;
+	esac
+done
+gzip -c "$WORK/results.jsonl" > "$OUT"
+python3 bench/bbos/report.py "$OUT"
