@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke fuzz-smoke bench bench-smoke pipeline demo clean
+.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke fuzz-smoke bench bench-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -13,7 +13,7 @@ build:
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
 # end-to-end tests on a real FUSE mount with real daemons and fio, and
 # pjdfstest on a fresh local cluster.
-test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke
+test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke bbos-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -82,6 +82,16 @@ tiers-smoke:
 	SMOKE=1 OUT=/tmp/sluice-prefetch-smoke.jsonl bash bench/tiers/prefetch.sh
 	SMOKE=1 OUT=/tmp/sluice-checkpoint-smoke.jsonl bash bench/tiers/checkpoint.sh
 	SMOKE=1 OUT=/tmp/sluice-replicas-smoke.jsonl bash bench/tiers/replicas.sh
+
+# The BBOS burst-buffer experiment (docs/experiments/bbos.md): the six
+# policies on the same checkpointing workloads; the smoke run checks its
+# figures are there and sane.
+bbos:
+	bash bench/bbos/run.sh
+
+bbos-smoke:
+	SMOKE=1 OUT=/tmp/sluice-bbos-smoke.jsonl.gz bash bench/bbos/run.sh
+	python3 bench/bbos/report.py --check /tmp/sluice-bbos-smoke.jsonl.gz
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

@@ -127,6 +127,11 @@ type JobReport struct {
 	Imbalance float64
 	Servers   []ServerUse
 	Bursts    int // separated runs of write windows
+	// BurstBytes is the mean of what a burst wrote, BurstEvery the mean
+	// time from one burst's start to the next's (0 with fewer than two):
+	// a checkpointing job's checkpoint size and period.
+	BurstBytes uint64
+	BurstEvery time.Duration
 	// Queued is the time the job's requests waited in the forwarding and
 	// data servers' queues, summed over requests: pipeline queues, caps,
 	// and writes stalled at a tier's write-stall threshold.
@@ -311,6 +316,8 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		rep.MetaRate = float64(rep.MetaOps) / secs
 	}
 	prevWrite := int64(-1 << 62)
+	var firstBurst, lastBurst int64
+	var burstBytes uint64
 	for _, p := range rep.Timeline {
 		// the peak counts windows busy for at least a quarter of their
 		// length (a burst of a few ms says little about bandwidth)
@@ -324,9 +331,20 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		if p.WriteBytes > 0 {
 			if p.Window-prevWrite > int64(window) {
 				rep.Bursts++
+				if rep.Bursts == 1 {
+					firstBurst = p.Window
+				}
+				lastBurst = p.Window
 			}
 			prevWrite = p.Window
+			burstBytes += p.WriteBytes
 		}
+	}
+	if rep.Bursts > 0 {
+		rep.BurstBytes = burstBytes / uint64(rep.Bursts)
+	}
+	if rep.Bursts > 1 {
+		rep.BurstEvery = time.Duration((lastBurst - firstBurst) / int64(rep.Bursts-1))
 	}
 	if dataOps > 0 {
 		rep.SeqShare = float64(seq) / float64(dataOps)

@@ -175,6 +175,14 @@ func TestAnalyzeModesAndClasses(t *testing.T) {
 			t.Errorf("%s: mode %s classes %v, want %s %v", c.name, rep.Mode, rep.Classes, c.mode, c.classes)
 		}
 	}
+	// the checkpointing job: 3 bursts of 4 × 16 MiB, one every 4 s
+	ck := Analyze("j", cases[5].recs, time.Second, Thresholds{})
+	if ck.Bursts != 3 || ck.BurstBytes != 64*mib || ck.BurstEvery != 4*time.Second {
+		t.Fatalf("checkpoint bursts %d of %d bytes every %v, want 3 of 64 MiB every 4s", ck.Bursts, ck.BurstBytes, ck.BurstEvery)
+	}
+	if p := ProfileOf(ck); p.CkptBytes != 64*mib || p.CkptPeriod != 4 {
+		t.Fatalf("checkpoint profile %d bytes every %v s", p.CkptBytes, p.CkptPeriod)
+	}
 	rep := Analyze("j", cases[0].recs, time.Second, Thresholds{})
 	if rep.IORanks != 4 || rep.IONodes != 2 || rep.WriteBytes != 4*5*20*mib || rep.SeqShare != 1 || rep.Imbalance != 1 ||
 		rep.Active != 5*time.Second || len(rep.Timeline) != 5 || rep.MeanRequest != mib {
@@ -231,6 +239,15 @@ func TestProfile(t *testing.T) {
 	q := p.Merge(ProfileOf(rep))
 	if q.Runs != 2 || q.Volume != p.Volume {
 		t.Fatalf("merge: %+v", q)
+	}
+	// checkpoint figures average over the runs that showed them, and a
+	// run that did not keeps them
+	a, b := Profile{Runs: 1, CkptBytes: 100, CkptPeriod: 60}, Profile{Runs: 1, CkptBytes: 200, CkptPeriod: 120}
+	if m := a.Merge(b); m.CkptBytes != 150 || m.CkptPeriod != 90 {
+		t.Fatalf("merged checkpoints %d every %v", m.CkptBytes, m.CkptPeriod)
+	}
+	if m := a.Merge(Profile{Runs: 1}); m.CkptBytes != 100 || m.CkptPeriod != 60 {
+		t.Fatalf("a run without bursts dropped the checkpoint figures: %+v", m)
 	}
 	if AppKey("tag:climate", 5) != "climate" {
 		t.Fatal("tag key")

@@ -39,6 +39,13 @@ type Profile struct {
 	// promotes them to the mem tier before it reads them.
 	Inputs    []uint64 `json:",omitempty"`
 	InputRuns int      `json:",omitempty"`
+	// CkptBytes and CkptPeriod are a checkpointing application's
+	// checkpoint size and period (seconds) as its runs' write bursts
+	// showed them (JobReport.BurstBytes, BurstEvery; 0: not seen): a
+	// burst-buffer grant per I/O phase for a job that names neither
+	// (`sluice bb setup`).
+	CkptBytes  uint64  `json:",omitempty"`
+	CkptPeriod float64 `json:",omitempty"`
 }
 
 // AppKey is the profile key of an application: its tag if it has one
@@ -63,6 +70,9 @@ func ProfileOf(r JobReport) Profile {
 		p.NodeBW = r.BW / float64(r.IONodes)
 	}
 	p.RunBW = r.BW
+	if r.BurstEvery > 0 {
+		p.CkptBytes, p.CkptPeriod = r.BurstBytes, r.BurstEvery.Seconds()
+	}
 	for _, s := range r.Servers {
 		if s.Layer == LayerFwd {
 			p.RunFwds++
@@ -89,6 +99,11 @@ func (p Profile) Merge(n Profile) Profile {
 	out.MetaOps = avgU(p.MetaOps, n.MetaOps)
 	out.MetaRate = avgF(p.MetaRate, n.MetaRate)
 	out.MeanRequest = avgU(p.MeanRequest, n.MeanRequest)
+	if p.CkptPeriod > 0 && n.CkptPeriod > 0 {
+		out.CkptBytes, out.CkptPeriod = avgU(p.CkptBytes, n.CkptBytes), avgF(p.CkptPeriod, n.CkptPeriod)
+	} else if n.CkptPeriod == 0 {
+		out.CkptBytes, out.CkptPeriod = p.CkptBytes, p.CkptPeriod
+	}
 	if len(n.Inputs) > 0 && 2*overlap(p.Inputs, n.Inputs) >= len(n.Inputs) {
 		out.InputRuns = p.InputRuns + 1
 	}

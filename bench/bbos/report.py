@@ -142,8 +142,38 @@ def main(path):
         table(["versions per period", "policy", "failure hits %", "restart MB/s", "failures"], rows)
 
 
+def check(path):
+    """The smoke run's figures are there and sane: every admitted
+    application wrote its checkpoints without error, something was served
+    and demoted, dedicated admitted S at most and the over-subscribing
+    policies more, hit ratios are ratios."""
+    op = gzip.open if path.endswith(".gz") else open
+    runs = [json.loads(l) for l in op(path, "rt") if l.strip()]
+    bad = []
+    if not runs:
+        bad.append("no runs")
+    for r in runs:
+        m, name = metrics(r), "%s %s %.1f" % (r["exp"], r["label"], r["Mix"]["DWPP"])
+        if not r.get("Checkpoint") or m["errors"]:
+            bad.append("%s: %d checkpoints, %d failed" % (name, len(r.get("Checkpoint") or []), m["errors"]))
+        if not (m["util"] > 0 and m["demoted"] > 0 and m["admitted"] > 0):
+            bad.append("%s: served %.2f S, demoted %.0f MiB, admitted %.2f S" % (name, m["util"], m["demoted"], m["admitted"]))
+        if r["label"] == "dedicated" and m["admitted"] > 1.02:
+            bad.append("%s: dedicated admitted %.2f S" % (name, m["admitted"]))
+        if r["label"] != "dedicated" and r["Mix"]["DWPP"] > 1.5 and m["admitted"] <= 1.0:
+            bad.append("%s: admitted %.2f S, no over-subscription" % (name, m["admitted"]))
+        if m["hit"] == m["hit"] and not 0 <= m["hit"] <= 1:
+            bad.append("%s: hit ratio %.2f" % (name, m["hit"]))
+    if bad:
+        print("bbos smoke: figures wrong:\n  " + "\n  ".join(bad))
+        sys.exit(1)
+    print("bbos smoke: %d runs, figures sane" % len(runs))
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--line"]:
+    if sys.argv[1:2] == ["--check"]:
+        check(sys.argv[2])
+    elif sys.argv[1:] == ["--line"]:
         for l in sys.stdin:
             line(json.loads(l))
     else:

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/burstbuf"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -101,8 +102,15 @@ func cmdBB(args []string) error {
 		if err := j.Setup(); err != nil {
 			return err
 		}
+		if spec.Pool == "" {
+			return nil // a directory, no buffer asked for
+		}
 		if spec.Capacity == 0 {
-			return nil
+			// the grant from the application's past runs
+			if err := bbFromProfile(ctx, mc, &spec); err != nil {
+				j.Teardown()
+				return err
+			}
 		}
 		ckpt, err := j.CheckpointPath()
 		if err != nil {
@@ -153,6 +161,28 @@ func cmdBB(args []string) error {
 		return err
 	}
 	return fmt.Errorf("unknown stage %q", sub)
+}
+
+// bbFromProfile fills a job's burst-buffer request that names a pool but
+// no capacity from its application's Beacon profile: the checkpoint size
+// and period its past runs' write bursts showed (a period= in the
+// directives stays).
+func bbFromProfile(ctx context.Context, mc *rpc.Client, spec *burstbuf.Spec) error {
+	if spec.App == "" {
+		return fmt.Errorf("pool=%s without capacity=: name app= so that the grant comes from the application's past runs", spec.Pool)
+	}
+	p, err := beaconrpc.Client{C: mc}.Profile(ctx, spec.App)
+	if err != nil {
+		return fmt.Errorf("no capacity= and no Beacon profile of application %q: %w", spec.App, err)
+	}
+	if p.CkptBytes == 0 || p.CkptPeriod <= 0 {
+		return fmt.Errorf("no capacity=, and application %q's past runs (%d) show no periodic checkpoints to size a grant by", spec.App, p.Runs)
+	}
+	spec.Capacity = int64(p.CkptBytes)
+	if spec.Period == 0 {
+		spec.Period = time.Duration(p.CkptPeriod * float64(time.Second))
+	}
+	return nil
 }
 
 // bbGrant asks the metadata service for g, again every second for up to

@@ -148,3 +148,33 @@ func TestBurstBufferBBOS(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func() bool { return len(c.bbStatus(t).Pools) == 0 }, "the pool to be forgotten")
 }
+
+// TestBurstBufferGrantFromProfile: a job that asks for a pool but names no
+// capacity gets its grant from its application's Beacon profile: the
+// checkpoint size and period its past run's write bursts showed.
+func TestBurstBufferGrantFromProfile(t *testing.T) {
+	c := startCluster(t, "--meta-flags", "--bb-policy bbos --bb-rates 1000,700,10,300")
+	// a past run: 2 ranks, 3 checkpoints of 2 × 8 MiB, 3 s apart
+	c.workload(t, "past-1", "--kind", "ckpt", "--app", "climate", "--ranks", "2", "--size", "24M", "--bursts", "3",
+		"--period", "3s", c.path("past"))
+	if out, err := c.sluice("profile", "build", "past-1"); err != nil {
+		t.Fatalf("profile build: %v %s", err, out)
+	}
+	c.bbSetup(t, "next-1", "pool=mem app=climate")
+	out, err := c.sluice("bb", "status", "--mount", c.mnt)
+	if err != nil {
+		t.Fatalf("bb status: %v %s", err, out)
+	}
+	// 16 MiB per checkpoint, a period of 3 s and the write's time: the
+	// profile's windows are whole seconds
+	if !strings.Contains(out, "grant: job next-1 pool mem 16.0 MiB every 3s") && !strings.Contains(out, "grant: job next-1 pool mem 16.0 MiB every 4s") {
+		t.Fatalf("the grant is not the profile's checkpoint:\n%s", out)
+	}
+	// no profile: a clear refusal
+	script := filepath.Join(t.TempDir(), "job.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\n#BB_LUA pool=mem app=unknown\ntrue\n"), 0o644)
+	if out, err := c.sluice("bb", "setup", "--mount", c.mnt, "--job", "x", "--script", script, "--uid", "0", "--gid", "0"); err == nil ||
+		!strings.Contains(out, "no Beacon profile of application \"unknown\"") {
+		t.Fatalf("setup without capacity or profile: %v %s", err, out)
+	}
+}
