@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -232,7 +233,7 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 			m.Tick(ctx)
 		case <-m.kick:
 			m.tickMu.Lock()
-			m.act(ctx, m.cfg.Now())
+			m.act(ctx)
 			m.tickMu.Unlock()
 		}
 	}
@@ -272,7 +273,7 @@ func (m *Manager) Tick(ctx context.Context) {
 		m.control(ctx, now, name, byPool[name], servers)
 	}
 	m.scan(grants)
-	m.act(ctx, now)
+	m.act(ctx)
 }
 
 // control updates pool name's period state from its servers and sets the
@@ -380,7 +381,7 @@ func (m *Manager) controlLocked(p *pool, now time.Time) wire.BBControl {
 	var dwsf float64
 	writing := false
 	for id, st := range p.last {
-		if !contains(p.servers, id) {
+		if !slices.Contains(p.servers, id) {
 			continue
 		}
 		dwsf += float64(st.JobWritten - min(st.JobWritten, p.base[id]))
@@ -559,17 +560,8 @@ func (m *Manager) look(e wire.DirEntry, seq ckptSeq) *version {
 	return v
 }
 
-func contains(ids []uint64, id uint64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // act starts the demotions and evictions the pools' states call for.
-func (m *Manager) act(ctx context.Context, now time.Time) {
+func (m *Manager) act(ctx context.Context) {
 	type job struct {
 		v     *version
 		evict bool
@@ -790,7 +782,7 @@ func (m *Manager) Managed(ino uint64) bool {
 func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p := m.pools[si.Tier]; p != nil && p.canFree && contains(p.servers, si.ID) {
+	if p := m.pools[si.Tier]; p != nil && p.canFree && slices.Contains(p.servers, si.ID) {
 		return m.cfg.Reserve
 	}
 	return 0
@@ -870,7 +862,7 @@ func (m *Manager) Status() Status {
 			ps.History = append(ps.History, uint64(h))
 		}
 		for id, s := range p.last {
-			if contains(p.servers, id) {
+			if slices.Contains(p.servers, id) {
 				ps.Phases += s.Phases
 				ps.Preempted += s.Preempted
 				ps.Waited += s.Waited
