@@ -85,8 +85,12 @@ def main(path):
     runs = [json.loads(l) for l in op(path, "rt") if l.strip()]
     groups = defaultdict(list)
     for r in runs:
-        key = (r["exp"], r["label"], r["Mix"]["DWPP"], r["Mix"]["Congestion"], r["mtbf_minutes"],
-               ",".join(sorted({str(round(r["Mix"]["Period"] / a["Period"])) for a in r["Mix"]["Apps"]})))
+        # the mix's classes: applications per checkpoint period (T, T/2, ...)
+        per = defaultdict(int)
+        for a in r["Mix"]["Apps"]:
+            per[round(r["Mix"]["Period"] / a["Period"])] += 1
+        classes = " ".join("%d×%s" % (per[k], "T" if k == 1 else "T/%d" % k) for k in sorted(per))
+        key = (r["exp"], r["label"], r["Mix"]["DWPP"], r["Mix"]["Congestion"], r["mtbf_minutes"], classes)
         groups[key].append(metrics(r))
     def col(ms, k, fmt="%.2f", scale=1):
         return cell([m[k] * scale for m in ms], fmt)
@@ -101,14 +105,21 @@ def main(path):
                          col(ms, "restart_mbps", "%.0f"), col(ms, "demoted", "%.0f"), str(len(ms))])
         table(["policy", "DWPP (S)", "congestion", "admitted (S/period)", "served in period (S)", "checkpoint s (mean)",
                "checkpoint s (max)", "late %", "failure hits %", "restart MB/s", "demoted MiB", "runs"], rows)
-        # utilisation: the most a policy served per period with every
-        # checkpoint in time, in every run
-        best = defaultdict(float)
-        for k, ms in groups.items():
-            if k[0] == "perf" and all(m["late"] == 0 and m["errors"] == 0 for m in ms):
-                best[(k[1], k[3])] = max(best[(k[1], k[3])], statistics.median(m["util"] for m in ms))
-        table(["policy", "congestion", "most served per period with no checkpoint late (S)"],
-              [[p, c, "%.2f" % v] for (p, c), v in sorted(best.items())])
+    # utilisation: the most a policy served per period with every
+    # checkpoint of every run in time (perf and restart runs: the same
+    # single-period mixes)
+    best, at = defaultdict(float), {}
+    for k, ms in groups.items():
+        if k[0] in ("perf", "restart") and all(m["late"] == 0 and m["errors"] == 0 for m in ms):
+            u = statistics.median(m["util"] for m in ms)
+            if u > best[(k[1], k[3])]:
+                best[(k[1], k[3])], at[(k[1], k[3])] = u, k[2]
+    if best:
+        print("### Buffer utilisation\n")
+        ded = {c: v for (p, c), v in best.items() if p == "dedicated"}
+        table(["policy", "congestion", "most served per period, no checkpoint late (S)", "at DWPP (S)", "× dedicated"],
+              [[p, c, "%.2f" % v, "%.1f" % at[(p, c)], "%.2f" % (v / ded[c]) if ded.get(c) else "-"]
+               for (p, c), v in sorted(best.items())])
     if "bypass" in exps:
         print("### Bypass (bypass)\n")
         rows = []
@@ -139,7 +150,7 @@ def main(path):
         for k in sorted(k for k in groups if k[0] == "versions"):
             ms = groups[k]
             rows.append([k[5], k[1], col(ms, "hit", "%.1f", 100), col(ms, "restart_mbps", "%.0f"), col(ms, "failures", "%.0f")])
-        table(["versions per period", "policy", "failure hits %", "restart MB/s", "failures"], rows)
+        table(["applications by checkpoint period", "policy", "failure hits %", "restart MB/s", "failures"], rows)
 
 
 def check(path):
