@@ -42,6 +42,9 @@ type Options struct {
 	// mem-tier data server (emulated device).
 	FwdMBps, FwdIOPS   float64
 	DataMBps, DataIOPS float64
+	// DataMBpsEach, if set, caps the mem-tier data servers one by one
+	// (MB/s, in order; one per server), instead of DataMBps.
+	DataMBpsEach []float64
 	// SSDMBps, HDDMBps and PFSMBps cap the ssd, hdd and pfs data servers
 	// (emulated devices, to give the tiers the speed ratios of a real
 	// machine).
@@ -53,6 +56,8 @@ type Options struct {
 	MetaFlags []string
 	// MountFlags are extra flags of the mount (--writeback-creates).
 	MountFlags []string
+	// FwdFlags are extra flags of every forwarding daemon (--workers).
+	FwdFlags []string
 	JobVar     string // environment variable holding the job id (mount)
 	// NoMonitor turns Beacon's per-operation records off in every daemon
 	// (to measure what monitoring costs).
@@ -236,6 +241,9 @@ func Up(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	mdir := memDir(dir, secret)
+	if n := len(o.DataMBpsEach); n > 0 && n != max(o.MemServers, 1) {
+		return nil, fmt.Errorf("%d mem-tier caps for %d mem-tier data servers", n, max(o.MemServers, 1))
+	}
 	tiers := []tierd{{"data-mem", "mem", mdir, o.MemBytes, "cab0"}}
 	for i := 1; i < o.MemServers; i++ {
 		tiers = append(tiers, tierd{fmt.Sprintf("data-mem-%d", i), "mem", fmt.Sprintf("%s-%d", mdir, i), o.MemBytes, fmt.Sprintf("cab%d", i)})
@@ -243,7 +251,7 @@ func Up(o Options) (*Cluster, error) {
 	tiers = append(tiers, tierd{"data-ssd", "ssd", filepath.Join(dir, "ssd"), o.SSDBytes, ""},
 		tierd{"data-hdd", "hdd", filepath.Join(dir, "hdd"), o.HDDBytes, ""},
 		tierd{"data-pfs", "pfs", o.PFS, 0, ""})
-	for _, t := range tiers {
+	for i, t := range tiers {
 		if (t.kind != "pfs" && t.cap <= 0) || (t.kind == "pfs" && o.PFS == "none") {
 			continue
 		}
@@ -259,7 +267,9 @@ func Up(o Options) (*Cluster, error) {
 		if o.MemReplicas > 1 && t.domain != "" {
 			args = append(args, "--domain", t.domain)
 		}
-		if t.kind == "mem" && o.DataMBps > 0 {
+		if t.kind == "mem" && i < len(o.DataMBpsEach) && o.DataMBpsEach[i] > 0 {
+			args = append(args, "--max-mbps", ftoa(o.DataMBpsEach[i]))
+		} else if t.kind == "mem" && o.DataMBps > 0 {
 			args = append(args, "--max-mbps", ftoa(o.DataMBps))
 		}
 		if mbps := map[string]float64{"ssd": o.SSDMBps, "hdd": o.HDDMBps, "pfs": o.PFSMBps}[t.kind]; mbps > 0 {
@@ -290,6 +300,7 @@ func Up(o Options) (*Cluster, error) {
 		if o.FwdIOPS > 0 {
 			args = append(args, "--max-iops", ftoa(o.FwdIOPS))
 		}
+		args = append(args, o.FwdFlags...)
 		c.Daemons = append(c.Daemons, Daemon{Name: name, Args: args})
 	}
 	margs := []string{"mount", "--meta", metaAddr, to}

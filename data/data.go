@@ -64,6 +64,13 @@ type Config struct {
 	// Monitor records every request for Beacon (nil: monitoring off);
 	// Run ships its windows to the metadata daemon.
 	Monitor *beacon.Collector
+	// MaxPerfMBps is the bandwidth placement may count on from this
+	// server (max_perf, MB/s); 0: measured (perf.go). Probe: measure it
+	// before registering; ProbeEvery: again, when idle, this often (0:
+	// never).
+	MaxPerfMBps float64
+	Probe       bool
+	ProbeEvery  time.Duration
 }
 
 // Server is a running data server.
@@ -72,6 +79,7 @@ type Server struct {
 	store tier.Store
 	bw    *throttle.Bucket
 	iops  *throttle.Bucket
+	perf  perf // measured max_perf (perf.go)
 	sem   chan struct{}
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
@@ -173,11 +181,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		s.rpc.Close()
 	}()
 	metaC := s.meta
+	if s.cfg.Probe && s.cfg.MaxPerfMBps == 0 {
+		s.probe(ctx)
+	}
+	go s.reprobe(ctx)
 	s.mem = &member.Member{Meta: metaC, IDFile: idFile, Log: s.cfg.Log, Info: func() wire.ServerInfo {
 		c, u := s.store.Usage()
 		w, r := s.meter.rates(s.cfg.Now())
 		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node,
-			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain}
+			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain, MaxPerf: s.maxPerf(w), Written: s.meter.written.Load()}
 	}, Replied: func(r *wire.Msg) {
 		if r.Flags&wire.RegisterHasTrims != 0 {
 			go s.pullTrims(ctx)

@@ -241,7 +241,7 @@ func (s *Server) worker(ctx context.Context, c wire.Class) {
 			if m.Op == wire.OpRead {
 				n = int(m.Size)
 			}
-			var stalled stallClock
+			stalled := stallClock{jobID: m.Who.Job}
 			s.serve(withStallClock(ctx, &stalled), r)
 			s.met.observe(c, m, s.cfg.Now().Sub(start), n)
 			if mon := s.cfg.Monitor; mon != nil {

@@ -68,7 +68,7 @@ func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, ge
 // chunk goes to a lower tier. The wait counts as the request's queue time
 // in Beacon (stallClock).
 func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, gen uint64) (loc wire.ChunkLoc, placed bool, err error) {
-	req := wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen}
+	req := wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen, Who: wire.Who{Job: stallOf(ctx).job()}}
 	if exclude == 0 {
 		req.Flags = wire.AllocMayWait
 	}
@@ -113,8 +113,20 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 	}
 }
 
-// stallClock adds up the time one request waited for stalled tiers.
-type stallClock struct{ ns atomic.Int64 }
+// stallClock adds up the time one request waited for stalled tiers; it
+// also carries the request's job (placement binds jobs to pools).
+type stallClock struct {
+	ns    atomic.Int64
+	jobID string // set before the request is served, read-only after
+}
+
+// job is the request's job ("" outside a request).
+func (c *stallClock) job() string {
+	if c == nil {
+		return ""
+	}
+	return c.jobID
+}
 
 type stallKey struct{}
 

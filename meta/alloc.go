@@ -27,7 +27,7 @@ import (
 // was refused there): then it moves, once — a second writer refused by
 // the same server gets the location the first one moved it to.
 func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uint64) (loc wire.ChunkLoc, placed bool, err error) {
-	loc, placed, _, err = s.AllocWait(ctx, ino, idx, gen, exclude, 0)
+	loc, placed, _, err = s.AllocWait(ctx, ino, idx, gen, exclude, 0, "")
 	return loc, placed, err
 }
 
@@ -37,8 +37,9 @@ func (s *Service) Alloc(ctx context.Context, ino, idx, gen uint64, exclude []uin
 // chunk spill to a lower tier. It is woken as soon as space may have been
 // freed (a move committed, a server reported, the reserves changed), and
 // answers ErrStall if the tier is still stalled at the end (the writer
-// then asks again, or spills). waited is how long it waited.
-func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude []uint64, wait time.Duration) (loc wire.ChunkLoc, placed bool, waited time.Duration, err error) {
+// then asks again, or spills). waited is how long it waited. job is the
+// writing job ("": none): a job bound to a resource pool writes there.
+func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude []uint64, wait time.Duration, job string) (loc wire.ChunkLoc, placed bool, waited time.Duration, err error) {
 	start := s.now()
 	for _, x := range exclude {
 		// a server that refused a chunk is full, or down: one that does
@@ -49,7 +50,7 @@ func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude [
 	defer limit.Stop()
 	for stalled := false; ; stalled = true {
 		var wake <-chan struct{}
-		loc, placed, wake, err = s.allocOnce(ctx, ino, idx, gen, exclude, wait > 0)
+		loc, placed, wake, err = s.allocOnce(ctx, ino, idx, gen, exclude, wait > 0, job)
 		if wake == nil {
 			if stalled {
 				waited = s.now().Sub(start)
@@ -72,7 +73,7 @@ const stallWait = time.Second
 
 // allocOnce is one try of Alloc; on ErrStall, wake is closed when space
 // may have been freed.
-func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude []uint64, mayWait bool) (loc wire.ChunkLoc, placed bool, wake <-chan struct{}, err error) {
+func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude []uint64, mayWait bool, job string) (loc wire.ChunkLoc, placed bool, wake <-chan struct{}, err error) {
 	s.mu.Lock()
 	n, err := s.getInode(ino)
 	if err != nil {
@@ -94,7 +95,7 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 		// an old place is refused there (a moved fence is below lgen)
 		lgen = cur.Gen + 1
 	}
-	loc, wake, err = s.reg.choose(n, idx, exclude, mayWait)
+	loc, wake, err = s.reg.choose(n, idx, exclude, mayWait, job)
 	if err != nil {
 		s.mu.Unlock()
 		return loc, false, wake, err
@@ -173,11 +174,13 @@ func anyIn(ids, set []uint64) bool {
 
 // choose asks the placement policy (policy/place) for a place for chunk
 // idx of n, from the registry's view of the data servers, and promises
-// the chosen servers the space.
+// the chosen servers the space and adds it to their backlogs (the perf
+// policy's load). job is the writing job (its pool binding). Caller
+// holds s.mu.
 //
 // On ErrStall it also returns a channel closed when space may have been
 // freed (spaceChangedLocked).
-func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) (wire.ChunkLoc, <-chan struct{}, error) {
+func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, job string) (wire.ChunkLoc, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// a server that refused a chunk and answers is full: it gets no new
@@ -194,9 +197,11 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 	if r.placeHint != nil {
 		first = r.placeHint(n.Ino, n.Parent, n.Name)
 	}
-	d, err := place.Choose(servers, place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
+	c := place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
 		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait,
-		Copies: r.s.cfg.Copies, Tier: first})
+		Copies: r.s.cfg.Copies, Tier: first, Policy: r.s.cfg.Placement}
+	chunkPool(&c, r.poolOfLocked(n, job))
+	d, err := place.Choose(servers, c)
 	if errors.Is(err, place.ErrStall) {
 		if r.spaceWake == nil {
 			r.spaceWake = make(chan struct{})
@@ -212,7 +217,21 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool) 
 	for i, id := range d.Replicas {
 		r.servers[id].reserved += d.ReplicaCharge[i]
 	}
+	for i, id := range d.Servers {
+		r.backlogLocked(id).Add(d.Charge[i])
+	}
 	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers, Replicas: d.Replicas}, nil, nil
+}
+
+// backlogLocked is data server id's estimated backlog. Caller holds
+// r.mu.
+func (r *registry) backlogLocked(id uint64) *place.Backlog {
+	b := r.backlog[id]
+	if b == nil {
+		b = &place.Backlog{}
+		r.backlog[id] = b
+	}
+	return b
 }
 
 // placeServersLocked is the data servers as the placement policy sees
@@ -230,7 +249,7 @@ func (r *registry) placeServersLocked(now time.Time) []place.Server {
 		}
 		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
 			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
-			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain})
+			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain, MaxPerf: m.info.MaxPerf, Pending: r.backlogLocked(m.info.ID).Pending(now)})
 	}
 	return servers
 }

@@ -185,7 +185,7 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if m.Flags&wire.AllocMayWait != 0 {
 			wait = max(time.Duration(m.Size)*time.Millisecond, time.Millisecond)
 		}
-		c, placed, waited, err := s.AllocWait(ctx, m.Ino, m.Idx, m.Trunc, excl, wait)
+		c, placed, waited, err := s.AllocWait(ctx, m.Ino, m.Idx, m.Trunc, excl, wait, m.Who.Job)
 		r := &wire.Msg{Size: uint64(waited / time.Millisecond)}
 		if err == ErrStall {
 			r.Flags = wire.AllocStalled
@@ -203,7 +203,8 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		var id uint64
 		si := wire.ServerInfo{ID: m.ID, Role: m.Name, Tier: m.Tier, Addr: m.Addr, Capacity: m.Cap, Used: m.Used, Node: m.Node}
 		if len(m.Servers) == 1 { // the figures of the heartbeat
-			si.WriteBW, si.ReadBW, si.Domain = m.Servers[0].WriteBW, m.Servers[0].ReadBW, m.Servers[0].Domain
+			x := m.Servers[0]
+			si.WriteBW, si.ReadBW, si.Domain, si.MaxPerf, si.Written = x.WriteBW, x.ReadBW, x.Domain, x.MaxPerf, x.Written
 		}
 		back := si.Role == "data" && si.ID != 0 && !s.reg.alive(si.ID)
 		id, err = s.Register(si)

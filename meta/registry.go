@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -34,6 +35,13 @@ type registry struct {
 	// spaceWake is closed (and cleared) when a data server's free space
 	// may have grown; writers waiting for a stalled tier wait on it.
 	spaceWake chan struct{}
+	// backlog is each data server's bytes placed and not yet written,
+	// as placement estimates them (alloc.go).
+	backlog map[uint64]*place.Backlog
+	// pools by name, the directories and jobs bound to them (pool.go).
+	pools    map[string]Pool
+	dirPools map[uint64]string
+	jobPools map[string]string
 }
 
 type member struct {
@@ -46,6 +54,8 @@ func (r *registry) init(s *Service) {
 	r.s = s
 	r.servers = map[uint64]*member{}
 	r.clients = map[uint64]*rpc.Client{}
+	r.backlog = map[uint64]*place.Backlog{}
+	r.pools, r.dirPools, r.jobPools = map[string]Pool{}, map[uint64]string{}, map[string]string{}
 }
 
 func (r *registry) load() error {
@@ -64,7 +74,10 @@ func (r *registry) load() error {
 		}
 		return true
 	})
-	return derr
+	if derr != nil {
+		return derr
+	}
+	return r.loadPools()
 }
 
 // Register adds or refreshes a daemon and returns its id.
@@ -101,12 +114,15 @@ func (s *Service) Register(si wire.ServerInfo) (uint64, error) {
 	m.info = si
 	m.info.Alive = true
 	m.lastSeen = s.now()
+	if si.Role == "data" {
+		r.backlogLocked(si.ID).Report(m.lastSeen, si.Written)
+	}
 	m.reserved = 0
 	r.spaceChangedLocked()
 	if persist {
 		var b engine.Batch
 		stored := si
-		stored.Used, stored.WriteBW, stored.ReadBW = 0, 0, 0
+		stored.Used, stored.WriteBW, stored.ReadBW, stored.Written = 0, 0, 0, 0
 		b.Set(serverKey(si.ID), encodeServer(stored))
 		if err := s.e.Apply(&b, false); err != nil {
 			return 0, err
@@ -127,6 +143,9 @@ func (s *Service) Servers() []wire.ServerInfo {
 		si := m.info
 		si.Alive = now.Sub(m.lastSeen) < s.cfg.HeartbeatTTL
 		si.Used += m.reserved
+		if si.Role == "data" {
+			si.Pending = r.backlogLocked(si.ID).Pending(now)
+		}
 		out = append(out, si)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

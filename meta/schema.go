@@ -19,6 +19,8 @@ import (
 //	'M' ino idx            → chunk migration intent (move.go)
 //	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
 //	'B' job                → a job's burst-buffer grant, JSON (bbgrant.go)
+//	'Q' 'p' name           → a resource pool, JSON (pool.go)
+//	'Q' 'd' ino            → the pool a directory is bound to (pool.go)
 const (
 	pInode   = 'I'
 	pDentry  = 'D'
@@ -32,6 +34,7 @@ const (
 	pPolicy  = 'P' // ino → a directory's tiering policy (tierpolicy.go)
 	pDrop    = 'R'
 	pGrant   = 'B' // job → its burst-buffer grant (bbgrant.go)
+	pPool    = 'Q' // resource pools and directories' bindings (pool.go)
 )
 
 func key1(p byte, a uint64) []byte {

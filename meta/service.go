@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/bbos"
+	"github.com/sluice-hpc/sluice/policy/place"
 )
 
 // RootIno is the inode number of the root directory.
@@ -47,6 +48,9 @@ type Config struct {
 	// (policy/bbos; bbgrant.go). Default: dedicated.
 	BBPolicy bbos.Policy
 	BBRates  bbos.Rates
+	// Placement ranks a tier's servers for a new chunk (policy/place;
+	// default perf).
+	Placement place.Policy
 }
 
 // Service implements the metadata operations.
@@ -94,6 +98,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.StripeCnt == 0 {
 		cfg.StripeCnt = 1
+	}
+	if cfg.Placement == "" {
+		cfg.Placement = place.Perf
 	}
 	if cfg.StripeUnit == 0 {
 		cfg.StripeUnit = layout.DefaultStripeUnit

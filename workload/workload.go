@@ -62,6 +62,9 @@ type Params struct {
 	Bursts int           // checkpoints (ckpt; default 3)
 	Period time.Duration // idle time between checkpoints (default 2.5 s)
 	Seed   int64
+	// StartAt, if set, is when every rank starts its I/O (a barrier: the
+	// launcher sets it past the time it takes to start every rank).
+	StartAt time.Time
 }
 
 // Result is one rank's outcome.
@@ -70,6 +73,7 @@ type Result struct {
 	Bytes  int64
 	Ops    int
 	IOTime time.Duration // time spent in I/O (excluding ckpt idle periods)
+	End    time.Time     // when the rank's I/O ended
 }
 
 func (p *Params) defaults() {
@@ -94,6 +98,9 @@ func (p *Params) defaults() {
 func Run(kind string, p Params) (Result, error) {
 	p.defaults()
 	res := Result{Rank: p.Rank}
+	if d := time.Until(p.StartAt); !p.StartAt.IsZero() && d > 0 {
+		time.Sleep(d)
+	}
 	start := time.Now()
 	var err error
 	switch kind {
@@ -142,6 +149,7 @@ func Run(kind string, p Params) (Result, error) {
 		return res, fmt.Errorf("unknown behaviour %q (nn, n1, 11, meta, iops, ckpt, read, log)", kind)
 	}
 	res.IOTime = time.Since(start)
+	res.End = time.Now()
 	return res, err
 }
 
@@ -344,21 +352,39 @@ type Summary struct {
 	Ops     int
 	Slowest time.Duration // the job's I/O time: its slowest rank
 	Median  time.Duration
+	Fastest time.Duration
+	// Span is from the first rank's start of I/O to the last one's end
+	// (bytes / Span is the job's aggregate bandwidth).
+	Span time.Duration
 }
 
 // Summarise aggregates rank results.
 func Summarise(rs []Result) Summary {
 	s := Summary{Ranks: len(rs)}
 	var ts []time.Duration
+	var first, last time.Time
 	for _, r := range rs {
 		s.Bytes += r.Bytes
 		s.Ops += r.Ops
 		ts = append(ts, r.IOTime)
+		if r.End.IsZero() {
+			continue
+		}
+		if b := r.End.Add(-r.IOTime); first.IsZero() || b.Before(first) {
+			first = b
+		}
+		if r.End.After(last) {
+			last = r.End
+		}
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
 	if len(ts) > 0 {
 		s.Slowest = ts[len(ts)-1]
 		s.Median = ts[len(ts)/2]
+		s.Fastest = ts[0]
+	}
+	if !first.IsZero() {
+		s.Span = last.Sub(first)
 	}
 	return s
 }

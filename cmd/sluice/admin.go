@@ -117,7 +117,7 @@ func cmdStatus(args []string) error {
 			slow[h.Server] = h.Ratio
 		}
 	}
-	fmt.Printf("%-4s %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", "ID", "ROLE", "TIER", "ADDRESS", "NODE", "CAPACITY", "USED", "USED%", "STATE")
+	fmt.Printf("%-4s %-7s %-5s %-22s %-10s %10s %10s %6s %8s %8s %s\n", "ID", "ROLE", "TIER", "ADDRESS", "NODE", "CAPACITY", "USED", "USED%", "MAX_PERF", "PENDING", "STATE")
 	tiers := map[string][2]uint64{}
 	for _, s := range servers {
 		state := "up"
@@ -126,9 +126,12 @@ func cmdStatus(args []string) error {
 		} else if r, ok := slow[beaconName(s)]; ok {
 			state = fmt.Sprintf("FAIL-SLOW (%.1f× its peers' latency)", r)
 		}
-		capS, usedS, pct := "-", "-", "-"
+		capS, usedS, pct, perf, open := "-", "-", "-", "-", "-"
 		if s.Role == "data" {
-			capS, usedS = size.Format(s.Capacity), size.Format(s.Used)
+			capS, usedS, open = size.Format(s.Capacity), size.Format(s.Used), size.Format(s.Pending)
+			if s.MaxPerf > 0 {
+				perf = fmt.Sprintf("%.0fMB/s", float64(s.MaxPerf)/1e6)
+			}
 			if s.Capacity > 0 {
 				pct = fmt.Sprintf("%.1f", 100*float64(s.Used)/float64(s.Capacity))
 			}
@@ -144,7 +147,7 @@ func cmdStatus(args []string) error {
 		if s.Domain != "" {
 			state += " (domain " + s.Domain + ")"
 		}
-		fmt.Printf("%-4d %-7s %-5s %-22s %-10s %10s %10s %6s %s\n", s.ID, s.Role, tier, s.Addr, s.Node, capS, usedS, pct, state)
+		fmt.Printf("%-4d %-7s %-5s %-22s %-10s %10s %10s %6s %8s %8s %s\n", s.ID, s.Role, tier, s.Addr, s.Node, capS, usedS, pct, perf, open, state)
 	}
 	fmt.Println("\nTIER  CAPACITY       USED")
 	for _, t := range []string{"mem", "ssd", "hdd", "pfs"} {

@@ -9,6 +9,8 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +38,7 @@ import (
 	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/dfra"
+	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -154,6 +157,7 @@ func cmdMeta(args []string) error {
 	bbEvery := fs.Duration("bb-every", 250*time.Millisecond, "how often the burst-buffer manager looks at its pools")
 	bbGap := fs.Duration("bb-gap", 0, "burst-buffer I/O scheduler: a job's phase ends after this long without a request (0: the servers' 10ms)")
 	bbMaxWait := fs.Duration("bb-max-wait", 0, "burst-buffer I/O scheduler: no job waits longer for its turn (0: the servers' 10s)")
+	placement := fs.String("placement", "perf", "how a new chunk's servers are ranked within a tier (policy/place): perf (max_perf / (open files + 1), Sunway §5), rr (round-robin) or wrandom (random weighted by max_perf)")
 	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
 	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
 	var pol dfra.Config
@@ -195,8 +199,11 @@ func cmdMeta(args []string) error {
 	if err != nil {
 		return err
 	}
+	if !slices.Contains(place.Policies, place.Policy(*placement)) {
+		return fmt.Errorf("--placement %q: want perf, rr or wrandom", *placement)
+	}
 	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout,
-		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}, BBPolicy: bbp, BBRates: bbr})
+		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}, BBPolicy: bbp, BBRates: bbr, Placement: place.Policy(*placement)})
 	if err != nil {
 		return err
 	}
@@ -284,12 +291,15 @@ func cmdMeta(args []string) error {
 				tmgr.Prefetch(spec.ID, p.Inputs)
 			}
 		},
-		OnEnd: tmgr.EndPrefetch})
+		OnEnd: func(job string) {
+			tmgr.EndPrefetch(job)
+			svc.JobEnded(job) // its pool binding lasts the job
+		}})
 	mtick := time.NewTicker(2 * time.Second)
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
 	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
-		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBCall)},
+		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBCall), wire.OpPool: svc.PoolHandler()},
 		Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()
@@ -312,6 +322,8 @@ func cmdData(args []string) error {
 	node := fs.String("node", hostname(), "node name")
 	domain := fs.String("domain", "", "failure domain (a cabinet): replicated chunks keep their copies in different domains; \"\": the server alone")
 	zeroCopy := fs.Bool("zero-copy", false, "answer reads with sendfile from the chunk file instead of through a buffer")
+	maxPerf := fs.Float64("max-perf", 0, "the bandwidth placement counts on from this server, MB/s (max_perf; 0: measured by a write probe before registering)")
+	probeEvery := fs.Duration("probe-every", 10*time.Minute, "probe the device again this often, when it is idle (0: never)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -338,6 +350,7 @@ func cmdData(args []string) error {
 	}
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
 		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
+		MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery,
 		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
 	if err != nil {
 		return err
@@ -355,6 +368,7 @@ func cmdFwd(args []string) error {
 	idFile := fs.String("id-file", "", "keep the assigned id here across restarts")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
 	zeroCopy := fs.Bool("zero-copy", false, "splice data servers' answers to reads into the replies instead of copying them")
+	workers := fs.String("workers", "16,16,8", "workers of the metadata, small and bulk pipeline classes (a bulk worker waits for its data server)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -362,8 +376,16 @@ func cmdFwd(args []string) error {
 	if err != nil {
 		return err
 	}
+	var w [wire.NumClasses]int
+	for i, f := range strings.Split(*workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || i >= len(w) {
+			return fmt.Errorf("--workers %q: want %d counts, e.g. 16,16,8", *workers, len(w))
+		}
+		w[i] = n
+	}
 	log := logger("fwd")
-	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log,
+	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log, Workers: w,
 		MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, ZeroCopy: *zeroCopy,
 		Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
 	return runDaemon(srv, *df.addrFile, *idFile)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	_ "net/http/pprof"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,13 +27,14 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon, MB/s (also DFRA's B_f)")
 	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
-	fs.Float64Var(&o.DataMBps, "data-max-mbps", 0, "bandwidth cap of each mem-tier data server, MB/s")
+	dataMBps := fs.String("data-max-mbps", "0", "bandwidth cap of each mem-tier data server, MB/s; or one per server, in order: 50,30,50,...")
 	fs.Float64Var(&o.DataIOPS, "data-max-iops", 0, "IOPS cap of each mem-tier data server")
 	fs.Float64Var(&o.SSDMBps, "ssd-max-mbps", 0, "bandwidth cap of the ssd-tier data server, MB/s")
 	fs.Float64Var(&o.HDDMBps, "hdd-max-mbps", 0, "bandwidth cap of the hdd-tier data server, MB/s")
 	fs.Float64Var(&o.PFSMBps, "pfs-max-mbps", 0, "bandwidth cap of the pfs-tier data server, MB/s (an emulated disk-based PFS)")
 	fs.DurationVar(&o.DeviceBurst, "device-burst", 0, "how much of its cap an idle emulated device serves at once (0: 50ms)")
 	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
+	fwdFlags := fs.String("fwd-flags", "", "extra flags of every forwarding daemon, e.g. \"--workers 16,16,32\"")
 	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
@@ -54,9 +56,23 @@ func cmdUp(args []string) error {
 	if o.MemReplicas > 1 && o.MemServers < o.MemReplicas {
 		return fmt.Errorf("--mem-replicas %d needs --mem-servers %d or more", o.MemReplicas, o.MemReplicas)
 	}
+	for i, f := range strings.Split(*dataMBps, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("--data-max-mbps: %q is not a rate", f)
+		}
+		if i == 0 {
+			o.DataMBps = v
+		}
+		o.DataMBpsEach = append(o.DataMBpsEach, v)
+	}
+	if len(o.DataMBpsEach) == 1 {
+		o.DataMBpsEach = nil // one cap for every server
+	}
 	o.NoMonitor = !*monitor
 	o.MetaFlags = strings.Fields(*metaFlags)
 	o.MountFlags = strings.Fields(*mountFlags)
+	o.FwdFlags = strings.Fields(*fwdFlags)
 	var err error
 	if o.MemBytes, err = size.Parse(*mem); err != nil {
 		return fmt.Errorf("--mem: %v", err)

@@ -34,6 +34,8 @@ func cmdWorkload(args []string) error {
 	period := fs.Duration("period", 2500*time.Millisecond, "idle time between checkpoints (ckpt)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	rank := fs.Int("rank", -1, "internal: run one rank in this process")
+	startAt := fs.Int64("start-at", 0, "internal: unix ns at which every rank starts its I/O")
+	results := fs.Bool("results", false, "with --json: include every rank's result")
 	register := fs.Bool("register", false, "register the job with the forwarding-map manager for its run (DFRA)")
 	state := fs.String("state", "", "with --register: state directory of the local cluster (default: the current one)")
 	nodeList := fs.String("nodes", "", "emulated compute nodes (cn0,cn1,...): ranks are spread over them in blocks, each with SLURMD_NODENAME set (default: this host)")
@@ -67,6 +69,9 @@ func cmdWorkload(args []string) error {
 	}
 	p := workload.Params{Dir: fs.Arg(0), Rank: *rank, Ranks: *ranks, Size: sz, Block: int(bs), Ops: *ops,
 		Bursts: *bursts, Period: *period, Seed: time.Now().UnixNano()}
+	if *startAt > 0 {
+		p.StartAt = time.Unix(0, *startAt)
+	}
 	if *rank >= 0 {
 		res, err := workload.Run(*kind, p)
 		if err != nil {
@@ -98,15 +103,18 @@ func cmdWorkload(args []string) error {
 		}
 		defer end()
 	}
-	results := make([]workload.Result, *ranks)
+	rs := make([]workload.Result, *ranks)
 	errs := make([]error, *ranks)
 	var wg sync.WaitGroup
 	start := time.Now()
+	// a start barrier: every rank begins its I/O at once (as IOR's ranks
+	// do after MPI_Barrier), past the time it takes to start them all
+	at := strconv.FormatInt(start.Add(300*time.Millisecond+time.Duration(*ranks)*30*time.Millisecond).UnixNano(), 10)
 	for r := 0; r < *ranks; r++ {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			c := exec.Command(exe, append([]string{"workload", "--rank", strconv.Itoa(r)}, args...)...)
+			c := exec.Command(exe, append([]string{"workload", "--rank", strconv.Itoa(r), "--start-at", at}, args...)...)
 			c.Env = append(os.Environ(), *jobVar+"="+*job, "SLURM_PROCID="+strconv.Itoa(r), "SLUICE_APP="+*app)
 			if len(nodes) > 0 {
 				c.Env = append(c.Env, ident.NodeVar+"="+nodes[r*len(nodes)/(*ranks)])
@@ -115,7 +123,7 @@ func cmdWorkload(args []string) error {
 			c.Stderr = &stderr
 			out, err := c.Output()
 			if err == nil {
-				err = json.Unmarshal(out, &results[r])
+				err = json.Unmarshal(out, &rs[r])
 			}
 			if err != nil {
 				errs[r] = fmt.Errorf("rank %d: %v %s", r, err, strings.TrimSpace(stderr.String()))
@@ -128,13 +136,17 @@ func cmdWorkload(args []string) error {
 			return err
 		}
 	}
-	s := workload.Summarise(results)
+	s := workload.Summarise(rs)
 	if *asJSON {
+		if !*results {
+			rs = nil
+		}
 		return json.NewEncoder(os.Stdout).Encode(struct {
 			Job, Kind string
 			workload.Summary
 			Elapsed time.Duration
-		}{*job, *kind, s, time.Since(start)})
+			Results []workload.Result `json:",omitempty"`
+		}{*job, *kind, s, time.Since(start), rs})
 	}
 	fmt.Printf("job %s (%s, %d ranks): %s in %d ops; I/O time %v (slowest rank), %v (median)\n", *job, *kind, s.Ranks,
 		size.Format(uint64(s.Bytes)), s.Ops, s.Slowest.Round(time.Millisecond), s.Median.Round(time.Millisecond))

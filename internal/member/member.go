@@ -46,7 +46,7 @@ func (m *Member) Register(ctx context.Context) error {
 	si := m.Info()
 	resp, _, err := m.Meta.Call(ctx, &wire.Msg{Op: wire.OpRegister, ID: id, Name: si.Role, Tier: si.Tier,
 		Addr: si.Addr, Cap: si.Capacity, Used: si.Used, Who: wire.Who{Node: si.Node},
-		Servers: []wire.ServerInfo{{WriteBW: si.WriteBW, ReadBW: si.ReadBW, Domain: si.Domain}}}, nil, nil)
+		Servers: []wire.ServerInfo{{WriteBW: si.WriteBW, ReadBW: si.ReadBW, Domain: si.Domain, MaxPerf: si.MaxPerf, Written: si.Written}}}, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,7 @@ const (
 	OpDirty     // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
 	OpBB        // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants), "status" (the buffer manager's state)
 	OpBBServer  // data server of a burst-buffer pool: payload BBControl (JSON; none: leave the controls as they are); reply payload BBServerState (JSON)
+	OpPool      // metadata service: resource pools (meta/pool.go): Name "create", "rm", "bind", "unbind", "list"; payload and reply JSON
 	opMax
 )
 
@@ -122,7 +123,7 @@ var opNames = [...]string{
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
 	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
-	"degrade", "access", "dirty", "bb", "bb-server",
+	"degrade", "access", "dirty", "bb", "bb-server", "pool",
 }
 
 func (o Op) String() string {

@@ -164,6 +164,14 @@ type ServerInfo struct {
 	// its failure domain label ("cabinet" in ONFS).
 	WriteBW, ReadBW uint64
 	Domain          string
+	// MaxPerf is a data server's bandwidth for placement, bytes/s: what
+	// it measured writing (a probe, raised by what it has served since)
+	// or was configured with; 0: not known. Pending is the bytes the
+	// metadata service has placed on it and estimates it has not
+	// written yet (its load for placement; in replies only); Written
+	// the bytes a data server has written since it started (in
+	// heartbeats).
+	MaxPerf, Pending, Written uint64
 }
 
 // Who identifies the application behind a request: the client fills it
@@ -277,10 +285,11 @@ const (
 	tTrims
 	tRdev
 	tApp
-	tChunkGens // ChunkLoc.Gen of each of Chunks, in order (added after tChunks, which stays as it was)
-	tServerX   // WriteBW, ReadBW and Domain of each of Servers, in order
-	tReplicas  // ChunkLoc.Replicas of each of Chunks, in order
-	tHome      // ChunkLoc.Home of each of Chunks, in order
+	tChunkGens  // ChunkLoc.Gen of each of Chunks, in order (added after tChunks, which stays as it was)
+	tServerX    // WriteBW, ReadBW and Domain of each of Servers, in order
+	tReplicas   // ChunkLoc.Replicas of each of Chunks, in order
+	tHome       // ChunkLoc.Home of each of Chunks, in order
+	tServerPerf // MaxPerf, Pending and Written of each of Servers, in order
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -447,6 +456,15 @@ func (m *Msg) Append(b []byte) []byte {
 	}
 	if anyIDs(m.Chunks, func(c ChunkLoc) []uint64 { return c.Home }) {
 		e.chunkIDs(tHome, m.Chunks, func(c ChunkLoc) []uint64 { return c.Home })
+	}
+	if serverPerf(m.Servers) {
+		e.tag(tServerPerf)
+		e.uv(uint64(len(m.Servers)))
+		for _, s := range m.Servers {
+			e.uv(s.MaxPerf)
+			e.uv(s.Pending)
+			e.uv(s.Written)
+		}
 	}
 	return e.b
 }
@@ -636,6 +654,13 @@ func Decode(b []byte) (*Msg, error) {
 			d.chunkIDs(m.Chunks, func(c *ChunkLoc, id uint64) { c.Replicas = append(c.Replicas, id) })
 		case tHome:
 			d.chunkIDs(m.Chunks, func(c *ChunkLoc, id uint64) { c.Home = append(c.Home, id) })
+		case tServerPerf:
+			if d.Count(3) != len(m.Servers) {
+				d.Fail()
+			}
+			for i := range m.Servers {
+				m.Servers[i].MaxPerf, m.Servers[i].Pending, m.Servers[i].Written = d.Uvarint(), d.Uvarint(), d.Uvarint()
+			}
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
 		}
@@ -693,6 +718,15 @@ func (d *decoder) chunkIDs(cs []ChunkLoc, add func(*ChunkLoc, uint64)) {
 			add(&cs[i], d.Uvarint())
 		}
 	}
+}
+
+func serverPerf(ss []ServerInfo) bool {
+	for _, s := range ss {
+		if s.MaxPerf != 0 || s.Pending != 0 || s.Written != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func serverX(ss []ServerInfo) bool {

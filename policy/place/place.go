@@ -1,25 +1,33 @@
 // Package place is the chunk placement policy: given the data servers, what
 // each holds and may hold, and a new chunk, it picks the tier and the group
-// of servers the chunk's stripes go to. Today's rule: the fastest tier that
-// has a live group with room for the chunk, the group rotated over the
-// tier's servers so that files spread. A server keeps its write-stall
-// reserve (ONFS's Cs-w) free: when no group of a tier has room above the
+// of servers the chunk's stripes go to: the fastest tier that has a live
+// group with room for the chunk (a file bound to a resource pool tries the
+// pool's servers first), and within it the servers the placement Policy
+// ranks first: the performance-aware rule of the Sunway storage system
+// (§5: the target with the largest max_perf / (open_count + 1), here the
+// server that would write the chunk soonest by its max_perf and the bytes
+// placed on it and not yet written; docs/placement.md), round-robin, or
+// weighted random by max_perf. A server keeps its write-stall reserve
+// (ONFS's Cs-w) free: when no group of a tier has room above the
 // reserves, a caller that may wait is told to (ErrStall) while the tiering
 // manager frees space, and one that may not spills to the next tier; the
 // reserves are given up only when no tier has room above them.
-// (Performance-aware placement over resource pools and QoS will decide
-// here too.)
 //
 // Pure: the caller passes the servers' state as it knows it (liveness
-// already judged, space promised since their last report included) and a
-// sequence number that turns the rotation; the policy returns a decision
-// and what it charges each server, and keeps nothing. No clock, no I/O.
+// already judged, space promised since their last report included, each
+// one's Backlog as of the time it passes) and a sequence number that
+// turns the rotation; the policy returns a decision and what it charges
+// each server, and keeps nothing. No clock, no I/O.
 package place
 
 import (
+	"cmp"
 	"errors"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/sluice-hpc/sluice/layout"
 )
@@ -41,7 +49,85 @@ type Server struct {
 	// Domain is its failure domain ("cabinet" in ONFS; "": its own). The
 	// copies of a replicated chunk go to different domains.
 	Domain string
+	// MaxPerf is the bandwidth the server gives, bytes/s (measured by the
+	// server or configured; 0: not known, counted as its tier's median).
+	MaxPerf uint64
+	// Pending is the bytes placed on the server that it has not written
+	// yet, as the caller estimates them (Backlog): its load.
+	Pending uint64
 }
+
+// Backlog estimates the bytes a server has been given and not written
+// yet, for the perf policy: what was placed on it, less what it reports
+// having written (its heartbeats), less what it is estimated to have
+// written since its last report at the rate it wrote before it. A chunk
+// is charged whole when placed, and a server's writes come later than
+// placements (write-behind, forwarding queues), so the reports anchor
+// the estimate to what the server really did. The zero value is an idle
+// server. Pure: the caller passes the time.
+type Backlog struct {
+	out     uint64 // placed and not reported written, at the last report
+	placed  uint64 // placed since the last report
+	written uint64 // the server's count at its last report
+	at      int64  // unix ns of the last report (0: none yet)
+	rate    float64
+}
+
+// Pending is the bytes still to write at now.
+func (b *Backlog) Pending(now time.Time) uint64 {
+	done := 0.0
+	if b.at != 0 {
+		done = b.rate * float64(now.UnixNano()-b.at) / 1e9
+	}
+	left := float64(b.out) - done
+	if left < 0 {
+		left = 0
+	}
+	return uint64(left) + b.placed
+}
+
+// Add charges n bytes placed on the server.
+func (b *Backlog) Add(n uint64) { b.placed += n }
+
+// Report takes the server's count of bytes written (since it started)
+// at now. A count lower than the last one is a restarted server.
+func (b *Backlog) Report(now time.Time, written uint64) {
+	var delta uint64
+	if written >= b.written {
+		delta = written - b.written
+	} else {
+		delta = written
+	}
+	t := now.UnixNano()
+	if b.at != 0 && t > b.at {
+		b.rate = float64(delta) / (float64(t-b.at) / 1e9)
+	}
+	b.out += b.placed
+	b.out -= min(b.out, delta)
+	b.placed, b.written, b.at = 0, written, t
+}
+
+// Policy names a rule that ranks a tier's servers for a new chunk.
+type Policy string
+
+// The placement policies (`sluice meta --placement`).
+const (
+	// Perf ranks by the time the server would have written the chunk,
+	// (Pending + the chunk's share) / MaxPerf, soonest first, ties in
+	// rotation order: Sunway's max_perf / (open_count + 1) (§5) with the
+	// load counted in bytes, not in open objects (docs/placement.md).
+	Perf Policy = "perf"
+	// RR rotates the group start over the tier's servers with the file,
+	// the chunk and the sequence number (the zero Policy).
+	RR Policy = "rr"
+	// WRandom draws servers at random weighted by MaxPerf (Lustre's
+	// weighted allocator), the draw seeded by the file, the chunk and the
+	// sequence number.
+	WRandom Policy = "wrandom"
+)
+
+// Policies are the valid Policy values.
+var Policies = []Policy{Perf, RR, WRandom}
 
 // Chunk is the chunk to place.
 type Chunk struct {
@@ -65,6 +151,15 @@ type Chunk struct {
 	// (missing or below 2: one). A tier that cannot hold every copy in
 	// groups of different failure domains does not take the chunk.
 	Copies map[string]int
+	// Policy ranks the servers of a tier ("": RR).
+	Policy Policy
+	// Pool, if set, are the servers of the resource pool the file is
+	// bound to: they are tried first (fastest tier first); where none has
+	// room the chunk is placed as without a pool. PoolPerf gives the
+	// pool's own max_perf of some of them (bytes/s), used instead of the
+	// servers'.
+	Pool     []uint64
+	PoolPerf map[uint64]uint64
 }
 
 // Decision is where the chunk goes.
@@ -88,6 +183,25 @@ var ErrStall = errors.New("tier is at its write-stall threshold")
 
 // Choose places c on servers.
 func Choose(servers []Server, c Chunk) (Decision, error) {
+	if len(c.Pool) > 0 {
+		var in []Server
+		for _, s := range servers {
+			if excluded(s.ID, c.Pool) {
+				if p := c.PoolPerf[s.ID]; p > 0 {
+					s.MaxPerf = p
+				}
+				in = append(in, s)
+			}
+		}
+		d, err := choose(in, c)
+		if err == nil || err == ErrStall {
+			return d, err
+		}
+	}
+	return choose(servers, c)
+}
+
+func choose(servers []Server, c Chunk) (Decision, error) {
 	byTier := map[string][]Server{}
 	var tiers []string
 	for _, s := range servers {
@@ -126,9 +240,10 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 			g = 1 // the pfs tier keeps whole plain files
 		}
 		g = min(g, len(ss))
-		start := int((c.Ino + c.Idx + c.Seq + uint64(t)) % uint64(len(ss)))
+		start := int((c.Seq + uint64(t)) % uint64(len(ss)))
 		copies := c.Copies[tier]
-		if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, true); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, true) {
+		ranked := rank(ss, start, c)
+		if d, ok := group(tier, ranked, g, unit, c.ChunkSize, true); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, true) {
 			if stalled && c.MayWait {
 				return Decision{}, ErrStall
 			}
@@ -138,7 +253,7 @@ func Choose(servers []Server, c Chunk) (Decision, error) {
 			stalled = stalled || s.Reserve > 0
 		}
 		if fallback == nil {
-			if d, ok := group(tier, ss, start, g, unit, c.ChunkSize, false); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, false) {
+			if d, ok := group(tier, ranked, g, unit, c.ChunkSize, false); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, false) {
 				fallback = &d
 			}
 		}
@@ -238,13 +353,78 @@ func domainOf(s Server) string {
 	return "s:" + strconv.FormatUint(s.ID, 10)
 }
 
-// group picks g servers of one tier from ss, starting at start, that have
-// room for their share of the chunk (above their reserves if
-// keepReserve).
-func group(tier string, ss []Server, start, g int, unit, chunk int64, keepReserve bool) (Decision, bool) {
+// rank orders one tier's servers ss (sorted by ID) for chunk c as its
+// policy says; start is the rotation's first server.
+func rank(ss []Server, start int, c Chunk) []Server {
+	out := make([]Server, 0, len(ss))
+	for i := range ss {
+		out = append(out, ss[(start+i)%len(ss)])
+	}
+	switch c.Policy {
+	case Perf:
+		perf := perfs(out)
+		share := float64(c.ChunkSize)
+		if c.StripeCount > 1 {
+			share /= float64(c.StripeCount)
+		}
+		// the server that would have written the chunk soonest first;
+		// stable: ties keep the rotation order
+		done := func(s Server) float64 { return (float64(s.Pending) + share) / float64(perf[s.ID]) }
+		sort.SliceStable(out, func(i, j int) bool { return done(out[i]) < done(out[j]) })
+	case WRandom:
+		// Efraimidis–Spirakis: key u^(1/w), largest first, is a draw
+		// without replacement weighted by w
+		perf := perfs(out)
+		key := map[uint64]float64{}
+		for _, s := range out {
+			u := unitFloat(c.Ino, c.Idx, c.Seq, s.ID)
+			key[s.ID] = math.Pow(u, 1/float64(max(perf[s.ID], 1)))
+		}
+		sort.SliceStable(out, func(i, j int) bool { return key[out[i].ID] > key[out[j].ID] })
+	}
+	return out
+}
+
+// perfs is each server's MaxPerf, the median of the known ones where it
+// is not known (1 if none is).
+func perfs(ss []Server) map[uint64]uint64 {
+	var known []uint64
+	for _, s := range ss {
+		if s.MaxPerf > 0 {
+			known = append(known, s.MaxPerf)
+		}
+	}
+	fill := uint64(1)
+	if len(known) > 0 {
+		slices.Sort(known)
+		fill = known[len(known)/2]
+	}
+	out := make(map[uint64]uint64, len(ss))
+	for _, s := range ss {
+		out[s.ID] = cmp.Or(s.MaxPerf, fill)
+	}
+	return out
+}
+
+// unitFloat is a number in (0, 1) drawn from its arguments (splitmix64).
+func unitFloat(xs ...uint64) float64 {
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, x := range xs {
+		h ^= x
+		h += 0x9e3779b97f4a7c15
+		h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+		h = (h ^ h>>27) * 0x94d049bb133111eb
+		h ^= h >> 31
+	}
+	return (float64(h>>11) + 0.5) / (1 << 53)
+}
+
+// group picks g servers of one tier from ss, in order, that have room
+// for their share of the chunk (above their reserves if keepReserve).
+func group(tier string, ss []Server, g int, unit, chunk int64, keepReserve bool) (Decision, bool) {
 	d := Decision{Tier: tier}
 	for i := 0; i < len(ss) && len(d.Servers) < g; i++ {
-		s := ss[(start+i)%len(ss)]
+		s := ss[i]
 		need := uint64(layout.LocalSize(len(d.Servers), g, unit, chunk))
 		if keepReserve {
 			need += s.Reserve

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -24,8 +25,9 @@ func size(t *testing.T, s string) uint64 {
 
 // TestPlace runs testdata/place:
 //
-//	servers            one per line: TIER ID [cap=SIZE] [used=SIZE] [reserve=SIZE] [domain=D] [down]
+//	servers            one per line: TIER ID [cap=SIZE] [used=SIZE] [reserve=SIZE] [domain=D] [perf=MB/s] [pending=SIZE] [down]
 //	place ino=N idx=N chunk=SIZE [count=N] [unit=SIZE] [exclude=ID,ID] [seq=N] [wait=true] [copies=TIER:N]
+//	      [policy=perf|rr|wrandom] [pool=(ID,ID)] [poolperf=(ID:MB/s,...)]
 //	                   prints the decision and charges it to the servers
 //	replica tier=T have=(ID,ID) chunk=SIZE [exclude=(ID,ID)] [seq=N]
 //	                   prints ChooseReplica's server for another copy of an
@@ -51,6 +53,11 @@ func TestPlace(t *testing.T) {
 						s.Reserve = size(t, v)
 					case "domain":
 						s.Domain = v
+					case "perf":
+						mb, _ := strconv.ParseUint(v, 10, 64)
+						s.MaxPerf = mb * 1e6
+					case "pending":
+						s.Pending = size(t, v)
 					case "down":
 						s.Alive = false
 					default:
@@ -79,6 +86,21 @@ func TestPlace(t *testing.T) {
 					t, n, _ := strings.Cut(v, ":")
 					c.Copies = map[string]int{}
 					c.Copies[t], _ = strconv.Atoi(n)
+				case "policy":
+					c.Policy = Policy(v)
+				case "pool":
+					for _, x := range a.Vals {
+						id, _ := strconv.ParseUint(x, 10, 64)
+						c.Pool = append(c.Pool, id)
+					}
+				case "poolperf":
+					c.PoolPerf = map[uint64]uint64{}
+					for _, x := range a.Vals {
+						i, mb, _ := strings.Cut(x, ":")
+						id, _ := strconv.ParseUint(i, 10, 64)
+						n, _ := strconv.ParseUint(mb, 10, 64)
+						c.PoolPerf[id] = n * 1e6
+					}
 				case "ino":
 					c.Ino, _ = strconv.ParseUint(v, 10, 64)
 				case "idx":
@@ -136,4 +158,106 @@ func TestPlace(t *testing.T) {
 		t.Fatalf("unknown command %q", d.Cmd)
 		return ""
 	})
+}
+
+// sunway is the resource pool of the Sunway paper's placement experiment
+// (Table 2), MB/s.
+var sunway = []uint64{500, 300, 500, 200, 300, 100, 500, 200}
+
+// placeOpen places n files of one chunk each at once (nothing written
+// yet) on the Sunway pool with policy p and returns how many each server
+// got.
+func placeOpen(t *testing.T, p Policy, n int) []int {
+	t.Helper()
+	var ss []Server
+	for i, mb := range sunway {
+		ss = append(ss, Server{ID: uint64(i + 1), Tier: "mem", Alive: true, MaxPerf: mb * 1e6})
+	}
+	got := make([]int, len(ss))
+	for f := 0; f < n; f++ {
+		d, err := Choose(ss, Chunk{Ino: uint64(100 + f), ChunkSize: 4 << 20, StripeCount: 1, Seq: uint64(f), Policy: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss[d.Servers[0]-1].Pending += 4 << 20
+		got[d.Servers[0]-1]++
+	}
+	return got
+}
+
+// TestPerfProportional: the performance-aware rule spreads files written
+// at once in proportion to max_perf, to within one file of the exact share at every
+// scale (the paper's "deterministic" property: no probabilistic skew at
+// small N), where round-robin spreads them evenly and the weighted random
+// draw only in expectation.
+func TestPerfProportional(t *testing.T) {
+	sum := uint64(0)
+	for _, mb := range sunway {
+		sum += mb
+	}
+	for _, n := range []int{8, 26, 100, 128, 1000} {
+		got := placeOpen(t, Perf, n)
+		for i, mb := range sunway {
+			share := float64(n) * float64(mb) / float64(sum)
+			if d := float64(got[i]) - share; d > 1 || d < -1 {
+				t.Errorf("perf, %d files: server %d (%d MB/s) got %d, share %.1f (all %v)", n, i+1, mb, got[i], share, got)
+			}
+		}
+		rr := placeOpen(t, RR, n)
+		for i := range rr {
+			if rr[i] < n/len(sunway) || rr[i] > n/len(sunway)+1 {
+				t.Errorf("rr, %d files: %v not even", n, rr)
+			}
+		}
+	}
+	// weighted random at scale: within 25 % of the share on every server
+	got := placeOpen(t, WRandom, 4000)
+	for i, mb := range sunway {
+		share := 4000 * float64(mb) / float64(sum)
+		if float64(got[i]) < 0.75*share || float64(got[i]) > 1.25*share {
+			t.Errorf("wrandom: server %d got %d of 4000, share %.0f (all %v)", i+1, got[i], share, got)
+		}
+	}
+}
+
+// TestPerfOrderDeterministic: the same state gives the same decision.
+func TestPerfOrderDeterministic(t *testing.T) {
+	for _, p := range Policies {
+		a, b := placeOpen(t, p, 300), placeOpen(t, p, 300)
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("%s: %v then %v", p, a, b)
+		}
+	}
+}
+
+// TestBacklog: placed bytes are pending until the server reports them
+// written; between reports they drain at the rate it last wrote.
+func TestBacklog(t *testing.T) {
+	var b Backlog
+	t0 := time.Unix(1000, 0)
+	if b.Pending(t0) != 0 {
+		t.Fatal("an idle server has a backlog")
+	}
+	b.Report(t0, 500) // written before: no backlog
+	b.Add(40e6)
+	if got := b.Pending(t0.Add(time.Second)); got != 40e6 {
+		t.Fatalf("placed, not reported: %d pending", got)
+	}
+	b.Report(t0.Add(time.Second), 500+10e6) // 10 MB/s
+	for _, c := range []struct {
+		at   time.Duration
+		want uint64
+	}{{time.Second, 30e6}, {1500 * time.Millisecond, 25e6}, {10 * time.Second, 0}} {
+		if got := b.Pending(t0.Add(c.at)); got+1 < c.want || got > c.want+1 {
+			t.Errorf("pending at +%v: %d, want %d", c.at, got, c.want)
+		}
+	}
+	b.Add(4e6) // placed since the report: pending whole until reported
+	if got := b.Pending(t0.Add(10 * time.Second)); got != 4e6 {
+		t.Errorf("after a new chunk: %d", got)
+	}
+	b.Report(t0.Add(2*time.Second), 1000) // restarted: its count began again
+	if got := b.Pending(t0.Add(2 * time.Second)); got != 34e6-1000 {
+		t.Errorf("after a restart: %d", got)
+	}
 }
