@@ -58,7 +58,7 @@ type Options struct {
 	MountFlags []string
 	// FwdFlags are extra flags of every forwarding daemon (--workers).
 	FwdFlags []string
-	JobVar     string // environment variable holding the job id (mount)
+	JobVar   string // environment variable holding the job id (mount)
 	// NoMonitor turns Beacon's per-operation records off in every daemon
 	// (to measure what monitoring costs).
 	NoMonitor bool
