@@ -131,7 +131,11 @@ func (s *Server) reprobe(ctx context.Context) {
 			return
 		case <-t.C:
 			w, r := s.meter.written.Load(), s.meter.read.Load()
-			time.Sleep(5 * time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Second):
+			}
 			if w == s.meter.written.Load() && r == s.meter.read.Load() {
 				s.probe(ctx)
 			}

@@ -220,6 +220,9 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 	for i, id := range d.Servers {
 		r.backlogLocked(id).Add(d.Charge[i])
 	}
+	for i, id := range d.Replicas { // the second copy's bytes load its servers too
+		r.backlogLocked(id).Add(d.ReplicaCharge[i])
+	}
 	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers, Replicas: d.Replicas}, nil, nil
 }
 

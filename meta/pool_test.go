@@ -171,3 +171,29 @@ func TestPools(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBacklogCountsReplicas: a replicated chunk's second copy loads its
+// servers as the first does.
+func TestBacklogCountsReplicas(t *testing.T) {
+	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), ChunkSize: 1 << 20,
+		Copies: map[string]int{"mem": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range []string{"cab0", "cab1"} {
+		if _, err := s.Register(wire.ServerInfo{ID: uint64(i + 1), Role: "data", Tier: "mem", Addr: deadAddr(t), Capacity: 1 << 30,
+			Domain: d, MaxPerf: 10e6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, _ := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	loc, _, err := s.Alloc(context.Background(), f.Ino, 0, 0, nil)
+	if err != nil || len(loc.Replicas) != 1 {
+		t.Fatalf("placed %+v, %v", loc, err)
+	}
+	for _, si := range s.Servers() {
+		if si.Pending != 1<<20 {
+			t.Errorf("server %d pending %d, want the chunk's 1 MiB", si.ID, si.Pending)
+		}
+	}
+}
