@@ -285,6 +285,10 @@ func (s *Server) serve(r *rpc.Request) {
 		}
 		err = s.store.Write(id, int64(m.Offset), r.Payload, int64(m.Cap))
 		l.RUnlock()
+		if rpc.Errno(err) == syscall.ENOSPC || errors.Is(err, syscall.ENOSPC) {
+			s.cfg.Log.Info("no room for a chunk", "ino", m.Ino, "chunk", m.Idx, "layout gen", m.Gen, "trunc gen", m.Trunc,
+				"off", m.Offset, "len", m.Size, "err", err)
+		}
 		if err == nil {
 			s.meter.written.Add(m.Size)
 			s.wroteBB(m)

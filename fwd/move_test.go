@@ -298,3 +298,86 @@ func placedAgain(svc *meta.Service, ino uint64, l wire.ChunkLoc) bool {
 	}
 	return false
 }
+
+// TestAbortedEvictionKeepsTheHome: an eviction of a drained chunk's cache
+// (a clean move to its home on the PFS) that fails — here its source is
+// down — must leave the home's copy as it was: the chunk keeps that home,
+// and a later eviction makes it the chunk's only copy.
+func TestAbortedEvictionKeepsTheHome(t *testing.T) {
+	ctx := context.Background()
+	svc, metaAddr := testrig.Meta(t, meta.Config{Timeout: 2 * time.Second})
+	start := func(kind, dir string) (*data.Server, context.CancelFunc) {
+		cctx, cancel := context.WithCancel(context.Background())
+		ds, err := data.New(data.Config{Kind: kind, Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
+			Log: quiet(), StateDir: dir + "/.state"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _ := ds.Listen()
+		done := make(chan struct{})
+		go func() { ds.Run(cctx, ln, dir+"/.id"); close(done) }()
+		return ds, func() { cancel(); <-done }
+	}
+	memDir := t.TempDir()
+	src, stopSrc := start("mem", memDir)
+	pfs, stopPfs := start("pfs", t.TempDir())
+	defer stopPfs()
+	testrig.WaitData(t, svc, 2)
+	a, err := svc.Create(meta.RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, _, err := svc.Alloc(ctx, a.Ino, 0, 0, nil)
+	if err != nil || loc.Tier != "mem" {
+		t.Fatalf("alloc: %+v %v", loc, err)
+	}
+	call := func(addr string, m *wire.Msg, p, into []byte) error {
+		cl := rpc.NewClient(addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+		defer cl.Close()
+		_, _, err := cl.Call(ctx, m, p, into)
+		return err
+	}
+	payload := bytes.Repeat([]byte("home"), 2048)
+	w := &wire.Msg{Op: wire.OpChunkWrite, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192, Cap: uint64(a.ChunkSize)}
+	if err := call(src.Addr(), w, payload, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Extend(a.Ino, 8192, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	home := serversOf(svc, "pfs")
+	if _, err := svc.CopyChunk(ctx, a.Ino, 0, home); err != nil {
+		t.Fatal(err)
+	}
+	stopSrc()
+	if _, err := svc.EvictChunk(ctx, a.Ino, 0); err == nil {
+		t.Fatal("an eviction with its source down succeeded")
+	}
+	locs, _ := svc.Layout(a.Ino)
+	if len(locs) != 1 || len(locs[0].Home) != 1 || locs[0].Home[0] != home[0] {
+		t.Fatalf("after the failed eviction the chunk is %+v", locs)
+	}
+	src, stopSrc = start("mem", memDir)
+	defer stopSrc()
+	testrig.WaitData(t, svc, 2)
+	var n uint64
+	for try := 0; ; try++ {
+		if n, err = svc.EvictChunk(ctx, a.Ino, 0); err == nil || try > 20 {
+			break
+		}
+		svc.FinishMoves(ctx) // the failed one's ends, owed to the restarted source
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("eviction: %v", err)
+	}
+	locs, _ = svc.Layout(a.Ino)
+	got := make([]byte, 8192)
+	rd := &wire.Msg{Op: wire.OpChunkRead, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192, Gen: locs[0].Gen}
+	if err := call(pfs.Addr(), rd, nil, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("the home's copy after the evictions (%d bytes copied, chunk %+v) is not the data: %q...", n, locs[0], got[:16])
+	}
+}

@@ -438,11 +438,15 @@ func (s *Service) finishMove(ctx context.Context, mi MoveIntent) bool {
 		for _, id := range mi.From.Replicas {
 			send(id, "src")
 		}
-	} else {
+	} else if !mi.Clean {
 		for _, id := range mi.To.Servers {
 			send(id, "dst")
 		}
 	}
+	// (the destination of an eviction that failed is the chunk's home: its
+	// clean copy stays, untouched by the move, since a write to the chunk
+	// gives the home up first and the truncates trim it too. Dropping it
+	// there left the chunk a home of zeros for its next eviction.)
 	if !ok {
 		return false
 	}

@@ -111,6 +111,7 @@ var fsxRegressions = []struct {
 	{"keep-cache", 1795468755428461686}, // a write with an old layout of a cached chunk failed (EAGAIN) instead of giving up the home of the new one
 	{"keep-cache", 1795469502721888489}, // a chunk cut away by a truncate and written again on a full tier got ENOSPC instead of a place with room
 	{"pfs", 1795474797523829067},        // a truncate with every chunk on the pfs tier cut away before left the plain file longer than the file
+	{"keep-cache", 1795526211665905911}, // a write-behind write to a chunk re-placed after an O_TRUNC got ENOSPC from the full mem tier (not understood yet: logs added)
 }
 
 // TestFsxModel runs the model under every variant, then every regression
