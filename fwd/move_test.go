@@ -357,7 +357,7 @@ func TestAbortedEvictionKeepsTheHome(t *testing.T) {
 	if len(locs) != 1 || len(locs[0].Home) != 1 || locs[0].Home[0] != home[0] {
 		t.Fatalf("after the failed eviction the chunk is %+v", locs)
 	}
-	src, stopSrc = start("mem", memDir)
+	_, stopSrc = start("mem", memDir)
 	defer stopSrc()
 	testrig.WaitData(t, svc, 2)
 	var n uint64
