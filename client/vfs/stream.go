@@ -15,7 +15,12 @@ import (
 // Write-behind: a write is copied into a pooled buffer and sent to the
 // forwarding node in the background; the caller gets its byte count at
 // once, as from a page cache. At most Config.WriteBehind bytes are in
-// flight per mount (the caller blocks beyond that). Writes to overlapping
+// flight per mount (the caller blocks beyond that), and while several
+// jobs write through the mount none holds more than an equal part of them
+// when another waits: the forwarding daemons and data servers schedule
+// jobs by their QoS shares, which they can only do with every job's
+// requests in front of them (one job's slow-draining writes would
+// otherwise fill the mount's window and starve the others). Writes to overlapping
 // ranges of one inode are never in flight together, so they land in the
 // order they were made. A background write that fails leaves its error on
 // the inode; the next write, flush (close) or fsync of the inode returns
@@ -49,12 +54,16 @@ type StreamConfig struct {
 type Streams struct {
 	cfg StreamConfig
 
-	mu   sync.Mutex // guards io, wbBytes, raBytes and the state under io
+	mu   sync.Mutex // guards io, wbBytes, raBytes, the jobs' and the state under io
 	cond *sync.Cond // on mu: a background write or fetch ended
 	io   map[uint64]*inodeIO
 	// wbBytes is the write-behind data in flight; raBytes the readahead
 	// buffers held (at most raMax).
 	wbBytes, raBytes, raMax int64
+	// wbJob is the write-behind data in flight per job, wbWait how many
+	// writes of each job wait for room.
+	wbJob  map[string]int64
+	wbWait map[string]int
 
 	emu sync.Mutex // guards written and the extents in it
 	// written maps each open file handle that wrote since its last flush
@@ -64,7 +73,8 @@ type Streams struct {
 
 // NewStreams returns the streaming state of a mount.
 func NewStreams(cfg StreamConfig) *Streams {
-	s := &Streams{cfg: cfg, io: map[uint64]*inodeIO{}, raMax: max(8*cfg.Readahead, 64<<20), written: map[uint64]*extent{}}
+	s := &Streams{cfg: cfg, io: map[uint64]*inodeIO{}, raMax: max(8*cfg.Readahead, 64<<20), written: map[uint64]*extent{},
+		wbJob: map[string]int64{}, wbWait: map[string]int{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -86,7 +96,7 @@ func (s *Streams) InFlight() (writeBehind, readahead int64) {
 func (s *Streams) Write(id ident.ID, ino, fh, off uint64, data []byte) error {
 	s.writing(fh, ino)
 	background := s.cfg.WriteBehind > 0
-	w, err := s.begin(ino, off, uint64(len(data)), background)
+	w, err := s.begin(id.Job, ino, off, uint64(len(data)), background)
 	if err != nil {
 		return err
 	}
@@ -191,7 +201,8 @@ func (s *Streams) DropReadahead(ino uint64) {
 // pendingWrite is one write in flight.
 type pendingWrite struct {
 	off, end   uint64
-	background bool // write-behind: counted in wbBytes, its error kept
+	background bool   // write-behind: counted in wbBytes, its error kept
+	job        string // whose (wbJob)
 }
 
 // inodeIO is the streaming state of one inode. Guarded by Streams.mu.
@@ -328,7 +339,7 @@ func (s *Streams) dropBufLocked(b *raBuf) {
 // overlapping write is (and, for a background one, once it fits the
 // write-behind bound). It returns instead the error a background write of
 // the inode met and nobody was told yet.
-func (s *Streams) begin(ino, off, n uint64, background bool) (*pendingWrite, error) {
+func (s *Streams) begin(job string, ino, off, n uint64, background bool) (*pendingWrite, error) {
 	end := off + n
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -339,20 +350,59 @@ func (s *Streams) begin(ino, off, n uint64, background bool) (*pendingWrite, err
 		return nil, err
 	}
 	s.dropReadaheadLocked(ino, 0)
-	for {
+	for waiting := false; ; { // waiting: counted in wbWait, for room
 		st = s.ioLocked(ino)
-		fits := !background || s.wbBytes == 0 || s.wbBytes+int64(n) <= s.cfg.WriteBehind
-		if !overlapsLocked(st, off, end) && fits {
+		fits := !background || s.fitsLocked(job, int64(n))
+		if waiting != !fits {
+			if waiting = !fits; waiting {
+				s.wbWait[job]++
+			} else if s.wbWait[job]--; s.wbWait[job] == 0 {
+				delete(s.wbWait, job)
+			}
+		}
+		if fits && !overlapsLocked(st, off, end) {
 			break
 		}
 		s.cond.Wait()
 	}
-	w := &pendingWrite{off: off, end: end, background: background}
+	w := &pendingWrite{off: off, end: end, background: background, job: job}
 	st.writes[w] = struct{}{}
 	if background {
 		s.wbBytes += int64(n)
+		s.wbJob[job] += int64(n)
 	}
 	return w, nil
+}
+
+// fitsLocked says whether n more bytes of job's write-behind go in flight
+// now: the mount's window has room, and the job holds no more than its
+// equal part of the window while another job waits. A job with nothing in
+// flight always fits a window that has room (or is empty). Caller holds mu.
+func (s *Streams) fitsLocked(job string, n int64) bool {
+	if s.wbBytes == 0 {
+		return true
+	}
+	if s.wbBytes+n > s.cfg.WriteBehind {
+		return false
+	}
+	held := s.wbJob[job]
+	if held == 0 {
+		return true
+	}
+	others := false
+	jobs := map[string]bool{job: true}
+	for j, w := range s.wbWait {
+		if j != job && w > 0 {
+			others, jobs[j] = true, true
+		}
+	}
+	if !others {
+		return true
+	}
+	for j := range s.wbJob {
+		jobs[j] = true
+	}
+	return held+n <= s.cfg.WriteBehind/int64(len(jobs))
 }
 
 // send sends write w and ends it. A background write's error stays on the
@@ -372,6 +422,9 @@ func (s *Streams) send(id ident.ID, ino, fh uint64, w *pendingWrite, data []byte
 			st.err = err
 		}
 		s.wbBytes -= int64(w.end - w.off)
+		if s.wbJob[w.job] -= int64(w.end - w.off); s.wbJob[w.job] == 0 {
+			delete(s.wbJob, w.job)
+		}
 	}
 	s.tidyLocked(ino)
 	s.cond.Broadcast()

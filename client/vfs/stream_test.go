@@ -2,9 +2,11 @@ package vfs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -378,4 +380,94 @@ func TestReadaheadWritesAndEOF(t *testing.T) {
 	if m := f.wait(t); m.Op != wire.OpRead || m.Offset < 7*unit {
 		t.Fatalf("after ReadPast: %v at %d, want a fetch ahead", m.Op, m.Offset)
 	}
+}
+
+// jobCaller holds every write until released and counts what each job has
+// in flight.
+type jobCaller struct {
+	mu       sync.Mutex
+	inflight map[string]int
+	release  chan struct{}
+}
+
+func (c *jobCaller) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+	c.mu.Lock()
+	c.inflight[req.Who.Job]++
+	c.mu.Unlock()
+	<-c.release
+	c.mu.Lock()
+	c.inflight[req.Who.Job]--
+	c.mu.Unlock()
+	return &wire.Msg{}, nil, nil
+}
+
+func (c *jobCaller) count(job string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight[job]
+}
+
+// TestWriteBehindFairAcrossJobs: a job that filled the mount's window
+// gives a job that comes to write an equal part of it as its writes end,
+// rather than taking the room back for its own waiting writes (which
+// would keep the other job's requests from the servers that schedule
+// jobs by their shares).
+func TestWriteBehindFairAcrossJobs(t *testing.T) {
+	c := &jobCaller{inflight: map[string]int{}, release: make(chan struct{})}
+	const unit = 1 << 10
+	s := NewStreams(StreamConfig{WriteBehind: 8 * unit, Route: func(ident.ID, uint64) Caller { return c },
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	writer := func(job string, ino uint64) {
+		defer wg.Done()
+		id := ident.ID{Job: job}
+		for off := uint64(0); ; off += unit {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := s.Write(id, ino, ino, off, make([]byte, unit)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	eventually := func(what string, f func() bool) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); !f(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: A has %d in flight, B %d", what, c.count("A"), c.count("B"))
+			}
+		}
+	}
+	wg.Add(6)
+	for r := uint64(0); r < 3; r++ {
+		go writer("B", 100+r)
+	}
+	eventually("B fills the window", func() bool { return c.count("B") == 8 })
+	for r := uint64(0); r < 3; r++ {
+		go writer("A", 200+r)
+	}
+	time.Sleep(50 * time.Millisecond) // A's writers wait for room
+	for i := 0; i < 4; i++ {
+		c.release <- struct{}{} // one of B's ends
+		eventually("the room goes to A", func() bool { return c.count("A") == i+1 })
+	}
+	time.Sleep(20 * time.Millisecond)
+	if a, b := c.count("A"), c.count("B"); a != 4 || b != 4 {
+		t.Fatalf("after four of B's writes ended: A has %d in flight, B %d (want 4 and 4)", a, b)
+	}
+	close(stop)
+	go func() {
+		for {
+			select {
+			case c.release <- struct{}{}:
+			case <-time.After(time.Second):
+				return
+			}
+		}
+	}()
+	wg.Wait()
 }
