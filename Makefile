@@ -32,6 +32,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime 50000x ./beacon
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./internal/size
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./burstbuf
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime 100000x ./policy/qos
 
 e2e:
 	SLUICE_REQUIRE_SLURM=1 $(GO) test -count=1 -timeout 30m ./test/e2e

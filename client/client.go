@@ -264,12 +264,16 @@ func (fs *FS) String() string { return "sluice" }
 // the mount's node.
 // ident returns the identity of the caller of a request.
 func (fs *FS) ident(h *fuse.InHeader, op wire.Op) ident.ID {
+	var id ident.ID
 	switch op {
 	case wire.OpFlush, wire.OpRelease:
 		// sent from close(), possibly inside the caller's execve
-		return fs.ids.Cached(h.Pid)
+		id = fs.ids.Cached(h.Pid)
+	default:
+		id = fs.ids.Lookup(h.Pid)
 	}
-	return fs.ids.Lookup(h.Pid)
+	id.User, id.Group = h.Uid, h.Gid
+	return id
 }
 
 // call sends one request tagged with the caller's identity.

@@ -7,6 +7,7 @@ package data
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,10 +26,12 @@ import (
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/faultpoint"
 	"github.com/sluice-hpc/sluice/internal/member"
+	"github.com/sluice-hpc/sluice/internal/qosgate"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
+	"github.com/sluice-hpc/sluice/policy/qos"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -71,6 +74,10 @@ type Config struct {
 	MaxPerfMBps float64
 	Probe       bool
 	ProbeEvery  time.Duration
+	// QoSSlots is how many chunk requests pass the QoS gate to the
+	// device at once while QoS rules are in force (default 4): few, so
+	// the gate, not the device's queue, orders them.
+	QoSSlots int
 }
 
 // Server is a running data server.
@@ -81,6 +88,9 @@ type Server struct {
 	iops  *throttle.Bucket
 	perf  perf // measured max_perf (perf.go)
 	sem   chan struct{}
+	// qos orders chunk reads and writes by the cluster's QoS rules
+	// before the device limits (passes them straight while none).
+	qos   *qosgate.Gate
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
 	// faults are the pause points crash tests arm (OpFault "pause")
@@ -147,6 +157,11 @@ func New(cfg Config) (*Server, error) {
 		bw:    throttle.New(mbps*1e6, mbps*1e6*cfg.Burst.Seconds(), cfg.Now),
 		iops:  throttle.New(iops, iops/20, cfg.Now),
 		bb:    newBBState(cfg.Now)}
+	if cfg.QoSSlots <= 0 {
+		cfg.QoSSlots = 4
+	}
+	s.qos = qosgate.New(qosgate.Config{Slots: cfg.QoSSlots, PassIdle: true, Now: cfg.Now, Metrics: cfg.Metrics,
+		Role: "data", Class: "chunk"})
 	if err := s.loadBudget(); err != nil {
 		st.Close()
 		return nil, err
@@ -185,6 +200,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		s.probe(ctx)
 	}
 	go s.reprobe(ctx)
+	follow := &qosgate.Follower{Meta: metaC, Gates: []*qosgate.Gate{s.qos}, Log: s.cfg.Log}
+	go follow.Watch(ctx, 20*time.Second)
 	s.mem = &member.Member{Meta: metaC, IDFile: idFile, Log: s.cfg.Log, Info: func() wire.ServerInfo {
 		c, u := s.store.Usage()
 		w, r := s.meter.rates(s.cfg.Now())
@@ -194,6 +211,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		if r.Flags&wire.RegisterHasTrims != 0 {
 			go s.pullTrims(ctx)
 		}
+		follow.Seen(r.Handle)
 	}}
 	go func() {
 		for ctx.Err() == nil {
@@ -260,8 +278,15 @@ func (s *Server) serve(r *rpc.Request) {
 	// behind bulk bandwidth debt, as a device with command queueing
 	// serves a 4 KiB read between large transfers.
 	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite {
-		// the burst buffer's I/O scheduler and caps come first (bb.go)
+		// the burst buffer's I/O scheduler and caps come first (bb.go),
+		// then the QoS rules' shares and caps
 		defer s.admitBB(ctx, m)()
+		leave, _, err := s.qos.Enter(ctx, qos.ReqOf(m, m.Size))
+		if err != nil {
+			s.reply(r, s.cfg.Now(), rpc.ToMsg(&wire.Msg{}, rpc.Errorf(syscall.ETIMEDOUT, "data server %d: QoS queue: %v", s.mem.ID(), err)), nil)
+			return
+		}
+		defer leave()
 		s.iops.Wait(ctx, 1)
 		if m.Size > wire.SmallIOMax {
 			s.bw.Wait(ctx, float64(m.Size))
@@ -373,6 +398,14 @@ func (s *Server) serve(r *rpc.Request) {
 		}
 	case wire.OpFault:
 		err = s.fault(m)
+	case wire.OpQos:
+		if m.Name != "stats" {
+			err = rpc.Errorf(syscall.EINVAL, "data server: qos call %q (stats only)", m.Name)
+			break
+		}
+		out, _ := json.Marshal([]qos.GateStats{s.qos.GateStats("data", "chunk")})
+		s.reply(r, start, &wire.Msg{}, out)
+		return
 	case wire.OpBBServer:
 		var out []byte
 		if out, err = s.bbControl(r.Payload); err == nil {

@@ -13,6 +13,7 @@ package fwd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -27,9 +28,11 @@ import (
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/member"
+	"github.com/sluice-hpc/sluice/internal/qosgate"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/policy/qos"
 )
 
 // Config configures a forwarding daemon.
@@ -75,14 +78,17 @@ type Config struct {
 
 // Server is a running forwarding daemon.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	meta   *rpc.Client
-	queues [wire.NumClasses]chan *rpc.Request
-	bw     *throttle.Bucket
-	ops    *throttle.Bucket // requests/s
-	stall  atomic.Int64     // injected per-request stall (ns)
-	slow   atomic.Int64     // injected slowdown factor ×100 (0 or 100: healthy)
+	cfg  Config
+	log  *slog.Logger
+	meta *rpc.Client
+	ctx  context.Context // Run's
+	// gates order each pipeline class's requests by QoS (flows of rules
+	// or jobs) and hold them while the class's workers are busy.
+	gates [wire.NumClasses]*qosgate.Gate
+	bw    *throttle.Bucket
+	ops   *throttle.Bucket // requests/s
+	stall atomic.Int64     // injected per-request stall (ns)
+	slow  atomic.Int64     // injected slowdown factor ×100 (0 or 100: healthy)
 	// svc is a moving average of service time per class (ns), used to
 	// emulate a fail-slow node: under a slowdown f each request first
 	// waits (f-1) times the class's usual service time.
@@ -149,8 +155,9 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Log, backends: map[uint64]*backend{}, files: map[uint64]*file{},
 		bw: throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now), ops: throttle.New(iops, iops/20, cfg.Now)}
 	s.meta = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
-	for c := range s.queues {
-		s.queues[c] = make(chan *rpc.Request, 4096)
+	for c := range s.gates {
+		s.gates[c] = qosgate.New(qosgate.Config{Slots: cfg.Workers[c], Now: cfg.Now, Metrics: cfg.Metrics,
+			Role: "fwd", Class: wire.Class(c).String()})
 	}
 	reg := cfg.Metrics
 	if reg == nil {
@@ -175,14 +182,12 @@ func (s *Server) Addr() string { return s.addr }
 
 // Run serves until ctx ends.
 func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error {
-	for c := range s.queues {
-		for i := 0; i < s.cfg.Workers[c]; i++ {
-			go s.worker(ctx, wire.Class(c))
-		}
-	}
+	s.ctx = ctx
+	follow := &qosgate.Follower{Meta: s.meta, Gates: s.gates[:], Log: s.log}
+	go follow.Watch(ctx, 20*time.Second)
 	s.mem = &member.Member{Meta: s.meta, IDFile: idFile, Log: s.log, Info: func() wire.ServerInfo {
 		return wire.ServerInfo{Role: "fwd", Addr: s.addr, Node: s.cfg.Node}
-	}}
+	}, Replied: func(r *wire.Msg) { follow.Seen(r.Handle) }}
 	go func() {
 		for ctx.Err() == nil {
 			if err := s.mem.Register(ctx); err == nil {
@@ -214,48 +219,58 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	return err
 }
 
-// Handle implements rpc.Handler: it only classifies and queues.
+// Handle implements rpc.Handler: it classifies the request and queues it
+// in its class's QoS gate, which hands the class's workers to the flows in
+// turn (policy/qos: fair between jobs, shares and caps by rule).
 func (s *Server) Handle(r *rpc.Request) {
 	c := wire.ClassOf(r.Msg)
 	s.Depth[c].Add(1)
-	s.queues[c] <- r
+	go s.queued(c, r)
 }
 
-func (s *Server) worker(ctx context.Context, c wire.Class) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-s.queues[c]:
-			s.Depth[c].Add(-1)
-			begin := s.cfg.Now() // service starts (an injected slowness is service time)
-			if d := s.stall.Load(); d > 0 {
-				time.Sleep(time.Duration(d))
-			}
-			if f := s.slow.Load(); f > 100 {
-				time.Sleep(time.Duration(s.svc[c].Load() * (f - 100) / 100))
-			}
-			s.ops.Wait(ctx, 1) // the emulated node's request rate: service time
-			start := s.cfg.Now()
-			m, n := r.Msg, len(r.Payload)
-			if m.Op == wire.OpRead {
-				n = int(m.Size)
-			}
-			stalled := stallClock{jobID: m.Who.Job}
-			s.serve(withStallClock(ctx, &stalled), r)
-			s.met.observe(c, m, s.cfg.Now().Sub(start), n)
-			if mon := s.cfg.Monitor; mon != nil {
-				if name := beaconrpc.OpName(m.Op); name != "" {
-					mon.Add(beacon.Op{Start: begin, Who: m.Who, Name: name,
-						Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: s.cfg.Now().Sub(begin), Wait: begin.Sub(r.At) + stalled.get(),
-						N: uint32(opsIn(m))})
-				}
-			}
-			d := s.cfg.Now().Sub(start).Nanoseconds()
-			s.svc[c].Store((s.svc[c].Load()*7 + d) / 8)
-			s.Served[c].Add(1)
+func (s *Server) queued(c wire.Class, r *rpc.Request) {
+	ctx := s.ctx
+	n := uint64(len(r.Payload))
+	if r.Msg.Op == wire.OpRead {
+		n = r.Msg.Size
+	}
+	leave, _, err := s.gates[c].Enter(ctx, qos.ReqOf(r.Msg, n))
+	s.Depth[c].Add(-1)
+	if err != nil {
+		r.ReplyErr(rpc.Errorf(syscall.ESHUTDOWN, "forwarding daemon %s stopping", s.addr))
+		return
+	}
+	defer leave()
+	s.work(ctx, c, r)
+}
+
+func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request) {
+	begin := s.cfg.Now() // service starts (an injected slowness is service time)
+	if d := s.stall.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	if f := s.slow.Load(); f > 100 {
+		time.Sleep(time.Duration(s.svc[c].Load() * (f - 100) / 100))
+	}
+	s.ops.Wait(ctx, 1) // the emulated node's request rate: service time
+	start := s.cfg.Now()
+	m, n := r.Msg, len(r.Payload)
+	if m.Op == wire.OpRead {
+		n = int(m.Size)
+	}
+	stalled := stallClock{jobID: m.Who.Job}
+	s.serve(withStallClock(ctx, &stalled), r)
+	s.met.observe(c, m, s.cfg.Now().Sub(start), n)
+	if mon := s.cfg.Monitor; mon != nil {
+		if name := beaconrpc.OpName(m.Op); name != "" {
+			mon.Add(beacon.Op{Start: begin, Who: m.Who, Name: name,
+				Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: s.cfg.Now().Sub(begin), Wait: begin.Sub(r.At) + stalled.get(),
+				N: uint32(opsIn(m))})
 		}
 	}
+	d := s.cfg.Now().Sub(start).Nanoseconds()
+	s.svc[c].Store((s.svc[c].Load()*7 + d) / 8)
+	s.Served[c].Add(1)
 }
 
 func (s *Server) serve(ctx context.Context, r *rpc.Request) {
@@ -314,6 +329,17 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fault(m)), nil)
 	case wire.OpPing:
 		r.Reply(&wire.Msg{ID: s.mem.ID()}, nil)
+	case wire.OpQos:
+		if m.Name != "stats" {
+			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "forwarding daemon: qos call %q (stats only)", m.Name))
+			return
+		}
+		var st []qos.GateStats
+		for c, g := range s.gates {
+			st = append(st, g.GateStats("fwd", wire.Class(c).String()))
+		}
+		out, _ := json.Marshal(st)
+		r.Reply(&wire.Msg{}, out)
 	case wire.OpBeacon:
 		// monitoring records and questions from clients: relayed
 		resp, p, err := s.meta.Call(ctx, m, r.Payload, nil)

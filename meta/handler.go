@@ -208,7 +208,7 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		}
 		back := si.Role == "data" && si.ID != 0 && !s.reg.alive(si.ID)
 		id, err = s.Register(si)
-		r := &wire.Msg{ID: id}
+		r := &wire.Msg{ID: id, Handle: s.QoSVersion()} // a daemon with older QoS rules asks for them
 		if back && err == nil {
 			// a data server coming back drops the copies given up
 			// while it was away before it is asked for them again

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,6 +82,12 @@ type Service struct {
 	grantMu sync.Mutex
 	// dropMu is held while drops are delivered (replica.go deliverDrops).
 	dropMu sync.Mutex
+	// qosMu orders changes of the QoS rules (qos.go) and guards
+	// qosChanged, closed (and replaced) by each change to wake watchers;
+	// qosVersion is their version, read by every heartbeat without it.
+	qosMu      sync.Mutex
+	qosChanged chan struct{}
+	qosVersion atomic.Uint64
 
 	gcKick chan struct{}
 	feed   feed   // changes for mounts' caches (feed.go)
@@ -129,6 +136,10 @@ func New(cfg Config) (*Service, error) {
 		}
 	} else if err != nil {
 		return nil, err
+	}
+	s.qosChanged = make(chan struct{})
+	if q, err := s.QoS(); err == nil {
+		s.qosVersion.Store(q.Version)
 	}
 	if err := s.reg.load(); err != nil {
 		return nil, err

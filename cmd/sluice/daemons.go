@@ -299,7 +299,8 @@ func cmdMeta(args []string) error {
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
 	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
-		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBCall), wire.OpPool: svc.PoolHandler()},
+		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBCall), wire.OpPool: svc.PoolHandler(),
+		wire.OpQos: svc.QoSHandler()},
 		Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()
@@ -318,6 +319,7 @@ func cmdData(args []string) error {
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
 	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
 	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
+	qosSlots := fs.Int("qos-slots", 4, "chunk requests in service at once behind the QoS gate (docs/qos.md)")
 	burst := fs.Duration("burst", 50*time.Millisecond, "how much of --max-mbps an idle device serves at once")
 	node := fs.String("node", hostname(), "node name")
 	domain := fs.String("domain", "", "failure domain (a cabinet): replicated chunks keep their copies in different domains; \"\": the server alone")
@@ -349,7 +351,7 @@ func cmdData(args []string) error {
 		idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
 	}
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
-		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy,
+		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy, QoSSlots: *qosSlots,
 		MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery,
 		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
 	if err != nil {

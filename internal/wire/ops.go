@@ -32,7 +32,7 @@ const (
 	OpLayout    // get chunk locations of a file
 	OpAlloc     // allocate a chunk (meta)
 	OpExtend    // raise a file's size to at least Size (meta)
-	OpRegister  // a daemon registers/heartbeats with meta
+	OpRegister  // a daemon registers/heartbeats with meta; reply ID its id, Handle the version of the QoS rules (OpQos)
 	OpServers   // list registered daemons
 	OpSetLayout // set a directory's chunk size and striping
 	OpChunkWrite
@@ -71,6 +71,7 @@ const (
 	OpBB        // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants), "status" (the buffer manager's state)
 	OpBBServer  // data server of a burst-buffer pool: payload BBControl (JSON; none: leave the controls as they are); reply payload BBServerState (JSON)
 	OpPool      // metadata service: resource pools (meta/pool.go): Name "create", "rm", "bind", "unbind", "list"; payload and reply JSON
+	OpQos       // metadata service: QoS rules (meta/qos.go): Name "add", "rm", "list", payload and reply JSON, reply Handle the rules' version; forwarding daemon or data server: Name "stats", reply payload its flows (JSON)
 	opMax
 )
 
@@ -123,7 +124,7 @@ var opNames = [...]string{
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
 	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
-	"degrade", "access", "dirty", "bb", "bb-server", "pool",
+	"degrade", "access", "dirty", "bb", "bb-server", "pool", "qos",
 }
 
 func (o Op) String() string {

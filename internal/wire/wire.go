@@ -185,6 +185,9 @@ type Who struct {
 	// App names the application: "tag:<SLUICE_APP>" when the process set
 	// that variable, else its executable's name.
 	App string
+	// User and Group are the caller's uid and gid (QoS rules match them;
+	// Msg.Uid and Msg.Gid are a namespace request's credentials).
+	User, Group uint32
 }
 
 // Msg is the one message type of the protocol. Each operation uses a subset
@@ -290,6 +293,8 @@ const (
 	tReplicas   // ChunkLoc.Replicas of each of Chunks, in order
 	tHome       // ChunkLoc.Home of each of Chunks, in order
 	tServerPerf // MaxPerf, Pending and Written of each of Servers, in order
+	tUser       // Who.User
+	tGroup      // Who.Group
 )
 
 // Encoder appends tagged fields to a byte slice.
@@ -466,6 +471,8 @@ func (m *Msg) Append(b []byte) []byte {
 			e.uv(s.Written)
 		}
 	}
+	e.u(tUser, uint64(m.User))
+	e.u(tGroup, uint64(m.Group))
 	return e.b
 }
 
@@ -660,6 +667,16 @@ func Decode(b []byte) (*Msg, error) {
 			}
 			for i := range m.Servers {
 				m.Servers[i].MaxPerf, m.Servers[i].Pending, m.Servers[i].Written = d.Uvarint(), d.Uvarint(), d.Uvarint()
+			}
+		case tUser, tGroup:
+			v := d.Uvarint()
+			if v > math.MaxUint32 {
+				d.Fail()
+			}
+			if t == tUser {
+				m.User = uint32(v)
+			} else {
+				m.Group = uint32(v)
 			}
 		default:
 			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)

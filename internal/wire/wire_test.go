@@ -20,7 +20,7 @@ func sample() *Msg {
 		Chunks:     []ChunkLoc{{Idx: 0, Tier: "mem", Servers: []uint64{1, 2}, Replicas: []uint64{5, 6}, Home: []uint64{9}}, {Idx: 9, Tier: "pfs", Servers: []uint64{3}, Gen: 7}},
 		Servers:    []ServerInfo{{ID: 1, Role: "data", Tier: "mem", Addr: "127.0.0.1:1", Capacity: 10, Used: 3, Node: "n", Alive: true, Rank: 0, WriteBW: 5e8, Domain: "cab1", MaxPerf: 3e8, Pending: 4 << 20, Written: 7}},
 		Sync:       true, Tier: "ssd", Addr: "127.0.0.1:2", ID: 8, Used: 9, Cap: 10, Gen: 11,
-		Trunc: 13, Rdev: 0x0103, Trims: []Trim{{Ino: 42, Idx: 3, Keep: 100, Gen: 13, ChunkSize: 4 << 20}, {Ino: 42, Idx: 4}}, Who: Who{Job: "4711", Rank: -1, Node: "cn001", App: "tag:ior"}}
+		Trunc: 13, Rdev: 0x0103, Trims: []Trim{{Ino: 42, Idx: 3, Keep: 100, Gen: 13, ChunkSize: 4 << 20}, {Ino: 42, Idx: 4}}, Who: Who{Job: "4711", Rank: -1, Node: "cn001", App: "tag:ior", User: 1000, Group: 100}}
 }
 
 func TestRoundTrip(t *testing.T) {

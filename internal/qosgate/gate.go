@@ -1,0 +1,166 @@
+// Package qosgate runs policy/qos's scheduler in a daemon: requests Enter
+// the gate, wait there in their flow's queue while the scheduler hands the
+// server's slots to others, and Leave when served. It is the only place
+// QoS blocks; what goes next is the scheduler's call. A gate is shared by
+// one daemon's request goroutines; it must not know what the requests do.
+package qosgate
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-hpc/sluice/policy/qos"
+)
+
+// Gate admits at most Slots requests at a time, in the scheduler's order.
+type Gate struct {
+	now func() time.Time
+	// Idle, when set, lets every request through at once while there are
+	// no rules (a data server without QoS pays nothing for it).
+	idle bool
+
+	mu       sync.Mutex // guards everything below
+	s        *qos.Sched
+	slots    int
+	inflight int
+	waiting  map[uint64]chan struct{}
+	timer    *time.Timer
+	wake     time.Time // when timer fires (zero: not armed)
+	version  uint64    // of the rules in force
+	met      *metrics
+}
+
+// Config configures a gate.
+type Config struct {
+	// Slots is how many requests are served at once.
+	Slots int
+	// PassIdle lets requests through unscheduled while there are no rules.
+	PassIdle bool
+	Now      func() time.Time      // nil: time.Now
+	Metrics  prometheus.Registerer // nil: not exported
+	// Role and Class label the metrics ("fwd" and its pipeline class,
+	// "data" and "chunk").
+	Role, Class string
+}
+
+// New returns a gate with no rules.
+func New(cfg Config) *Gate {
+	if cfg.Slots <= 0 {
+		cfg.Slots = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &Gate{now: cfg.Now, idle: cfg.PassIdle, s: qos.NewSched(), slots: cfg.Slots, waiting: map[uint64]chan struct{}{}}
+	if cfg.Metrics != nil {
+		g.met = newMetrics(cfg.Metrics, cfg.Role, cfg.Class, g)
+	}
+	return g
+}
+
+// SetRules puts rules of the given version in force (a version already
+// in force is ignored).
+func (g *Gate) SetRules(version uint64, rules []qos.Rule) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if version != 0 && version == g.version {
+		return
+	}
+	g.version = version
+	g.s.SetRules(rules, g.now())
+	g.dispatchLocked()
+}
+
+// Version is the version of the rules in force.
+func (g *Gate) Version() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.version
+}
+
+// Enter waits for q's turn. It returns the function that ends the
+// request's service and how long it waited; or ctx's error.
+func (g *Gate) Enter(ctx context.Context, q qos.Req) (leave func(), waited time.Duration, err error) {
+	g.mu.Lock()
+	if g.idle && len(g.s.Rules()) == 0 {
+		g.mu.Unlock()
+		return func() {}, 0, nil
+	}
+	at := g.now()
+	id := g.s.Enqueue(at, q)
+	ch := make(chan struct{})
+	g.waiting[id] = ch
+	g.dispatchLocked()
+	g.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		g.mu.Lock()
+		if _, still := g.waiting[id]; still {
+			delete(g.waiting, id)
+			g.s.Cancel(id)
+			g.mu.Unlock()
+			return nil, g.now().Sub(at), ctx.Err()
+		}
+		g.mu.Unlock() // handed out meanwhile: served after all
+	}
+	var once sync.Once
+	return func() { once.Do(g.leave) }, g.now().Sub(at), nil
+}
+
+func (g *Gate) leave() {
+	g.mu.Lock()
+	g.inflight--
+	g.dispatchLocked()
+	g.mu.Unlock()
+}
+
+// dispatchLocked hands free slots to the scheduler's next requests, and
+// arms the timer for the first one a cap holds back. Caller holds mu.
+func (g *Gate) dispatchLocked() {
+	for g.inflight < g.slots {
+		id, ok, wake := g.s.Next(g.now())
+		if !ok {
+			if !wake.IsZero() && (g.wake.IsZero() || wake.Before(g.wake)) {
+				if g.timer != nil {
+					g.timer.Stop()
+				}
+				g.wake = wake
+				g.timer = time.AfterFunc(wake.Sub(g.now()), func() {
+					g.mu.Lock()
+					g.wake = time.Time{}
+					g.dispatchLocked()
+					g.mu.Unlock()
+				})
+			}
+			return
+		}
+		ch := g.waiting[id]
+		delete(g.waiting, id)
+		g.inflight++
+		close(ch)
+	}
+}
+
+// Stats returns the scheduler's figures per flow.
+func (g *Gate) Stats() []qos.FlowStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.s.Stats(g.now())
+}
+
+// Rules returns the rules in force and their version.
+func (g *Gate) Rules() (uint64, []qos.Rule) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.version, g.s.Rules()
+}
+
+// Stats is the gate's state for `sluice qos stats`.
+func (g *Gate) GateStats(role, class string) qos.GateStats {
+	v, _ := g.Rules()
+	return qos.GateStats{Role: role, Class: class, Version: v, Flows: g.Stats()}
+}
