@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke fuzz-smoke bench bench-smoke pipeline demo clean
+.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke fuzz-smoke bench bench-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -13,7 +13,7 @@ build:
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
 # end-to-end tests on a real FUSE mount with real daemons and fio, and
 # pjdfstest on a fresh local cluster.
-test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke
+test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -102,6 +102,13 @@ placement:
 # CI: N = 8, perf and rr, figures checked (report.py --check).
 placement-smoke:
 	SMOKE=1 bash bench/placement/run.sh
+
+nodelocal:
+	bash bench/nodelocal/run.sh
+
+# CI: one run, small, figures checked (report.py --check).
+nodelocal-smoke:
+	SMOKE=1 bash bench/nodelocal/run.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

@@ -136,6 +136,9 @@ type JobReport struct {
 	// data servers' queues, summed over requests: pipeline queues, caps,
 	// and writes stalled at a tier's write-stall threshold.
 	Queued time.Duration
+	// QoSWaited is the part of Queued the requests spent at QoS gates,
+	// held by the rules' shares and caps (docs/qos.md).
+	QoSWaited time.Duration
 	// Inputs are the files (inodes) the job read and did not write, in the
 	// order it first read them (at most MaxInputs): what pre-migration
 	// promotes when the application runs again.
@@ -198,6 +201,7 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 			su.Bytes += r.Bytes
 			su.Waited += time.Duration(r.Wait)
 			rep.Queued += time.Duration(r.Wait)
+			rep.QoSWaited += time.Duration(r.QoSWait)
 			if r.Layer == LayerData && r.Op == OpRead {
 				// data servers record as data-<tier>-<id>
 				if f := strings.Split(r.Server, "-"); len(f) == 3 {

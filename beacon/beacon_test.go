@@ -16,7 +16,7 @@ func TestEncodeDecode(t *testing.T) {
 	recs := []Record{
 		{Window: 1, Layer: LayerFwd, Server: "fwd-1", Uid: 1000, Op: OpWrite,
 			Ino: 9, Size: 1 << 20, Count: 5, Bytes: 5 << 20, Seq: 4, OffMin: 0, OffMax: 5 << 20, First: 10, Last: 20,
-			LatSum: 500, LatMax: 200, Wait: 7, Errors: 1, Who: wire.Who{Job: "42", App: "ior", Rank: 3, Node: "cn7"}},
+			LatSum: 500, LatMax: 200, Wait: 7, QoSWait: 3, Errors: 1, Who: wire.Who{Job: "42", App: "ior", Rank: 3, Node: "cn7"}},
 		{Window: -5, Layer: LayerData, Op: "meta:lookup", Who: wire.Who{Rank: -1}},
 	}
 	got, err := Decode(Encode(recs))
@@ -28,6 +28,18 @@ func TestEncodeDecode(t *testing.T) {
 	}
 	if _, err := Decode([]byte("not zstd")); err == nil {
 		t.Fatal("garbage decoded")
+	}
+	// a version-1 batch (stored before QoSWait) decodes with none
+	one := recs[1]
+	b, _ := decoder.DecodeAll(Encode([]Record{one}), nil)
+	b[0] = 1
+	got, err = Decode(encoder.EncodeAll(b[:len(b)-1], nil))
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], one) {
+		t.Fatalf("version 1: %+v %v", got, err)
+	}
+	b[0] = 3
+	if _, err := Decode(encoder.EncodeAll(b, nil)); err == nil {
+		t.Fatal("an unknown version decoded")
 	}
 }
 
@@ -53,7 +65,7 @@ func TestCollectorDedup(t *testing.T) {
 	c := NewCollector(LayerFwd, "fwd-1", time.Second)
 	for i := 0; i < 1000; i++ {
 		c.Add(Op{Start: t0.Add(time.Duration(i) * time.Millisecond), Name: OpWrite,
-			Ino: 5, Off: uint64(i) * 4096, Size: 4096, Lat: 100 * time.Microsecond, Wait: time.Microsecond, Who: wire.Who{Job: "7", Rank: 0, Node: "n1"}})
+			Ino: 5, Off: uint64(i) * 4096, Size: 4096, Lat: 100 * time.Microsecond, Wait: time.Microsecond, QoSWait: 300 * time.Nanosecond, Who: wire.Who{Job: "7", Rank: 0, Node: "n1"}})
 	}
 	// a second window, another rank
 	c.Add(Op{Start: t0.Add(1500 * time.Millisecond), Name: OpRead, Ino: 5, Size: 8192, Who: wire.Who{Job: "7", Rank: 1, Node: "n1"}})
@@ -66,7 +78,7 @@ func TestCollectorDedup(t *testing.T) {
 	}
 	r := got[0]
 	if r.Count != 1000 || r.Bytes != 1000*4096 || r.Seq != 999 || r.OffMax != 1000*4096 ||
-		r.LatSum != int64(1000*100*time.Microsecond) || r.Wait != int64(1000*time.Microsecond) {
+		r.LatSum != int64(1000*100*time.Microsecond) || r.Wait != int64(1000*time.Microsecond) || r.QoSWait != int64(300*time.Microsecond) {
 		t.Fatalf("aggregate: %+v", r)
 	}
 	if rest := c.Drain(t0, true); len(rest) != 1 || rest[0].Op != OpRead || rest[0].Rank != 1 {
@@ -281,9 +293,13 @@ func TestBusyTime(t *testing.T) {
 func TestQueued(t *testing.T) {
 	a1, a2, b := fwdRec("fwd-1", "a", 0, 10, time.Millisecond), fwdRec("fwd-2", "a", 1, 10, time.Millisecond), fwdRec("fwd-1", "b", 0, 10, time.Millisecond)
 	a1.Wait, a2.Wait, b.Wait = int64(2*time.Second), int64(500*time.Millisecond), int64(time.Hour)
+	a1.QoSWait, b.QoSWait = int64(time.Second), int64(time.Hour)
 	rep := Analyze("a", []Record{a1, a2, b}, time.Second, Thresholds{})
 	if rep.Queued != 2500*time.Millisecond || len(rep.Servers) != 2 {
 		t.Fatalf("queued %v over servers %+v, want 2.5 s over two", rep.Queued, rep.Servers)
+	}
+	if rep.QoSWaited != time.Second {
+		t.Fatalf("waited %v for QoS, want 1 s", rep.QoSWaited)
 	}
 }
 

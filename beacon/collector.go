@@ -128,6 +128,7 @@ func (c *Collector) Add(op Op) {
 		r.LatMax = int64(op.Lat)
 	}
 	r.Wait += int64(op.Wait)
+	r.QoSWait += int64(op.QoSWait)
 	if op.Err {
 		r.Errors++
 	}

@@ -75,7 +75,10 @@ type Op struct {
 	Size     uint64
 	Lat      time.Duration // service latency in this layer
 	Wait     time.Duration // time queued in this layer before service
-	Err      bool
+	// QoSWait is the part of Wait spent at the layer's QoS gate (its
+	// rules' shares and caps, docs/qos.md).
+	QoSWait time.Duration
+	Err     bool
 	// N is how many operations this one stands for (a batch of creates
 	// sent at once); 0 means 1. Its latency and wait are the batch's, so
 	// the record's mean is the batch's time shared over its operations.
@@ -104,7 +107,9 @@ type Record struct {
 	LatSum int64  // ns
 	LatMax int64
 	Wait   int64 // ns, summed
-	Errors uint64
+	// QoSWait is the part of Wait spent at QoS gates, ns summed.
+	QoSWait int64
+	Errors  uint64
 }
 
 // IsData reports whether the record is a read or a write.
@@ -121,7 +126,9 @@ func (r *Record) MeanLat() time.Duration {
 	return time.Duration(r.LatSum / int64(r.Count))
 }
 
-const encVersion = 1
+// encVersion 2 added QoSWait; version 1 batches (stored before) decode
+// with none.
+const encVersion = 2
 
 // Encode serialises records (varints, strings with lengths) and compresses
 // them with zstd.
@@ -142,7 +149,7 @@ func Encode(recs []Record) []byte {
 		for _, v := range []uint64{r.Ino, r.Size, r.Count, r.Bytes, r.Seq, r.OffMin, r.OffMax, r.Errors} {
 			b = binary.AppendUvarint(b, v)
 		}
-		for _, v := range []int64{r.First, r.Last, r.LatSum, r.LatMax, r.Wait} {
+		for _, v := range []int64{r.First, r.Last, r.LatSum, r.LatMax, r.Wait, r.QoSWait} {
 			b = binary.AppendVarint(b, v)
 		}
 	}
@@ -166,7 +173,8 @@ func Decode(z []byte) ([]Record, error) {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
 	d := varbuf.Reader{B: b, Bad: fmt.Errorf("%w: truncated", ErrCorrupt)}
-	if d.Byte() != encVersion {
+	version := d.Byte()
+	if version != 1 && version != encVersion {
 		return nil, fmt.Errorf("%w: unknown version", ErrCorrupt)
 	}
 	n := d.Count(1)
@@ -187,6 +195,9 @@ func Decode(z []byte) ([]Record, error) {
 		}
 		for _, p := range []*int64{&r.First, &r.Last, &r.LatSum, &r.LatMax, &r.Wait} {
 			*p = d.Varint()
+		}
+		if version >= 2 {
+			r.QoSWait = d.Varint()
 		}
 		recs = append(recs, r)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sluice-hpc/sluice/data/localns"
 )
 
 // Down stops the cluster recorded in dir. With purge it also deletes the
@@ -26,7 +28,8 @@ func Down(dir string, purge bool) error {
 				for i, a := range d.Args {
 					if a == "--dir" && i+1 < len(d.Args) {
 						os.RemoveAll(d.Args[i+1])
-						os.Remove(filepath.Dir(d.Args[i+1])) // the per-cluster parent, once empty
+						os.RemoveAll(localns.Beside(d.Args[i+1])) // its node-local namespace
+						os.Remove(filepath.Dir(d.Args[i+1]))      // the per-cluster parent, once empty
 					}
 				}
 			}

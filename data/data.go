@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
+	"github.com/sluice-hpc/sluice/data/localns"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/faultpoint"
 	"github.com/sluice-hpc/sluice/internal/member"
@@ -90,7 +91,10 @@ type Server struct {
 	sem   chan struct{}
 	// qos orders chunk reads and writes by the cluster's QoS rules
 	// before the device limits (passes them straight while none).
-	qos   *qosgate.Gate
+	qos *qosgate.Gate
+	// local is the node-local namespace (docs/nodelocal.md) kept beside
+	// the chunk store (nil on the pfs tier).
+	local *localns.NS
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
 	// faults are the pause points crash tests arm (OpFault "pause")
@@ -162,6 +166,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.qos = qosgate.New(qosgate.Config{Slots: cfg.QoSSlots, PassIdle: true, Now: cfg.Now, Metrics: cfg.Metrics,
 		Role: "data", Class: "chunk"})
+	if cfg.Kind != "pfs" && cfg.Dir != "" {
+		if s.local, err = localns.New(localns.Beside(cfg.Dir), func() uint64 { return s.mem.ID() }); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	if err := s.loadBudget(); err != nil {
 		st.Close()
 		return nil, err
@@ -277,11 +287,13 @@ func (s *Server) serve(r *rpc.Request) {
 	// every request pays the IOPS bucket; small requests are not queued
 	// behind bulk bandwidth debt, as a device with command queueing
 	// serves a 4 KiB read between large transfers.
-	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite {
+	local := s.local != nil && localns.Handles(m)
+	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite || local && (m.Op == wire.OpRead || m.Op == wire.OpWrite) {
 		// the burst buffer's I/O scheduler and caps come first (bb.go),
 		// then the QoS rules' shares and caps
 		defer s.admitBB(ctx, m)()
-		leave, _, err := s.qos.Enter(ctx, qos.ReqOf(m, m.Size))
+		leave, waited, err := s.qos.Enter(ctx, qos.ReqOf(m, m.Size))
+		r.Gated = waited
 		if err != nil {
 			s.reply(r, s.cfg.Now(), rpc.ToMsg(&wire.Msg{}, rpc.Errorf(syscall.ETIMEDOUT, "data server %d: QoS queue: %v", s.mem.ID(), err)), nil)
 			return
@@ -295,6 +307,22 @@ func (s *Server) serve(r *rpc.Request) {
 	s.sem <- struct{}{}
 	defer func() { <-s.sem }()
 	start := s.cfg.Now()
+	if local {
+		// a node-local namespace's operation (docs/nodelocal.md): every
+		// one is an operation on this server's device
+		switch m.Op {
+		case wire.OpRead, wire.OpWrite, wire.OpOpen, wire.OpRelease, wire.OpFlush:
+			// data: paid above; open, release, flush: no device work
+		default:
+			s.iops.Wait(ctx, 1)
+		}
+		resp, p, err := s.local.Serve(m, r.Payload)
+		if resp == nil {
+			resp = &wire.Msg{}
+		}
+		s.reply(r, start, rpc.ToMsg(resp, err), p)
+		return
+	}
 	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
 	var err error
 	switch m.Op {
@@ -478,7 +506,7 @@ func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
 				size = uint64(n) // what was read: less than asked at the end of a chunk
 			}
 			mon.Add(beacon.Op{Start: start, Who: mm.Who, Name: name, Ino: mm.Ino,
-				Off: mm.Offset, Size: size, Lat: s.cfg.Now().Sub(start), Wait: start.Sub(r.At), Err: m.Errno != 0})
+				Off: mm.Offset, Size: size, Lat: s.cfg.Now().Sub(start), Wait: start.Sub(r.At), QoSWait: r.Gated, Err: m.Errno != 0})
 		}
 	}
 	s.requests.WithLabelValues(op.String()).Inc()

@@ -96,6 +96,9 @@ type Server struct {
 	addr string
 	mem  *member.Member
 
+	// localDirs caches the local-mode directories' servers (local.go).
+	localDirs localDirCache
+
 	bmu      sync.Mutex // guards backends
 	backends map[uint64]*backend
 
@@ -234,7 +237,8 @@ func (s *Server) queued(c wire.Class, r *rpc.Request) {
 	if r.Msg.Op == wire.OpRead {
 		n = r.Msg.Size
 	}
-	leave, _, err := s.gates[c].Enter(ctx, qos.ReqOf(r.Msg, n))
+	leave, waited, err := s.gates[c].Enter(ctx, qos.ReqOf(r.Msg, n))
+	r.Gated = waited
 	s.Depth[c].Add(-1)
 	if err != nil {
 		r.ReplyErr(rpc.Errorf(syscall.ESHUTDOWN, "forwarding daemon %s stopping", s.addr))
@@ -265,7 +269,7 @@ func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request) {
 		if name := beaconrpc.OpName(m.Op); name != "" {
 			mon.Add(beacon.Op{Start: begin, Who: m.Who, Name: name,
 				Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: s.cfg.Now().Sub(begin), Wait: begin.Sub(r.At) + stalled.get(),
-				N: uint32(opsIn(m))})
+				QoSWait: r.Gated, N: uint32(opsIn(m))})
 		}
 	}
 	d := s.cfg.Now().Sub(start).Nanoseconds()
@@ -282,6 +286,13 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		// reads are counted with the bytes they returned, below
 	default:
 		s.jobs.record(m, uint64(len(r.Payload)))
+	}
+	if id, local, err := localTarget(m); err != nil {
+		r.ReplyErr(err)
+		return
+	} else if local {
+		s.relayLocal(ctx, r, id, m)
+		return
 	}
 	switch m.Op {
 	case wire.OpJobStats:
@@ -382,9 +393,15 @@ func (s *Server) metaOp(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
 		}
 		s.release(m.Ino)
 	}
+	if resp, ok, err := s.localEntry(ctx, m); ok {
+		return resp, err
+	}
 	resp, _, err := s.meta.Call(ctx, m, nil, nil)
 	if err != nil {
 		return resp, err
+	}
+	if resp.Flags&wire.LocalRedirect != 0 {
+		return s.redirected(ctx, m, resp)
 	}
 	if a := resp.Attr; a != nil {
 		switch {

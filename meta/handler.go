@@ -19,6 +19,9 @@ func (s *Service) Handler() rpc.Handler {
 			s.met.requests.WithLabelValues(m.Op.String()).Inc()
 			s.met.latency.WithLabelValues(m.Op.String()).Observe(time.Since(start).Seconds())
 		}()
+		if s.ops != nil && namespaceOp(m.Op) {
+			s.ops.Wait(context.Background(), 1)
+		}
 		resp, err := s.Dispatch(context.Background(), m)
 		if resp == nil {
 			resp = &wire.Msg{}
@@ -82,6 +85,9 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	var a *wire.Attr
 	var err error
 	var ch []wire.DirEntry
+	if r, ok, err := s.localRedirect(m); ok {
+		return r, nil, err
+	}
 	switch m.Op {
 	case wire.OpWatch:
 		wait := min(time.Duration(m.Size)*time.Millisecond, FeedWait)
@@ -247,6 +253,10 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpServers:
 		return &wire.Msg{Servers: s.Servers()}, nil, nil
 	case wire.OpSetLayout:
+		if m.Flags&(wire.LayoutLocal|wire.LayoutGlobal) != 0 {
+			a, err = s.SetLocal(m.Ino, m.Tier, m.Flags&wire.LayoutLocal != 0)
+			return &wire.Msg{Attr: a, Tier: s.LocalTier(m.Ino)}, []wire.DirEntry{attrChange(m.Ino)}, err
+		}
 		a, err = s.SetLayout(m.Ino, m.ChunkSize, m.StripeCnt, m.StripeUnit)
 		ch = []wire.DirEntry{attrChange(m.Ino)}
 	case wire.OpFault:

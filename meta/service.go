@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/faultpoint"
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
@@ -52,6 +53,10 @@ type Config struct {
 	// Placement ranks a tier's servers for a new chunk (policy/place;
 	// default perf).
 	Placement place.Policy
+	// MaxOps caps the namespace operations served per second (0: none):
+	// an emulated metadata server's capacity, for experiments that make
+	// it the scarce resource (docs/nodelocal.md).
+	MaxOps float64
 }
 
 // Service implements the metadata operations.
@@ -90,8 +95,10 @@ type Service struct {
 	qosVersion atomic.Uint64
 
 	gcKick chan struct{}
-	feed   feed   // changes for mounts' caches (feed.go)
-	deleg  delegs // directories whose creates a mount makes itself (deleg.go)
+	feed   feed             // changes for mounts' caches (feed.go)
+	deleg  delegs           // directories whose creates a mount makes itself (deleg.go)
+	ops    *throttle.Bucket // MaxOps (nil: none)
+	local  localDirs        // local-mode directories (localdir.go)
 }
 
 // New opens the service on cfg.Engine, creating the root directory on first
@@ -140,6 +147,10 @@ func New(cfg Config) (*Service, error) {
 	s.qosChanged = make(chan struct{})
 	if q, err := s.QoS(); err == nil {
 		s.qosVersion.Store(q.Version)
+	}
+	s.loadLocalDirs()
+	if cfg.MaxOps > 0 {
+		s.ops = throttle.New(cfg.MaxOps, cfg.MaxOps/20, cfg.Now)
 	}
 	if err := s.reg.load(); err != nil {
 		return nil, err

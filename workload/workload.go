@@ -12,12 +12,15 @@ package workload
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -62,6 +65,9 @@ type Params struct {
 	Bursts int           // checkpoints (ckpt; default 3)
 	Period time.Duration // idle time between checkpoints (default 2.5 s)
 	Seed   int64
+	// SharedDir puts every rank's files of the meta behaviour in one
+	// directory (meta.shared) instead of one per rank (meta.RANK).
+	SharedDir bool
 	// StartAt, if set, is when every rank starts its I/O (a barrier: the
 	// launcher sets it past the time it takes to start every rank).
 	StartAt time.Time
@@ -278,13 +284,16 @@ func writeOnly(path string, p Params, size int64, res *Result) error {
 }
 
 func metaStorm(p Params, res *Result) error {
-	dir := filepath.Join(p.Dir, fmt.Sprintf("meta.%d", p.Rank))
+	dir, prefix := filepath.Join(p.Dir, fmt.Sprintf("meta.%d", p.Rank)), "f"
+	if p.SharedDir {
+		dir, prefix = filepath.Join(p.Dir, "meta.shared"), fmt.Sprintf("r%d.f", p.Rank)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	names := make([]string, p.Ops)
 	for i := range names {
-		names[i] = filepath.Join(dir, fmt.Sprintf("f%06d", i))
+		names[i] = filepath.Join(dir, fmt.Sprintf("%s%06d", prefix, i))
 		f, err := os.Create(names[i])
 		if err != nil {
 			return err
@@ -300,8 +309,14 @@ func metaStorm(p Params, res *Result) error {
 	if err != nil {
 		return err
 	}
-	if len(ents) != len(names) {
-		return fmt.Errorf("%s lists %d files, created %d", dir, len(ents), len(names))
+	mine := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) {
+			mine++
+		}
+	}
+	if mine != len(names) {
+		return fmt.Errorf("%s lists %d of this rank's files, created %d", dir, mine, len(names))
 	}
 	for _, n := range names {
 		if err := os.Remove(n); err != nil {
@@ -309,7 +324,10 @@ func metaStorm(p Params, res *Result) error {
 		}
 	}
 	res.Ops = 3 * p.Ops
-	return os.Remove(dir)
+	if err := os.Remove(dir); err != nil && !(p.SharedDir && (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, os.ErrNotExist))) {
+		return err
+	}
+	return nil
 }
 
 func smallRandom(p Params, res *Result) error {

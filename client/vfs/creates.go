@@ -107,7 +107,7 @@ func (w *Creates) Held() int { return int(w.active.Load()) }
 // the create is answered here).
 func (w *Creates) Create(who func() ident.ID, parent uint64, name string, perm, uid, gid uint32) (attr *wire.Attr, ok bool) {
 	dc := w.cfg.Dir
-	if !w.cfg.Creates || w.cfg.Meta == nil || len(name) > 255 || !dc.Absent(parent, name) {
+	if !w.cfg.Creates || w.cfg.Meta == nil || len(name) > 255 || wire.IsLocal(parent) || !dc.Absent(parent, name) {
 		return nil, false
 	}
 	pattr, ok := dc.DirAttr(parent)

@@ -444,6 +444,9 @@ func cmdSetstripe(args []string) error {
 	chunk := fs.String("chunk-size", "0", "chunk size (power of two, e.g. 4M)")
 	count := fs.Uint("count", 0, "stripe count: data servers per chunk")
 	unit := fs.String("unit", "0", "stripe unit")
+	local := fs.Bool("local", false, "node-local mode: the directory's entries (one private directory per node or rank) and all under them live on the data server each name hashes to, with no metadata-service operation (docs/nodelocal.md)")
+	global := fs.Bool("global", false, "take the directory out of node-local mode")
+	tier := fs.String("tier", "", "with --local: the tier whose data servers keep the entries (default: the fastest with servers)")
 	mc, err := metaClient(fs, cfg, args)
 	if err != nil {
 		return err
@@ -463,6 +466,22 @@ func cmdSetstripe(args []string) error {
 	var st syscall.Stat_t
 	if err := syscall.Stat(fs.Arg(0), &st); err != nil {
 		return err
+	}
+	if *local || *global {
+		m := &wire.Msg{Op: wire.OpSetLayout, Ino: st.Ino, Tier: *tier, Flags: wire.LayoutLocal}
+		if *global {
+			m.Flags = wire.LayoutGlobal
+		}
+		resp, _, err := mc.Call(context.Background(), m, nil, nil)
+		if err != nil {
+			return err
+		}
+		if resp.Tier == "" {
+			fmt.Printf("%s: global (entries in the metadata service)\n", fs.Arg(0))
+		} else {
+			fmt.Printf("%s: node-local, entries on the %s tier's data servers\n", fs.Arg(0), resp.Tier)
+		}
+		return nil
 	}
 	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpSetLayout, Ino: st.Ino,
 		ChunkSize: uint32(cs), StripeCnt: uint32(*count), StripeUnit: uint32(us)}, nil, nil)

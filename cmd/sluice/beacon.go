@@ -228,6 +228,10 @@ func printReport(w io.Writer, r beacon.JobReport, inter []beacon.Interference) {
 		fmt.Fprintf(w, "  queued %s in the servers (summed over requests; includes writes waiting for a full tier)\n",
 			r.Queued.Round(time.Millisecond))
 	}
+	if r.QoSWaited > 0 {
+		fmt.Fprintf(w, "  waited %s for its QoS rules' shares and caps (of the time queued; `sluice qos stats`)\n",
+			r.QoSWaited.Round(time.Millisecond))
+	}
 	fmt.Fprintf(w, "  timeline (per %s): read / write / data ops / metadata ops\n", time.Duration(int64(r.Active)/int64(max(1, len(r.Timeline)))))
 	for _, p := range r.Timeline {
 		fmt.Fprintf(w, "    %s %10s %10s %8d %8d\n", time.Unix(0, p.Window).Format("15:04:05"),

@@ -170,6 +170,7 @@ func cmdMeta(args []string) error {
 	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
 	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
+	maxOps := fs.Float64("max-ops", 0, "namespace operations served per second, at most (an emulated metadata server's capacity; 0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
@@ -202,7 +203,7 @@ func cmdMeta(args []string) error {
 	if !slices.Contains(place.Policies, place.Policy(*placement)) {
 		return fmt.Errorf("--placement %q: want perf, rr or wrandom", *placement)
 	}
-	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout,
+	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout, MaxOps: *maxOps,
 		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}, BBPolicy: bbp, BBRates: bbr, Placement: place.Policy(*placement)})
 	if err != nil {
 		return err

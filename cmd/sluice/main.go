@@ -43,7 +43,7 @@ var commands = []command{
 	{"tier", "tiering policies and budgets: tier set DIR [--pin mem|ssd|none] [--drain now|on-close|cool|never|none] | tier show PATH | tier budget --server ID (SIZE | --release) [--wait 5m]", cmdTier},
 	{"qos", "QoS rules the forwarding daemons and data servers enforce: qos add NAME [job=J] [uid=U] [gid=G] [node=N] [app=A] [op=read|write|meta] [rate=SIZE/s] [iops=N] [share=W] [--before RULE] | qos rm NAME | qos list [--json] | qos stats [--json]", cmdQoS},
 	{"pool", "resource pools for performance-aware placement: pool create NAME --servers ID,.. [--perf ID=MB/s,..] | pool rm NAME | pool bind (DIR | --job J) NAME | pool unbind (DIR | --job J) | pool list [--json]", cmdPool},
-	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR", cmdSetstripe},
+	{"setstripe", "set a directory's chunk size and striping: setstripe [--chunk-size N] [--count G] [--unit N] DIR; node-local mode: setstripe --local [--tier T] DIR | setstripe --global DIR", cmdSetstripe},
 	{"fault", "inject a fault: fault --server ID (--slow F | --fill BYTES | --stall MS)", cmdFault},
 	{"restart", "restart one daemon of a local cluster: restart --dir STATE NAME", cmdRestart},
 	{"meta", "run the metadata service", cmdMeta},

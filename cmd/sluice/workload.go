@@ -30,6 +30,7 @@ func cmdWorkload(args []string) error {
 	perRank := fs.String("size", "64M", "bytes per rank (nn, n1, ckpt; rank 0 writes ranks×size in 11)")
 	blockSize := fs.String("block", "1M", "request size of bulk I/O")
 	ops := fs.Int("ops", 1000, "files per rank (meta) or 4 KiB reads per rank (iops)")
+	shared := fs.Bool("shared-dir", false, "meta: every rank's files in one directory (default: one directory per rank)")
 	bursts := fs.Int("bursts", 3, "checkpoints (ckpt)")
 	period := fs.Duration("period", 2500*time.Millisecond, "idle time between checkpoints (ckpt)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
@@ -68,7 +69,7 @@ func cmdWorkload(args []string) error {
 		return fmt.Errorf("--block: want a size up to 64M")
 	}
 	p := workload.Params{Dir: fs.Arg(0), Rank: *rank, Ranks: *ranks, Size: sz, Block: int(bs), Ops: *ops,
-		Bursts: *bursts, Period: *period, Seed: time.Now().UnixNano()}
+		Bursts: *bursts, Period: *period, Seed: time.Now().UnixNano(), SharedDir: *shared}
 	if *startAt > 0 {
 		p.StartAt = time.Unix(0, *startAt)
 	}

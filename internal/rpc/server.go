@@ -20,8 +20,11 @@ type Request struct {
 	Payload []byte // request payload; valid until Reply
 	Peer    string
 	At      time.Time // when the request was read off the connection
-	id      uint64
-	sc      *serverConn
+	// Gated is how long the daemon held it at an admission gate (its QoS
+	// scheduling), set by the daemon for its own records.
+	Gated time.Duration
+	id    uint64
+	sc    *serverConn
 }
 
 // Reply sends the response and releases the request payload. respPayload is

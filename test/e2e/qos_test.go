@@ -112,7 +112,8 @@ func active(smp []qosSample, margin int, keys ...string) (int, int) {
 // both write; the job left alone gets the whole server; a capped job stays
 // within 5 % of its cap over every 5 s window; a rule added while a job
 // runs reaches the data server within a second and holds it to the new
-// cap; `sluice qos` lists and removes rules.
+// cap; Beacon reports the capped job's wait at the QoS gates; `sluice qos`
+// lists and removes rules.
 func TestQoS(t *testing.T) {
 	const capMB = 40 // the data server's bandwidth, MB/s
 	c := startCluster(t, "--mem-servers", "1", "--mem", "2G", "--ssd", "0", "--data-max-mbps", fmt.Sprint(capMB))
@@ -204,6 +205,18 @@ func TestQoS(t *testing.T) {
 	}
 	if worst < 0.9*capB {
 		t.Errorf("the capped job got %.2f MiB/s at most of a 10 MiB/s cap on a %d MB/s server", worst/(1<<20), capMB)
+	}
+
+	// Beacon tells the capped job's user how long it waited for its rule
+	// (about 128 MiB at 10 MiB/s from a window that takes 40 MB/s: most of
+	// its ~12 s, summed over four ranks' queued requests)
+	rep := c.job(t, "203")
+	t.Logf("job 203: queued %v, of which %v at QoS gates", rep.Queued, rep.QoSWaited)
+	if rep.QoSWaited < 5*time.Second || rep.QoSWaited > rep.Queued {
+		t.Errorf("Beacon: job 203 waited %v for QoS (queued %v in all)", rep.QoSWaited, rep.Queued)
+	}
+	if out := mustSluice("job", "203"); !strings.Contains(out, "for its QoS rules") {
+		t.Errorf("sluice job 203 does not say it waited for QoS:\n%s", out)
 	}
 
 	// 3. a rule added while a job runs: in force within a second

@@ -1,0 +1,466 @@
+// Package localns is a data server's node-local namespace
+// (docs/nodelocal.md): the entries of local-mode directories that hash to
+// this server, and everything under them, kept as plain directories and
+// files in the server's own file system. It answers the namespace and data
+// operations a forwarding daemon relays for local inodes (wire.IsLocal)
+// with the replies the metadata service would give, so the mount treats
+// them like any other file; no request for them reaches the metadata
+// service.
+//
+// It owns that directory tree and the map from its inode numbers to
+// paths; it must not touch the tier's chunk store or call other servers.
+// Permissions are the kernel's (the mount uses default_permissions):
+// files are created with the caller's uid and gid, and their attributes
+// are what the file system holds.
+package localns
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// Beside is where a data server whose chunk store is in dir keeps its
+// local namespace: a sibling directory (DIR-local), so it never mixes with
+// the store's files.
+func Beside(dir string) string { return filepath.Clean(dir) + "-local" }
+
+// NS is one data server's local namespace.
+type NS struct {
+	root string
+	id   func() uint64 // the server's id, which its inode numbers carry
+
+	mu sync.Mutex
+	// paths maps a file's number (wire.LocalNum) to its path under root,
+	// learnt from every reply that names it; guarded by mu.
+	paths map[uint64]string
+}
+
+// New opens (making it if need be) the namespace kept under root. The
+// files already there are numbered again as before (their inode numbers
+// in the server's file system), so a mount's inodes stay valid across a
+// restart of the server.
+func New(root string, id func() uint64) (*NS, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	n := &NS{root: root, id: id, paths: map[uint64]string{}}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			n.paths[st.Ino&(1<<48-1)] = p
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Handles says whether request m is for the local namespace: it names a
+// local inode, or it is an entry operation the metadata service
+// redirected here (its directory is a local-mode directory).
+func Handles(m *wire.Msg) bool {
+	return wire.IsLocal(m.Ino) || wire.IsLocal(m.Parent) || m.Flags&wire.LocalRedirect != 0 && namesEntry(m.Op)
+}
+
+func namesEntry(op wire.Op) bool {
+	switch op {
+	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir, wire.OpReaddir:
+		return true
+	}
+	return false
+}
+
+// errno makes an rpc error of a file system error.
+func errno(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return rpc.Errorf(e, "local namespace: %v", err)
+	}
+	return rpc.Errorf(syscall.EIO, "local namespace: %v", err)
+}
+
+// dir is the path of directory ino: a local inode's, or the top of a
+// local-mode directory of the global namespace (made on first use).
+func (n *NS) dir(ino uint64) (string, error) {
+	if !wire.IsLocal(ino) {
+		p := filepath.Join(n.root, strconv.FormatUint(ino, 10))
+		return p, os.MkdirAll(p, 0o755)
+	}
+	return n.path(ino)
+}
+
+// path is the path of local inode ino.
+func (n *NS) path(ino uint64) (string, error) {
+	if s := wire.LocalServer(ino); s != n.id() {
+		return "", rpc.Errorf(syscall.EXDEV, "local inode %#x is served by data server %d, not %d", ino, s, n.id())
+	}
+	n.mu.Lock()
+	p, ok := n.paths[wire.LocalNum(ino)]
+	n.mu.Unlock()
+	if !ok {
+		return "", rpc.Errorf(syscall.ESTALE, "local inode %#x unknown here (the server restarted?): look it up again", ino)
+	}
+	return p, nil
+}
+
+// entry is path name in directory ino, refusing names that leave it.
+func (n *NS) entry(ino uint64, name string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return "", rpc.Errorf(syscall.EINVAL, "local namespace: bad name %q", name)
+	}
+	d, err := n.dir(ino)
+	if err != nil {
+		return "", errno(err)
+	}
+	return filepath.Join(d, name), nil
+}
+
+// attr stats p and remembers its number.
+func (n *NS) attr(p string) (*wire.Attr, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return nil, errno(err)
+	}
+	num := st.Ino & (1<<48 - 1)
+	n.mu.Lock()
+	n.paths[num] = p
+	n.mu.Unlock()
+	return &wire.Attr{Ino: wire.LocalIno(n.id(), num), Mode: st.Mode, Nlink: uint32(st.Nlink), Uid: st.Uid, Gid: st.Gid,
+		Size: uint64(st.Size), Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(),
+		ChunkSize: 1 << 20, StripeCnt: 1, Rdev: uint32(st.Rdev)}, nil
+}
+
+// forget drops p and everything under it from the map.
+func (n *NS) forget(p string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, q := range n.paths {
+		if q == p || strings.HasPrefix(q, p+"/") {
+			delete(n.paths, k)
+		}
+	}
+}
+
+// moved renames the paths under from to under to.
+func (n *NS) moved(from, to string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, q := range n.paths {
+		if q == from || strings.HasPrefix(q, from+"/") {
+			n.paths[k] = to + q[len(from):]
+		}
+	}
+}
+
+// own gives p the caller's owner (the server runs as root).
+func own(p string, m *wire.Msg) error {
+	return errno(unix.Lchown(p, int(m.Uid), int(m.Gid)))
+}
+
+// Serve answers request m (payload: a write's data). The reply's payload
+// is a read's data.
+func (n *NS) Serve(m *wire.Msg, payload []byte) (*wire.Msg, []byte, error) {
+	switch m.Op {
+	case wire.OpLookup:
+		p, err := n.entry(m.Parent, m.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := n.attr(p)
+		return &wire.Msg{Attr: a}, nil, err
+	case wire.OpGetattr, wire.OpOpen:
+		p, err := n.path(m.Ino)
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := n.attr(p)
+		return &wire.Msg{Attr: a}, nil, err
+	case wire.OpSetattr:
+		return n.setattr(m)
+	case wire.OpMknod, wire.OpMkdir, wire.OpSymlink:
+		return n.create(m)
+	case wire.OpLink:
+		src, err := n.path(m.Ino)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := n.entry(m.NewParent, m.NewName)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := os.Link(src, p); err != nil {
+			return nil, nil, errno(err)
+		}
+		a, err := n.attr(p)
+		return &wire.Msg{Attr: a}, nil, err
+	case wire.OpReadlink:
+		p, err := n.path(m.Ino)
+		if err != nil {
+			return nil, nil, err
+		}
+		t, err := os.Readlink(p)
+		return &wire.Msg{Path: t}, nil, errno(err)
+	case wire.OpUnlink, wire.OpRmdir:
+		p, err := n.entry(m.Parent, m.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if m.Op == wire.OpUnlink {
+			err = unix.Unlink(p)
+		} else {
+			err = unix.Rmdir(p)
+		}
+		if err != nil {
+			return nil, nil, errno(err)
+		}
+		n.forget(p)
+		return &wire.Msg{}, nil, nil
+	case wire.OpRename:
+		return n.rename(m)
+	case wire.OpReaddir:
+		es, err := n.readdir(m.Ino, m.Name, int(m.Size))
+		return &wire.Msg{Entries: es}, nil, err
+	case wire.OpRelease, wire.OpFlush:
+		return &wire.Msg{}, nil, nil
+	case wire.OpRead:
+		return n.read(m)
+	case wire.OpWrite:
+		return n.write(m, payload)
+	case wire.OpFsync:
+		p, err := n.path(m.Ino)
+		if err != nil {
+			return nil, nil, err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, nil, errno(err)
+		}
+		defer f.Close()
+		return &wire.Msg{}, nil, errno(f.Sync())
+	}
+	return nil, nil, rpc.Errorf(syscall.ENOTSUP, "local namespace: %s not supported", m.Op)
+}
+
+func (n *NS) create(m *wire.Msg) (*wire.Msg, []byte, error) {
+	p, err := n.entry(m.Parent, m.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	perm := m.Mode & 0o7777
+	switch m.Op {
+	case wire.OpMkdir:
+		err = unix.Mkdir(p, perm)
+	case wire.OpSymlink:
+		err = unix.Symlink(m.Path, p)
+	default:
+		typ := m.Mode & syscall.S_IFMT
+		if typ == 0 || typ == syscall.S_IFREG {
+			flags := unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC
+			if m.Flags&syscall.O_EXCL != 0 {
+				flags |= unix.O_EXCL
+			}
+			var fd int
+			if fd, err = unix.Open(p, flags, perm); err == nil {
+				unix.Close(fd)
+			}
+		} else {
+			err = unix.Mknod(p, typ|perm, int(m.Rdev))
+		}
+	}
+	if err != nil {
+		return nil, nil, errno(err)
+	}
+	// the mode as asked (no umask), the caller's owner
+	if m.Op != wire.OpSymlink {
+		if err := unix.Chmod(p, perm); err != nil {
+			return nil, nil, errno(err)
+		}
+	}
+	if err := own(p, m); err != nil {
+		return nil, nil, err
+	}
+	a, err := n.attr(p)
+	return &wire.Msg{Attr: a}, nil, err
+}
+
+func (n *NS) setattr(m *wire.Msg) (*wire.Msg, []byte, error) {
+	p, err := n.path(m.Ino)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.Mask&wire.SetSize != 0 {
+		if err := unix.Truncate(p, int64(m.Size)); err != nil {
+			return nil, nil, errno(err)
+		}
+	}
+	if m.Mask&(wire.SetUid|wire.SetGid) != 0 {
+		uid, gid := -1, -1
+		if m.Mask&wire.SetUid != 0 {
+			uid = int(m.Uid)
+		}
+		if m.Mask&wire.SetGid != 0 {
+			gid = int(m.Gid)
+		}
+		if err := unix.Lchown(p, uid, gid); err != nil {
+			return nil, nil, errno(err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return nil, nil, errno(err)
+	}
+	mode, setMode := m.Mode&0o7777, m.Mask&wire.SetMode != 0
+	if m.Mask&wire.SetKillPriv != 0 && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		if !setMode {
+			mode, setMode = st.Mode&0o7777, true
+		}
+		mode &^= syscall.S_ISUID
+		if mode&0o010 != 0 {
+			mode &^= syscall.S_ISGID
+		}
+	}
+	if setMode && st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		if err := unix.Chmod(p, mode); err != nil {
+			return nil, nil, errno(err)
+		}
+	}
+	if m.Mask&(wire.SetAtime|wire.SetMtime) != 0 {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if m.Mask&wire.SetAtime != 0 {
+			ts[0] = unix.NsecToTimespec(m.Atime)
+		}
+		if m.Mask&wire.SetMtime != 0 {
+			ts[1] = unix.NsecToTimespec(m.Mtime)
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return nil, nil, errno(err)
+		}
+	}
+	a, err := n.attr(p)
+	return &wire.Msg{Attr: a}, nil, err
+}
+
+func (n *NS) rename(m *wire.Msg) (*wire.Msg, []byte, error) {
+	if !wire.IsLocal(m.Parent) || !wire.IsLocal(m.NewParent) || wire.LocalServer(m.Parent) != wire.LocalServer(m.NewParent) {
+		// across servers or into the global namespace: mv copies
+		return nil, nil, rpc.Errorf(syscall.EXDEV, "local namespace: rename across servers")
+	}
+	from, err := n.entry(m.Parent, m.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	to, err := n.entry(m.NewParent, m.NewName)
+	if err != nil {
+		return nil, nil, err
+	}
+	var flags uint
+	if m.Flags&wire.RenameNoReplace != 0 {
+		flags |= unix.RENAME_NOREPLACE
+	}
+	if m.Flags&wire.RenameExchange != 0 {
+		flags |= unix.RENAME_EXCHANGE
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, flags); err != nil {
+		return nil, nil, errno(err)
+	}
+	if flags&unix.RENAME_EXCHANGE != 0 {
+		tmp := to + "\x00"
+		n.moved(to, tmp)
+		n.moved(from, to)
+		n.moved(tmp, from)
+	} else {
+		n.forget(to)
+		n.moved(from, to)
+	}
+	return &wire.Msg{}, nil, nil
+}
+
+// readdir lists directory ino after name after, in name order, at most
+// max entries (4096 when 0), as the metadata service does.
+func (n *NS) readdir(ino uint64, after string, max int) ([]wire.DirEntry, error) {
+	d, err := n.dir(ino)
+	if err != nil {
+		return nil, errno(err)
+	}
+	f, err := os.Open(d)
+	if err != nil {
+		return nil, errno(err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return nil, errno(err)
+	}
+	sort.Strings(names)
+	if max <= 0 || max > 4096 {
+		max = 4096
+	}
+	i := sort.SearchStrings(names, after)
+	if i < len(names) && names[i] == after {
+		i++
+	}
+	var out []wire.DirEntry
+	for ; i < len(names) && len(out) < max; i++ {
+		a, err := n.attr(filepath.Join(d, names[i]))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, wire.DirEntry{Name: names[i], Ino: a.Ino, Mode: a.Mode})
+	}
+	return out, nil
+}
+
+func (n *NS) read(m *wire.Msg) (*wire.Msg, []byte, error) {
+	p, err := n.path(m.Ino)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.Size > wire.MaxPayload {
+		return nil, nil, rpc.Errorf(syscall.EINVAL, "read too large")
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, nil, errno(err)
+	}
+	defer f.Close()
+	buf := make([]byte, m.Size)
+	k, err := f.ReadAt(buf, int64(m.Offset))
+	if err != nil && err != io.EOF {
+		return nil, nil, errno(err)
+	}
+	return &wire.Msg{Size: uint64(k)}, buf[:k], nil
+}
+
+func (n *NS) write(m *wire.Msg, data []byte) (*wire.Msg, []byte, error) {
+	p, err := n.path(m.Ino)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, nil, errno(err)
+	}
+	defer f.Close()
+	k, err := f.WriteAt(data, int64(m.Offset))
+	if err != nil {
+		return nil, nil, errno(err)
+	}
+	return &wire.Msg{Size: uint64(k)}, nil, nil
+}

@@ -1,0 +1,114 @@
+package localns
+
+import (
+	"bytes"
+	"syscall"
+	"testing"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+const dirIno = 77 // a local-mode directory of the global namespace
+
+func call(t *testing.T, n *NS, m *wire.Msg, payload []byte) (*wire.Msg, []byte, error) {
+	t.Helper()
+	return n.Serve(m, payload)
+}
+
+func must(t *testing.T, n *NS, m *wire.Msg, payload []byte) (*wire.Msg, []byte) {
+	t.Helper()
+	r, p, err := call(t, n, m, payload)
+	if err != nil {
+		t.Fatalf("%s %q: %v", m.Op, m.Name, err)
+	}
+	return r, p
+}
+
+// TestLocalNamespace: entries made under a local-mode directory get local
+// inodes of this server; data written reads back; listings are in name
+// order after a cursor; names that leave the tree, inodes of other
+// servers and unknown ones are refused; a new NS over the same tree (a
+// restart) knows the same inodes.
+func TestLocalNamespace(t *testing.T) {
+	root := t.TempDir()
+	n, err := New(root, func() uint64 { return 9 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	redirect := wire.LocalRedirect
+	r, _ := must(t, n, &wire.Msg{Op: wire.OpMkdir, Parent: dirIno, Name: "rank3", Mode: 0o750, Uid: 1000, Gid: 100, Flags: redirect}, nil)
+	d := r.Attr
+	if !wire.IsLocal(d.Ino) || wire.LocalServer(d.Ino) != 9 || d.Mode != syscall.S_IFDIR|0o750 || d.Uid != 1000 || d.Gid != 100 {
+		t.Fatalf("private directory %+v", d)
+	}
+	if !Handles(&wire.Msg{Op: wire.OpLookup, Parent: dirIno, Flags: redirect}) || Handles(&wire.Msg{Op: wire.OpChunkWrite, Ino: 5, Flags: redirect}) {
+		t.Fatal("Handles")
+	}
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpMknod, Parent: d.Ino, Name: "f", Mode: 0o640, Flags: syscall.O_EXCL | wire.CreateOpen}, nil)
+	f := r.Attr
+	if _, _, err := call(t, n, &wire.Msg{Op: wire.OpMknod, Parent: d.Ino, Name: "f", Mode: 0o640, Flags: syscall.O_EXCL}, nil); rpc.Errno(err) != syscall.EEXIST {
+		t.Fatalf("exclusive create of an existing file: %v", err)
+	}
+	data := bytes.Repeat([]byte("xyz"), 1000)
+	if r, _ := must(t, n, &wire.Msg{Op: wire.OpWrite, Ino: f.Ino, Offset: 10, Size: uint64(len(data))}, data); r.Size != uint64(len(data)) {
+		t.Fatalf("wrote %d", r.Size)
+	}
+	_, got := must(t, n, &wire.Msg{Op: wire.OpRead, Ino: f.Ino, Offset: 10, Size: 1 << 20}, nil)
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes", len(got))
+	}
+	if r, _ := must(t, n, &wire.Msg{Op: wire.OpGetattr, Ino: f.Ino}, nil); r.Attr.Size != 3010 || r.Attr.Ino != f.Ino {
+		t.Fatalf("getattr %+v", r.Attr)
+	}
+	for _, name := range []string{"c", "a", "b"} {
+		must(t, n, &wire.Msg{Op: wire.OpMknod, Parent: d.Ino, Name: name, Mode: 0o644}, nil)
+	}
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpReaddir, Ino: d.Ino, Name: "a", Size: 2}, nil)
+	if len(r.Entries) != 2 || r.Entries[0].Name != "b" || r.Entries[1].Name != "c" {
+		t.Fatalf("listing after a: %+v", r.Entries)
+	}
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpReaddir, Ino: dirIno, Flags: redirect}, nil)
+	if len(r.Entries) != 1 || r.Entries[0].Name != "rank3" || r.Entries[0].Ino != d.Ino {
+		t.Fatalf("the local-mode directory's part: %+v", r.Entries)
+	}
+	for _, bad := range []string{"..", ".", "a/b", ""} {
+		if _, _, err := call(t, n, &wire.Msg{Op: wire.OpLookup, Parent: d.Ino, Name: bad}, nil); rpc.Errno(err) != syscall.EINVAL {
+			t.Errorf("lookup of %q: %v", bad, err)
+		}
+	}
+	if _, _, err := call(t, n, &wire.Msg{Op: wire.OpGetattr, Ino: wire.LocalIno(8, 5)}, nil); rpc.Errno(err) != syscall.EXDEV {
+		t.Fatalf("another server's inode: %v", err)
+	}
+	if _, _, err := call(t, n, &wire.Msg{Op: wire.OpGetattr, Ino: wire.LocalIno(9, 1<<40)}, nil); rpc.Errno(err) != syscall.ESTALE {
+		t.Fatalf("an unknown inode: %v", err)
+	}
+	// setattr: truncate, mode, times
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpSetattr, Ino: f.Ino, Mask: wire.SetSize | wire.SetMode | wire.SetMtime, Size: 5, Mode: 0o600, Mtime: 1e18}, nil)
+	if r.Attr.Size != 5 || r.Attr.Mode&0o7777 != 0o600 || r.Attr.Mtime != 1e18 {
+		t.Fatalf("after setattr %+v", r.Attr)
+	}
+	// rename within, then the old name is gone and the inode follows
+	must(t, n, &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "f", NewParent: d.Ino, NewName: "g"}, nil)
+	if r, _ := must(t, n, &wire.Msg{Op: wire.OpGetattr, Ino: f.Ino}, nil); r.Attr.Size != 5 {
+		t.Fatalf("the renamed file: %+v", r.Attr)
+	}
+	if _, _, err := call(t, n, &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "g", NewParent: dirIno, NewName: "x"}, nil); rpc.Errno(err) != syscall.EXDEV {
+		t.Fatalf("rename into the global namespace: %v", err)
+	}
+	// a restart: the same inodes
+	n2, err := New(root, func() uint64 { return 9 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := must(t, n2, &wire.Msg{Op: wire.OpGetattr, Ino: f.Ino}, nil); r.Attr.Ino != f.Ino {
+		t.Fatalf("after a restart: %+v", r.Attr)
+	}
+	must(t, n2, &wire.Msg{Op: wire.OpUnlink, Parent: d.Ino, Name: "g"}, nil)
+	if _, _, err := call(t, n2, &wire.Msg{Op: wire.OpGetattr, Ino: f.Ino}, nil); rpc.Errno(err) != syscall.ESTALE {
+		t.Fatalf("a removed file's inode: %v", err)
+	}
+	if _, _, err := call(t, n2, &wire.Msg{Op: wire.OpRmdir, Parent: dirIno, Name: "rank3", Flags: redirect}, nil); rpc.Errno(err) != syscall.ENOTEMPTY {
+		t.Fatalf("rmdir of a full private directory: %v", err)
+	}
+}

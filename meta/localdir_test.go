@@ -1,0 +1,89 @@
+package meta
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// TestLocalDirs: a directory in local mode answers entry operations with
+// the data server the name hashes to (the same one every time), lists its
+// own older entries with every server of the tier, is never delegated,
+// refuses renames into it and survives a restart; a file or a tier with
+// no servers cannot go local.
+func TestLocalDirs(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, open func() *Service) {
+		s := open()
+		var ids []uint64
+		for i := 0; i < 3; i++ {
+			id, _ := s.Register(wire.ServerInfo{Role: "data", Tier: "mem", Addr: fmt.Sprintf("x:%d", i), Capacity: 1 << 30})
+			ids = append(ids, id)
+		}
+		d, _ := s.Create(RootIno, "L", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
+		f, _ := s.Create(RootIno, "file", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+		old, _ := s.Create(d.Ino, "old", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+		if _, err := s.SetLocal(f.Ino, "", true); !is(err, syscall.ENOTDIR) {
+			t.Fatalf("a file in local mode: %v", err)
+		}
+		if _, err := s.SetLocal(d.Ino, "ssd", true); !is(err, syscall.EINVAL) {
+			t.Fatalf("local mode on a tier without servers: %v", err)
+		}
+		if _, err := s.SetLocal(d.Ino, "", true); err != nil || s.LocalTier(d.Ino) != "mem" {
+			t.Fatalf("local mode: %v, tier %q", err, s.LocalTier(d.Ino))
+		}
+		got := map[uint64]bool{}
+		for r := 0; r < 12; r++ {
+			name := fmt.Sprintf("rank%d", r)
+			for _, op := range []wire.Op{wire.OpLookup, wire.OpMkdir, wire.OpRmdir} {
+				resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: op, Parent: d.Ino, Name: name})
+				if err != nil || resp.Flags&wire.LocalRedirect == 0 || len(resp.Servers) != 3 {
+					t.Fatalf("%s %s: %+v %v", op, name, resp, err)
+				}
+				for i, si := range resp.Servers {
+					if si.ID != ids[i] {
+						t.Fatalf("servers %+v not by id", resp.Servers)
+					}
+				}
+				got[resp.Servers[wire.LocalPick(name, 3)].ID] = true
+			}
+		}
+		if len(got) != 3 {
+			t.Fatalf("12 names on %d of 3 servers", len(got))
+		}
+		// the entry made before: served here
+		if resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpLookup, Parent: d.Ino, Name: "old"}); err != nil || resp.Attr.Ino != old.Ino {
+			t.Fatalf("lookup of the older entry: %+v %v", resp, err)
+		}
+		resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpReaddir, Ino: d.Ino})
+		if err != nil || resp.Flags&wire.LocalRedirect == 0 || len(resp.Servers) != 3 || len(resp.Entries) != 1 {
+			t.Fatalf("readdir: %+v %v", resp, err)
+		}
+		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpDelegate, Ino: d.Ino}); !is(err, syscall.EBUSY) {
+			t.Fatalf("delegation of a local-mode directory: %v", err)
+		}
+		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpRename, Parent: RootIno, Name: "file", NewParent: d.Ino, NewName: "f"}); !is(err, syscall.EXDEV) {
+			t.Fatalf("rename into a local-mode directory: %v", err)
+		}
+		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "rank1", NewParent: RootIno, NewName: "r"}); !is(err, syscall.EXDEV) {
+			t.Fatalf("rename of a local entry out: %v", err)
+		}
+		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "old", NewParent: RootIno, NewName: "old"}); err != nil {
+			t.Fatalf("rename of an older, global entry out: %v", err)
+		}
+		if t.Name() == "TestLocalDirs/mem" {
+			return
+		}
+		s = open()
+		if s.LocalTier(d.Ino) != "mem" {
+			t.Fatal("local mode lost in a restart")
+		}
+		if _, err := s.SetLocal(d.Ino, "", false); err != nil || s.LocalTier(d.Ino) != "" {
+			t.Fatalf("back to global: %v", err)
+		}
+		if resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpLookup, Parent: d.Ino, Name: "rank1"}); !is(err, syscall.ENOENT) {
+			t.Fatalf("lookup in a global directory again: %+v %v", resp, err)
+		}
+	})
+}
