@@ -47,15 +47,17 @@ type NS struct {
 	paths map[uint64]string
 }
 
-// New opens (making it if need be) the namespace kept under root. The
+// New opens the namespace kept under root. The
 // files already there are numbered again as before (their inode numbers
 // in the server's file system), so a mount's inodes stay valid across a
 // restart of the server.
+// The directory is made when the first local entry is (a server no
+// local-mode directory uses leaves nothing behind).
 func New(root string, id func() uint64) (*NS, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
-	}
 	n := &NS{root: root, id: id, paths: map[uint64]string{}}
+	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
+		return n, nil
+	}
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil || p == root {
 			return err

@@ -2,6 +2,9 @@ package localns
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -31,10 +34,13 @@ func must(t *testing.T, n *NS, m *wire.Msg, payload []byte) (*wire.Msg, []byte) 
 // servers and unknown ones are refused; a new NS over the same tree (a
 // restart) knows the same inodes.
 func TestLocalNamespace(t *testing.T) {
-	root := t.TempDir()
+	root := filepath.Join(t.TempDir(), "ns")
 	n, err := New(root, func() uint64 { return 9 })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an unused namespace made its directory: %v", err)
 	}
 	redirect := wire.LocalRedirect
 	r, _ := must(t, n, &wire.Msg{Op: wire.OpMkdir, Parent: dirIno, Name: "rank3", Mode: 0o750, Uid: 1000, Gid: 100, Flags: redirect}, nil)
