@@ -141,29 +141,62 @@ func (n *NS) attr(p string) (*wire.Attr, error) {
 		return nil, errno(err)
 	}
 	num := st.Ino & (1<<48 - 1)
+	// a file known by another name that is still it (a hard link) keeps
+	// that name: removing this one then leaves the file's number valid
 	n.mu.Lock()
-	n.paths[num] = p
+	cur, known := n.paths[num]
 	n.mu.Unlock()
+	if !known || cur != p && stat(cur) != (entryOf{num: num, dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR, ok: true}) {
+		n.mu.Lock()
+		n.paths[num] = p
+		n.mu.Unlock()
+	}
 	return &wire.Attr{Ino: wire.LocalIno(n.id(), num), Mode: st.Mode, Nlink: uint32(st.Nlink), Uid: st.Uid, Gid: st.Gid,
 		Size: uint64(st.Size), Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(),
 		ChunkSize: 1 << 20, StripeCnt: 1, Rdev: uint32(st.Rdev)}, nil
 }
 
-// forget drops p and everything under it from the map.
-func (n *NS) forget(p string) {
+// entryOf is what the map holds of path p: its number and whether it is
+// a directory (ok false: p does not exist).
+type entryOf struct {
+	num uint64
+	dir bool
+	ok  bool
+}
+
+func stat(p string) entryOf {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return entryOf{}
+	}
+	return entryOf{num: st.Ino & (1<<48 - 1), dir: st.Mode&syscall.S_IFMT == syscall.S_IFDIR, ok: true}
+}
+
+// forget drops removed entry e, once at p, from the map: a file or an
+// empty directory (rmdir, or a rename's target), so only its own number
+// (kept if the map knows it by another name, a hard link).
+func (n *NS) forget(p string, e entryOf) {
+	if !e.ok {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for k, q := range n.paths {
-		if q == p || strings.HasPrefix(q, p+"/") {
-			delete(n.paths, k)
-		}
+	if n.paths[e.num] == p {
+		delete(n.paths, e.num)
 	}
 }
 
-// moved renames the paths under from to under to.
-func (n *NS) moved(from, to string) {
+// moved renames entry e from from to to in the map: its own number, and
+// for a directory every path under it.
+func (n *NS) moved(from, to string, e entryOf) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !e.dir {
+		if e.ok && n.paths[e.num] == from {
+			n.paths[e.num] = to
+		}
+		return
+	}
 	for k, q := range n.paths {
 		if q == from || strings.HasPrefix(q, from+"/") {
 			n.paths[k] = to + q[len(from):]
@@ -224,6 +257,7 @@ func (n *NS) Serve(m *wire.Msg, payload []byte) (*wire.Msg, []byte, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		e := stat(p)
 		if m.Op == wire.OpUnlink {
 			err = unix.Unlink(p)
 		} else {
@@ -232,7 +266,7 @@ func (n *NS) Serve(m *wire.Msg, payload []byte) (*wire.Msg, []byte, error) {
 		if err != nil {
 			return nil, nil, errno(err)
 		}
-		n.forget(p)
+		n.forget(p, e)
 		return &wire.Msg{}, nil, nil
 	case wire.OpRename:
 		return n.rename(m)
@@ -379,17 +413,18 @@ func (n *NS) rename(m *wire.Msg) (*wire.Msg, []byte, error) {
 	if m.Flags&wire.RenameExchange != 0 {
 		flags |= unix.RENAME_EXCHANGE
 	}
+	src, dst := stat(from), stat(to)
 	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, flags); err != nil {
 		return nil, nil, errno(err)
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		tmp := to + "\x00"
-		n.moved(to, tmp)
-		n.moved(from, to)
-		n.moved(tmp, from)
+		n.moved(to, tmp, dst)
+		n.moved(from, to, src)
+		n.moved(tmp, from, dst)
 	} else {
-		n.forget(to)
-		n.moved(from, to)
+		n.forget(to, dst)
+		n.moved(from, to, src)
 	}
 	return &wire.Msg{}, nil, nil
 }

@@ -102,6 +102,22 @@ func TestLocalNamespace(t *testing.T) {
 	if _, _, err := call(t, n, &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "g", NewParent: dirIno, NewName: "x"}, nil); rpc.Errno(err) != syscall.EXDEV {
 		t.Fatalf("rename into the global namespace: %v", err)
 	}
+	// a directory renamed: what is under it follows; a hard link's
+	// removal leaves the other name's inode
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpMkdir, Parent: d.Ino, Name: "sub", Mode: 0o755}, nil)
+	sub := r.Attr
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpMknod, Parent: sub.Ino, Name: "in", Mode: 0o644}, nil)
+	in := r.Attr
+	must(t, n, &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "sub", NewParent: d.Ino, NewName: "sub2"}, nil)
+	must(t, n, &wire.Msg{Op: wire.OpWrite, Ino: in.Ino, Size: 3}, []byte("abc"))
+	if _, got := must(t, n, &wire.Msg{Op: wire.OpRead, Ino: in.Ino, Size: 10}, nil); string(got) != "abc" {
+		t.Fatalf("a file in a renamed directory: %q", got)
+	}
+	must(t, n, &wire.Msg{Op: wire.OpLink, Ino: in.Ino, NewParent: d.Ino, NewName: "hard"}, nil)
+	must(t, n, &wire.Msg{Op: wire.OpUnlink, Parent: d.Ino, Name: "hard"}, nil)
+	if r, _ := must(t, n, &wire.Msg{Op: wire.OpGetattr, Ino: in.Ino}, nil); r.Attr.Size != 3 || r.Attr.Nlink != 1 {
+		t.Fatalf("after one of two links went: %+v", r.Attr)
+	}
 	// a restart: the same inodes
 	n2, err := New(root, func() uint64 { return 9 })
 	if err != nil {
