@@ -80,12 +80,7 @@ func (s *Server) localEntry(ctx context.Context, m *wire.Msg) (*wire.Msg, bool, 
 func (s *Server) toLocal(ctx context.Context, m *wire.Msg, id uint64) (*wire.Msg, error) {
 	m2 := *m
 	m2.Flags |= wire.LocalRedirect
-	var resp *wire.Msg
-	err := s.callDataWith(ctx, id, &m2, func(c *rpc.Client) error {
-		var err error
-		resp, _, err = c.Call(ctx, &m2, nil, nil)
-		return err
-	})
+	resp, _, err := s.callLocal(ctx, id, &m2, nil)
 	return resp, err
 }
 
@@ -112,15 +107,20 @@ func localTarget(m *wire.Msg) (uint64, bool, error) {
 	return id, local, nil
 }
 
-// relayLocal sends m to data server id and answers r with its reply.
-func (s *Server) relayLocal(ctx context.Context, r *rpc.Request, id uint64, m *wire.Msg) {
-	var resp *wire.Msg
-	var p []byte
-	err := s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+// callLocal sends m (with payload) to data server id and returns its
+// reply.
+func (s *Server) callLocal(ctx context.Context, id uint64, m *wire.Msg, payload []byte) (resp *wire.Msg, p []byte, err error) {
+	err = s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
 		var err error
-		resp, p, err = c.Call(ctx, m, r.Payload, nil)
+		resp, p, err = c.Call(ctx, m, payload, nil)
 		return err
 	})
+	return resp, p, err
+}
+
+// relayLocal sends m to data server id and answers r with its reply.
+func (s *Server) relayLocal(ctx context.Context, r *rpc.Request, id uint64, m *wire.Msg) {
+	resp, p, err := s.callLocal(ctx, id, m, r.Payload)
 	if resp == nil {
 		resp = &wire.Msg{}
 	}
@@ -136,8 +136,6 @@ func (s *Server) redirected(ctx context.Context, m *wire.Msg, meta *wire.Msg) (*
 	if len(meta.Servers) == 0 {
 		return nil, rpc.Errorf(syscall.EIO, "local-mode directory %d: no data server to hold its entries", m.Parent)
 	}
-	m2 := *m
-	m2.Flags |= wire.LocalRedirect
 	if m.Op != wire.OpReaddir {
 		s.localDirs.put(m.Parent, localDir{servers: meta.Servers, own: meta.Size > 0, until: s.cfg.Now().Add(LocalDirTTL)})
 		return s.toLocal(ctx, m, meta.Servers[wire.LocalPick(m.Name, len(meta.Servers))].ID)
@@ -146,12 +144,7 @@ func (s *Server) redirected(ctx context.Context, m *wire.Msg, meta *wire.Msg) (*
 	// in name order
 	es := append([]wire.DirEntry(nil), meta.Entries...)
 	for _, si := range meta.Servers {
-		var resp *wire.Msg
-		err := s.callDataWith(ctx, si.ID, &m2, func(c *rpc.Client) error {
-			var err error
-			resp, _, err = c.Call(ctx, &m2, nil, nil)
-			return err
-		})
+		resp, err := s.toLocal(ctx, m, si.ID)
 		if err != nil {
 			return nil, err
 		}
