@@ -395,6 +395,12 @@ func (s *Server) serve(r *rpc.Request) {
 		}
 	case wire.OpMoveEnd:
 		err = s.moveEnd(m)
+	case wire.OpChunkFence:
+		var resp *wire.Msg
+		if resp, err = s.chunkFence(m); err == nil {
+			s.reply(r, start, resp, nil)
+			return
+		}
 	case wire.OpChunkSync:
 		err = s.store.Sync(m.Ino)
 	case wire.OpStat:

@@ -175,30 +175,100 @@ func (mv *moves) markerPath(k chunkKey) string {
 // Caller holds the inode's fence lock exclusively.
 func (mv *moves) setMovedLocked(k chunkKey, gen uint64) error {
 	mv.mu.Lock()
-	cur := mv.moved[k.ino]
-	next := map[uint64]uint64{k.idx: gen}
-	for i, g := range cur {
+	if g, ok := mv.moved[k.ino][k.idx]; ok && g >= gen {
+		mv.mu.Unlock()
+		return nil
+	}
+	mv.mu.Unlock()
+	return mv.putMovedLocked(k, gen)
+}
+
+// putMovedLocked sets the moved fence of chunk k to gen (0: none), on
+// disk first. Caller holds the inode's fence lock exclusively (no other
+// change of the inode's fences can come in between).
+func (mv *moves) putMovedLocked(k chunkKey, gen uint64) error {
+	mv.mu.Lock()
+	next := map[uint64]uint64{}
+	for i, g := range mv.moved[k.ino] {
 		if i != k.idx {
 			next[i] = g
-		} else if g >= gen {
-			mv.mu.Unlock()
-			return nil
 		}
+	}
+	if gen != 0 {
+		next[k.idx] = gen
 	}
 	mv.mu.Unlock()
 	if mv.dir != "" {
-		var b strings.Builder
-		for i, g := range next {
-			fmt.Fprintf(&b, "%d %d\n", i, g)
+		path := filepath.Join(mv.dir, "moved", strconv.FormatUint(k.ino, 10))
+		var err error
+		if len(next) == 0 {
+			if err = os.Remove(path); os.IsNotExist(err) {
+				err = nil
+			}
+		} else {
+			var b strings.Builder
+			for i, g := range next {
+				fmt.Fprintf(&b, "%d %d\n", i, g)
+			}
+			err = writeFile(path, b.String())
 		}
-		if err := writeFile(filepath.Join(mv.dir, "moved", strconv.FormatUint(k.ino, 10)), b.String()); err != nil {
+		if err != nil {
 			return fmt.Errorf("keeping the moved fence of inode %d chunk %d: %w", k.ino, k.idx, err)
 		}
 	}
 	mv.mu.Lock()
-	mv.moved[k.ino] = next
+	if len(next) == 0 {
+		delete(mv.moved, k.ino)
+	} else {
+		mv.moved[k.ino] = next
+	}
 	mv.mu.Unlock()
 	return nil
+}
+
+// chunkFence fences chunk Idx of Ino at layout generation Gen if this
+// server holds nothing of it (OpChunkFence): the metadata service then
+// places it elsewhere, and a write that still comes here with the old
+// location gets EREMCHG and looks the chunk up again, so no byte can land
+// in a place the layout has left. A chunk that holds bytes here is not
+// fenced (EEXIST), nor one being migrated (EBUSY). The reply's Offset is
+// the fence before (for FenceUndo, which lowers the fence back to Offset
+// if it is still at Gen: the metadata service gave the move up).
+func (s *Server) chunkFence(m *wire.Msg) (*wire.Msg, error) {
+	k := chunkKey{m.Ino, m.Idx}
+	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
+	l := s.fence.lock(m.Ino)
+	l.Lock()
+	defer l.Unlock()
+	mv := s.moves
+	mv.mu.Lock()
+	prev := mv.moved[k.ino][k.idx]
+	busy := mv.sessions[k] != nil
+	mv.mu.Unlock()
+	if m.Flags&wire.FenceUndo != 0 {
+		if prev != m.Gen {
+			return &wire.Msg{Offset: prev}, nil // raised since, or never
+		}
+		return &wire.Msg{Offset: prev}, mv.putMovedLocked(k, m.Offset)
+	}
+	if busy {
+		return nil, rpc.Errorf(syscall.EBUSY, "data server %d: chunk %d of inode %d is migrating", s.mem.ID(), m.Idx, m.Ino)
+	}
+	if prev >= m.Gen {
+		return &wire.Msg{Offset: prev}, nil // fenced already (a retry)
+	}
+	n, err := s.localSize(id)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		return nil, rpc.Errorf(syscall.EEXIST, "data server %d: chunk %d of inode %d holds %d bytes here", s.mem.ID(), m.Idx, m.Ino, n)
+	}
+	// an empty chunk file may hold a reservation: given back
+	if err := tier.Discard(s.store, id); err != nil {
+		return nil, err
+	}
+	return &wire.Msg{Offset: prev}, mv.putMovedLocked(k, m.Gen)
 }
 
 // drop forgets everything of ino (the file was deleted): its sessions are

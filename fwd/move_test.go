@@ -381,3 +381,100 @@ func TestAbortedEvictionKeepsTheHome(t *testing.T) {
 		t.Fatalf("the home's copy after the evictions (%d bytes copied, chunk %+v) is not the data: %q...", n, locs[0], got[:16])
 	}
 }
+
+// TestFullServerEmptyChunkMoves: a chunk placed earlier but holding
+// nothing (a truncate cut it away while a migration of it was in flight,
+// so it kept its place) on a mem server that has filled up since is
+// moved by its next write to a tier with room, instead of failing with
+// ENOSPC (fsx regression seed …5911). A chunk that holds bytes there is
+// not moved: its server fences only an empty chunk (EEXIST otherwise),
+// and a write of the old location after the fence is turned away
+// (EREMCHG) until the fence is undone.
+func TestFullServerEmptyChunkMoves(t *testing.T) {
+	ctx := context.Background()
+	svc, c, dss := tierStack(t, 1, 1)
+	mem := dss[0]
+	ino := create(t, c, "f")
+	// placed by another writer, nothing written yet
+	loc, _, err := svc.Alloc(ctx, ino, 0, 0, nil)
+	if err != nil || loc.Tier != "mem" {
+		t.Fatalf("alloc: %+v %v", loc, err)
+	}
+	call := func(addr string, m *wire.Msg, p, into []byte) (*wire.Msg, error) {
+		cl := rpc.NewClient(addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+		defer cl.Close()
+		r, _, err := cl.Call(ctx, m, p, into)
+		return r, err
+	}
+	// the mem server fills up: no room for a new chunk
+	if _, err := call(mem.Addr(), &wire.Msg{Op: wire.OpFault, Name: "fill", Size: 1 << 20}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte("sluice!!"), 8192)
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: 100, Size: uint64(len(p))}, p, nil); err != nil {
+		t.Fatalf("write of an empty chunk on a full server: %v", err)
+	}
+	locs, _ := svc.Layout(ino)
+	if len(locs) != 1 || locs[0].Tier != "ssd" || locs[0].Gen != loc.Gen+1 {
+		t.Fatalf("chunk not moved to the ssd tier: %+v", locs)
+	}
+	got := make([]byte, len(p)+100)
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: uint64(len(got))}, nil, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[100:], p) || !bytes.Equal(got[:100], make([]byte, 100)) {
+		t.Fatal("read back differs")
+	}
+	// the old place is fenced: a write there with the old location is
+	// turned away
+	w := &wire.Msg{Op: wire.OpChunkWrite, Ino: ino, ChunkSize: loc0Size(svc, ino), Size: 8, Cap: 8, Gen: loc.Gen}
+	if _, err := call(mem.Addr(), w, p[:8], nil); rpc.Errno(err) != syscall.EREMCHG {
+		t.Fatalf("a write of the old location at the fenced server: %v, want EREMCHG", err)
+	}
+
+	// a chunk holding bytes is not fenced; an undone fence serves again
+	// (on the ssd server, where the chunks go now)
+	ssd := dss[1]
+	g := create(t, c, "g")
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: g, Size: 8}, p[:8], nil); err != nil {
+		t.Fatal(err)
+	}
+	gl, _ := svc.Layout(g)
+	if len(gl) != 1 || gl[0].Tier != "ssd" {
+		t.Fatalf("g: %+v", gl)
+	}
+	fence := &wire.Msg{Op: wire.OpChunkFence, Ino: g, ChunkSize: loc0Size(svc, g), Gen: gl[0].Gen + 1}
+	if _, err := call(ssd.Addr(), fence, nil, nil); rpc.Errno(err) != syscall.EEXIST {
+		t.Fatalf("fence of a chunk holding bytes: %v, want EEXIST", err)
+	}
+	h := create(t, c, "h")
+	hl, _, err := svc.Alloc(ctx, h, 0, 0, nil)
+	if err != nil || hl.Tier != "ssd" {
+		t.Fatalf("alloc h: %+v %v", hl, err)
+	}
+	fence = &wire.Msg{Op: wire.OpChunkFence, Ino: h, ChunkSize: loc0Size(svc, h), Gen: hl.Gen + 1}
+	r, err := call(ssd.Addr(), fence, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = &wire.Msg{Op: wire.OpChunkWrite, Ino: h, ChunkSize: fence.ChunkSize, Size: 8, Cap: 8, Gen: hl.Gen}
+	if _, err := call(ssd.Addr(), w, p[:8], nil); rpc.Errno(err) != syscall.EREMCHG {
+		t.Fatalf("write behind a fence: %v, want EREMCHG", err)
+	}
+	undo := *fence
+	undo.Flags, undo.Offset = wire.FenceUndo, r.Offset
+	if _, err := call(ssd.Addr(), &undo, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(ssd.Addr(), w, p[:8], nil); err != nil {
+		t.Fatalf("write after the fence was undone: %v", err)
+	}
+}
+
+func loc0Size(svc *meta.Service, ino uint64) uint32 {
+	a, err := svc.Getattr(ino)
+	if err != nil {
+		return 0
+	}
+	return a.ChunkSize
+}

@@ -73,8 +73,8 @@ func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *wi
 		}
 		if rpc.Errno(err) == syscall.ENOSPC {
 			// not this write's to move: the chunk was placed before
-			s.log.Warn("write refused for room by the server of a chunk placed earlier", "ino", req.Ino, "chunk", req.Idx,
-				"server", ids[k], "layout gen", req.Gen, "trunc gen", req.Trunc, "err", err)
+			// (the metadata service may move it if it holds nothing)
+			return &fullErr{id: ids[k], err: err}
 		}
 		if len(ids) == 2 && errs[1-k] == nil && unreachable(err) {
 			lost = &lostCopyErr{id: ids[k], err: err}

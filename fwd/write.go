@@ -216,6 +216,7 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 		}
 	}
 	patient := false // a server that cannot be reached may be restarting
+	fulls := 0       // refusals for room of a chunk placed earlier
 	for attempt := 0; ; attempt++ {
 		if len(loc.Home) > 0 {
 			// a drained chunk kept as a cache: its copy on the PFS
@@ -264,6 +265,19 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 			}
 			continue
 		}
+		var full *fullErr
+		if errors.As(err, &full) && fulls < 2 {
+			// a chunk placed earlier whose server has no room for it:
+			// it may hold nothing yet (placed before a truncate cut it
+			// away during a migration), then it moves; if it stays, it
+			// holds bytes now (its room is reserved): written again
+			// there once
+			fulls++
+			if loc, err = s.relocateEmpty(ctx, m.Ino, f, sp.Idx, full, gen); err != nil {
+				return err
+			}
+			continue
+		}
 		var re *refusedErr
 		if !errors.As(err, &re) || attempt > 8 {
 			return err
@@ -298,6 +312,56 @@ func (s *Server) move(ctx context.Context, ino uint64, f *file, idx, refusedBy, 
 	f.mu.Unlock()
 	return loc, moved, nil
 }
+
+// relocateEmpty asks the metadata service to move chunk idx, placed
+// earlier, off the server that refused a write of it for room (full),
+// which it does only if the chunk holds nothing anywhere
+// (meta/relocate.go). It returns where to write again: the new location,
+// or the same one (the chunk holds bytes now: its room is reserved). A
+// chunk that cannot move now (migrating) is asked about again after a
+// pause.
+func (s *Server) relocateEmpty(ctx context.Context, ino uint64, f *file, idx uint64, full *fullErr, gen uint64) (wire.ChunkLoc, error) {
+	req := wire.Msg{Op: wire.OpAlloc, Flags: wire.AllocEmpty, Ino: ino, Idx: idx, ID: full.id, Trunc: gen, Who: wire.Who{Job: stallOf(ctx).job()}}
+	for try := 0; ; try++ {
+		resp, _, err := s.meta.Call(ctx, &req, nil, nil)
+		if rpc.Errno(err) == syscall.EAGAIN && try < 20 {
+			t := time.NewTimer(min(50*time.Millisecond<<try, time.Second))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return wire.ChunkLoc{}, ctx.Err()
+			}
+			continue
+		}
+		if err != nil {
+			return wire.ChunkLoc{}, err
+		}
+		if len(resp.Chunks) != 1 {
+			return wire.ChunkLoc{}, rpc.Errorf(syscall.EIO, "metadata service answered a relocation with %d chunks", len(resp.Chunks))
+		}
+		loc := resp.Chunks[0]
+		f.mu.Lock()
+		if f.gen == gen {
+			f.chunks[idx] = loc
+		}
+		f.mu.Unlock()
+		if resp.Flags&wire.AllocPlaced != 0 {
+			s.log.Info("empty chunk placed elsewhere", "ino", ino, "chunk", idx, "refused by", full.id, "now", loc.All(), "tier", loc.Tier)
+		}
+		return loc, nil
+	}
+}
+
+// fullErr: the data server of a chunk placed earlier has no room for it.
+type fullErr struct {
+	id  uint64
+	err error
+}
+
+func (e *fullErr) Error() string { return e.err.Error() }
+
+func (e *fullErr) Unwrap() error { return e.err }
 
 // refusedErr: a data server could not take a new chunk.
 type refusedErr struct {

@@ -113,16 +113,22 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 	if err != nil {
 		return loc, false, nil, err
 	}
-	if path != "" {
-		for _, id := range loc.Servers {
-			// the plain file is as long as the file (a truncate up before
-			// it had data on the pfs tier had no plain file to grow)
-			if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Size: size}); err != nil {
-				s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", err)
-			}
+	s.linkPfs(ctx, ino, loc, path, size)
+	return loc, true, nil, nil
+}
+
+// linkPfs gives a chunk just placed on the pfs tier the file's plain file
+// at path ("": not on the pfs tier), as long as the file (a truncate up
+// before it had data on the pfs tier had no plain file to grow).
+func (s *Service) linkPfs(ctx context.Context, ino uint64, loc wire.ChunkLoc, path string, size uint64) {
+	if path == "" {
+		return
+	}
+	for _, id := range loc.Servers {
+		if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Size: size}); err != nil {
+			s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", err)
 		}
 	}
-	return loc, true, nil, nil
 }
 
 // ErrStall is Alloc's answer to a writer that may wait when the tier the

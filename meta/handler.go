@@ -183,6 +183,17 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		cs, err = s.Layout(m.Ino)
 		return &wire.Msg{Chunks: cs}, nil, err
 	case wire.OpAlloc:
+		if m.Flags&wire.AllocEmpty != 0 {
+			c, placed, err := s.RelocateEmpty(ctx, m.Ino, m.Idx, m.Trunc, m.ID, m.Who.Job)
+			if err != nil {
+				return nil, nil, err
+			}
+			r := &wire.Msg{Chunks: []wire.ChunkLoc{c}}
+			if placed {
+				r.Flags = wire.AllocPlaced
+			}
+			return r, nil, nil
+		}
 		var excl []uint64
 		if m.ID != 0 {
 			excl = []uint64{m.ID}

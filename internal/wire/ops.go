@@ -72,6 +72,7 @@ const (
 	OpBBServer  // data server of a burst-buffer pool: payload BBControl (JSON; none: leave the controls as they are); reply payload BBServerState (JSON)
 	OpPool      // metadata service: resource pools (meta/pool.go): Name "create", "rm", "bind", "unbind", "list"; payload and reply JSON
 	OpQos       // metadata service: QoS rules (meta/qos.go): Name "add", "rm", "list", payload and reply JSON, reply Handle the rules' version; forwarding daemon or data server: Name "stats", reply payload its flows (JSON)
+	OpChunkFence // data server: fence chunk Idx of Ino at layout generation Gen if it holds no byte of it here (EEXIST if it does); Flags FenceUndo: lower a fence this op raised to Gen back to Offset (meta/alloc.go, relocating an empty chunk)
 	opMax
 )
 
@@ -124,7 +125,7 @@ var opNames = [...]string{
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
 	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
-	"degrade", "access", "dirty", "bb", "bb-server", "pool", "qos",
+	"degrade", "access", "dirty", "bb", "bb-server", "pool", "qos", "chunk-fence",
 }
 
 func (o Op) String() string {
@@ -262,7 +263,15 @@ const AllocPlaced uint32 = 1
 const (
 	AllocMayWait uint32 = 1 << 1
 	AllocStalled uint32 = 1 << 2
+	// AllocEmpty in a request: data server ID refused a write of the
+	// chunk, placed earlier, for room, holding nothing of it: move it
+	// if it holds nothing anywhere (fenced first). The reply is its
+	// location (AllocPlaced if moved; otherwise where to write again).
+	AllocEmpty uint32 = 1 << 3
 )
+
+// FenceUndo in the Flags of an OpChunkFence request lowers the fence.
+const FenceUndo uint32 = 1
 
 // NameMax is the longest name of a directory entry, in bytes (NAME_MAX).
 const NameMax = 255
