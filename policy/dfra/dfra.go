@@ -139,7 +139,11 @@ func FFM(node string, fwds []Fwd, ratio int) (string, bool) {
 	if ratio <= 0 {
 		ratio = 1
 	}
-	sorted := sortedFwds(fwds)
+	return ffmSorted(node, sortedFwds(fwds), ratio)
+}
+
+// ffmSorted is FFM over fwds sorted by id, ratio > 0.
+func ffmSorted(node string, sorted []Fwd, ratio int) (string, bool) {
 	i := (nodeNumber(node) / ratio) % len(sorted)
 	for k := 0; k < len(sorted); k++ {
 		if f := sorted[(i+k)%len(sorted)]; f.Usable() {
@@ -182,9 +186,12 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 	a := Assignment{Job: job.ID, Policy: "ffm"}
 	// FFM first: the nodes the job's compute nodes map to
 	ffmSet := map[string]bool{}
-	for _, n := range job.Nodes {
-		if f, ok := FFM(n, fwds, cfg.Ratio); ok {
-			ffmSet[f] = true
+	if len(fwds) > 0 {
+		sorted := sortedFwds(fwds)
+		for _, n := range job.Nodes {
+			if f, ok := ffmSorted(n, sorted, cfg.Ratio); ok {
+				ffmSet[f] = true
+			}
 		}
 	}
 	ffm := keys(ffmSet)
@@ -445,44 +452,65 @@ func size(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) 
 // fewer, compute node j gets every forwarding node i with i mod n = j. A
 // node that is not one of the job's gets all of them.
 func Share(cfg Config, fwds []Fwd, a Assignment, nodes []string, node string) []string {
-	cfg = cfg.withDefaults()
 	if len(a.Fwds) <= 1 {
 		return a.Fwds
 	}
+	for _, n := range nodes {
+		if n == node {
+			return ShareAll(cfg, fwds, a, nodes)[node]
+		}
+	}
+	return a.Fwds
+}
+
+// ShareAll is Share for every one of the job's nodes at once (in
+// O(n log n), where Share is that per node).
+func ShareAll(cfg Config, fwds []Fwd, a Assignment, nodes []string) map[string][]string {
+	cfg = cfg.withDefaults()
+	out := make(map[string][]string, len(nodes))
+	if len(a.Fwds) <= 1 {
+		for _, n := range nodes {
+			out[n] = a.Fwds
+		}
+		return out
+	}
 	sorted := append([]string(nil), nodes...)
+	nums := make(map[string]int, len(nodes))
+	for _, n := range nodes {
+		nums[n] = nodeNumber(n)
+	}
 	sort.SliceStable(sorted, func(i, k int) bool {
-		ni, nk := nodeNumber(sorted[i]), nodeNumber(sorted[k])
+		ni, nk := nums[sorted[i]], nums[sorted[k]]
 		if ni != nk {
 			return ni < nk
 		}
 		return sorted[i] < sorted[k]
 	})
-	j := -1 // index of node among the job's nodes
-	for i, n := range sorted {
-		if n == node {
-			j = i
-			break
-		}
+	in := map[string]bool{}
+	for _, x := range a.Fwds {
+		in[x] = true
 	}
-	if j < 0 {
-		return a.Fwds
-	}
-	if a.Policy == "ffm" {
-		if f, ok := FFM(node, fwds, cfg.Ratio); ok {
-			for _, x := range a.Fwds {
-				if x == f {
-					return []string{f}
-				}
-			}
-		}
+	var sf []Fwd
+	if a.Policy == "ffm" && len(fwds) > 0 {
+		sf = sortedFwds(fwds)
 	}
 	n, k := len(sorted), len(a.Fwds)
-	if n >= k {
-		return []string{a.Fwds[j*k/n]}
-	}
-	var out []string
-	for i := j; i < k; i += n {
-		out = append(out, a.Fwds[i])
+	for j, node := range sorted {
+		if sf != nil {
+			if f, ok := ffmSorted(node, sf, cfg.Ratio); ok && in[f] {
+				out[node] = []string{f}
+				continue
+			}
+		}
+		if n >= k {
+			out[node] = []string{a.Fwds[j*k/n]}
+			continue
+		}
+		var fs []string
+		for i := j; i < k; i += n {
+			fs = append(fs, a.Fwds[i])
+		}
+		out[node] = fs
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package dfra
 import (
 	"fmt"
 	"math/rand"
+	"sort"
 	"strings"
 	"testing"
 
@@ -278,5 +279,75 @@ func TestIdleFirst(t *testing.T) {
 	shared := Decide(Config{NoSpread: true}, fs, []Assignment{first}, Job{ID: "b", Nodes: []string{"cn1"}, Profile: p})
 	if len(shared.Fwds) != 1 || shared.Fwds[0] != first.Fwds[0] {
 		t.Fatalf("NoSpread: %+v", shared)
+	}
+}
+
+// shareRef is Share as it was written per node, before ShareAll: the
+// reference ShareAll is checked against.
+func shareRef(cfg Config, fwds []Fwd, a Assignment, nodes []string, node string) []string {
+	cfg = cfg.withDefaults()
+	if len(a.Fwds) <= 1 {
+		return a.Fwds
+	}
+	sorted := append([]string(nil), nodes...)
+	sort.SliceStable(sorted, func(i, k int) bool {
+		ni, nk := nodeNumber(sorted[i]), nodeNumber(sorted[k])
+		if ni != nk {
+			return ni < nk
+		}
+		return sorted[i] < sorted[k]
+	})
+	j := -1 // index of node among the job's nodes
+	for i, n := range sorted {
+		if n == node {
+			j = i
+			break
+		}
+	}
+	if j < 0 {
+		return a.Fwds
+	}
+	if a.Policy == "ffm" {
+		if f, ok := FFM(node, fwds, cfg.Ratio); ok {
+			for _, x := range a.Fwds {
+				if x == f {
+					return []string{f}
+				}
+			}
+		}
+	}
+	n, k := len(sorted), len(a.Fwds)
+	if n >= k {
+		return []string{a.Fwds[j*k/n]}
+	}
+	var out []string
+	for i := j; i < k; i += n {
+		out = append(out, a.Fwds[i])
+	}
+	return out
+}
+
+// TestShareAllIsShare: ShareAll (and Share, which uses it) gives every
+// node what the per-node reference gives it.
+func TestShareAllIsShare(t *testing.T) {
+	fw := fwds(12)
+	for _, a := range []Assignment{
+		{Fwds: []string{"fwd01", "fwd02", "fwd07"}, Policy: "ffm"},
+		{Fwds: []string{"fwd03", "fwd04", "fwd05", "fwd06", "fwd08"}, Policy: "dfra"},
+		{Fwds: []string{"fwd09"}, Policy: "dfra"},
+	} {
+		for _, n := range []int{2, 5, 40} {
+			ns := nodes("cn", n)
+			all := ShareAll(Config{Ratio: 4}, fw, a, ns)
+			for _, node := range append(ns, "cn999") {
+				want := strings.Join(shareRef(Config{Ratio: 4}, fw, a, ns, node), ",")
+				if got := strings.Join(Share(Config{Ratio: 4}, fw, a, ns, node), ","); got != want {
+					t.Fatalf("%v, %d nodes, %s: Share %s, reference %s", a.Fwds, n, node, got, want)
+				}
+				if got := strings.Join(all[node], ","); node != "cn999" && got != want {
+					t.Fatalf("%v, %d nodes, %s: ShareAll %s, reference %s", a.Fwds, n, node, got, want)
+				}
+			}
+		}
 	}
 }

@@ -1,0 +1,408 @@
+// Package flow is the simulator's flow-level resource model (after
+// SimGrid's): a transfer is a flow of some amount (bytes, or operations)
+// over a path of resources, each with a capacity per second; the rates
+// of the flows sharing resources are their max-min fair shares
+// (progressive filling, each flow possibly capped on its own, e.g. by a
+// QoS rule or its compute nodes' links). A flow may weigh on a resource
+// more or less than one unit per unit moved (Use.W: operations per byte
+// on an operation-rate resource, say).
+//
+// Rates are recomputed incrementally: a flow that starts or ends, or a
+// resource whose capacity changes, recomputes only the connected component
+// of resources and flows it belongs to, never the whole machine. A
+// resource's capacity may change over time (fail-slow devices, aging
+// storage targets, maintenance) and may depend on the flows it carries
+// (Derate: interference between request classes).
+//
+// It owns flows, resources and their rates. It schedules its own
+// completion events on the engine it is given; it knows nothing of jobs,
+// machines or policies, and does no I/O.
+package flow
+
+import (
+	"container/heap"
+	"math"
+	"sort"
+
+	"github.com/sluice-hpc/sluice/sim/engine"
+)
+
+// Resource is a shared capacity: a link, a forwarding node's bandwidth
+// or operation rate, a storage target.
+type Resource struct {
+	Name string
+	// Derate, if set, scales the capacity by a factor in (0, 1] that
+	// depends on the flows using the resource (interference).
+	Derate func(users []*Flow) float64
+
+	cap   float64 // units per second
+	users []*Flow
+
+	// utilisation: used is the sum of w×rate of its flows since last,
+	// busy the integral of used up to last
+	used float64
+	busy float64
+	last engine.Time
+
+	// scratch of one recomputation
+	mark  uint64
+	avail float64 // capacity left for the unfrozen flows
+	load  float64 // weight of the unfrozen flows
+}
+
+// Capacity is the resource's capacity per second (before Derate).
+func (r *Resource) Capacity() float64 { return r.cap }
+
+// Used is the resource's use per second now (≤ its capacity).
+func (r *Resource) Used() float64 { return r.used }
+
+// Users is how many flows use the resource now.
+func (r *Resource) Users() int { return len(r.users) }
+
+// Busy is the integral of the resource's use up to now (units moved).
+func (r *Resource) Busy(now engine.Time) float64 {
+	return r.busy + r.used*(now-r.last).Seconds()
+}
+
+func (r *Resource) account(now engine.Time) {
+	r.busy += r.used * (now - r.last).Seconds()
+	r.last = now
+}
+
+// Use is one resource of a flow's path and the flow's weight on it.
+type Use struct {
+	R *Resource
+	W float64 // units of the resource per unit of the flow (0 means 1)
+}
+
+// Flow is one transfer.
+type Flow struct {
+	Path []Use
+	Cap  float64 // the flow's own rate limit (0: none)
+	// Job and Class describe the flow to Derate functions.
+	Job   int
+	Class int
+	// Tag is the caller's.
+	Tag any
+
+	amount    float64
+	remaining float64
+	rate      float64
+	last      engine.Time
+	version   uint64
+	done      func(f *Flow, now engine.Time)
+	pos       []int // index in each resource's users
+	mark      uint64
+	frozen    bool
+	next      float64 // the rate of a recomputation
+	finished  bool
+	m         *Model
+}
+
+// Rate is the flow's rate now.
+func (f *Flow) Rate() float64 { return f.rate }
+
+// Amount is what the flow was started with.
+func (f *Flow) Amount() float64 { return f.amount }
+
+// Remaining is what is left to move, as of now.
+func (f *Flow) Remaining(now engine.Time) float64 {
+	return math.Max(0, f.remaining-f.rate*(now-f.last).Seconds())
+}
+
+// Model holds the resources and flows of one simulation.
+type Model struct {
+	e     *engine.Engine
+	epoch uint64
+
+	// statistics
+	Recomputes   uint64 // component recomputations
+	FlowsTouched uint64 // flows visited by them, in all
+	active       int
+
+	// scratch
+	resBuf    []*Resource
+	flowBuf   []*Flow
+	cappedBuf []*Flow
+	heap      levels
+}
+
+// level is the level at which a resource fills.
+type level struct {
+	r *Resource
+	x float64
+}
+
+type levels []level
+
+func (h levels) Len() int { return len(h) }
+func (h levels) Less(i, j int) bool {
+	return h[i].x < h[j].x || h[i].x == h[j].x && h[i].r.Name < h[j].r.Name
+}
+func (h levels) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *levels) Push(x any)   { *h = append(*h, x.(level)) }
+func (h *levels) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// New returns a model that schedules on e.
+func New(e *engine.Engine) *Model { return &Model{e: e} }
+
+// Active is how many flows are in progress.
+func (m *Model) Active() int { return m.active }
+
+// NewResource returns a resource of capacity c per second.
+func (m *Model) NewResource(name string, c float64) *Resource {
+	return &Resource{Name: name, cap: c, last: m.e.Now()}
+}
+
+// SetCapacity changes r's capacity from now on.
+func (m *Model) SetCapacity(r *Resource, c float64) {
+	r.cap = c
+	m.recompute([]*Resource{r})
+}
+
+// Start starts a flow of amount over path, capped at cap per second (0:
+// none); done is called when it has moved everything. A flow of nothing
+// completes at once (done is called from an event at the current time).
+func (m *Model) Start(path []Use, amount, cap float64, job, class int, tag any, done func(f *Flow, now engine.Time)) *Flow {
+	now := m.e.Now()
+	f := &Flow{Path: path, Cap: cap, Job: job, Class: class, Tag: tag, amount: amount, remaining: amount, last: now, done: done, m: m}
+	for i := range f.Path {
+		if f.Path[i].W == 0 {
+			f.Path[i].W = 1
+		}
+	}
+	m.active++
+	if amount <= 0 || len(path) == 0 && cap <= 0 {
+		// nothing to move, or nothing limits it: done at once
+		f.version++
+		m.e.At(now, completion{f, f.version})
+		return f
+	}
+	f.pos = make([]int, len(path))
+	seeds := make([]*Resource, 0, len(path))
+	for i, u := range f.Path {
+		f.pos[i] = len(u.R.users)
+		u.R.users = append(u.R.users, f)
+		seeds = append(seeds, u.R)
+	}
+	if len(path) == 0 {
+		m.setRate(f, cap, now)
+		return f
+	}
+	m.recompute(seeds)
+	return f
+}
+
+// Cancel ends f now without calling its done function.
+func (m *Model) Cancel(f *Flow) {
+	if f.finished {
+		return
+	}
+	m.remove(f)
+}
+
+type completion struct {
+	f *Flow
+	v uint64
+}
+
+func (c completion) Fire(now engine.Time) {
+	f := c.f
+	if f.finished || c.v != f.version {
+		return // superseded by a newer rate
+	}
+	m := f.m
+	left := f.Remaining(now)
+	if left > 1e-6*math.Max(1, f.amount) && f.rate > 0 {
+		// rounding: not quite there yet
+		f.remaining, f.last = left, now
+		m.schedule(f, now)
+		return
+	}
+	if left > 1e-6*math.Max(1, f.amount) {
+		return // stalled meanwhile (rate 0): a later recomputation reschedules
+	}
+	m.remove(f)
+	if f.done != nil {
+		f.done(f, now)
+	}
+}
+
+// remove takes f off its resources and recomputes what it shared.
+func (m *Model) remove(f *Flow) {
+	now := m.e.Now()
+	f.finished = true
+	f.version++
+	m.active--
+	f.remaining = f.Remaining(now)
+	f.last = now
+	seeds := make([]*Resource, 0, len(f.Path))
+	for i, u := range f.Path {
+		r := u.R
+		r.account(now)
+		r.used -= u.W * f.rate
+		if r.used < 0 || len(r.users) == 1 {
+			r.used = 0
+		}
+		// swap-remove
+		k := f.pos[i]
+		last := r.users[len(r.users)-1]
+		r.users[k] = last
+		for j, lu := range last.Path {
+			if lu.R == r && last.pos[j] == len(r.users)-1 {
+				last.pos[j] = k
+				break
+			}
+		}
+		r.users = r.users[:len(r.users)-1]
+		seeds = append(seeds, r)
+	}
+	f.rate = 0
+	if len(seeds) > 0 {
+		m.recompute(seeds)
+	}
+}
+
+func (m *Model) setRate(f *Flow, rate float64, now engine.Time) {
+	f.remaining = f.Remaining(now)
+	f.last = now
+	if rate == f.rate && f.version > 0 {
+		return // its completion event stands
+	}
+	f.rate = rate
+	m.schedule(f, now)
+}
+
+func (m *Model) schedule(f *Flow, now engine.Time) {
+	f.version++
+	if f.rate <= 0 {
+		return
+	}
+	d := math.Ceil(f.remaining / f.rate * float64(engine.Second))
+	if d > math.MaxInt64/4 {
+		return // never, in any run
+	}
+	m.e.At(now+engine.Time(d), completion{f, f.version})
+}
+
+// recompute gives the flows of the components of seeds their max-min
+// fair rates.
+func (m *Model) recompute(seeds []*Resource) {
+	now := m.e.Now()
+	m.epoch++
+	ep := m.epoch
+	res := m.resBuf[:0]
+	flows := m.flowBuf[:0]
+	for _, r := range seeds {
+		if r.mark != ep {
+			r.mark = ep
+			res = append(res, r)
+		}
+	}
+	for i := 0; i < len(res); i++ {
+		for _, f := range res[i].users {
+			if f.mark == ep {
+				continue
+			}
+			f.mark = ep
+			flows = append(flows, f)
+			for _, u := range f.Path {
+				if u.R.mark != ep {
+					u.R.mark = ep
+					res = append(res, u.R)
+				}
+			}
+		}
+	}
+	m.Recomputes++
+	m.FlowsTouched += uint64(len(flows))
+	for _, r := range res {
+		r.account(now)
+		c := r.cap
+		if r.Derate != nil && len(r.users) > 0 {
+			c *= r.Derate(r.users)
+		}
+		r.avail, r.load, r.used = c, 0, 0
+	}
+	for _, f := range flows {
+		for _, u := range f.Path {
+			u.R.load += u.W
+		}
+	}
+	// progressive filling: every unfrozen flow runs at the same level x;
+	// x rises until a resource fills (its unfrozen flows freeze at x) or
+	// a flow reaches its cap (it freezes there). Resources wait in a heap
+	// on the level at which they fill, capped flows in order of cap.
+	capped := m.cappedBuf[:0]
+	for _, f := range flows {
+		f.frozen = false
+		if f.Cap > 0 {
+			capped = append(capped, f)
+		}
+	}
+	sort.Slice(capped, func(i, j int) bool { return capped[i].Cap < capped[j].Cap })
+	h := m.heap[:0]
+	for _, r := range res {
+		if r.load > 1e-12 {
+			h = append(h, level{r, r.avail / r.load})
+		}
+	}
+	heap.Init(&h)
+	freeze := func(f *Flow, x float64) {
+		f.frozen = true
+		f.next = x
+		for _, u := range f.Path {
+			r := u.R
+			r.avail = math.Max(0, r.avail-u.W*x)
+			r.load -= u.W
+			if r.load > 1e-12 {
+				heap.Push(&h, level{r, r.avail / r.load})
+			} else {
+				r.load = 0
+			}
+		}
+	}
+	ci := 0
+	for {
+		for ci < len(capped) && capped[ci].frozen {
+			ci++
+		}
+		// the lowest resource level still current
+		for h.Len() > 0 {
+			top := h[0]
+			if top.r.load > 1e-12 && top.x == top.r.avail/top.r.load {
+				break
+			}
+			heap.Pop(&h)
+		}
+		if h.Len() == 0 && ci == len(capped) {
+			break
+		}
+		if ci < len(capped) && (h.Len() == 0 || capped[ci].Cap <= h[0].x) {
+			f := capped[ci]
+			ci++
+			freeze(f, f.Cap)
+			continue
+		}
+		top := heap.Pop(&h).(level)
+		for _, f := range top.r.users {
+			if !f.frozen {
+				freeze(f, math.Max(top.x, 0))
+			}
+		}
+	}
+	m.cappedBuf, m.heap = capped[:0], h[:0]
+	for _, f := range flows {
+		x := f.next
+		for _, u := range f.Path {
+			u.R.used += u.W * x
+		}
+		m.setRate(f, x, now)
+	}
+	m.resBuf, m.flowBuf = res[:0], flows[:0]
+}

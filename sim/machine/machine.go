@@ -1,0 +1,193 @@
+// Package machine describes a machine for the simulator: compute nodes,
+// forwarding nodes, storage, metadata service and burst buffer, with
+// their capacities and the forwarding layer's interference between
+// request classes, in a documented JSON format (docs/sim.md), with
+// presets (taihulight, cori-bb, tiny) embedded.
+//
+// It owns the description and its validation only: it builds no
+// resources (package sim does) and runs no policy.
+package machine
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Machine is one machine's description. Bandwidths are bytes/s, rates
+// operations/s, sizes bytes.
+type Machine struct {
+	Name  string `json:"name"`
+	Notes string `json:"notes,omitempty"` // the assumptions, in words
+
+	ComputeNodes int     `json:"compute_nodes"`
+	NodeBW       float64 `json:"node_bw"` // one compute node's I/O link (B_c's ceiling)
+
+	FwdNodes int     `json:"fwd_nodes"`
+	FwdBW    float64 `json:"fwd_bw"`  // B_f
+	FwdOps   float64 `json:"fwd_ops"` // metadata operations one forwarding node relays per second
+	// FFMRatio is the compute nodes per forwarding node of the fixed
+	// mapping; StaticFwds the forwarding nodes it uses (the rest are the
+	// reserved group DFRA allocates from). 0: all of them.
+	FFMRatio   int `json:"ffm_ratio"`
+	StaticFwds int `json:"static_fwds,omitempty"`
+
+	// Storage is the parallel file system behind the forwarding nodes,
+	// in groups of storage targets; forwarding node i writes to group
+	// i mod Groups.
+	Storage Storage `json:"storage"`
+
+	MetaOps float64 `json:"meta_ops"` // the metadata service's operations/s
+
+	BurstBuffer *BurstBuffer `json:"burst_buffer,omitempty"`
+
+	Interference Interference `json:"interference"`
+}
+
+// Storage is the PFS: Groups groups of Targets targets of TargetBW each.
+type Storage struct {
+	Groups   int     `json:"groups"`
+	Targets  int     `json:"targets_per_group"`
+	TargetBW float64 `json:"target_bw"`
+	// Spread is the ratio of the fastest to the slowest target after
+	// aging (Sunway: about 5 after four to five years; 1 or 0: none):
+	// targets' speeds are spread evenly between TargetBW/Spread and
+	// TargetBW.
+	Spread float64 `json:"spread,omitempty"`
+}
+
+// BurstBuffer is a shared SSD burst buffer (DataWarp-like).
+type BurstBuffer struct {
+	Nodes    int     `json:"nodes"`
+	Capacity float64 `json:"capacity"` // bytes per node
+	BW       float64 `json:"bw"`       // per node
+	Grain    float64 `json:"grain"`    // allocation unit (bytes)
+}
+
+// Interference is the forwarding layer's slowdown between request
+// classes: Pairs["a/b"] = [s_a, s_b] are the slowdowns of an application
+// of class a and one of class b sharing one forwarding node, relative to
+// each alone (the DFRA slides' pairwise study; (2, 2) is a fair share).
+// A forwarding node carrying classes a and b of different jobs delivers
+// Factor(a, b) = min(1, 2 / mean(s_a, s_b)) of its capacity.
+type Interference struct {
+	Classes []string              `json:"classes"`
+	Pairs   map[string][2]float64 `json:"pairs"`
+}
+
+// Factor is the capacity factor of a forwarding node carrying classes a
+// and b (of different jobs); 1 for an unknown pair.
+func (in Interference) Factor(a, b string) float64 {
+	s, ok := in.Pairs[a+"/"+b]
+	if !ok {
+		if s, ok = in.Pairs[b+"/"+a]; !ok {
+			return 1
+		}
+	}
+	m := (s[0] + s[1]) / 2
+	if m <= 2 {
+		return 1
+	}
+	return 2 / m
+}
+
+//go:embed presets/*.json
+var presets embed.FS
+
+// Presets lists the embedded machines.
+func Presets() []string {
+	ents, _ := presets.ReadDir("presets")
+	var out []string
+	for _, e := range ents {
+		out = append(out, strings.TrimSuffix(e.Name(), ".json"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Load reads a preset by name, or a description file by path.
+func Load(nameOrPath string) (*Machine, error) {
+	b, err := presets.ReadFile("presets/" + nameOrPath + ".json")
+	if err != nil {
+		if b, err = os.ReadFile(nameOrPath); err != nil {
+			return nil, fmt.Errorf("machine %q: not a preset (%s) nor a readable file: %w", nameOrPath, strings.Join(Presets(), ", "), err)
+		}
+	}
+	return Parse(b)
+}
+
+// Parse reads a description and checks it.
+func Parse(b []byte) (*Machine, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	var m Machine
+	if err := d.Decode(&m); err != nil {
+		return nil, fmt.Errorf("machine description: %w", err)
+	}
+	return &m, m.Check()
+}
+
+// Check validates the description.
+func (m *Machine) Check() error {
+	var bad []string
+	pos := func(name string, v float64) {
+		if !(v > 0) {
+			bad = append(bad, name+" must be > 0")
+		}
+	}
+	pos("compute_nodes", float64(m.ComputeNodes))
+	pos("node_bw", m.NodeBW)
+	pos("fwd_nodes", float64(m.FwdNodes))
+	pos("fwd_bw", m.FwdBW)
+	pos("fwd_ops", m.FwdOps)
+	pos("ffm_ratio", float64(m.FFMRatio))
+	pos("storage.groups", float64(m.Storage.Groups))
+	pos("storage.targets_per_group", float64(m.Storage.Targets))
+	pos("storage.target_bw", m.Storage.TargetBW)
+	pos("meta_ops", m.MetaOps)
+	if m.StaticFwds < 0 || m.StaticFwds > m.FwdNodes {
+		bad = append(bad, "static_fwds must be within 0..fwd_nodes")
+	}
+	if m.Storage.Spread < 0 {
+		bad = append(bad, "storage.spread must be ≥ 0")
+	}
+	known := map[string]bool{}
+	for _, c := range m.Interference.Classes {
+		known[c] = true
+	}
+	for k, s := range m.Interference.Pairs {
+		a, b, ok := strings.Cut(k, "/")
+		if !ok || !known[a] || !known[b] {
+			bad = append(bad, fmt.Sprintf("interference pair %q: want class/class of %v", k, m.Interference.Classes))
+		}
+		if s[0] <= 0 || s[1] <= 0 {
+			bad = append(bad, fmt.Sprintf("interference pair %q: slowdowns must be > 0", k))
+		}
+	}
+	if bb := m.BurstBuffer; bb != nil {
+		pos("burst_buffer.nodes", float64(bb.Nodes))
+		pos("burst_buffer.capacity", bb.Capacity)
+		pos("burst_buffer.bw", bb.BW)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("machine %q: %s", m.Name, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// Static is the number of forwarding nodes the fixed mapping uses.
+func (m *Machine) Static() int {
+	if m.StaticFwds > 0 {
+		return m.StaticFwds
+	}
+	return m.FwdNodes
+}
+
+// StorageBW is the PFS's aggregate bandwidth (before aging).
+func (m *Machine) StorageBW() float64 {
+	return float64(m.Storage.Groups*m.Storage.Targets) * m.Storage.TargetBW
+}
