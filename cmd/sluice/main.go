@@ -37,6 +37,7 @@ var commands = []command{
 	{"top", "live view of the busiest jobs and servers: top [--once]", cmdTop},
 	{"profile", "application I/O profiles: profile show [KEY] | build JOB | import LOG.darshan", cmdProfile},
 	{"workload", "run an application I/O behaviour as a job: workload --kind K --ranks N DIR", cmdWorkload},
+	{"sim", "simulate a machine and a day of jobs with the daemons' policies: sim [--machine taihulight|cori-bb|tiny|FILE] (--swf LOG | --jobs FILE) [--policy ffm|dfra|both] [--fwds N] [--out DIR]", cmdSim},
 	{"migrate", "move a file's data to a tier now: migrate --tier mem|ssd|hdd|pfs [--no-wait] PATH...", cmdMigrate},
 	{"prefetch", "promote a job's input files to the mem tier ahead of its reads: prefetch --job J [--list FILE] PATH...", cmdPrefetch},
 	{"bb", "a job's burst buffer, for Slurm's burst_buffer/lua (contrib/slurm): bb job-process|setup|data-in|paths|pre-run|post-run|data-out|teardown --job J --mount M --script S | bb pools | bb status", cmdBB},

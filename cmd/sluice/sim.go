@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"strings"
+	"time"
+
+	"github.com/sluice-hpc/sluice/sim"
+	"github.com/sluice-hpc/sluice/sim/engine"
+	"github.com/sluice-hpc/sluice/sim/machine"
+	"github.com/sluice-hpc/sluice/sim/swf"
+)
+
+// cmdSim runs the simulator (package sim, docs/sim.md).
+func cmdSim(args []string) error {
+	fs, cfg := flagSet("sim")
+	mach := fs.String("machine", "taihulight", "machine: a preset ("+strings.Join(machine.Presets(), ", ")+") or a description file")
+	swfPath := fs.String("swf", "", "job log in the Standard Workload Format (.swf or .swf.gz)")
+	jobsPath := fs.String("jobs", "", "workload as JSON Lines (one sim.Job per line; see --gen-jobs)")
+	from := fs.Duration("from", 0, "with --swf: the jobs starting this far into the log")
+	span := fs.Duration("for", 24*time.Hour, "with --swf: the jobs starting within this span (0: all)")
+	scale := fs.Float64("scale", 0, "with --swf: compute nodes per logged processor (0: the log's largest job fills the machine)")
+	volScale := fs.Float64("volume-scale", 1, "with --swf: multiply every job's I/O volume")
+	seed := fs.Int64("seed", 1, "seed of the jobs' I/O behaviour")
+	policy := fs.String("policy", "both", "forwarding allocation: ffm, dfra, or both (each run, and per-job speed-ups)")
+	fwds := fs.Int("fwds", 0, "forwarding nodes (0: the machine's)")
+	out := fs.String("out", "", "directory for jobs-POLICY.jsonl, timeline-POLICY.csv and summary.json")
+	genJobs := fs.String("gen-jobs", "", "write the workload made from --swf to this file (JSON Lines) and stop")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	if err := parse(fs, cfg, args); err != nil {
+		return err
+	}
+	m, err := machine.Load(*mach)
+	if err != nil {
+		return err
+	}
+	var jobs []sim.Job
+	switch {
+	case *swfPath != "" && *jobsPath != "":
+		return fmt.Errorf("--swf or --jobs, not both")
+	case *swfPath != "":
+		log, err := swf.ParseFile(*swfPath)
+		if err != nil {
+			return err
+		}
+		jobs = sim.FromSWF(log, m, sim.GenOptions{Seed: *seed, From: from.Seconds(), For: span.Seconds(), Scale: *scale, VolumeScale: *volScale})
+	case *jobsPath != "":
+		f, err := os.Open(*jobsPath)
+		if err != nil {
+			return err
+		}
+		jobs, err = sim.ReadJobs(bufio.NewReader(f))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *jobsPath, err)
+		}
+	default:
+		return fmt.Errorf("a workload: --swf LOG or --jobs FILE")
+	}
+	if len(jobs) == 0 {
+		return fmt.Errorf("the workload has no jobs (check --from and --for)")
+	}
+	if *genJobs != "" {
+		f, err := os.Create(*genJobs)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriter(f)
+		if err := sim.WriteJobs(w, jobs); err != nil {
+			f.Close()
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	var policies []string
+	switch *policy {
+	case "both":
+		policies = []string{"ffm", "dfra"}
+	case "ffm", "dfra":
+		policies = []string{*policy}
+	default:
+		return fmt.Errorf("--policy %q: want ffm, dfra or both", *policy)
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+	}
+	results := map[string]*sim.Result{}
+	summary := map[string]any{"machine": m.Name, "jobs": len(jobs), "seed": *seed}
+	for _, p := range policies {
+		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds}
+		wall := time.Now()
+		if !*quiet {
+			c.Progress = func(now engine.Time, fired uint64, done, total int) {
+				el := time.Since(wall).Seconds()
+				fmt.Fprintf(os.Stderr, "\r%s: simulated %6.1f h, %d events (%.0f/s), %d/%d jobs done   ", p, now.Seconds()/3600, fired,
+					float64(fired)/math.Max(el, 1e-9), done, total)
+			}
+		}
+		s, err := sim.New(c)
+		if err != nil {
+			return err
+		}
+		r, err := s.Run()
+		if err != nil {
+			return err
+		}
+		el := time.Since(wall)
+		if !*quiet {
+			fmt.Fprintln(os.Stderr)
+		}
+		results[p] = r
+		st := sim.Summarise(r)
+		fmt.Printf("%-5s jobs %d  I/O time: mean %.1f s, median %.1f s, total %.1f h  slowdown (vs alone) median %.2f p95 %.2f  forwarding nodes per job mean %.1f  simulated %.1f h in %.1f s (%d events, %.0f/s)\n",
+			p, st.Jobs, st.MeanIO, st.MedianIO, st.TotalIO/3600, st.MedianSlowdown, st.P95Slowdown, st.MeanFwds, r.End.Seconds()/3600, el.Seconds(), r.Events, float64(r.Events)/el.Seconds())
+		summary[p] = st
+		if *out != "" {
+			if err := writeSimOutputs(*out, p, r); err != nil {
+				return err
+			}
+		}
+	}
+	if a, b := results["ffm"], results["dfra"]; a != nil && b != nil {
+		cmp := sim.Compare(a, b)
+		fmt.Printf("dfra vs ffm: per-job I/O speed-up median %.2f×, p90 %.2f×, max %.2f×; %d I/O-intensive jobs (volume > 1 GiB, > 1 I/O node) save %.1f min of I/O on average (%.1f min on %d jobs DFRA scaled up); %d jobs slower by > 10%%\n",
+			cmp.MedianSpeedup, cmp.P90Speedup, cmp.MaxSpeedup, cmp.Intensive, cmp.IntensiveSaved/60, cmp.ScaledSaved/60, cmp.Scaled, cmp.Slower)
+		summary["compare"] = cmp
+	}
+	if *out != "" {
+		b, _ := json.MarshalIndent(summary, "", " ")
+		return os.WriteFile(filepath.Join(*out, "summary.json"), append(b, '\n'), 0o644)
+	}
+	return nil
+}
+
+func writeSimOutputs(dir, policy string, r *sim.Result) error {
+	f, err := os.Create(filepath.Join(dir, "jobs-"+policy+".jsonl"))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, j := range r.Jobs {
+		enc.Encode(j)
+	}
+	if err := closeAll(w, f); err != nil {
+		return err
+	}
+	f, err = os.Create(filepath.Join(dir, "timeline-"+policy+".csv"))
+	if err != nil {
+		return err
+	}
+	w = bufio.NewWriter(f)
+	sim.WriteTimeline(w, r.Timeline)
+	return closeAll(w, f)
+}
+
+func closeAll(w *bufio.Writer, c io.Closer) error {
+	err := w.Flush()
+	if cerr := c.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

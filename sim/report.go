@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+// Stats summarise one run.
+type Stats struct {
+	Jobs           int     `json:"jobs"`
+	MeanIO         float64 `json:"mean_io_s"`
+	MedianIO       float64 `json:"median_io_s"`
+	TotalIO        float64 `json:"total_io_s"`
+	MedianSlowdown float64 `json:"median_slowdown"`
+	P95Slowdown    float64 `json:"p95_slowdown"`
+	MeanFwds       float64 `json:"mean_fwds"`
+	MeanWait       float64 `json:"mean_wait_s"`
+	Makespan       float64 `json:"makespan_s"`
+	Events         uint64  `json:"events"`
+}
+
+// Summarise is a run's summary.
+func Summarise(r *Result) Stats {
+	st := Stats{Jobs: len(r.Jobs), Events: r.Events, Makespan: r.End.Seconds()}
+	if len(r.Jobs) == 0 {
+		return st
+	}
+	var io, sl []float64
+	for _, j := range r.Jobs {
+		io = append(io, j.IOTime)
+		sl = append(sl, j.Slowdown)
+		st.TotalIO += j.IOTime
+		st.MeanFwds += float64(j.Fwds)
+		st.MeanWait += j.Wait
+	}
+	n := float64(len(r.Jobs))
+	st.MeanIO, st.MeanFwds, st.MeanWait = st.TotalIO/n, st.MeanFwds/n, st.MeanWait/n
+	st.MedianIO = quantile(io, 0.5)
+	st.MedianSlowdown = quantile(sl, 0.5)
+	st.P95Slowdown = quantile(sl, 0.95)
+	return st
+}
+
+// Comparison is DFRA's run against FFM's, job by job.
+type Comparison struct {
+	Jobs          int     `json:"jobs"`
+	MedianSpeedup float64 `json:"median_speedup"`
+	P90Speedup    float64 `json:"p90_speedup"`
+	MaxSpeedup    float64 `json:"max_speedup"`
+	// Intensive jobs: volume over 1 GiB on more than one I/O node (what
+	// DFRA may scale up); IntensiveSaved their mean I/O time saved (s).
+	Intensive      int     `json:"intensive"`
+	IntensiveSaved float64 `json:"intensive_saved_s"`
+	// Scaled: jobs DFRA gave more forwarding nodes than FFM; ScaledSaved
+	// their mean I/O time saved (s).
+	Scaled      int     `json:"scaled"`
+	ScaledSaved float64 `json:"scaled_saved_s"`
+	Slower      int     `json:"slower"` // jobs whose I/O took > 10 % longer under DFRA
+	// Speedups is every job's FFM I/O time over its DFRA I/O time.
+	Speedups []float64 `json:"-"`
+}
+
+// Compare matches the jobs of two runs of one workload (by id).
+func Compare(ffm, dfra *Result) Comparison {
+	by := map[string]JobResult{}
+	for _, j := range ffm.Jobs {
+		by[j.ID] = j
+	}
+	var c Comparison
+	for _, d := range dfra.Jobs {
+		f, ok := by[d.ID]
+		if !ok || d.IOTime <= 0 || f.IOTime <= 0 {
+			continue
+		}
+		c.Jobs++
+		sp := f.IOTime / d.IOTime
+		c.Speedups = append(c.Speedups, sp)
+		if d.IOTime > 1.1*f.IOTime {
+			c.Slower++
+		}
+		if d.Bytes > 1<<30 && d.IONodes > 1 {
+			c.Intensive++
+			c.IntensiveSaved += f.IOTime - d.IOTime
+		}
+		if d.Fwds > f.Fwds {
+			c.Scaled++
+			c.ScaledSaved += f.IOTime - d.IOTime
+		}
+	}
+	if c.Intensive > 0 {
+		c.IntensiveSaved /= float64(c.Intensive)
+	}
+	if c.Scaled > 0 {
+		c.ScaledSaved /= float64(c.Scaled)
+	}
+	c.MedianSpeedup = quantile(c.Speedups, 0.5)
+	c.P90Speedup = quantile(c.Speedups, 0.9)
+	c.MaxSpeedup = quantile(c.Speedups, 1)
+	return c
+}
+
+// quantile is the q-quantile of xs (nearest rank; 0 for none).
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// WriteTimeline writes a timeline as CSV.
+func WriteTimeline(w io.Writer, t []Sample) error {
+	if _, err := fmt.Fprintln(w, "t_s,running,queued,nodes_busy,fwds_busy,fwd_use,storage_use,flows"); err != nil {
+		return err
+	}
+	for _, s := range t {
+		if _, err := fmt.Fprintf(w, "%.0f,%d,%d,%d,%d,%.4f,%.4f,%d\n", s.T, s.Running, s.Queued, s.NodesBusy, s.FwdsBusy, s.FwdUse, s.StorageUse, s.Flows); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,542 @@
+// Package sim is sluice's simulator (`sluice sim`): it runs the very
+// policy packages the daemons run (policy/dfra today; policy/place,
+// policy/qos, policy/tiering, policy/bbos and policy/failslow as the
+// scenarios grow) against a model of a machine (sim/machine) and a
+// workload of jobs (from an SWF job log or a JSON Lines file), on a
+// deterministic discrete-event engine (sim/engine) with a flow-level
+// max-min model of bandwidth and operation rates (sim/flow).
+//
+// It owns the scenario: compute-node allocation, jobs' I/O phases as
+// flows over compute node → forwarding node → storage group paths,
+// Beacon-like profiles built from simulated runs, and the results. It
+// must not decide anything a policy decides: forwarding allocation is
+// dfra.Decide's and the node spread dfra.ShareAll's (a test fails if it
+// defines its own). It does no I/O but writing the results it is given
+// a writer for, and never reads the wall clock.
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/policy/dfra"
+	"github.com/sluice-hpc/sluice/sim/engine"
+	"github.com/sluice-hpc/sluice/sim/flow"
+	"github.com/sluice-hpc/sluice/sim/machine"
+)
+
+// Config is one simulation.
+type Config struct {
+	Machine *machine.Machine
+	Jobs    []Job
+	// Policy allocates forwarding nodes: "ffm" (the fixed mapping: DFRA
+	// with no profile, as the daemons do for an application without
+	// history) or "dfra" (with the profiles of the application's earlier
+	// simulated runs, as Beacon records them).
+	Policy string
+	DFRA   dfra.Config // thresholds; Ratio defaults to the machine's
+	// FwdNodes overrides the machine's number of forwarding nodes (the
+	// what-if of experiment 4); the fixed mapping uses the same share of
+	// them as on the machine (TaihuLight: a third), the rest are DFRA's
+	// reserve.
+	FwdNodes int
+	// Sample is the period of the utilisation timeline (0: 60 s).
+	Sample engine.Time
+	// Progress, if set, is called after every simulated hour.
+	Progress func(now engine.Time, fired uint64, done, total int)
+}
+
+// JobResult is one job's outcome.
+type JobResult struct {
+	ID       string  `json:"id"`
+	App      string  `json:"app"`
+	Nodes    int     `json:"nodes"`
+	IONodes  int     `json:"io_nodes"`
+	Pattern  string  `json:"pattern"`
+	Class    string  `json:"class"`
+	Bytes    float64 `json:"bytes"`
+	Submit   float64 `json:"submit"`
+	Start    float64 `json:"start"`
+	End      float64 `json:"end"`
+	Wait     float64 `json:"wait"`
+	IOTime   float64 `json:"io_time"`
+	IOAlone  float64 `json:"io_alone"` // its I/O alone on the machine, on the forwarding nodes it got
+	IOFFM    float64 `json:"io_ffm"`   // its I/O alone on its fixed-mapping forwarding nodes
+	Slowdown float64 `json:"slowdown"` // IOTime / IOAlone
+	Fwds     int     `json:"fwds"`
+	Policy   string  `json:"policy"` // what the allocation decided: ffm or dfra
+	Reason   string  `json:"reason"`
+}
+
+// Sample is one point of the utilisation timeline.
+type Sample struct {
+	T          float64 `json:"t"`
+	Running    int     `json:"running"`
+	Queued     int     `json:"queued"`
+	NodesBusy  int     `json:"nodes_busy"`
+	FwdsBusy   int     `json:"fwds_busy"` // forwarding nodes carrying a flow
+	FwdUse     float64 `json:"fwd_use"`   // their bandwidth used, share of all
+	StorageUse float64 `json:"storage_use"`
+	Flows      int     `json:"flows"`
+}
+
+// Result is a simulation's outcome.
+type Result struct {
+	Jobs     []JobResult
+	Timeline []Sample
+	Events   uint64
+	End      engine.Time
+	// Recomputes and FlowsTouched are the flow model's work.
+	Recomputes, FlowsTouched uint64
+}
+
+type job struct {
+	num     int // in start order: tells jobs apart to the flow model
+	spec    Job
+	nodes   []int
+	names   []string
+	a       dfra.Assignment
+	perFwd  []fwdShare // I/O nodes per forwarding node
+	nIO     int
+	started engine.Time
+	ioTime  engine.Time
+	phases  []phase
+	next    int
+	pending int // flows of the current phase not done
+	phStart engine.Time
+	res     JobResult
+}
+
+type fwdShare struct {
+	fwd   int
+	nodes float64 // I/O nodes on it (a node spread over k forwarding nodes counts 1/k on each)
+}
+
+type phase struct {
+	compute float64 // seconds of computation before it
+	bytes   float64
+	ops     float64
+}
+
+// Sim is one simulation in progress.
+type Sim struct {
+	cfg  Config
+	m    *machine.Machine
+	e    *engine.Engine
+	fm   *flow.Model
+	dcfg dfra.Config
+
+	fwds    []dfra.Fwd
+	fwdIdx  map[string]int
+	fwdBW   []*flow.Resource
+	fwdOps  []*flow.Resource
+	groups  []*flow.Resource
+	meta    *flow.Resource
+	classes map[string]int
+
+	free    []bool
+	nFree   int
+	queue   []*job
+	running []*job // in start order
+	profile map[string]*beacon.Profile
+	started int
+	done    int
+	res     Result
+}
+
+// New prepares a simulation.
+func New(cfg Config) (*Sim, error) {
+	m := cfg.Machine
+	if m == nil {
+		return nil, fmt.Errorf("sim: no machine")
+	}
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
+	switch cfg.Policy {
+	case "ffm", "dfra":
+	default:
+		return nil, fmt.Errorf("sim: policy %q: want ffm or dfra", cfg.Policy)
+	}
+	if cfg.Sample <= 0 {
+		cfg.Sample = 60 * engine.Second
+	}
+	nf := m.FwdNodes
+	if cfg.FwdNodes > 0 {
+		nf = cfg.FwdNodes
+	}
+	e := engine.New()
+	s := &Sim{cfg: cfg, m: m, e: e, fm: flow.New(e), dcfg: cfg.DFRA, fwdIdx: map[string]int{},
+		classes: map[string]int{}, profile: map[string]*beacon.Profile{}}
+	if s.dcfg.Ratio == 0 {
+		// the fixed mapping spreads the machine over its static share
+		// of forwarding nodes; FFM wraps around all of them
+		s.dcfg.Ratio = m.FFMRatio
+		if cfg.FwdNodes > 0 && cfg.FwdNodes != m.FwdNodes {
+			// the static share of the forwarding nodes stays what it is
+			// on the machine (TaihuLight: 80 of 240)
+			static := max(1, int(math.Round(float64(nf*m.Static())/float64(m.FwdNodes))))
+			s.dcfg.Ratio = max(1, (m.ComputeNodes+static-1)/static)
+		}
+	}
+	for i, c := range m.Interference.Classes {
+		s.classes[c] = i
+	}
+	for g := 0; g < m.Storage.Groups; g++ {
+		bw := 0.0
+		for t := 0; t < m.Storage.Targets; t++ {
+			bw += targetBW(m, g*m.Storage.Targets+t)
+		}
+		s.groups = append(s.groups, s.fm.NewResource(fmt.Sprintf("group%03d", g), bw))
+	}
+	s.meta = s.fm.NewResource("meta", m.MetaOps)
+	for i := 0; i < nf; i++ {
+		id := fmt.Sprintf("fwd%04d", i)
+		s.fwds = append(s.fwds, dfra.Fwd{ID: id, Capacity: m.FwdBW, Alive: true})
+		s.fwdIdx[id] = i
+		r := s.fm.NewResource(id, m.FwdBW)
+		r.Derate = s.interference
+		s.fwdBW = append(s.fwdBW, r)
+		s.fwdOps = append(s.fwdOps, s.fm.NewResource(id+".ops", m.FwdOps))
+	}
+	s.free = make([]bool, m.ComputeNodes)
+	for i := range s.free {
+		s.free[i] = true
+	}
+	s.nFree = m.ComputeNodes
+	return s, nil
+}
+
+// targetBW is storage target t's bandwidth, aged: with Spread > 1 the
+// targets' speeds are spread evenly from TargetBW/Spread to TargetBW, in
+// an order that mixes groups (target t's rank is a fixed permutation).
+func targetBW(m *machine.Machine, t int) float64 {
+	n := m.Storage.Groups * m.Storage.Targets
+	if m.Storage.Spread <= 1 || n <= 1 {
+		return m.Storage.TargetBW
+	}
+	rank := (t * 7919) % n // 7919 is prime: a permutation unless n is a multiple
+	if n%7919 == 0 {
+		rank = t
+	}
+	lo := m.Storage.TargetBW / m.Storage.Spread
+	return lo + (m.Storage.TargetBW-lo)*float64(rank)/float64(n-1)
+}
+
+// interference is a forwarding node's capacity factor for the flows it
+// carries: the worst pair of classes of different jobs (machine's
+// Interference).
+func (s *Sim) interference(users []*flow.Flow) float64 {
+	f := 1.0
+	for i, a := range users {
+		for _, b := range users[i+1:] {
+			if a.Job != b.Job {
+				ca, cb := s.m.Interference.Classes[a.Class], s.m.Interference.Classes[b.Class]
+				f = math.Min(f, s.m.Interference.Factor(ca, cb))
+			}
+		}
+	}
+	return f
+}
+
+// Run simulates every job to its end.
+func (s *Sim) Run() (*Result, error) {
+	jobs := append([]Job(nil), s.cfg.Jobs...)
+	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].Submit < jobs[k].Submit })
+	for i := range jobs {
+		j := jobs[i]
+		if j.Nodes > s.m.ComputeNodes {
+			return nil, fmt.Errorf("job %s wants %d nodes of %d", j.ID, j.Nodes, s.m.ComputeNodes)
+		}
+		if _, ok := s.classes[j.Class]; !ok {
+			return nil, fmt.Errorf("job %s: class %q is not one of the machine's %v", j.ID, j.Class, s.m.Interference.Classes)
+		}
+		s.e.At(engine.FromSeconds(j.Submit), engine.Func(func(now engine.Time) { s.submit(&job{spec: j}) }))
+	}
+	s.e.At(0, engine.Func(s.sample))
+	for s.done < len(jobs) {
+		if s.e.Pending() == 0 {
+			return nil, fmt.Errorf("sim: stuck at %.0f s with %d jobs queued", s.e.Now().Seconds(), len(s.queue))
+		}
+		s.e.Run(s.e.Now() + 3600*engine.Second)
+		if s.cfg.Progress != nil {
+			s.cfg.Progress(s.e.Now(), s.e.Fired(), s.done, len(jobs))
+		}
+	}
+	s.res.Events = s.e.Fired()
+	s.res.End = s.e.Now()
+	s.res.Recomputes, s.res.FlowsTouched = s.fm.Recomputes, s.fm.FlowsTouched
+	sort.SliceStable(s.res.Jobs, func(i, k int) bool { return s.res.Jobs[i].Submit < s.res.Jobs[k].Submit })
+	return &s.res, nil
+}
+
+func (s *Sim) sample(now engine.Time) {
+	sm := Sample{T: now.Seconds(), Running: len(s.running), Queued: len(s.queue), NodesBusy: s.m.ComputeNodes - s.nFree, Flows: s.fm.Active()}
+	var used, cap float64
+	for _, r := range s.fwdBW {
+		if r.Users() > 0 {
+			sm.FwdsBusy++
+		}
+		used += r.Used()
+		cap += r.Capacity()
+	}
+	sm.FwdUse = used / cap
+	used, cap = 0, 0
+	for _, r := range s.groups {
+		used += r.Used()
+		cap += r.Capacity()
+	}
+	sm.StorageUse = used / cap
+	s.res.Timeline = append(s.res.Timeline, sm)
+	if s.done < len(s.cfg.Jobs) {
+		s.e.After(s.cfg.Sample, engine.Func(s.sample))
+	}
+}
+
+func (s *Sim) submit(j *job) {
+	s.queue = append(s.queue, j)
+	s.schedule()
+}
+
+// schedule starts queued jobs in order while the first fits (FCFS, no
+// backfilling).
+func (s *Sim) schedule() {
+	for len(s.queue) > 0 && s.queue[0].spec.Nodes <= s.nFree {
+		j := s.queue[0]
+		s.queue = s.queue[1:]
+		s.start(j)
+	}
+}
+
+// allocNodes takes n free compute nodes: the first run of n consecutive
+// free ones, else the lowest-numbered free ones.
+func (s *Sim) allocNodes(n int) []int {
+	run := 0
+	for i, f := range s.free {
+		if !f {
+			run = 0
+			continue
+		}
+		if run++; run == n {
+			out := make([]int, n)
+			for k := range out {
+				out[k] = i - n + 1 + k
+			}
+			return s.take(out)
+		}
+	}
+	out := make([]int, 0, n)
+	for i, f := range s.free {
+		if f {
+			out = append(out, i)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return s.take(out)
+}
+
+func (s *Sim) take(nodes []int) []int {
+	for _, i := range nodes {
+		s.free[i] = false
+	}
+	s.nFree -= len(nodes)
+	return nodes
+}
+
+func nodeName(i int) string { return fmt.Sprintf("cn%05d", i) }
+
+func (s *Sim) start(j *job) {
+	now := s.e.Now()
+	sp := j.spec
+	s.started++
+	j.num = s.started
+	j.started = now
+	j.nodes = s.allocNodes(sp.Nodes)
+	j.names = make([]string, len(j.nodes))
+	for i, n := range j.nodes {
+		j.names[i] = nodeName(n)
+	}
+	placed := make([]dfra.Assignment, 0, len(s.running))
+	for _, r := range s.running {
+		placed = append(placed, r.a)
+	}
+	dj := dfra.Job{ID: sp.ID, App: sp.App, Nodes: j.names}
+	if s.cfg.Policy == "dfra" {
+		dj.Profile = s.profile[sp.App]
+	}
+	j.a = dfra.Decide(s.dcfg, s.fwds, placed, dj)
+	j.nIO = ioNodes(sp.Pattern, sp.Nodes)
+	j.perFwd = s.spread(j.a, j.names[:j.nIO])
+	// phases: the read, then computation and a write, Phases times
+	per := sp.Compute / float64(sp.Phases)
+	if sp.Read > 0 {
+		j.phases = append(j.phases, phase{bytes: sp.Read, ops: sp.MetaOps / float64(sp.Phases+1)})
+	}
+	for k := 0; k < sp.Phases; k++ {
+		j.phases = append(j.phases, phase{compute: per, bytes: sp.Write / float64(sp.Phases), ops: sp.MetaOps / float64(sp.Phases+1)})
+	}
+	j.res = JobResult{ID: sp.ID, App: sp.App, Nodes: sp.Nodes, IONodes: j.nIO, Pattern: sp.Pattern, Class: sp.Class,
+		Bytes: sp.Read + sp.Write, Submit: sp.Submit, Start: now.Seconds(), Wait: now.Seconds() - sp.Submit,
+		Fwds: len(j.a.Fwds), Policy: j.a.Policy}
+	if len(j.a.Reasons) > 0 {
+		j.res.Reason = j.a.Reasons[len(j.a.Reasons)-1]
+	}
+	j.res.IOAlone = s.alone(j, j.perFwd)
+	if j.a.Policy == "ffm" {
+		j.res.IOFFM = j.res.IOAlone
+	} else {
+		ffm := dfra.Decide(s.dcfg, s.fwds, nil, dfra.Job{ID: sp.ID, App: sp.App, Nodes: j.names})
+		j.res.IOFFM = s.alone(j, s.spread(ffm, j.names[:j.nIO]))
+	}
+	s.running = append(s.running, j)
+	s.nextPhase(j)
+}
+
+// spread is how many I/O nodes each forwarding node of a serves
+// (dfra.ShareAll decides), in forwarding-node order.
+func (s *Sim) spread(a dfra.Assignment, io []string) []fwdShare {
+	share := dfra.ShareAll(s.dcfg, s.fwds, a, io)
+	w := map[int]float64{}
+	for _, n := range io {
+		fs := share[n]
+		for _, f := range fs {
+			w[s.fwdIdx[f]] += 1 / float64(len(fs))
+		}
+	}
+	out := make([]fwdShare, 0, len(w))
+	for f, n := range w {
+		out = append(out, fwdShare{fwd: f, nodes: n})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].fwd < out[k].fwd })
+	return out
+}
+
+// paths is the flows of one phase of j over the forwarding nodes per.
+func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*flow.Resource) *flow.Resource, done func(*flow.Flow, engine.Time)) int {
+	n := 0
+	class := s.classes[j.spec.Class]
+	for _, fs := range per {
+		share := fs.nodes / float64(j.nIO)
+		if ph.bytes > 0 {
+			path := []flow.Use{{R: res(s.fwdBW[fs.fwd])}, {R: res(s.groups[fs.fwd%len(s.groups)])}}
+			fm.Start(path, ph.bytes*share, fs.nodes*s.m.NodeBW, j.num, class, nil, done)
+			n++
+		}
+		if ph.ops > 0 {
+			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}, {R: res(s.meta)}}
+			fm.Start(path, ph.ops*share, 0, j.num, class, nil, done)
+			n++
+		}
+	}
+	return n
+}
+
+
+// alone is j's I/O time alone on the machine over the forwarding nodes
+// per: every phase on a copy of the resources with nothing else.
+func (s *Sim) alone(j *job, per []fwdShare) float64 {
+	e := engine.New()
+	fm := flow.New(e)
+	copies := map[*flow.Resource]*flow.Resource{}
+	res := func(r *flow.Resource) *flow.Resource {
+		c := copies[r]
+		if c == nil {
+			c = fm.NewResource(r.Name, r.Capacity())
+			c.Derate = r.Derate
+			copies[r] = c
+		}
+		return c
+	}
+	var total engine.Time
+	for _, ph := range j.phases {
+		start := e.Now()
+		s.flows(j, per, ph, fm, res, nil)
+		e.Run(-1)
+		total += e.Now() - start
+	}
+	return total.Seconds()
+}
+
+func (s *Sim) nextPhase(j *job) {
+	if j.next == len(j.phases) {
+		s.finish(j)
+		return
+	}
+	ph := j.phases[j.next]
+	j.next++
+	s.e.After(engine.FromSeconds(ph.compute), engine.Func(func(now engine.Time) {
+		j.phStart = now
+		j.pending = s.flows(j, j.perFwd, ph, s.fm, func(r *flow.Resource) *flow.Resource { return r },
+			func(_ *flow.Flow, now engine.Time) {
+				if j.pending--; j.pending == 0 {
+					j.ioTime += now - j.phStart
+					s.nextPhase(j)
+				}
+			})
+		if j.pending == 0 {
+			s.nextPhase(j)
+		}
+	}))
+}
+
+func (s *Sim) finish(j *job) {
+	now := s.e.Now()
+	for _, n := range j.nodes {
+		s.free[n] = true
+	}
+	s.nFree += len(j.nodes)
+	for i, r := range s.running {
+		if r == j {
+			s.running = append(s.running[:i], s.running[i+1:]...)
+			break
+		}
+	}
+	j.res.End = now.Seconds()
+	j.res.IOTime = j.ioTime.Seconds()
+	if j.res.IOAlone > 0 {
+		j.res.Slowdown = j.res.IOTime / j.res.IOAlone
+	}
+	s.res.Jobs = append(s.res.Jobs, j.res)
+	s.learn(j)
+	s.done++
+	s.schedule()
+}
+
+// learn records j's run in its application's profile as Beacon would
+// (beacon.Profile: volume, I/O nodes, per-node bandwidth while active,
+// the run's bandwidth and forwarding nodes, mode, classes, metadata
+// rate); DFRA decides the application's next job from it.
+func (s *Sim) learn(j *job) {
+	sp := j.spec
+	p := s.profile[sp.App]
+	if p == nil {
+		p = &beacon.Profile{Key: sp.App, Source: "sim"}
+		s.profile[sp.App] = p
+	}
+	io := j.ioTime.Seconds()
+	p.Runs++
+	p.Updated = int64(j.res.End * 1e9)
+	p.ReadBytes, p.WriteBytes = uint64(sp.Read), uint64(sp.Write)
+	p.Volume = p.ReadBytes + p.WriteBytes
+	p.IONodes, p.IORanks = j.nIO, j.nIO
+	p.Mode = sp.Pattern
+	p.MetaOps = uint64(sp.MetaOps)
+	if io > 0 {
+		p.RunBW = (sp.Read + sp.Write) / io
+		p.NodeBW = p.RunBW / float64(j.nIO)
+		p.MetaRate = sp.MetaOps / io
+	}
+	p.RunFwds = len(j.a.Fwds)
+	switch sp.Class {
+	case "meta":
+		p.Classes = []string{beacon.ClassMetadata}
+	case "iops":
+		p.Classes = []string{beacon.ClassIOPS}
+	default:
+		p.Classes = []string{beacon.ClassBandwidth}
+	}
+}

@@ -1,0 +1,204 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand"
+	"sort"
+
+	"github.com/sluice-hpc/sluice/sim/machine"
+	"github.com/sluice-hpc/sluice/sim/swf"
+)
+
+// Job is one job of a simulated workload: when it is submitted, how many
+// compute nodes it runs on, how long it computes, and its I/O. It is
+// written as one JSON object per line (`sluice sim --jobs FILE`).
+type Job struct {
+	ID      string  `json:"id"`
+	App     string  `json:"app"`     // application: jobs of one app behave alike (Beacon's profiles)
+	Submit  float64 `json:"submit"`  // seconds from the start of the run
+	Nodes   int     `json:"nodes"`   // compute nodes
+	Compute float64 `json:"compute"` // seconds of computation in all
+	Pattern string  `json:"pattern"` // N-N, N-M, N-1 or 1-1 (beacon modes)
+	Class   string  `json:"class"`   // interference class (the machine's: bw, n1, meta, iops, single)
+	Read    float64 `json:"read"`    // bytes read, in one phase at the start
+	Write   float64 `json:"write"`   // bytes written, in Phases equal phases
+	Phases  int     `json:"phases"`  // write phases (checkpoints), ≥ 1
+	MetaOps float64 `json:"meta_ops"`
+}
+
+// Mix is the share of jobs per I/O pattern with their mean read and
+// write volumes per job (bytes).
+type Mix struct {
+	Pattern     string
+	Jobs        float64
+	Read, Write float64
+}
+
+// TaihuLightMix is Table 1 of the Sunway storage paper: I/O pattern
+// statistics of the jobs of TaihuLight.
+var TaihuLightMix = []Mix{
+	{"N-N", 11073, 96.8e9, 120.1e9},
+	{"N-M", 324, 36.2e9, 63.2e9},
+	{"N-1", 2382, 19.6e9, 19.3e9},
+	{"1-1", 16251, 33.0e9, 142.3e9},
+}
+
+// GenOptions say how a job log becomes a workload.
+type GenOptions struct {
+	Seed int64
+	// From and For select the jobs that start in [From, From+For)
+	// seconds of the log (For 0: all of them); their times are taken
+	// relative to From.
+	From, For float64
+	// Scale multiplies jobs' processor counts into compute nodes (0: the
+	// machine's nodes over the log's largest job, so the largest job
+	// fills the machine).
+	Scale float64
+	Mix   []Mix // nil: TaihuLightMix
+	// VolumeScale multiplies every volume (1 if 0).
+	VolumeScale float64
+}
+
+// FromSWF gives the jobs of a log I/O behaviour for machine m: each
+// application (the log's application number, or its user when unknown)
+// draws a pattern from the mix in its shares, a volume around the
+// pattern's mean (exponentially distributed, as job volumes are heavy
+// tailed) and an interference class; each of its jobs moves that volume
+// ±20 %. Job sizes are scaled by Scale; compute time is the logged run
+// time. Deterministic in Seed.
+func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
+	mix := o.Mix
+	if mix == nil {
+		mix = TaihuLightMix
+	}
+	vs := o.VolumeScale
+	if vs == 0 {
+		vs = 1
+	}
+	scale := o.Scale
+	if scale == 0 {
+		most := 1
+		for _, j := range log {
+			most = max(most, j.Procs)
+		}
+		scale = float64(m.ComputeNodes) / float64(most)
+	}
+	var total float64
+	for _, x := range mix {
+		total += x.Jobs
+	}
+	type app struct {
+		mix         Mix
+		class       string
+		read, write float64
+		metaPerNode float64
+	}
+	apps := map[string]*app{}
+	appOf := func(key string) *app {
+		if a := apps[key]; a != nil {
+			return a
+		}
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d/%s", o.Seed, key)
+		r := rand.New(rand.NewSource(int64(h.Sum64())))
+		a := &app{mix: mix[len(mix)-1]}
+		x := r.Float64() * total
+		for _, mx := range mix {
+			if x < mx.Jobs {
+				a.mix = mx
+				break
+			}
+			x -= mx.Jobs
+		}
+		a.read = a.mix.Read * r.ExpFloat64() * vs
+		a.write = a.mix.Write * r.ExpFloat64() * vs
+		a.metaPerNode = 20
+		switch a.mix.Pattern {
+		case "N-1":
+			a.class = "n1"
+		case "1-1":
+			a.class = "single"
+		default:
+			switch c := r.Float64(); {
+			case c < 0.1:
+				a.class, a.metaPerNode = "meta", 20000
+			case c < 0.2:
+				a.class = "iops"
+			default:
+				a.class = "bw"
+			}
+		}
+		apps[key] = a
+		return a
+	}
+	var out []Job
+	for _, j := range log {
+		st := j.Start()
+		if st < o.From || o.For > 0 && st >= o.From+o.For {
+			continue
+		}
+		key := fmt.Sprintf("app%d", j.App)
+		if j.App < 0 {
+			key = fmt.Sprintf("user%d", j.User)
+		}
+		a := appOf(key)
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d/job%d", o.Seed, j.ID)
+		r := rand.New(rand.NewSource(int64(h.Sum64())))
+		jit := func() float64 { return 0.8 + 0.4*r.Float64() }
+		nodes := max(1, min(m.ComputeNodes, int(math.Round(float64(j.Procs)*scale))))
+		phases := max(1, min(8, int(j.Run/3600)+1))
+		out = append(out, Job{ID: fmt.Sprintf("j%d", j.ID), App: key, Submit: st - o.From, Nodes: nodes, Compute: j.Run,
+			Pattern: a.mix.Pattern, Class: a.class, Read: a.read * jit(), Write: a.write * jit(), Phases: phases,
+			MetaOps: a.metaPerNode * float64(ioNodes(a.mix.Pattern, nodes))})
+	}
+	sort.SliceStable(out, func(i, k int) bool { return out[i].Submit < out[k].Submit })
+	return out
+}
+
+// ioNodes is how many of a job's nodes do I/O in a pattern: all of them
+// (N-N, N-1), one in eight (N-M: M = N/8, assumed), or one (1-1).
+func ioNodes(pattern string, nodes int) int {
+	switch pattern {
+	case "1-1":
+		return 1
+	case "N-M":
+		return max(1, (nodes+7)/8)
+	}
+	return nodes
+}
+
+// WriteJobs writes jobs as JSON Lines.
+func WriteJobs(w io.Writer, jobs []Job) error {
+	enc := json.NewEncoder(w)
+	for _, j := range jobs {
+		if err := enc.Encode(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadJobs reads jobs written by WriteJobs.
+func ReadJobs(r io.Reader) ([]Job, error) {
+	d := json.NewDecoder(r)
+	d.DisallowUnknownFields()
+	var out []Job
+	for {
+		var j Job
+		if err := d.Decode(&j); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("job %d: %w", len(out)+1, err)
+		}
+		if j.Nodes <= 0 || j.Phases <= 0 || j.Read < 0 || j.Write < 0 || j.Compute < 0 || j.MetaOps < 0 {
+			return nil, fmt.Errorf("job %d (%s): nodes and phases must be > 0, volumes and times ≥ 0", len(out)+1, j.ID)
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
