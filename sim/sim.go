@@ -435,7 +435,6 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 	return n
 }
 
-
 // alone is j's I/O time alone on the machine over the forwarding nodes
 // per: every phase on a copy of the resources with nothing else.
 func (s *Sim) alone(j *job, per []fwdShare) float64 {

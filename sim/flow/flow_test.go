@@ -8,7 +8,9 @@ import (
 	"github.com/sluice-hpc/sluice/sim/engine"
 )
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) }
+func near(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-6*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}
 
 // TestShareAndFinish: two flows on one resource share it equally; when
 // the smaller ends the other gets everything.
