@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke fuzz-smoke bench bench-smoke pipeline demo clean
+.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke sim sim-smoke fuzz-smoke bench bench-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -13,7 +13,7 @@ build:
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
 # end-to-end tests on a real FUSE mount with real daemons and fio, and
 # pjdfstest on a fresh local cluster.
-test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke
+test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -33,6 +33,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./internal/size
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./burstbuf
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime 100000x ./policy/qos
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./sim/swf
 
 e2e:
 	SLUICE_REQUIRE_SLURM=1 $(GO) test -count=1 -timeout 30m ./test/e2e
@@ -109,6 +110,15 @@ nodelocal:
 # CI: one run, small, figures checked (report.py --check).
 nodelocal-smoke:
 	SMOKE=1 bash bench/nodelocal/run.sh
+
+# The simulator's experiments and speed (docs/experiments/sim.md).
+sim:
+	bash bench/sim/run.sh
+
+# CI: the command line end to end on one simulated day of taihulight
+# after a week of warm-up; DFRA must speed some job up and slow few.
+sim-smoke:
+	SMOKE=1 bash bench/sim/run.sh /tmp/sluice-sim-smoke
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

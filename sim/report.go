@@ -18,23 +18,42 @@ type Stats struct {
 	MeanWait       float64 `json:"mean_wait_s"`
 	Makespan       float64 `json:"makespan_s"`
 	Events         uint64  `json:"events"`
+	// I/O-intensive jobs: volume over 1 GiB on more than one I/O node
+	// (what DFRA may scale up), and their mean I/O time.
+	Intensive       int     `json:"intensive"`
+	IntensiveMeanIO float64 `json:"intensive_mean_io_s"`
 }
 
-// Summarise is a run's summary.
+// intensive says whether a job is I/O-intensive: over 1 GiB on more than
+// one I/O node (what DFRA may scale up).
+func intensive(j JobResult) bool { return j.Bytes > 1<<30 && j.IONodes > 1 }
+
+// Summarise is a run's summary (warm-up jobs left out).
 func Summarise(r *Result) Stats {
-	st := Stats{Jobs: len(r.Jobs), Events: r.Events, Makespan: r.End.Seconds()}
-	if len(r.Jobs) == 0 {
-		return st
-	}
+	st := Stats{Events: r.Events, Makespan: r.End.Seconds()}
 	var io, sl []float64
 	for _, j := range r.Jobs {
+		if j.Warmup {
+			continue
+		}
+		st.Jobs++
+		if intensive(j) {
+			st.Intensive++
+			st.IntensiveMeanIO += j.IOTime
+		}
 		io = append(io, j.IOTime)
 		sl = append(sl, j.Slowdown)
 		st.TotalIO += j.IOTime
 		st.MeanFwds += float64(j.Fwds)
 		st.MeanWait += j.Wait
 	}
-	n := float64(len(r.Jobs))
+	if st.Jobs == 0 {
+		return st
+	}
+	if st.Intensive > 0 {
+		st.IntensiveMeanIO /= float64(st.Intensive)
+	}
+	n := float64(st.Jobs)
 	st.MeanIO, st.MeanFwds, st.MeanWait = st.TotalIO/n, st.MeanFwds/n, st.MeanWait/n
 	st.MedianIO = quantile(io, 0.5)
 	st.MedianSlowdown = quantile(sl, 0.5)
@@ -61,7 +80,8 @@ type Comparison struct {
 	Speedups []float64 `json:"-"`
 }
 
-// Compare matches the jobs of two runs of one workload (by id).
+// Compare matches the jobs of two runs of one workload (by id; warm-up
+// jobs left out).
 func Compare(ffm, dfra *Result) Comparison {
 	by := map[string]JobResult{}
 	for _, j := range ffm.Jobs {
@@ -70,7 +90,7 @@ func Compare(ffm, dfra *Result) Comparison {
 	var c Comparison
 	for _, d := range dfra.Jobs {
 		f, ok := by[d.ID]
-		if !ok || d.IOTime <= 0 || f.IOTime <= 0 {
+		if !ok || d.Warmup || d.IOTime <= 0 || f.IOTime <= 0 {
 			continue
 		}
 		c.Jobs++
@@ -79,7 +99,7 @@ func Compare(ffm, dfra *Result) Comparison {
 		if d.IOTime > 1.1*f.IOTime {
 			c.Slower++
 		}
-		if d.Bytes > 1<<30 && d.IONodes > 1 {
+		if intensive(d) {
 			c.Intensive++
 			c.IntensiveSaved += f.IOTime - d.IOTime
 		}

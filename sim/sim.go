@@ -68,6 +68,7 @@ type JobResult struct {
 	Fwds     int     `json:"fwds"`
 	Policy   string  `json:"policy"` // what the allocation decided: ffm or dfra
 	Reason   string  `json:"reason"`
+	Warmup   bool    `json:"warmup,omitempty"`
 }
 
 // Sample is one point of the utilisation timeline.
@@ -381,7 +382,7 @@ func (s *Sim) start(j *job) {
 	}
 	j.res = JobResult{ID: sp.ID, App: sp.App, Nodes: sp.Nodes, IONodes: j.nIO, Pattern: sp.Pattern, Class: sp.Class,
 		Bytes: sp.Read + sp.Write, Submit: sp.Submit, Start: now.Seconds(), Wait: now.Seconds() - sp.Submit,
-		Fwds: len(j.a.Fwds), Policy: j.a.Policy}
+		Fwds: len(j.a.Fwds), Policy: j.a.Policy, Warmup: sp.Warmup}
 	if len(j.a.Reasons) > 0 {
 		j.res.Reason = j.a.Reasons[len(j.a.Reasons)-1]
 	}

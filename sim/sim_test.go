@@ -89,7 +89,7 @@ func TestInterference(t *testing.T) {
 
 // TestDeterministic: the same input gives byte-identical results.
 func TestDeterministic(t *testing.T) {
-	log, err := swf.ParseFile("../../shared/data/swf/NASA-iPSC-1993-3.1-cln.swf.gz")
+	log, err := swf.ParseFile("testdata/NASA-iPSC-1993-3.1-cln.swf.gz")
 	if err != nil {
 		t.Skip("shared log not found:", err)
 	}

@@ -28,6 +28,9 @@ type Job struct {
 	Write   float64 `json:"write"`   // bytes written, in Phases equal phases
 	Phases  int     `json:"phases"`  // write phases (checkpoints), ≥ 1
 	MetaOps float64 `json:"meta_ops"`
+	// Warmup: the job runs (it contends, and its application's profile
+	// learns from it) but is left out of the results' statistics.
+	Warmup bool `json:"warmup,omitempty"`
 }
 
 // Mix is the share of jobs per I/O pattern with their mean read and
@@ -51,9 +54,11 @@ var TaihuLightMix = []Mix{
 type GenOptions struct {
 	Seed int64
 	// From and For select the jobs that start in [From, From+For)
-	// seconds of the log (For 0: all of them); their times are taken
-	// relative to From.
-	From, For float64
+	// seconds of the log (For 0: all of them). Warmup adds the jobs of
+	// the Warmup seconds before From as warm-up jobs (they build the
+	// applications' history, as a deployed system has it). Times are
+	// taken relative to From − Warmup.
+	From, For, Warmup float64
 	// Scale multiplies jobs' processor counts into compute nodes (0: the
 	// machine's nodes over the log's largest job, so the largest job
 	// fills the machine).
@@ -138,7 +143,7 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 	var out []Job
 	for _, j := range log {
 		st := j.Start()
-		if st < o.From || o.For > 0 && st >= o.From+o.For {
+		if st < o.From-o.Warmup || o.For > 0 && st >= o.From+o.For {
 			continue
 		}
 		key := fmt.Sprintf("app%d", j.App)
@@ -152,7 +157,7 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 		jit := func() float64 { return 0.8 + 0.4*r.Float64() }
 		nodes := max(1, min(m.ComputeNodes, int(math.Round(float64(j.Procs)*scale))))
 		phases := max(1, min(8, int(j.Run/3600)+1))
-		out = append(out, Job{ID: fmt.Sprintf("j%d", j.ID), App: key, Submit: st - o.From, Nodes: nodes, Compute: j.Run,
+		out = append(out, Job{ID: fmt.Sprintf("j%d", j.ID), App: key, Submit: st - (o.From - o.Warmup), Warmup: st < o.From, Nodes: nodes, Compute: j.Run,
 			Pattern: a.mix.Pattern, Class: a.class, Read: a.read * jit(), Write: a.write * jit(), Phases: phases,
 			MetaOps: a.metaPerNode * float64(ioNodes(a.mix.Pattern, nodes))})
 	}

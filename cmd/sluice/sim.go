@@ -26,6 +26,7 @@ func cmdSim(args []string) error {
 	jobsPath := fs.String("jobs", "", "workload as JSON Lines (one sim.Job per line; see --gen-jobs)")
 	from := fs.Duration("from", 0, "with --swf: the jobs starting this far into the log")
 	span := fs.Duration("for", 24*time.Hour, "with --swf: the jobs starting within this span (0: all)")
+	warmup := fs.Duration("warmup", 0, "with --swf: also run the jobs of this span before --from, left out of the results (they give the applications a history)")
 	scale := fs.Float64("scale", 0, "with --swf: compute nodes per logged processor (0: the log's largest job fills the machine)")
 	volScale := fs.Float64("volume-scale", 1, "with --swf: multiply every job's I/O volume")
 	seed := fs.Int64("seed", 1, "seed of the jobs' I/O behaviour")
@@ -50,7 +51,7 @@ func cmdSim(args []string) error {
 		if err != nil {
 			return err
 		}
-		jobs = sim.FromSWF(log, m, sim.GenOptions{Seed: *seed, From: from.Seconds(), For: span.Seconds(), Scale: *scale, VolumeScale: *volScale})
+		jobs = sim.FromSWF(log, m, sim.GenOptions{Seed: *seed, From: from.Seconds(), For: span.Seconds(), Warmup: warmup.Seconds(), Scale: *scale, VolumeScale: *volScale})
 	case *jobsPath != "":
 		f, err := os.Open(*jobsPath)
 		if err != nil {
@@ -63,6 +64,9 @@ func cmdSim(args []string) error {
 		}
 	default:
 		return fmt.Errorf("a workload: --swf LOG or --jobs FILE")
+	}
+	if *warmup > *from {
+		return fmt.Errorf("--warmup %v reaches before the log's start (--from %v)", *warmup, *from)
 	}
 	if len(jobs) == 0 {
 		return fmt.Errorf("the workload has no jobs (check --from and --for)")
@@ -98,7 +102,13 @@ func cmdSim(args []string) error {
 		}
 	}
 	results := map[string]*sim.Result{}
-	summary := map[string]any{"machine": m.Name, "jobs": len(jobs), "seed": *seed}
+	measured := 0
+	for _, j := range jobs {
+		if !j.Warmup {
+			measured++
+		}
+	}
+	summary := map[string]any{"machine": m.Name, "jobs": measured, "warmup_jobs": len(jobs) - measured, "seed": *seed, "args": args}
 	for _, p := range policies {
 		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds}
 		wall := time.Now()

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -191,5 +192,32 @@ func TestLocality(t *testing.T) {
 	m.Start([]Use{{R: r}}, 1e9, 0, 0, 0, nil, nil)
 	if d := m.FlowsTouched - before; d != 1 {
 		t.Fatalf("a start on its own resource visited %d flows", d)
+	}
+}
+
+// BenchmarkFlowEvent: the cost of one flow start and its end on a
+// forwarding node shared with 8 other flows, with B flows elsewhere on
+// the machine (each on resources of its own). It must not grow with B.
+func BenchmarkFlowEvent(b *testing.B) {
+	for _, bg := range []int{0, 1000, 100000} {
+		b.Run(fmt.Sprintf("elsewhere=%d", bg), func(b *testing.B) {
+			e := engine.New()
+			m := New(e)
+			for i := 0; i < bg; i++ {
+				r := m.NewResource(fmt.Sprintf("bg%d", i), 1e9)
+				m.Start([]Use{{R: r}}, 1e30, 0, i, 0, nil, nil)
+			}
+			fwd := m.NewResource("fwd", 2.5e9)
+			st := m.NewResource("storage", 5e9)
+			for i := 0; i < 8; i++ {
+				m.Start([]Use{{R: fwd}, {R: st}}, 1e30, 1e8*float64(i+1), bg+i, 0, nil, nil)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				f := m.Start([]Use{{R: fwd}, {R: st}}, 1e30, 0, -1, 0, nil, nil)
+				m.Cancel(f)
+			}
+			b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "flow-events/s")
+		})
 	}
 }

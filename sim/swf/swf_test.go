@@ -31,7 +31,7 @@ func TestParse(t *testing.T) {
 
 // TestRealLog reads the shared NASA iPSC log when it is there.
 func TestRealLog(t *testing.T) {
-	jobs, err := ParseFile("../../../shared/data/swf/NASA-iPSC-1993-3.1-cln.swf.gz")
+	jobs, err := ParseFile("../testdata/NASA-iPSC-1993-3.1-cln.swf.gz")
 	if err != nil {
 		t.Skip("shared log not found:", err)
 	}

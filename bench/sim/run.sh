@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Simulator experiments (docs/experiments/sim.md) and its speed and size
+# (docs/benchmarks.md): each case is run on three different days of the
+# job log (three runs), raw outputs kept under OUT.
+#   bash bench/sim/run.sh [OUT]     (default: bench/sim/results)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:-bench/sim/results}
+LOG=${SLUICE_SWF:-sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz} # a copy of ../shared/data/swf (sim/testdata/SOURCES.md)
+mkdir -p "$OUT"
+go build -o "$OUT/sluice" ./cmd/sluice
+S="$OUT/sluice"
+days="168h 336h 504h" # days 7, 14 and 21 of the log (one weekday, a week apart), each after a week of warm-up
+
+if [ -n "${SMOKE:-}" ]; then
+	rm -rf "$OUT/exp1"
+	"$S" sim --machine taihulight --swf "$LOG" --from 168h --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-168h"
+	python3 bench/sim/report.py "$OUT" --check
+	exit
+fi
+
+# 1. DFRA against the fixed mapping on taihulight, one simulated day each
+# (the week before it runs too, unmeasured: the applications' history)
+for d in $days; do
+	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-$d" > "$OUT/exp1-day-$d.txt"
+done
+
+# 4. forwarding nodes 60..480 under FFM and DFRA
+for n in 60 120 240 480; do
+	for d in $days; do
+		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --fwds "$n" --quiet --out "$OUT/exp4/fwds-$n/day-$d" > /dev/null
+	done
+done
+
+# speed and size: machines of 1k..40,960 nodes (taihulight's shape), the
+# whole 92-day log, wall time and peak RSS
+for nodes in 1024 4096 16384 40960; do
+	python3 - "$nodes" > "$OUT/machine-$nodes.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+m = json.load(open("sim/machine/presets/taihulight.json"))
+f = max(3, n * 240 // 40960)
+m.update(name="taihulight-%d" % n, compute_nodes=n, fwd_nodes=f, static_fwds=max(1, f // 3), ffm_ratio=-(-n // max(1, f // 3)))
+m["storage"]["groups"] = max(1, f // 3)
+print(json.dumps(m))
+PY
+	/usr/bin/time -f "%e %M" -o "$OUT/scale-$nodes.time" "$S" sim --machine "$OUT/machine-$nodes.json" --swf "$LOG" --for 0 --policy dfra --quiet > "$OUT/scale-$nodes.txt"
+done
+python3 bench/sim/report.py "$OUT" | tee "$OUT/report.md"
+# the raw results kept in the repository: every file of experiment 1, the
+# summaries of experiment 4, the scale runs
+if [ "$OUT" = bench/sim/results ]; then
+	tar czf bench/sim/raw.tar.gz -C "$OUT" --exclude=sluice --exclude='exp4/*/*/jobs-*' --exclude='exp4/*/*/timeline-*' .
+fi
