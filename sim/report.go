@@ -22,6 +22,8 @@ type Stats struct {
 	// (what DFRA may scale up), and their mean I/O time.
 	Intensive       int     `json:"intensive"`
 	IntensiveMeanIO float64 `json:"intensive_mean_io_s"`
+	// MeanBW is the jobs' mean I/O bandwidth: bytes over I/O time.
+	MeanBW float64 `json:"mean_bw"`
 }
 
 // intensive says whether a job is I/O-intensive: over 1 GiB on more than
@@ -37,6 +39,9 @@ func Summarise(r *Result) Stats {
 			continue
 		}
 		st.Jobs++
+		if j.IOTime > 0 {
+			st.MeanBW += j.Bytes / j.IOTime
+		}
 		if intensive(j) {
 			st.Intensive++
 			st.IntensiveMeanIO += j.IOTime
@@ -54,7 +59,7 @@ func Summarise(r *Result) Stats {
 		st.IntensiveMeanIO /= float64(st.Intensive)
 	}
 	n := float64(st.Jobs)
-	st.MeanIO, st.MeanFwds, st.MeanWait = st.TotalIO/n, st.MeanFwds/n, st.MeanWait/n
+	st.MeanIO, st.MeanFwds, st.MeanWait, st.MeanBW = st.TotalIO/n, st.MeanFwds/n, st.MeanWait/n, st.MeanBW/n
 	st.MedianIO = quantile(io, 0.5)
 	st.MedianSlowdown = quantile(sl, 0.5)
 	st.P95Slowdown = quantile(sl, 0.95)

@@ -22,6 +22,8 @@ import (
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/policy/dfra"
+	"github.com/sluice-hpc/sluice/policy/failslow"
+	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/sim/flow"
 	"github.com/sluice-hpc/sluice/sim/machine"
@@ -42,10 +44,33 @@ type Config struct {
 	// them as on the machine (TaihuLight: a third), the rest are DFRA's
 	// reserve.
 	FwdNodes int
+	// Placement ranks the storage targets of a forwarding node's group
+	// for each file a job writes or reads (policy/place: perf, rr,
+	// wrandom; "": perf, the daemons' default).
+	Placement place.Policy
+	// FailSlow makes forwarding nodes fail-slow during the run.
+	FailSlow FailSlow
 	// Sample is the period of the utilisation timeline (0: 60 s).
 	Sample engine.Time
 	// Progress, if set, is called after every simulated hour.
 	Progress func(now engine.Time, fired uint64, done, total int)
+}
+
+// FailSlow is a fail-slow scenario: Nodes forwarding nodes (spread evenly
+// over the fixed mapping's) deliver 1/Factor of their bandwidth and
+// operation rate from At on. With Detect, Beacon-like records of every
+// forwarding node (per Window: operations of 1 MiB and their service
+// time) go through policy/failslow every Every, over the last Span; the
+// nodes it names are flagged for policy/dfra, which remaps the running
+// jobs that use them (dfra.Remap) and keeps new jobs off them.
+type FailSlow struct {
+	Nodes  int
+	Factor float64
+	At     engine.Time
+	Detect bool
+	Window engine.Time // default 10 s
+	Span   engine.Time // default 60 s
+	Every  engine.Time // default 30 s
 }
 
 // JobResult is one job's outcome.
@@ -69,6 +94,7 @@ type JobResult struct {
 	Policy   string  `json:"policy"` // what the allocation decided: ffm or dfra
 	Reason   string  `json:"reason"`
 	Warmup   bool    `json:"warmup,omitempty"`
+	Remapped int     `json:"remapped,omitempty"` // times dfra.Remap moved it off fail-slow nodes
 }
 
 // Sample is one point of the utilisation timeline.
@@ -91,6 +117,18 @@ type Result struct {
 	End      engine.Time
 	// Recomputes and FlowsTouched are the flow model's work.
 	Recomputes, FlowsTouched uint64
+	// Slow is the forwarding nodes made fail-slow, Detected those the
+	// detector named (with when), Remaps the jobs moved off them.
+	Slow     []string
+	Detected []Detection
+	Remaps   int
+}
+
+// Detection is a forwarding node the fail-slow detector named.
+type Detection struct {
+	Fwd   string  `json:"fwd"`
+	At    float64 `json:"at_s"`
+	Ratio float64 `json:"ratio"`
 }
 
 type job struct {
@@ -106,6 +144,9 @@ type job struct {
 	phases  []phase
 	next    int
 	pending int // flows of the current phase not done
+	flows   []*flow.Flow
+	links   map[int]*flow.Resource // per forwarding node: the links of the I/O nodes it serves
+	inIO    bool
 	phStart engine.Time
 	res     JobResult
 }
@@ -133,7 +174,9 @@ type Sim struct {
 	fwdIdx  map[string]int
 	fwdBW   []*flow.Resource
 	fwdOps  []*flow.Resource
-	groups  []*flow.Resource
+	targets []*flow.Resource // group g's are [g×T, (g+1)×T)
+	placed  []float64        // bytes placed on each target so far
+	seq     uint64           // placement sequence number
 	meta    *flow.Resource
 	classes map[string]int
 
@@ -145,6 +188,11 @@ type Sim struct {
 	started int
 	done    int
 	res     Result
+
+	// fail-slow detection
+	recs     []beacon.Record
+	lastBusy []float64
+	flagged  map[string]bool
 }
 
 // New prepares a simulation.
@@ -185,13 +233,14 @@ func New(cfg Config) (*Sim, error) {
 	for i, c := range m.Interference.Classes {
 		s.classes[c] = i
 	}
-	for g := 0; g < m.Storage.Groups; g++ {
-		bw := 0.0
-		for t := 0; t < m.Storage.Targets; t++ {
-			bw += targetBW(m, g*m.Storage.Targets+t)
-		}
-		s.groups = append(s.groups, s.fm.NewResource(fmt.Sprintf("group%03d", g), bw))
+	if s.cfg.Placement == "" {
+		s.cfg.Placement = place.Perf
 	}
+	for t := 0; t < m.Storage.Groups*m.Storage.Targets; t++ {
+		s.targets = append(s.targets, s.fm.NewResource(fmt.Sprintf("ost%05d", t), targetBW(m, t)))
+	}
+	s.placed = make([]float64, len(s.targets))
+	s.flagged = map[string]bool{}
 	s.meta = s.fm.NewResource("meta", m.MetaOps)
 	for i := 0; i < nf; i++ {
 		id := fmt.Sprintf("fwd%04d", i)
@@ -257,6 +306,13 @@ func (s *Sim) Run() (*Result, error) {
 		s.e.At(engine.FromSeconds(j.Submit), engine.Func(func(now engine.Time) { s.submit(&job{spec: j}) }))
 	}
 	s.e.At(0, engine.Func(s.sample))
+	if fs := s.cfg.FailSlow; fs.Nodes > 0 {
+		s.e.At(fs.At, engine.Func(s.makeSlow))
+		if fs.Detect {
+			s.lastBusy = make([]float64, len(s.fwdBW))
+			s.e.At(fs.At, engine.Func(s.window))
+		}
+	}
 	for s.done < len(jobs) {
 		if s.e.Pending() == 0 {
 			return nil, fmt.Errorf("sim: stuck at %.0f s with %d jobs queued", s.e.Now().Seconds(), len(s.queue))
@@ -269,6 +325,7 @@ func (s *Sim) Run() (*Result, error) {
 	s.res.Events = s.e.Fired()
 	s.res.End = s.e.Now()
 	s.res.Recomputes, s.res.FlowsTouched = s.fm.Recomputes, s.fm.FlowsTouched
+	sort.Slice(s.res.Detected, func(i, k int) bool { return s.res.Detected[i].Fwd < s.res.Detected[k].Fwd })
 	sort.SliceStable(s.res.Jobs, func(i, k int) bool { return s.res.Jobs[i].Submit < s.res.Jobs[k].Submit })
 	return &s.res, nil
 }
@@ -285,7 +342,7 @@ func (s *Sim) sample(now engine.Time) {
 	}
 	sm.FwdUse = used / cap
 	used, cap = 0, 0
-	for _, r := range s.groups {
+	for _, r := range s.targets {
 		used += r.Used()
 		cap += r.Capacity()
 	}
@@ -416,24 +473,76 @@ func (s *Sim) spread(a dfra.Assignment, io []string) []fwdShare {
 	return out
 }
 
-// paths is the flows of one phase of j over the forwarding nodes per.
-func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*flow.Resource) *flow.Resource, done func(*flow.Flow, engine.Time)) int {
-	n := 0
+// flows starts the flows of phase ph of j over the forwarding nodes per:
+// for each forwarding node, its I/O nodes' files are placed on the
+// targets of its storage group by policy/place (in at most a few units
+// per node: the policy is called per unit), and one flow per target
+// carries their bytes over [the nodes' links, the forwarding node, the
+// target]; the metadata operations go over [the forwarding node's
+// operation rate, the metadata service]. res maps the machine's
+// resources to the model's (the machine's own, or copies for a run
+// alone); links gives the links resource of a forwarding node; placed
+// is the placement charge of each target (nil: the machine's).
+func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*flow.Resource) *flow.Resource,
+	links func(fwd int, nodes float64) *flow.Resource, placed []float64, done func(*flow.Flow, engine.Time)) []*flow.Flow {
+	var out []*flow.Flow
 	class := s.classes[j.spec.Class]
+	T := s.m.Storage.Targets
 	for _, fs := range per {
 		share := fs.nodes / float64(j.nIO)
-		if ph.bytes > 0 {
-			path := []flow.Use{{R: res(s.fwdBW[fs.fwd])}, {R: res(s.groups[fs.fwd%len(s.groups)])}}
-			fm.Start(path, ph.bytes*share, fs.nodes*s.m.NodeBW, j.num, class, nil, done)
-			n++
+		if b := ph.bytes * share; b > 0 {
+			g := fs.fwd % s.m.Storage.Groups
+			byTarget := s.place(j, g, b, fs.nodes, placed)
+			l := links(fs.fwd, fs.nodes)
+			for k := 0; k < T; k++ {
+				if byTarget[k] > 0 {
+					path := []flow.Use{{R: l}, {R: res(s.fwdBW[fs.fwd])}, {R: res(s.targets[g*T+k])}}
+					out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, nil, done))
+				}
+			}
 		}
-		if ph.ops > 0 {
+		if o := ph.ops * share; o > 0 {
 			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}, {R: res(s.meta)}}
-			fm.Start(path, ph.ops*share, 0, j.num, class, nil, done)
-			n++
+			out = append(out, fm.Start(path, o, 0, j.num, class, nil, done))
 		}
 	}
-	return n
+	return out
+}
+
+// place spreads bytes of files (one per I/O node: nodes of them) over
+// the targets of group g, asking policy/place for each unit of them; it
+// charges placed (the targets' placed bytes) and returns the bytes per
+// target of the group.
+func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64) []float64 {
+	T := s.m.Storage.Targets
+	out := make([]float64, T)
+	units := int(math.Ceil(nodes))
+	units = max(1, min(units, max(16, 16*T/max(1, len(j.perFwd)))))
+	unit := bytes / float64(units)
+	now := s.e.Now()
+	machine := &placed[0] == &s.placed[0] // the machine's, not a run alone's
+	servers := make([]place.Server, T)
+	for u := 0; u < units; u++ {
+		for k := 0; k < T; k++ {
+			t := g*T + k
+			pending := placed[t]
+			if machine {
+				pending -= s.targets[t].Busy(now) // what it has written of it
+			}
+			servers[k] = place.Server{ID: uint64(k + 1), Tier: "pfs", Alive: true, MaxPerf: uint64(s.targets[t].Capacity()),
+				Pending: uint64(math.Max(0, pending))}
+		}
+		s.seq++
+		d, err := place.Choose(servers, place.Chunk{Ino: uint64(j.num)<<20 | uint64(u), ChunkSize: int64(unit), StripeCount: 1,
+			Seq: s.seq, Policy: s.cfg.Placement})
+		k := u % T // (every target is alive and unbounded: Choose places; this is never used)
+		if err == nil && len(d.Servers) == 1 {
+			k = int(d.Servers[0] - 1)
+		}
+		out[k] += unit
+		placed[g*T+k] += unit
+	}
+	return out
 }
 
 // alone is j's I/O time alone on the machine over the forwarding nodes
@@ -451,12 +560,22 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 		}
 		return c
 	}
+	placed := make([]float64, len(s.targets))
+	links := map[int]*flow.Resource{}
 	var total engine.Time
 	for _, ph := range j.phases {
 		start := e.Now()
-		s.flows(j, per, ph, fm, res, nil)
+		s.flows(j, per, ph, fm, res, func(fwd int, nodes float64) *flow.Resource {
+			if links[fwd] == nil {
+				links[fwd] = fm.NewResource(fmt.Sprintf("links%d", fwd), nodes*s.m.NodeBW)
+			}
+			return links[fwd]
+		}, placed, nil)
 		e.Run(-1)
 		total += e.Now() - start
+		for i := range placed {
+			placed[i] = 0 // each phase placed afresh, alone: nothing pending
+		}
 	}
 	return total.Seconds()
 }
@@ -469,18 +588,34 @@ func (s *Sim) nextPhase(j *job) {
 	ph := j.phases[j.next]
 	j.next++
 	s.e.After(engine.FromSeconds(ph.compute), engine.Func(func(now engine.Time) {
-		j.phStart = now
-		j.pending = s.flows(j, j.perFwd, ph, s.fm, func(r *flow.Resource) *flow.Resource { return r },
-			func(_ *flow.Flow, now engine.Time) {
-				if j.pending--; j.pending == 0 {
-					j.ioTime += now - j.phStart
-					s.nextPhase(j)
-				}
-			})
-		if j.pending == 0 {
+		j.phStart, j.inIO = now, true
+		s.startFlows(j, ph)
+	}))
+}
+
+// startFlows starts (or, after a remap, restarts) the flows of j's
+// current I/O phase ph.
+func (s *Sim) startFlows(j *job, ph phase) {
+	j.flows = s.flows(j, j.perFwd, ph, s.fm, func(r *flow.Resource) *flow.Resource { return r }, func(fwd int, nodes float64) *flow.Resource {
+		if j.links == nil {
+			j.links = map[int]*flow.Resource{}
+		}
+		if j.links[fwd] == nil {
+			j.links[fwd] = s.fm.NewResource(fmt.Sprintf("%s.links%d", j.spec.ID, fwd), nodes*s.m.NodeBW)
+		}
+		return j.links[fwd]
+	}, s.placed, func(_ *flow.Flow, now engine.Time) {
+		if j.pending--; j.pending == 0 {
+			j.ioTime += now - j.phStart
+			j.inIO, j.flows = false, nil
 			s.nextPhase(j)
 		}
-	}))
+	})
+	j.pending = len(j.flows)
+	if j.pending == 0 {
+		j.inIO = false
+		s.nextPhase(j)
+	}
 }
 
 func (s *Sim) finish(j *job) {
@@ -538,5 +673,125 @@ func (s *Sim) learn(j *job) {
 		p.Classes = []string{beacon.ClassIOPS}
 	default:
 		p.Classes = []string{beacon.ClassBandwidth}
+	}
+}
+
+// makeSlow makes the scenario's forwarding nodes fail-slow: spread evenly
+// over the fixed mapping's nodes, so that they serve jobs under FFM.
+func (s *Sim) makeSlow(now engine.Time) {
+	fs := s.cfg.FailSlow
+	static := min(len(s.fwds), max(1, (s.m.ComputeNodes+s.dcfg.Ratio-1)/s.dcfg.Ratio))
+	for k := 0; k < fs.Nodes && k < len(s.fwds); k++ {
+		i := k * static / min(fs.Nodes, static)
+		if k >= static {
+			i = k
+		}
+		s.fm.SetCapacity(s.fwdBW[i], s.fwdBW[i].Capacity()/fs.Factor)
+		s.fm.SetCapacity(s.fwdOps[i], s.fwdOps[i].Capacity()/fs.Factor)
+		s.res.Slow = append(s.res.Slow, s.fwds[i].ID)
+	}
+}
+
+// recordName is a forwarding node's server name in Beacon's records
+// ("fwd-3": failslow compares it with the other "fwd-*").
+func recordName(id string) string { return "fwd-" + id[3:] }
+
+// window records what each forwarding node did in the last window, as its
+// daemon's Beacon records would show it (operations of 1 MiB, each taking
+// 1 MiB at the node's bandwidth to serve), and, every Every, runs the
+// fail-slow detector over the last Span.
+func (s *Sim) window(now engine.Time) {
+	fs := s.cfg.FailSlow
+	w := max(fs.Window, engine.Second)
+	if fs.Window == 0 {
+		w = 10 * engine.Second
+	}
+	span, every := fs.Span, fs.Every
+	if span == 0 {
+		span = 60 * engine.Second
+	}
+	if every == 0 {
+		every = 30 * engine.Second
+	}
+	const req = 1 << 20
+	start := now - w
+	for i, r := range s.fwdBW {
+		b := r.Busy(now)
+		moved := b - s.lastBusy[i]
+		s.lastBusy[i] = b
+		if moved < req || now == s.cfg.FailSlow.At {
+			continue
+		}
+		n := uint64(moved / req)
+		lat := int64(float64(req) / r.Capacity() * 1e9)
+		s.recs = append(s.recs, beacon.Record{Window: int64(start), Layer: beacon.LayerFwd, Server: recordName(s.fwds[i].ID),
+			Op: beacon.OpWrite, Size: req, Count: n, Bytes: uint64(moved), LatSum: lat * int64(n), LatMax: lat})
+	}
+	// forget what is older than the span
+	k := 0
+	for k < len(s.recs) && s.recs[k].Window < int64(now-span) {
+		k++
+	}
+	s.recs = s.recs[k:]
+	if (now-fs.At)%every < w {
+		s.detect(now)
+	}
+	if s.done < len(s.cfg.Jobs) {
+		s.e.After(w, engine.Func(s.window))
+	}
+}
+
+// detect runs policy/failslow and has policy/dfra remap the jobs on the
+// nodes it names.
+func (s *Sim) detect(now engine.Time) {
+	found := false
+	for _, x := range failslow.Detect(s.recs, failslow.Options{}) {
+		id := "fwd" + x.Server[len("fwd-"):]
+		i, ok := s.fwdIdx[id]
+		if !ok || s.flagged[id] {
+			continue
+		}
+		s.flagged[id] = true
+		s.fwds[i].Slow = true
+		s.res.Detected = append(s.res.Detected, Detection{Fwd: id, At: now.Seconds(), Ratio: x.Ratio})
+		found = true
+	}
+	if !found {
+		return
+	}
+	placed := make([]dfra.Assignment, len(s.running))
+	jobs := map[string]dfra.Job{}
+	for i, r := range s.running {
+		placed[i] = r.a
+		dj := dfra.Job{ID: r.spec.ID, App: r.spec.App, Nodes: r.names}
+		if s.cfg.Policy == "dfra" {
+			dj.Profile = s.profile[r.spec.App]
+		}
+		jobs[r.spec.ID] = dj
+	}
+	out, moved := dfra.Remap(s.dcfg, s.fwds, placed, jobs)
+	for _, i := range moved {
+		j := s.running[i]
+		j.a = out[i]
+		j.res.Remapped++
+		j.res.Fwds = max(j.res.Fwds, len(j.a.Fwds))
+		s.res.Remaps++
+		j.perFwd = s.spread(j.a, j.names[:j.nIO])
+		if !j.inIO {
+			continue
+		}
+		// the rest of the phase goes over the new forwarding nodes
+		var bytes, ops float64
+		for _, f := range j.flows {
+			left := f.Remaining(now)
+			if len(f.Path) == 3 {
+				bytes += left
+			} else {
+				ops += left
+			}
+			s.fm.Cancel(f)
+		}
+		j.flows, j.links = nil, nil
+		s.startFlows(j, phase{bytes: bytes, ops: ops})
 	}
 }

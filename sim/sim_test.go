@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/sim/machine"
 	"github.com/sluice-hpc/sluice/sim/swf"
 )
@@ -142,8 +144,8 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 					t.Errorf("%s: func %s looks like a policy decision: call policy/ instead", path, x.Name.Name)
 				}
 			case *ast.SelectorExpr:
-				if id, ok := x.X.(*ast.Ident); ok && id.Name == "dfra" {
-					calls[x.Sel.Name] = true
+				if id, ok := x.X.(*ast.Ident); ok && (id.Name == "dfra" || id.Name == "place" || id.Name == "failslow") {
+					calls[id.Name+"."+x.Sel.Name] = true
 				}
 			}
 			return true
@@ -153,9 +155,9 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, need := range []string{"Decide", "ShareAll"} {
+	for _, need := range []string{"dfra.Decide", "dfra.ShareAll", "dfra.Remap", "place.Choose", "failslow.Detect"} {
 		if !calls[need] {
-			t.Errorf("sim does not call dfra.%s", need)
+			t.Errorf("sim does not call %s", need)
 		}
 	}
 }
@@ -173,5 +175,66 @@ func TestJobsRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadJobs(strings.NewReader(`{"id":"b","nodes":0,"phases":1}`)); err == nil {
 		t.Fatal("a job of 0 nodes was read")
+	}
+}
+
+// TestPlacementOnAgedTargets: one N-N job over 10 targets whose speeds
+// spread 5× (from 50 to 250 MB/s). Round-robin placement gives every
+// target the same share, so the slowest sets the pace: 10 × 50 MB/s.
+// policy/place's perf rule gives each a share by its speed: close to the
+// sum (1.5 GB/s).
+func TestPlacementOnAgedTargets(t *testing.T) {
+	m := tiny(t)
+	m.Storage = machine.Storage{Groups: 1, Targets: 10, TargetBW: 2.5e8, Spread: 5}
+	m.FwdBW = 1e10 // the forwarding layer is not the limit
+	jobs := []Job{{ID: "a", App: "a", Nodes: 64, Compute: 0, Pattern: "N-N", Class: "bw", Read: 6e10, Phases: 1}}
+	bw := map[string]float64{}
+	for _, p := range []string{"rr", "perf"} {
+		r := run(t, Config{Machine: m, Jobs: jobs, Policy: "ffm", Placement: place.Policy(p)})
+		bw[p] = 6e10 / r.Jobs[0].IOTime
+	}
+	if bw["rr"] < 4.9e8 || bw["rr"] > 5.6e8 {
+		t.Errorf("rr: %.0f MB/s, want 500 (10 × the slowest; 64 files on 10 targets: up to 7 on one)", bw["rr"]/1e6)
+	}
+	if bw["perf"] < 1.35e9 {
+		t.Errorf("perf: %.0f MB/s, want close to 1500", bw["perf"]/1e6)
+	}
+}
+
+// TestFailSlowDetected: one of the tiny machine's four static forwarding
+// nodes turns 10× slower; jobs keep every forwarding node busy. With
+// detection, policy/failslow names that node and no other, policy/dfra
+// remaps the job on it, and that job's I/O takes a fraction of the time
+// it takes without (1,000 s: 40 GB at 40 MB/s).
+func TestFailSlowDetected(t *testing.T) {
+	m := tiny(t)
+	var jobs []Job
+	for i := 0; i < 12; i++ { // 4 jobs of 16 nodes at a time, one per forwarding node
+		jobs = append(jobs, Job{ID: fmt.Sprintf("j%02d", i), App: fmt.Sprintf("a%d", i%4), Submit: float64(i/4) * 200, Nodes: 16, Compute: 1,
+			Pattern: "N-N", Class: "bw", Write: 4e10, Phases: 1})
+	}
+	io := map[bool]float64{} // the I/O time of j00, on the node that turns slow
+	for _, detect := range []bool{false, true} {
+		r := run(t, Config{Machine: m, Jobs: jobs, Policy: "ffm", FailSlow: FailSlow{Nodes: 1, Factor: 10, Detect: detect}})
+		if len(r.Slow) != 1 {
+			t.Fatalf("slow nodes %v", r.Slow)
+		}
+		for _, j := range r.Jobs {
+			if j.ID == "j00" {
+				io[detect] = j.IOTime
+			}
+		}
+		if !detect {
+			if len(r.Detected) != 0 || r.Remaps != 0 {
+				t.Fatalf("detection off, yet %v detected, %d remaps", r.Detected, r.Remaps)
+			}
+			continue
+		}
+		if len(r.Detected) != 1 || r.Detected[0].Fwd != r.Slow[0] || r.Remaps == 0 {
+			t.Fatalf("slow %v, detected %+v, %d remaps", r.Slow, r.Detected, r.Remaps)
+		}
+	}
+	if io[false] < 999 || io[true] > io[false]/3 {
+		t.Errorf("I/O time of the job on the slow node: with detection %.0f s, without %.0f s", io[true], io[false])
 	}
 }

@@ -62,6 +62,37 @@ if sp:
     for k, n in sorted(why.items(), key=lambda kv: -kv[1])[:8]:
         print("- %d × %s" % (n, k))
 
+print("\n## Experiment 2a: the ShenTu case (one 10,240-node N-N job reading 136.9 TB, 140 targets spread 5x)\n")
+print("| placement | I/O time (s) | bandwidth (GB/s) |")
+print("|---|---|---|")
+for p in ("rr", "wrandom", "perf"):
+    f = os.path.join(out, "exp2", "shentu-" + p, "summary.json")
+    if os.path.exists(f):
+        st = load(f)["ffm"]
+        print("| %s | %.0f | %.1f |" % (p, st["mean_io_s"], st["mean_bw"] / 1e9))
+
+print("\n## Experiment 2b: taihulight, storage aged 5x, 8 of 80 static forwarding nodes 10x slower (three days)\n")
+print("Mean I/O time of the I/O-intensive jobs (s), median of three days (spread):\n")
+print("| machine | placement | FFM | DFRA | detected | remaps (FFM / DFRA) |")
+print("|---|---|---|---|---|---|")
+for case in ("healthy", "slow", "detect"):
+    for pl in ("rr", "perf"):
+        v = {"ffm": [], "dfra": []}
+        det, rem = [], []
+        for d in sorted(glob.glob(os.path.join(out, "exp2", "day-*"))):
+            f = os.path.join(d, "%s-%s" % (case, pl), "summary.json")
+            if not os.path.exists(f):
+                continue
+            s = load(f)
+            for p in v:
+                v[p].append(s[p]["intensive_mean_io_s"])
+            det.append(s.get("dfra_detected", 0))
+            rem.append("%d / %d" % (s.get("ffm_remaps", 0), s.get("dfra_remaps", 0)))
+        if v["ffm"]:
+            name = {"healthy": "healthy forwarding", "slow": "8 fail-slow, no detection", "detect": "8 fail-slow, detection"}[case]
+            print("| %s | %s | %.0f (%s) | %.0f (%s) | %s | %s |" % (name, pl, med(v["ffm"]), spread(v["ffm"]), med(v["dfra"]), spread(v["dfra"]),
+                  "-" if case != "detect" else "%s of 8" % "/".join(str(x) for x in det), ", ".join(rem) if case == "detect" else "-"))
+
 print("\n## Experiment 4: forwarding nodes against job I/O time (taihulight, three days each)\n")
 print("| forwarding nodes | FFM mean I/O (s) | DFRA mean I/O (s) | FFM mean I/O of I/O-intensive jobs (s) | DFRA | DFRA mean fwds per job |")
 print("|---|---|---|---|---|---|")

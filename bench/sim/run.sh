@@ -25,6 +25,24 @@ for d in $days; do
 	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-$d" > "$OUT/exp1-day-$d.txt"
 done
 
+# 2. fail-slow forwarding nodes and aged storage
+# 2a. the ShenTu case: one N-N job of 10,240 nodes reading 136.9 TB from
+# 140 targets spread over 5x, each placement policy (deterministic: one run)
+echo '{"id":"shentu","app":"shentu","submit":0,"nodes":10240,"compute":0,"pattern":"N-N","class":"bw","read":1.369e14,"write":0,"phases":1,"meta_ops":0}' > "$OUT/shentu.jsonl"
+for p in rr wrandom perf; do
+	"$S" sim --machine shentu --jobs "$OUT/shentu.jsonl" --policy ffm --placement "$p" --quiet --out "$OUT/exp2/shentu-$p" > /dev/null
+done
+# 2b. taihulight with storage aged 5x and 8 of its 80 static forwarding
+# nodes 10x slower from the start: placement rr or perf, detection off or
+# on, FFM and DFRA; and the healthy machine
+for d in $days; do
+	for pl in rr perf; do
+		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --quiet --out "$OUT/exp2/day-$d/healthy-$pl" > /dev/null
+		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --slow-fwds 8 --quiet --out "$OUT/exp2/day-$d/slow-$pl" > /dev/null
+		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --slow-fwds 8 --detect --quiet --out "$OUT/exp2/day-$d/detect-$pl" > /dev/null
+	done
+done
+
 # 4. forwarding nodes 60..480 under FFM and DFRA
 for n in 60 120 240 480; do
 	for d in $days; do
@@ -50,5 +68,5 @@ python3 bench/sim/report.py "$OUT" | tee "$OUT/report.md"
 # the raw results kept in the repository: every file of experiment 1, the
 # summaries of experiment 4, the scale runs
 if [ "$OUT" = bench/sim/results ]; then
-	tar czf bench/sim/raw.tar.gz -C "$OUT" --exclude=sluice --exclude='exp4/*/*/jobs-*' --exclude='exp4/*/*/timeline-*' .
+	tar czf bench/sim/raw.tar.gz -C "$OUT" --exclude=sluice --exclude='exp4/*/*/jobs-*' --exclude='exp4/*/*/timeline-*' --exclude='exp2/day-*/*/jobs-*' --exclude='exp2/*/*/timeline-*' .
 fi
