@@ -33,6 +33,7 @@ func cmdSim(args []string) error {
 	seed := fs.Int64("seed", 1, "seed of the jobs' I/O behaviour")
 	policy := fs.String("policy", "both", "forwarding allocation: ffm, dfra, or both (each run, and per-job speed-ups)")
 	fwds := fs.Int("fwds", 0, "forwarding nodes (0: the machine's)")
+	interf := fs.String("interference", "", "forwarding-node interference pairs: the machine's (default: the DFRA slides'), or a DFRA pairwise experiment's raw results (bench/dfra/pairwise.jsonl: our own measurements)")
 	spread := fs.Float64("spread", 0, "age the machine's storage: targets' speeds spread evenly over this factor (Sunway: 5; 0: as described)")
 	placement := fs.String("placement", "perf", "how files are placed on a storage group's targets (policy/place): perf, rr or wrandom")
 	slowFwds := fs.Int("slow-fwds", 0, "forwarding nodes made fail-slow (spread over the fixed mapping's)")
@@ -51,6 +52,21 @@ func cmdSim(args []string) error {
 	}
 	if *spread > 0 {
 		m.Storage.Spread = *spread
+	}
+	if *interf != "" {
+		f, err := os.Open(*interf)
+		if err != nil {
+			return err
+		}
+		pairs, err := machine.PairsFromDFRA(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *interf, err)
+		}
+		m.Interference.Pairs = pairs
+		if err := m.Check(); err != nil {
+			return err
+		}
 	}
 	var jobs []sim.Job
 	switch {

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -41,5 +42,41 @@ func TestCheck(t *testing.T) {
 	}
 	if _, err := Parse([]byte(`{"name":"x","bogus":1}`)); err == nil {
 		t.Fatal("an unknown field was accepted")
+	}
+}
+
+func TestPairsFromDFRA(t *testing.T) {
+	in := `{"mode":"ffm","kind":"nn","with":"","run":{"Slowest":10}}
+{"mode":"ffm","kind":"meta","with":"","run":{"Slowest":4}}
+{"mode":"ffm","kind":"nn","with":"meta","run":{"Slowest":30}}
+{"mode":"ffm","kind":"meta","with":"nn","run":{"Slowest":6}}
+{"mode":"ffm","kind":"nn","with":"nn","run":{"Slowest":21}}
+{"mode":"dfra","kind":"nn","with":"meta","run":{"Slowest":11}}
+{"mode":"ffm","kind":"ckpt","with":"nn","run":{"Slowest":9}}
+`
+	p, err := PairsFromDFRA(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 2 || p["bw/bw"] != [2]float64{2.1, 2.1} {
+		t.Fatalf("%v", p)
+	}
+	if x, ok := p["bw/meta"]; ok && x != [2]float64{3, 1.5} {
+		t.Fatalf("bw/meta %v", x)
+	} else if y, ok2 := p["meta/bw"]; !ok && (!ok2 || y != [2]float64{1.5, 3}) {
+		t.Fatalf("%v", p)
+	}
+}
+
+// TestOurPairs reads the project's own pairwise results.
+func TestOurPairs(t *testing.T) {
+	f, err := os.Open("../../bench/dfra/pairwise.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := PairsFromDFRA(f)
+	if err != nil || len(p) < 10 {
+		t.Fatalf("%d pairs: %v", len(p), err)
 	}
 }
