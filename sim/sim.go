@@ -263,6 +263,9 @@ func New(cfg Config) (*Sim, error) {
 // targets' speeds are spread evenly from TargetBW/Spread to TargetBW, in
 // an order that mixes groups (target t's rank is a fixed permutation).
 func targetBW(m *machine.Machine, t int) float64 {
+	if len(m.Storage.TargetBWs) > 0 {
+		return m.Storage.TargetBWs[t]
+	}
 	n := m.Storage.Groups * m.Storage.Targets
 	if m.Storage.Spread <= 1 || n <= 1 {
 		return m.Storage.TargetBW
@@ -518,6 +521,9 @@ func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64) []flo
 	out := make([]float64, T)
 	units := int(math.Ceil(nodes))
 	units = max(1, min(units, max(16, 16*T/max(1, len(j.perFwd)))))
+	if c := s.m.Storage.ChunkSize; c > 0 {
+		units = max(1, int(math.Ceil(bytes/c)))
+	}
 	unit := bytes / float64(units)
 	now := s.e.Now()
 	machine := &placed[0] == &s.placed[0] // the machine's, not a run alone's

@@ -58,6 +58,13 @@ type Storage struct {
 	// targets' speeds are spread evenly between TargetBW/Spread and
 	// TargetBW.
 	Spread float64 `json:"spread,omitempty"`
+	// TargetBWs, if set, are the targets' bandwidths one by one (group g's
+	// are [g×Targets, (g+1)×Targets)), instead of TargetBW and Spread.
+	TargetBWs []float64 `json:"target_bws,omitempty"`
+	// ChunkSize, if set, is the unit files are placed in (a file's chunks
+	// go to targets one by one, as sluice's metadata service places
+	// them); 0: a few units per forwarding node.
+	ChunkSize float64 `json:"chunk_size,omitempty"`
 }
 
 // BurstBuffer is a shared SSD burst buffer (DataWarp-like).
@@ -147,13 +154,27 @@ func (m *Machine) Check() error {
 	pos("ffm_ratio", float64(m.FFMRatio))
 	pos("storage.groups", float64(m.Storage.Groups))
 	pos("storage.targets_per_group", float64(m.Storage.Targets))
-	pos("storage.target_bw", m.Storage.TargetBW)
+	if len(m.Storage.TargetBWs) == 0 {
+		pos("storage.target_bw", m.Storage.TargetBW)
+	}
 	pos("meta_ops", m.MetaOps)
 	if m.StaticFwds < 0 || m.StaticFwds > m.FwdNodes {
 		bad = append(bad, "static_fwds must be within 0..fwd_nodes")
 	}
 	if m.Storage.Spread < 0 {
 		bad = append(bad, "storage.spread must be ≥ 0")
+	}
+	if n := len(m.Storage.TargetBWs); n > 0 && n != m.Storage.Groups*m.Storage.Targets {
+		bad = append(bad, fmt.Sprintf("storage.target_bws lists %d targets, want groups × targets_per_group = %d", n, m.Storage.Groups*m.Storage.Targets))
+	}
+	for _, b := range m.Storage.TargetBWs {
+		if !(b > 0) {
+			bad = append(bad, "storage.target_bws must be > 0")
+			break
+		}
+	}
+	if m.Storage.ChunkSize < 0 {
+		bad = append(bad, "storage.chunk_size must be ≥ 0")
 	}
 	known := map[string]bool{}
 	for _, c := range m.Interference.Classes {
