@@ -485,9 +485,10 @@ func (s *Sim) spread(a dfra.Assignment, io []string) []fwdShare {
 // operation rate, the metadata service]. res maps the machine's
 // resources to the model's (the machine's own, or copies for a run
 // alone); links gives the links resource of a forwarding node; placed
-// is the placement charge of each target (nil: the machine's).
+// is the placement charge of each target and written what each has
+// written of it by now (nil: nothing, a run alone).
 func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*flow.Resource) *flow.Resource,
-	links func(fwd int, nodes float64) *flow.Resource, placed []float64, done func(*flow.Flow, engine.Time)) []*flow.Flow {
+	links func(fwd int, nodes float64) *flow.Resource, placed []float64, written func(t int) float64, done func(*flow.Flow, engine.Time)) []*flow.Flow {
 	var out []*flow.Flow
 	class := s.classes[j.spec.Class]
 	T := s.m.Storage.Targets
@@ -495,7 +496,7 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 		share := fs.nodes / float64(j.nIO)
 		if b := ph.bytes * share; b > 0 {
 			g := fs.fwd % s.m.Storage.Groups
-			byTarget := s.place(j, g, b, fs.nodes, placed)
+			byTarget := s.place(j, g, b, fs.nodes, placed, written)
 			l := links(fs.fwd, fs.nodes)
 			for k := 0; k < T; k++ {
 				if byTarget[k] > 0 {
@@ -514,9 +515,10 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 
 // place spreads bytes of files (one per I/O node: nodes of them) over
 // the targets of group g, asking policy/place for each unit of them; it
-// charges placed (the targets' placed bytes) and returns the bytes per
-// target of the group.
-func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64) []float64 {
+// charges placed (the targets' placed bytes; a target's backlog is that
+// less what it has written, written nil: nothing) and returns the bytes
+// per target of the group.
+func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64, written func(t int) float64) []float64 {
 	T := s.m.Storage.Targets
 	out := make([]float64, T)
 	units := int(math.Ceil(nodes))
@@ -525,15 +527,13 @@ func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64) []flo
 		units = max(1, int(math.Ceil(bytes/c)))
 	}
 	unit := bytes / float64(units)
-	now := s.e.Now()
-	machine := &placed[0] == &s.placed[0] // the machine's, not a run alone's
 	servers := make([]place.Server, T)
 	for u := 0; u < units; u++ {
 		for k := 0; k < T; k++ {
 			t := g*T + k
 			pending := placed[t]
-			if machine {
-				pending -= s.targets[t].Busy(now) // what it has written of it
+			if written != nil {
+				pending -= written(t)
 			}
 			servers[k] = place.Server{ID: uint64(k + 1), Tier: "pfs", Alive: true, MaxPerf: uint64(s.targets[t].Capacity()),
 				Pending: uint64(math.Max(0, pending))}
@@ -576,7 +576,7 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 				links[fwd] = fm.NewResource(fmt.Sprintf("links%d", fwd), nodes*s.m.NodeBW)
 			}
 			return links[fwd]
-		}, placed, nil)
+		}, placed, nil, nil)
 		e.Run(-1)
 		total += e.Now() - start
 		for i := range placed {
@@ -610,7 +610,7 @@ func (s *Sim) startFlows(j *job, ph phase) {
 			j.links[fwd] = s.fm.NewResource(fmt.Sprintf("%s.links%d", j.spec.ID, fwd), nodes*s.m.NodeBW)
 		}
 		return j.links[fwd]
-	}, s.placed, func(_ *flow.Flow, now engine.Time) {
+	}, s.placed, func(t int) float64 { return s.targets[t].Busy(s.e.Now()) }, func(_ *flow.Flow, now engine.Time) {
 		if j.pending--; j.pending == 0 {
 			j.ioTime += now - j.phStart
 			j.inIO, j.flows = false, nil
