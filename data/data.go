@@ -216,7 +216,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		c, u := s.store.Usage()
 		w, r := s.meter.rates(s.cfg.Now())
 		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node,
-			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain, MaxPerf: s.maxPerf(w), Written: s.meter.written.Load()}
+			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain, MaxPerf: s.maxPerf(), Written: s.meter.written.Load()}
 	}, Replied: func(r *wire.Msg) {
 		if r.Flags&wire.RegisterHasTrims != 0 {
 			go s.pullTrims(ctx)
@@ -288,6 +288,7 @@ func (s *Server) serve(r *rpc.Request) {
 	// behind bulk bandwidth debt, as a device with command queueing
 	// serves a 4 KiB read between large transfers.
 	local := s.local != nil && localns.Handles(m)
+	var written *uint64 // the bytes a chunk write wrote, for max_perf
 	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite || local && (m.Op == wire.OpRead || m.Op == wire.OpWrite) {
 		// the burst buffer's I/O scheduler and caps come first (bb.go),
 		// then the QoS rules' shares and caps
@@ -299,6 +300,13 @@ func (s *Server) serve(r *rpc.Request) {
 			return
 		}
 		defer leave()
+		if m.Op == wire.OpChunkWrite {
+			// busy from the device limits to the store's reply (max_perf)
+			done := s.perf.begin(s.cfg.Now)
+			var wrote uint64
+			defer func() { done(wrote) }()
+			written = &wrote
+		}
 		s.iops.Wait(ctx, 1)
 		if m.Size > wire.SmallIOMax {
 			s.bw.Wait(ctx, float64(m.Size))
@@ -344,6 +352,9 @@ func (s *Server) serve(r *rpc.Request) {
 		}
 		if err == nil {
 			s.meter.written.Add(m.Size)
+			if written != nil {
+				*written = m.Size
+			}
 			s.wroteBB(m)
 		}
 	case wire.OpChunkRead:

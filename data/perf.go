@@ -3,6 +3,7 @@ package data
 import (
 	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,32 +14,111 @@ import (
 // server. Configured (Config.MaxPerfMBps) it is reported as is; otherwise
 // the server measures it — a short write probe through its own device
 // limits and store before it registers, again when it has been idle for
-// a while every ProbeEvery — and raises it by what it has served since
-// (its meter's peak write rate): a probe disturbed by a neighbour reads
-// low, a busy device shows what it really gives.
+// a while every ProbeEvery — and raises it by the rate it has sustained
+// since while saturated: the bytes of its chunk writes over the
+// heartbeat windows in which at least one was in progress (device limits
+// and store included) nine tenths of the time, once those windows add
+// up to sustainMin. A probe disturbed by a neighbour reads low; a
+// busy device shows what it really gives. The heartbeat meter's peak
+// rate is not used: counted in whole requests per period, a slow
+// device's peak reads high by up to a request per period (13 MB/s for
+// 12.5, 3 for 2.5 with 1 MiB writes and 1 s periods), enough to send a
+// slow server one chunk too many (docs/experiments/placement.md).
 
 // probeIno is the file the probe writes (no inode number the metadata
 // service hands out comes near it).
 const probeIno = math.MaxUint64 - 1
 
-// perf holds the measured figures, bytes/s.
+// perf holds the measured figures.
 type perf struct {
-	probed atomic.Uint64 // the last probe's write rate
-	peak   atomic.Uint64 // the meter's highest write rate since
+	probed atomic.Uint64 // the last probe's write rate, bytes/s
+
+	mu       sync.Mutex // guards the fields below
+	inflight int        // chunk writes in progress
+	since    time.Time  // when inflight last rose from 0
+	busy     time.Duration
+	bytes    uint64 // written since the server started
+	// the window being measured: from lastAt, with busy and bytes then
+	lastAt    time.Time
+	lastBusy  time.Duration
+	lastBytes uint64
+	// the windows that counted since the last probe
+	accTime  time.Duration
+	accBytes uint64
+}
+
+// A window counts towards the sustained rate when the server was busy
+// for sustainBusy of it: an emulated or real device that idles between
+// requests serves the next one from its burst allowance, so only a
+// saturated device shows its sustained rate (the time it idled, at most
+// a tenth, is counted as work: the figure errs low by as much).
+const (
+	sustainBusy   = 0.9
+	sustainWindow = 200 * time.Millisecond
+	// sustainMin is the time in counted windows after which the rate
+	// is used: long enough that a request more or less is a few per
+	// cent at 1 MiB and 2.5 MB/s.
+	sustainMin = 10 * time.Second
+)
+
+// begin marks a chunk write started at now; the returned function marks
+// it done with n bytes written (0: failed).
+func (p *perf) begin(now func() time.Time) func(n uint64) {
+	p.mu.Lock()
+	if p.inflight == 0 {
+		p.since = now()
+	}
+	p.inflight++
+	p.mu.Unlock()
+	return func(n uint64) {
+		p.mu.Lock()
+		p.inflight--
+		p.bytes += n
+		if p.inflight == 0 {
+			p.busy += now().Sub(p.since)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// sustained closes the window being measured at now (counting it if the
+// server was busy enough and it is long enough) and returns the write
+// rate over the counted windows since the last probe, bytes/s (0: not
+// sustainMin of them yet).
+func (p *perf) sustained(now time.Time) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	busy := p.busy
+	if p.inflight > 0 {
+		busy += now.Sub(p.since)
+	}
+	if d := now.Sub(p.lastAt); p.lastAt.IsZero() || d >= sustainWindow {
+		if !p.lastAt.IsZero() && float64(busy-p.lastBusy) >= sustainBusy*float64(d) {
+			p.accTime += d
+			p.accBytes += p.bytes - p.lastBytes
+		}
+		p.lastAt, p.lastBusy, p.lastBytes = now, busy, p.bytes
+	}
+	if p.accTime < sustainMin {
+		return 0
+	}
+	return uint64(float64(p.accBytes) / p.accTime.Seconds())
+}
+
+// reset starts the sustained rate afresh (a new probe).
+func (p *perf) reset() {
+	p.mu.Lock()
+	p.accTime, p.accBytes = 0, 0
+	p.lastAt = time.Time{}
+	p.mu.Unlock()
 }
 
 // maxPerf is the figure the server reports.
-func (s *Server) maxPerf(observed uint64) uint64 {
+func (s *Server) maxPerf() uint64 {
 	if s.cfg.MaxPerfMBps > 0 {
 		return uint64(s.cfg.MaxPerfMBps * 1e6)
 	}
-	for {
-		p := s.perf.peak.Load()
-		if observed <= p || s.perf.peak.CompareAndSwap(p, observed) {
-			break
-		}
-	}
-	return max(s.perf.probed.Load(), s.perf.peak.Load())
+	return max(s.perf.probed.Load(), s.perf.sustained(s.cfg.Now()))
 }
 
 // Probe timing: the device's burst is spent in the first probeWarm, then
@@ -112,7 +192,7 @@ func (s *Server) probe(ctx context.Context) {
 	}
 	rate := uint64(float64(timed) / d)
 	s.perf.probed.Store(rate)
-	s.perf.peak.Store(0)
+	s.perf.reset()
 	s.cfg.Log.Info("device probed", "tier", s.cfg.Kind, "write MB/s", float64(rate)/1e6)
 }
 

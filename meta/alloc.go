@@ -3,6 +3,9 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"syscall"
 	"time"
 
@@ -217,6 +220,15 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 	if err != nil {
 		return wire.ChunkLoc{}, nil, errno(syscall.ENOSPC, "%v", err)
 	}
+	if r.s.log.Enabled(context.Background(), slog.LevelDebug) {
+		var view []string
+		for _, sv := range servers {
+			if sv.Tier == d.Tier {
+				view = append(view, fmt.Sprintf("%d:%.1f/%.1f", sv.ID, float64(sv.Pending)/(1<<20), float64(sv.MaxPerf)/1e6))
+			}
+		}
+		r.s.log.Debug("chunk placed", "ino", n.Ino, "chunk", idx, "servers", d.Servers, "pending MiB/max_perf MB/s", strings.Join(view, " "))
+	}
 	for i, id := range d.Servers {
 		r.servers[id].reserved += d.Charge[i]
 	}
@@ -224,10 +236,10 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 		r.servers[id].reserved += d.ReplicaCharge[i]
 	}
 	for i, id := range d.Servers {
-		r.backlogLocked(id).Add(d.Charge[i])
+		r.backlogLocked(id).Add(now, d.Charge[i], r.servers[id].info.MaxPerf)
 	}
 	for i, id := range d.Replicas { // the second copy's bytes load its servers too
-		r.backlogLocked(id).Add(d.ReplicaCharge[i])
+		r.backlogLocked(id).Add(now, d.ReplicaCharge[i], r.servers[id].info.MaxPerf)
 	}
 	return wire.ChunkLoc{Idx: idx, Tier: d.Tier, Servers: d.Servers, Replicas: d.Replicas}, nil, nil
 }
@@ -258,7 +270,7 @@ func (r *registry) placeServersLocked(now time.Time) []place.Server {
 		}
 		servers = append(servers, place.Server{ID: m.info.ID, Tier: m.info.Tier, Rank: m.info.Rank,
 			Capacity: m.info.Capacity, Used: m.info.Used + m.reserved, Reserve: reserve,
-			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain, MaxPerf: m.info.MaxPerf, Pending: r.backlogLocked(m.info.ID).Pending(now)})
+			Alive: now.Sub(m.lastSeen) < r.s.cfg.HeartbeatTTL, Domain: m.info.Domain, MaxPerf: m.info.MaxPerf, Pending: r.backlogLocked(m.info.ID).Pending(now, m.info.MaxPerf)})
 	}
 	return servers
 }

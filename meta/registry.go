@@ -144,7 +144,7 @@ func (s *Service) Servers() []wire.ServerInfo {
 		si.Alive = now.Sub(m.lastSeen) < s.cfg.HeartbeatTTL
 		si.Used += m.reserved
 		if si.Role == "data" {
-			si.Pending = r.backlogLocked(si.ID).Pending(now)
+			si.Pending = r.backlogLocked(si.ID).Pending(now, si.MaxPerf)
 		}
 		out = append(out, si)
 	}

@@ -33,6 +33,10 @@ import (
 type Config struct {
 	Machine *machine.Machine
 	Jobs    []Job
+	// PlaceSeed starts the placement's sequence numbers elsewhere, so that
+	// weighted random placement draws differently (0 and 1: the same
+	// start).
+	PlaceSeed int64
 	// Policy allocates forwarding nodes: "ffm" (the fixed mapping: DFRA
 	// with no profile, as the daemons do for an application without
 	// history) or "dfra" (with the profiles of the application's earlier
@@ -219,6 +223,9 @@ func New(cfg Config) (*Sim, error) {
 	e := engine.New()
 	s := &Sim{cfg: cfg, m: m, e: e, fm: flow.New(e), dcfg: cfg.DFRA, fwdIdx: map[string]int{},
 		classes: map[string]int{}, profile: map[string]*beacon.Profile{}}
+	if cfg.PlaceSeed > 1 {
+		s.seq = uint64(cfg.PlaceSeed-1) << 40
+	}
 	if s.dcfg.Ratio == 0 {
 		// the fixed mapping spreads the machine over its static share
 		// of forwarding nodes; FFM wraps around all of them

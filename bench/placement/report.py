@@ -30,11 +30,39 @@ def skew(r):
     return max(abs(r["placed"].get(k, 0) / total - p / sum(perf.values())) for k, p in perf.items()) * 100
 
 
+def chunk_of(r):
+    return r.get("chunk") or 4 << 20  # runs before the field was kept used 4 MiB
+
+
+def ceiling(r):
+    """The best share of Σcaps any placement of this job's chunks reaches:
+    every rank's file cut into chunks, placed largest first where it
+    finishes soonest at the caps (LPT; within a chunk of the optimum)."""
+    c = chunk_of(r)
+    per = r["bytes"] // r["n"]
+    units = [c] * (per // c) * r["n"] + ([per % c] * r["n"] if per % c else [])
+    load = [0.0] * len(r["caps"])
+    for u in sorted(units, reverse=True):
+        i = min(range(len(load)), key=lambda k: ((load[k] + u) / r["caps"][k], k))
+        load[i] += u
+    span = max(l / (cap * 1e6) for l, cap in zip(load, r["caps"]))
+    return r["bytes"] / span / 1e6 / sum(r["caps"])
+
+
 def table(rs):
+    for c in sorted({chunk_of(r) for r in rs}):
+        sel = [r for r in rs if chunk_of(r) == c]
+        if len({chunk_of(r) for r in rs}) > 1:
+            print("### %d MiB chunks\n" % (c >> 20))
+        table1(sel)
+        print()
+
+
+def table1(rs):
     pols = sorted({r["policy"] for r in rs}, key=lambda p: ["perf", "rr", "wrandom"].index(p) if p in ("perf", "rr", "wrandom") else 9)
     ns = sorted({r["n"] for r in rs})
-    print("| N | " + " | ".join("%s: share of Σmax_perf (min–max)" % p for p in pols) + " | perf / rr |")
-    print("|---|" + "---|" * len(pols) + "---|")
+    print("| N | " + " | ".join("%s: share of Σmax_perf (min–max)" % p for p in pols) + " | perf / rr | best placement of these chunks |")
+    print("|---|" + "---|" * len(pols) + "---|---|")
     for n in ns:
         cells, med = [], {}
         for p in pols:
@@ -45,7 +73,8 @@ def table(rs):
             med[p] = statistics.median(xs)
             cells.append("%.1f %% (%.1f–%.1f, %d runs)" % (100 * med[p], 100 * min(xs), 100 * max(xs), len(xs)))
         ratio = "%.2f×" % (med["perf"] / med["rr"]) if "perf" in med and "rr" in med else "–"
-        print("| %d | %s | %s |" % (n, " | ".join(cells), ratio))
+        best = statistics.median(ceiling(r) for r in rs if r["n"] == n)
+        print("| %d | %s | %s | %.1f %% |" % (n, " | ".join(cells), ratio, 100 * best))
     print()
     print("| N | policy | MB/s (median) | rank time slowest/fastest | worst server's bytes share − max_perf share |")
     print("|---|---|---|---|---|")

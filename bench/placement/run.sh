@@ -18,6 +18,7 @@
 #   bash bench/placement/run.sh                   # N = 8..128, 3 runs, ~25 min
 #   NS="8 32" RUNS=1 bash bench/placement/run.sh
 #   SMOKE=1 bash bench/placement/run.sh           # N = 8, perf and rr, small
+#   CHUNK=4M bash bench/placement/run.sh          # sluice's default chunk size
 #
 # Raw results: bench/placement/results.jsonl (OUT); table: report.py.
 set -euo pipefail
@@ -25,6 +26,13 @@ cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} NS=${NS:-8 16 32 64 128} POLICIES=${POLICIES:-perf rr wrandom}
 UNIT=${UNIT:-0.025} TOTAL=${TOTAL:-384} OUT=${OUT:-bench/placement/results.jsonl}
+# the job directory's chunk size (Lustre's default stripe size): a chunk
+# is the unit placement decides, and at these scaled-down rates a 4 MiB
+# chunk (sluice's default) is 1.7 s of the slowest server's time, longer
+# than the queues the job keeps ahead of the servers, so the placement
+# must leave that server idle or risk the job's tail on it
+# (docs/experiments/placement.md shows both); CHUNK=4M for the default
+CHUNK=${CHUNK:-1M}
 # bulk workers of each forwarding daemon: a worker waits for its data
 # server, so with the default 8 the slow servers' requests hold them all
 # and the fast servers starve (docs/experiments/placement.md)
@@ -55,7 +63,7 @@ for run in $(seq 1 "$RUNS"); do
 		for n in $NS; do
 			mkdir -p "$WORK/mnt/job"
 			per=$((TOTAL * 1024 / n))K
-			[ -n "${CHUNK:-}" ] && $S setstripe --chunk-size "$CHUNK" "$WORK/mnt/job" >/dev/null
+			[ -n "$CHUNK" ] && $S setstripe --chunk-size "$CHUNK" "$WORK/mnt/job" >/dev/null
 			$S workload --kind ckpt --bursts 1 --ranks "$n" --size "$per" --json --results "$WORK/mnt/job" > "$WORK/job.json"
 			$S status --dir "$WORK/state" > "$WORK/status.txt"
 			for f in "$WORK"/mnt/job/*; do $S stat "$f"; done > "$WORK/stat.txt"
@@ -83,7 +91,7 @@ for l in open(work + "/stat.txt"):
         got[m.group(2)] = got.get(m.group(2), 0) + max(0, min(chunk, size - idx * chunk))
 span = job["Span"] / 1e9
 res = job.get("Results") or []
-print(json.dumps({"policy": pol, "n": n, "run": run, "caps": [float(c) for c in caps.split(",")],
+print(json.dumps({"policy": pol, "n": n, "run": run, "chunk": chunk, "caps": [float(c) for c in caps.split(",")],
                   "bytes": job["Bytes"], "span": span, "mbps": job["Bytes"] / span / 1e6,
                   "slowest": job["Slowest"] / 1e9, "fastest": job["Fastest"] / 1e9, "median": job["Median"] / 1e9,
                   "rank_times": sorted(r["IOTime"] / 1e9 for r in res),

@@ -130,7 +130,7 @@ func cmdStatus(args []string) error {
 		if s.Role == "data" {
 			capS, usedS, open = size.Format(s.Capacity), size.Format(s.Used), size.Format(s.Pending)
 			if s.MaxPerf > 0 {
-				perf = fmt.Sprintf("%.0fMB/s", float64(s.MaxPerf)/1e6)
+				perf = fmt.Sprintf("%.1fMB/s", float64(s.MaxPerf)/1e6)
 			}
 			if s.Capacity > 0 {
 				pct = fmt.Sprintf("%.1f", 100*float64(s.Used)/float64(s.Capacity))

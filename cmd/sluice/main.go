@@ -152,8 +152,16 @@ func parse(fs *flag.FlagSet, cfg *string, args []string) error {
 	return nil
 }
 
+// logger is a daemon's logger: text on stderr at the level SLUICE_LOG_LEVEL
+// names (debug, info, warn, error; default info).
 func logger(role string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("role", role)
+	level := slog.LevelInfo
+	if v := os.Getenv("SLUICE_LOG_LEVEL"); v != "" {
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			level = slog.LevelInfo
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("role", role)
 }
 
 func readSecret(file string) ([]byte, error) {

@@ -58,36 +58,62 @@ type Server struct {
 }
 
 // Backlog estimates the bytes a server has been given and not written
-// yet, for the perf policy: what was placed on it, less what it reports
-// having written (its heartbeats), less what it is estimated to have
-// written since its last report at the rate it wrote before it. A chunk
-// is charged whole when placed, and a server's writes come later than
-// placements (write-behind, forwarding queues), so the reports anchor
-// the estimate to what the server really did. The zero value is an idle
-// server. Pure: the caller passes the time.
+// yet, for the perf policy, as the larger of two estimates:
+//
+//   - from its reports: what was placed on it, less what it reports
+//     having written (its heartbeats), less what it can have written
+//     since its last report. A chunk is charged whole when placed, and a
+//     server's writes come later than placements (write-behind,
+//     forwarding queues), so the reports anchor the estimate to what the
+//     server really did: one slowed by other work shows it at its next
+//     report. Between reports it drains at the server's max_perf (or
+//     the rate of its last period if higher): the rate of one period is
+//     too noisy to extrapolate — a 2.5 MB/s server writing 1 MiB
+//     requests completes 1, 2 or 3 of them in a second, and drained at
+//     1 MB/s it looked busy for seconds after it had gone idle, so the
+//     placement gave it no more chunks (docs/experiments/placement.md).
+//   - from a queue at its max_perf: each chunk placed on it starts when
+//     the previous ones are done (or when placed, if the queue is empty)
+//     and takes its bytes / max_perf. It cannot write faster, so this is
+//     a floor on its backlog, also between reports.
+//
+// The zero value is an idle server. Pure: the caller passes the time and
+// the server's max_perf.
 type Backlog struct {
 	out     uint64 // placed and not reported written, at the last report
 	placed  uint64 // placed since the last report
 	written uint64 // the server's count at its last report
 	at      int64  // unix ns of the last report (0: none yet)
 	rate    float64
+	free    int64 // unix ns when the max_perf queue is empty
 }
 
-// Pending is the bytes still to write at now.
-func (b *Backlog) Pending(now time.Time) uint64 {
+// Pending is the bytes still to write at now; maxPerf is the server's
+// max_perf in bytes/s (0: not known; the reports' estimate drains at the
+// last period's rate, and there is no queue floor).
+func (b *Backlog) Pending(now time.Time, maxPerf uint64) uint64 {
 	done := 0.0
 	if b.at != 0 {
-		done = b.rate * float64(now.UnixNano()-b.at) / 1e9
+		done = max(b.rate, float64(maxPerf)) * float64(now.UnixNano()-b.at) / 1e9
 	}
 	left := float64(b.out) - done
 	if left < 0 {
 		left = 0
 	}
-	return uint64(left) + b.placed
+	reported := uint64(left) + b.placed
+	if maxPerf == 0 || b.free <= now.UnixNano() {
+		return reported
+	}
+	return max(reported, uint64(float64(b.free-now.UnixNano())/1e9*float64(maxPerf)))
 }
 
-// Add charges n bytes placed on the server.
-func (b *Backlog) Add(n uint64) { b.placed += n }
+// Add charges n bytes placed on the server at now (maxPerf as Pending's).
+func (b *Backlog) Add(now time.Time, n, maxPerf uint64) {
+	b.placed += n
+	if maxPerf > 0 {
+		b.free = max(b.free, now.UnixNano()) + int64(float64(n)/float64(maxPerf)*1e9)
+	}
+}
 
 // Report takes the server's count of bytes written (since it started)
 // at now. A count lower than the last one is a restarted server.

@@ -235,12 +235,12 @@ func TestPerfOrderDeterministic(t *testing.T) {
 func TestBacklog(t *testing.T) {
 	var b Backlog
 	t0 := time.Unix(1000, 0)
-	if b.Pending(t0) != 0 {
+	if b.Pending(t0, 0) != 0 {
 		t.Fatal("an idle server has a backlog")
 	}
 	b.Report(t0, 500) // written before: no backlog
-	b.Add(40e6)
-	if got := b.Pending(t0.Add(time.Second)); got != 40e6 {
+	b.Add(t0, 40e6, 0)
+	if got := b.Pending(t0.Add(time.Second), 0); got != 40e6 {
 		t.Fatalf("placed, not reported: %d pending", got)
 	}
 	b.Report(t0.Add(time.Second), 500+10e6) // 10 MB/s
@@ -248,16 +248,70 @@ func TestBacklog(t *testing.T) {
 		at   time.Duration
 		want uint64
 	}{{time.Second, 30e6}, {1500 * time.Millisecond, 25e6}, {10 * time.Second, 0}} {
-		if got := b.Pending(t0.Add(c.at)); got+1 < c.want || got > c.want+1 {
+		if got := b.Pending(t0.Add(c.at), 0); got+1 < c.want || got > c.want+1 {
 			t.Errorf("pending at +%v: %d, want %d", c.at, got, c.want)
 		}
 	}
-	b.Add(4e6) // placed since the report: pending whole until reported
-	if got := b.Pending(t0.Add(10 * time.Second)); got != 4e6 {
+	b.Add(t0, 4e6, 0) // placed since the report: pending whole until reported
+	if got := b.Pending(t0.Add(10*time.Second), 0); got != 4e6 {
 		t.Errorf("after a new chunk: %d", got)
 	}
 	b.Report(t0.Add(2*time.Second), 1000) // restarted: its count began again
-	if got := b.Pending(t0.Add(2 * time.Second)); got != 34e6-1000 {
+	if got := b.Pending(t0.Add(2*time.Second), 0); got != 34e6-1000 {
 		t.Errorf("after a restart: %d", got)
+	}
+}
+
+// TestBacklogQueueFloor: with max_perf known, a server's backlog is never
+// below what a queue at max_perf would still hold — chunks placed on a
+// busy server wait for the ones before them — however much a report
+// drained it; an idle server's queue starts at the placement.
+func TestBacklogQueueFloor(t *testing.T) {
+	var b Backlog
+	t0 := time.Unix(1000, 0)
+	const mp = 10e6 // 10 MB/s
+	b.Report(t0, 0)
+	for range 3 {
+		b.Add(t0, 10e6, mp) // 3 s of work at max_perf
+	}
+	// it reports 25 MB written after 1 s (a period at its burst): the
+	// reports say 5 MB left, the queue 20
+	b.Report(t0.Add(time.Second), 25e6)
+	if got := b.Pending(t0.Add(time.Second), mp); got != 20e6 {
+		t.Fatalf("pending %d, want the queue's 20e6", got)
+	}
+	if got := b.Pending(t0.Add(time.Second), 0); got != 5e6 {
+		t.Fatalf("without max_perf: %d, want the reports' 5e6", got)
+	}
+	// a server slower than its max_perf: the reports win
+	b.Report(t0.Add(2*time.Second), 26e6)
+	b.Add(t0.Add(2*time.Second), 10e6, mp)
+	if got := b.Pending(t0.Add(3500*time.Millisecond), mp); got < 10e6 {
+		t.Fatalf("a slow server's pending %d, want at least the new chunk", got)
+	}
+	// between reports a server drains at its max_perf, not at the rate of
+	// a period that caught it between requests
+	var d Backlog
+	d.Report(t0, 0)
+	d.Add(t0, 10e6, mp)
+	d.Report(t0.Add(time.Second), 1e6) // 1 MB in its first second
+	if got := d.Pending(t0.Add(1500*time.Millisecond), mp); got+1 < 4e6 || got > 4e6+1 {
+		t.Fatalf("half a second after a report of 9 MB left: %d, want 4e6 (drained at max_perf)", got)
+	}
+	if got := d.Pending(t0.Add(1500*time.Millisecond), 0); got+1 < 8.5e6 || got > 8.5e6+1 {
+		t.Fatalf("without max_perf: %d, want 8.5e6 (drained at the period's rate)", got)
+	}
+	// idle a minute: the queue starts at the next placement, not at the
+	// end of the last one; a report claiming it all written (a burst)
+	// leaves the queue's figure
+	var c Backlog
+	c.Report(t0, 0)
+	c.Add(t0, 10e6, mp)
+	at := t0.Add(time.Minute)
+	c.Add(at, 10e6, mp)
+	c.Add(at, 10e6, mp)
+	c.Report(at.Add(100*time.Millisecond), 30e6)
+	if got := c.Pending(at.Add(500*time.Millisecond), mp); got+1 < 15e6 || got > 15e6+1 {
+		t.Fatalf("queue half a second into 2 s of work after an idle minute: %d, want 15e6", got)
 	}
 }

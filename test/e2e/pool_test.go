@@ -21,7 +21,7 @@ func (c *cluster) memServers(t *testing.T) map[string]float64 {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
-	for _, m := range regexp.MustCompile(`(?m)^(\d+)\s+data\s+mem\s.*?\s(\d+)MB/s\s`).FindAllStringSubmatch(out, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^(\d+)\s+data\s+mem\s.*?\s(\d+(?:\.\d+)?)MB/s\s`).FindAllStringSubmatch(out, -1) {
 		got[m[1]], _ = strconv.ParseFloat(m[2], 64)
 	}
 	return got
