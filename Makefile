@@ -114,11 +114,13 @@ nodelocal-smoke:
 # The simulator's experiments and speed (docs/experiments/sim.md).
 sim:
 	bash bench/sim/run.sh
+	bash bench/sim/bb.sh
 
 # CI: the command line end to end on one simulated day of taihulight
 # after a week of warm-up; DFRA must speed some job up and slow few.
 sim-smoke:
 	SMOKE=1 bash bench/sim/run.sh /tmp/sluice-sim-smoke
+	SMOKE=1 bash bench/sim/bb.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

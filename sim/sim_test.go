@@ -125,7 +125,7 @@ func TestDeterministic(t *testing.T) {
 func TestPoliciesNotReimplemented(t *testing.T) {
 	banned := map[string]bool{}
 	for _, n := range []string{"Decide", "FFM", "Share", "ShareAll", "Demand", "Remap", "Choose", "Place", "Demote",
-		"Coolness", "Admit", "Plan", "Rate", "Detect", "Allocate", "Victims", "Select"} {
+		"Coolness", "Admit", "Plan", "Rate", "Detect", "Allocate", "Victims", "Select", "Bypass", "Cold", "Order", "Throttle", "Evict"} {
 		banned[strings.ToLower(n)] = true
 	}
 	calls := map[string]bool{}
@@ -144,7 +144,7 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 					t.Errorf("%s: func %s looks like a policy decision: call policy/ instead", path, x.Name.Name)
 				}
 			case *ast.SelectorExpr:
-				if id, ok := x.X.(*ast.Ident); ok && (id.Name == "dfra" || id.Name == "place" || id.Name == "failslow") {
+				if id, ok := x.X.(*ast.Ident); ok && (id.Name == "dfra" || id.Name == "place" || id.Name == "failslow" || id.Name == "bbos") {
 					calls[id.Name+"."+x.Sel.Name] = true
 				}
 			}
@@ -155,7 +155,8 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, need := range []string{"dfra.Decide", "dfra.ShareAll", "dfra.Remap", "place.Choose", "failslow.Detect"} {
+	for _, need := range []string{"dfra.Decide", "dfra.ShareAll", "dfra.Remap", "place.Choose", "failslow.Detect",
+		"bbos.Admit", "bbos.PlanPeriod", "bbos.Throttle", "bbos.Order", "bbos.Bypass", "bbos.PredictDWPP"} {
 		if !calls[need] {
 			t.Errorf("sim does not call %s", need)
 		}

@@ -21,6 +21,9 @@ import (
 
 // cmdSim runs the simulator (package sim, docs/sim.md).
 func cmdSim(args []string) error {
+	if len(args) > 0 && args[0] == "bb" {
+		return cmdSimBB(args[1:])
+	}
 	fs, cfg := flagSet("sim")
 	mach := fs.String("machine", "taihulight", "machine: a preset ("+strings.Join(machine.Presets(), ", ")+") or a description file")
 	swfPath := fs.String("swf", "", "job log in the Standard Workload Format (.swf or .swf.gz)")

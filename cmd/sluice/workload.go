@@ -187,19 +187,30 @@ func genCkptMix(buffer, ckpt string, period time.Duration, periods int, dwpp flo
 		return fmt.Errorf("--size %q: want whole MiB", ckpt)
 	}
 	o := workload.MixOptions{Buffer: b, Size: c, Period: period, Periods: periods, DWPP: dwpp, Congestion: congestion, MTBFMax: mtbfMax, Seed: seed}
-	if classes != "" {
-		o.Classes = map[int]int{}
-		for _, f := range strings.Split(classes, ",") {
-			var k, n int
-			if _, err := fmt.Sscanf(f, "%d:%d", &k, &n); err != nil {
-				return fmt.Errorf("--classes %q: want DIVISOR:SHARE pairs separated by commas", classes)
-			}
-			o.Classes[k] = n
-		}
+	if o.Classes, err = parseClasses(classes); err != nil {
+		return err
 	}
 	m, err := workload.GenCkptMix(o)
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(m)
+}
+
+// parseClasses reads --classes: checkpoint periods as divisors of the
+// planning period with their shares, "1:1,2:1,3:1" ("": nil, every
+// application once per period).
+func parseClasses(classes string) (map[int]int, error) {
+	if classes == "" {
+		return nil, nil
+	}
+	out := map[int]int{}
+	for _, f := range strings.Split(classes, ",") {
+		var k, n int
+		if _, err := fmt.Sscanf(f, "%d:%d", &k, &n); err != nil {
+			return nil, fmt.Errorf("--classes %q: want DIVISOR:SHARE pairs separated by commas", classes)
+		}
+		out[k] = n
+	}
+	return out, nil
 }

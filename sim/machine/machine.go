@@ -2,7 +2,7 @@
 // forwarding nodes, storage, metadata service and burst buffer, with
 // their capacities and the forwarding layer's interference between
 // request classes, in a documented JSON format (docs/sim.md), with
-// presets (taihulight, cori-bb, tiny) embedded.
+// presets (taihulight, cori-bb, shentu, bbos-testbed, tiny) embedded.
 //
 // It owns the description and its validation only: it builds no
 // resources (package sim does) and runs no policy.
@@ -71,8 +71,40 @@ type Storage struct {
 type BurstBuffer struct {
 	Nodes    int     `json:"nodes"`
 	Capacity float64 `json:"capacity"` // bytes per node
-	BW       float64 `json:"bw"`       // per node
+	BW       float64 `json:"bw"`       // per node: checkpoint writes alone (BBOS's Bw_max)
 	Grain    float64 `json:"grain"`    // allocation unit (bytes)
+	// WriteMin is a node's checkpoint write rate while demotion runs at
+	// DemoteMax (Bw_min; 0: BW × 3/3.56, the BBOS testbed's ratio).
+	WriteMin float64 `json:"write_min,omitempty"`
+	// DemoteMax and DemoteMin are the whole buffer's demotion rates to
+	// the PFS (Br_max, Br_min; 0: the storage partition's bandwidth, and
+	// DemoteMax × 0.05 as the testbed's 0.08 of 1.6 GB/s).
+	DemoteMax float64 `json:"demote_max,omitempty"`
+	DemoteMin float64 `json:"demote_min,omitempty"`
+}
+
+// BBRates are the whole buffer's figures for policy/bbos: bytes, and
+// bytes/s as bbos.Rates orders them (WriteMax, WriteMin, DemoteMin,
+// DemoteMax).
+func (m *Machine) BBRates() (s float64, rates [4]float64, err error) {
+	bb := m.BurstBuffer
+	if bb == nil {
+		return 0, rates, fmt.Errorf("machine %q has no burst buffer", m.Name)
+	}
+	n := float64(bb.Nodes)
+	wmin := bb.WriteMin
+	if wmin <= 0 {
+		wmin = bb.BW * 3 / 3.56
+	}
+	dmax := bb.DemoteMax
+	if dmax <= 0 {
+		dmax = float64(m.Storage.Groups*m.Storage.Targets) * m.Storage.TargetBW
+	}
+	dmin := bb.DemoteMin
+	if dmin <= 0 {
+		dmin = dmax * 0.05
+	}
+	return n * bb.Capacity, [4]float64{n * bb.BW, n * wmin, dmin, dmax}, nil
 }
 
 // Interference is the forwarding layer's slowdown between request
@@ -193,6 +225,9 @@ func (m *Machine) Check() error {
 		pos("burst_buffer.nodes", float64(bb.Nodes))
 		pos("burst_buffer.capacity", bb.Capacity)
 		pos("burst_buffer.bw", bb.BW)
+		if bb.WriteMin > bb.BW || bb.WriteMin < 0 || bb.DemoteMin < 0 || bb.DemoteMax < 0 || bb.DemoteMax > 0 && bb.DemoteMin > bb.DemoteMax {
+			bad = append(bad, "burst_buffer: want 0 ≤ write_min ≤ bw and 0 ≤ demote_min ≤ demote_max")
+		}
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("machine %q: %s", m.Name, strings.Join(bad, "; "))

@@ -1,0 +1,604 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-hpc/sluice/policy/bbos"
+	"github.com/sluice-hpc/sluice/sim/engine"
+	"github.com/sluice-hpc/sluice/workload"
+)
+
+// The burst-buffer model (docs/sim.md, "Burst buffer"): a shared buffer of
+// capacity S in front of a PFS, checkpointing applications (a
+// workload.CkptMix, the description `sluice bb replay` runs on real
+// daemons) and the burst-buffer manager's loop as the metadata daemon runs
+// it (manager/bbos): grants admitted at the start, a period state (DWSF,
+// DWPP predicted from past periods), the policy's plan and throttles,
+// demotion of the coldest data in the policy's order, eviction of demoted
+// copies when writers need room, and bypass. Every decision is
+// policy/bbos's; the model only moves bytes.
+//
+// Time advances in ticks (the manager's loop); within a tick the buffer
+// writes at the throttle's write rate and demotes at its demotion rate,
+// the two already traded off by equation 1. Checkpoints are served one
+// application at a time (the I/O scheduler's non-overlap) except under
+// Dedicated, where they share the buffer (DataWarp has no scheduler).
+
+// BBConfig is a burst-buffer run.
+type BBConfig struct {
+	Mix    workload.CkptMix
+	Policy bbos.Policy
+	// S is the buffer's capacity in bytes; Rates its figures (the whole
+	// buffer's, bytes/s); ReadBW the rate restarts read it at, PFSRead
+	// the PFS's read rate for restarts that miss.
+	S       float64
+	Rates   bbos.Rates
+	ReadBW  float64
+	PFSRead float64
+	// Bypass sends checkpoints the policy calls cold on arrival to the
+	// PFS (bbos only, as the daemons).
+	Bypass bool
+	// NoVersions: cold data by MTBF alone (the paper's Figure 9 baseline).
+	NoVersions bool
+	// Tick is the devices' time step (0: the mix's period / 3800, one
+	// second of the paper's period). Every (0: period / 24, the daemons'
+	// 250 ms at the 6 s period of bench/bbos) the manager looks: it sets
+	// the plan's rates, learns the finished checkpoints, and evicts
+	// demoted copies until it believes Room bytes are free. ServerIdle
+	// (0: period / 300, the data servers' 20 ms at 6 s) is how long
+	// after their last checkpoint byte the buffer's servers switch to
+	// the idle demotion rate.
+	Tick, Every, ServerIdle time.Duration
+	// CapBurst is how much of their rate the servers' throttles let
+	// through at once (0: period / 120, their 50 ms at 6 s); DeviceBurst
+	// the device's (0: period / 1200, bench/bbos's --device-burst 5ms).
+	CapBurst, DeviceBurst time.Duration
+	// Reserve is the free space writers leave (placement's write-stall
+	// reserve: a chunk; 0: S/32, 4 MiB of bench/bbos's 128 MiB). The
+	// manager keeps the largest grant (at most S/2) above it free.
+	Reserve float64
+	// AdmitAll runs every application, whatever admission says (the
+	// paper's utilisation runs: a policy is over-subscribed until its
+	// checkpoints come late); Refused then lists the ones admission
+	// would have refused.
+	AdmitAll bool
+	// Restarts is how many applications restart at the end (drawn by
+	// failure rate, workload.CkptMix.Restarts).
+	Restarts int
+}
+
+// BBCheckpoint is one checkpoint's fate.
+type BBCheckpoint struct {
+	App      string
+	Version  int
+	Bytes    float64
+	At       time.Duration // scheduled
+	Done     time.Duration // finished (0: not within the run)
+	Bypassed bool
+	// Late: it did not finish before the application's next checkpoint
+	// was due (within its own period)
+	Late bool
+}
+
+// BBFailure is one failure and whether the newest checkpoint it restarts
+// from was on the buffer.
+type BBFailure struct {
+	App     string
+	At      time.Duration
+	Version int // 0: none finished yet
+	Hit     bool
+}
+
+// BBResult is a burst-buffer run's outcome.
+type BBResult struct {
+	Policy      string
+	S           float64
+	Periods     int
+	Admitted    []string // applications granted
+	Refused     []string
+	AdmittedDWP float64 // data per period the grants declare, bytes
+	Checkpoints []BBCheckpoint
+	Failures    []BBFailure
+	// restarts at the end
+	RestartHits, Restarts int
+	RestartBytes          float64
+	RestartSeconds        float64
+	// the manager's totals
+	Demoted, Evicted, Bypassed float64
+	// periods: bytes written to the buffer in each
+	PeriodWritten []float64
+	// MaxUsed is the most the buffer held at once, bytes
+	MaxUsed float64
+	Events  uint64
+}
+
+// Summary figures of a run.
+func (r *BBResult) ServedPerPeriod() float64 {
+	var b float64
+	for _, c := range r.Checkpoints {
+		if c.Done > 0 && !c.Late {
+			b += c.Bytes
+		}
+	}
+	return b / float64(max(r.Periods, 1)) / r.S
+}
+
+// LateShare is the share of checkpoints that did not finish in their period.
+func (r *BBResult) LateShare() float64 {
+	n := 0
+	for _, c := range r.Checkpoints {
+		if c.Late || c.Done == 0 {
+			n++
+		}
+	}
+	return float64(n) / float64(max(len(r.Checkpoints), 1))
+}
+
+// MeanCheckpoint is the mean time from a checkpoint's schedule to its end,
+// seconds (unfinished ones counted to the end of the run).
+func (r *BBResult) MeanCheckpoint(end time.Duration) float64 {
+	var s float64
+	for _, c := range r.Checkpoints {
+		d := c.Done
+		if d == 0 {
+			d = end
+		}
+		s += (d - c.At).Seconds()
+	}
+	return s / float64(max(len(r.Checkpoints), 1))
+}
+
+// HitRatio is the share of failures whose checkpoint was on the buffer
+// (failures with nothing to restart from are not counted).
+func (r *BBResult) HitRatio() float64 {
+	n, h := 0, 0
+	for _, f := range r.Failures {
+		if f.Version == 0 {
+			continue
+		}
+		n++
+		if f.Hit {
+			h++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return float64(h) / float64(n)
+}
+
+// bbVersion is one checkpoint file as the model tracks it.
+type bbVersion struct {
+	bbos.Version
+	app      int
+	written  float64 // on the buffer so far
+	complete bool
+	demoted  float64 // copied to the PFS so far
+	onPFS    bool    // fully demoted: the buffer's copy is a clean cache
+	resident bool    // on the buffer
+	bypassed bool
+	ck       int // index in BBResult.Checkpoints
+}
+
+type bbModel struct {
+	cfg   BBConfig
+	e     *engine.Engine
+	res   *BBResult
+	tick  time.Duration
+	end   time.Duration
+	apps  []workload.CkptApp
+	grant []bool
+
+	// the period state (manager/bbos's pool)
+	start    time.Duration
+	dwsf     float64
+	placed   float64 // checkpoints begun on the buffer this period, bytes
+	history  []float64
+	declared float64
+	period   time.Duration
+
+	used     float64 // bytes resident on the buffer
+	versions []*bbVersion
+	// the manager's view, as of its last look
+	nextLook time.Duration
+	believed float64         // free space it believes there is
+	room     float64         // what it keeps free for writers
+	wCap     float64         // checkpoint writes while writing
+	dWrite   float64         // demotion while writing
+	dIdle    float64         // demotion while idle
+	known    map[uint64]bool // finished checkpoints it has seen
+	// the data servers' token buckets (data/bb.go): the checkpoint write
+	// cap and the demotion caps hold CapBurst of their rate, the device
+	// (writes and demotion reads together) DeviceBurst of WriteMax
+	wTok, dTok, devTok float64
+	queue              []*bbVersion // checkpoints waiting or being written, in arrival order
+	pending            [][]int      // per app: events waiting for its previous checkpoint
+	lastW              time.Duration
+	seq                int64
+}
+
+// RunBB runs a burst-buffer workload.
+func RunBB(cfg BBConfig) (*BBResult, error) {
+	if cfg.S <= 0 || cfg.Mix.Period <= 0 || cfg.Mix.Periods <= 0 {
+		return nil, fmt.Errorf("sim bb: want a buffer and a mix with a period")
+	}
+	if err := cfg.Rates.Validate(); err != nil {
+		return nil, fmt.Errorf("sim bb: %v", err)
+	}
+	if cfg.ReadBW <= 0 {
+		cfg.ReadBW = cfg.Rates.WriteMax
+	}
+	if cfg.PFSRead <= 0 {
+		cfg.PFSRead = cfg.Rates.DemoteMax
+	}
+	m := &bbModel{cfg: cfg, e: engine.New(), apps: cfg.Mix.Apps,
+		res: &BBResult{Policy: string(cfg.Policy), S: cfg.S, Periods: cfg.Mix.Periods}}
+	m.tick = cfg.Tick
+	if m.tick <= 0 {
+		m.tick = max(cfg.Mix.Period/3800, time.Millisecond)
+	}
+	if m.cfg.Every <= 0 {
+		m.cfg.Every = cfg.Mix.Period / 24
+	}
+	if m.cfg.ServerIdle <= 0 {
+		m.cfg.ServerIdle = cfg.Mix.Period / 300
+	}
+	if m.cfg.CapBurst <= 0 {
+		m.cfg.CapBurst = cfg.Mix.Period / 120
+	}
+	if m.cfg.DeviceBurst <= 0 {
+		m.cfg.DeviceBurst = cfg.Mix.Period / 1200
+	}
+	if m.cfg.Reserve <= 0 {
+		m.cfg.Reserve = cfg.S / 32
+	}
+	m.known = map[uint64]bool{}
+	m.end = cfg.Mix.Period * time.Duration(cfg.Mix.Periods)
+	if err := m.admit(); err != nil {
+		return nil, err
+	}
+	m.pending = make([][]int, len(m.apps))
+	m.lastW = -1 << 62
+	for _, ev := range cfg.Mix.Events() {
+		if !m.grant[ev.App] {
+			continue
+		}
+		m.e.At(engine.Time(ev.At), engine.Func(func(engine.Time) { m.arrive(ev) }))
+	}
+	for _, f := range cfg.Mix.Failures() {
+		if !m.grant[f.App] {
+			continue
+		}
+		m.e.At(engine.Time(f.At), engine.Func(func(engine.Time) { m.fail(f) }))
+	}
+	var step engine.Func
+	step = func(now engine.Time) {
+		m.step()
+		if time.Duration(now) < m.end {
+			m.e.At(now+engine.Time(m.tick), step)
+		}
+	}
+	m.e.At(0, step)
+	m.e.Run(-1)
+	m.restarts()
+	m.res.PeriodWritten = append(m.history, m.dwsf)
+	m.res.Events = m.e.Fired()
+	every := map[string]time.Duration{}
+	for _, a := range m.apps {
+		every[a.Name] = a.Period
+	}
+	for i := range m.res.Checkpoints {
+		c := &m.res.Checkpoints[i]
+		c.Late = c.Done == 0 || c.Done > c.At+every[c.App]
+	}
+	return m.res, nil
+}
+
+// admit asks the policy for every application's grant, in order; a
+// refused one does not run (as `sluice bb replay`).
+func (m *bbModel) admit() error {
+	var grants []bbos.Grant
+	m.grant = make([]bool, len(m.apps))
+	for i, a := range m.apps {
+		g := bbos.Grant{Job: a.Name, Size: float64(a.Size), Period: a.Period.Seconds()}
+		ad, err := bbos.Admit(m.cfg.Policy, m.cfg.S, m.cfg.Rates, grants, g)
+		if err != nil {
+			return err
+		}
+		if !ad.OK {
+			m.res.Refused = append(m.res.Refused, a.Name)
+			if !m.cfg.AdmitAll {
+				continue
+			}
+		}
+		grants = append(grants, g)
+		m.grant[i] = true
+		m.res.Admitted = append(m.res.Admitted, a.Name)
+	}
+	var period float64
+	m.declared, period = bbos.Load(m.cfg.Policy, grants)
+	m.period = m.cfg.Mix.Period
+	if period > 0 {
+		m.period = time.Duration(period * float64(time.Second))
+	}
+	m.res.AdmittedDWP = m.declared
+	for i, a := range m.apps {
+		if m.grant[i] {
+			m.room = max(m.room, float64(a.Size))
+		}
+	}
+	m.room = min(m.room, m.cfg.S/2) + m.cfg.Reserve
+	if m.cfg.Policy == bbos.Dedicated && period > 0 {
+		// lifetime holds: what they write per period
+		m.res.AdmittedDWP, _ = bbos.Load(bbos.BBOS, grants)
+	}
+	return nil
+}
+
+// arrive is application ev.App's checkpoint ev.Version coming due: it
+// starts now, or after the application's previous one ends.
+func (m *bbModel) arrive(ev workload.CkptEvent) {
+	a := m.apps[ev.App]
+	m.res.Checkpoints = append(m.res.Checkpoints, BBCheckpoint{App: a.Name, Version: ev.Version, Bytes: float64(a.Size), At: ev.At})
+	ck := len(m.res.Checkpoints) - 1
+	for _, q := range m.queue {
+		if q.app == ev.App {
+			m.pending[ev.App] = append(m.pending[ev.App], ck)
+			return
+		}
+	}
+	m.begin(ev.App, ck)
+}
+
+// begin starts checkpoint ck of application app.
+func (m *bbModel) begin(app, ck int) {
+	a := m.apps[app]
+	now := m.e.Now()
+	m.seq++
+	v := &bbVersion{Version: bbos.Version{ID: uint64(m.seq), Job: a.Name, Seq: m.res.Checkpoints[ck].Version,
+		Bytes: uint64(a.Size), MTBF: a.MTBF.Seconds(), Written: int64(now), Used: int64(now)}, app: app, ck: ck}
+	// bypass is decided at the file's first chunk, against what the
+	// period has written or will have once the checkpoints begun on the
+	// buffer are written (manager/bbos Hint)
+	if m.cfg.Bypass && m.cfg.Policy == bbos.BBOS && bbos.Bypass(m.residentLocked(), v.Version, max(m.dwsf, m.placed), m.cfg.S) {
+		v.bypassed = true
+		m.res.Checkpoints[ck].Bypassed = true
+	} else {
+		m.placed += float64(a.Size)
+	}
+	m.queue = append(m.queue, v)
+	m.versions = append(m.versions, v)
+}
+
+// residentLocked is what the buffer holds, as policy Versions (a file
+// being written is resident from its first byte).
+func (m *bbModel) residentLocked() []bbos.Version {
+	var out []bbos.Version
+	for _, v := range m.versions {
+		if v.resident || v.written > 0 && !v.bypassed {
+			out = append(out, v.Version)
+		}
+	}
+	return out
+}
+
+// fail is application f.App failing: its newest finished checkpoint is a
+// hit if the buffer holds it.
+func (m *bbModel) fail(f workload.Failure) {
+	out := BBFailure{App: m.apps[f.App].Name, At: f.At}
+	if v := m.newest(f.App); v != nil {
+		out.Version = v.Seq
+		out.Hit = v.resident
+		if v.resident {
+			v.Used = int64(m.e.Now())
+		}
+	}
+	m.res.Failures = append(m.res.Failures, out)
+}
+
+// newest is application app's newest finished checkpoint.
+func (m *bbModel) newest(app int) *bbVersion {
+	var best *bbVersion
+	for _, v := range m.versions {
+		if v.app == app && v.complete && (best == nil || v.Seq > best.Seq) {
+			best = v
+		}
+	}
+	return best
+}
+
+// look is the manager's loop (manager/bbos Tick): the period rolls, the
+// plan and its rates are set on the servers, the finished checkpoints are
+// learnt, and demoted copies are evicted, coldest first, until the free
+// space it believes there is (what the servers said, plus what it
+// evicted since) reaches its room.
+func (m *bbModel) look(now time.Duration, writing bool) {
+	for now >= m.start+m.period {
+		m.history = append(m.history, m.dwsf)
+		m.start += m.period
+		m.dwsf, m.placed = 0, 0
+	}
+	dwpp := max(bbos.PredictDWPP(m.history, m.declared), m.dwsf)
+	pl, err := bbos.PlanPeriod(m.cfg.Policy, dwpp, m.cfg.S, m.cfg.Rates)
+	if err == nil {
+		m.wCap, m.dWrite = bbos.Throttle(m.cfg.Policy, pl, m.dwsf, dwpp, true, m.cfg.Rates)
+		_, m.dIdle = bbos.Throttle(m.cfg.Policy, pl, m.dwsf, dwpp, false, m.cfg.Rates)
+	}
+	for _, v := range m.versions {
+		if v.complete {
+			m.known[v.ID] = true
+		}
+	}
+	m.believed = m.cfg.S - m.used
+	if m.believed < m.room {
+		m.evict(m.room - m.believed)
+	}
+}
+
+// evict drops demoted copies the manager knows, coldest first, until need
+// bytes are freed.
+func (m *bbModel) evict(need float64) { m.evictFrom(m.order(), need) }
+
+// evictFrom is evict with the cold order at hand.
+func (m *bbModel) evictFrom(order []bbos.Version, need float64) {
+	for _, o := range order {
+		if need <= 0 {
+			return
+		}
+		v := m.byID(o.ID)
+		if !v.resident || !v.onPFS || !m.known[v.ID] {
+			continue
+		}
+		v.resident = false
+		m.used -= v.written
+		need -= v.written
+		m.res.Evicted += v.written
+	}
+}
+
+// order is everything on the buffer in the policy's cold order.
+func (m *bbModel) order() []bbos.Version {
+	return bbos.Order(m.cfg.Policy, m.residentLocked(), !m.cfg.NoVersions)
+}
+
+func (m *bbModel) byID(id uint64) *bbVersion { return m.versions[id-1] }
+
+// step is one time step of the buffer's devices, and the manager's look
+// when it is due.
+func (m *bbModel) step() {
+	now := time.Duration(m.e.Now())
+	dt := m.tick.Seconds()
+	writing := m.lastW >= 0 && now-m.lastW < m.cfg.ServerIdle
+	if now >= m.nextLook {
+		m.look(now, writing)
+		m.nextLook = now + m.cfg.Every
+	}
+	// demotion: the servers pick the rate by their own writing state,
+	// and demote the manager's known files, coldest first (a demoted copy
+	// stays on the buffer as a cache until evicted); demotion reads and
+	// checkpoint writes share the device (equation 1's trade-off, slope
+	// −1 as the emulated device of bench/bbos)
+	dRate := m.dIdle
+	if writing {
+		dRate = m.dWrite
+	}
+	refill := func(tok *float64, rate float64, burst time.Duration) {
+		*tok = min(*tok+rate*dt, rate*(burst.Seconds()+dt))
+	}
+	// checkpoints bypassing the buffer write the PFS first (one at a
+	// time, the scheduler's order), at up to its demotion bandwidth: a
+	// bypassed byte is one not to demote; demotion has what they leave
+	pfs := m.cfg.Rates.DemoteMax * dt
+	for _, v := range m.queue {
+		if v.bypassed {
+			n := min(float64(v.Bytes)-v.written, pfs)
+			v.written += n
+			pfs -= n
+			m.res.Bypassed += n
+			break
+		}
+	}
+	refill(&m.devTok, m.cfg.Rates.WriteMax, m.cfg.DeviceBurst)
+	refill(&m.dTok, dRate, m.cfg.CapBurst)
+	refill(&m.wTok, m.wCap, m.cfg.CapBurst)
+	order := m.order()
+	for _, o := range order {
+		if m.dTok <= 0 || m.devTok <= 0 || pfs <= 0 {
+			break
+		}
+		v := m.byID(o.ID)
+		if !m.known[v.ID] || v.onPFS || !v.resident {
+			continue
+		}
+		n := min(m.dTok, m.devTok, pfs, v.written-v.demoted)
+		v.demoted += n
+		m.dTok -= n
+		m.devTok -= n
+		pfs -= n
+		m.res.Demoted += n
+		if v.demoted >= v.written {
+			v.onPFS = true
+		}
+	}
+	// writes to the buffer: the head of the queue (non-overlap), or all
+	// sharing (Dedicated), into the free space above the reserve, within
+	// the write cap and what the device has left
+	var active []*bbVersion
+	for _, v := range m.queue {
+		if !v.bypassed {
+			active = append(active, v)
+			if m.cfg.Policy != bbos.Dedicated {
+				break
+			}
+		}
+	}
+	nBuf := len(active)
+	for _, v := range active {
+		left := float64(v.Bytes) - v.written
+		want := max(min(left, min(m.wTok, m.devTok)/float64(nBuf)), 0)
+		if free := m.cfg.S - m.used - m.cfg.Reserve; want > free {
+			// a writer short of room: the manager evicts for it at
+			// once (ours does at its next look; docs/sim.md)
+			m.evictFrom(order, want-free)
+		}
+		n := min(want, max(m.cfg.S-m.used-m.cfg.Reserve, 0))
+		m.wTok -= n
+		m.devTok -= n
+		m.used += n
+		m.res.MaxUsed = max(m.res.MaxUsed, m.used)
+		m.dwsf += n
+		v.resident = true
+		if n > 0 {
+			m.lastW = now
+		}
+		v.written += n
+	}
+	// finished checkpoints leave the queue; the application's next starts
+	var q []*bbVersion
+	var next []int
+	for _, v := range m.queue {
+		if v.written >= float64(v.Bytes) {
+			v.complete = true
+			v.onPFS = v.bypassed
+			m.res.Checkpoints[v.ck].Done = now + m.tick
+			if len(m.pending[v.app]) > 0 {
+				next = append(next, v.app)
+			}
+			continue
+		}
+		q = append(q, v)
+	}
+	m.queue = q
+	for _, app := range next {
+		ck := m.pending[app][0]
+		m.pending[app] = m.pending[app][1:]
+		m.begin(app, ck)
+	}
+}
+
+// restarts reads the newest checkpoints of the applications drawn to
+// restart at the end: from the buffer where it holds them, else the PFS.
+func (m *bbModel) restarts() {
+	if m.cfg.Restarts <= 0 {
+		return
+	}
+	for _, app := range m.cfg.Mix.Restarts(m.cfg.Restarts) {
+		if !m.grant[app] {
+			continue
+		}
+		v := m.newest(app)
+		if v == nil {
+			continue
+		}
+		m.res.Restarts++
+		m.res.RestartBytes += float64(v.Bytes)
+		if v.resident {
+			m.res.RestartHits++
+			m.res.RestartSeconds += float64(v.Bytes) / m.cfg.ReadBW
+		} else {
+			m.res.RestartSeconds += float64(v.Bytes) / m.cfg.PFSRead
+		}
+	}
+}

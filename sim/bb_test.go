@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/policy/bbos"
+	"github.com/sluice-hpc/sluice/workload"
+)
+
+// the BBOS testbed's figures (sim/machine's bbos-testbed)
+var testbed = bbos.Rates{WriteMax: 3.56e9, WriteMin: 3e9, DemoteMin: 0.08e9, DemoteMax: 1.6e9}
+
+const testbedS = 3.2e12
+
+func testMix(t *testing.T, dwpp float64, cong string, seed int64) workload.CkptMix {
+	t.Helper()
+	mix, err := workload.GenCkptMix(workload.MixOptions{Buffer: testbedS, Size: 80e9, Period: 3800 * time.Second, Periods: 3,
+		DWPP: dwpp, Congestion: cong, MTBFMax: 100 * time.Minute, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mix
+}
+
+func runBB(t *testing.T, mix workload.CkptMix, p bbos.Policy) *BBResult {
+	t.Helper()
+	r, err := RunBB(BBConfig{Mix: mix, Policy: p, S: testbedS, Rates: testbed, Bypass: true, Restarts: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestBBPolicies: on the paper's testbed at 1.9 S per period, the
+// over-subscribing policies serve more than the dedicated allocation (which
+// admits S at most), BBOS keeps more failing applications' checkpoints on
+// the buffer than FIFO, no policy overfills the buffer, every byte written
+// to it is accounted for, and the same input gives the same result.
+func TestBBPolicies(t *testing.T) {
+	mix := testMix(t, 1.9, "low", 1)
+	res := map[bbos.Policy]*BBResult{}
+	for _, p := range bbos.Policies {
+		r := runBB(t, mix, p)
+		res[p] = r
+		if r.MaxUsed > testbedS*(1+1e-9) {
+			t.Errorf("%s: the buffer held %.3g bytes of %.3g", p, r.MaxUsed, testbedS)
+		}
+		var written float64
+		for _, w := range r.PeriodWritten {
+			written += w
+		}
+		var ck float64
+		for _, c := range r.Checkpoints {
+			if c.Done > 0 && !c.Bypassed {
+				ck += c.Bytes
+			}
+		}
+		if written+1 < ck {
+			t.Errorf("%s: %.4g bytes of finished checkpoints, %.4g written to the buffer", p, ck, written)
+		}
+		t.Logf("%-9s admitted %.2f S, served %.2f S/period, late %.0f %%, hits %.0f %%, demoted %.3g, bypassed %.3g",
+			p, r.AdmittedDWP/testbedS, r.ServedPerPeriod(), 100*r.LateShare(), 100*r.HitRatio(), r.Demoted, r.Bypassed)
+	}
+	if d := res[bbos.Dedicated]; d.AdmittedDWP > testbedS*1.0001 || len(d.Refused) == 0 {
+		t.Errorf("dedicated admitted %.3g (of S %.3g), refused %d", d.AdmittedDWP, testbedS, len(d.Refused))
+	}
+	if b, d := res[bbos.BBOS].ServedPerPeriod(), res[bbos.Dedicated].ServedPerPeriod(); b < 1.5*d {
+		t.Errorf("bbos served %.2f S per period, dedicated %.2f", b, d)
+	}
+	if b, f := res[bbos.BBOS].HitRatio(), res[bbos.FIFO].HitRatio(); b <= f {
+		t.Errorf("failure hits: bbos %.2f, fifo %.2f", b, f)
+	}
+	a, _ := json.Marshal(res[bbos.BBOS])
+	b, _ := json.Marshal(runBB(t, mix, bbos.BBOS))
+	if string(a) != string(b) {
+		t.Error("the same run twice differs")
+	}
+}
+
+// TestBBMaxBWStops: with the same applications admitted (1.3 S per
+// period, medium congestion), MaxBW — no demotion while checkpoints are
+// written — fills the buffer and makes checkpoints wait for room, and
+// MaxEff writes every checkpoint at Bw_min, while BBOS writes at Bw_max
+// until its plan's threshold (the paper's Figures 5 and 6): the model can
+// show a policy failing.
+func TestBBMaxBWStops(t *testing.T) {
+	mix := testMix(t, 1.3, "med", 1)
+	end := mix.Period * time.Duration(mix.Periods)
+	mean := map[bbos.Policy]float64{}
+	for _, p := range []bbos.Policy{bbos.MaxBW, bbos.MaxEff, bbos.BBOS} {
+		r := runBB(t, mix, p)
+		if len(r.Refused) > 0 {
+			t.Fatalf("%s refused %d applications", p, len(r.Refused))
+		}
+		mean[p] = r.MeanCheckpoint(end)
+	}
+	t.Logf("mean checkpoint time: %v s", mean)
+	if mean[bbos.MaxBW] < 3*mean[bbos.BBOS] || mean[bbos.MaxEff] < 2*mean[bbos.BBOS] {
+		t.Errorf("mean checkpoint time %v s: want maxbw ≥ 3× and maxeff ≥ 2× bbos", mean)
+	}
+}

@@ -1,0 +1,207 @@
+package sim
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/policy/bbos"
+	"github.com/sluice-hpc/sluice/workload"
+)
+
+// realBBRun is one run of the burst-buffer experiment on real daemons
+// (bench/bbos/run.sh; docs/experiments/bbos.md), as stored.
+type realBBRun struct {
+	Mix        workload.CkptMix
+	Policy     string
+	Exp, Label string
+	Run        int
+	Checkpoint []struct {
+		App     string
+		Version int
+		Bytes   float64
+		At, End float64
+		Start   float64
+	}
+	Failures []struct {
+		App string
+		Hit bool
+	}
+	Final struct {
+		Bypass, NoVersions bool
+		Totals             struct{ Demoted, Bypassed float64 }
+	}
+}
+
+func loadRealBB(t *testing.T) []realBBRun {
+	f, err := os.Open("../bench/bbos/results.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []realBBRun
+	sc := bufio.NewScanner(z)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var r realBBRun
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// the real experiment's buffer (bench/bbos/run.sh): 128 MiB at 160 MB/s,
+// the PFS at 55, --bb-rates 160,105,1,55
+var realBBRates = bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, DemoteMax: 55e6}
+
+func simOfReal(t *testing.T, r realBBRun) *BBResult {
+	res, err := RunBB(BBConfig{Mix: r.Mix, Policy: bbos.Policy(r.Policy), S: float64(r.Mix.Buffer), Rates: realBBRates,
+		ReadBW: 160e6, PFSRead: 55e6, Bypass: r.Final.Bypass, NoVersions: r.Final.NoVersions, Restarts: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestValidateBurstBuffer: the burst-buffer model against the 138 runs of
+// the BBOS experiment on real daemons (bench/bbos/results.jsonl.gz), each
+// replayed with its own mix, policy and switches. Per run, the share of
+// failures that found their checkpoint on the buffer agrees within 0.15
+// and the bytes demoted within 20 % in at least 90 % of the runs; the
+// policies rank as on the real daemons (BBOS above LRU and FIFO on
+// restart hits wherever they were compared; version awareness above MTBF
+// alone). Checkpoint times are not compared run by run: the model's
+// manager evicts as soon as writers need room, ours at its 250 ms looks,
+// and under congestion the real checkpoints take 2–4× the model's
+// (docs/experiments/sim.md, "Validation").
+func TestValidateBurstBuffer(t *testing.T) {
+	runs := loadRealBB(t)
+	if len(runs) < 100 {
+		t.Fatalf("%d stored runs", len(runs))
+	}
+	var hitsOK, demOK, n, ckOK, ckN int
+	byCase := map[string][2]int{}
+	type group struct {
+		exp, cong, classes string
+		dwpp               float64
+		mtbf               int
+	}
+	real, model := map[group]map[string][]float64{}, map[group]map[string][]float64{}
+	for _, r := range runs {
+		s := simOfReal(t, r)
+		ok, cn := agree(r, s)
+		ckOK += ok
+		ckN += cn
+		k := fmt.Sprintf("DWPP %.1f %s", r.Mix.DWPP, r.Mix.Congestion)
+		byCase[k] = [2]int{byCase[k][0] + ok, byCase[k][1] + cn}
+		var hits, fails int
+		for _, f := range r.Failures {
+			fails++
+			if f.Hit {
+				hits++
+			}
+		}
+		rh := float64(hits) / float64(max(fails, 1))
+		n++
+		if fails < 10 || math.Abs(rh-s.HitRatio()) <= 0.15 {
+			hitsOK++
+		} else {
+			t.Logf("%s %s DWPP %.1f %s run %d: failure hits real %.2f, model %.2f", r.Exp, r.Label, r.Mix.DWPP, r.Mix.Congestion, r.Run, rh, s.HitRatio())
+		}
+		if d := r.Final.Totals.Demoted; math.Abs(s.Demoted-d) <= 0.2*d {
+			demOK++
+		} else {
+			t.Logf("%s %s DWPP %.1f %s run %d: demoted real %.0f MiB, model %.0f", r.Exp, r.Label, r.Mix.DWPP, r.Mix.Congestion, r.Run, d/(1<<20), s.Demoted/(1<<20))
+		}
+		g := group{r.Exp, r.Mix.Congestion, fmt.Sprint(len(r.Mix.Apps)), r.Mix.DWPP, int(r.Mix.Apps[0].MTBF / time.Minute)}
+		if real[g] == nil {
+			real[g], model[g] = map[string][]float64{}, map[string][]float64{}
+		}
+		real[g][r.Label] = append(real[g][r.Label], rh)
+		model[g][r.Label] = append(model[g][r.Label], s.HitRatio())
+	}
+	t.Logf("failure hits within 0.15 in %d of %d runs, demoted within 20 %% in %d; checkpoint times within 15 %% or 10 ms: %d of %d (not asserted)",
+		hitsOK, n, demOK, ckOK, ckN)
+	if hitsOK*10 < n*9 || demOK*10 < n*9 {
+		t.Errorf("failure hits agree in %d of %d runs, demoted bytes in %d: want 90 %%", hitsOK, n, demOK)
+	}
+	// the rankings
+	ranked := 0
+	for g, byLabel := range real {
+		for _, pair := range [][2]string{{"bbos", "lru"}, {"bbos", "fifo"}, {"bbos", "bbos-noversions"}} {
+			a, b := byLabel[pair[0]], byLabel[pair[1]]
+			if len(a) == 0 || len(b) == 0 || math.Abs(median(a)-median(b)) < 0.05 {
+				continue // not compared, or too close to rank
+			}
+			ranked++
+			ra := median(a) > median(b)
+			ma := median(model[g][pair[0]]) > median(model[g][pair[1]])
+			if ra != ma {
+				t.Errorf("%+v: real ranks %s %v %s on failure hits (%.2f, %.2f), the model the other way (%.2f, %.2f)", g, pair[0],
+					map[bool]string{true: "above", false: "below"}[ra], pair[1], median(a), median(b), median(model[g][pair[0]]), median(model[g][pair[1]]))
+			}
+		}
+	}
+	t.Logf("%d policy pairs ranked", ranked)
+	var ks []string
+	for k := range byCase {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		t.Logf("checkpoint times at %s: %d of %d within 15 %% or 10 ms", k, byCase[k][0], byCase[k][1])
+	}
+	if ranked < 5 {
+		t.Errorf("only %d policy pairs ranked", ranked)
+	}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// agree counts the checkpoints whose time (schedule to end) the model
+// predicts within 15 % or 10 ms.
+func agree(r realBBRun, s *BBResult) (ok, n int) {
+	type key struct {
+		app string
+		v   int
+	}
+	sim := map[key]float64{}
+	for _, c := range s.Checkpoints {
+		if c.Done > 0 {
+			sim[key{c.App, c.Version}] = (c.Done - c.At).Seconds()
+		}
+	}
+	for _, c := range r.Checkpoint {
+		if c.End == 0 {
+			continue
+		}
+		n++
+		real := c.End - c.At
+		if d, found := sim[key{c.App, c.Version}]; found && (math.Abs(d-real) <= 0.15*real || math.Abs(d-real) <= 0.010) {
+			ok++
+		}
+	}
+	return ok, n
+}
