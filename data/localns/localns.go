@@ -11,7 +11,9 @@
 // paths; it must not touch the tier's chunk store or call other servers.
 // Permissions are the kernel's (the mount uses default_permissions):
 // files are created with the caller's uid and gid, and their attributes
-// are what the file system holds.
+// are what the file system holds. On top of them a private directory
+// belongs to the job (or node) that made it and is read-only to everyone
+// else (writable); it owns those owner records too.
 package localns
 
 import (
@@ -45,6 +47,29 @@ type NS struct {
 	// paths maps a file's number (wire.LocalNum) to its path under root,
 	// learnt from every reply that names it; guarded by mu.
 	paths map[uint64]string
+	// owners caches the owner of each private directory (by its key,
+	// "DIRINO/NAME"; "" when none is recorded), read from and written to
+	// the owners directory beside the tree; guarded by mu.
+	owners map[string]string
+}
+
+// ownersDir holds the owner of every private directory (a file per
+// directory, OWNERS/DIRINO/NAME, holding ownerOf of its maker): beside
+// the local-mode directories, whose names are inode numbers.
+const ownersDir = ".owners"
+
+// ownerOf is who owns what request m makes: its batch job ("job:ID") when
+// it runs in one — every node of the job, a replacement node or the job
+// requeued under the same id writes there — else its compute node
+// ("node:NAME"); "" when the request names neither.
+func ownerOf(m *wire.Msg) string {
+	switch {
+	case m.Job != "":
+		return "job:" + m.Job
+	case m.Node != "":
+		return "node:" + m.Node
+	}
+	return ""
 }
 
 // New opens the namespace kept under root. The
@@ -54,13 +79,16 @@ type NS struct {
 // The directory is made when the first local entry is (a server no
 // local-mode directory uses leaves nothing behind).
 func New(root string, id func() uint64) (*NS, error) {
-	n := &NS{root: root, id: id, paths: map[uint64]string{}}
+	n := &NS{root: root, id: id, paths: map[uint64]string{}, owners: map[string]string{}}
 	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
 		return n, nil
 	}
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil || p == root {
 			return err
+		}
+		if d.IsDir() && d.Name() == ownersDir && filepath.Dir(p) == root {
+			return filepath.SkipDir
 		}
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) == nil {
@@ -212,6 +240,9 @@ func own(p string, m *wire.Msg) error {
 // Serve answers request m (payload: a write's data). The reply's payload
 // is a read's data.
 func (n *NS) Serve(m *wire.Msg, payload []byte) (*wire.Msg, []byte, error) {
+	if err := n.writable(m); err != nil {
+		return nil, nil, err
+	}
 	switch m.Op {
 	case wire.OpLookup:
 		p, err := n.entry(m.Parent, m.Name)
@@ -267,6 +298,9 @@ func (n *NS) Serve(m *wire.Msg, payload []byte) (*wire.Msg, []byte, error) {
 			return nil, nil, errno(err)
 		}
 		n.forget(p, e)
+		if !wire.IsLocal(m.Parent) {
+			n.dropOwner(p)
+		}
 		return &wire.Msg{}, nil, nil
 	case wire.OpRename:
 		return n.rename(m)
@@ -332,8 +366,111 @@ func (n *NS) create(m *wire.Msg) (*wire.Msg, []byte, error) {
 	if err := own(p, m); err != nil {
 		return nil, nil, err
 	}
+	if o := ownerOf(m); !wire.IsLocal(m.Parent) && o != "" {
+		// a private directory: the job (or node) that made it owns it
+		if err := n.setOwner(p, o); err != nil {
+			return nil, nil, err
+		}
+	}
 	a, err := n.attr(p)
 	return &wire.Msg{Attr: a}, nil, err
+}
+
+// key is the private directory path p is in ("DIRINO/NAME" of its entry
+// in a local-mode directory), "" for a local-mode directory itself.
+func (n *NS) key(p string) string {
+	rel, err := filepath.Rel(n.root, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return ""
+	}
+	parts := strings.SplitN(rel, "/", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[0] + "/" + parts[1]
+}
+
+// owner is the node owning private directory key ("": none recorded).
+func (n *NS) owner(key string) string {
+	n.mu.Lock()
+	o, ok := n.owners[key]
+	n.mu.Unlock()
+	if ok {
+		return o
+	}
+	b, err := os.ReadFile(filepath.Join(n.root, ownersDir, key))
+	if err == nil {
+		o = string(b)
+	}
+	n.mu.Lock()
+	n.owners[key] = o
+	n.mu.Unlock()
+	return o
+}
+
+// setOwner records owner (ownerOf) for the private directory at p.
+func (n *NS) setOwner(p, owner string) error {
+	key := n.key(p)
+	f := filepath.Join(n.root, ownersDir, key)
+	if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+		return errno(err)
+	}
+	if err := os.WriteFile(f, []byte(owner), 0o600); err != nil {
+		return errno(err)
+	}
+	n.mu.Lock()
+	n.owners[key] = owner
+	n.mu.Unlock()
+	return nil
+}
+
+// dropOwner forgets the owner of the private directory at p (removed).
+func (n *NS) dropOwner(p string) {
+	key := n.key(p)
+	os.Remove(filepath.Join(n.root, ownersDir, key))
+	n.mu.Lock()
+	delete(n.owners, key)
+	n.mu.Unlock()
+}
+
+// writable refuses request m if it would change what a private directory
+// holds from outside its owner (the job, or the node, that made it): to
+// everyone else a private directory is a read-only view (listing, stat,
+// read; docs/nodelocal.md). Removing (unlink, rmdir) is left to the
+// permissions, so that post-processing can clean up; root may do
+// anything; a directory made by a request naming no job and no node has
+// no owner and is not protected.
+func (n *NS) writable(m *wire.Msg) error {
+	who := ownerOf(m)
+	if m.User == 0 || who == "" { // the caller's uid (m.Uid is a setattr's new owner)
+		return nil
+	}
+	var p string
+	var err error
+	switch m.Op {
+	case wire.OpSetattr, wire.OpWrite:
+		p, err = n.path(m.Ino)
+	case wire.OpMknod, wire.OpMkdir, wire.OpSymlink:
+		if !wire.IsLocal(m.Parent) {
+			return nil // a new private directory: open to all
+		}
+		p, err = n.path(m.Parent)
+	case wire.OpLink:
+		p, err = n.path(m.NewParent)
+	case wire.OpRename:
+		if p, err = n.path(m.Parent); err == nil && n.owner(n.key(p)) == who {
+			p, err = n.path(m.NewParent)
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		return nil // the operation reports it
+	}
+	if o := n.owner(n.key(p)); o != "" && o != who {
+		return rpc.Errorf(syscall.EROFS, "local namespace: %s belongs to %s: read-only to %s", n.key(p), o, who)
+	}
+	return nil
 }
 
 func (n *NS) setattr(m *wire.Msg) (*wire.Msg, []byte, error) {

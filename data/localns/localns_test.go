@@ -134,3 +134,74 @@ func TestLocalNamespace(t *testing.T) {
 		t.Fatalf("rmdir of a full private directory: %v", err)
 	}
 }
+
+// TestPrivateDirectoriesReadOnlyElsewhere: a private directory belongs to
+// the job that made it (or, outside a job, the node); to anyone else it
+// and everything in it can be listed, stat'ed and read but not changed
+// (EROFS), only removed as the permissions allow (clean-up); root may do
+// anything; the owner is kept across a restart and forgotten with the
+// directory.
+func TestPrivateDirectoriesReadOnlyElsewhere(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "ns")
+	n, err := New(root, func() uint64 { return 9 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(id, node string) wire.Who { return wire.Who{Job: id, Node: node, User: 1000} }
+	owner := job("7", "n3")
+	r, _ := must(t, n, &wire.Msg{Op: wire.OpMkdir, Parent: dirIno, Name: "3", Mode: 0o777, Uid: 1000, Flags: wire.LocalRedirect, Who: owner}, nil)
+	d := r.Attr
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpMknod, Parent: d.Ino, Name: "out", Mode: 0o666, Uid: 1000, Who: owner}, nil)
+	f := r.Attr
+	must(t, n, &wire.Msg{Op: wire.OpWrite, Ino: f.Ino, Size: 5, Uid: 1000, Who: owner}, []byte("hello"))
+	rofs := func(n *NS, m *wire.Msg, payload []byte) {
+		t.Helper()
+		if _, _, err := n.Serve(m, payload); rpc.Errno(err) != syscall.EROFS {
+			t.Errorf("%s from %+v: %v, want EROFS", m.Op, m.Who, err)
+		}
+	}
+	for _, other := range []wire.Who{job("8", "n3"), {Node: "login1", User: 1000}} {
+		rofs(n, &wire.Msg{Op: wire.OpWrite, Ino: f.Ino, Size: 1, Uid: 1000, Who: other}, []byte("x"))
+		rofs(n, &wire.Msg{Op: wire.OpSetattr, Ino: f.Ino, Mask: wire.SetSize, Uid: 1000, Who: other}, nil)
+		rofs(n, &wire.Msg{Op: wire.OpMknod, Parent: d.Ino, Name: "new", Mode: 0o644, Uid: 1000, Who: other}, nil)
+		rofs(n, &wire.Msg{Op: wire.OpMkdir, Parent: d.Ino, Name: "sub", Mode: 0o755, Uid: 1000, Who: other}, nil)
+		rofs(n, &wire.Msg{Op: wire.OpLink, Ino: f.Ino, NewParent: d.Ino, NewName: "hard", Uid: 1000, Who: other}, nil)
+		rofs(n, &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "out", NewParent: d.Ino, NewName: "moved", Uid: 1000, Who: other}, nil)
+		// reading, looking up and listing are open to all
+		if _, p := must(t, n, &wire.Msg{Op: wire.OpRead, Ino: f.Ino, Size: 5, Uid: 1000, Who: other}, nil); string(p) != "hello" {
+			t.Fatalf("read by %+v: %q", other, p)
+		}
+		must(t, n, &wire.Msg{Op: wire.OpLookup, Parent: d.Ino, Name: "out", Uid: 1000, Who: other}, nil)
+		if r, _ := must(t, n, &wire.Msg{Op: wire.OpReaddir, Ino: d.Ino, Uid: 1000, Who: other}, nil); len(r.Entries) != 1 {
+			t.Fatalf("listing by %+v: %+v", other, r.Entries)
+		}
+	}
+	// the job on another node (a replacement) writes; so does root
+	must(t, n, &wire.Msg{Op: wire.OpWrite, Ino: f.Ino, Offset: 5, Size: 1, Uid: 1000, Who: job("7", "n9")}, []byte("!"))
+	rootOther := wire.Who{Job: "8", Node: "n3"} // User 0
+	must(t, n, &wire.Msg{Op: wire.OpMknod, Parent: d.Ino, Name: "by-root", Mode: 0o644, Uid: 0, Who: rootOther}, nil)
+	// a setattr's Uid is the new owner, not the caller: a chown to root
+	// by another job is still refused
+	rofs(n, &wire.Msg{Op: wire.OpSetattr, Ino: f.Ino, Mask: wire.SetUid, Uid: 0, Who: job("8", "n3")}, nil)
+	// outside a job the node owns
+	r, _ = must(t, n, &wire.Msg{Op: wire.OpMkdir, Parent: dirIno, Name: "n5", Mode: 0o777, Uid: 1000, Flags: wire.LocalRedirect, Who: wire.Who{Node: "n5", User: 1000}}, nil)
+	must(t, n, &wire.Msg{Op: wire.OpMkdir, Parent: r.Attr.Ino, Name: "sub", Mode: 0o755, Uid: 1000, Who: wire.Who{Node: "n5", User: 1000}}, nil)
+	rofs(n, &wire.Msg{Op: wire.OpMkdir, Parent: r.Attr.Ino, Name: "sub2", Mode: 0o755, Uid: 1000, Who: wire.Who{Node: "n6", User: 1000}}, nil)
+	// a restart keeps the owner
+	n2, err := New(root, func() uint64 { return 9 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rofs(n2, &wire.Msg{Op: wire.OpWrite, Ino: f.Ino, Size: 1, Uid: 1000, Who: job("8", "n3")}, []byte("x"))
+	// anyone the permissions allow cleans up; a directory of the same
+	// name is then its new maker's
+	for _, name := range []string{"out", "by-root"} {
+		must(t, n2, &wire.Msg{Op: wire.OpUnlink, Parent: d.Ino, Name: name, Uid: 1000, Who: wire.Who{Node: "login1", User: 1000}}, nil)
+	}
+	must(t, n2, &wire.Msg{Op: wire.OpRmdir, Parent: dirIno, Name: "3", Uid: 1000, Flags: wire.LocalRedirect, Who: wire.Who{Node: "login1", User: 1000}}, nil)
+	r, _ = must(t, n2, &wire.Msg{Op: wire.OpMkdir, Parent: dirIno, Name: "3", Mode: 0o777, Uid: 1000, Flags: wire.LocalRedirect, Who: job("8", "n3")}, nil)
+	must(t, n2, &wire.Msg{Op: wire.OpMkdir, Parent: r.Attr.Ino, Name: "sub", Mode: 0o755, Uid: 1000, Who: job("8", "n4")}, nil)
+	if r, _ := must(t, n2, &wire.Msg{Op: wire.OpReaddir, Ino: dirIno, Uid: 1000, Flags: wire.LocalRedirect}, nil); len(r.Entries) != 2 {
+		t.Fatalf("the local-mode directory lists %+v (the owners' records must not show)", r.Entries)
+	}
+}

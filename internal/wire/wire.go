@@ -165,8 +165,9 @@ type ServerInfo struct {
 	WriteBW, ReadBW uint64
 	Domain          string
 	// MaxPerf is a data server's bandwidth for placement, bytes/s: what
-	// it measured writing (a probe, raised by what it has served since)
-	// or was configured with; 0: not known. Pending is the bytes the
+	// it measured writing (a probe, raised by the rate it has sustained
+	// since while saturated; data/perf.go) or was configured with; 0: not
+	// known. Pending is the bytes the
 	// metadata service has placed on it and estimates it has not
 	// written yet (its load for placement; in replies only); Written
 	// the bytes a data server has written since it started (in

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -221,4 +222,77 @@ func TestNodeLocal(t *testing.T) {
 		ents, err := os.ReadDir(dir)
 		return err == nil && len(ents) == 1
 	}, "the listing of a directory back in global mode")
+}
+
+// TestNodeLocalReadOnlyElsewhere: a private directory belongs to the job
+// that made it, or outside a job to the node (the caller's SLURM_JOB_ID
+// and SLURMD_NODENAME, as a Slurm job step has them); a process of the
+// same user elsewhere lists and reads it but cannot create, write,
+// truncate or rename anything in it (EROFS) — it may remove, to clean
+// up; the job writes from any of its nodes.
+func TestNodeLocalReadOnlyElsewhere(t *testing.T) {
+	c := startCluster(t, "--mem-servers", "2", "--ssd", "0")
+	dir := c.path("L")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// uid 1000 must reach it: the test's temporary directories are 0700
+	for p := dir; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		mode := os.FileMode(0o755)
+		if p == dir {
+			mode = 0o777
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := c.sluice("setstripe", "--local", dir); err != nil {
+		t.Fatalf("setstripe --local: %v %s", err, out)
+	}
+	on := func(job, node, script string) (string, error) {
+		cmd := exec.Command("setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups", "sh", "-c", script)
+		cmd.Env = append(os.Environ(), "SLURMD_NODENAME="+node, "D="+dir)
+		if job != "" {
+			cmd.Env = append(cmd.Env, "SLURM_JOB_ID="+job)
+		}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	refused := func(job, node, script string) {
+		t.Helper()
+		out, err := on(job, node, script)
+		if err == nil || !strings.Contains(out, "Read-only file system") {
+			t.Errorf("job %q node %s: %s: %v %q, want Read-only file system", job, node, script, err, out)
+		}
+	}
+	if out, err := on("", "node-a", `mkdir -m 777 "$D/a" && echo hello > "$D/a/out" && mkdir "$D/a/sub"`); err != nil {
+		t.Fatalf("the owner: %v %s", err, out)
+	}
+	if out, err := on("", "node-b", `cat "$D/a/out" && ls "$D/a" && ls "$D"`); err != nil || !strings.Contains(out, "hello") || !strings.Contains(out, "sub") {
+		t.Fatalf("reading from another node: %v %s", err, out)
+	}
+	for _, script := range []string{
+		`echo x > "$D/a/new"`,
+		`mkdir "$D/a/sub2"`,
+		`truncate -s 0 "$D/a/out"`,
+		`dd if=/dev/zero of="$D/a/out" bs=1 count=1 conv=notrunc,fsync 2>&1`,
+		`mv "$D/a/out" "$D/a/moved"`,
+	} {
+		refused("", "node-b", script)
+	}
+	if out, err := on("", "node-a", `cat "$D/a/out"`); err != nil || out != "hello\n" {
+		t.Fatalf("after node-b's tries the file reads %q (%v)", out, err)
+	}
+	// a job's directory: the job writes from any node, another job not
+	if out, err := on("42", "node-c", `mkdir "$D/j" && echo one > "$D/j/f"`); err != nil {
+		t.Fatalf("job 42: %v %s", err, out)
+	}
+	if out, err := on("42", "node-d", `echo two >> "$D/j/f" && mkdir "$D/j/more" && cat "$D/j/f"`); err != nil || out != "one\ntwo\n" {
+		t.Fatalf("job 42 on another node: %v %q", err, out)
+	}
+	refused("43", "node-c", `echo x > "$D/j/g"`)
+	// clean-up from elsewhere
+	if out, err := on("", "login", `rm -r "$D/a" "$D/j" && ls "$D"`); err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("cleaning up: %v %q", err, out)
+	}
 }
