@@ -53,20 +53,43 @@ func (b *Bolt) Get(key []byte) ([]byte, error) {
 	return out, err
 }
 
-// Scan implements Engine.
+// Scan implements Engine. As Mem's, it copies up to scanBatch entries in
+// a read transaction and calls fn outside it, so fn may call the engine
+// (an Update while this goroutine holds a read transaction can wait for
+// it forever when bbolt must grow its map).
 func (b *Bolt) Scan(prefix, start []byte, fn func(k, v []byte) bool) error {
 	if bytes.Compare(start, prefix) < 0 {
 		start = prefix
 	}
-	return b.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucket).Cursor()
-		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if !fn(k, v) {
-				break
+	from := append([]byte(nil), start...)
+	inclusive := true
+	var batch [][2][]byte
+	for {
+		batch = batch[:0]
+		err := b.db.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucket).Cursor()
+			k, v := c.Seek(from)
+			if !inclusive && k != nil && bytes.Equal(k, from) {
+				k, v = c.Next()
+			}
+			for ; k != nil && bytes.HasPrefix(k, prefix) && len(batch) < scanBatch; k, v = c.Next() {
+				batch = append(batch, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range batch {
+			if !fn(e[0], e[1]) {
+				return nil
 			}
 		}
-		return nil
-	})
+		if len(batch) < scanBatch {
+			return nil
+		}
+		from, inclusive = batch[len(batch)-1][0], false
+	}
 }
 
 // Apply implements Engine. bbolt always syncs a commit, so sync is moot.

@@ -21,7 +21,9 @@ type Engine interface {
 	Get(key []byte) ([]byte, error)
 	// Scan calls fn for every key with the prefix, at or after start, in
 	// key order, until fn returns false. Keys and values passed to fn are
-	// only valid during the call.
+	// only valid during the call. fn may call the engine (Get, Apply):
+	// no lock is held while it runs, and entries applied meanwhile may or
+	// may not be seen (TestConformance's reentrant case).
 	Scan(prefix, start []byte, fn func(k, v []byte) bool) error
 	// Apply commits the batch atomically. With sync the batch is durable on
 	// the medium when Apply returns; without, it survives a crash of the

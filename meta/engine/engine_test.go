@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
@@ -22,6 +23,7 @@ func TestConformance(t *testing.T) {
 			}
 			basic(t, e)
 			model(t, e)
+			reentrant(t, e)
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -154,5 +156,59 @@ func BenchmarkCreateDurable(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// reentrant: fn may call the engine during a Scan — Get, and Apply from
+// another goroutine that the scan then waits for — without deadlock, over
+// more entries than one batch, and sees every entry that was there before
+// the scan once, in order.
+func reentrant(t *testing.T, e engine.Engine) {
+	var b engine.Batch
+	for i := 0; i < 1000; i++ {
+		b.Set([]byte(fmt.Sprintf("reentrant/%04d", i)), []byte("v"))
+	}
+	if err := e.Apply(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		var last string
+		n := 0
+		err := e.Scan([]byte("reentrant/"), nil, func(k, v []byte) bool {
+			if string(k) <= last {
+				t.Errorf("scan went back: %q after %q", k, last)
+			}
+			last = string(k)
+			n++
+			if _, err := e.Get(k); err != nil {
+				t.Errorf("get %q inside the scan: %v", k, err)
+			}
+			if n%100 == 0 {
+				// a writer from elsewhere, waited for inside the scan
+				w := make(chan error)
+				go func() {
+					var wb engine.Batch
+					wb.Set([]byte(fmt.Sprintf("reentrant-w/%d", n)), []byte("x"))
+					w <- e.Apply(&wb, false)
+				}()
+				if err := <-w; err != nil {
+					t.Errorf("apply during the scan: %v", err)
+				}
+			}
+			return true
+		})
+		if err == nil && n != 1000 {
+			err = fmt.Errorf("scanned %d of 1000", n)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a scan calling the engine deadlocked")
 	}
 }

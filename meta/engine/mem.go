@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -34,25 +35,51 @@ func (m *Mem) Get(key []byte) ([]byte, error) {
 	return append([]byte(nil), v...), nil
 }
 
-// Scan implements Engine.
+// Scan implements Engine. Like a Pebble iterator it does not hold the
+// engine while fn runs: it copies up to scanBatch entries under the read
+// lock, releases it, and calls fn on them, so fn may call the engine
+// (a Get inside fn under a held read lock deadlocks as soon as an Apply
+// waits between the two: RWMutex lets no new reader in past a waiting
+// writer). Entries applied during the scan are seen or not, as with an
+// iterator.
 func (m *Mem) Scan(prefix, start []byte, fn func(k, v []byte) bool) error {
 	if bytes.Compare(start, prefix) < 0 {
 		start = prefix
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	i := sort.SearchStrings(m.keys, string(start))
-	for ; i < len(m.keys); i++ {
-		k := m.keys[i]
-		if !bytes.HasPrefix([]byte(k), prefix) {
-			break
+	from := string(start)
+	inclusive := true
+	type kv struct{ k, v []byte }
+	batch := make([]kv, 0, scanBatch)
+	for {
+		batch = batch[:0]
+		m.mu.RLock()
+		i := sort.SearchStrings(m.keys, from)
+		if !inclusive && i < len(m.keys) && m.keys[i] == from {
+			i++
 		}
-		if !fn([]byte(k), m.vals[k]) {
-			break
+		for ; i < len(m.keys) && len(batch) < scanBatch; i++ {
+			k := m.keys[i]
+			if !strings.HasPrefix(k, string(prefix)) {
+				break
+			}
+			batch = append(batch, kv{[]byte(k), append([]byte(nil), m.vals[k]...)})
 		}
+		more := len(batch) == scanBatch
+		m.mu.RUnlock()
+		for _, e := range batch {
+			if !fn(e.k, e.v) {
+				return nil
+			}
+		}
+		if !more {
+			return nil
+		}
+		from, inclusive = string(batch[len(batch)-1].k), false
 	}
-	return nil
 }
+
+// scanBatch is how many entries Scan copies at a time.
+const scanBatch = 256
 
 // Apply implements Engine.
 func (m *Mem) Apply(b *Batch, _ bool) error {
