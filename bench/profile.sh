@@ -62,7 +62,7 @@ if sys.argv[2] in ("create", "unlink"):
     rates, rounds = [], 0
     for l in open(sys.argv[1] + "/mdtest.out"):
         f = l.split()
-        if f[0] == "create":  # create C stat S unlink U
+        if sys.argv[2] in f[::2]:  # "create C" or "unlink U"
             rates.append(float(f[f.index(sys.argv[2]) + 1]))
         else:
             print(l.strip())

@@ -41,13 +41,17 @@ type Config struct {
 	Kind     string // mem, ssd, hdd, pfs
 	Dir      string
 	Capacity int64
-	Listen   string // default 127.0.0.1:0
-	Meta     string // metadata service address
-	Secret   []byte
-	Node     string
-	Domain   string  // failure domain label (replicated chunks keep copies in different ones)
-	MaxMBps  float64 // 0: unlimited
-	MaxIOPS  float64
+	// ReclaimAfter: a new chunk's room past its bytes is lent to other
+	// chunks once it has gone unwritten this long, if it was not settled
+	// at its file's close before (tier.Config; default 1 s).
+	ReclaimAfter time.Duration
+	Listen       string // default 127.0.0.1:0
+	Meta         string // metadata service address
+	Secret       []byte
+	Node         string
+	Domain       string  // failure domain label (replicated chunks keep copies in different ones)
+	MaxMBps      float64 // 0: unlimited
+	MaxIOPS      float64
 	// Burst is how much of the bandwidth cap an idle device serves at
 	// once (default 50 ms of it): small, a device with no cache.
 	Burst   time.Duration
@@ -128,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Burst <= 0 {
 		cfg.Burst = 50 * time.Millisecond
 	}
-	st, err := tier.Open(cfg.Kind, tier.Config{Dir: cfg.Dir, Capacity: cfg.Capacity})
+	st, err := tier.Open(cfg.Kind, tier.Config{Dir: cfg.Dir, Capacity: cfg.Capacity, Now: cfg.Now, ReclaimAfter: cfg.ReclaimAfter})
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +415,12 @@ func (s *Server) serve(r *rpc.Request) {
 		if resp, err = s.chunkFence(m); err == nil {
 			s.reply(r, start, resp, nil)
 			return
+		}
+	case wire.OpChunkSettle:
+		if st, ok := s.store.(tier.Settler); ok {
+			for _, e := range m.Entries {
+				st.Settle(tier.ChunkID{Ino: e.Ino, Idx: uint64(e.Mode)})
+			}
 		}
 	case wire.OpChunkSync:
 		err = s.store.Sync(m.Ino)

@@ -182,7 +182,11 @@ func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
 			continue
 		}
 		reported = true
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync}, nil, nil)
+		var flags uint32
+		if ino != 0 && !sync { // a flush or release: the writer is done
+			flags = wire.ExtendClose
+		}
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync, Flags: flags}, nil, nil)
 		f.mu.Lock()
 		if err != nil {
 			if f.gen == gen {

@@ -235,6 +235,7 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 	for i, id := range d.Replicas {
 		r.servers[id].reserved += d.ReplicaCharge[i]
 	}
+	r.promiseLocked(n.Ino, idx, d.Servers, d.Charge, d.Replicas, d.ReplicaCharge)
 	for i, id := range d.Servers {
 		r.backlogLocked(id).Add(now, d.Charge[i], r.servers[id].info.MaxPerf)
 	}

@@ -169,6 +169,9 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if err == nil && m.Sync {
 			err = s.Sync()
 		}
+		if err == nil && m.Flags&wire.ExtendClose != 0 {
+			s.settleTail(a)
+		}
 		ch = []wire.DirEntry{attrChange(m.Ino)}
 	case wire.OpFsync:
 		err = s.Sync()

@@ -42,12 +42,21 @@ type registry struct {
 	pools    map[string]Pool
 	dirPools map[uint64]string
 	jobPools map[string]string
+	// promises are the new chunks' room promised since their servers'
+	// reports, settleQ the chunks to settle on each server, settleKick
+	// wakes RunSettle (settle.go); promiseSweep is the size of promises
+	// past which a report sweeps the stale ones.
+	promises     map[chunkKey][]promise
+	settleQ      map[uint64][]wire.DirEntry
+	settleKick   chan struct{}
+	promiseSweep int
 }
 
 type member struct {
 	info     wire.ServerInfo
 	lastSeen time.Time
 	reserved uint64 // bytes promised by Alloc since the last report
+	epoch    uint64 // reports received (settle.go)
 }
 
 func (r *registry) init(s *Service) {
@@ -56,6 +65,7 @@ func (r *registry) init(s *Service) {
 	r.clients = map[uint64]*rpc.Client{}
 	r.backlog = map[uint64]*place.Backlog{}
 	r.pools, r.dirPools, r.jobPools = map[string]Pool{}, map[uint64]string{}, map[string]string{}
+	r.promises, r.settleQ, r.settleKick = map[chunkKey][]promise{}, map[uint64][]wire.DirEntry{}, make(chan struct{}, 1)
 }
 
 func (r *registry) load() error {
@@ -117,7 +127,7 @@ func (s *Service) Register(si wire.ServerInfo) (uint64, error) {
 	if si.Role == "data" {
 		r.backlogLocked(si.ID).Report(m.lastSeen, si.Written)
 	}
-	m.reserved = 0
+	r.reportedLocked(m)
 	r.spaceChangedLocked()
 	if persist {
 		var b engine.Batch

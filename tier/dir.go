@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 func init() {
@@ -27,12 +28,25 @@ type DirStore struct {
 	kind string
 	dir  string
 
-	mu       sync.Mutex // guards capacity, used, reserved, files, lru
+	now     func() time.Time
+	reclaim time.Duration // see Config.ReclaimAfter
+
+	mu       sync.Mutex // guards capacity, used, reserved, loans, files, lru
 	capacity int64
 	used     int64
 	reserved map[ChunkID]int64 // bytes charged per chunk
-	files    map[ChunkID]*list.Element
-	lru      *list.List // of *openFile, most recent first
+	// loans are the chunks charged more than their bytes (a new chunk's
+	// reservation ahead of its writes), with their bytes and last write:
+	// only recently written tails, so a scan of them is short
+	loans map[ChunkID]*loan
+	files map[ChunkID]*list.Element
+	lru   *list.List // of *openFile, most recent first
+}
+
+// loan is a chunk's reservation beyond its bytes.
+type loan struct {
+	end  int64     // bytes of the chunk written (highest end)
+	last time.Time // its last write
 }
 
 type openFile struct {
@@ -45,6 +59,7 @@ const maxOpenFiles = 512
 var (
 	_ Store      = (*DirStore)(nil)
 	_ ChunkFiles = (*DirStore)(nil)
+	_ Settler    = (*DirStore)(nil)
 )
 
 // OpenDir opens (and scans) a directory store.
@@ -55,8 +70,14 @@ func OpenDir(kind string, cfg Config) (*DirStore, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &DirStore{kind: kind, dir: cfg.Dir, capacity: cfg.Capacity,
-		reserved: map[ChunkID]int64{}, files: map[ChunkID]*list.Element{}, lru: list.New()}
+	s := &DirStore{kind: kind, dir: cfg.Dir, capacity: cfg.Capacity, now: cfg.Now, reclaim: cfg.ReclaimAfter,
+		reserved: map[ChunkID]int64{}, loans: map[ChunkID]*loan{}, files: map[ChunkID]*list.Element{}, lru: list.New()}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.reclaim <= 0 {
+		s.reclaim = DefaultReclaimAfter
+	}
 	if s.capacity == 0 {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(cfg.Dir, &st); err != nil {
@@ -121,6 +142,9 @@ func (s *DirStore) file(id ChunkID, create bool, reserve int64) (*os.File, error
 	}
 	if !exists {
 		if s.used+reserve > s.capacity {
+			s.reclaimLocked()
+		}
+		if s.used+reserve > s.capacity {
 			return nil, fmt.Errorf("%s tier full (%d of %d bytes used): %w", s.kind, s.used, s.capacity, syscall.ENOSPC)
 		}
 		if err := os.MkdirAll(s.inoDir(id.Ino), 0o700); err != nil {
@@ -134,9 +158,61 @@ func (s *DirStore) file(id ChunkID, create bool, reserve int64) (*os.File, error
 	if !exists {
 		s.reserved[id] = reserve
 		s.used += reserve
+		if reserve > 0 {
+			s.loans[id] = &loan{last: s.now()}
+		}
 	}
 	s.cacheLocked(id, f)
 	return f, nil
+}
+
+// reclaimLocked takes back the room reserved past their bytes by chunks
+// not written for s.reclaim. Caller holds s.mu.
+func (s *DirStore) reclaimLocked() {
+	now := s.now()
+	for id, l := range s.loans {
+		if now.Sub(l.last) < s.reclaim {
+			continue
+		}
+		if r := s.reserved[id]; r > l.end {
+			s.used -= r - l.end
+			s.reserved[id] = l.end
+		}
+		delete(s.loans, id)
+	}
+}
+
+// Settle implements Settler.
+func (s *DirStore) Settle(id ChunkID) {
+	id = key(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.loans[id]; l != nil {
+		s.used -= s.reserved[id] - l.end
+		s.reserved[id] = l.end
+		delete(s.loans, id)
+	}
+}
+
+// wroteLocked charges a write of [off, end) into chunk id: growth past
+// its reservation is charged again, a loan notes the bytes and the time.
+// Caller holds s.mu.
+func (s *DirStore) wroteLocked(id ChunkID, end int64) {
+	r, ok := s.reserved[id]
+	if !ok {
+		return
+	}
+	if end > r {
+		s.used += end - r
+		s.reserved[id] = end
+	}
+	if l := s.loans[id]; l != nil {
+		l.end = max(l.end, end)
+		l.last = s.now()
+		if l.end >= s.reserved[id] {
+			delete(s.loans, id)
+		}
+	}
 }
 
 func (s *DirStore) cacheLocked(id ChunkID, f *os.File) {
@@ -173,10 +249,7 @@ func (s *DirStore) Write(id ChunkID, off int64, p []byte, reserve int64) error {
 	}
 	if err == nil {
 		s.mu.Lock()
-		if r, ok := s.reserved[key(id)]; ok && off+int64(len(p)) > r {
-			s.used += off + int64(len(p)) - r
-			s.reserved[key(id)] = off + int64(len(p))
-		}
+		s.wroteLocked(key(id), off+int64(len(p)))
 		s.mu.Unlock()
 	}
 	return err
@@ -218,6 +291,7 @@ func (s *DirStore) Truncate(id ChunkID, size int64) error {
 		s.forgetLocked(k)
 		s.used -= s.reserved[k]
 		delete(s.reserved, k)
+		delete(s.loans, k)
 		err := os.Remove(s.path(k))
 		if errors.Is(err, fs.ErrNotExist) {
 			err = nil
@@ -234,9 +308,18 @@ func (s *DirStore) Truncate(id ChunkID, size int64) error {
 	if err != nil {
 		return err
 	}
-	if st.Size() > size {
-		return os.Truncate(s.path(k), size)
+	if st.Size() <= size {
+		return nil
 	}
+	if err := os.Truncate(s.path(k), size); err != nil {
+		return err
+	}
+	// the room cut off is a loan now: taken back once it stays unwritten
+	s.mu.Lock()
+	if r, ok := s.reserved[k]; ok && r > size {
+		s.loans[k] = &loan{end: size, last: s.now()} // its bytes now
+	}
+	s.mu.Unlock()
 	return nil
 }
 
@@ -263,6 +346,7 @@ func (s *DirStore) DeleteFile(ino uint64) error {
 			s.forgetLocked(id)
 			s.used -= r
 			delete(s.reserved, id)
+			delete(s.loans, id)
 		}
 	}
 	return os.RemoveAll(s.inoDir(ino))
@@ -302,6 +386,7 @@ func (s *DirStore) Sync(ino uint64) error {
 func (s *DirStore) Usage() (int64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reclaimLocked()
 	return s.capacity, s.used
 }
 

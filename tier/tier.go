@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 )
 
 // ChunkID names one chunk of one file on one data server.
@@ -24,7 +25,12 @@ type ChunkID struct {
 type Store interface {
 	// Write stores p at off within the chunk's local object. Creating a
 	// chunk reserves reserve bytes of the budget; if they do not fit,
-	// Write fails with syscall.ENOSPC and stores nothing.
+	// Write fails with syscall.ENOSPC and stores nothing. The part of a
+	// reservation past the chunk's bytes is a loan: once the chunk has
+	// gone unwritten for Config.ReclaimAfter, a chunk that needs the room
+	// may take it (a 4 KiB file does not hold a 4 MiB chunk's room for
+	// ever); writes into an existing chunk never fail for room, and what
+	// they grow it by is charged again.
 	Write(id ChunkID, off int64, p []byte, reserve int64) error
 	// Read fills p from off; bytes never written read as zeros.
 	Read(id ChunkID, off int64, p []byte) error
@@ -35,11 +41,20 @@ type Store interface {
 	DeleteFile(ino uint64) error
 	// Sync makes every chunk of ino durable on the medium.
 	Sync(ino uint64) error
-	// Usage reports the budget and the bytes reserved by chunks.
+	// Usage reports the budget and the bytes reserved by chunks (a
+	// reservation idle for Config.ReclaimAfter counts at its bytes).
 	Usage() (capacity, used int64)
 	// SetCapacity changes the budget (fault injection: a tier that fills).
 	SetCapacity(c int64)
 	Close() error
+}
+
+// Settler is implemented by stores that lend the room a new chunk
+// reserves (see Store.Write): Settle gives back at once what chunk id
+// reserved past its bytes, when its writer is known to be done (the file
+// was closed); later growth is charged again.
+type Settler interface {
+	Settle(id ChunkID)
 }
 
 // PathView is implemented by stores that keep a namespace view (pfs).
@@ -96,7 +111,17 @@ type ChunkFiles interface {
 type Config struct {
 	Dir      string
 	Capacity int64 // bytes; 0 means the file system's size
+	// Now is the clock (time.Now when nil); ReclaimAfter is how long a
+	// chunk's tail must go unwritten before the room it reserved beyond
+	// its bytes may be given to other chunks (DefaultReclaimAfter when 0).
+	Now          func() time.Time
+	ReclaimAfter time.Duration
 }
+
+// DefaultReclaimAfter is Config.ReclaimAfter's default: a writer that
+// pauses longer than this in the middle of a chunk on a tier that has
+// filled meanwhile may find the chunk's room taken.
+const DefaultReclaimAfter = time.Second
 
 // ranks orders the tier kinds from the fastest (0) down: new data lands on
 // the fastest tier with room, and flows down.

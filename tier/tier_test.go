@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestConformance runs every store kind through the same checks, including
@@ -17,7 +18,8 @@ func TestConformance(t *testing.T) {
 	for _, kind := range Kinds() {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := Open(kind, Config{Dir: dir, Capacity: 64 << 20})
+			clock := time.Unix(1000, 0)
+			s, err := Open(kind, Config{Dir: dir, Capacity: 64 << 20, Now: func() time.Time { return clock }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +80,7 @@ func TestConformance(t *testing.T) {
 				return
 			}
 			// budget: a new chunk that does not fit is refused
-			s.SetCapacity(cs * 2)
+			s.SetCapacity(cs*2 + cs/2)
 			if err := s.Write(ChunkID{Ino: 1, Idx: 0}, 0, []byte{1}, cs); err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +94,41 @@ func TestConformance(t *testing.T) {
 			// writes into reserved chunks still succeed
 			if err := s.Write(ChunkID{Ino: 1, Idx: 0}, 100, []byte{1}, cs); err != nil {
 				t.Fatal(err)
+			}
+			// chunk 1 holds 1 byte of its reservation; once it has gone
+			// unwritten for ReclaimAfter the room is lent to a new chunk
+			clock = clock.Add(DefaultReclaimAfter / 2)
+			if err := s.Write(ChunkID{Ino: 1, Idx: 0}, 200, []byte{1}, cs); err != nil {
+				t.Fatal(err)
+			}
+			clock = clock.Add(DefaultReclaimAfter/2 + time.Millisecond)
+			if err := s.Write(ChunkID{Ino: 1, Idx: 2}, 0, []byte{1}, cs); err != nil {
+				t.Fatalf("the idle chunk's room was not reclaimed: %v", err)
+			}
+			// chunk 0 was written more recently: its room stays
+			if _, used := s.Usage(); used != 1+cs+cs {
+				t.Fatalf("used %d, want %d (chunk 0 reserved, chunk 1 its byte, chunk 2 reserved)", used, 1+2*cs)
+			}
+			// an existing chunk grows past its bytes even on a full tier,
+			// and what it grows by is charged
+			if err := s.Write(ChunkID{Ino: 1, Idx: 1}, 0, make([]byte, 1000), cs); err != nil {
+				t.Fatal(err)
+			}
+			if _, used := s.Usage(); used != 1000+2*cs {
+				t.Fatalf("used %d after growth, want %d", used, 1000+2*cs)
+			}
+			// a shrunk chunk's room is reclaimed too (and, idle now, chunk
+			// 2's): every chunk counts at its bytes
+			if err := s.Truncate(ChunkID{Ino: 1, Idx: 0}, 10); err != nil {
+				t.Fatal(err)
+			}
+			clock = clock.Add(DefaultReclaimAfter)
+			if _, used := s.Usage(); used != 1000+10+1 {
+				t.Fatalf("used %d after truncate, want %d", used, 1000+10+1)
+			}
+			got = make([]byte, 201)
+			if err := s.Read(ChunkID{Ino: 1, Idx: 0}, 0, got); err != nil || got[0] != 1 || got[100] != 0 {
+				t.Fatalf("chunk 0 after truncate: %v %v", got[:11], err)
 			}
 			s.DeleteFile(1)
 			if _, used := s.Usage(); used != 0 {

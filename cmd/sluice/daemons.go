@@ -218,6 +218,7 @@ func cmdMeta(args []string) error {
 	ctx, stop := signalContext()
 	defer stop()
 	go svc.RunGC(ctx, 2*time.Second)
+	go svc.RunSettle(ctx)
 	maxB, err := size.Parse(*beaconMax)
 	if err != nil {
 		return fmt.Errorf("--beacon-max: %v", err)

@@ -5,6 +5,7 @@
 package testrig
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -53,6 +54,9 @@ func Meta(t testing.TB, cfg meta.Config) (*meta.Service, string) {
 	srv := rpc.NewServer(cfg.Secret, svc.Handler(), cfg.Log)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	go svc.RunSettle(ctx)
+	t.Cleanup(cancel)
 	return svc, ln.Addr().String()
 }
 

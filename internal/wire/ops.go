@@ -58,21 +58,22 @@ const (
 	OpActivity    // a file's open/close history in the metadata service (reply: ActivityMsg)
 	// Chunk migration (data/move.go, meta/move.go, manager/tiering). Handle
 	// is the migration's session id throughout.
-	OpMoveBegin  // source data server: start noting writes and cuts of chunk Idx of Ino; reply Size = its local size
-	OpMoveStop   // source: stop serving the chunk (durably) until OpMoveEnd; reply Entries: the local ranges written since OpMoveBegin (Ino the offset, Mode the length), Size = local size, Flags MoveCut if it was truncated
-	OpMoveEnd    // source or destination: the migration ended; Flags MoveCommitted (Gen = the new layout generation) or not (aborted)
-	OpMoveCopy   // destination data server (the mover): copy chunk Idx of Ino from Chunks[0] to Chunks[1]; Servers = the addresses of both groups
-	OpMoveState  // a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
-	OpMigrate    // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
-	OpBudget     // data server: lend memory to the node (Size = the budget now, at most the configured one) or take it back (Name "release"); reply Cap, Used
-	OpDegrade    // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
-	OpAccess     // metadata service: a forwarding daemon's recent accesses: Entries Ino read or written Mode milliseconds before Mtime (unix ns)
-	OpDirty      // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
-	OpBB         // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants), "status" (the buffer manager's state)
-	OpBBServer   // data server of a burst-buffer pool: payload BBControl (JSON; none: leave the controls as they are); reply payload BBServerState (JSON)
-	OpPool       // metadata service: resource pools (meta/pool.go): Name "create", "rm", "bind", "unbind", "list"; payload and reply JSON
-	OpQos        // metadata service: QoS rules (meta/qos.go): Name "add", "rm", "list", payload and reply JSON, reply Handle the rules' version; forwarding daemon or data server: Name "stats", reply payload its flows (JSON)
-	OpChunkFence // data server: fence chunk Idx of Ino at layout generation Gen if it holds no byte of it here (EEXIST if it does); Flags FenceUndo: lower a fence this op raised to Gen back to Offset (meta/alloc.go, relocating an empty chunk)
+	OpMoveBegin   // source data server: start noting writes and cuts of chunk Idx of Ino; reply Size = its local size
+	OpMoveStop    // source: stop serving the chunk (durably) until OpMoveEnd; reply Entries: the local ranges written since OpMoveBegin (Ino the offset, Mode the length), Size = local size, Flags MoveCut if it was truncated
+	OpMoveEnd     // source or destination: the migration ended; Flags MoveCommitted (Gen = the new layout generation) or not (aborted)
+	OpMoveCopy    // destination data server (the mover): copy chunk Idx of Ino from Chunks[0] to Chunks[1]; Servers = the addresses of both groups
+	OpMoveState   // a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
+	OpMigrate     // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
+	OpBudget      // data server: lend memory to the node (Size = the budget now, at most the configured one) or take it back (Name "release"); reply Cap, Used
+	OpDegrade     // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
+	OpAccess      // metadata service: a forwarding daemon's recent accesses: Entries Ino read or written Mode milliseconds before Mtime (unix ns)
+	OpDirty       // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
+	OpBB          // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants), "status" (the buffer manager's state)
+	OpBBServer    // data server of a burst-buffer pool: payload BBControl (JSON; none: leave the controls as they are); reply payload BBServerState (JSON)
+	OpPool        // metadata service: resource pools (meta/pool.go): Name "create", "rm", "bind", "unbind", "list"; payload and reply JSON
+	OpQos         // metadata service: QoS rules (meta/qos.go): Name "add", "rm", "list", payload and reply JSON, reply Handle the rules' version; forwarding daemon or data server: Name "stats", reply payload its flows (JSON)
+	OpChunkFence  // data server: fence chunk Idx of Ino at layout generation Gen if it holds no byte of it here (EEXIST if it does); Flags FenceUndo: lower a fence this op raised to Gen back to Offset (meta/alloc.go, relocating an empty chunk)
+	OpChunkSettle // data server: give back the room chunks reserved past their bytes (Entries: Ino and, in Mode, the chunk index; meta/settle.go)
 	opMax
 )
 
@@ -125,7 +126,7 @@ var opNames = [...]string{
 	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
 	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
 	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
-	"degrade", "access", "dirty", "bb", "bb-server", "pool", "qos", "chunk-fence",
+	"degrade", "access", "dirty", "bb", "bb-server", "pool", "qos", "chunk-fence", "chunk-settle",
 }
 
 func (o Op) String() string {
@@ -200,6 +201,11 @@ const (
 // CreateOpen in Msg.Flags of OpMknod also opens the new file (one round
 // trip for open(O_CREAT)). Bit 31 is unused by open(2) flags.
 const CreateOpen uint32 = 1 << 31
+
+// ExtendClose in Msg.Flags of OpExtend: the size is reported as the file
+// is closed (flush or release), so the room its new tail chunk reserved
+// past its bytes may be given back (meta/settle.go).
+const ExtendClose uint32 = 1
 
 // BatchRemove in the Mode of an OpCreateBatch entry makes it the removal
 // of Name (a file, inode Ino) instead of a create; entries apply in order.

@@ -115,6 +115,17 @@ func (b *Backlog) Add(now time.Time, n, maxPerf uint64) {
 	}
 }
 
+// Settle takes back n bytes placed that will not be written (a new
+// chunk's room past the bytes of a file closed short of it).
+func (b *Backlog) Settle(now time.Time, n, maxPerf uint64) {
+	from := min(b.placed, n)
+	b.placed -= from
+	b.out -= min(b.out, n-from)
+	if maxPerf > 0 && b.free > now.UnixNano() {
+		b.free = max(now.UnixNano(), b.free-int64(float64(n)/float64(maxPerf)*1e9))
+	}
+}
+
 // Report takes the server's count of bytes written (since it started)
 // at now. A count lower than the last one is a restarted server.
 func (b *Backlog) Report(now time.Time, written uint64) {

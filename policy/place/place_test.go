@@ -315,3 +315,29 @@ func TestBacklogQueueFloor(t *testing.T) {
 		t.Fatalf("queue half a second into 2 s of work after an idle minute: %d, want 15e6", got)
 	}
 }
+
+// TestBacklogSettle: room placed for a new chunk that a file closed short
+// of leaves the backlog and the max_perf queue at once, whether the
+// server has reported since the placement or not.
+func TestBacklogSettle(t *testing.T) {
+	var b Backlog
+	t0 := time.Unix(1000, 0)
+	const mp = 4e6 // 4 MB/s: a 4 MB chunk is a second of queue
+	b.Report(t0, 0)
+	for range 3 {
+		b.Add(t0, 4e6, mp)
+	}
+	b.Settle(t0, 4e6-4096, mp) // a 4 KiB file
+	if got := b.Pending(t0, mp); got != 8e6+4096 {
+		t.Fatalf("pending %d after settling one chunk, want %d", got, uint64(8e6+4096))
+	}
+	b.Report(t0.Add(100*time.Millisecond), 4096) // its 4 KiB written
+	b.Settle(t0.Add(100*time.Millisecond), 4e6-8192, mp)
+	if got := b.Pending(t0.Add(100*time.Millisecond), mp); got != 4e6+8192 {
+		t.Fatalf("pending %d after settling a reported chunk", got)
+	}
+	b.Settle(t0.Add(100*time.Millisecond), 100e6, mp) // more than there is
+	if got := b.Pending(t0.Add(100*time.Millisecond), mp); got != 0 {
+		t.Fatalf("pending %d after settling everything", got)
+	}
+}
