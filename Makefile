@@ -55,6 +55,7 @@ bench:
 
 bench-smoke:
 	SMOKE=1 OUT=/tmp/sluice-bench-smoke.jsonl bash bench/run.sh
+	python3 bench/report.py check /tmp/sluice-bench-smoke.jsonl
 	SMOKE=1 bash bench/pipeline.sh
 
 # The staged pipeline under load and the forwarding daemon's memory.
@@ -70,6 +71,7 @@ dfra:
 
 dfra-smoke:
 	SMOKE=1 OUT=/tmp/sluice-dfra-smoke.jsonl bash bench/dfra/pairwise.sh
+	python3 bench/dfra/report.py --check /tmp/sluice-dfra-smoke.jsonl
 	SMOKE=1 OUT=/tmp/sluice-scaleup-smoke.jsonl bash bench/dfra/scaleup.sh
 
 # Tiering experiments (docs/experiments/tiers.md).

@@ -59,6 +59,37 @@ def table(path):
         print(line)
 
 
+def check(path):
+    """Fails unless every target has every workload with a rate above zero
+    and sluice's ratio to each FUSE baseline is in a sane range (the smoke
+    run's figures are there and mean something)."""
+    rows, targets, tests = {}, set(), set()
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["test"].startswith("warm"):
+                continue
+            targets.add(r["target"])
+            tests.add(r["test"])
+            rows[(r["target"], r["test"])] = r["value"]
+    bad = []
+    if "sluice" not in targets or len(targets) < 2:
+        bad.append(f"targets {sorted(targets)}: want sluice and a baseline")
+    for t in sorted(targets):
+        for w in sorted(tests):
+            v = rows.get((t, w))
+            if v is None or not v > 0:
+                bad.append(f"{t} {w}: {v}")
+    for t in sorted(targets & {"passthrough", "gluster", "sluice-nomon"}):
+        for w in sorted(tests):
+            s, b = rows.get(("sluice", w)), rows.get((t, w))
+            if s and b and not 0.01 <= s / b <= 1000:
+                bad.append(f"sluice/{t} {w}: {s / b:.3g} out of [0.01, 1000]")
+    if bad:
+        sys.exit("bench check failed:\n  " + "\n  ".join(bad))
+    print(f"bench check: {len(targets)} targets x {len(tests)} workloads, all above zero, ratios in range")
+
+
 if __name__ == "__main__":
     kind = sys.argv[1]
     if kind == "fio":
@@ -67,3 +98,5 @@ if __name__ == "__main__":
         md(sys.argv[2], sys.argv[3], sys.stdin.read().splitlines())
     elif kind == "table":
         table(sys.argv[2])
+    elif kind == "check":
+        check(sys.argv[2])

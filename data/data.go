@@ -101,6 +101,8 @@ type Server struct {
 	local *localns.NS
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
+	// sendfiles counts chunk reads answered with sendfile (zero-copy)
+	sendfiles atomic.Int64
 	// faults are the pause points crash tests arm (OpFault "pause")
 	faults faultpoint.Points
 	mem    *member.Member
@@ -507,6 +509,8 @@ func (s *Server) sendChunk(r *rpc.Request, start time.Time, cf tier.ChunkFiles, 
 	})
 	if err != nil {
 		s.cfg.Log.Warn("chunk read cut short; connection closed", "ino", m.Ino, "chunk", m.Idx, "peer", r.Peer, "err", err)
+	} else {
+		s.sendfiles.Add(1)
 	}
 	return nil
 }
@@ -564,7 +568,10 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_data_capacity_bytes", Help: "Budget of the tier store.", ConstLabels: labels},
 			func() float64 { c, _ := s.store.Usage(); return float64(c) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_data_used_bytes", Help: "Bytes reserved by chunks.", ConstLabels: labels},
-			func() float64 { _, u := s.store.Usage(); return float64(u) }))
+			func() float64 { _, u := s.store.Usage(); return float64(u) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_data_sendfile_reads_total",
+			Help: "Chunk reads answered with sendfile from the chunk's file (--zero-copy).", ConstLabels: labels},
+			func() float64 { return float64(s.sendfiles.Load()) }))
 }
 
 // fault applies an injected fault.

@@ -114,6 +114,8 @@ type Server struct {
 	// stalls and stallNs count the chunk placements that waited for a
 	// stalled tier and how long they waited in all.
 	stalls, stallNs atomic.Int64
+	// relays counts reads spliced from a data server's socket (zero-copy)
+	relays atomic.Int64
 }
 
 // New returns a daemon; Run starts it.

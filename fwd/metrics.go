@@ -30,6 +30,9 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help: "File data moved per job through this forwarding daemon."}, []string{"job", "dir"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.bytes, m.jobBytes)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_spliced_reads_total",
+		Help: "Reads whose data was spliced from the data server's socket into the reply (--zero-copy)."},
+		func() float64 { return float64(s.relays.Load()) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_write_stalls_total",
 		Help: "New chunks whose writes waited for a tier at its write-stall threshold (Cs-w)."},
 		func() float64 { return float64(s.stalls.Load()) }))

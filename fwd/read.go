@@ -155,6 +155,9 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 	if relayed && err != nil {
 		s.log.Warn("relayed read cut short; client connection closed", "ino", m.Ino, "err", err)
 	}
+	if relayed && err == nil {
+		s.relays.Add(1)
+	}
 	if !relayed && rpc.Errno(err) == syscall.EREMCHG {
 		return false, nil // the chunk migrated: the copying path follows it
 	}

@@ -35,5 +35,30 @@ def main(path):
         print(f"\nworst slowdown under {mode.upper()}: {worst:.2f}")
 
 
+def check(path):
+    """Fails unless both modes ran every behaviour alone and every pair,
+    with I/O times above zero and slowdowns in a sane range."""
+    rows = [json.loads(l) for l in open(path)]
+    kinds = sorted({r["kind"] for r in rows})
+    got = {(r["mode"], r["kind"], r["with"]): r["run"]["Slowest"] for r in rows}
+    bad = []
+    for mode in ("ffm", "dfra"):
+        for a in kinds:
+            s = got.get((mode, a, ""))
+            if not s or s <= 0:
+                bad.append(f"{mode} {a} alone: {s}")
+                continue
+            for b in kinds:
+                p = got.get((mode, a, b))
+                if not p or not 0.2 <= p / s <= 50:
+                    bad.append(f"{mode} {a} with {b}: {p} over {s}")
+    if bad:
+        sys.exit("dfra check failed:\n  " + "\n  ".join(bad))
+    print(f"dfra check: {len(kinds)} behaviours, both modes, every pair, slowdowns in range")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--check":
+        check(sys.argv[2])
+    else:
+        main(sys.argv[1])

@@ -52,10 +52,21 @@ PY
 done
 bin/sluice down --dir "$WORK/state" --purge >/dev/null
 cp "$WORK/results.jsonl" "$OUT"
-python3 - "$OUT" "$FWD_MBPS" "$DATA_MBPS" <<'PY'
+python3 - "$OUT" "$FWD_MBPS" "$DATA_MBPS" "$RUNS" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 fwd, data = float(sys.argv[2]), float(sys.argv[3])
+# the figures must be there and sane (make dfra-smoke), not only the exit status
+bad = [f"{len(rows)} runs recorded, want {sys.argv[4]}"] if len(rows) != int(sys.argv[4]) else []
+for i, r in enumerate(rows, 1):
+    if not r["fwds"] or r["bytes"] <= 0 or r["slowest_ns"] <= 0:
+        bad.append(f"run {i}: forwarding nodes {r['fwds']}, {r['bytes']} bytes in {r['slowest_ns']} ns")
+    if i > 1 and r["policy"] not in ("dfra", "ffm"):
+        bad.append(f"run {i}: no allocation decision recorded ({r['policy']!r})")
+    if r["bytes"] / max(r["slowest_ns"], 1) * 1e3 > 2 * len(r["fwds"]) * fwd:
+        bad.append(f"run {i}: faster than its forwarding nodes' caps allow")
+if bad:
+    sys.exit("scale-up check failed:\n  " + "\n  ".join(bad))
 print(f"\nforwarding nodes capped at {fwd:.0f} MB/s, mem data server at {data:.0f} MB/s\n")
 print("| run | forwarding nodes | bandwidth (MB/s) | ideal min(n×fwd, data) | decision |")
 print("|---|---|---|---|---|")

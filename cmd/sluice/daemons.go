@@ -89,7 +89,7 @@ func (d *daemonFlags) setup() ([]byte, error) {
 	if err := checkListen(*d.listen); err != nil {
 		return nil, err
 	}
-	startPprof(*d.pprof)
+	startPprof(*d.pprof, d.reg)
 	if err := serveMetrics(*d.metrics, d.reg); err != nil {
 		return nil, err
 	}
@@ -438,8 +438,8 @@ func cmdMount(args []string) error {
 	if err != nil {
 		return err
 	}
-	startPprof(*pprofAddr)
 	reg := prometheus.NewRegistry()
+	startPprof(*pprofAddr, reg)
 	if err := serveMetrics(*metricsAddr, reg); err != nil {
 		return err
 	}

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/sluice-hpc/sluice/internal/size"
 )
 
@@ -193,10 +196,13 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 // startPprof serves Go's profiles for performance work (docs/benchmarks.md).
-func startPprof(addr string) {
+// startPprof serves Go profiles on addr, and reg's series at /metrics
+// beside them (bench scripts read every daemon's counters there).
+func startPprof(addr string, reg *prometheus.Registry) {
 	if addr == "" {
 		return
 	}
+	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	go http.ListenAndServe(addr, nil)
 }
 

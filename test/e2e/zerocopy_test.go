@@ -2,8 +2,16 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"math/rand"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -12,9 +20,12 @@ import (
 // answer with sendfile and whose forwarding daemons splice the answers on
 // (--zero-copy): reads inside one chunk, across chunks, at the end of the
 // file, in a hole and past the end, concurrently, each checked byte by
-// byte; then a rewrite is read back.
+// byte; then a rewrite is read back. The daemons' counters must show
+// that the zero-copy paths served reads (sendfile in the data servers,
+// splices in the forwarding daemons), not only that the bytes match.
 func TestZeroCopyReads(t *testing.T) {
-	c := startCluster(t, "--zero-copy=all")
+	base := freePorts(t, 8)
+	c := startCluster(t, "--zero-copy=all", "--pprof-base", strconv.Itoa(base))
 	const chunk = 4 << 20
 	size := 3*chunk + 12345
 	want := pattern(7, size)
@@ -72,4 +83,68 @@ func TestZeroCopyReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(0, 1<<20)
+	sendfiles := sumCounter(t, c, base, "sluice_data_sendfile_reads_total")
+	splices := sumCounter(t, c, base, "sluice_fwd_spliced_reads_total")
+	t.Logf("reads answered by sendfile: %g, spliced by forwarding daemons: %g", sendfiles, splices)
+	if sendfiles == 0 || splices == 0 {
+		t.Fatalf("the zero-copy paths were not taken: %g sendfile reads, %g spliced", sendfiles, splices)
+	}
+}
+
+// freePorts returns the first of n consecutive loopback ports that are
+// free now (for `sluice up --pprof-base`).
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		base := 30000 + rand.Intn(20000)
+		var ls []net.Listener
+		for i := 0; i < n; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		if len(ls) == n {
+			return base
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
+}
+
+// sumCounter adds up a Prometheus counter over every daemon of a cluster
+// started with --pprof-base base (daemon i serves /metrics on base+i, in
+// cluster.json's order).
+func sumCounter(t *testing.T, c *cluster, base int, name string) float64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cl struct{ Daemons []struct{ Name string } }
+	if err := json.Unmarshal(b, &cl); err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for i := range cl.Daemons {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", base+i))
+		if err != nil {
+			t.Fatalf("metrics of %s: %v", cl.Daemons[i].Name, err)
+		}
+		text, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, l := range strings.Split(string(text), "\n") {
+			if strings.HasPrefix(l, name+" ") || strings.HasPrefix(l, name+"{") {
+				v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+				if err == nil {
+					sum += v
+				}
+			}
+		}
+	}
+	return sum
 }

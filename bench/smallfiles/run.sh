@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Small files and directories through sluice against a same-machine FUSE
+# passthrough (issue 18, goal 3; docs/benchmarks.md "Small files and
+# directories"): bench/mdtest's phases, interleaved rounds, medians, and the
+# requests each operation costs at every hop.
+#
+#   bash bench/smallfiles/run.sh            # N=3000 files of BYTES=4096, ROUNDS=3
+#   N=500 ROUNDS=1 bash bench/smallfiles/run.sh   # smoke
+#
+# Rates: per round, both targets in turn (the order alternates), one
+# mdtest run each with phases create (open O_CREAT|O_EXCL, write BYTES,
+# close), stat, read (open, read all, close), unlink, mkdir, rmdir in a
+# fresh directory, then tree-create and tree-remove (depth 3, 10 children
+# per directory: 1,111 directories). Raw lines in OUT/rates.jsonl.
+#
+# Round trips: a separate sluice cluster with the mount logging every FUSE
+# request (--debug) and every daemon's counters served (--pprof-base);
+# each phase runs alone on COUNTN files and the counters' deltas divided
+# by the operations give, per operation, the FUSE requests the kernel sent
+# and the requests the forwarding daemon, the metadata service and the data
+# server served, by kind (OUT/counts.json). Rates of that cluster are not
+# used (logging every request slows the mount).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+N=${N:-3000}
+BYTES=${BYTES:-4096}
+ROUNDS=${ROUNDS:-3}
+COUNTN=${COUNTN:-500}
+OUT=${OUT:-bench/results/smallfiles}
+UPFLAGS=${UPFLAGS:-}
+BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
+go build -o bin/sluice ./cmd/sluice
+go build -o bin/passthrough ./bench/passthrough
+go build -o bin/mdtest ./bench/mdtest
+WORK=$(mktemp -d /tmp/sluice-small.XXXXXX)
+SHM=$(mktemp -d /dev/shm/sluice-small.XXXXXX)
+PT_PID=
+cleanup() {
+	set +e
+	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
+	bin/sluice down --dir "$WORK/c" --purge >/dev/null 2>&1
+	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
+	umount -l "$WORK/pt" 2>/dev/null
+	rm -rf "$WORK" "$SHM"
+}
+trap cleanup EXIT
+mkdir -p "$OUT" "$WORK/pt" "$SHM/pt"
+: > "$OUT/rates.jsonl"
+bin/passthrough "$WORK/pt" "$SHM/pt" &
+PT_PID=$!
+for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+# shellcheck disable=SC2086
+bin/sluice up --dir "$WORK/s" --mount "$WORK/sm" --mem 4G --ssd 0 --pfs none $UPFLAGS >/dev/null
+declare -A DIRS=([passthrough]=$WORK/pt [sluice]=$WORK/sm)
+PHASES=create,stat,read,unlink,mkdir,rmdir
+for ((r = 1; r <= ROUNDS; r++)); do
+	if ((r % 2)); then ORDER=(passthrough sluice); else ORDER=(sluice passthrough); fi
+	for t in "${ORDER[@]}"; do
+		a=$(bin/mdtest -n "$N" -bytes "$BYTES" -phases "$PHASES" "${DIRS[$t]}/r$r")
+		b=$(bin/mdtest -depth 3 -branch 10 -phases tree-create,tree-remove "${DIRS[$t]}/t$r")
+		echo "$a $b" | python3 -c '
+import json, sys
+f = sys.stdin.read().split()
+print(json.dumps({"target": sys.argv[1], "round": int(sys.argv[2]), "n": int(sys.argv[3]), "bytes": int(sys.argv[4]),
+                  "rates": {f[i]: float(f[i + 1]) for i in range(0, len(f), 2)}}))' "$t" "$r" "$N" "$BYTES" >> "$OUT/rates.jsonl"
+		rm -rf "${DIRS[$t]}/r$r" "${DIRS[$t]}/t$r"
+	done
+done
+bin/sluice down --dir "$WORK/s" --purge >/dev/null
+
+# round trips per operation, on a cluster that counts them
+# shellcheck disable=SC2086
+bin/sluice up --dir "$WORK/c" --mount "$WORK/cm" --mem 4G --ssd 0 --pfs none --fwds 1 --pprof-base "$BASE" \
+	--mount-flags --debug $UPFLAGS >/dev/null
+python3 - "$WORK/c" "$WORK/cm" "$BASE" "$COUNTN" "$BYTES" "$OUT/counts.json" <<'PY'
+import collections, glob, json, os, re, subprocess, sys, time, urllib.request
+state, mnt, base, n, nbytes, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+daemons = [d["Name"] for d in json.load(open(state + "/cluster.json"))["Daemons"]]
+log = [p for p in glob.glob(state + "/logs/*") if "mount" in os.path.basename(p)][0]
+series = {"fwd": "sluice_fwd_requests_total", "meta": "sluice_meta_requests_total", "data": "sluice_data_requests_total"}
+
+def counters():
+    c = collections.Counter()
+    for i, name in enumerate(daemons):
+        kind = "fwd" if name.startswith("fwd") else "data" if name.startswith("data") else name
+        if kind not in series:
+            continue
+        for l in urllib.request.urlopen("http://127.0.0.1:%d/metrics" % (base + i)).read().decode().splitlines():
+            if l.startswith(series[kind] + "{"):
+                op = re.search(r'op="([^"]*)"', l).group(1)
+                c[kind + ":" + op] += float(l.rsplit(" ", 1)[1])
+    rx = collections.Counter(m.group(1) for m in re.finditer(r"rx \d+: (\w+)", open(log, errors="replace").read()))
+    for op, v in rx.items():
+        c["fuse:" + op] += v
+    return c
+
+def run(phases, d, extra=()):
+    subprocess.run(["bin/mdtest", "-n", str(n), "-bytes", nbytes, "-phases", phases, *extra, d], check=True, capture_output=True)
+
+res = {}
+d = mnt + "/count"
+steps = [(p, p, ()) for p in ["create", "stat", "read", "unlink", "mkdir", "rmdir"]]
+steps += [("tree-create", "tree-create", ("-depth", "2", "-branch", "22")), ("tree-remove", "tree-remove", ("-depth", "2", "-branch", "22"))]
+os.makedirs(d, exist_ok=True)
+for name, phases, extra in steps:
+    time.sleep(1.5)  # batched creates, size reports and settlements of the step before
+    c0 = counters()
+    run(phases, d if not name.startswith("tree") else mnt + "/ctree", extra)
+    time.sleep(1.5)
+    c1 = counters()
+    ops = n if not name.startswith("tree") else 1 + 22 + 22 * 22
+    res[name] = {k: round((c1[k] - c0[k]) / ops, 2) for k in sorted(c1) if c1[k] - c0[k] > 0}
+json.dump(res, open(out, "w"), indent=1)
+PY
+python3 bench/smallfiles/report.py "$OUT"
