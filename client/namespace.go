@@ -189,8 +189,17 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *
 		Mode: in.Mode&syscall.S_IFMT | in.Mode&^in.Umask&0o7777, Rdev: in.Rdev, Flags: syscall.O_EXCL}, out)
 }
 
-// Mkdir implements fuse.RawFileSystem.
+// Mkdir implements fuse.RawFileSystem: answered here in a directory this
+// mount holds the delegation of (write-back, vfs.Creates).
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	start := fs.cfg.Now()
+	who := func() ident.ID { return fs.ident(&in.InHeader, wire.OpMkdir) }
+	if a, ok := fs.wb.Mkdir(who, in.NodeId, name, in.Mode&^in.Umask&0o7777, in.Uid, in.Gid); ok {
+		fs.met.wbLocal.Inc()
+		fs.answered(&in.InHeader, wire.OpMkdir, in.NodeId, start, false)
+		fs.entry(in.NodeId, name, &wire.Msg{Attr: a, Gen: fs.dc.Sent()}, out)
+		return fuse.OK
+	}
 	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMkdir, Parent: in.NodeId, Name: name,
 		Mode: in.Mode &^ in.Umask & 0o7777}, out)
 }
@@ -226,9 +235,20 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse
 	return st
 }
 
-// Rmdir implements fuse.RawFileSystem.
+// Rmdir implements fuse.RawFileSystem: answered here for an empty
+// directory this mount made and holds (write-back, vfs.Creates).
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	start := fs.cfg.Now()
+	if fs.wb.Rmdir(func() ident.ID { return fs.ident(h, wire.OpRmdir) }, h.NodeId, name) {
+		fs.met.wbUnlinks.Inc()
+		fs.answered(h, wire.OpRmdir, h.NodeId, start, false)
+		return fuse.OK
+	}
+	child, _ := fs.dc.Present(h.NodeId, name)
 	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name})
+	if st == fuse.OK && child != 0 {
+		fs.wb.Removed(child)
+	}
 	return st
 }
 

@@ -15,9 +15,12 @@ import (
 )
 
 // Create delegations (write-back creates). A mount may hold the delegation
-// of a directory: while it does, it creates regular files there by itself —
-// answering the application at once, with inode numbers the service handed
-// it — and sends them in batches (OpCreateBatch), some milliseconds later.
+// of a directory: while it does, it creates regular files and directories
+// there by itself — answering the application at once, with inode numbers
+// the service handed it — and sends them in batches (OpCreateBatch), some
+// milliseconds later. A directory made that way is delegated to its maker
+// from birth (nobody else can know it before the batch that makes it), so
+// a tree is made and removed without a round trip per directory.
 // No other client may see or change the directory meanwhile: any request
 // from another client that names the directory (a lookup, create, removal
 // or rename in it, a listing, a getattr or setattr of it, its removal)
@@ -142,6 +145,22 @@ func (s *Service) allocInos(n uint64) (uint64, error) {
 	return first, s.e.Apply(&b, false)
 }
 
+// dropDeleg ends the delegation of directory dir, removed (by its holder:
+// any other client's removal recalled it first).
+func (s *Service) dropDeleg(dir uint64) {
+	d := &s.deleg
+	if d.n.Load() == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.dir[dir]; h != nil {
+		delete(d.dir, dir)
+		d.n.Add(-1)
+		close(h.gone)
+	}
+}
+
 // Undelegate ends client's delegation of dir, if it holds it.
 func (s *Service) Undelegate(client, dir uint64) {
 	d := &s.deleg
@@ -223,14 +242,15 @@ func (s *Service) recallWait(ctx context.Context, client uint64, dirs []uint64) 
 }
 
 // applyBatch applies an OpCreateBatch in order: runs of creates through
-// CreateBatch, removals (wire.BatchRemove) one by one. It returns the
-// entries refused, with their errno in Mode (BatchRemove kept).
+// CreateBatch, removals (wire.BatchRemove, of a directory with S_IFDIR)
+// one by one. It returns the entries refused, with their errno in Mode
+// (BatchRemove kept).
 func (s *Service) applyBatch(m *wire.Msg) ([]wire.DirEntry, error) {
 	var failed []wire.DirEntry
 	es := m.Entries
 	for len(es) > 0 {
 		if es[0].Mode&wire.BatchRemove != 0 {
-			if err := s.Remove(m.Parent, es[0].Name, false); err != nil {
+			if err := s.Remove(m.Parent, es[0].Name, isDir(es[0].Mode)); err != nil {
 				e := es[0]
 				e.Mode = wire.BatchRemove | uint32(rpc.Errno(err))
 				failed = append(failed, e)
@@ -242,7 +262,7 @@ func (s *Service) applyBatch(m *wire.Msg) ([]wire.DirEntry, error) {
 		for n < len(es) && es[n].Mode&wire.BatchRemove == 0 {
 			n++
 		}
-		f, err := s.CreateBatch(m.Parent, es[:n], m.Uid, m.Gid, m.Mtime)
+		f, err := s.CreateBatch(m.Client, m.Parent, es[:n], m.Uid, m.Gid, m.Mtime)
 		if err != nil {
 			return failed, err
 		}
@@ -252,13 +272,14 @@ func (s *Service) applyBatch(m *wire.Msg) ([]wire.DirEntry, error) {
 	return failed, nil
 }
 
-// CreateBatch makes the regular files a delegation holder created in
-// directory parent: each entry's Name, Ino (one of the numbers handed to
-// it) and Mode (permission bits, with wire.CreateOpen if the file is still
-// open), owned by uid and gid, created at t. It returns the entries that
-// could not be made (their Mode replaced by the errno), having made the
-// others in one commit.
-func (s *Service) CreateBatch(parent uint64, es []wire.DirEntry, uid, gid uint32, t int64) ([]wire.DirEntry, error) {
+// CreateBatch makes the regular files and directories a delegation holder
+// (client) created in directory parent: each entry's Name, Ino (one of the
+// numbers handed to it) and Mode (permission bits, with S_IFDIR for a
+// directory, or wire.CreateOpen for a file still open), owned by uid and
+// gid, created at t. A directory is delegated to client as it is made. It
+// returns the entries that could not be made (their Mode replaced by the
+// errno), having made the others in one commit.
+func (s *Service) CreateBatch(client, parent uint64, es []wire.DirEntry, uid, gid uint32, t int64) ([]wire.DirEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir, err := s.getDir(parent)
@@ -272,7 +293,7 @@ func (s *Service) CreateBatch(parent uint64, es []wire.DirEntry, uid, gid uint32
 	}
 	var b engine.Batch
 	seen := map[string]bool{}
-	var opened []uint64
+	var opened, dirs []uint64
 	for _, e := range es {
 		if err := validName(e.Name); err != nil {
 			fail(e, err)
@@ -290,12 +311,20 @@ func (s *Service) CreateBatch(parent uint64, es []wire.DirEntry, uid, gid uint32
 		n := &inode{Attr: wire.Attr{Ino: e.Ino, Mode: syscall.S_IFREG | e.Mode&0o7777, Nlink: 1, Uid: uid, Gid: gid,
 			Atime: t, Mtime: t, Ctime: t, ChunkSize: dir.ChunkSize, StripeCnt: dir.StripeCnt,
 			StripeUnit: dir.StripeUnit}, Parent: parent, Name: e.Name}
+		if isDir(e.Mode) { // as Create makes a directory
+			n.Mode, n.Nlink = syscall.S_IFDIR|e.Mode&0o7777, 2
+			dir.Nlink++
+			dirs = append(dirs, e.Ino)
+		}
 		if dir.Mode&syscall.S_ISGID != 0 {
 			n.Gid = dir.Gid
+			if isDir(n.Mode) {
+				n.Mode |= syscall.S_ISGID
+			}
 		}
 		b.Set(inodeKey(e.Ino), n.encode())
 		b.Set(dentryKey(parent, e.Name), encodeDentry(e.Ino, n.Mode))
-		if e.Mode&wire.CreateOpen != 0 {
+		if e.Mode&wire.CreateOpen != 0 && !isDir(e.Mode) {
 			opened = append(opened, e.Ino)
 		}
 	}
@@ -314,6 +343,20 @@ func (s *Service) CreateBatch(parent uint64, es []wire.DirEntry, uid, gid uint32
 			s.openedLocked(ino, time.Unix(0, t))
 		}
 		s.opens[ino]++
+	}
+	if client != 0 && len(dirs) > 0 {
+		// delegated from birth: no other client can name a directory
+		// before this commit (its number was the maker's alone), so none
+		// changed it before the grant
+		d := &s.deleg
+		d.mu.Lock()
+		for _, ino := range dirs {
+			if d.dir[ino] == nil {
+				d.dir[ino] = &delegation{client: client, gone: make(chan struct{})}
+				d.n.Add(1)
+			}
+		}
+		d.mu.Unlock()
 	}
 	return failed, nil
 }

@@ -249,3 +249,80 @@ func TestDelegationGrantPosition(t *testing.T) {
 		t.Fatalf("grant after another client's create: position %d, %v; want in (%d, %d]", pos, err, before, after)
 	}
 }
+
+// TestBatchDirectories: a batch makes directories as Create does (link
+// counts, setgid inheritance) and delegates each to its maker, so another
+// client's request in it recalls it; the maker's batch removes an empty
+// one (ending the delegation), a non-empty one is refused ENOTEMPTY.
+func TestBatchDirectories(t *testing.T) {
+	s := delegService(t)
+	ctx := context.Background()
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o2775, 1000, 77, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const a, b = 11, 22
+	g, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, f := g.ID, g.ID+1
+	r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Uid: 1000, Gid: 1000,
+		Mtime: time.Now().UnixNano(), Entries: []wire.DirEntry{{Name: "sub", Ino: sub, Mode: syscall.S_IFDIR | 0o750}}})
+	if err != nil || len(r.Entries) != 0 {
+		t.Fatalf("batch making a directory: %+v %v", r, err)
+	}
+	got, err := s.Getattr(sub)
+	if err != nil || got.Mode != syscall.S_IFDIR|syscall.S_ISGID|0o750 || got.Nlink != 2 || got.Gid != 77 {
+		t.Fatalf("made directory %+v %v: want mode %o, 2 links, the parent's group (setgid)", got, err, syscall.S_IFDIR|syscall.S_ISGID|0o750)
+	}
+	if pa, _ := s.Getattr(d.Ino); pa.Nlink != 3 {
+		t.Fatalf("parent's link count %d, want 3", pa.Nlink)
+	}
+	// delegated to its maker: another client cannot have it, and its
+	// create in it recalls it (the maker's pending file arrives first)
+	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: b, Ino: sub}); rpc.Errno(err) != syscall.EBUSY {
+		t.Fatalf("another client's delegation of the new directory: %v, want EBUSY", err)
+	}
+	done := holder(s, s.feed.position(), a, sub, []wire.DirEntry{{Name: "f", Ino: f, Mode: 0o644}}, 1000)
+	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: b, Parent: sub, Name: "f", Mode: 0o644, Flags: syscall.O_EXCL}); rpc.Errno(err) != syscall.EEXIST {
+		t.Fatalf("another client's create after the recall: %v, want EEXIST (the maker's file)", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// removals of directories in a batch: not empty is refused, empty goes
+	rm := func(name string, ino uint64) []wire.DirEntry {
+		r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino,
+			Entries: []wire.DirEntry{{Name: name, Ino: ino, Mode: wire.BatchRemove | syscall.S_IFDIR}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Entries
+	}
+	if es := rm("sub", sub); len(es) != 1 || es[0].Mode != wire.BatchRemove|uint32(syscall.ENOTEMPTY) {
+		t.Fatalf("removal of a directory with a file: %+v, want ENOTEMPTY", es)
+	}
+	if err := s.Remove(sub, "f", false); err != nil {
+		t.Fatal(err)
+	}
+	// a second directory, removed by its maker's batch: its delegation ends
+	r, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino,
+		Entries: []wire.DirEntry{{Name: "s2", Ino: g.ID + 2, Mode: syscall.S_IFDIR | 0o700}}})
+	if err != nil || len(r.Entries) != 0 {
+		t.Fatalf("making s2: %+v %v", r, err)
+	}
+	held := s.deleg.n.Load()
+	if es := rm("s2", g.ID+2); len(es) != 0 {
+		t.Fatalf("removal of an empty directory: %+v", es)
+	}
+	if _, err := s.Lookup(d.Ino, "s2"); rpc.Errno(err) != syscall.ENOENT {
+		t.Fatalf("s2 after its removal: %v", err)
+	}
+	if s.deleg.n.Load() != held-1 {
+		t.Fatalf("delegations held %d, want %d: a removed directory's delegation must end", s.deleg.n.Load(), held-1)
+	}
+	if pa, _ := s.Getattr(d.Ino); pa.Nlink != 3 {
+		t.Fatalf("parent's link count %d after making and removing s2, want 3 (sub stays)", pa.Nlink)
+	}
+}

@@ -399,6 +399,9 @@ func (s *Service) Remove(parent uint64, name string, dir bool) error {
 	if err := s.e.Apply(&b, false); err != nil {
 		return err
 	}
+	if dir {
+		s.dropDeleg(ino) // a delegation of it ends with it
+	}
 	s.pfsUnlink(oldPath)
 	s.kickGC()
 	return nil

@@ -15,17 +15,21 @@ import (
 )
 
 // Write-back creates (client.Config.WritebackCreates; the service's side
-// is meta/deleg.go). A create of a regular file in a directory whose complete
-// listing the directory cache holds, and whose delegation this mount holds,
-// is answered here at once, with an inode number the metadata service
-// handed out, and sent with the directory's other new files in one
-// OpCreateBatch at most CreateFlush later. Before any request that names a
+// is meta/deleg.go). A create of a regular file or a directory in a
+// directory whose complete listing the directory cache holds, and whose
+// delegation this mount holds, is answered here at once, with an inode
+// number the metadata service handed out, and sent with the directory's
+// other new entries in one OpCreateBatch at most CreateFlush later. A
+// directory made here is delegated to this mount from birth (the service
+// grants it as the batch makes it), so its own creates are answered here
+// too; its batch goes after its parent's, which makes it. Before any request that names a
 // file not yet sent or a delegated directory leaves this mount, the
 // directory's creates are sent (Settle), so the service never sees an
 // operation on something it does not know; closing a file not yet sent
 // costs nothing. With Config.WritebackUnlinks, removals there of files the
 // service knows are answered here too and go in the same batches, in
-// order (Unlink). Another node that touches the directory makes the
+// order (Unlink), and so are removals of empty directories this mount
+// holds the delegation of (Rmdir). Another node that touches the directory makes the
 // service recall the delegation through the change feed: the creates and
 // removals are sent and the delegation given back before that node's
 // request is served.
@@ -48,6 +52,10 @@ type wbEntry struct {
 	open     bool // still open: the service counts it open
 	inflight bool // taken by a flush in progress
 	remove   bool // a removal of name (inode ino), not a create
+	dir      bool // of a directory
+	// sub is the removed directory's own state: its last batch (the
+	// removals that emptied it) must reach the service first
+	sub *wbDir
 }
 
 type wbDir struct {
@@ -106,6 +114,17 @@ func (w *Creates) Held() int { return int(w.active.Load()) }
 // create must go to the service. who names the caller (asked only when
 // the create is answered here).
 func (w *Creates) Create(who func() ident.ID, parent uint64, name string, perm, uid, gid uint32) (attr *wire.Attr, ok bool) {
+	return w.create(who, parent, name, perm, uid, gid, false)
+}
+
+// Mkdir answers the making of directory name as Create answers a file's:
+// the new directory is delegated to this mount and starts with a complete,
+// empty listing.
+func (w *Creates) Mkdir(who func() ident.ID, parent uint64, name string, perm, uid, gid uint32) (attr *wire.Attr, ok bool) {
+	return w.create(who, parent, name, perm, uid, gid, true)
+}
+
+func (w *Creates) create(who func() ident.ID, parent uint64, name string, perm, uid, gid uint32, isDir bool) (attr *wire.Attr, ok bool) {
 	dc := w.cfg.Dir
 	if !w.cfg.Creates || w.cfg.Meta == nil || len(name) > 255 || wire.IsLocal(parent) || !dc.Absent(parent, name) {
 		return nil, false
@@ -143,16 +162,28 @@ func (w *Creates) Create(who func() ident.ID, parent uint64, name string, perm, 
 	}
 	t := now.UnixNano()
 	e := &wbEntry{id: id, name: name, ino: w.next, mode: perm & 0o7777,
-		uid: uid, gid: gid, t: t, open: true}
+		uid: uid, gid: gid, t: t, open: !isDir, dir: isDir}
 	if pattr.Mode&syscall.S_ISGID != 0 {
 		e.gid = pattr.Gid
+		if isDir {
+			e.mode |= syscall.S_ISGID // as the service makes it
+		}
 	}
 	w.next++
+	a := &wire.Attr{Ino: e.ino, Mode: syscall.S_IFREG | e.mode, Nlink: 1, Uid: e.uid, Gid: e.gid,
+		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}
+	var newDir *wire.Attr
+	if isDir {
+		a.Mode, a.Nlink = syscall.S_IFDIR|e.mode, 2
+		newDir = a
+		// delegated from birth (meta.Service.CreateBatch)
+		w.held[e.ino] = &wbDir{}
+		w.active.Add(1)
+	}
 	schedule, full := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
-	w.queued(parent, e, pattr, schedule, full)
-	return &wire.Attr{Ino: e.ino, Mode: syscall.S_IFREG | e.mode, Nlink: 1, Uid: e.uid, Gid: e.gid,
-		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}, true
+	w.queued(parent, e, pattr, newDir, schedule, full)
+	return a, true
 }
 
 // Unlink answers the removal of name from parent by itself if it can (a
@@ -184,7 +215,50 @@ func (w *Creates) Unlink(who func() ident.ID, parent uint64, name string) bool {
 	e := &wbEntry{id: id, name: name, ino: ino, t: w.cfg.Now().UnixNano(), remove: true}
 	schedule, full := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
-	w.queued(parent, e, pattr, schedule, full)
+	w.queued(parent, e, pattr, nil, schedule, full)
+	return true
+}
+
+// Rmdir answers the removal of directory name from parent by itself if it
+// can: both delegated to this mount, the directory known empty (complete
+// listing, only removals of it waiting to be sent, which go before this
+// one: flushHeld) and already made at the service. Nobody else can have put anything in it: a request naming it
+// would have recalled its delegation, and a recall sends this removal
+// before the delegation goes back (recalled). ok is false when the
+// removal must go to the service.
+func (w *Creates) Rmdir(who func() ident.ID, parent uint64, name string) bool {
+	if !w.cfg.Unlinks || w.active.Load() == 0 {
+		return false
+	}
+	dc := w.cfg.Dir
+	ino, ok := dc.Present(parent, name)
+	if !ok || ino == 0 || !dc.Empty(ino) {
+		return false
+	}
+	pattr, ok := dc.DirAttr(parent)
+	if !ok {
+		return false
+	}
+	id := who()
+	w.mu.Lock()
+	d, c := w.held[parent], w.held[ino]
+	if d == nil || d.recalled || c == nil || c.recalled || w.pending[ino] != nil {
+		w.mu.Unlock()
+		return false
+	}
+	for _, e := range c.entries {
+		if !e.remove { // (an empty listing has no creates pending)
+			w.mu.Unlock()
+			return false
+		}
+	}
+	delete(w.held, ino)
+	w.active.Add(-1)
+	e := &wbEntry{id: id, name: name, ino: ino, t: w.cfg.Now().UnixNano(), remove: true, dir: true, sub: c}
+	schedule, full := w.queueLocked(parent, d, e)
+	w.mu.Unlock()
+	w.queued(parent, e, pattr, nil, schedule, full)
+	dc.ForgetDir(ino)
 	return true
 }
 
@@ -199,15 +273,21 @@ func (w *Creates) queueLocked(dir uint64, d *wbDir, e *wbEntry) (schedule, full 
 }
 
 // queued records a queued create or removal in the directory cache, with
-// the directory's attributes pattr as it changes them, and sets off its
-// sending.
-func (w *Creates) queued(dir uint64, e *wbEntry, pattr wire.Attr, schedule, full bool) {
+// the directory's attributes pattr as it changes them (newDir: the
+// attributes of a directory made), and sets off its sending.
+func (w *Creates) queued(dir uint64, e *wbEntry, pattr wire.Attr, newDir *wire.Attr, schedule, full bool) {
 	pattr.Mtime, pattr.Ctime = e.t, e.t
+	switch {
+	case e.dir && e.remove:
+		pattr.Nlink--
+	case e.dir:
+		pattr.Nlink++
+	}
 	ino := e.ino
 	if e.remove {
 		ino = 0
 	}
-	w.cfg.Dir.Changed(dir, e.name, ino, !e.remove, &pattr, w.cfg.Dir.Sent(), nil)
+	w.cfg.Dir.Changed(dir, e.name, ino, !e.remove, &pattr, w.cfg.Dir.Sent(), newDir)
 	if schedule {
 		time.AfterFunc(w.cfg.Flush, func() { w.flush(dir) })
 	}
@@ -226,6 +306,7 @@ const wbFeedWait = time.Second
 // directory cache's listing is complete; false if refused (and then not
 // asked again for a while) or if the feed lags.
 func (w *Creates) delegate(dir uint64) bool {
+	w.Settle(dir) // a directory made here must be made at the service first
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
 	dc := w.cfg.Dir
@@ -256,14 +337,27 @@ func (w *Creates) delegate(dir uint64) bool {
 	return dc.Sent() >= resp.Gen
 }
 
-// flush sends dir's creates and removals not yet sent, after any flush in progress.
+// flush sends dir's creates and removals not yet sent, after any flush in
+// progress, and after its parent's batch if that makes dir.
 func (w *Creates) flush(dir uint64) {
 	w.mu.Lock()
 	d := w.held[dir]
+	var maker uint64
+	if p := w.pending[dir]; p != nil && !p.e.remove {
+		maker = p.dir
+	}
 	w.mu.Unlock()
 	if d == nil {
 		return
 	}
+	if maker != 0 {
+		w.flush(maker)
+	}
+	w.flushHeld(dir, d)
+}
+
+// flushHeld sends the entries of d (directory dir) not yet sent.
+func (w *Creates) flushHeld(dir uint64, d *wbDir) {
 	d.flushMu.Lock()
 	defer d.flushMu.Unlock()
 	w.mu.Lock()
@@ -279,8 +373,18 @@ func (w *Creates) flush(dir uint64) {
 		if e.remove {
 			es[i].Mode = wire.BatchRemove
 		}
+		if e.dir {
+			es[i].Mode |= syscall.S_IFDIR
+		}
 	}
 	w.mu.Unlock()
+	// a directory removed here was emptied by removals in its own
+	// batches: they go first (after any of them on its way)
+	for _, e := range batch {
+		if e.sub != nil {
+			w.flushHeld(e.ino, e.sub)
+		}
+	}
 	// in order, one message per run of creates by one owner (removals
 	// join any run)
 	for i := 0; i < len(batch); {
@@ -301,7 +405,9 @@ func (w *Creates) flush(dir uint64) {
 	}
 	w.mu.Lock()
 	for _, e := range batch {
-		delete(w.pending, e.ino)
+		if p := w.pending[e.ino]; p != nil && p.e == e {
+			delete(w.pending, e.ino)
+		}
 	}
 	w.mu.Unlock()
 }
@@ -353,8 +459,9 @@ func (w *Creates) Settle(inos ...uint64) {
 	for _, x := range inos {
 		if p := w.pending[x]; p != nil {
 			dirs = append(dirs, p.dir)
-		} else if x != 0 && w.held[x] != nil {
-			dirs = append(dirs, x)
+		}
+		if x != 0 && w.held[x] != nil {
+			dirs = append(dirs, x) // after its maker's batch, if that is pending
 		}
 	}
 	w.mu.Unlock()
@@ -423,6 +530,20 @@ func (w *Creates) Release(ino uint64) bool {
 	return false
 }
 
+// Removed forgets the delegation of directory dir, removed through the
+// service (the service ends it with the directory).
+func (w *Creates) Removed(dir uint64) {
+	if w.active.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	if w.held[dir] != nil {
+		delete(w.held, dir)
+		w.active.Add(-1)
+	}
+	w.mu.Unlock()
+}
+
 // recalled gives back the delegation of dir (another node needs it):
 // its creates are sent first.
 func (w *Creates) recalled(dir uint64) {
@@ -433,6 +554,9 @@ func (w *Creates) recalled(dir uint64) {
 	}
 	w.refused[dir] = w.cfg.Now().Add(wbCooldown)
 	w.mu.Unlock()
+	// a removal of the directory answered here goes first: the other
+	// node must find it gone, not empty
+	w.Settle(dir)
 	if d != nil {
 		w.flush(dir)
 		w.mu.Lock()

@@ -311,3 +311,79 @@ func (c *tickClock) Now() time.Time {
 	c.t = c.t.Add(c.step)
 	return c.t
 }
+
+// Directories are made here too, delegated from birth: files in a new
+// directory are answered here without asking for it, and its batch goes
+// after the parent's that makes it. An empty directory this mount holds is
+// removed here; one with entries goes to the service; one emptied by removals not yet sent is removed here after
+// them. A recall of a directory whose removal is queued sends the removal
+// before the delegation goes back.
+func TestCreatesDirectories(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	a, ok := b.w.Mkdir(who, 10, "sub", 0o755, 500, 100)
+	if !ok {
+		t.Fatal("mkdir in a delegable directory went to the service")
+	}
+	sub := a.Ino
+	if a.Mode != syscall.S_IFDIR|0o755 || a.Nlink != 2 || a.Uid != 500 {
+		t.Fatalf("mkdir answered with %+v", a)
+	}
+	if pa, _ := b.dc.DirAttr(10); pa.Nlink != 3 {
+		t.Fatalf("parent's link count %d, want 3", pa.Nlink)
+	}
+	if !b.dc.Empty(sub) || b.w.Held() != 2 {
+		t.Fatalf("new directory: empty %v, delegations held %d (want true, 2)", b.dc.Empty(sub), b.w.Held())
+	}
+	f, ok := b.w.Create(who, sub, "f", 0o644, 500, 100)
+	if !ok || b.meta.delegs != 1 {
+		t.Fatalf("create in the new directory: answered here %v, delegation requests %d (want true, 1)", ok, b.meta.delegs)
+	}
+	b.w.Settle(f.Ino)
+	bs := b.meta.sent()
+	if len(bs) != 2 || bs[0].Parent != 10 || bs[1].Parent != sub {
+		t.Fatalf("batches %+v: want the parent's (making sub) and then sub's", bs)
+	}
+	if e := bs[0].Entries[0]; e.Name != "sub" || e.Mode != syscall.S_IFDIR|0o755 || e.Ino != sub {
+		t.Fatalf("entry making sub: %+v", e)
+	}
+	if b.w.Rmdir(who, 10, "sub") {
+		t.Fatal("a directory with a file in it was removed here")
+	}
+	if !b.w.Unlink(who, sub, "f") {
+		t.Fatal("removal of a sent file in a held directory went to the service")
+	}
+	// emptied by a removal not yet sent: removed here, that removal goes first
+	n := len(b.meta.sent())
+	if !b.w.Rmdir(who, 10, "sub") {
+		t.Fatal("removal of an emptied held directory went to the service")
+	}
+	if _, ok := b.dc.Present(10, "sub"); ok || b.w.Held() != 1 {
+		t.Fatalf("after rmdir: still listed %v, delegations held %d", ok, b.w.Held())
+	}
+	if pa, _ := b.dc.DirAttr(10); pa.Nlink != 2 {
+		t.Fatalf("parent's link count %d after rmdir, want 2", pa.Nlink)
+	}
+	b.w.Settle(10)
+	bs = b.meta.sent()[n:]
+	if len(bs) != 2 || bs[0].Parent != sub || bs[0].Entries[0].Name != "f" || bs[1].Parent != 10 ||
+		bs[1].Entries[0].Name != "sub" || bs[1].Entries[0].Mode != wire.BatchRemove|syscall.S_IFDIR {
+		t.Fatalf("batches %+v: want sub's removal of f, then the removal of directory sub", bs)
+	}
+
+	// a recall of a directory whose removal waits in its parent's batch
+	s2, ok := b.w.Mkdir(who, 10, "s2", 0o700, 500, 100)
+	if !ok {
+		t.Fatal("second mkdir went to the service")
+	}
+	b.w.Settle(10)
+	if !b.w.Rmdir(who, 10, "s2") {
+		t.Fatal("removal of s2 went to the service")
+	}
+	n = len(b.meta.sent())
+	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: strconv.FormatUint(b.dc.ID(), 10), Ino: s2.Ino}})
+	b.meta.waitOp(t, wire.OpUndelegate)
+	bs = b.meta.sent()
+	if len(bs) != n+1 || bs[n].Entries[0].Name != "s2" || bs[n].Entries[0].Mode&wire.BatchRemove == 0 {
+		t.Fatalf("batches at the recall of s2 %+v: its removal must be sent before the delegation goes back", bs[n:])
+	}
+}

@@ -187,6 +187,15 @@ func (c *DirCache) Present(parent uint64, name string) (uint64, bool) {
 	return ino, ok
 }
 
+// Empty says directory ino is known to have no entries (its complete
+// listing is held and empty).
+func (c *DirCache) Empty(ino uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[ino]
+	return d != nil && d.names != nil && len(d.names) == 0 && c.followed()
+}
+
 // Changed records this mount's own change of name in directory parent
 // (added, as inode ino, or removed), answered at gen with the directory's
 // new attributes. A new directory made here starts with a complete, empty

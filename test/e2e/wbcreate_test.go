@@ -431,3 +431,86 @@ func TestWritebackUnlinks(t *testing.T) {
 		t.Fatalf("removed directory on the other node: %v", err)
 	}
 }
+
+// TestWritebackDirectories: mount b makes a tree of directories and files
+// in a directory it holds, answering the mkdirs itself (the new
+// directories are delegated to it from birth); it removes a subtree by
+// itself too (rmdirs answered by the mount, sent after the removals that
+// emptied them). Mount a, walking the tree, recalls the delegations and
+// sees exactly what b left, with the right modes and link counts; a tree
+// removed by b after that goes through the service and is gone for a.
+func TestWritebackDirectories(t *testing.T) {
+	a, b, maddr := wbCluster(t)
+	top := filepath.Join(b, "wbd")
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := wbCount(t, maddr, "creates")
+	dirs := []string{"x", "x/y", "x/y/z", "x/w", "gone", "gone/g1", "gone/g1/g2", "gone/g3"}
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(top, d), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []string{"x/f", "x/y/z/f", "gone/g1/g2/f", "gone/g3/f"}
+	for i, f := range files {
+		mustWrite(t, filepath.Join(top, f), pattern(i, 1000))
+	}
+	if got := wbCount(t, maddr, "creates") - before; got != len(dirs)+len(files) {
+		t.Fatalf("%d of %d mkdirs and creates answered by the mount", got, len(dirs)+len(files))
+	}
+	st, err := os.Stat(filepath.Join(top, "x"))
+	if err != nil || st.Mode().Perm() != 0o750 || !st.IsDir() || st.Sys().(*syscall.Stat_t).Nlink != 4 {
+		t.Fatalf("x on the making node: %v %v, want a 0750 directory with 4 links", st, err)
+	}
+	// remove the subtree "gone" bottom up on b: answered by the mount
+	before = wbCount(t, maddr, "unlinks")
+	for _, p := range []string{"gone/g1/g2/f", "gone/g1/g2", "gone/g1", "gone/g3/f", "gone/g3", "gone"} {
+		if err := os.Remove(filepath.Join(top, p)); err != nil {
+			t.Fatalf("remove %s: %v", p, err)
+		}
+	}
+	if got := wbCount(t, maddr, "unlinks") - before; got != 6 {
+		t.Fatalf("%d of 6 removals answered by the mount", got)
+	}
+	// the other node sees exactly the rest
+	var seen []string
+	err = filepath.Walk(filepath.Join(a, "wbd"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Join(a, "wbd"), p)
+		seen = append(seen, rel)
+		if fi.IsDir() && rel != "." && fi.Mode().Perm() != 0o750 {
+			t.Errorf("%s: mode %v on the other node", rel, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(seen)
+	want := []string{".", "x", "x/f", "x/w", "x/y", "x/y/z", "x/y/z/f"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("the other node sees %v, want %v", seen, want)
+	}
+	if st, err := os.Stat(filepath.Join(a, "wbd", "x")); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 4 {
+		t.Fatalf("x on the other node: %v %v, want 4 links", st, err)
+	}
+	if got := mustRead(t, filepath.Join(a, "wbd", "x/y/z/f")); !bytes.Equal(got, pattern(1, 1000)) {
+		t.Fatal("a file in a directory made by the mount reads back wrong on the other node")
+	}
+	// recalled now: b's removal of the rest goes through the service
+	if out, err := exec.Command("rm", "-r", filepath.Join(top, "x")).CombinedOutput(); err != nil {
+		t.Fatalf("rm -r: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(a, "wbd", "x")); !os.IsNotExist(err) {
+		t.Fatalf("removed tree on the other node: %v", err)
+	}
+	if es, err := os.ReadDir(filepath.Join(a, "wbd")); err != nil || len(es) != 0 {
+		t.Fatalf("the other node lists %v %v in the emptied directory", es, err)
+	}
+	if err := os.Remove(top); err != nil {
+		t.Fatalf("rmdir of the emptied top directory: %v", err)
+	}
+}
