@@ -13,7 +13,7 @@ build:
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
 # end-to-end tests on a real FUSE mount with real daemons and fio, and
 # pjdfstest on a fresh local cluster.
-test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-smoke
+test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -57,6 +57,15 @@ bench-smoke:
 	SMOKE=1 OUT=/tmp/sluice-bench-smoke.jsonl bash bench/run.sh
 	python3 bench/report.py check /tmp/sluice-bench-smoke.jsonl
 	SMOKE=1 bash bench/pipeline.sh
+
+# Small files and directories against the passthrough, with the requests
+# each operation costs at every hop (docs/benchmarks.md).
+smallfiles:
+	bash bench/smallfiles/run.sh
+
+smallfiles-smoke:
+	N=300 ROUNDS=1 COUNTN=100 OUT=/tmp/sluice-smallfiles-smoke bash bench/smallfiles/run.sh
+	python3 bench/smallfiles/report.py --check /tmp/sluice-smallfiles-smoke
 
 # The staged pipeline under load and the forwarding daemon's memory.
 pipeline:

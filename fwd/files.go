@@ -80,6 +80,11 @@ func newFile(a *wire.Attr) *file {
 	if f.stripeUnit <= 0 || f.stripeUnit > f.chunkSize {
 		f.stripeUnit = f.chunkSize
 	}
+	// an empty file (a new one, mostly) has no layout worth a round trip:
+	// a write to a chunk not known here asks for its place (OpAlloc
+	// answers with the place another daemon gave it, if any), and a read
+	// looks up a chunk it does not know anyway
+	f.loaded = a.Size == 0
 	return f
 }
 

@@ -66,7 +66,10 @@ for run in $(seq 1 "$RUNS"); do
 			[ -n "$CHUNK" ] && $S setstripe --chunk-size "$CHUNK" "$WORK/mnt/job" >/dev/null
 			$S workload --kind ckpt --bursts 1 --ranks "$n" --size "$per" --json --results "$WORK/mnt/job" > "$WORK/job.json"
 			$S status --dir "$WORK/state" > "$WORK/status.txt"
-			for f in "$WORK"/mnt/job/*; do $S stat "$f"; done > "$WORK/stat.txt"
+			for f in "$WORK"/mnt/job/*; do
+				# (a failure here once said "inode 8 not found": show why if it comes back)
+				$S stat "$f" || { ls -lai "$WORK/mnt/job" >&2; grep -h 'level=ERROR\|level=WARN' "$WORK"/state/logs/*.log | tail -30 >&2; exit 1; }
+			done > "$WORK/stat.txt"
 			python3 - "$WORK" "$pol" "$n" "$run" "$CAPS" >> "$WORK/results.jsonl" <<'EOF'
 import json, re, sys
 work, pol, n, run, caps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]

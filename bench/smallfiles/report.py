@@ -3,13 +3,15 @@ rate per target, the ratio sluice/passthrough, and the requests one
 operation costs at each hop.
 
     python3 bench/smallfiles/report.py bench/results/smallfiles
+    python3 bench/smallfiles/report.py --check DIR   # the smoke run's figures are sane
 """
 import collections
 import json
 import statistics
 import sys
 
-out = sys.argv[1]
+check = sys.argv[1] == "--check"
+out = sys.argv[-1]
 rates = collections.defaultdict(lambda: collections.defaultdict(list))
 for line in open(out + "/rates.jsonl"):
     r = json.loads(line)
@@ -26,7 +28,25 @@ for ph in ["create", "stat", "read", "unlink", "mkdir", "rmdir", "tree-create", 
 try:
     counts = json.load(open(out + "/counts.json"))
 except FileNotFoundError:
+    if check:
+        sys.exit("smallfiles check failed: no counts.json")
     sys.exit()
+if check:
+    bad = []
+    for ph in ["create", "stat", "read", "unlink", "mkdir", "rmdir", "tree-create", "tree-remove"]:
+        for t in ["passthrough", "sluice"]:
+            v = rates.get(ph, {}).get(t)
+            if not v or min(v) <= 0:
+                bad.append(f"{t} {ph}: {v}")
+        c = counts.get(ph, {})
+        fuse = sum(v for k, v in c.items() if k.startswith("fuse:"))
+        if not 1 <= fuse <= 20:
+            bad.append(f"{ph}: {fuse} FUSE requests per operation")
+    if sum(v for k, v in counts.get("read", {}).items() if k.startswith("data:")) < 0.9:
+        bad.append("read: no data server request per file read")
+    if bad:
+        sys.exit("smallfiles check failed:\n  " + "\n  ".join(bad))
+    print("smallfiles check: every phase measured on both targets, requests counted")
 print()
 print("Requests per operation (FUSE: sent by the kernel to the mount; fwd, meta, data: served by that daemon):")
 print()

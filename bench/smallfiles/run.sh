@@ -66,6 +66,7 @@ print(json.dumps({"target": sys.argv[1], "round": int(sys.argv[2]), "n": int(sys
 		rm -rf "${DIRS[$t]}/r$r" "${DIRS[$t]}/t$r"
 	done
 done
+mkdir -p "$OUT/logs" && cp "$WORK"/s/logs/*.log "$OUT/logs/" # (kept: a slow round can be looked into)
 bin/sluice down --dir "$WORK/s" --purge >/dev/null
 
 # round trips per operation, on a cluster that counts them
