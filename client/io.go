@@ -48,6 +48,9 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 
 // Open implements fuse.RawFileSystem.
 func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if in.Flags&syscall.O_TRUNC != 0 {
+		fs.dc.ForgetFile(in.NodeId)
+	}
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: in.NodeId, Flags: in.Flags}, nil, nil)
 	if st != fuse.OK {
 		return st
@@ -89,6 +92,7 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	var st fuse.Status
 	start := fs.cfg.Now()
 	id := fs.ident(&in.InHeader, wire.OpWrite)
+	fs.dc.ForgetFile(in.NodeId)
 	fs.wb.Settle(in.NodeId)
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 		if st := fs.killPriv(&in.InHeader, in.NodeId); st != fuse.OK {
@@ -124,17 +128,21 @@ func (fs *FS) killPriv(h *fuse.InHeader, ino uint64) fuse.Status {
 
 // Flush implements fuse.RawFileSystem: sizes are reported at close so
 // another node that opens the file next sees them (close-to-open).
+// The attributes the report leaves the file with answer this node's next
+// stat (vfs.DirCache.NoteFileAttr), unless it changed meanwhile.
 func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if _, w := fs.st.ExtentOf(in.Fh); !w {
 		return fuse.OK
 	}
+	epoch := fs.dc.FileEpoch()
 	if err := fs.st.Drain(in.NodeId); err != nil {
 		return fuse.Status(rpc.Errno(err))
 	}
 	e, _ := fs.st.ExtentOf(in.Fh)
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: e.End, Trunc: e.Gen}, nil, nil)
+	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: e.End, Trunc: e.Gen}, nil, nil)
 	if st == fuse.OK {
 		fs.st.Flushed(in.Fh, e)
+		fs.dc.NoteFileAttr(resp.Attr, resp.Gen, epoch)
 	}
 	return st
 }

@@ -75,6 +75,12 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, fs.cfg.Now(), false)
 		return fuse.OK
 	}
+	if a, ok := fs.dc.FileAttr(in.NodeId); ok {
+		fs.toAttr(&a, &out.Attr)
+		fs.attrTimeout(fs.dc.Sent(), in.NodeId, out)
+		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, fs.cfg.Now(), false)
+		return fuse.OK
+	}
 	fs.st.WaitWrites(in.NodeId, 0, 0)
 	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpGetattr, Ino: in.NodeId}, nil, nil)
 	if st != fuse.OK {
@@ -88,6 +94,7 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 
 // SetAttr implements fuse.RawFileSystem.
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	fs.dc.ForgetFile(in.NodeId)
 	m := &wire.Msg{Op: wire.OpSetattr, Ino: in.NodeId}
 	fs.st.WaitWrites(in.NodeId, 0, 0)
 	if in.Valid&fuse.FATTR_SIZE != 0 {
@@ -211,6 +218,7 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name str
 
 // Link implements fuse.RawFileSystem.
 func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	fs.dc.ForgetFile(in.Oldnodeid)
 	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpLink, Ino: in.Oldnodeid, NewParent: in.NodeId, NewName: name}, out)
 }
 
@@ -226,6 +234,7 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 // Unlink implements fuse.RawFileSystem.
 func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	start := fs.cfg.Now()
+	fs.dc.ForgetFiles() // the file's link count and ctime change
 	if fs.wb.Unlink(func() ident.ID { return fs.ident(h, wire.OpUnlink) }, h.NodeId, name) {
 		fs.met.wbUnlinks.Inc()
 		fs.answered(h, wire.OpUnlink, h.NodeId, start, false)
@@ -254,6 +263,7 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 
 // Rename implements fuse.RawFileSystem.
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	fs.dc.ForgetFiles() // the files' ctime (and a replaced one's links) change
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRename, Parent: in.NodeId, Name: oldName,
 		NewParent: in.Newdir, NewName: newName, Flags: in.Flags}, nil, nil)
 	if st != fuse.OK {

@@ -333,11 +333,13 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		}
 		r.Reply(rpc.ToMsg(&wire.Msg{}, err), nil)
 	case wire.OpFlush:
+		var a *wire.Attr
+		var gen uint64
 		err := s.sizeHint(ctx, m.Ino, m.Size, m.Trunc)
 		if err == nil {
-			err = s.flushSizes(ctx, m.Ino, false)
+			a, gen, err = s.reportSizes(ctx, m.Ino, false, m.Client)
 		}
-		r.Reply(rpc.ToMsg(&wire.Msg{}, err), nil)
+		r.Reply(rpc.ToMsg(&wire.Msg{Attr: a, Gen: gen}, err), nil)
 	case wire.OpFault:
 		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fault(m)), nil)
 	case wire.OpPing:

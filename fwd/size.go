@@ -152,6 +152,20 @@ func (s *Server) reportAccess(ctx context.Context) error {
 // flushSizes reports unreported growth of ino (or of every file when ino is
 // 0). With sync the metadata service commits durably.
 func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
+	_, _, err := s.reportSizes(ctx, ino, sync, 0)
+	return err
+}
+
+// reportSizes is flushSizes for a client's close (OpFlush) too: the
+// report's change is that client's (client, 0: nobody's), so the
+// metadata service leaves it out of the client's change feed, and the
+// file's attributes after it are returned with the feed position they were
+// served at (nil if there was nothing to report), for the client to answer
+// stats with (vfs.DirCache.NoteFileAttr). The client's kernel dropped the
+// file's attributes at its writes (they are what it reports).
+func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client uint64) (*wire.Attr, uint64, error) {
+	var attr *wire.Attr
+	var attrGen uint64
 	s.fmu.Lock()
 	var inos []uint64
 	var fs []*file
@@ -186,7 +200,8 @@ func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
 		if ino != 0 && !sync { // a flush or release: the writer is done
 			flags = wire.ExtendClose
 		}
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync, Flags: flags}, nil, nil)
+		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync,
+			Flags: flags, Client: client}, nil, nil)
 		f.mu.Lock()
 		if err != nil {
 			if f.gen == gen {
@@ -195,6 +210,10 @@ func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
 			errs = append(errs, err)
 		} else {
 			f.adoptLocked(resp.Attr)
+			if a := *resp.Attr; ino != 0 && a.Trunc == f.gen && !f.pending {
+				a.Size = max(a.Size, f.size)
+				attr, attrGen = &a, resp.Gen
+			}
 		}
 		f.mu.Unlock()
 		f.report.Unlock()
@@ -203,7 +222,10 @@ func (s *Server) flushSizes(ctx context.Context, ino uint64, sync bool) error {
 		_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpFsync}, nil, nil)
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
+	}
+	return attr, attrGen, nil
 }
 
 func (s *Server) flushLoop(ctx context.Context) {

@@ -47,16 +47,27 @@ type DirCache struct {
 	sent atomic.Uint64 // feed position whose invalidations may have reached the kernel
 	live atomic.Bool   // the feed is followed
 
-	mu    sync.Mutex // guards dirs, names; held by Advance around each batch
+	mu    sync.Mutex // guards dirs, names, files, fileEpoch; held by Advance around each batch
 	dirs  map[uint64]*dirState
 	names int // names held in all listings
+	// files are regular files' attributes as this mount's own size
+	// report at close left them (NoteFileAttr): a stat after a close is
+	// answered here. fileEpoch counts this mount's changes to files
+	// (ForgetFile, ForgetFiles): a report that a change overtook is not
+	// kept.
+	files     map[uint64]wire.Attr
+	fileEpoch uint64
 }
+
+// FileCacheMax bounds the files' attributes held; past it they are dropped.
+const FileCacheMax = 1 << 16
 
 // NewDirCache returns an empty cache; a disabled one never holds anything.
 func NewDirCache(enabled bool) *DirCache {
 	var b [8]byte
 	rand.Read(b[:])
-	return &DirCache{enabled: enabled, id: binary.LittleEndian.Uint64(b[:])>>1 | 1, dirs: map[uint64]*dirState{}}
+	return &DirCache{enabled: enabled, id: binary.LittleEndian.Uint64(b[:])>>1 | 1, dirs: map[uint64]*dirState{},
+		files: map[uint64]wire.Attr{}}
 }
 
 // ID is the mount's origin id in the change feed.
@@ -125,15 +136,76 @@ func (c *DirCache) stateLocked(ino uint64) *dirState {
 func (c *DirCache) resetLocked() {
 	c.dirs = map[uint64]*dirState{}
 	c.names = 0
+	c.files = map[uint64]wire.Attr{}
 }
 
-// dropLocked forgets what is known of directory ino (another node changed
+// dropLocked forgets what is known of inode ino (another node changed
 // it).
 func (c *DirCache) dropLocked(ino uint64) {
 	if d := c.dirs[ino]; d != nil {
 		c.names -= len(d.names)
 		delete(c.dirs, ino)
 	}
+	delete(c.files, ino)
+}
+
+// FileEpoch is the count of this mount's changes to files so far: a size
+// report sent after reading it is kept by NoteFileAttr only if no change
+// came in between.
+func (c *DirCache) FileEpoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fileEpoch
+}
+
+// NoteFileAttr keeps a regular file's attributes that this mount's size
+// report at close returned (served at feed position gen), unless a change
+// of this mount's (since epoch FileEpoch) or of another node's (the feed)
+// came after it. The metadata service leaves that report's own change out
+// of this mount's feed (its origin is this mount), so the entry lives
+// until the file changes again.
+func (c *DirCache) NoteFileAttr(a *wire.Attr, gen, epoch uint64) {
+	if a == nil || a.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.validLocked(gen) || c.fileEpoch != epoch {
+		return
+	}
+	if len(c.files) >= FileCacheMax {
+		c.files = map[uint64]wire.Attr{}
+	}
+	c.files[a.Ino] = *a
+}
+
+// FileAttr returns a regular file's attributes kept by NoteFileAttr.
+func (c *DirCache) FileAttr(ino uint64) (wire.Attr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.files[ino]
+	return a, ok && c.followed()
+}
+
+// ForgetFile drops file ino's attributes: this mount is changing it (a
+// write, a truncate, a setattr).
+func (c *DirCache) ForgetFile(ino uint64) {
+	c.mu.Lock()
+	c.fileEpoch++
+	delete(c.files, ino)
+	c.mu.Unlock()
+}
+
+// ForgetFiles drops every file's attributes: this mount changed a name
+// whose inode it may not know (a removal, a rename or a link changes its
+// link count or ctime).
+func (c *DirCache) ForgetFiles() {
+	c.mu.Lock()
+	c.fileEpoch++
+	if len(c.files) > 0 {
+		c.files = map[uint64]wire.Attr{}
+	}
+	c.mu.Unlock()
 }
 
 // NoteAttr records the attributes of an inode from a reply served at gen,

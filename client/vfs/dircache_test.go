@@ -127,3 +127,63 @@ func TestDirCacheListings(t *testing.T) {
 		t.Fatal("a stale change left the listing in place")
 	}
 }
+
+// A file's attributes from this mount's size report at close are kept
+// until the file changes: a change by this mount (write, truncate,
+// setattr; a removal, rename or link of any name) drops them, and so
+// does a change by another node (the feed); a report that such a change
+// overtook (epoch), or served before an invalidation already out (gen),
+// is not kept; nothing is kept while the feed is not followed.
+func TestDirCacheFileAttrs(t *testing.T) {
+	c := NewDirCache(true)
+	f := &wire.Attr{Ino: 9, Mode: syscall.S_IFREG | 0o644, Size: 4096}
+	c.NoteFileAttr(f, 0, c.FileEpoch())
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("kept before the feed was followed")
+	}
+	c.Advance(5, false, nil)
+	c.NoteFileAttr(f, 5, c.FileEpoch())
+	if a, ok := c.FileAttr(9); !ok || a.Size != 4096 {
+		t.Fatalf("not kept: %+v %v", a, ok)
+	}
+	c.NoteFileAttr(&wire.Attr{Ino: 10, Mode: syscall.S_IFDIR | 0o755}, 5, c.FileEpoch())
+	if _, ok := c.FileAttr(10); ok {
+		t.Fatal("a directory kept as a file")
+	}
+	c.ForgetFile(9)
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("kept after this mount's write")
+	}
+	// a write between the report's start and its answer: not kept
+	e := c.FileEpoch()
+	c.ForgetFile(9)
+	c.NoteFileAttr(f, 5, e)
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("a report overtaken by a write was kept")
+	}
+	// served before an invalidation that is out already: not kept
+	c.Advance(7, false, nil)
+	c.NoteFileAttr(f, 6, c.FileEpoch())
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("a report older than the feed's position was kept")
+	}
+	c.NoteFileAttr(f, 7, c.FileEpoch())
+	if _, ok := c.FileAttr(9); !ok {
+		t.Fatal("a current report was not kept")
+	}
+	// another node's change to it
+	c.Advance(8, false, []wire.DirEntry{{Ino: 9}})
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("kept after another node changed the file")
+	}
+	c.NoteFileAttr(f, 8, c.FileEpoch())
+	c.ForgetFiles()
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("kept after this mount removed or renamed a name")
+	}
+	c.NoteFileAttr(f, 8, c.FileEpoch())
+	c.Unfollowed()
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("kept after the feed was lost")
+	}
+}

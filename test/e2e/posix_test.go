@@ -561,6 +561,49 @@ func TestMetaCacheCoherent(t *testing.T) {
 		}
 	}
 
+	// A file's attributes after a's own close are answered by a
+	// (vfs.DirCache.NoteFileAttr): right on a at once, and dropped when
+	// another mount changes the file (its size report reaches a's feed)
+	// or a changes it again.
+	p, pb := filepath.Join(a, "closed"), filepath.Join(b, "closed")
+	mustWrite(t, p, make([]byte, 1000))
+	for i := 0; i < 3; i++ {
+		if size(p) != 1000 {
+			t.Fatalf("size %d on the writing mount after its close, want 1000", size(p))
+		}
+	}
+	soon("a closed file's size", func() bool { return size(pb) == 1000 })
+	g, err := os.OpenFile(pb, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write(make([]byte, 500))
+	g.Close()
+	soon("growth by another mount of a file this one closed", func() bool { return size(p) == 1500 })
+	if err := os.Truncate(pb, 10); err != nil {
+		t.Fatal(err)
+	}
+	soon("a truncate by another mount", func() bool { return size(p) == 10 })
+	h, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write([]byte("abc"))
+	if st, err := h.Stat(); err != nil || st.Size() != 13 {
+		t.Fatalf("fstat after a write on the writing mount: %v %v, want 13 bytes", st, err)
+	}
+	h.Close()
+	if size(p) != 13 {
+		t.Fatalf("size %d after the writing mount's second close, want 13", size(p))
+	}
+	if err := os.Link(p, p+"2"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 2 {
+		t.Fatalf("links after a link on the writing mount: %v %v", st, err)
+	}
+	os.Remove(p + "2")
+
 	// The directory cache: a knows every name of a directory it made (or
 	// listed) and the directory's attributes, and answers lookups of absent
 	// names and the directory's getattrs itself. Another mount's changes
