@@ -264,6 +264,7 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 // Rename implements fuse.RawFileSystem.
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	fs.dc.ForgetFiles() // the files' ctime (and a replaced one's links) change
+	replaced, _ := fs.dc.Present(in.Newdir, newName)
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRename, Parent: in.NodeId, Name: oldName,
 		NewParent: in.Newdir, NewName: newName, Flags: in.Flags}, nil, nil)
 	if st != fuse.OK {
@@ -271,7 +272,11 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 		fs.dc.ForgetDir(in.Newdir)
 		return st
 	}
-	fs.dc.Renamed(in.NodeId, oldName, in.Newdir, newName, in.Flags&unix.RENAME_EXCHANGE != 0)
+	exchange := in.Flags&unix.RENAME_EXCHANGE != 0
+	if replaced != 0 && !exchange && (in.NodeId != in.Newdir || oldName != newName) {
+		fs.wb.Removed(replaced) // a directory replaced: its delegation ended with it
+	}
+	fs.dc.Renamed(in.NodeId, oldName, in.Newdir, newName, exchange)
 	return st
 }
 

@@ -537,6 +537,9 @@ func (s *Service) Rename(parent uint64, name string, newParent uint64, newName s
 	if err := s.e.Apply(&b, false); err != nil {
 		return err
 	}
+	if exists && flags&wire.RenameExchange == 0 && tino != ino {
+		s.dropDeleg(tino) // a directory replaced: its delegation ends with it
+	}
 	if flags&wire.RenameExchange == 0 {
 		s.pfsRename(oldPath, newPath)
 	}
