@@ -235,6 +235,8 @@ func (s *Server) syncLost(ctx context.Context, ino uint64, f *file, id uint64, c
 	f.mu.Unlock()
 	for _, l := range locs {
 		if _, err := s.giveUp(ctx, ino, f, l.Idx, l, id, cause); err != nil {
+			s.log.Warn("a copy on an unreachable server could not be given up", "ino", ino, "chunk", l.Idx,
+				"server", id, "location", l.All(), "gen", l.Gen, "err", err)
 			return false
 		}
 	}
