@@ -191,32 +191,7 @@ func (w *Creates) create(who func() ident.ID, parent uint64, name string, perm, 
 // service knows): the removal goes with the directory's next batch; ok is
 // false when it must go to the service.
 func (w *Creates) Unlink(who func() ident.ID, parent uint64, name string) bool {
-	if !w.cfg.Unlinks || w.active.Load() == 0 {
-		return false
-	}
-	dc := w.cfg.Dir
-	ino, ok := dc.Present(parent, name)
-	if !ok || ino == 0 {
-		return false
-	}
-	pattr, ok := dc.DirAttr(parent)
-	if !ok {
-		return false
-	}
-	id := who()
-	w.mu.Lock()
-	d := w.held[parent]
-	if d == nil || d.recalled || w.pending[ino] != nil {
-		// a file not yet created at the service, or removed already under
-		// another name: the request goes out once the batch has (Settle)
-		w.mu.Unlock()
-		return false
-	}
-	e := &wbEntry{id: id, name: name, ino: ino, t: w.cfg.Now().UnixNano(), remove: true}
-	schedule, full := w.queueLocked(parent, d, e)
-	w.mu.Unlock()
-	w.queued(parent, e, pattr, nil, schedule, full)
-	return true
+	return w.remove(who, parent, name, false)
 }
 
 // Rmdir answers the removal of directory name from parent by itself if it
@@ -227,12 +202,18 @@ func (w *Creates) Unlink(who func() ident.ID, parent uint64, name string) bool {
 // before the delegation goes back (recalled). ok is false when the
 // removal must go to the service.
 func (w *Creates) Rmdir(who func() ident.ID, parent uint64, name string) bool {
+	return w.remove(who, parent, name, true)
+}
+
+// remove answers the removal of name (a file, or a directory: dir) from
+// parent here if it can (Unlink, Rmdir).
+func (w *Creates) remove(who func() ident.ID, parent uint64, name string, dir bool) bool {
 	if !w.cfg.Unlinks || w.active.Load() == 0 {
 		return false
 	}
 	dc := w.cfg.Dir
 	ino, ok := dc.Present(parent, name)
-	if !ok || ino == 0 || !dc.Empty(ino) {
+	if !ok || ino == 0 || dir && !dc.Empty(ino) {
 		return false
 	}
 	pattr, ok := dc.DirAttr(parent)
@@ -241,24 +222,36 @@ func (w *Creates) Rmdir(who func() ident.ID, parent uint64, name string) bool {
 	}
 	id := who()
 	w.mu.Lock()
-	d, c := w.held[parent], w.held[ino]
-	if d == nil || d.recalled || c == nil || c.recalled || w.pending[ino] != nil {
+	d := w.held[parent]
+	if d == nil || d.recalled || w.pending[ino] != nil {
+		// not yet made at the service, or removed already under another
+		// name: the request goes out once the batch has (Settle)
 		w.mu.Unlock()
 		return false
 	}
-	for _, e := range c.entries {
-		if !e.remove { // (an empty listing has no creates pending)
+	e := &wbEntry{id: id, name: name, ino: ino, t: w.cfg.Now().UnixNano(), remove: true, dir: dir}
+	if dir {
+		c := w.held[ino]
+		if c == nil || c.recalled {
 			w.mu.Unlock()
 			return false
 		}
+		for _, x := range c.entries {
+			if !x.remove { // (an empty listing has no creates pending)
+				w.mu.Unlock()
+				return false
+			}
+		}
+		delete(w.held, ino)
+		w.active.Add(-1)
+		e.sub = c
 	}
-	delete(w.held, ino)
-	w.active.Add(-1)
-	e := &wbEntry{id: id, name: name, ino: ino, t: w.cfg.Now().UnixNano(), remove: true, dir: true, sub: c}
 	schedule, full := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
 	w.queued(parent, e, pattr, nil, schedule, full)
-	dc.ForgetDir(ino)
+	if dir {
+		dc.ForgetDir(ino)
+	}
 	return true
 }
 
