@@ -46,7 +46,7 @@ posix:
 # The streaming client and the concurrent paths once more with the race
 # detector in every daemon.
 e2e-race:
-	SLUICE_E2E_RACE=1 SLUICE_FSX=mem $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates|TestWritebackUnlinks|TestWritebackDirectories|TestWritebackTreeModel|TestFsxModel' ./test/e2e
+	SLUICE_E2E_RACE=1 SLUICE_FSX=mem $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates|TestWritebackUnlinks|TestWritebackDirectories|TestWritebackTreeModel|TestOwnedFiles|TestOwnedModel|TestFsxModel' ./test/e2e
 
 # The data-path comparison (docs/benchmarks.md); the smoke run uses small
 # sizes so the harness never rots.
@@ -72,16 +72,18 @@ pipeline:
 	bash bench/pipeline.sh
 
 # DFRA's experiments (docs/experiments/dfra.md): the pairwise interference
-# study and the scale-up curve; the smoke runs use fewer behaviours, nodes
-# and small sizes.
+# study, the scale-up curve and jobs outnumbering forwarding nodes; the
+# smoke runs use fewer behaviours, nodes and small sizes.
 dfra:
 	bash bench/dfra/pairwise.sh
 	bash bench/dfra/scaleup.sh
+	bash bench/dfra/scarce.sh
 
 dfra-smoke:
 	SMOKE=1 OUT=/tmp/sluice-dfra-smoke.jsonl bash bench/dfra/pairwise.sh
 	python3 bench/dfra/report.py --check /tmp/sluice-dfra-smoke.jsonl
 	SMOKE=1 OUT=/tmp/sluice-scaleup-smoke.jsonl bash bench/dfra/scaleup.sh
+	SMOKE=1 OUT=/tmp/sluice-scarce-smoke.jsonl bash bench/dfra/scarce.sh
 
 # Tiering experiments (docs/experiments/tiers.md).
 tiers:

@@ -2,8 +2,8 @@
 # The staged pipeline under load (docs/benchmarks.md): a second client's
 # stat and 4 KiB read latency on a forwarding node, unloaded and while
 # another client streams 1 MiB writes through the same forwarding node to a
-# throttled data server. Also the forwarding daemon's peak RSS with 16
-# concurrent 1 MiB write streams.
+# throttled data server. Also every process's peak RSS with 16 concurrent
+# 1 MiB write streams, then 16 read streams.
 #
 #   bash bench/pipeline.sh              # 10 s per phase
 #   SMOKE=1 bash bench/pipeline.sh      # 2 s per phase
@@ -50,12 +50,23 @@ sleep 1
 bin/probe -duration "${SECS}s" "$WORK/mnt2/probe.dat" > "$WORK/loaded.json"
 wait $FIO
 
-# RSS of the forwarding daemon with 16 concurrent 1 MiB write streams
-# (the data server unthrottled would be faster; the cap keeps requests
-# queued in the daemon, the worst case for its memory)
+# peak RSS of every process with 16 concurrent 1 MiB write streams, then
+# 16 read streams of the same files (the data server capped, so requests
+# queue in the forwarding daemon: the worst case for its memory)
 fio --name=rss --directory="$WORK/mnt" --rw=write --bs=1m --size=$((SECS * 8))m --direct=1 --iomem_align=4096 \
 	--numjobs=16 --output-format=json > "$WORK/rss-fio.json"
+fio --name=rss --directory="$WORK/mnt" --rw=read --bs=1m --size=$((SECS * 8))m --direct=1 --iomem_align=4096 \
+	--numjobs=16 --output-format=json > "$WORK/rss-fio-read.json"
 HWM=$(awk '/VmHWM/ {print $2}' "/proc/$FWD_PID/status")
+python3 - "$WORK/state/cluster.json" > "$WORK/rss.json" <<'PY'
+import json, sys
+hwm = {}
+for d in json.load(open(sys.argv[1]))["Daemons"]:
+    for line in open(f"/proc/{d['Pid']}/status"):
+        if line.startswith("VmHWM:"):
+            hwm[d["Name"]] = int(line.split()[1])
+print(json.dumps(hwm))
+PY
 
 python3 - "$WORK" "$HWM" <<'PY'
 import json, sys
@@ -63,12 +74,19 @@ w, hwm = sys.argv[1], int(sys.argv[2])
 un, lo = json.load(open(f"{w}/unloaded.json")), json.load(open(f"{w}/loaded.json"))
 bulk = json.load(open(f"{w}/bulk.json"))
 bw = sum(j["write"]["bw_bytes"] for j in bulk["jobs"]) / 1e6
-print(json.dumps({"unloaded": un, "loaded": lo, "bulk_mbps": bw, "fwd_hwm_kib": hwm}))
+rss = json.load(open(f"{w}/rss.json"))
+print(json.dumps({"unloaded": un, "loaded": lo, "bulk_mbps": bw, "fwd_hwm_kib": hwm, "hwm_kib": rss}))
 print(f"\nbulk writer: {bw:.0f} MB/s into a data server capped at the configured rate\n")
 print("| probe | unloaded p50 / p99 (µs) | loaded p50 / p99 (µs) | p99 loaded / unloaded |")
 print("|---|---|---|---|")
 for k in ("stat", "read4k"):
     u, l = un[k], lo[k]
     print(f"| {k} | {u['P50']:.0f} / {u['P99']:.0f} | {l['P50']:.0f} / {l['P99']:.0f} | {l['P99'] / u['P99']:.2f} |")
-print(f"\nforwarding daemon peak RSS with 16 concurrent 1 MiB write streams: {hwm / 1024:.0f} MiB")
+print("\npeak RSS (VmHWM) after 16 concurrent 1 MiB write streams, then 16 read streams:\n")
+print("| process | peak RSS (MiB) |")
+print("|---|---|")
+for name, kib in rss.items():
+    print(f"| {name} | {kib / 1024:.0f} |")
+if hwm > 512 * 1024:
+    sys.exit(f"forwarding daemon peak RSS {hwm / 1024:.0f} MiB > 512 MiB")
 PY

@@ -81,6 +81,11 @@ type Config struct {
 	// WritebackUnlinks also answers, in such directories, removals of
 	// files the service knows and sends them with the creates, in order.
 	WritebackUnlinks bool
+	// OwnedCache bounds the bytes kept of files this mount created under
+	// a delegation, which answer read-only opens and reads here
+	// (vfs.Owned; default 64 MiB; negative: off). Needs WritebackCreates;
+	// off with CacheData.
+	OwnedCache int64
 	// CreateFlush bounds how long such a create waits before it is sent
 	// (default 10 ms).
 	CreateFlush time.Duration
@@ -123,6 +128,8 @@ type FS struct {
 	dc *vfs.DirCache
 	// wb holds delegations and creates not yet sent (vfs.Creates).
 	wb *vfs.Creates
+	// own holds the files this mount owns (vfs.Owned; nil: none).
+	own *vfs.Owned
 	// long is what the kernel may cache for the long timeout, srv the
 	// FUSE server that invalidates it (set by Follow; feed.go).
 	long longCached
@@ -198,6 +205,10 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs.rt = vfs.NewRouter(rc)
 	cc.Route = fs.rt.Pick
+	if cfg.OwnedCache >= 0 && !cfg.CacheData && cfg.WritebackCreates {
+		fs.own = vfs.NewOwned(vfs.OwnedConfig{Budget: cfg.OwnedCache, Promote: fs.promote, Log: fs.log})
+		cc.Owned = fs.own
+	}
 	fs.wb = vfs.NewCreates(cc)
 	fs.st = vfs.NewStreams(vfs.StreamConfig{WriteBehind: cfg.WriteBehind, Readahead: cfg.Readahead,
 		Route: fs.rt.Pick, Log: fs.log})

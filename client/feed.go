@@ -171,6 +171,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 		// invalidations may be out.
 		if lost {
 			fs.invalidateLong(srv)
+			fs.st.DropAllReadahead()
 		}
 		wasLive := fs.dc.Advance(resp.Gen, lost, resp.Entries)
 		if lost {
@@ -184,6 +185,9 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 				srv.EntryNotify(e.Ino, e.Name)
 			case wire.ChangeAttr:
 				srv.InodeNotify(e.Ino, -1, 0)
+				// another node wrote the file (its close or fsync
+				// reported it): bytes fetched ahead may be old
+				fs.st.DropReadahead(e.Ino)
 			}
 		}
 		seen = resp.Gen

@@ -6,6 +6,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/client/vfs"
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -29,6 +30,7 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		fs.entry(in.NodeId, name, &wire.Msg{Attr: a, Gen: fs.dc.Sent()}, &out.EntryOut)
 		out.Fh = fs.nextFh.Add(1)
 		out.OpenFlags = fs.openFlags()
+		fs.own.Track(a.Ino, out.Fh, true)
 		return fuse.OK
 	}
 	flags := wire.CreateOpen
@@ -46,16 +48,47 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 	return fuse.OK
 }
 
-// Open implements fuse.RawFileSystem.
+// ownedOpen is a read-only open of an owned file answered here, as
+// needed to open it at the service if the file is disowned meanwhile.
+type ownedOpen struct {
+	h  fuse.InHeader
+	id ident.ID
+}
+
+// promote opens at the service a read-only open answered here
+// (vfs.OwnedConfig.Promote).
+func (fs *FS) promote(ino uint64, tag any) bool {
+	t := tag.(ownedOpen)
+	_, _, st := fs.callAs(&t.h, t.id, &wire.Msg{Op: wire.OpOpen, Ino: ino, Flags: syscall.O_RDONLY}, nil, nil)
+	return st == fuse.OK
+}
+
+// Open implements fuse.RawFileSystem: answered here for a read-only open
+// of a file this mount owns (vfs.Owned).
 func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	start := fs.cfg.Now()
+	writer := in.Flags&syscall.O_ACCMODE != syscall.O_RDONLY || in.Flags&syscall.O_TRUNC != 0
 	if in.Flags&syscall.O_TRUNC != 0 {
 		fs.dc.ForgetFile(in.NodeId)
+		fs.own.Disown(in.NodeId)
+	}
+	fh := fs.nextFh.Add(1)
+	if !writer && fs.own.Owns(in.NodeId) {
+		tag := ownedOpen{h: in.InHeader, id: fs.ident(&in.InHeader, wire.OpOpen)}
+		if fs.own.OpenLocal(in.NodeId, fh, tag) {
+			fs.met.owned.Inc()
+			fs.record(&in.InHeader, tag.id, beaconrpc.OpName(wire.OpOpen), in.NodeId, 0, 0, start, false)
+			out.Fh = fh
+			out.OpenFlags = fs.openFlags()
+			return fuse.OK
+		}
 	}
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: in.NodeId, Flags: in.Flags}, nil, nil)
 	if st != fuse.OK {
 		return st
 	}
-	out.Fh = fs.nextFh.Add(1)
+	fs.own.Track(in.NodeId, fh, writer)
+	out.Fh = fh
 	out.OpenFlags = fs.openFlags()
 	return fuse.OK
 }
@@ -65,6 +98,11 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	start := fs.cfg.Now()
 	id := fs.ident(&in.InHeader, wire.OpRead)
+	if n, ok := fs.own.Read(in.NodeId, in.Offset, buf[:in.Size]); ok {
+		fs.met.owned.Inc()
+		fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(n), start, false)
+		return fuse.ReadResultData(buf[:n]), fuse.OK
+	}
 	fs.wb.Settle(in.NodeId)
 	// writes in flight that end past the read's start change what it
 	// returns: their bytes, or the size it is clamped to
@@ -99,7 +137,10 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 			return 0, st
 		}
 	}
-	if err := fs.st.Write(id, in.NodeId, in.Fh, in.Offset, data); err != nil {
+	fs.own.BeginWrite(in.NodeId)
+	err := fs.st.Write(id, in.NodeId, in.Fh, in.Offset, data)
+	fs.own.EndWrite(in.NodeId, in.Offset, data, err == nil)
+	if err != nil {
 		st = fuse.Status(rpc.Errno(err))
 		if st == fuse.EIO {
 			fs.log.Error("write failed", "ino", in.NodeId, "off", in.Offset, "err", err)
@@ -136,6 +177,7 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	}
 	epoch := fs.dc.FileEpoch()
 	if err := fs.st.Drain(in.NodeId); err != nil {
+		fs.own.Disown(in.NodeId) // the bytes kept here may not be the file's
 		return fuse.Status(rpc.Errno(err))
 	}
 	e, _ := fs.st.ExtentOf(in.Fh)
@@ -143,6 +185,8 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if st == fuse.OK {
 		fs.st.Flushed(in.Fh, e)
 		fs.dc.NoteFileAttr(resp.Attr, resp.Gen, epoch)
+	} else {
+		fs.own.Disown(in.NodeId)
 	}
 	return st
 }
@@ -150,16 +194,24 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 // Fsync implements fuse.RawFileSystem: durable on the tier's medium.
 func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	if err := fs.st.Drain(in.NodeId); err != nil {
+		fs.own.Disown(in.NodeId)
 		return fuse.Status(rpc.Errno(err))
 	}
 	e, _ := fs.st.ExtentOf(in.Fh)
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId, Size: e.End, Trunc: e.Gen}, nil, nil)
+	if st != fuse.OK {
+		fs.own.Disown(in.NodeId)
+	}
 	return st
 }
 
 // Release implements fuse.RawFileSystem.
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	remote := fs.own.Release(in.Fh)
 	fs.st.Released(in.NodeId, in.Fh)
+	if !remote {
+		return // opened here, not at the service
+	}
 	if fs.wb.Release(in.NodeId) {
 		return
 	}

@@ -39,6 +39,7 @@ type clientMetrics struct {
 	local     prometheus.Counter       // answered from the directory cache
 	wbLocal   prometheus.Counter       // creates answered here (write-back)
 	wbUnlinks prometheus.Counter       // removals answered here (write-back)
+	owned     prometheus.Counter       // opens and reads of owned files answered here
 }
 
 func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
@@ -56,11 +57,15 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			Help: "Creates answered by the mount and sent to the metadata service in batches."}),
 		wbUnlinks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_writeback_unlinks_total",
 			Help: "Removals answered by the mount and sent to the metadata service in batches."}),
+		owned: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_owned_answers_total",
+			Help: "Read-only opens and reads of files this mount owns, answered from the bytes it keeps."}),
 	}
 	stream := func(name, help string, v func() int64) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
 	}
-	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbUnlinks,
+	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbUnlinks, m.owned,
+		stream("sluice_client_owned_files", "Files this mount owns (their bytes kept here).", func() int64 { return int64(fs.own.Len()) }),
+		stream("sluice_client_owned_bytes", "Bytes the mount keeps of the files it owns.", func() int64 { return fs.own.Bytes() }),
 		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { wb, _ := fs.st.InFlight(); return wb }),
 		stream("sluice_client_readahead_bytes", "Bytes held in readahead buffers.", func() int64 { _, ra := fs.st.InFlight(); return ra }))
 	return m

@@ -99,6 +99,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	fs.st.WaitWrites(in.NodeId, 0, 0)
 	if in.Valid&fuse.FATTR_SIZE != 0 {
 		fs.st.DropReadahead(in.NodeId)
+		fs.own.Disown(in.NodeId)
 	}
 	now := fs.cfg.Now().UnixNano()
 	if in.Valid&fuse.FATTR_MODE != 0 {
@@ -219,6 +220,7 @@ func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name str
 // Link implements fuse.RawFileSystem.
 func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	fs.dc.ForgetFile(in.Oldnodeid)
+	fs.own.Disown(in.Oldnodeid) // reachable from another directory
 	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpLink, Ino: in.Oldnodeid, NewParent: in.NodeId, NewName: name}, out)
 }
 
@@ -235,6 +237,7 @@ func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.S
 func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	start := fs.cfg.Now()
 	fs.dc.ForgetFiles() // the file's link count and ctime change
+	fs.own.DisownName(h.NodeId, name)
 	if fs.wb.Unlink(func() ident.ID { return fs.ident(h, wire.OpUnlink) }, h.NodeId, name) {
 		fs.met.wbUnlinks.Inc()
 		fs.answered(h, wire.OpUnlink, h.NodeId, start, false)
@@ -264,6 +267,8 @@ func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 // Rename implements fuse.RawFileSystem.
 func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	fs.dc.ForgetFiles() // the files' ctime (and a replaced one's links) change
+	fs.own.DisownName(in.NodeId, oldName)
+	fs.own.DisownName(in.Newdir, newName)
 	replaced, _ := fs.dc.Present(in.Newdir, newName)
 	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRename, Parent: in.NodeId, Name: oldName,
 		NewParent: in.Newdir, NewName: newName, Flags: in.Flags}, nil, nil)

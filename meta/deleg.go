@@ -31,6 +31,16 @@ import (
 // directory recalled is not delegated again for DelegCooldown, so two
 // clients that share a directory fall back to ordinary creates.
 //
+// Owned files. A regular file created in a batch with wire.CreateOwned
+// belongs to the delegation it was made under: the holder keeps its bytes
+// and answers read-only opens and reads of it by itself
+// (client/vfs/owned.go). Nobody else can know the file before the batch,
+// and afterwards only by naming it in the directory (which recalls), or
+// from a change feed that told another mount the new name: so an open for
+// writing (or truncating) and a size change of an owned file by another
+// client recall the delegation too, and the holder gives the file up
+// before it gives the delegation back. The files go with the delegation.
+//
 // Delegations live in memory: after a restart none is held, and a holder
 // that learns of it from the feed (changes lost) sends what it holds and
 // stops creating by itself.
@@ -49,6 +59,7 @@ type delegation struct {
 	client   uint64
 	gone     chan struct{} // closed when the delegation ends
 	recalled bool
+	owned    []uint64 // files created owned under it (delegs.file)
 }
 
 type delegs struct {
@@ -57,9 +68,11 @@ type delegs struct {
 	// a request holds it shared from its check of the delegations until
 	// its changes are in the feed; a grant holds it exclusively.
 	grantMu sync.RWMutex
-	mu      sync.Mutex // guards dir, cool
+	mu      sync.Mutex // guards dir, cool, file and every delegation's fields but gone
 	dir     map[uint64]*delegation
 	cool    map[uint64]time.Time // directory → when it may be delegated again
+	// file maps an owned file to the directory whose delegation owns it
+	file map[uint64]uint64
 }
 
 // Delegate grants client the delegation of directory dir (kept if it holds
@@ -104,6 +117,7 @@ func (s *Service) Delegate(client, dir uint64) (first, pos uint64, err error) {
 // namespaceOp says whether requests of op may name a directory (and so
 // wait for delegations).
 func namespaceOp(op wire.Op) bool {
+	// (an open is checked by ownedOp)
 	switch op {
 	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpCreateBatch,
 		wire.OpRmdir, wire.OpRename, wire.OpLink, wire.OpReaddir, wire.OpGetattr, wire.OpSetattr, wire.OpSetLayout:
@@ -112,8 +126,17 @@ func namespaceOp(op wire.Op) bool {
 	return false
 }
 
+// ownedOp says whether m may change the bytes of a file it names without
+// naming a directory: an open for writing or truncating (a size change is
+// a setattr, a namespaceOp). Such a request recalls the delegation owning
+// the file, if another client holds it.
+func ownedOp(m *wire.Msg) bool {
+	return m.Op == wire.OpOpen && (m.Flags&syscall.O_ACCMODE != syscall.O_RDONLY || m.Flags&syscall.O_TRUNC != 0)
+}
+
 // othersDelegs returns the directories m names that are delegated to
-// another client.
+// another client, and those whose delegation owns a file whose bytes m
+// may change.
 func (s *Service) othersDelegs(m *wire.Msg) []uint64 {
 	if s.deleg.n.Load() == 0 {
 		return nil
@@ -126,6 +149,13 @@ func (s *Service) othersDelegs(m *wire.Msg) []uint64 {
 	for _, dir := range dirs {
 		if h := d.dir[dir]; h != nil && h.client != m.Client {
 			held = append(held, dir)
+		}
+	}
+	if ownedOp(m) || m.Op == wire.OpSetattr && m.Mask&wire.SetSize != 0 {
+		if dir, ok := d.file[m.Ino]; ok {
+			if h := d.dir[dir]; h != nil && h.client != m.Client {
+				held = append(held, dir)
+			}
 		}
 	}
 	return held
@@ -155,10 +185,19 @@ func (s *Service) dropDeleg(dir uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if h := d.dir[dir]; h != nil {
+		d.forgetLocked(h)
 		delete(d.dir, dir)
 		d.n.Add(-1)
 		close(h.gone)
 	}
+}
+
+// forgetLocked drops the owned files of h. Caller holds d.mu.
+func (d *delegs) forgetLocked(h *delegation) {
+	for _, ino := range h.owned {
+		delete(d.file, ino)
+	}
+	h.owned = nil
 }
 
 // Undelegate ends client's delegation of dir, if it holds it.
@@ -172,6 +211,7 @@ func (s *Service) Undelegate(client, dir uint64) {
 }
 
 func (s *Service) endDelegLocked(dir uint64, h *delegation) {
+	s.deleg.forgetLocked(h)
 	delete(s.deleg.dir, dir)
 	s.deleg.n.Add(-1)
 	close(h.gone)
@@ -202,7 +242,7 @@ func (s *Service) touchedDirs(m *wire.Msg) []uint64 {
 		return out
 	case wire.OpLink:
 		return []uint64{m.NewParent}
-	case wire.OpReaddir, wire.OpGetattr, wire.OpSetattr, wire.OpSetLayout:
+	case wire.OpReaddir, wire.OpGetattr, wire.OpSetattr, wire.OpSetLayout, wire.OpOpen:
 		return []uint64{m.Ino}
 	}
 	return nil
@@ -293,7 +333,7 @@ func (s *Service) CreateBatch(client, parent uint64, es []wire.DirEntry, uid, gi
 	}
 	var b engine.Batch
 	seen := map[string]bool{}
-	var opened, dirs []uint64
+	var opened, dirs, owned []uint64
 	for _, e := range es {
 		if err := validName(e.Name); err != nil {
 			fail(e, err)
@@ -327,6 +367,9 @@ func (s *Service) CreateBatch(client, parent uint64, es []wire.DirEntry, uid, gi
 		if e.Mode&wire.CreateOpen != 0 && !isDir(e.Mode) {
 			opened = append(opened, e.Ino)
 		}
+		if e.Mode&wire.CreateOwned != 0 && !isDir(e.Mode) {
+			owned = append(owned, e.Ino)
+		}
 	}
 	if len(seen) == 0 {
 		return failed, nil
@@ -344,7 +387,7 @@ func (s *Service) CreateBatch(client, parent uint64, es []wire.DirEntry, uid, gi
 		}
 		s.opens[ino]++
 	}
-	if client != 0 && len(dirs) > 0 {
+	if client != 0 && len(dirs)+len(owned) > 0 {
 		// delegated from birth: no other client can name a directory
 		// before this commit (its number was the maker's alone), so none
 		// changed it before the grant
@@ -354,6 +397,17 @@ func (s *Service) CreateBatch(client, parent uint64, es []wire.DirEntry, uid, gi
 			if d.dir[ino] == nil {
 				d.dir[ino] = &delegation{client: client, gone: make(chan struct{})}
 				d.n.Add(1)
+			}
+		}
+		// owned files belong to the delegation of their directory, if
+		// their maker still holds it (else the maker gave them up with it)
+		if h := d.dir[parent]; h != nil && h.client == client && !h.recalled {
+			if d.file == nil {
+				d.file = map[uint64]uint64{}
+			}
+			for _, ino := range owned {
+				d.file[ino] = parent
+				h.owned = append(h.owned, ino)
 			}
 		}
 		d.mu.Unlock()

@@ -326,3 +326,90 @@ func TestBatchDirectories(t *testing.T) {
 		t.Fatalf("parent's link count %d after making and removing s2, want 3 (sub stays)", pa.Nlink)
 	}
 }
+
+// TestOwnedFileRecall: a file created owned under a delegation may be read
+// by another client without a recall, but an open for writing or
+// truncating, or a size change, by another client recalls the delegation
+// (the holder then gives the file up); the holder's own opens do not, and
+// a file created without CreateOwned never recalls by its inode.
+func TestOwnedFileRecall(t *testing.T) {
+	s := delegService(t)
+	ctx := context.Background()
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o777, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const a, b = 11, 22
+	grant := func() uint64 {
+		t.Helper()
+		resp, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ID
+	}
+	ino := grant()
+	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Entries: []wire.DirEntry{
+		{Name: "owned", Ino: ino, Mode: 0o666 | wire.CreateOwned}, {Name: "plain", Ino: ino + 1, Mode: 0o666}}}); err != nil {
+		t.Fatal(err)
+	}
+	held := func() bool {
+		s.deleg.mu.Lock()
+		defer s.deleg.mu.Unlock()
+		return s.deleg.dir[d.Ino] != nil
+	}
+	quick := func(m *wire.Msg) {
+		t.Helper()
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if _, err := s.Dispatch(c, m); err != nil {
+			t.Fatalf("%v: %v", m.Op, err)
+		}
+		if !held() {
+			t.Fatalf("%v by client %d of inode %d ended the delegation", m.Op, m.Client, m.Ino)
+		}
+	}
+	// reading, the holder's own writing, and writing a file not owned
+	// leave the delegation alone
+	quick(&wire.Msg{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_RDONLY})
+	quick(&wire.Msg{Op: wire.OpOpen, Client: a, Ino: ino, Flags: syscall.O_RDWR})
+	quick(&wire.Msg{Op: wire.OpOpen, Client: b, Ino: ino + 1, Flags: syscall.O_WRONLY})
+	quick(&wire.Msg{Op: wire.OpSetattr, Client: b, Ino: ino + 1, Mask: wire.SetSize})
+	for _, m := range []*wire.Msg{
+		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_WRONLY},
+		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_RDONLY | syscall.O_TRUNC},
+		{Op: wire.OpSetattr, Client: b, Ino: ino, Mask: wire.SetSize},
+	} {
+		if !held() {
+			time.Sleep(DelegCooldown + 50*time.Millisecond)
+			ino := grant()
+			// a new delegation does not own the files of the last one
+			if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Entries: []wire.DirEntry{
+				{Name: fmt.Sprint("x", ino), Ino: ino, Mode: 0o666 | wire.CreateOwned}}}); err != nil {
+				t.Fatal(err)
+			}
+			s.deleg.mu.Lock()
+			_, stale := s.deleg.file[m.Ino]
+			s.deleg.mu.Unlock()
+			if stale {
+				t.Fatalf("inode %d still owned by the new delegation", m.Ino)
+			}
+			m.Ino = ino
+		}
+		done := holder(s, s.feed.position(), a, d.Ino, nil, 0)
+		if _, err := s.Dispatch(ctx, m); err != nil {
+			t.Fatalf("%v %+v: %v", m.Op, m, err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%v flags %#o mask %#x of an owned file by another client did not recall", m.Op, m.Flags, m.Mask)
+		}
+		if held() {
+			t.Fatalf("delegation still held after %v", m.Op)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (s *Service) Handler() rpc.Handler {
 // applied before the reply was read, so a client may cache the reply until
 // it sees a later change. Namespace changes go into the feed.
 func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
-	ns := namespaceOp(m.Op)
+	ns := namespaceOp(m.Op) || ownedOp(m) && s.deleg.n.Load() > 0
 	for ns {
 		// a request that names a directory runs whole (its check of the
 		// delegations, its change and its place in the feed) between two

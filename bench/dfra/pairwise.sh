@@ -32,16 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-args() { # kind → workload flags
-	case $1 in
-	nn | n1 | 11) echo "--ranks 2 --size $((12 * SCALE))M" ;;
-	ckpt) echo "--ranks 2 --size $((24 * SCALE))M --bursts 3 --period 1s" ;;
-	read) echo "--ranks 2 --size $((8 * SCALE))M" ;;
-	meta) echo "--ranks 2 --ops $((120 * SCALE))" ;;
-	iops) echo "--ranks 1 --ops $((800 * SCALE))" ;;
-	log) echo "--ranks 2 --ops $((800 * SCALE))" ;;
-	esac
-}
+# shellcheck source=bench/dfra/kinds.sh
+. bench/dfra/kinds.sh
 runjob() { # mode kind tag [mount node] → one JSON line (job summary); tags are unique
 	# shellcheck disable=SC2046
 	bin/sluice workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$1-$2-$3" \

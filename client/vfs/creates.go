@@ -53,6 +53,7 @@ type wbEntry struct {
 	inflight bool // taken by a flush in progress
 	remove   bool // a removal of name (inode ino), not a create
 	dir      bool // of a directory
+	owned    bool // a file born owned (Owned)
 	// sub is the removed directory's own state: its last batch (the
 	// removals that emptied it) must reach the service first
 	sub *wbDir
@@ -80,8 +81,11 @@ type CreatesConfig struct {
 	Meta    Caller        // the metadata service (nil: never delegated)
 	Route   Route         // where a batch goes (a forwarding node)
 	Dir     *DirCache     // what is known of the directories (and the feed)
-	Now     Clock
-	Log     *slog.Logger
+	// Owned, if set, receives the files created here as owned files
+	// (owned.go).
+	Owned *Owned
+	Now   Clock
+	Log   *slog.Logger
 }
 
 // Creates holds the directory delegations of a mount and the creates and
@@ -170,6 +174,9 @@ func (w *Creates) create(who func() ident.ID, parent uint64, name string, perm, 
 		}
 	}
 	w.next++
+	if !isDir {
+		e.owned = w.cfg.Owned.born(e.ino, parent, name)
+	}
 	a := &wire.Attr{Ino: e.ino, Mode: syscall.S_IFREG | e.mode, Nlink: 1, Uid: e.uid, Gid: e.gid,
 		Atime: t, Mtime: t, Ctime: t, ChunkSize: pattr.ChunkSize, StripeCnt: pattr.StripeCnt, StripeUnit: pattr.StripeUnit}
 	var newDir *wire.Attr
@@ -363,6 +370,9 @@ func (w *Creates) flushHeld(dir uint64, d *wbDir) {
 		if e.open {
 			es[i].Mode |= wire.CreateOpen
 		}
+		if e.owned {
+			es[i].Mode |= wire.CreateOwned
+		}
 		if e.remove {
 			es[i].Mode = wire.BatchRemove
 		}
@@ -434,6 +444,7 @@ func (w *Creates) send(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *
 		}
 		w.cfg.Log.Error("a create acknowledged to the application was refused by the metadata service: the file is lost",
 			"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
+		w.cfg.Owned.Forget(e.Ino)
 	}
 	if len(failed) > 0 {
 		w.cfg.Dir.ForgetDir(dir)
@@ -559,6 +570,9 @@ func (w *Creates) recalled(dir uint64) {
 		}
 		w.mu.Unlock()
 	}
+	// the files owned there are given up (their local opens opened at
+	// the service) before another node may open them
+	w.cfg.Owned.DisownDir(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
 	if _, _, err := w.cfg.Meta.Call(ctx, &wire.Msg{Op: wire.OpUndelegate, Ino: dir, Client: w.cfg.Dir.ID()}, nil, nil); err != nil {
@@ -598,4 +612,5 @@ func (w *Creates) DropAll() {
 		}()
 	}
 	wg.Wait()
+	w.cfg.Owned.DisownAll()
 }

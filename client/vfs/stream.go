@@ -191,10 +191,21 @@ func (s *Streams) Released(ino, fh uint64) {
 	s.emu.Unlock()
 }
 
-// DropReadahead drops every readahead buffer of ino (a truncate).
+// DropReadahead drops every readahead buffer of ino (a truncate, or
+// another node changed the file).
 func (s *Streams) DropReadahead(ino uint64) {
 	s.mu.Lock()
 	s.dropReadaheadLocked(ino, 0)
+	s.mu.Unlock()
+}
+
+// DropAllReadahead drops every readahead buffer (changes made by other
+// nodes may have been missed).
+func (s *Streams) DropAllReadahead() {
+	s.mu.Lock()
+	for ino := range s.io {
+		s.dropReadaheadLocked(ino, 0)
+	}
 	s.mu.Unlock()
 }
 

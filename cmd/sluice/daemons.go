@@ -418,6 +418,7 @@ func cmdMount(args []string) error {
 	wbCreates := fs.Bool("writeback-creates", true, "answer creates in directories this mount holds the delegation of at once and send them in batches (false: every create waits for the metadata service)")
 	wbUnlinks := fs.Bool("writeback-unlinks", true, "with --writeback-creates, also answer removals of files in those directories at once and send them with the creates")
 	createFlush := fs.Duration("create-flush", 10*time.Millisecond, "how long a write-back create may wait before it is sent")
+	ownedCache := fs.String("owned-cache", "64M", "with --writeback-creates, bytes kept of small files this mount created, which answer read-only opens and reads here until another node needs them (0: off)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	attrTO := fs.Duration("attr-timeout", time.Second, "how long the kernel may cache attributes (0: every stat reaches the metadata service)")
 	entryTO := fs.Duration("entry-timeout", time.Second, "how long the kernel may cache name lookups (0: no caching)")
@@ -435,6 +436,10 @@ func cmdMount(args []string) error {
 		return err
 	}
 	ra, err := sizeFlag("readahead", *readahead)
+	if err != nil {
+		return err
+	}
+	owned, err := sizeFlag("owned-cache", *ownedCache)
 	if err != nil {
 		return err
 	}
@@ -457,7 +462,7 @@ func cmdMount(args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
 		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+		WriteBehind: wb, Readahead: ra, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
 		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache)})
 	cancel()
 	if err != nil {

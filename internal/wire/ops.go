@@ -51,7 +51,7 @@ const (
 	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
 	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
 	OpUndelegate
-	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen or BatchRemove), Uid, Gid, Mtime
+	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen, CreateOwned or BatchRemove), Uid, Gid, Mtime
 	OpTrims       // a data server (ID) asks for the truncations it has not applied (of Ino, or of every file if 0); reply Trims and, for one file, Trunc = its generation
 	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
 	OpPfsGrow     // pfs tier: make file Ino's plain file at least Size bytes (a truncate up)
@@ -212,6 +212,14 @@ const ExtendClose uint32 = 1
 // An entry the service refuses comes back with its errno in Mode (and
 // this bit kept for a removal).
 const BatchRemove uint32 = 1 << 30
+
+// CreateOwned in the Mode of an OpCreateBatch entry of a regular file: the
+// delegation holder keeps the file's bytes and answers its read-only
+// opens and reads by itself while it holds the directory's delegation
+// (client/vfs/owned.go). The service then recalls the delegation before
+// another client opens the file for writing or changes its size
+// (meta/deleg.go).
+const CreateOwned uint32 = 1 << 29
 
 // Rename flags (Msg.Flags of OpRename), as renameat2(2).
 const (

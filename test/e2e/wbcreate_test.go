@@ -3,16 +3,12 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math/rand"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -34,18 +30,7 @@ func wbCluster(t *testing.T) (a, b, maddr string) {
 // itself.
 func wbCount(t *testing.T, addr, what string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^sluice_client_writeback_` + what + `_total (\d+)`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no writeback series in /metrics")
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	return metric(t, addr, "sluice_client_writeback_"+what+"_total")
 }
 
 // TestWritebackCreates: mount b creates files in a directory it made by

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# DFRA with forwarding nodes scarce: more jobs than forwarding daemons, as on
+# a real machine (TaihuLight: 240 forwarding nodes for thousands of jobs).
+# JOBS jobs of different behaviours run at once, each on its own emulated
+# compute node, over FWDS forwarding daemons (FWD_RATIO compute nodes per
+# forwarding node under the fixed mapping, so FFM puts two jobs on each).
+# Which node each job lands on is drawn per repeat (a scheduler's choice the
+# policy does not control) and is the same under both policies, so each
+# repeat compares FFM and DFRA on the same placement of jobs on nodes.
+# Jobs start STAGGER seconds apart in the drawn order (arrivals).
+#
+# Every behaviour first runs alone twice per policy (the first run builds
+# its profile, as in the pairwise study). Each mix is then run REPEATS times
+# under each policy; for every job the script keeps its I/O time (slowest
+# rank), the forwarding nodes it used (Beacon's per-server bytes) and the
+# manager's decision with its reasons (`sluice job --json`).
+#
+#   bash bench/dfra/scarce.sh             # 6 jobs on 3 forwarding nodes, 3 repeats, ~8 min
+#   SMOKE=1 bash bench/dfra/scarce.sh     # 4 jobs on 2, 1 repeat, small sizes
+#
+# Raw results: $OUT (JSON Lines); tables: python3 bench/dfra/scarce.py $OUT
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SMOKE=${SMOKE:-0}
+if [ "$SMOKE" = 1 ]; then
+	KINDS=${KINDS:-"nn meta iops log"}; SCALE=${SCALE:-1}; FWDS=${FWDS:-2}; REPEATS=${REPEATS:-1}
+else
+	KINDS=${KINDS:-"nn n1 meta iops read log"}; SCALE=${SCALE:-3}; FWDS=${FWDS:-3}; REPEATS=${REPEATS:-3}
+fi
+FWD_RATIO=${FWD_RATIO:-2}
+FWD_MBPS=${FWD_MBPS:-40}
+FWD_IOPS=${FWD_IOPS:-800}
+STAGGER=${STAGGER:-0.3}
+OUT=${OUT:-bench/dfra/scarce.jsonl}
+go build -o bin/sluice ./cmd/sluice
+WORK=$(mktemp -d /tmp/sluice-scarce.XXXXXX)
+cleanup() { bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+read -r -a kinds <<< "$KINDS"
+njobs=${#kinds[@]}
+# shellcheck source=bench/dfra/kinds.sh
+. bench/dfra/kinds.sh
+runjob() { # mode kind id node → the run's JSON (job summary)
+	# shellcheck disable=SC2046
+	bin/sluice workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$3" \
+		--nodes "$4" $(args "$2") "$WORK/mnt/$3"
+}
+record() { # mode repeat kind node run-json → one result line
+	rep=$(bin/sluice job --json --dir "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$5")")
+	python3 - "$1" "$2" "$3" "$4" "$5" "$rep" >> "$WORK/results.jsonl" <<'PY'
+import json, sys
+mode, repeat, kind, node, run, rep = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], json.loads(sys.argv[5]), json.loads(sys.argv[6])
+start = [d for d in rep.get("Decisions") or [] if d["Event"] == "start"]
+fwds = sorted({s["Server"] for s in rep.get("Servers") or [] if s["Layer"] == 2 and s["Bytes"] + s.get("Ops", 0) > 0})
+print(json.dumps({"mode": mode, "repeat": repeat, "kind": kind, "node": node, "job": run["Job"],
+                  "bytes": run["Bytes"], "slowest_ns": run["Slowest"], "fwds": fwds,
+                  "decided": start[0].get("Fwds") if start else None, "dedicated": bool(start and start[0].get("Dedicated")),
+                  "policy": start[0]["Policy"] if start else "", "reasons": start[0]["Reasons"] if start else []}))
+PY
+}
+
+# the node of each job in each repeat: a permutation of cn0..cn(JOBS-1) per
+# repeat, drawn once so both policies see the same one
+python3 - "$njobs" "$REPEATS" > "$WORK/perms" <<'PY'
+import random, sys
+n, r = int(sys.argv[1]), int(sys.argv[2])
+rng = random.Random(20261125)
+for _ in range(r):
+    p = list(range(n)); rng.shuffle(p); print(" ".join(map(str, p)))
+PY
+
+: > "$WORK/results.jsonl"
+for mode in ffm dfra; do
+	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 6G --ssd 0 --pfs none \
+		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" \
+		--meta-flags "--fwd-ratio $FWD_RATIO --dfra-vmin 16M" >/dev/null
+	for k in "${kinds[@]}"; do
+		# alone, twice, on cn0: the first run builds the application's profile
+		j=$(runjob "$mode" "$k" "$mode-$k-seed" cn0)
+		sleep 2.5 # the run's last records reach the store
+		bin/sluice profile build --dir "$WORK/state" "$mode-$k-seed" >/dev/null
+		j=$(runjob "$mode" "$k" "$mode-$k-alone" cn0)
+		sleep 2.5
+		record "$mode" 0 "$k" cn0 "$j"
+	done
+	r=0
+	while read -r -a perm; do
+		r=$((r + 1))
+		pids=()
+		for i in "${!kinds[@]}"; do
+			k=${kinds[$i]}
+			runjob "$mode" "$k" "$mode-$k-mix$r" "cn${perm[$i]}" > "$WORK/mix-$i.json" &
+			pids+=($!)
+			sleep "$STAGGER"
+		done
+		for p in "${pids[@]}"; do wait "$p"; done
+		sleep 2.5
+		for i in "${!kinds[@]}"; do
+			record "$mode" "$r" "${kinds[$i]}" "cn${perm[$i]}" "$(cat "$WORK/mix-$i.json")"
+		done
+	done < "$WORK/perms"
+	bin/sluice down --dir "$WORK/state" --purge >/dev/null
+done
+cp "$WORK/results.jsonl" "$OUT"
+python3 bench/dfra/scarce.py --check "$OUT" "$FWDS" "$REPEATS"
+python3 bench/dfra/scarce.py "$OUT" "$FWDS"
