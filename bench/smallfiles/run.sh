@@ -84,10 +84,14 @@ def counters():
     c = collections.Counter()
     for i, name in enumerate(daemons):
         kind = "fwd" if name.startswith("fwd") else "data" if name.startswith("data") else name
-        if kind not in series:
+        if kind not in series and kind != "mount":
             continue
         for l in urllib.request.urlopen("http://127.0.0.1:%d/metrics" % (base + i)).read().decode().splitlines():
-            if l.startswith(series[kind] + "{"):
+            if kind == "mount":
+                # opens and reads of owned files the mount answered itself
+                if l.startswith("sluice_client_owned_answers_total "):
+                    c["mount:owned"] += float(l.rsplit(" ", 1)[1])
+            elif l.startswith(series[kind] + "{"):
                 op = re.search(r'op="([^"]*)"', l).group(1)
                 c[kind + ":" + op] += float(l.rsplit(" ", 1)[1])
     rx = collections.Counter(m.group(1) for m in re.finditer(r"rx \d+: (\w+)", open(log, errors="replace").read()))
