@@ -25,7 +25,9 @@ func cmdSim(args []string) error {
 		return cmdSimBB(args[1:])
 	}
 	fs, cfg := flagSet("sim")
-	mach := fs.String("machine", "taihulight", "machine: a preset ("+strings.Join(machine.Presets(), ", ")+") or a description file")
+	mach := fs.String("machine", "taihulight", "machine: a preset ("+strings.Join(machine.Presets(), ", ")+"), a description file, or local (the running cluster of --dir)")
+	stateDir := fs.String("dir", "", "with --machine local: state directory of the running local cluster (sluice up --dir)")
+	printMachine := fs.Bool("print-machine", false, "print the machine's description (JSON, the format of a description file) and stop")
 	swfPath := fs.String("swf", "", "job log in the Standard Workload Format (.swf or .swf.gz)")
 	jobsPath := fs.String("jobs", "", "workload as JSON Lines (one sim.Job per line; see --gen-jobs)")
 	from := fs.Duration("from", 0, "with --swf: the jobs starting this far into the log")
@@ -49,7 +51,13 @@ func cmdSim(args []string) error {
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
-	m, err := machine.Load(*mach)
+	var m *machine.Machine
+	var err error
+	if *mach == "local" {
+		m, err = localMachine(*stateDir)
+	} else {
+		m, err = machine.Load(*mach)
+	}
 	if err != nil {
 		return err
 	}
@@ -70,6 +78,14 @@ func cmdSim(args []string) error {
 		if err := m.Check(); err != nil {
 			return err
 		}
+	}
+	if *printMachine {
+		b, err := json.MarshalIndent(m, "", " ")
+		if err != nil {
+			return err
+		}
+		fmt.Println(string(b))
+		return nil
 	}
 	var jobs []sim.Job
 	switch {

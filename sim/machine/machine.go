@@ -245,5 +245,12 @@ func (m *Machine) Static() int {
 
 // StorageBW is the PFS's aggregate bandwidth (before aging).
 func (m *Machine) StorageBW() float64 {
+	if bws := m.Storage.TargetBWs; len(bws) > 0 {
+		var sum float64
+		for _, b := range bws {
+			sum += b
+		}
+		return sum
+	}
 	return float64(m.Storage.Groups*m.Storage.Targets) * m.Storage.TargetBW
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-hpc/sluice/cluster"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/sim/machine"
+)
+
+// localMachine describes the local cluster in state directory dir for the
+// simulator (`sluice sim --machine local --dir DIR`): the forwarding
+// daemons' and data servers' caps from the flags it was started with
+// (cluster.json), the data servers' measured bandwidth from the metadata
+// service's registry, the fixed mapping's ratio from the metadata
+// daemon's flags. Data servers of the fastest tier it has are the
+// storage (a local cluster's jobs write there).
+func localMachine(dir string) (*machine.Machine, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("--machine local needs --dir, the state directory of a running local cluster (sluice up --dir)")
+	}
+	c, err := cluster.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := readSecret(c.SecretFile())
+	if err != nil {
+		return nil, err
+	}
+	mc := rpc.NewClient(c.MetaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + c.MetaAddr})
+	defer mc.Close()
+	servers, err := listServers(mc)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster in %s: %w", dir, err)
+	}
+	measured := map[string]float64{}
+	for _, s := range servers {
+		if s.Role == "data" && s.Alive {
+			measured[s.Addr] = float64(s.MaxPerf)
+		}
+	}
+	var l machine.Local
+	tiers := map[string][]machine.LocalServer{}
+	for _, d := range c.Daemons {
+		switch {
+		case d.Name == "meta":
+			if r, ok := flagValue(d.Args, "--fwd-ratio"); ok {
+				if l.FFMRatio, err = strconv.Atoi(r); err != nil {
+					return nil, fmt.Errorf("meta --fwd-ratio %q: %w", r, err)
+				}
+			}
+		case strings.HasPrefix(d.Name, "fwd"):
+			l.Fwds = append(l.Fwds, machine.LocalServer{Name: d.Name, BW: flagFloat(d.Args, "--max-mbps") * 1e6, Ops: flagFloat(d.Args, "--max-iops")})
+		case len(d.Args) > 0 && d.Args[0] == "data":
+			tier, _ := flagValue(d.Args, "--tier")
+			addr, _ := flagValue(d.Args, "--listen")
+			tiers[tier] = append(tiers[tier], machine.LocalServer{Name: d.Name, BW: flagFloat(d.Args, "--max-mbps") * 1e6,
+				Ops: flagFloat(d.Args, "--max-iops"), Measured: measured[addr]})
+		}
+	}
+	for _, t := range []string{"mem", "ssd", "hdd", "pfs"} {
+		if len(tiers[t]) > 0 {
+			l.Data = tiers[t]
+			break
+		}
+	}
+	if l.FFMRatio == 0 {
+		l.FFMRatio = 4 // sluice meta's default
+	}
+	return machine.FromLocal(l)
+}
+
+// flagValue finds flag name in a daemon's arguments, as "--name value" or
+// "--name=value".
+func flagValue(args []string, name string) (string, bool) {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1], true
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func flagFloat(args []string, name string) float64 {
+	v, ok := flagValue(args, name)
+	if !ok {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(v, 64)
+	return f
+}

@@ -1,0 +1,59 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSimLocalMachine: `sluice sim --machine local` describes a running
+// cluster as the simulator's machine — its forwarding nodes' caps, its
+// fixed mapping's ratio, its mem data servers at their caps — and the
+// simulator runs a job log on it.
+func TestSimLocalMachine(t *testing.T) {
+	c := startCluster(t, "--mem-servers", "2", "--fwds", "3", "--fwd-max-mbps", "40", "--fwd-max-iops", "800",
+		"--data-max-mbps", "150", "--meta-flags", "--fwd-ratio 2")
+	out, err := c.sluice("sim", "--machine", "local", "--print-machine")
+	if err != nil {
+		t.Fatalf("sim --print-machine: %v %s", err, out)
+	}
+	var m struct {
+		Name         string  `json:"name"`
+		ComputeNodes int     `json:"compute_nodes"`
+		FwdNodes     int     `json:"fwd_nodes"`
+		FwdBW        float64 `json:"fwd_bw"`
+		FwdOps       float64 `json:"fwd_ops"`
+		FFMRatio     int     `json:"ffm_ratio"`
+		Storage      struct {
+			Groups    int       `json:"groups"`
+			TargetBWs []float64 `json:"target_bws"`
+		} `json:"storage"`
+	}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if m.Name != "local" || m.FwdNodes != 3 || m.FwdBW != 40e6 || m.FwdOps != 800 || m.FFMRatio != 2 || m.ComputeNodes != 6 {
+		t.Fatalf("forwarding layer of the local machine: %+v", m)
+	}
+	if m.Storage.Groups != 1 || len(m.Storage.TargetBWs) != 2 {
+		t.Fatalf("storage: %+v (want the two mem data servers)", m.Storage)
+	}
+	for _, bw := range m.Storage.TargetBWs {
+		if bw <= 0 || bw > 150e6 {
+			t.Fatalf("a mem data server capped at 150 MB/s described at %.0f B/s", bw)
+		}
+	}
+	dir := t.TempDir()
+	swf, _ := filepath.Abs("../../sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz")
+	out, err = c.sluice("sim", "--machine", "local", "--swf", swf, "--for", "2h", "--quiet", "--out", dir)
+	if err != nil {
+		t.Fatalf("sim on the local machine: %v %s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil || !strings.Contains(string(b), `"local"`) {
+		t.Fatalf("summary: %s %v\n%s", b, err, out)
+	}
+	t.Logf("%s", out)
+}
