@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
+
+	"github.com/sluice-hpc/sluice/sim/engine"
 )
 
 // Stats summarise one run.
@@ -147,4 +150,30 @@ func WriteTimeline(w io.Writer, t []Sample) error {
 		}
 	}
 	return nil
+}
+
+// ETA estimates the wall time a run has left, given the wall time it has
+// taken so far, the simulated time reached, the last job's submit time
+// (a lower bound of when the run ends) and the jobs done: progress is the
+// larger of the share of jobs done and the share of the submit span
+// simulated, so a run in which jobs queue up (few done, time advancing)
+// and one whose jobs all arrive at once (no span, jobs finishing) both
+// get an estimate. Zero until there is progress.
+func ETA(elapsed time.Duration, now engine.Time, lastSubmit float64, done, total int) time.Duration {
+	frac := 0.0
+	if total > 0 {
+		frac = float64(done) / float64(total)
+	}
+	if lastSubmit > 0 {
+		// the simulated span is at most 95 % of the run: jobs submitted
+		// last still have to run
+		frac = max(frac, min(now.Seconds()/lastSubmit, 1)*0.95)
+	}
+	if frac <= 0 {
+		return 0
+	}
+	if frac >= 1 {
+		return 0
+	}
+	return time.Duration(float64(elapsed) * (1 - frac) / frac)
 }

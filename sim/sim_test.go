@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-hpc/sluice/policy/place"
+	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/sim/machine"
 	"github.com/sluice-hpc/sluice/sim/swf"
 )
@@ -237,5 +239,29 @@ func TestFailSlowDetected(t *testing.T) {
 	}
 	if io[false] < 999 || io[true] > io[false]/3 {
 		t.Errorf("I/O time of the job on the slow node: with detection %.0f s, without %.0f s", io[true], io[false])
+	}
+}
+
+// The time a run has left: from the jobs done, or the submit span
+// simulated when that says more; nothing before any progress, nothing
+// once done.
+func TestETA(t *testing.T) {
+	h := engine.Time(3600 * 1e9)
+	for _, c := range []struct {
+		el        time.Duration
+		now       engine.Time
+		last      float64
+		done, tot int
+		want      time.Duration
+	}{
+		{10 * time.Second, 0, 7200, 0, 100, 0},
+		{10 * time.Second, h, 7200, 50, 100, 10 * time.Second},            // half the jobs
+		{10 * time.Second, h, 7200, 0, 100, 10 * time.Second * 525 / 475}, // half the span (× 0.95)
+		{10 * time.Second, 0, 0, 25, 100, 30 * time.Second},               // all submitted at once
+		{10 * time.Second, 2 * h, 7200, 100, 100, 0},
+	} {
+		if got := ETA(c.el, c.now, c.last, c.done, c.tot); got.Round(time.Millisecond) != c.want.Round(time.Millisecond) {
+			t.Errorf("ETA(%v, %v, %v, %d/%d) = %v, want %v", c.el, c.now, c.last, c.done, c.tot, got, c.want)
+		}
 	}
 }

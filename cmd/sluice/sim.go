@@ -154,15 +154,23 @@ func cmdSim(args []string) error {
 		}
 	}
 	summary := map[string]any{"machine": m.Name, "jobs": measured, "warmup_jobs": len(jobs) - measured, "seed": *seed, "args": args}
+	lastSubmit := 0.0
+	for _, j := range jobs {
+		lastSubmit = max(lastSubmit, j.Submit)
+	}
 	for _, p := range policies {
 		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds, Placement: place.Policy(*placement),
 			FailSlow: sim.FailSlow{Nodes: *slowFwds, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect}}
 		wall := time.Now()
 		if !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
-				el := time.Since(wall).Seconds()
-				fmt.Fprintf(os.Stderr, "\r%s: simulated %6.1f h, %d events (%.0f/s), %d/%d jobs done   ", p, now.Seconds()/3600, fired,
-					float64(fired)/math.Max(el, 1e-9), done, total)
+				el := time.Since(wall)
+				eta := "?"
+				if d := sim.ETA(el, now, lastSubmit, done, total); d > 0 {
+					eta = d.Round(time.Second).String()
+				}
+				fmt.Fprintf(os.Stderr, "\r%s: simulated %6.1f h, %d events (%.0f/s), %d/%d jobs done, about %s left   ", p, now.Seconds()/3600, fired,
+					float64(fired)/math.Max(el.Seconds(), 1e-9), done, total, eta)
 			}
 		}
 		s, err := sim.New(c)
