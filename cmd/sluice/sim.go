@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-hpc/sluice/sim"
 	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/sim/machine"
+	"github.com/sluice-hpc/sluice/sim/plots"
 	"github.com/sluice-hpc/sluice/sim/swf"
 )
 
@@ -166,8 +168,11 @@ func cmdSim(args []string) error {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
 				el := time.Since(wall)
 				eta := "?"
-				if d := sim.ETA(el, now, lastSubmit, done, total); d > 0 {
+				switch d := sim.ETA(el, now, lastSubmit, done, total); {
+				case d >= time.Second:
 					eta = d.Round(time.Second).String()
+				case d > 0:
+					eta = "under a second"
 				}
 				fmt.Fprintf(os.Stderr, "\r%s: simulated %6.1f h, %d events (%.0f/s), %d/%d jobs done, about %s left   ", p, now.Seconds()/3600, fired,
 					float64(fired)/math.Max(el.Seconds(), 1e-9), done, total, eta)
@@ -203,17 +208,46 @@ func cmdSim(args []string) error {
 			}
 		}
 	}
+	var cmp *sim.Comparison
 	if a, b := results["ffm"], results["dfra"]; a != nil && b != nil {
-		cmp := sim.Compare(a, b)
+		c := sim.Compare(a, b)
+		cmp = &c
 		fmt.Printf("dfra vs ffm: per-job I/O speed-up median %.2f×, p90 %.2f×, max %.2f×; %d I/O-intensive jobs (volume > 1 GiB, > 1 I/O node) save %.1f min of I/O on average (%.1f min on %d jobs DFRA scaled up); %d jobs slower by > 10%%\n",
 			cmp.MedianSpeedup, cmp.P90Speedup, cmp.MaxSpeedup, cmp.Intensive, cmp.IntensiveSaved/60, cmp.ScaledSaved/60, cmp.Scaled, cmp.Slower)
 		summary["compare"] = cmp
 	}
 	if *out != "" {
+		if err := writeSimPlots(*out, m.Name, policies, results, cmp); err != nil {
+			return err
+		}
 		b, _ := json.MarshalIndent(summary, "", " ")
 		return os.WriteFile(filepath.Join(*out, "summary.json"), append(b, '\n'), 0o644)
 	}
 	return nil
+}
+
+// writeSimPlots draws utilisation.svg (every policy run) and, when both
+// policies ran, speedups.svg (the distribution of per-job speed-ups).
+func writeSimPlots(dir, machine string, policies []string, results map[string]*sim.Result, cmp *sim.Comparison) error {
+	tl := map[string][]sim.Sample{}
+	for p, r := range results {
+		tl[p] = r.Timeline
+	}
+	var b bytes.Buffer
+	if err := plots.Utilisation(&b, "Utilisation on "+machine, policies, tl); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "utilisation.svg"), b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if cmp == nil || len(cmp.Speedups) == 0 {
+		return nil
+	}
+	b.Reset()
+	if err := plots.Speedups(&b, fmt.Sprintf("DFRA against FFM on %s: per-job I/O speed-up (%d jobs)", machine, len(cmp.Speedups)), cmp.Speedups); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "speedups.svg"), b.Bytes(), 0o644)
 }
 
 func writeSimOutputs(dir, policy string, r *sim.Result) error {
