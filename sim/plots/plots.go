@@ -69,13 +69,21 @@ func Speedups(w io.Writer, title string, speedups []float64) error {
 	p.Title.Text = title
 	p.X.Label.Text = "per-job I/O speed-up (×, log scale)"
 	p.Y.Label.Text = "jobs with at most this speed-up (%)"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	if xs[len(xs)-1] >= 10*xs[0] {
+		// log scale once the speed-ups span a decade (else its ticks,
+		// powers of ten, would leave the axis bare)
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	} else {
+		p.X.Label.Text = "per-job I/O speed-up (×)"
+	}
+	p.Y.Min, p.Y.Max = 0, 100
 	p.Add(plotter.NewGrid())
 	l, err := plotter.NewLine(cdf)
 	if err != nil {
 		return err
 	}
+	l.StepStyle = plotter.PostStep // a CDF rises at each job's value
 	l.LineStyle.Color, l.LineStyle.Width = palette[0], vg.Points(1.5)
 	p.Add(l)
 	return save(p, w)
@@ -86,7 +94,10 @@ func lines(w io.Writer, title, x, y string, ss []Series) error {
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
-	p.Legend.Top = true
+	// the legend at the top left, above the data (y up to 100 %)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(8)
+	p.Y.Min, p.Y.Max = 0, 135
 	p.Add(plotter.NewGrid())
 	for i, s := range ss {
 		if len(s.XY) == 0 {
@@ -108,7 +119,7 @@ func lines(w io.Writer, title, x, y string, ss []Series) error {
 }
 
 func save(p *plot.Plot, w io.Writer) error {
-	wt, err := p.WriterTo(8*vg.Inch, 4*vg.Inch, "svg")
+	wt, err := p.WriterTo(9*vg.Inch, 4.5*vg.Inch, "svg")
 	if err != nil {
 		return err
 	}
