@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -51,7 +52,6 @@ func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 // ownedOpen is a read-only open of an owned file answered here, as
 // needed to open it at the service if the file is disowned meanwhile.
 type ownedOpen struct {
-	h  fuse.InHeader
 	id ident.ID
 }
 
@@ -59,8 +59,17 @@ type ownedOpen struct {
 // (vfs.OwnedConfig.Promote).
 func (fs *FS) promote(ino uint64, tag any) bool {
 	t := tag.(ownedOpen)
-	_, _, st := fs.callAs(&t.h, t.id, &wire.Msg{Op: wire.OpOpen, Ino: ino, Flags: syscall.O_RDONLY}, nil, nil)
-	return st == fuse.OK
+	// not through callAs: the application's open was recorded for
+	// Beacon when it was answered here
+	m := &wire.Msg{Op: wire.OpOpen, Ino: ino, Flags: syscall.O_RDONLY, Who: t.id, Client: fs.dc.ID()}
+	fs.wb.SettleFor(m)
+	ctx, cancel := context.WithTimeout(context.Background(), fs.cfg.Timeout)
+	defer cancel()
+	if _, _, err := fs.rt.Pick(t.id, ino).Call(ctx, m, nil, nil); err != nil {
+		fs.log.Warn("opening at the service a read-only open answered here failed", "ino", ino, "err", err)
+		return false
+	}
+	return true
 }
 
 // Open implements fuse.RawFileSystem: answered here for a read-only open
@@ -74,7 +83,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	}
 	fh := fs.nextFh.Add(1)
 	if !writer && fs.own.Owns(in.NodeId) {
-		tag := ownedOpen{h: in.InHeader, id: fs.ident(&in.InHeader, wire.OpOpen)}
+		tag := ownedOpen{id: fs.ident(&in.InHeader, wire.OpOpen)}
 		if fs.own.OpenLocal(in.NodeId, fh, tag) {
 			fs.met.owned.Inc()
 			fs.record(&in.InHeader, tag.id, beaconrpc.OpName(wire.OpOpen), in.NodeId, 0, 0, start, false)
