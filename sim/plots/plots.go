@@ -47,9 +47,32 @@ func Utilisation(w io.Writer, title string, policies []string, timelines map[str
 			fwd = append(fwd, plotter.XY{X: s.T / 3600, Y: 100 * s.FwdUse})
 			st = append(st, plotter.XY{X: s.T / 3600, Y: 100 * s.StorageUse})
 		}
-		ss = append(ss, Series{p + ": forwarding nodes", fwd}, Series{p + ": storage", st})
+		ss = append(ss, Series{p + ": forwarding nodes", thin(fwd)}, Series{p + ": storage", thin(st)})
 	}
 	return lines(w, title, "simulated time (h)", "bandwidth in use (%)", ss)
+}
+
+// maxPoints bounds the points of a line: longer ones are averaged over
+// equal runs of samples (a week of minutes would make a picture of
+// megabytes).
+const maxPoints = 1500
+
+func thin(xy plotter.XYs) plotter.XYs {
+	if len(xy) <= maxPoints {
+		return xy
+	}
+	per := (len(xy) + maxPoints - 1) / maxPoints
+	out := make(plotter.XYs, 0, maxPoints)
+	for i := 0; i < len(xy); i += per {
+		run := xy[i:min(i+per, len(xy))]
+		var x, y float64
+		for _, p := range run {
+			x += p.X
+			y += p.Y
+		}
+		out = append(out, plotter.XY{X: x / float64(len(run)), Y: y / float64(len(run))})
+	}
+	return out
 }
 
 // Speedups plots the distribution (CDF) of per-job speed-ups: the share
@@ -94,10 +117,17 @@ func lines(w io.Writer, title, x, y string, ss []Series) error {
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
-	// the legend at the top left, above the data (y up to 100 %)
+	// the legend at the top left, above the data: the y axis goes a
+	// third higher than the highest point
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.XOffs = vg.Points(8)
-	p.Y.Min, p.Y.Max = 0, 135
+	top := 0.0
+	for _, s := range ss {
+		for _, xy := range s.XY {
+			top = max(top, xy.Y)
+		}
+	}
+	p.Y.Min, p.Y.Max = 0, max(top, 1e-9)*1.4
 	p.Add(plotter.NewGrid())
 	for i, s := range ss {
 		if len(s.XY) == 0 {

@@ -42,3 +42,19 @@ func TestPlots(t *testing.T) {
 		t.Fatal("a speed-up plot of no jobs drew")
 	}
 }
+
+// A long timeline is averaged down to at most maxPoints points per line,
+// keeping its mean.
+func TestThin(t *testing.T) {
+	var tl []sim.Sample
+	for i := 0; i < 10*maxPoints+7; i++ {
+		tl = append(tl, sim.Sample{T: float64(60 * i), FwdUse: float64(i % 2)})
+	}
+	var b bytes.Buffer
+	if err := Utilisation(&b, "long", []string{"ffm"}, map[string][]sim.Sample{"ffm": tl}); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > 400<<10 {
+		t.Fatalf("a %d-sample timeline drew %d bytes", len(tl), b.Len())
+	}
+}
