@@ -184,19 +184,33 @@ type ownedModelHandle struct {
 // open, and written and read by the other mount — checked against a model
 // of the bytes at every read. b answers many of them itself (owned
 // files); the test checks that it did, so it cannot pass by never taking
-// that path. SLUICE_OWNED_SEED replays a seed.
+// that path. It runs with b's write paths as configured by default,
+// without write-behind and without readahead. SLUICE_OWNED_SEED replays
+// a seed; SLUICE_OWNED_FLAGS gives b's flags instead of the three sets.
 func TestOwnedModel(t *testing.T) {
+	variants := map[string]string{"default": "", "write-behind-0": "--write-behind=0", "readahead-0": "--readahead=0"}
+	if f, ok := os.LookupEnv("SLUICE_OWNED_FLAGS"); ok {
+		variants = map[string]string{"given": f}
+	}
+	for _, name := range []string{"default", "write-behind-0", "readahead-0", "given"} {
+		if flags, ok := variants[name]; ok {
+			t.Run(name, func(t *testing.T) { runOwnedModel(t, strings.Fields(flags)) })
+		}
+	}
+}
+
+func runOwnedModel(t *testing.T, flags []string) {
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("SLUICE_OWNED_SEED"); s != "" {
 		fmt.Sscan(s, &seed)
 	}
-	t.Logf("seed %d (replay: SLUICE_OWNED_SEED=%d go test -run TestOwnedModel ./test/e2e)", seed, seed)
+	t.Logf("seed %d, b's flags %q (replay: SLUICE_OWNED_SEED=%d SLUICE_OWNED_FLAGS=%q go test -run TestOwnedModel ./test/e2e)", seed, flags, seed, strings.Join(flags, " "))
 	r := rand.New(rand.NewSource(seed))
 	c := startCluster(t)
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	maddr := ln.Addr().String()
 	ln.Close()
-	mounts := []string{c.mnt, c.mount2(t, append([]string{"--metrics", maddr}, strings.Fields(os.Getenv("SLUICE_OWNED_FLAGS"))...)...)}
+	mounts := []string{c.mnt, c.mount2(t, append([]string{"--metrics", maddr}, flags...)...)}
 	const a, b = 0, 1
 	var trail []string
 	fail := func(format string, args ...any) {
