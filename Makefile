@@ -80,10 +80,13 @@ dfra:
 	bash bench/dfra/scarce.sh
 
 dfra-smoke:
-	SMOKE=1 OUT=/tmp/sluice-dfra-smoke.jsonl bash bench/dfra/pairwise.sh
-	python3 bench/dfra/report.py --check /tmp/sluice-dfra-smoke.jsonl
+	mkdir -p /tmp/sluice-dfra-smoke
+	SMOKE=1 OUT=/tmp/sluice-dfra-smoke/pairwise.jsonl bash bench/dfra/pairwise.sh
+	python3 bench/dfra/report.py --check /tmp/sluice-dfra-smoke/pairwise.jsonl
 	SMOKE=1 OUT=/tmp/sluice-scaleup-smoke.jsonl bash bench/dfra/scaleup.sh
-	SMOKE=1 OUT=/tmp/sluice-scarce-smoke.jsonl bash bench/dfra/scarce.sh
+	SMOKE=1 OUT=/tmp/sluice-dfra-smoke/scarce.jsonl bash bench/dfra/scarce.sh
+	# the simulator replays the runs just made (sim/validate_dfra_test.go)
+	SLUICE_DFRA_RESULTS=/tmp/sluice-dfra-smoke/ SLUICE_DFRA_SMOKE=1 $(GO) test -count=1 -run TestValidateDFRA -v ./sim
 
 # Tiering experiments (docs/experiments/tiers.md).
 tiers:

@@ -79,26 +79,31 @@ type FailSlow struct {
 
 // JobResult is one job's outcome.
 type JobResult struct {
-	ID       string  `json:"id"`
-	App      string  `json:"app"`
-	Nodes    int     `json:"nodes"`
-	IONodes  int     `json:"io_nodes"`
-	Pattern  string  `json:"pattern"`
-	Class    string  `json:"class"`
-	Bytes    float64 `json:"bytes"`
-	Submit   float64 `json:"submit"`
-	Start    float64 `json:"start"`
-	End      float64 `json:"end"`
-	Wait     float64 `json:"wait"`
-	IOTime   float64 `json:"io_time"`
-	IOAlone  float64 `json:"io_alone"` // its I/O alone on the machine, on the forwarding nodes it got
-	IOFFM    float64 `json:"io_ffm"`   // its I/O alone on its fixed-mapping forwarding nodes
-	Slowdown float64 `json:"slowdown"` // IOTime / IOAlone
-	Fwds     int     `json:"fwds"`
-	Policy   string  `json:"policy"` // what the allocation decided: ffm or dfra
-	Reason   string  `json:"reason"`
-	Warmup   bool    `json:"warmup,omitempty"`
-	Remapped int     `json:"remapped,omitempty"` // times dfra.Remap moved it off fail-slow nodes
+	ID      string  `json:"id"`
+	App     string  `json:"app"`
+	Nodes   int     `json:"nodes"`
+	IONodes int     `json:"io_nodes"`
+	Pattern string  `json:"pattern"`
+	Class   string  `json:"class"`
+	Bytes   float64 `json:"bytes"`
+	Submit  float64 `json:"submit"`
+	Start   float64 `json:"start"`
+	End     float64 `json:"end"`
+	Wait    float64 `json:"wait"`
+	IOTime  float64 `json:"io_time"`
+	// SetupTime is the time of its setup I/O (Job.SetupBytes), not in
+	// IOTime.
+	SetupTime float64 `json:"setup_time,omitempty"`
+	IOAlone   float64 `json:"io_alone"` // its I/O alone on the machine, on the forwarding nodes it got
+	IOFFM     float64 `json:"io_ffm"`   // its I/O alone on its fixed-mapping forwarding nodes
+	Slowdown  float64 `json:"slowdown"` // IOTime / IOAlone
+	Fwds      int     `json:"fwds"`
+	// FwdIDs are the forwarding nodes it got.
+	FwdIDs   []string `json:"fwd_ids,omitempty"`
+	Policy   string   `json:"policy"` // what the allocation decided: ffm or dfra
+	Reason   string   `json:"reason"`
+	Warmup   bool     `json:"warmup,omitempty"`
+	Remapped int      `json:"remapped,omitempty"` // times dfra.Remap moved it off fail-slow nodes
 }
 
 // Sample is one point of the utilisation timeline.
@@ -145,6 +150,8 @@ type job struct {
 	nIO     int
 	started engine.Time
 	ioTime  engine.Time
+	setup   engine.Time // of the setup phase
+	held    bool        // Hold has passed
 	phases  []phase
 	next    int
 	pending int // flows of the current phase not done
@@ -163,7 +170,9 @@ type fwdShare struct {
 type phase struct {
 	compute float64 // seconds of computation before it
 	bytes   float64
-	ops     float64
+	ops     float64 // metadata operations
+	reqs    float64 // data requests counted by the forwarding nodes
+	setup   bool    // Job.SetupBytes: not the job's own I/O
 }
 
 // Sim is one simulation in progress.
@@ -253,10 +262,14 @@ func New(cfg Config) (*Sim, error) {
 		id := fmt.Sprintf("fwd%04d", i)
 		s.fwds = append(s.fwds, dfra.Fwd{ID: id, Capacity: m.FwdBW, Alive: true})
 		s.fwdIdx[id] = i
-		r := s.fm.NewResource(id, m.FwdBW)
-		r.Derate = s.interference
+		r, o := s.fm.NewResource(id, m.FwdBW), s.fm.NewResource(id+".ops", m.FwdOps)
+		if len(m.Interference.Factors) > 0 {
+			r.Slow, o.Slow = s.slow, s.slow
+		} else {
+			r.Derate = s.interference
+		}
 		s.fwdBW = append(s.fwdBW, r)
-		s.fwdOps = append(s.fwdOps, s.fm.NewResource(id+".ops", m.FwdOps))
+		s.fwdOps = append(s.fwdOps, o)
 	}
 	s.free = make([]bool, m.ComputeNodes)
 	for i := range s.free {
@@ -301,6 +314,32 @@ func (s *Sim) interference(users []*flow.Flow) float64 {
 	return f
 }
 
+// slow is flow f's slowdown beyond its share of a forwarding node's
+// resources: the machine's interference factor of f's class beside the
+// classes of the other jobs there (the largest counts; 1 alone). A
+// replayed run's setup traffic is not slowed (the factors are calibrated
+// on jobs' own I/O); it slows the others as its job's class does.
+func (s *Sim) slow(f *flow.Flow, users []*flow.Flow) float64 {
+	if f.Tag == setupTag {
+		return 1
+	}
+	k, seen := 1.0, false
+	ca := s.m.Interference.Classes[f.Class]
+	for _, u := range users {
+		if u.Job == f.Job {
+			continue
+		}
+		w := s.m.Interference.Slowdown(ca, s.m.Interference.Classes[u.Class])
+		if !seen || w > k {
+			k, seen = w, true
+		}
+	}
+	return k
+}
+
+// setupTag marks the flows of a setup phase (Job.SetupBytes).
+const setupTag = "setup"
+
 // Run simulates every job to its end.
 func (s *Sim) Run() (*Result, error) {
 	jobs := append([]Job(nil), s.cfg.Jobs...)
@@ -309,6 +348,11 @@ func (s *Sim) Run() (*Result, error) {
 		j := jobs[i]
 		if j.Nodes > s.m.ComputeNodes {
 			return nil, fmt.Errorf("job %s wants %d nodes of %d", j.ID, j.Nodes, s.m.ComputeNodes)
+		}
+		for _, n := range j.OnNodes {
+			if n < 0 || n >= s.m.ComputeNodes {
+				return nil, fmt.Errorf("job %s runs on node %d of %d", j.ID, n, s.m.ComputeNodes)
+			}
 		}
 		if _, ok := s.classes[j.Class]; !ok {
 			return nil, fmt.Errorf("job %s: class %q is not one of the machine's %v", j.ID, j.Class, s.m.Interference.Classes)
@@ -371,11 +415,25 @@ func (s *Sim) submit(j *job) {
 // schedule starts queued jobs in order while the first fits (FCFS, no
 // backfilling).
 func (s *Sim) schedule() {
-	for len(s.queue) > 0 && s.queue[0].spec.Nodes <= s.nFree {
+	for len(s.queue) > 0 && s.fits(s.queue[0].spec) {
 		j := s.queue[0]
 		s.queue = s.queue[1:]
 		s.start(j)
 	}
+}
+
+// fits says whether job j can start now: its nodes are free (OnNodes),
+// or enough nodes are.
+func (s *Sim) fits(j Job) bool {
+	if len(j.OnNodes) == 0 {
+		return j.Nodes <= s.nFree
+	}
+	for _, n := range j.OnNodes {
+		if !s.free[n] {
+			return false
+		}
+	}
+	return true
 }
 
 // allocNodes takes n free compute nodes: the first run of n consecutive
@@ -423,7 +481,11 @@ func (s *Sim) start(j *job) {
 	s.started++
 	j.num = s.started
 	j.started = now
-	j.nodes = s.allocNodes(sp.Nodes)
+	if len(sp.OnNodes) > 0 {
+		j.nodes = s.take(append([]int(nil), sp.OnNodes...))
+	} else {
+		j.nodes = s.allocNodes(sp.Nodes)
+	}
 	j.names = make([]string, len(j.nodes))
 	for i, n := range j.nodes {
 		j.names[i] = nodeName(n)
@@ -435,17 +497,32 @@ func (s *Sim) start(j *job) {
 	dj := dfra.Job{ID: sp.ID, App: sp.App, Nodes: j.names}
 	if s.cfg.Policy == "dfra" {
 		dj.Profile = s.profile[sp.App]
+		if sp.Profile != nil {
+			dj.Profile = sp.Profile
+		}
 	}
 	j.a = dfra.Decide(s.dcfg, s.fwds, placed, dj)
 	j.nIO = ioNodes(sp.Pattern, sp.Nodes)
 	j.perFwd = s.spread(j.a, j.names[:j.nIO])
 	// phases: the read, then computation and a write, Phases times
+	if sp.SetupBytes > 0 || sp.SetupRequests > 0 {
+		j.phases = append(j.phases, phase{bytes: sp.SetupBytes, reqs: sp.SetupRequests, setup: true})
+	}
 	per := sp.Compute / float64(sp.Phases)
+	parts := float64(sp.Phases)
 	if sp.Read > 0 {
-		j.phases = append(j.phases, phase{bytes: sp.Read, ops: sp.MetaOps / float64(sp.Phases+1)})
+		parts++
+		j.phases = append(j.phases, phase{bytes: sp.Read, ops: sp.MetaOps / parts, reqs: sp.Requests * sp.Read / (sp.Read + sp.Write)})
 	}
 	for k := 0; k < sp.Phases; k++ {
-		j.phases = append(j.phases, phase{compute: per, bytes: sp.Write / float64(sp.Phases), ops: sp.MetaOps / float64(sp.Phases+1)})
+		reqs := sp.Requests / float64(sp.Phases)
+		if sp.Read > 0 {
+			reqs = sp.Requests * sp.Write / (sp.Read + sp.Write) / float64(sp.Phases)
+		}
+		j.phases = append(j.phases, phase{compute: per, bytes: sp.Write / float64(sp.Phases), ops: sp.MetaOps / parts, reqs: reqs})
+	}
+	if sp.Lead > 0 && len(j.phases) > 0 {
+		j.phases[0].compute += sp.Lead
 	}
 	j.res = JobResult{ID: sp.ID, App: sp.App, Nodes: sp.Nodes, IONodes: j.nIO, Pattern: sp.Pattern, Class: sp.Class,
 		Bytes: sp.Read + sp.Write, Submit: sp.Submit, Start: now.Seconds(), Wait: now.Seconds() - sp.Submit,
@@ -453,6 +530,7 @@ func (s *Sim) start(j *job) {
 	if len(j.a.Reasons) > 0 {
 		j.res.Reason = j.a.Reasons[len(j.a.Reasons)-1]
 	}
+	j.res.FwdIDs = append([]string(nil), j.a.Fwds...)
 	j.res.IOAlone = s.alone(j, j.perFwd)
 	if j.a.Policy == "ffm" {
 		j.res.IOFFM = j.res.IOAlone
@@ -499,22 +577,40 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 	var out []*flow.Flow
 	class := s.classes[j.spec.Class]
 	T := s.m.Storage.Targets
+	var tag any
+	if ph.setup {
+		tag = setupTag
+	}
 	for _, fs := range per {
 		share := fs.nodes / float64(j.nIO)
 		if b := ph.bytes * share; b > 0 {
 			g := fs.fwd % s.m.Storage.Groups
 			byTarget := s.place(j, g, b, fs.nodes, placed, written)
-			l := links(fs.fwd, fs.nodes)
+			var head []flow.Use
+			if !ph.setup { // a setup phase is held back by neither the links nor the job's own limits
+				head = []flow.Use{{R: links(fs.fwd, fs.nodes)}}
+			}
 			for k := 0; k < T; k++ {
 				if byTarget[k] > 0 {
-					path := []flow.Use{{R: l}, {R: res(s.fwdBW[fs.fwd])}, {R: res(s.targets[g*T+k])}}
-					out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, nil, done))
+					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd])}, flow.Use{R: res(s.targets[g*T+k])})
+					out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, tag, done))
 				}
 			}
 		}
+		// operations: metadata over [the node's rate, the metadata
+		// service], data requests over the node's rate; the job's own
+		// rate (OpsRate) shared between them as they are
+		ops, rate := ph.ops+ph.reqs, j.spec.OpsRate
+		if ph.setup {
+			rate = 0
+		}
 		if o := ph.ops * share; o > 0 {
 			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}, {R: res(s.meta)}}
-			out = append(out, fm.Start(path, o, 0, j.num, class, nil, done))
+			out = append(out, fm.Start(path, o, rate*share*ph.ops/ops, j.num, class, tag, done))
+		}
+		if o := ph.reqs * share; o > 0 {
+			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}}
+			out = append(out, fm.Start(path, o, rate*share*ph.reqs/ops, j.num, class, tag, done))
 		}
 	}
 	return out
@@ -558,6 +654,15 @@ func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64, writt
 	return out
 }
 
+// nodeBW is what one I/O node of j moves at most: its link, or less if
+// the job itself does not go faster (Job.NodeBW).
+func (s *Sim) nodeBW(j *job) float64 {
+	if b := j.spec.NodeBW; b > 0 && b < s.m.NodeBW {
+		return b
+	}
+	return s.m.NodeBW
+}
+
 // alone is j's I/O time alone on the machine over the forwarding nodes
 // per: every phase on a copy of the resources with nothing else.
 func (s *Sim) alone(j *job, per []fwdShare) float64 {
@@ -568,7 +673,7 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 		c := copies[r]
 		if c == nil {
 			c = fm.NewResource(r.Name, r.Capacity())
-			c.Derate = r.Derate
+			c.Derate, c.Slow = r.Derate, r.Slow
 			copies[r] = c
 		}
 		return c
@@ -577,10 +682,13 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 	links := map[int]*flow.Resource{}
 	var total engine.Time
 	for _, ph := range j.phases {
+		if ph.setup {
+			continue
+		}
 		start := e.Now()
 		s.flows(j, per, ph, fm, res, func(fwd int, nodes float64) *flow.Resource {
 			if links[fwd] == nil {
-				links[fwd] = fm.NewResource(fmt.Sprintf("links%d", fwd), nodes*s.m.NodeBW)
+				links[fwd] = fm.NewResource(fmt.Sprintf("links%d", fwd), nodes*s.nodeBW(j))
 			}
 			return links[fwd]
 		}, placed, nil, nil)
@@ -595,6 +703,11 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 
 func (s *Sim) nextPhase(j *job) {
 	if j.next == len(j.phases) {
+		if h := j.spec.Hold; h > 0 && !j.held {
+			j.held = true
+			s.e.After(engine.FromSeconds(h), engine.Func(func(engine.Time) { s.finish(j) }))
+			return
+		}
 		s.finish(j)
 		return
 	}
@@ -614,12 +727,16 @@ func (s *Sim) startFlows(j *job, ph phase) {
 			j.links = map[int]*flow.Resource{}
 		}
 		if j.links[fwd] == nil {
-			j.links[fwd] = s.fm.NewResource(fmt.Sprintf("%s.links%d", j.spec.ID, fwd), nodes*s.m.NodeBW)
+			j.links[fwd] = s.fm.NewResource(fmt.Sprintf("%s.links%d", j.spec.ID, fwd), nodes*s.nodeBW(j))
 		}
 		return j.links[fwd]
 	}, s.placed, func(t int) float64 { return s.targets[t].Busy(s.e.Now()) }, func(_ *flow.Flow, now engine.Time) {
 		if j.pending--; j.pending == 0 {
-			j.ioTime += now - j.phStart
+			if j.phases[j.next-1].setup {
+				j.setup += now - j.phStart
+			} else {
+				j.ioTime += now - j.phStart
+			}
 			j.inIO, j.flows = false, nil
 			s.nextPhase(j)
 		}
@@ -645,6 +762,7 @@ func (s *Sim) finish(j *job) {
 	}
 	j.res.End = now.Seconds()
 	j.res.IOTime = j.ioTime.Seconds()
+	j.res.SetupTime = j.setup.Seconds()
 	if j.res.IOAlone > 0 {
 		j.res.Slowdown = j.res.IOTime / j.res.IOAlone
 	}

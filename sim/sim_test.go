@@ -10,10 +10,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/sim/machine"
@@ -167,17 +169,22 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 
 // TestJobsRoundTrip: a workload written as JSON Lines reads back.
 func TestJobsRoundTrip(t *testing.T) {
-	jobs := []Job{{ID: "a", App: "x", Nodes: 4, Compute: 10, Pattern: "N-N", Class: "bw", Read: 1, Write: 2, Phases: 2}}
+	jobs := []Job{{ID: "a", App: "x", Nodes: 4, Compute: 10, Pattern: "N-N", Class: "bw", Read: 1, Write: 2, Phases: 2},
+		{ID: "b", App: "y", Nodes: 2, Pattern: "1-1", Class: "iops", Write: 4096, Phases: 1, Requests: 1, NodeBW: 1e6, OpsRate: 10,
+			OnNodes: []int{3, 1}, Profile: &beacon.Profile{Key: "y", Mode: "1-1", Classes: []string{"iops"}}}}
 	var b bytes.Buffer
 	if err := WriteJobs(&b, jobs); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadJobs(&b)
-	if err != nil || len(got) != 1 || got[0] != jobs[0] {
+	if err != nil || len(got) != 2 || !reflect.DeepEqual(got[1], jobs[1]) || !reflect.DeepEqual(got[0], jobs[0]) {
 		t.Fatalf("%+v %v", got, err)
 	}
 	if _, err := ReadJobs(strings.NewReader(`{"id":"b","nodes":0,"phases":1}`)); err == nil {
 		t.Fatal("a job of 0 nodes was read")
+	}
+	if _, err := ReadJobs(strings.NewReader(`{"id":"b","nodes":2,"phases":1,"on_nodes":[1]}`)); err == nil {
+		t.Fatal("a job of 2 nodes on 1 was read")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"sort"
 
+	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/sim/machine"
 	"github.com/sluice-hpc/sluice/sim/swf"
 )
@@ -28,6 +29,33 @@ type Job struct {
 	Write   float64 `json:"write"`   // bytes written, in Phases equal phases
 	Phases  int     `json:"phases"`  // write phases (checkpoints), ≥ 1
 	MetaOps float64 `json:"meta_ops"`
+	// Requests are the operations its data I/O costs a forwarding node
+	// beyond the metadata operations (small requests; 0: not counted).
+	Requests float64 `json:"requests,omitempty"`
+	// NodeBW and OpsRate are the job's own limits, what it reaches alone
+	// (Beacon's profile: bytes/s per I/O node while active, operations/s
+	// in all); 0: the machine's node link, none.
+	NodeBW  float64 `json:"node_bw,omitempty"`
+	OpsRate float64 `json:"ops_rate,omitempty"`
+	// SetupBytes and SetupRequests are I/O before the job's own (a
+	// replayed run's preparation: creating the files it then reads), a
+	// phase of their own at the start, left out of its I/O time; Hold is
+	// how long it keeps its nodes after its last phase (a replayed run's
+	// teardown), seconds.
+	SetupBytes    float64 `json:"setup_bytes,omitempty"`
+	SetupRequests float64 `json:"setup_requests,omitempty"`
+	Hold          float64 `json:"hold,omitempty"`
+	// Lead is how long it waits before its first I/O (a replayed run's
+	// launch and start barrier), seconds.
+	Lead float64 `json:"lead,omitempty"`
+	// OnNodes are the compute nodes the job runs on (a scheduler's
+	// placement, as in a replayed run); empty: the simulator's first fit.
+	OnNodes []int `json:"on_nodes,omitempty"`
+	// Profile, if set, is what the forwarding allocation knows of the
+	// application when the job starts (Beacon's, `sluice profile show
+	// --json`), instead of what the simulator learned from its earlier
+	// simulated jobs.
+	Profile *beacon.Profile `json:"profile,omitempty"`
 	// Warmup: the job runs (it contends, and its application's profile
 	// learns from it) but is left out of the results' statistics.
 	Warmup bool `json:"warmup,omitempty"`
@@ -200,8 +228,12 @@ func ReadJobs(r io.Reader) ([]Job, error) {
 		} else if err != nil {
 			return nil, fmt.Errorf("job %d: %w", len(out)+1, err)
 		}
-		if j.Nodes <= 0 || j.Phases <= 0 || j.Read < 0 || j.Write < 0 || j.Compute < 0 || j.MetaOps < 0 {
-			return nil, fmt.Errorf("job %d (%s): nodes and phases must be > 0, volumes and times ≥ 0", len(out)+1, j.ID)
+		if j.Nodes <= 0 || j.Phases <= 0 || j.Read < 0 || j.Write < 0 || j.Compute < 0 || j.MetaOps < 0 ||
+			j.Requests < 0 || j.NodeBW < 0 || j.OpsRate < 0 || j.SetupBytes < 0 || j.SetupRequests < 0 || j.Hold < 0 || j.Lead < 0 {
+			return nil, fmt.Errorf("job %d (%s): nodes and phases must be > 0, volumes, rates and times ≥ 0", len(out)+1, j.ID)
+		}
+		if len(j.OnNodes) > 0 && len(j.OnNodes) != j.Nodes {
+			return nil, fmt.Errorf("job %d (%s): %d nodes but on_nodes lists %d", len(out)+1, j.ID, j.Nodes, len(j.OnNodes))
 		}
 		out = append(out, j)
 	}

@@ -12,6 +12,9 @@
 #   SMOKE=1 bash bench/dfra/pairwise.sh    # three behaviours, small sizes
 #
 # Prints the two slowdown matrices as Markdown (docs/experiments/dfra.md).
+# The runs alone keep what crossed the forwarding layer and its caps:
+# `sluice sim --interference FILE --interference-model factors` calibrates
+# from them (sim.FactorsFromDFRA).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -57,7 +60,9 @@ for mode in ffm dfra; do
 		sleep 2.5
 		bin/sluice profile build --dir "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$j")" >/dev/null
 		j=$(runjob "$mode" "$k" alone)
-		echo "{\"mode\":\"$mode\",\"kind\":\"$k\",\"with\":\"\",\"run\":$j}" >> "$WORK/results.jsonl"
+		sleep 2.5 # the run's last records reach the store
+		fig=$(fwdfig bin/sluice "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$j")")
+		echo "{\"mode\":\"$mode\",\"kind\":\"$k\",\"with\":\"\",\"run\":$j,\"fwd\":$fig,\"fwd_mbps\":$FWD_MBPS,\"fwd_iops\":$FWD_IOPS}" >> "$WORK/results.jsonl"
 	done
 	for a in $KINDS; do
 		for b in $KINDS; do

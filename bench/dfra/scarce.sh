@@ -12,13 +12,16 @@
 # Every behaviour first runs alone twice per policy (the first run builds
 # its profile, as in the pairwise study). Each mix is then run REPEATS times
 # under each policy; for every job the script keeps its I/O time (slowest
-# rank), the forwarding nodes it used (Beacon's per-server bytes) and the
-# manager's decision with its reasons (`sluice job --json`).
+# rank), its bytes and operations, when it was registered and ended, the
+# forwarding nodes it used and what crossed them (Beacon's per-server
+# figures), and the manager's decision with its reasons (`sluice job --json`); sim/validate_dfra_test.go replays
+# the runs in the simulator.
 #
 #   bash bench/dfra/scarce.sh             # 6 jobs on 3 forwarding nodes, 3 repeats, ~8 min
 #   SMOKE=1 bash bench/dfra/scarce.sh     # 4 jobs on 2, 1 repeat, small sizes
 #
-# Raw results: $OUT (JSON Lines); tables: python3 bench/dfra/scarce.py $OUT
+# Raw results: $OUT (JSON Lines) and $PROFILES (the applications' profiles
+# before each repeat); tables: python3 bench/dfra/scarce.py $OUT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -32,6 +35,7 @@ FWD_MBPS=${FWD_MBPS:-40}
 FWD_IOPS=${FWD_IOPS:-800}
 STAGGER=${STAGGER:-0.3}
 OUT=${OUT:-bench/dfra/scarce.jsonl}
+PROFILES=${PROFILES:-${OUT%.jsonl}-profiles.jsonl} # the profiles DFRA decided from, before each repeat
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-scarce.XXXXXX)
 cleanup() { bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
@@ -47,14 +51,17 @@ runjob() { # mode kind id node → the run's JSON (job summary)
 		--nodes "$4" $(args "$2") "$WORK/mnt/$3"
 }
 record() { # mode repeat kind node run-json → one result line
-	rep=$(bin/sluice job --json --dir "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$5")")
-	python3 - "$1" "$2" "$3" "$4" "$5" "$rep" >> "$WORK/results.jsonl" <<'PY'
+	job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$5")
+	rep=$(bin/sluice job --json --dir "$WORK/state" "$job")
+	python3 - "$1" "$2" "$3" "$4" "$5" "$rep" "$(fwdfig bin/sluice "$WORK/state" "$job")" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
-mode, repeat, kind, node, run, rep = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], json.loads(sys.argv[5]), json.loads(sys.argv[6])
+mode, repeat, kind, node, run, rep, fwd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], json.loads(sys.argv[5]), json.loads(sys.argv[6]), json.loads(sys.argv[7])
 start = [d for d in rep.get("Decisions") or [] if d["Event"] == "start"]
-fwds = sorted({s["Server"] for s in rep.get("Servers") or [] if s["Layer"] == 2 and s["Bytes"] + s.get("Ops", 0) > 0})
+end = [d for d in rep.get("Decisions") or [] if d["Event"] == "end"]
 print(json.dumps({"mode": mode, "repeat": repeat, "kind": kind, "node": node, "job": run["Job"],
-                  "bytes": run["Bytes"], "slowest_ns": run["Slowest"], "fwds": fwds,
+                  "bytes": run["Bytes"], "ops": run["Ops"], "slowest_ns": run["Slowest"], "elapsed_ns": run["Elapsed"],
+                  "start_ns": start[0]["At"] if start else 0, "end_ns": end[-1]["At"] if end else 0, "fwds": fwd["fwds"],
+                  "fwd_bytes": fwd["fwd_bytes"], "fwd_ops": fwd["fwd_ops"],
                   "decided": start[0].get("Fwds") if start else None, "dedicated": bool(start and start[0].get("Dedicated")),
                   "policy": start[0]["Policy"] if start else "", "reasons": start[0]["Reasons"] if start else []}))
 PY
@@ -71,6 +78,7 @@ for _ in range(r):
 PY
 
 : > "$WORK/results.jsonl"
+: > "$WORK/profiles.jsonl"
 for mode in ffm dfra; do
 	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 6G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" \
@@ -87,6 +95,8 @@ for mode in ffm dfra; do
 	r=0
 	while read -r -a perm; do
 		r=$((r + 1))
+		bin/sluice profile show --json --dir "$WORK/state" |
+			python3 -c 'import json,sys; [print(json.dumps({"mode": sys.argv[1], "repeat": int(sys.argv[2]), "profile": json.loads(l)})) for l in sys.stdin]' "$mode" "$r" >> "$WORK/profiles.jsonl"
 		pids=()
 		for i in "${!kinds[@]}"; do
 			k=${kinds[$i]}
@@ -103,5 +113,6 @@ for mode in ffm dfra; do
 	bin/sluice down --dir "$WORK/state" --purge >/dev/null
 done
 cp "$WORK/results.jsonl" "$OUT"
+cp "$WORK/profiles.jsonl" "$PROFILES"
 python3 bench/dfra/scarce.py --check "$OUT" "$FWDS" "$REPEATS"
 python3 bench/dfra/scarce.py "$OUT" "$FWDS"

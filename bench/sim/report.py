@@ -62,14 +62,16 @@ if sp:
     for k, n in sorted(why.items(), key=lambda kv: -kv[1])[:8]:
         print("- %d × %s" % (n, k))
 
-print("\n## Experiment 1b: the same, interference pairs from our own DFRA pairwise experiment\n")
-print("| day | median speed-up | p90 | max | saved per I/O-intensive job (min) | slower >10 % | I/O-intensive mean I/O FFM (s) | DFRA (s) |")
-print("|---|---|---|---|---|---|---|---|")
-for d in sorted(glob.glob(os.path.join(out, "exp1b", "day-*"))):
-    s = load(os.path.join(d, "summary.json"))
-    c = s["compare"]
-    print("| %s | %.2f | %.2f | %.2f | %.2f | %d | %.0f | %.0f |" % (os.path.basename(d)[4:], c["median_speedup"], c["p90_speedup"], c["max_speedup"],
-          c["intensive_saved_s"] / 60, c["slower"], s["ffm"]["intensive_mean_io_s"], s["dfra"]["intensive_mean_io_s"]))
+for exp, what in (("exp1b", "interference pairs from our own DFRA pairwise experiment"),
+                  ("exp1c", "interference factors calibrated from our own DFRA pairwise experiment (asymmetric)")):
+    print("\n## Experiment %s: the same, %s\n" % (exp[3:], what))
+    print("| day | median speed-up | p90 | max | saved per I/O-intensive job (min) | slower >10 % | I/O-intensive mean I/O FFM (s) | DFRA (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for d in sorted(glob.glob(os.path.join(out, exp, "day-*"))):
+        s = load(os.path.join(d, "summary.json"))
+        c = s["compare"]
+        print("| %s | %.2f | %.2f | %.2f | %.2f | %d | %.0f | %.0f |" % (os.path.basename(d)[4:], c["median_speedup"], c["p90_speedup"], c["max_speedup"],
+              c["intensive_saved_s"] / 60, c["slower"], s["ffm"]["intensive_mean_io_s"], s["dfra"]["intensive_mean_io_s"]))
 
 print("\n## Experiment 2a: the ShenTu case (one 10,240-node N-N job reading 136.9 TB, 140 targets spread 5x)\n")
 print("| placement | I/O time (s) | bandwidth (GB/s) |")

@@ -25,9 +25,12 @@ for d in $days; do
 	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-$d" > "$OUT/exp1-day-$d.txt"
 done
 
-# 1b. the same with our own interference pairs (bench/dfra/pairwise.jsonl)
+# 1b. the same with our own interference pairs (bench/dfra/pairwise.jsonl);
+# 1c. with the factors calibrated from them (asymmetric)
 for d in $days; do
 	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --interference bench/dfra/pairwise.jsonl --quiet --out "$OUT/exp1b/day-$d" > /dev/null
+	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --interference bench/dfra/pairwise.jsonl \
+		--interference-model factors --quiet --out "$OUT/exp1c/day-$d" > /dev/null
 done
 
 # 2. fail-slow forwarding nodes and aged storage
@@ -73,5 +76,5 @@ python3 bench/sim/report.py "$OUT" | tee "$OUT/report.md"
 # the raw results kept in the repository: every file of experiment 1, the
 # summaries of experiment 4, the scale runs
 if [ "$OUT" = bench/sim/results ]; then
-	tar czf bench/sim/raw.tar.gz -C "$OUT" --exclude=sluice --exclude='exp4/*/*/jobs-*' --exclude='exp4/*/*/timeline-*' --exclude='exp2/day-*/*/jobs-*' --exclude='exp2/*/*/timeline-*' --exclude='exp1b/*/jobs-*' --exclude='exp1b/*/timeline-*' .
+	tar czf bench/sim/raw.tar.gz -C "$OUT" --exclude=sluice --exclude='exp4/*/*/jobs-*' --exclude='exp4/*/*/timeline-*' --exclude='exp2/day-*/*/jobs-*' --exclude='exp2/*/*/timeline-*' --exclude='exp1b/*/jobs-*' --exclude='exp1b/*/timeline-*' --exclude='exp1c/*/timeline-*' --exclude='exp1c/day-168h/jobs-*' --exclude='exp1c/day-336h/jobs-*' .
 fi

@@ -352,6 +352,7 @@ func printTop(w io.Writer, recs []beacon.Record, slow []beacon.SlowServer, now t
 func cmdProfile(args []string) error {
 	fs, cfg := flagSet("profile")
 	app := fs.String("app", "", "import: profile key (default: the executable and uid in the log)")
+	asJSON := fs.Bool("json", false, "print each profile as one JSON line")
 	mc, sub, err := metaClientSub(fs, cfg, args, "show", "build", "import")
 	if err != nil {
 		return err
@@ -399,7 +400,14 @@ func cmdProfile(args []string) error {
 	default:
 		return fmt.Errorf("want a subcommand: show [KEY] | build JOB | import LOG.darshan")
 	}
+	enc := json.NewEncoder(os.Stdout)
 	for _, p := range ps {
+		if *asJSON {
+			if err := enc.Encode(p); err != nil {
+				return err
+			}
+			continue
+		}
 		printProfile(os.Stdout, p)
 	}
 	return nil

@@ -41,6 +41,7 @@ func cmdSim(args []string) error {
 	policy := fs.String("policy", "both", "forwarding allocation: ffm, dfra, or both (each run, and per-job speed-ups)")
 	fwds := fs.Int("fwds", 0, "forwarding nodes (0: the machine's)")
 	interf := fs.String("interference", "", "forwarding-node interference pairs: the machine's (default: the DFRA slides'), or a DFRA pairwise experiment's raw results (bench/dfra/pairwise.jsonl: our own measurements)")
+	interfModel := fs.String("interference-model", "capacity", "with --interference FILE: capacity (a shared node delivers less to both jobs, symmetric) or factors (each job slowed by its own factor beyond its share, calibrated from the experiment's runs: sim.FactorsFromDFRA)")
 	spread := fs.Float64("spread", 0, "age the machine's storage: targets' speeds spread evenly over this factor (Sunway: 5; 0: as described)")
 	placement := fs.String("placement", "perf", "how files are placed on a storage group's targets (policy/place): perf, rr or wrandom")
 	slowFwds := fs.Int("slow-fwds", 0, "forwarding nodes made fail-slow (spread over the fixed mapping's)")
@@ -71,12 +72,27 @@ func cmdSim(args []string) error {
 		if err != nil {
 			return err
 		}
-		pairs, err := machine.PairsFromDFRA(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", *interf, err)
+		switch *interfModel {
+		case "capacity":
+			pairs, err := machine.PairsFromDFRA(f)
+			if err != nil {
+				f.Close()
+				return fmt.Errorf("%s: %w", *interf, err)
+			}
+			m.Interference.Pairs = pairs
+		case "factors":
+			// the pairwise script's caps unless its lines name theirs
+			factors, err := sim.FactorsFromDFRA(f, machine.DFRAKinds, 40e6, 800)
+			if err != nil {
+				f.Close()
+				return fmt.Errorf("%s: %w", *interf, err)
+			}
+			m.Interference.Factors = factors
+		default:
+			f.Close()
+			return fmt.Errorf("--interference-model %q: want capacity or factors", *interfModel)
 		}
-		m.Interference.Pairs = pairs
+		f.Close()
 		if err := m.Check(); err != nil {
 			return err
 		}

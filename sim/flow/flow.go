@@ -32,8 +32,15 @@ import (
 type Resource struct {
 	Name string
 	// Derate, if set, scales the capacity by a factor in (0, 1] that
-	// depends on the flows using the resource (interference).
+	// depends on the flows using the resource (interference that costs
+	// every flow alike).
 	Derate func(users []*Flow) float64
+	// Slow, if set, gives flow f a factor k ≥ 1 that depends on the
+	// flows using the resource (interference that costs one flow more
+	// than another): f moves at 1/k of its max-min share and the others
+	// share what it leaves (max-min again with f capped there). A flow's
+	// factor is the largest of its path's.
+	Slow func(f *Flow, users []*Flow) float64
 
 	cap   float64 // units per second
 	users []*Flow
@@ -95,6 +102,8 @@ type Flow struct {
 	mark      uint64
 	frozen    bool
 	next      float64 // the rate of a recomputation
+	k         float64 // Slow's factor in the last recomputation (≥ 1)
+	limit     float64 // the cap of a recomputation's pass
 	finished  bool
 	m         *Model
 }
@@ -170,7 +179,7 @@ func (m *Model) SetCapacity(r *Resource, c float64) {
 // completes at once (done is called from an event at the current time).
 func (m *Model) Start(path []Use, amount, cap float64, job, class int, tag any, done func(f *Flow, now engine.Time)) *Flow {
 	now := m.e.Now()
-	f := &Flow{Path: path, Cap: cap, Job: job, Class: class, Tag: tag, amount: amount, remaining: amount, last: now, done: done, m: m}
+	f := &Flow{Path: path, Cap: cap, Job: job, Class: class, Tag: tag, amount: amount, remaining: amount, last: now, done: done, m: m, k: 1}
 	for i := range f.Path {
 		if f.Path[i].W == 0 {
 			f.Path[i].W = 1
@@ -321,8 +330,49 @@ func (m *Model) recompute(seeds []*Resource) {
 	}
 	m.Recomputes++
 	m.FlowsTouched += uint64(len(flows))
+	slowed := false
 	for _, r := range res {
 		r.account(now)
+	}
+	for _, f := range flows {
+		f.k = 1
+		for _, u := range f.Path {
+			if u.R.Slow != nil {
+				f.k = math.Max(f.k, u.R.Slow(f, u.R.users))
+			}
+		}
+		f.limit = f.Cap
+		slowed = slowed || f.k > 1
+	}
+	m.fill(res, flows)
+	if slowed {
+		// a slowed flow moves at 1/k of its share; what it leaves goes
+		// to the others
+		for _, f := range flows {
+			if f.k > 1 {
+				f.limit = f.next / f.k
+			}
+		}
+		m.fill(res, flows)
+	}
+	for _, f := range flows {
+		x := f.next
+		for _, u := range f.Path {
+			u.R.used += u.W * x
+		}
+		m.setRate(f, x, now)
+	}
+	m.resBuf, m.flowBuf = res[:0], flows[:0]
+}
+
+// fill gives flows their max-min fair rates (f.next) over res, each
+// flow capped at its limit (0: none): progressive filling. Every
+// unfrozen flow runs at the same level x; x rises until a resource fills
+// (its unfrozen flows freeze at x) or a flow reaches its limit (it
+// freezes there). Resources wait in a heap on the level at which they
+// fill, limited flows in order of limit.
+func (m *Model) fill(res []*Resource, flows []*Flow) {
+	for _, r := range res {
 		c := r.cap
 		if r.Derate != nil && len(r.users) > 0 {
 			c *= r.Derate(r.users)
@@ -334,18 +384,14 @@ func (m *Model) recompute(seeds []*Resource) {
 			u.R.load += u.W
 		}
 	}
-	// progressive filling: every unfrozen flow runs at the same level x;
-	// x rises until a resource fills (its unfrozen flows freeze at x) or
-	// a flow reaches its cap (it freezes there). Resources wait in a heap
-	// on the level at which they fill, capped flows in order of cap.
 	capped := m.cappedBuf[:0]
 	for _, f := range flows {
 		f.frozen = false
-		if f.Cap > 0 {
+		if f.limit > 0 {
 			capped = append(capped, f)
 		}
 	}
-	sort.Slice(capped, func(i, j int) bool { return capped[i].Cap < capped[j].Cap })
+	sort.Slice(capped, func(i, j int) bool { return capped[i].limit < capped[j].limit })
 	h := m.heap[:0]
 	for _, r := range res {
 		if r.load > 1e-12 {
@@ -383,10 +429,10 @@ func (m *Model) recompute(seeds []*Resource) {
 		if h.Len() == 0 && ci == len(capped) {
 			break
 		}
-		if ci < len(capped) && (h.Len() == 0 || capped[ci].Cap <= h[0].x) {
+		if ci < len(capped) && (h.Len() == 0 || capped[ci].limit <= h[0].x) {
 			f := capped[ci]
 			ci++
-			freeze(f, f.Cap)
+			freeze(f, f.limit)
 			continue
 		}
 		top := heap.Pop(&h).(level)
@@ -397,12 +443,4 @@ func (m *Model) recompute(seeds []*Resource) {
 		}
 	}
 	m.cappedBuf, m.heap = capped[:0], h[:0]
-	for _, f := range flows {
-		x := f.next
-		for _, u := range f.Path {
-			u.R.used += u.W * x
-		}
-		m.setRate(f, x, now)
-	}
-	m.resBuf, m.flowBuf = res[:0], flows[:0]
 }

@@ -35,6 +35,40 @@ func TestShareAndFinish(t *testing.T) {
 	}
 }
 
+// TestSlow: a flow slowed by k beside another job moves at 1/k of its
+// share, the other takes what it leaves; a capped one at 1/k of its cap;
+// alone again it runs at full speed.
+func TestSlow(t *testing.T) {
+	e := engine.New()
+	m := New(e)
+	r := m.NewResource("fwd", 40)
+	r.Slow = func(f *Flow, users []*Flow) float64 {
+		for _, u := range users {
+			if f.Class == 1 && u.Job != f.Job {
+				return 2
+			}
+		}
+		return 1
+	}
+	var ends []engine.Time
+	done := func(f *Flow, now engine.Time) { ends = append(ends, now) }
+	a := m.Start([]Use{{R: r}}, 40, 0, 1, 1, nil, done)
+	b := m.Start([]Use{{R: r}}, 20, 0, 2, 0, nil, done)
+	if !near(a.Rate(), 10) || !near(b.Rate(), 30) || !near(r.Used(), 40) {
+		t.Fatalf("shared: a %v b %v used %v", a.Rate(), b.Rate(), r.Used())
+	}
+	e.Run(-1)
+	// b ends at 2/3 s (a moved 20/3), a moves the other 100/3 alone at 40
+	if len(ends) != 2 || !near(ends[0].Seconds(), 2.0/3) || !near(ends[1].Seconds(), 1.5) {
+		t.Fatalf("ends %v", ends)
+	}
+	c := m.Start([]Use{{R: r}}, 1e9, 5, 3, 1, nil, nil)
+	d := m.Start([]Use{{R: r}}, 1e9, 0, 4, 0, nil, nil)
+	if !near(c.Rate(), 2.5) || !near(d.Rate(), 37.5) {
+		t.Fatalf("capped: c %v d %v", c.Rate(), d.Rate())
+	}
+}
+
 // TestCapsWeightsAndCapacityChange: a capped flow leaves the rest to the
 // others; an operation-weighted flow fills an operation resource first;
 // a capacity change (a fail-slow device) re-shares at once.

@@ -18,6 +18,12 @@ var DFRAKinds = map[string]string{"nn": "bw", "n1": "n1", "11": "single", "meta"
 // node), over the classes of DFRAKinds: our own calibration of the
 // interference, beside the DFRA slides'.
 func PairsFromDFRA(r io.Reader) (map[string][2]float64, error) {
+	return PairsFromDFRAAs(r, DFRAKinds)
+}
+
+// PairsFromDFRAAs is PairsFromDFRA with the kinds mapped to classes by
+// classOf (kinds it does not name are left out).
+func PairsFromDFRAAs(r io.Reader, classOf map[string]string) (map[string][2]float64, error) {
 	type row struct {
 		Mode, Kind, With string
 		Run              struct{ Slowest float64 }
@@ -31,7 +37,7 @@ func PairsFromDFRA(r io.Reader) (map[string][2]float64, error) {
 		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
 			return nil, fmt.Errorf("pairwise line %d: %w", n, err)
 		}
-		if x.Mode != "ffm" || x.Run.Slowest <= 0 || DFRAKinds[x.Kind] == "" || x.With != "" && DFRAKinds[x.With] == "" {
+		if x.Mode != "ffm" || x.Run.Slowest <= 0 || classOf[x.Kind] == "" || x.With != "" && classOf[x.With] == "" {
 			continue
 		}
 		if x.With == "" {
@@ -50,7 +56,7 @@ func PairsFromDFRA(r io.Reader) (map[string][2]float64, error) {
 		if !ok || alone[a] <= 0 || alone[b] <= 0 {
 			continue
 		}
-		ca, cb := DFRAKinds[a], DFRAKinds[b]
+		ca, cb := classOf[a], classOf[b]
 		if _, done := out[cb+"/"+ca]; done && ca != cb {
 			continue
 		}

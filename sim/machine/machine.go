@@ -113,9 +113,30 @@ func (m *Machine) BBRates() (s float64, rates [4]float64, err error) {
 // each alone (the DFRA slides' pairwise study; (2, 2) is a fair share).
 // A forwarding node carrying classes a and b of different jobs delivers
 // Factor(a, b) = min(1, 2 / mean(s_a, s_b)) of its capacity.
+//
+// Factors, when set, replace Pairs with a model in which one application
+// suffers more than the other: Factors["a/b"] = [k_a, k_b] (each ≥ 1)
+// means a flow of class a on a forwarding node that also carries a flow
+// of class b of another job keeps its max-min share of the node's
+// bandwidth and operation rate but moves at 1/k_a of it (the largest
+// factor over the other classes there counts). sim.CalibrateFactors
+// derives them from measured pairs: the measured slowdown over the one
+// max-min sharing alone gives.
 type Interference struct {
 	Classes []string              `json:"classes"`
 	Pairs   map[string][2]float64 `json:"pairs"`
+	Factors map[string][2]float64 `json:"factors,omitempty"`
+}
+
+// Slowdown is class a's factor beside class b (Factors; 1 if unknown).
+func (in Interference) Slowdown(a, b string) float64 {
+	if k, ok := in.Factors[a+"/"+b]; ok {
+		return k[0]
+	}
+	if k, ok := in.Factors[b+"/"+a]; ok {
+		return k[1]
+	}
+	return 1
 }
 
 // Factor is the capacity factor of a forwarding node carrying classes a
@@ -212,13 +233,15 @@ func (m *Machine) Check() error {
 	for _, c := range m.Interference.Classes {
 		known[c] = true
 	}
-	for k, s := range m.Interference.Pairs {
-		a, b, ok := strings.Cut(k, "/")
-		if !ok || !known[a] || !known[b] {
-			bad = append(bad, fmt.Sprintf("interference pair %q: want class/class of %v", k, m.Interference.Classes))
-		}
-		if s[0] <= 0 || s[1] <= 0 {
-			bad = append(bad, fmt.Sprintf("interference pair %q: slowdowns must be > 0", k))
+	for what, pairs := range map[string]map[string][2]float64{"pair": m.Interference.Pairs, "factor": m.Interference.Factors} {
+		for k, s := range pairs {
+			a, b, ok := strings.Cut(k, "/")
+			if !ok || !known[a] || !known[b] {
+				bad = append(bad, fmt.Sprintf("interference %s %q: want class/class of %v", what, k, m.Interference.Classes))
+			}
+			if what == "pair" && (s[0] <= 0 || s[1] <= 0) || what == "factor" && (s[0] < 1 || s[1] < 1) {
+				bad = append(bad, fmt.Sprintf("interference %s %q: pairs must be > 0, factors ≥ 1", what, k))
+			}
 		}
 	}
 	if bb := m.BurstBuffer; bb != nil {
