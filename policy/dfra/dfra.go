@@ -30,7 +30,8 @@
 //     whose FFM nodes already serve such a job is moved off them.
 //   - Idle first (beyond the paper): a job with a profile whose
 //     fixed-mapping nodes already serve other jobs takes idle forwarding
-//     nodes instead, when there are (Config.NoSpread turns this off).
+//     nodes instead, when there are, no more than its I/O nodes
+//     (Config.NoSpread turns this off).
 //   - Never a forwarding node flagged fail-slow or down.
 package dfra
 
@@ -304,8 +305,14 @@ func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 			return fallback("fixed mapping kept")
 		}
 		n := min(len(ffm), len(free))
+		if p.IONodes > 0 && p.IONodes < n {
+			// no more than its I/O nodes use: a 1-1 job of thousands of
+			// nodes takes one, not the dozens its nodes map to
+			n = p.IONodes
+		}
 		a.Fwds, a.Policy = free[:n], "dfra"
-		a.Reasons = append(a.Reasons, fmt.Sprintf("its fixed-mapping nodes serve %d other job(s) while %d are idle: idle ones instead of sharing", shared, len(free)))
+		a.Reasons = append(a.Reasons, fmt.Sprintf("its fixed-mapping nodes serve %d other job(s) while %d are idle: %d idle one(s) instead of sharing (%d I/O node(s))",
+			shared, len(free), n, p.IONodes))
 		return a
 	}
 	if isBad {

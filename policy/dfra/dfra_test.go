@@ -3,6 +3,7 @@ package dfra
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -273,12 +274,31 @@ func TestIdleFirst(t *testing.T) {
 	p := &beacon.Profile{Volume: 1 << 20, IONodes: 1, NodeBW: 1 * mb, Mode: beacon.ModeNN, Classes: []string{beacon.ClassIOPS}}
 	first := Decide(Config{}, fs, nil, Job{ID: "a", Nodes: []string{"cn0"}, Profile: p})
 	second := Decide(Config{}, fs, []Assignment{first}, Job{ID: "b", Nodes: []string{"cn1"}, Profile: p})
-	if len(second.Fwds) != 1 || second.Fwds[0] == first.Fwds[0] || !has(second, "idle ones instead of sharing") {
+	if len(second.Fwds) != 1 || second.Fwds[0] == first.Fwds[0] || !has(second, "instead of sharing") {
 		t.Fatalf("first %+v, second %+v", first, second)
 	}
 	shared := Decide(Config{NoSpread: true}, fs, []Assignment{first}, Job{ID: "b", Nodes: []string{"cn1"}, Profile: p})
 	if len(shared.Fwds) != 1 || shared.Fwds[0] != first.Fwds[0] {
 		t.Fatalf("NoSpread: %+v", shared)
+	}
+}
+
+// TestIdleFirstIONodes: a large job whose I/O goes through few of its
+// nodes (1-1: one) takes as many idle forwarding nodes as its I/O nodes
+// need, not all that its nodes map to.
+func TestIdleFirstIONodes(t *testing.T) {
+	fs := fwds(8)
+	var nodes []string
+	for i := 0; i < 16; i++ {
+		nodes = append(nodes, fmt.Sprintf("cn%d", i))
+	}
+	other := Decide(Config{}, fs, nil, Job{ID: "a", Nodes: []string{"cn0"}})
+	for _, io := range []int{1, 3, 16} {
+		p := &beacon.Profile{Volume: 1 << 20, IONodes: io, NodeBW: 1 * mb, Mode: beacon.Mode1, Classes: []string{beacon.ClassBandwidth}}
+		a := Decide(Config{}, fs, []Assignment{other}, Job{ID: "b", Nodes: nodes, Profile: p})
+		if want := min(io, 4); a.Policy != "dfra" || len(a.Fwds) != want || slices.Contains(a.Fwds, other.Fwds[0]) {
+			t.Fatalf("%d I/O nodes: want %d idle forwarding nodes, got %+v", io, want, a)
+		}
 	}
 }
 
