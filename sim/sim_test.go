@@ -272,3 +272,65 @@ func TestETA(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkloadFromProfiles: with profiles, every application of the log
+// does what the profile it drew shows, per I/O node, and the workload is
+// the same for the same seed.
+func TestWorkloadFromProfiles(t *testing.T) {
+	log, err := swf.ParseFile("testdata/NASA-iPSC-1993-3.1-cln.swf.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := machine.Load("taihulight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles := []beacon.Profile{
+		{Key: "ior", Mode: beacon.ModeNN, Classes: []string{beacon.ClassBandwidth}, IONodes: 4, ReadBytes: 4 << 30, WriteBytes: 8 << 30, NodeBW: 500e6},
+		{Key: "dlio", Mode: beacon.Mode1, Classes: []string{beacon.ClassIOPS}, IONodes: 1, ReadBytes: 1 << 30, NodeBW: 50e6},
+		{Key: "mdtest", Mode: beacon.ModeNN, Classes: []string{beacon.ClassMetadata}, IONodes: 2, MetaOps: 40000, NodeBW: 1e6},
+	}
+	var b bytes.Buffer
+	for _, p := range profiles {
+		json.NewEncoder(&b).Encode(p)
+	}
+	if back, err := ReadProfiles(&b); err != nil || !reflect.DeepEqual(back, profiles) {
+		t.Fatalf("profiles read back: %v %v", back, err)
+	}
+	for _, bad := range []string{"", `{"Key": "x"} {"Key": 3}`} {
+		if _, err := ReadProfiles(strings.NewReader(bad)); err == nil {
+			t.Fatalf("%q read as profiles", bad)
+		}
+	}
+	o := GenOptions{Seed: 5, For: 24 * 3600, Profiles: profiles}
+	jobs := FromSWF(log, m, o)
+	if len(jobs) < 20 || !reflect.DeepEqual(jobs, FromSWF(log, m, o)) {
+		t.Fatalf("%d jobs, or not deterministic", len(jobs))
+	}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		io := float64(ioNodes(j.Pattern, j.Nodes))
+		var want Job
+		switch j.Class {
+		case "bw":
+			want = Job{Pattern: "N-N", Read: 1 << 30, Write: 2 << 30, NodeBW: 500e6}
+		case "single":
+			want = Job{Pattern: "1-1", Read: 1 << 30, NodeBW: 50e6}
+		case "meta":
+			want = Job{Pattern: "N-N", MetaOps: 20000, NodeBW: 1e6}
+		default:
+			t.Fatalf("%s: class %q from no profile", j.ID, j.Class)
+		}
+		seen[j.Class] = true
+		// per I/O node, ±20 % per job
+		in := func(got, per float64) bool { return got >= 0.8*per*io-1 && got <= 1.2*per*io+1 }
+		if j.Pattern != want.Pattern || j.NodeBW != want.NodeBW || !in(j.Read, want.Read) || !in(j.Write, want.Write) || !in(j.MetaOps, want.MetaOps) {
+			t.Fatalf("%s (%s, %d nodes): %+v, want per I/O node %+v", j.ID, j.Class, j.Nodes, j, want)
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("classes drawn: %v", seen)
+	}
+	// and it runs
+	run(t, Config{Machine: m, Jobs: jobs, Policy: "dfra"})
+}

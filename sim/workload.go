@@ -94,6 +94,13 @@ type GenOptions struct {
 	Mix   []Mix // nil: TaihuLightMix
 	// VolumeScale multiplies every volume (1 if 0).
 	VolumeScale float64
+	// Profiles, if set, replace Mix: each application draws one of these
+	// application profiles (Beacon's, `sluice profile show --json`, or
+	// Darshan logs imported) and its jobs do what the profile shows, per
+	// I/O node: its pattern and behaviour, its volumes and metadata
+	// operations per I/O node times the job's I/O nodes, its bandwidth
+	// per I/O node as the job's own limit (JobFromProfile).
+	Profiles []beacon.Profile
 }
 
 // FromSWF gives the jobs of a log I/O behaviour for machine m: each
@@ -129,6 +136,7 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 		class       string
 		read, write float64
 		metaPerNode float64
+		profile     *beacon.Profile
 	}
 	apps := map[string]*app{}
 	appOf := func(key string) *app {
@@ -139,6 +147,11 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 		fmt.Fprintf(h, "%d/%s", o.Seed, key)
 		r := rand.New(rand.NewSource(int64(h.Sum64())))
 		a := &app{mix: mix[len(mix)-1]}
+		if len(o.Profiles) > 0 {
+			a.profile = &o.Profiles[r.Intn(len(o.Profiles))]
+			apps[key] = a
+			return a
+		}
 		x := r.Float64() * total
 		for _, mx := range mix {
 			if x < mx.Jobs {
@@ -185,12 +198,50 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 		jit := func() float64 { return 0.8 + 0.4*r.Float64() }
 		nodes := max(1, min(m.ComputeNodes, int(math.Round(float64(j.Procs)*scale))))
 		phases := max(1, min(8, int(j.Run/3600)+1))
+		if a.profile != nil {
+			pj := JobFromProfile(*a.profile, nodes, vs*jit())
+			pj.ID, pj.App, pj.Submit, pj.Warmup, pj.Compute, pj.Phases = fmt.Sprintf("j%d", j.ID), key, st-(o.From-o.Warmup), st < o.From, j.Run, phases
+			out = append(out, pj)
+			continue
+		}
 		out = append(out, Job{ID: fmt.Sprintf("j%d", j.ID), App: key, Submit: st - (o.From - o.Warmup), Warmup: st < o.From, Nodes: nodes, Compute: j.Run,
 			Pattern: a.mix.Pattern, Class: a.class, Read: a.read * jit(), Write: a.write * jit(), Phases: phases,
 			MetaOps: a.metaPerNode * float64(ioNodes(a.mix.Pattern, nodes))})
 	}
 	sort.SliceStable(out, func(i, k int) bool { return out[i].Submit < out[k].Submit })
 	return out
+}
+
+// JobFromProfile is a job of nodes compute nodes doing what application
+// profile p shows (Beacon's, or a Darshan log's): its pattern (N-N when
+// the profile has none), its behaviour as an interference class (N-1 →
+// n1, 1-1 → single, else metadata → meta, IOPS → iops, else bw), and per
+// I/O node the profile's read and write volumes and metadata operations
+// (times scale) and its bandwidth while active (NodeBW, the job's own
+// limit). One phase; the caller sets the rest.
+func JobFromProfile(p beacon.Profile, nodes int, scale float64) Job {
+	pat := p.Mode
+	switch pat {
+	case beacon.ModeNN, beacon.ModeNM, beacon.ModeN1, beacon.Mode1:
+	default:
+		pat = beacon.ModeNN
+	}
+	class := "bw"
+	switch {
+	case pat == beacon.ModeN1:
+		class = "n1"
+	case pat == beacon.Mode1:
+		class = "single"
+	case p.Has(beacon.ClassMetadata):
+		class = "meta"
+	case p.Has(beacon.ClassIOPS):
+		class = "iops"
+	}
+	per := scale / float64(max(1, p.IONodes))
+	io := float64(ioNodes(pat, nodes))
+	return Job{App: p.Key, Nodes: nodes, Pattern: pat, Class: class, Phases: 1,
+		Read: float64(p.ReadBytes) * per * io, Write: float64(p.WriteBytes) * per * io, MetaOps: float64(p.MetaOps) * per * io,
+		NodeBW: p.NodeBW}
 }
 
 // ioNodes is how many of a job's nodes do I/O in a pattern: all of them
@@ -214,6 +265,26 @@ func WriteJobs(w io.Writer, jobs []Job) error {
 		}
 	}
 	return nil
+}
+
+// ReadProfiles reads application profiles as JSON Lines (`sluice profile
+// show --json`); none is an error.
+func ReadProfiles(r io.Reader) ([]beacon.Profile, error) {
+	d := json.NewDecoder(r)
+	var out []beacon.Profile
+	for {
+		var p beacon.Profile
+		if err := d.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("profile %d: %w", len(out)+1, err)
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no profiles")
+	}
+	return out, nil
 }
 
 // ReadJobs reads jobs written by WriteJobs.

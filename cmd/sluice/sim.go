@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/sim"
 	"github.com/sluice-hpc/sluice/sim/engine"
@@ -37,6 +38,8 @@ func cmdSim(args []string) error {
 	warmup := fs.Duration("warmup", 0, "with --swf: also run the jobs of this span before --from, left out of the results (they give the applications a history)")
 	scale := fs.Float64("scale", 0, "with --swf: compute nodes per logged processor (0: the log's largest job fills the machine)")
 	volScale := fs.Float64("volume-scale", 1, "with --swf: multiply every job's I/O volume")
+	profPath := fs.String("profiles", "", "with --swf: application profiles as JSON Lines (`sluice profile show --json`): each application of the log does what one of them shows, instead of the Sunway Table 1 mix")
+	darshanLogs := fs.String("darshan", "", "with --swf: Darshan logs (comma-separated; needs pydarshan) imported as profiles, as --profiles")
 	seed := fs.Int64("seed", 1, "seed of the jobs' I/O behaviour")
 	policy := fs.String("policy", "both", "forwarding allocation: ffm, dfra, or both (each run, and per-job speed-ups)")
 	fwds := fs.Int("fwds", 0, "forwarding nodes (0: the machine's)")
@@ -114,7 +117,12 @@ func cmdSim(args []string) error {
 		if err != nil {
 			return err
 		}
-		jobs = sim.FromSWF(log, m, sim.GenOptions{Seed: *seed, From: from.Seconds(), For: span.Seconds(), Warmup: warmup.Seconds(), Scale: *scale, VolumeScale: *volScale})
+		profiles, err := simProfiles(*profPath, *darshanLogs)
+		if err != nil {
+			return err
+		}
+		jobs = sim.FromSWF(log, m, sim.GenOptions{Seed: *seed, From: from.Seconds(), For: span.Seconds(), Warmup: warmup.Seconds(), Scale: *scale,
+			VolumeScale: *volScale, Profiles: profiles})
 	case *jobsPath != "":
 		f, err := os.Open(*jobsPath)
 		if err != nil {
@@ -294,4 +302,31 @@ func closeAll(w *bufio.Writer, c io.Closer) error {
 		err = cerr
 	}
 	return err
+}
+
+// simProfiles reads the profiles a workload's applications draw from: a
+// JSON Lines file of them and Darshan logs (comma-separated).
+func simProfiles(path, darshanLogs string) ([]beacon.Profile, error) {
+	var out []beacon.Profile
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		out, err = sim.ReadProfiles(bufio.NewReader(f))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if darshanLogs != "" {
+		for _, l := range strings.Split(darshanLogs, ",") {
+			p, err := importDarshan(strings.TrimSpace(l))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
