@@ -26,7 +26,8 @@ for m in $MACHINES; do
 	q=(--machine "$m" --runs "$RUNS" --out "$OUT")
 	# 3a. buffer utilisation: the most each policy serves per period with
 	# no checkpoint late, low and high congestion
-	"$S" sim bb "${q[@]}" --dwpp 1.0,1.3,1.6,1.9,2.1 --congestion low,high > /dev/null
+	# (drawn: docs/experiments/img/bb-MACHINE-CONGESTION-{served,hits,ckpt}.svg)
+	"$S" sim bb "${q[@]}" --dwpp 1.0,1.3,1.6,1.9,2.1 --congestion low,high --plots "${PLOTS:-docs/experiments/img}" > /dev/null
 	# ... and with every application admitted whatever the policy's
 	# admission says (the paper's measure: over-subscribe until late)
 	# (dedicated is its admission: not run this way)

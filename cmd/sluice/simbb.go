@@ -2,16 +2,22 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"gonum.org/v1/plot/plotter"
+
 	"github.com/sluice-hpc/sluice/policy/bbos"
 	"github.com/sluice-hpc/sluice/sim"
 	"github.com/sluice-hpc/sluice/sim/machine"
+	"github.com/sluice-hpc/sluice/sim/plots"
 	"github.com/sluice-hpc/sluice/workload"
 )
 
@@ -70,6 +76,7 @@ func cmdSimBB(args []string) error {
 	restarts := fs.Int("restarts", 8, "applications restarting at the end")
 	admitAll := fs.Bool("admit-all", false, "run every application whatever admission says (the paper's utilisation runs)")
 	out := fs.String("out", "", "append one JSON line per run to this file")
+	plotDir := fs.String("plots", "", "draw the runs into this directory: per congestion, each policy's period served, failure hits and mean checkpoint time against DWPP (SVG, medians over the runs)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -126,6 +133,7 @@ func cmdSimBB(args []string) error {
 	}
 	fmt.Printf("%s: S %.3g B, write %.3g–%.3g B/s, demote %.3g–%.3g B/s, period %v, checkpoints %.3g B\n",
 		m.Name, s, rates.WriteMin, rates.WriteMax, rates.DemoteMin, rates.DemoteMax, T, ck)
+	var rows []simBBRun
 	fmt.Printf("%-9s %5s %-5s %4s %9s %9s %6s %9s %7s %8s %9s %9s\n", "POLICY", "DWPP", "CONG", "SEED", "ADMIT(S)", "SERVED(S)", "LATE%", "CKPT(s)", "HITS%", "RESTART", "DEMOTED", "BYPASSED")
 	for _, cong := range strings.Split(*congs, ",") {
 		for _, d := range ds {
@@ -153,7 +161,72 @@ func cmdSimBB(args []string) error {
 						b, _ := json.Marshal(row)
 						w.Write(append(b, '\n'))
 					}
+					rows = append(rows, row)
 				}
+			}
+		}
+	}
+	if *plotDir != "" {
+		return plotBB(*plotDir, m.Name, rows)
+	}
+	return nil
+}
+
+// plotBB draws, for each congestion of rows, each policy's served bytes
+// per period, failure hit ratio and mean checkpoint time against DWPP
+// (the median over the runs of a case).
+func plotBB(dir, machine string, rows []simBBRun) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	type key struct {
+		cong, pol string
+		dwpp      float64
+	}
+	var congs, pols []string
+	by := map[key][]simBBRun{}
+	for _, r := range rows {
+		k := key{r.Congestion, r.Policy, r.DWPP}
+		if !slices.Contains(congs, r.Congestion) {
+			congs = append(congs, r.Congestion)
+		}
+		if !slices.Contains(pols, r.Policy) {
+			pols = append(pols, r.Policy)
+		}
+		by[k] = append(by[k], r)
+	}
+	figs := []struct {
+		name, label string
+		y           func(simBBRun) float64
+	}{
+		{"served", "served per period (× S)", func(r simBBRun) float64 { return r.ServedS }},
+		{"hits", "failures hitting the buffer (%)", func(r simBBRun) float64 { return 100 * r.Hits }},
+		{"ckpt", "mean checkpoint time (s)", func(r simBBRun) float64 { return r.CkptMean }},
+	}
+	for _, c := range congs {
+		for _, f := range figs {
+			var ss []plots.Series
+			for _, p := range pols {
+				s := plots.Series{Name: p}
+				for k, rs := range by {
+					if k.cong != c || k.pol != p {
+						continue
+					}
+					ys := make([]float64, len(rs))
+					for i, r := range rs {
+						ys[i] = f.y(r)
+					}
+					slices.Sort(ys)
+					s.XY = append(s.XY, plotter.XY{X: k.dwpp, Y: ys[len(ys)/2]})
+				}
+				ss = append(ss, s)
+			}
+			var b bytes.Buffer
+			if err := plots.Curves(&b, fmt.Sprintf("%s, %s congestion", machine, c), "data written per period (DWPP, × S)", f.label, ss); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("bb-%s-%s-%s.svg", machine, c, f.name)), b.Bytes(), 0o644); err != nil {
+				return err
 			}
 		}
 	}

@@ -1,7 +1,8 @@
 // Package plots draws the simulator's results as SVG (gonum/plot): the
 // utilisation of the forwarding layer and the storage over time, per
-// policy, and the distribution of per-job I/O speed-ups of one policy
-// against another.
+// policy, the distribution of per-job I/O speed-ups of one policy
+// against another, and one figure against another per policy (the
+// burst buffer's runs: Curves).
 //
 // It owns the drawing only: it reads results (sim.Sample, speed-ups)
 // and runs no simulation or policy.
@@ -28,6 +29,8 @@ var palette = []color.Color{
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 }
 
 // Series is one named line of a plot.
@@ -112,23 +115,70 @@ func Speedups(w io.Writer, title string, speedups []float64) error {
 	return save(p, w)
 }
 
-func lines(w io.Writer, title, x, y string, ss []Series) error {
+// Curves plots one line with points per series, each its own colour (the
+// palette's six, then dashed), points sorted by x: a figure against a
+// parameter per policy.
+func Curves(w io.Writer, title, x, y string, ss []Series) error {
+	p, n := frame(title, x, y, ss)
+	if n == 0 {
+		return fmt.Errorf("%s: nothing to plot", title)
+	}
+	for i, s := range ss {
+		if len(s.XY) == 0 {
+			continue
+		}
+		xy := slices.Clone(s.XY)
+		slices.SortStableFunc(xy, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
+		l, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		c := palette[i%len(palette)]
+		l.LineStyle.Color, l.LineStyle.Width = c, vg.Points(1)
+		pts.Color = c
+		if i >= len(palette) {
+			l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		p.Add(l, pts)
+		p.Legend.Add(s.Name, l, pts)
+	}
+	return save(p, w)
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// frame is a plot with its title, axis labels and grid, the legend at
+// the top left above the data (the y axis goes from 0 to 1.4 times the
+// highest point), and how many points ss has.
+func frame(title, x, y string, ss []Series) (*plot.Plot, int) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
-	// the legend at the top left, above the data: the y axis goes a
-	// third higher than the highest point
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.XOffs = vg.Points(8)
-	top := 0.0
+	top, n := 0.0, 0
 	for _, s := range ss {
 		for _, xy := range s.XY {
 			top = max(top, xy.Y)
+			n++
 		}
 	}
 	p.Y.Min, p.Y.Max = 0, max(top, 1e-9)*1.4
 	p.Add(plotter.NewGrid())
+	return p, n
+}
+
+func lines(w io.Writer, title, x, y string, ss []Series) error {
+	p, _ := frame(title, x, y, ss)
 	for i, s := range ss {
 		if len(s.XY) == 0 {
 			continue

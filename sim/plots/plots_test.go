@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotter"
+
 	"github.com/sluice-hpc/sluice/sim"
 )
 
@@ -56,5 +58,29 @@ func TestThin(t *testing.T) {
 	}
 	if b.Len() > 400<<10 {
 		t.Fatalf("a %d-sample timeline drew %d bytes", len(tl), b.Len())
+	}
+}
+
+// Curves: one coloured line per series, points sorted by x; nothing to
+// plot is an error.
+func TestCurves(t *testing.T) {
+	ss := []Series{{"bbos", plotter.XYs{{X: 1.9, Y: 1.88}, {X: 1.0, Y: 1.0}}}, {"dedicated", plotter.XYs{{X: 1.0, Y: 1.0}, {X: 1.9, Y: 1.0}}}}
+	var a, b bytes.Buffer
+	if err := Curves(&a, "served", "DWPP (S)", "served (S)", ss); err != nil {
+		t.Fatal(err)
+	}
+	if err := Curves(&b, "served", "DWPP (S)", "served (S)", ss); err != nil || !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("the same series drew different SVGs", err)
+	}
+	for _, want := range []string{"<svg", "served", "bbos", "dedicated"} {
+		if !strings.Contains(a.String(), want) {
+			t.Fatalf("plot lacks %q", want)
+		}
+	}
+	if ss[0].XY[0].X != 1.9 {
+		t.Fatal("Curves sorted the caller's points")
+	}
+	if err := Curves(&a, "none", "x", "y", []Series{{"a", nil}}); err == nil {
+		t.Fatal("a plot of nothing drew")
 	}
 }
