@@ -92,6 +92,11 @@ type Config struct {
 	// Readahead is how far ahead of a sequential reader data is fetched,
 	// per open file (default 8 MiB; negative: no readahead).
 	Readahead int64
+	// ReadCache bounds the blocks of files kept for small reads
+	// (vfs.BlockCache; 0 or negative: off, the default until it passes
+	// the fsx model test's crash steps). Needs the change feed; off with
+	// CacheData.
+	ReadCache int64
 	// Monitor records every operation as the application saw it, for
 	// Beacon (nil: off); Ship sends its windows through the forwarding
 	// node.
@@ -130,6 +135,8 @@ type FS struct {
 	wb *vfs.Creates
 	// own holds the files this mount owns (vfs.Owned; nil: none).
 	own *vfs.Owned
+	// bc keeps blocks of files for small reads (vfs.BlockCache; nil: off).
+	bc *vfs.BlockCache
 	// long is what the kernel may cache for the long timeout, srv the
 	// FUSE server that invalidates it (set by Follow; feed.go).
 	long longCached
@@ -145,6 +152,13 @@ type FS struct {
 	dmu    sync.Mutex // guards dirs
 	dirs   map[uint64][]wire.DirEntry
 }
+
+// blockCacheBlock is the block cache's block: what a small read that
+// misses fetches. smallRead is the largest read the cache answers.
+const (
+	blockCacheBlock = 1 << 20
+	smallRead       = 128 << 10
+)
 
 // New connects to the forwarding node.
 func New(ctx context.Context, cfg Config) (*FS, error) {
@@ -210,6 +224,9 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		cc.Owned = fs.own
 	}
 	fs.wb = vfs.NewCreates(cc)
+	if cfg.ReadCache > 0 && !cfg.CacheData && cfg.MetaCache > 0 {
+		fs.bc = vfs.NewBlockCache(blockCacheBlock, cfg.ReadCache)
+	}
 	fs.st = vfs.NewStreams(vfs.StreamConfig{WriteBehind: cfg.WriteBehind, Readahead: cfg.Readahead,
 		Route: fs.rt.Pick, Log: fs.log})
 	if _, _, err := fs.fwd.Call(ctx, &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {

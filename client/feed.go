@@ -152,6 +152,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 		cancel()
 		if err != nil {
 			fs.wb.DropAll()
+			fs.bc.Unfollowed()
 			if fs.dc.Unfollowed() {
 				fs.log.Warn("metadata change feed unreachable: short cache timeouts until it is back", "err", err)
 			}
@@ -172,6 +173,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 		if lost {
 			fs.invalidateLong(srv)
 			fs.st.DropAllReadahead()
+			fs.bc.DropAll()
 		}
 		wasLive := fs.dc.Advance(resp.Gen, lost, resp.Entries)
 		if lost {
@@ -186,10 +188,12 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			case wire.ChangeAttr:
 				srv.InodeNotify(e.Ino, -1, 0)
 				// another node wrote the file (its close or fsync
-				// reported it): bytes fetched ahead may be old
+				// reported it): bytes fetched ahead or kept may be old
 				fs.st.DropReadahead(e.Ino)
+				fs.bc.Drop(e.Ino)
 			}
 		}
+		fs.bc.Applied(resp.Gen)
 		seen = resp.Gen
 		if !wasLive && !lost {
 			fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)

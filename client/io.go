@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/client/vfs"
+	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -80,6 +81,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	if in.Flags&syscall.O_TRUNC != 0 {
 		fs.dc.ForgetFile(in.NodeId)
 		fs.own.Disown(in.NodeId)
+		fs.bc.Drop(in.NodeId)
 	}
 	fh := fs.nextFh.Add(1)
 	if !writer && fs.own.Owns(in.NodeId) {
@@ -92,9 +94,21 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 			return fuse.OK
 		}
 	}
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: in.NodeId, Flags: in.Flags}, nil, nil)
+	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: in.NodeId, Flags: in.Flags}, nil, nil)
 	if st != fuse.OK {
 		return st
+	}
+	if in.Flags&syscall.O_TRUNC != 0 {
+		// again: a fetch between the drop above and the truncation is
+		// not kept
+		fs.bc.Drop(in.NodeId)
+	}
+	if resp.Attr != nil {
+		// blocks kept from before changes this mount has not yet heard
+		// of go (close-to-open)
+		fs.bc.Opened(in.NodeId, resp.Gen, resp.Attr.Size)
+	} else {
+		fs.bc.Drop(in.NodeId)
 	}
 	fs.own.Track(in.NodeId, fh, writer)
 	out.Fh = fh
@@ -112,6 +126,14 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 		fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(n), start, false)
 		return fuse.ReadResultData(buf[:n]), fuse.OK
 	}
+	small := in.Size <= smallRead
+	if small {
+		if n, ok := fs.bc.Read(in.NodeId, in.Offset, buf[:in.Size]); ok {
+			fs.met.cached.Inc()
+			fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(n), start, false)
+			return fuse.ReadResultData(buf[:n]), fuse.OK
+		}
+	}
 	fs.wb.Settle(in.NodeId)
 	// writes in flight that end past the read's start change what it
 	// returns: their bytes, or the size it is clamped to
@@ -120,6 +142,12 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 		if hit := fs.st.Readahead(id, in.NodeId, in.Fh, in.Offset, int(in.Size)); hit != nil {
 			fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(hit.Data)), start, false)
 			return raResult{hit}, fuse.OK
+		}
+	}
+	if small {
+		if p, ok := fs.readBlock(id, in); ok {
+			fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(p)), start, false)
+			return fuse.ReadResultData(p), fuse.OK
 		}
 	}
 	_, p, st := fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
@@ -133,6 +161,33 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	return fuse.ReadResultData(p), fuse.OK
 }
 
+// readBlock answers a small read by fetching its whole block into the
+// block cache (vfs.BlockCache), if the cache takes the file; ok false
+// sends the read on as it is (not cached, or the fetch failed: the read
+// then reports its own error).
+func (fs *FS) readBlock(id ident.ID, in *fuse.ReadIn) ([]byte, bool) {
+	boff, gen, ok := fs.bc.Want(in.NodeId, in.Offset, int(in.Size))
+	if !ok {
+		return nil, false
+	}
+	// the block must hold every write of this mount before it: those in
+	// flight in it land first (a later one drops it, and its generation
+	// keeps this fetch out)
+	fs.st.WaitWrites(in.NodeId, boff, ^uint64(0))
+	blk := bufpool.Get(int(fs.bc.Block()))
+	defer bufpool.Put(blk)
+	_, p, st := fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: boff, Size: uint64(len(blk))}, nil, blk)
+	if st != fuse.OK {
+		return nil, false
+	}
+	fs.bc.Fill(in.NodeId, gen, boff, p)
+	out := make([]byte, 0, in.Size)
+	if rel := in.Offset - boff; rel < uint64(len(p)) {
+		out = append(out, p[rel:min(uint64(len(p)), rel+uint64(in.Size))]...)
+	}
+	return out, true
+}
+
 // Write implements fuse.RawFileSystem: in the background (write-behind)
 // unless that is off.
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
@@ -140,6 +195,7 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	start := fs.cfg.Now()
 	id := fs.ident(&in.InHeader, wire.OpWrite)
 	fs.dc.ForgetFile(in.NodeId)
+	fs.bc.Drop(in.NodeId)
 	fs.wb.Settle(in.NodeId)
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 		if st := fs.killPriv(&in.InHeader, in.NodeId); st != fuse.OK {
@@ -148,6 +204,9 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	}
 	fs.own.BeginWrite(in.NodeId)
 	err := fs.st.Write(id, in.NodeId, in.Fh, in.Offset, data)
+	// again, the write now in flight (a block fetch waits for it): a
+	// fetch that began before it was is not kept
+	fs.bc.Drop(in.NodeId)
 	fs.own.EndWrite(in.NodeId, in.Offset, data, err == nil)
 	if err != nil {
 		st = fuse.Status(rpc.Errno(err))

@@ -40,6 +40,7 @@ type clientMetrics struct {
 	wbLocal   prometheus.Counter       // creates answered here (write-back)
 	wbUnlinks prometheus.Counter       // removals answered here (write-back)
 	owned     prometheus.Counter       // opens and reads of owned files answered here
+	cached    prometheus.Counter       // reads answered from the block cache
 }
 
 func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
@@ -59,11 +60,14 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			Help: "Removals answered by the mount and sent to the metadata service in batches."}),
 		owned: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_owned_answers_total",
 			Help: "Read-only opens and reads of files this mount owns, answered from the bytes it keeps."}),
+		cached: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_block_cache_hits_total",
+			Help: "Small reads answered from the mount's block cache."}),
 	}
 	stream := func(name, help string, v func() int64) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
 	}
-	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbUnlinks, m.owned,
+	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbUnlinks, m.owned, m.cached,
+		stream("sluice_client_block_cache_bytes", "Bytes the block cache holds.", func() int64 { b, _, _ := fs.bc.Stats(); return b }),
 		stream("sluice_client_owned_files", "Files this mount owns (their bytes kept here).", func() int64 { return int64(fs.own.Len()) }),
 		stream("sluice_client_owned_bytes", "Bytes the mount keeps of the files it owns.", func() int64 { return fs.own.Bytes() }),
 		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { wb, _ := fs.st.InFlight(); return wb }),

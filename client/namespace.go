@@ -65,7 +65,7 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 
 // Forget implements fuse.RawFileSystem: node ids are inode numbers, so
 // there is nothing to forget.
-func (fs *FS) Forget(nodeid, nlookup uint64) {}
+func (fs *FS) Forget(nodeid, nlookup uint64) { fs.bc.Forget(nodeid) }
 
 // GetAttr implements fuse.RawFileSystem.
 func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
@@ -100,6 +100,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	if in.Valid&fuse.FATTR_SIZE != 0 {
 		fs.st.DropReadahead(in.NodeId)
 		fs.own.Disown(in.NodeId)
+		fs.bc.Drop(in.NodeId)
 	}
 	now := fs.cfg.Now().UnixNano()
 	if in.Valid&fuse.FATTR_MODE != 0 {
@@ -142,6 +143,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	}
 	if m.Mask&wire.SetSize != 0 {
 		fs.st.Truncated(in.NodeId, resp.Attr.Trunc)
+		fs.bc.Drop(in.NodeId) // again: a fetch made meanwhile is not kept
 	}
 	fs.toAttr(resp.Attr, &out.Attr)
 	fs.attrTimeout(resp.Gen, in.NodeId, out)

@@ -9,7 +9,9 @@
 //   - Creates (creates.go): directory delegations and the creates and
 //     removals answered here and sent in batches;
 //   - Owned (owned.go): the small files created under a delegation whose
-//     bytes the mount keeps, answering read-only opens and reads.
+//     bytes the mount keeps, answering read-only opens and reads;
+//   - BlockCache (blockcache.go): blocks of files kept for small reads,
+//     dropped by writes, truncations and the change feed.
 //
 // Each component is a type with its own lock over a Caller and an injected
 // clock, so it is tested with a fake forwarding node, metadata service and
@@ -24,12 +26,13 @@
 //	wbDir.flushMu (one directory's batch on the wire)
 //	  → Creates.mu → Owned.mu → nothing
 //	  → DirCache.mu → nothing
-//	Streams.mu, Streams.emu, Router.mu → nothing
+//	Streams.mu, Streams.emu, Router.mu, BlockCache.mu → nothing
 //
-// DirCache.mu, Owned.mu, Streams.mu, Streams.emu and Router.mu are
-// leaves, and Creates.mu takes only Owned.mu (a create born owned); none
-// is held while a request is on the wire. wbDir.flushMu is the only lock held across a request (so a
-// directory's batches leave in order). The adapter's own locks (client.FS:
+// DirCache.mu, Owned.mu, Streams.mu, Streams.emu, Router.mu and
+// BlockCache.mu are leaves, and Creates.mu takes only Owned.mu (a create
+// born owned); none is held while a request is on the wire. wbDir.flushMu
+// is the only lock held across a request (so a directory's batches leave
+// in order). The adapter's own locks (client.FS:
 // pmu, dmu) are leaves too. Waits (a write for an overlapping one, a read
 // for the writes before it, a drain) are condition waits on Streams.mu.
 package vfs

@@ -1,0 +1,260 @@
+package vfs
+
+import (
+	"container/list"
+	"sync"
+)
+
+// The block cache: blocks of files this mount read, kept for small reads
+// (a random reader's 4 KiB pread costs a FUSE request and nothing else
+// once its block is here). A small read that misses fetches the whole
+// aligned block through the forwarding node in one request.
+//
+// Consistency is close-to-open across mounts and immediate on this one:
+//   - a write, truncation or O_TRUNC open of a file through this mount
+//     drops its blocks (and a fetch under way when it happened is not
+//     kept: each file has a generation, bumped by every drop);
+//   - another node's close or fsync of a file it wrote reaches the change
+//     feed before the close returns (the forwarding node's size report),
+//     and the feed drops the file's blocks here (Drop, from feed.go);
+//   - an open at the service answers with the feed position it was
+//     served at: if this mount has not yet applied the feed that far, the
+//     file's blocks are dropped (Opened), so an open that follows another
+//     node's close never reads what was cached before it;
+//   - with the feed not followed nothing is cached, and a feed that lost
+//     changes drops everything.
+//
+// Only files that fit half the budget are cached (Opened says which): a
+// random reader of a larger file would fetch a block per read and keep
+// none long enough to read it again.
+
+// BlockCache is a mount's block cache; a nil *BlockCache caches nothing.
+type BlockCache struct {
+	block  int64
+	budget int64
+
+	mu      sync.Mutex // guards every field below
+	files   map[uint64]*cachedFile
+	lru     *list.List // of *cachedBlock, most recently used first
+	bytes   int64
+	applied uint64 // feed position whose changes have been applied here
+	live    bool   // the feed is followed
+	hits    uint64
+	fetches uint64
+}
+
+type cachedFile struct {
+	gen      uint64 // bumped by every drop: a fetch from before is not kept
+	eligible bool   // opened at the service, small enough to cache
+	blocks   map[uint64]*list.Element
+}
+
+type cachedBlock struct {
+	ino, off uint64
+	data     []byte
+}
+
+// NewBlockCache returns a cache of blocks of block bytes holding at most
+// budget bytes; nil if either is not positive.
+func NewBlockCache(block, budget int64) *BlockCache {
+	if block <= 0 || budget < block {
+		return nil
+	}
+	return &BlockCache{block: block, budget: budget, files: map[uint64]*cachedFile{}, lru: list.New()}
+}
+
+// Block is the cache's block size (0 for a nil cache).
+func (c *BlockCache) Block() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.block
+}
+
+func (c *BlockCache) fileLocked(ino uint64) *cachedFile {
+	f := c.files[ino]
+	if f == nil {
+		f = &cachedFile{blocks: map[uint64]*list.Element{}}
+		c.files[ino] = f
+	}
+	return f
+}
+
+// Opened notes an open of ino at the service, answered at feed position
+// gen with the file at size bytes.
+func (c *BlockCache) Opened(ino, gen, size uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.fileLocked(ino)
+	if gen > c.applied || !c.live {
+		c.dropLocked(ino, f)
+	}
+	f.eligible = size <= uint64(c.budget/2)
+}
+
+// Read copies into buf the bytes of ino at off from a cached block, if the
+// read lies within one; n may be short at the end of the file.
+func (c *BlockCache) Read(ino, off uint64, buf []byte) (n int, ok bool) {
+	if c == nil {
+		return 0, false
+	}
+	boff := off - off%uint64(c.block)
+	if off+uint64(len(buf)) > boff+uint64(c.block) {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.files[ino]
+	if f == nil || !c.live {
+		return 0, false
+	}
+	e := f.blocks[boff]
+	if e == nil {
+		return 0, false
+	}
+	c.lru.MoveToFront(e)
+	c.hits++
+	b := e.Value.(*cachedBlock)
+	if rel := off - boff; rel < uint64(len(b.data)) {
+		n = copy(buf, b.data[rel:])
+	}
+	return n, true
+}
+
+// Want says whether a read of n bytes of ino at off should fetch its
+// block: the aligned block's offset, and the file's generation to give
+// Fill.
+func (c *BlockCache) Want(ino, off uint64, n int) (boff, gen uint64, ok bool) {
+	if c == nil {
+		return 0, 0, false
+	}
+	boff = off - off%uint64(c.block)
+	if off+uint64(n) > boff+uint64(c.block) {
+		return 0, 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.files[ino]
+	if f == nil || !f.eligible || !c.live {
+		return 0, 0, false
+	}
+	return boff, f.gen, true
+}
+
+// Fill keeps data, ino's block at boff as fetched at generation gen, unless
+// the file changed since. It keeps its own copy.
+func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.files[ino]
+	if f == nil || f.gen != gen || !f.eligible || !c.live {
+		return
+	}
+	c.fetches++
+	if e := f.blocks[boff]; e != nil {
+		c.removeLocked(e)
+	}
+	b := &cachedBlock{ino: ino, off: boff, data: append([]byte(nil), data...)}
+	f.blocks[boff] = c.lru.PushFront(b)
+	c.bytes += int64(cap(b.data))
+	for c.bytes > c.budget {
+		c.removeLocked(c.lru.Back())
+	}
+}
+
+func (c *BlockCache) removeLocked(e *list.Element) {
+	b := c.lru.Remove(e).(*cachedBlock)
+	c.bytes -= int64(cap(b.data))
+	if f := c.files[b.ino]; f != nil {
+		delete(f.blocks, b.off)
+	}
+}
+
+// Drop forgets ino's blocks (it changed, or may have); a fetch under way
+// is not kept.
+func (c *BlockCache) Drop(ino uint64) { c.drop(ino, false) }
+
+// Forget drops ino and what the cache knows of it (the kernel forgot the
+// inode).
+func (c *BlockCache) Forget(ino uint64) { c.drop(ino, true) }
+
+func (c *BlockCache) drop(ino uint64, forget bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.files[ino]; f != nil {
+		c.dropLocked(ino, f)
+		if forget {
+			delete(c.files, ino)
+		}
+	}
+}
+
+func (c *BlockCache) dropLocked(ino uint64, f *cachedFile) {
+	f.gen++
+	for _, e := range f.blocks {
+		b := c.lru.Remove(e).(*cachedBlock)
+		c.bytes -= int64(cap(b.data))
+	}
+	clear(f.blocks)
+}
+
+// Applied says the change feed's changes up to position pos have been
+// applied (their drops made): the feed is followed.
+func (c *BlockCache) Applied(pos uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.applied = max(c.applied, pos)
+	c.live = true
+}
+
+// Unfollowed drops everything: the feed is not followed (or lost
+// changes), so nothing cached can be known current; nothing is cached
+// until Applied.
+func (c *BlockCache) Unfollowed() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live = false
+	c.dropAllLocked()
+}
+
+// DropAll drops every block (the feed lost changes).
+func (c *BlockCache) DropAll() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropAllLocked()
+}
+
+func (c *BlockCache) dropAllLocked() {
+	for ino, f := range c.files {
+		c.dropLocked(ino, f)
+	}
+}
+
+// Stats are the bytes held, the reads answered here and the blocks
+// fetched and kept.
+func (c *BlockCache) Stats() (bytes int64, hits, fetches uint64) {
+	if c == nil {
+		return 0, 0, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes, c.hits, c.fetches
+}

@@ -1,0 +1,102 @@
+package vfs
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestBlockCache(t *testing.T) {
+	c := NewBlockCache(8, 32)
+	buf := make([]byte, 4)
+	// the feed not followed yet: nothing is cached
+	c.Opened(1, 0, 16)
+	if _, _, ok := c.Want(1, 0, 4); ok {
+		t.Fatal("a fetch wanted with the feed not followed")
+	}
+	c.Applied(5)
+	c.Opened(1, 5, 16)
+	boff, gen, ok := c.Want(1, 10, 4)
+	if !ok || boff != 8 {
+		t.Fatalf("want block at 8, got %d %v", boff, ok)
+	}
+	c.Fill(1, gen, boff, []byte("ABCDEFGH"))
+	if n, ok := c.Read(1, 10, buf); !ok || n != 4 || string(buf) != "CDEF" {
+		t.Fatalf("read %d %v %q", n, ok, buf[:n])
+	}
+	// a read across two blocks is not answered
+	if _, ok := c.Read(1, 6, buf); ok {
+		t.Fatal("a read across blocks answered")
+	}
+	if _, _, ok := c.Want(1, 6, 4); ok {
+		t.Fatal("a fetch wanted for a read across blocks")
+	}
+	// a short block: the end of the file
+	_, gen, _ = c.Want(1, 16, 4)
+	c.Fill(1, gen, 16, []byte("IJ"))
+	if n, ok := c.Read(1, 17, buf); !ok || n != 1 || buf[0] != 'J' {
+		t.Fatalf("read at the end %d %v", n, ok)
+	}
+	if n, ok := c.Read(1, 19, buf); !ok || n != 0 {
+		t.Fatalf("read past the end %d %v", n, ok)
+	}
+	// a drop during a fetch: the fetch is not kept
+	_, gen, _ = c.Want(1, 0, 4)
+	c.Drop(1)
+	c.Fill(1, gen, 0, []byte("stale..."))
+	if _, ok := c.Read(1, 0, buf); ok {
+		t.Fatal("a block fetched before a drop kept")
+	}
+	if _, ok := c.Read(1, 10, buf); ok {
+		t.Fatal("a block kept after the drop")
+	}
+	// an open answered at a feed position not applied yet drops the
+	// file's blocks: close-to-open
+	_, gen, _ = c.Want(1, 0, 4)
+	c.Fill(1, gen, 0, []byte("abcdefgh"))
+	c.Opened(1, 5, 16)
+	if _, ok := c.Read(1, 0, buf); !ok {
+		t.Fatal("an open at an applied position dropped the blocks")
+	}
+	c.Opened(1, 6, 16)
+	if _, ok := c.Read(1, 0, buf); ok {
+		t.Fatal("an open at a position not applied yet kept the blocks")
+	}
+	// a file larger than half the budget is not cached
+	c.Opened(2, 5, 17)
+	if _, _, ok := c.Want(2, 0, 4); ok {
+		t.Fatal("a file larger than half the budget wanted")
+	}
+	// the budget: least recently used blocks go
+	c.Opened(3, 5, 16)
+	c.Opened(4, 5, 16)
+	for i, ino := range []uint64{3, 3, 4, 4} {
+		off := uint64(i%2) * 8
+		_, gen, _ := c.Want(ino, off, 4)
+		c.Fill(ino, gen, off, bytes.Repeat([]byte{byte('0' + i)}, 8))
+	}
+	c.Read(3, 0, buf) // 3@0 used: 3@8 is the least recently used
+	_, gen, _ = c.Want(1, 0, 4)
+	c.Fill(1, gen, 0, []byte("12345678"))
+	if _, ok := c.Read(3, 8, buf); ok {
+		t.Fatal("the least recently used block kept past the budget")
+	}
+	if b, _, _ := c.Stats(); b > 32 {
+		t.Fatalf("%d bytes held, budget 32", b)
+	}
+	if _, ok := c.Read(3, 0, buf); !ok {
+		t.Fatal("a recently used block dropped")
+	}
+	// the feed lost: everything goes, and nothing is kept until it is
+	// followed again
+	c.Unfollowed()
+	if b, _, _ := c.Stats(); b != 0 {
+		t.Fatalf("%d bytes held with the feed not followed", b)
+	}
+	if _, _, ok := c.Want(3, 0, 4); ok {
+		t.Fatal("a fetch wanted with the feed not followed")
+	}
+	var nilCache *BlockCache
+	if _, ok := nilCache.Read(1, 0, buf); ok || NewBlockCache(8, 4) != nil {
+		t.Fatal("a nil cache answered, or a cache smaller than a block made")
+	}
+}
