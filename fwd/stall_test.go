@@ -16,7 +16,8 @@ import (
 // threshold (ONFS Cs-w) a write that needs a new chunk waits instead of
 // spilling to ssd, and lands on mem once space is free; a write that
 // would wait longer than StallMax goes to ssd instead of failing. Each
-// wait is counted.
+// wait is counted, and the metadata service counts the writers waiting
+// for room on a tier while they wait (StalledWriters).
 func TestWriteWaitsAtStall(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	svc, c, _ := tierStackWith(t, 1, 1, fwd.Config{StallMax: 700 * time.Millisecond, Metrics: reg})
@@ -47,13 +48,22 @@ func TestWriteWaitsAtStall(t *testing.T) {
 	}
 	// the whole mem server is reserve: stalled; freed after 300 ms
 	reserve.Store(1 << 40)
+	counted := make(chan int, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
+		// the burst-buffer manager's view: one writer waits for mem
+		counted <- svc.StalledWriters("mem")
 		reserve.Store(0)
 		svc.WakeStalled()
 	}()
 	if took, tier := write("waits"); tier != "mem" || took < 250*time.Millisecond || took > 650*time.Millisecond {
 		t.Fatalf("stalled tier freed after 300 ms: chunk on %s after %v, want mem after ~300 ms", tier, took)
+	}
+	if n := <-counted; n != 1 {
+		t.Fatalf("%d writers counted waiting for room on mem, want 1", n)
+	}
+	if n := svc.StalledWriters("mem"); n != 0 {
+		t.Fatalf("%d writers counted waiting after the wait", n)
 	}
 	// never freed: after StallMax the chunk goes to ssd
 	reserve.Store(1 << 40)

@@ -60,14 +60,39 @@ func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude [
 			}
 			return loc, placed, waited, err
 		}
-		select {
-		case <-wake:
-		case <-limit.C:
-			return loc, placed, s.now().Sub(start), err
-		case <-ctx.Done():
-			return loc, placed, s.now().Sub(start), err
+		if !s.waitStalled(ctx, loc.Tier, wake, limit.C) {
+			return wire.ChunkLoc{}, false, s.now().Sub(start), err
 		}
 	}
+}
+
+// waitStalled waits for wake (true) or until limit or ctx end (false),
+// counted among tier's stalled writers meanwhile.
+func (s *Service) waitStalled(ctx context.Context, tier string, wake <-chan struct{}, limit <-chan time.Time) bool {
+	s.stalledMu.Lock()
+	s.stalled[tier]++
+	s.stalledMu.Unlock()
+	defer func() {
+		s.stalledMu.Lock()
+		s.stalled[tier]--
+		s.stalledMu.Unlock()
+	}()
+	select {
+	case <-wake:
+		return true
+	case <-limit:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// StalledWriters is how many chunk allocations wait now for room on
+// tier, at its write-stall reserve: the burst-buffer manager frees room
+// for them ahead of the writes.
+func (s *Service) StalledWriters(tier string) int {
+	s.stalledMu.Lock()
+	defer s.stalledMu.Unlock()
+	return s.stalled[tier]
 }
 
 // stallWait is the longest Alloc waits for a stalled tier before it
@@ -215,7 +240,7 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 		if r.spaceWake == nil {
 			r.spaceWake = make(chan struct{})
 		}
-		return wire.ChunkLoc{}, r.spaceWake, ErrStall
+		return wire.ChunkLoc{Tier: d.Tier}, r.spaceWake, ErrStall
 	}
 	if err != nil {
 		return wire.ChunkLoc{}, nil, errno(syscall.ENOSPC, "%v", err)

@@ -85,6 +85,10 @@ type Service struct {
 
 	// grantMu orders burst-buffer grant admissions (judge, then commit).
 	grantMu sync.Mutex
+	// stalledMu guards stalled: the chunk allocations waiting now for
+	// room on each tier (alloc.go waitStalled).
+	stalledMu sync.Mutex
+	stalled   map[string]int
 	// dropMu is held while drops are delivered (replica.go deliverDrops).
 	dropMu sync.Mutex
 	// qosMu orders changes of the QoS rules (qos.go) and guards
@@ -126,7 +130,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.HeartbeatTTL = 5 * time.Second
 	}
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
-		opens: map[uint64]int{}, activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
+		opens: map[uint64]int{}, activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, stalled: map[string]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.reg.init(s)
 	s.feed.init(s.now())
 	s.deleg.dir, s.deleg.cool = map[uint64]*delegation{}, map[uint64]time.Time{}

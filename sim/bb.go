@@ -276,7 +276,9 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 	var step engine.Func
 	step = func(now engine.Time) {
 		m.step()
-		if time.Duration(now) < m.end {
+		// past the last period, the checkpoints under way finish (as
+		// `sluice bb replay` waits for them), for at most a period
+		if time.Duration(now) < m.end || len(m.queue) > 0 && time.Duration(now) < m.end+m.period {
 			m.e.At(now+engine.Time(m.tick), step)
 		}
 	}
@@ -362,7 +364,19 @@ func (m *bbModel) begin(app, ck int) {
 	// bypass is decided at the file's first chunk, against what the
 	// period has written or will have once the checkpoints begun on the
 	// buffer are written (manager/bbos Hint)
-	if m.cfg.Bypass && m.cfg.Policy == bbos.BBOS && bbos.Bypass(m.residentLocked(), v.Version, max(m.dwsf, m.placed), m.cfg.S) {
+	in := bbos.Sequence{Job: a.Name, MTBF: a.MTBF.Seconds(), Bytes: uint64(a.Size)}
+	var queued float64 // bypassed checkpoints still writing the PFS
+	writing := 0
+	for _, q := range m.queue {
+		if q.bypassed {
+			queued += float64(q.Bytes) - q.written
+			writing++
+		}
+	}
+	at := bbos.Period{DWPP: max(bbos.PredictDWPP(m.history, m.declared), m.dwsf), DWSF: max(m.dwsf, m.placed), Load: m.declared,
+		S: m.cfg.S, T: m.period.Seconds(), Left: (m.start + m.period - time.Duration(now)).Seconds(), PFS: m.cfg.Rates.DemoteMax,
+		Queued: queued, Bypassing: writing}
+	if m.cfg.Bypass && m.cfg.Policy == bbos.BBOS && bbos.Bypass(m.sequences(), in, at) {
 		v.bypassed = true
 		m.res.Checkpoints[ck].Bypassed = true
 	} else {
@@ -370,6 +384,17 @@ func (m *bbModel) begin(app, ck int) {
 	}
 	m.queue = append(m.queue, v)
 	m.versions = append(m.versions, v)
+}
+
+// sequences are the granted applications' checkpoint sequences.
+func (m *bbModel) sequences() []bbos.Sequence {
+	var out []bbos.Sequence
+	for i, a := range m.apps {
+		if m.grant[i] {
+			out = append(out, bbos.Sequence{Job: a.Name, MTBF: a.MTBF.Seconds(), Bytes: uint64(a.Size)})
+		}
+	}
+	return out
 }
 
 // residentLocked is what the buffer holds, as policy Versions (a file
@@ -432,9 +457,30 @@ func (m *bbModel) look(now time.Duration, writing bool) {
 		}
 	}
 	m.believed = m.cfg.S - m.used
+	// room for one more checkpoint per writer waiting for room: those
+	// queued that have not begun (the daemons count placement's stalled
+	// writers), at most half the buffer
+	room := m.room
 	if m.believed < m.room {
-		m.evict(m.room - m.believed)
+		room = m.stallRoom()
 	}
+	if m.believed < room {
+		m.evict(room - m.believed)
+	}
+}
+
+// stallRoom is the free space the deleters keep while writers wait for
+// room: a checkpoint for each of the queued ones that have not begun (the
+// daemons count placement's stalled writers) and one more, at most half
+// the buffer, above the reserve.
+func (m *bbModel) stallRoom() float64 {
+	waiting := 0
+	for _, v := range m.queue {
+		if !v.bypassed && v.written == 0 {
+			waiting++
+		}
+	}
+	return min((m.room-m.cfg.Reserve)*float64(1+waiting), m.cfg.S/2) + m.cfg.Reserve
 }
 
 // evict drops demoted copies the manager knows, coldest first, until need
@@ -487,22 +533,36 @@ func (m *bbModel) step() {
 	refill := func(tok *float64, rate float64, burst time.Duration) {
 		*tok = min(*tok+rate*dt, rate*(burst.Seconds()+dt))
 	}
-	// checkpoints bypassing the buffer write the PFS first (one at a
-	// time, the scheduler's order), at up to its demotion bandwidth: a
-	// bypassed byte is one not to demote; demotion has what they leave
-	pfs := m.cfg.Rates.DemoteMax * dt
-	for _, v := range m.queue {
-		if v.bypassed {
-			n := min(float64(v.Bytes)-v.written, pfs)
-			v.written += n
-			pfs -= n
-			m.res.Bypassed += n
-			break
-		}
-	}
 	refill(&m.devTok, m.cfg.Rates.WriteMax, m.cfg.DeviceBurst)
 	refill(&m.dTok, dRate, m.cfg.CapBurst)
 	refill(&m.wTok, m.wCap, m.cfg.CapBurst)
+	// checkpoints bypassing the buffer write the PFS all at once (the I/O
+	// scheduler is the buffer's), sharing its bandwidth with the
+	// manager's demotion streams (manager/bbos: two), a share each; a
+	// bypassed byte is one not to demote
+	pfs := m.cfg.Rates.DemoteMax * dt
+	var bypassing []*bbVersion
+	for _, v := range m.queue {
+		if v.bypassed {
+			bypassing = append(bypassing, v)
+		}
+	}
+	if len(bypassing) > 0 {
+		var demotable float64
+		for _, v := range m.versions {
+			if m.known[v.ID] && v.resident && !v.onPFS {
+				demotable += v.written - v.demoted
+			}
+		}
+		demShare := min(m.dTok, m.devTok, demotable, pfs-bbos.BypassShare(pfs, len(bypassing), bbos.DemoteStreams))
+		per := (pfs - max(demShare, 0)) / float64(len(bypassing))
+		for _, v := range bypassing {
+			n := min(float64(v.Bytes)-v.written, per)
+			v.written += n
+			pfs -= n
+			m.res.Bypassed += n
+		}
+	}
 	order := m.order()
 	for _, o := range order {
 		if m.dTok <= 0 || m.devTok <= 0 || pfs <= 0 {
@@ -539,8 +599,11 @@ func (m *bbModel) step() {
 		left := float64(v.Bytes) - v.written
 		want := max(min(left, min(m.wTok, m.devTok)/float64(nBuf)), 0)
 		if free := m.cfg.S - m.used - m.cfg.Reserve; want > free {
-			// a writer short of room: the manager evicts for it at
-			// once (ours does at its next look; docs/sim.md)
+			// a writer short of room: the manager evicts for it and
+			// for every other writer waiting for room at once, a
+			// checkpoint each up to half the buffer (manager/bbos's
+			// deleters with placement's stalled writers), at once
+			// rather than at its next look (docs/sim.md)
 			m.evictFrom(order, want-free)
 		}
 		n := min(want, max(m.cfg.S-m.used-m.cfg.Reserve, 0))

@@ -228,7 +228,16 @@ func FactorsFromDFRA(r io.Reader, classOf map[string]string, fwdBW, fwdOps float
 		classes = append(classes, c)
 	}
 	sort.Strings(classes)
-	m := &machine.Machine{Name: "dfra-pairwise", ComputeNodes: 2, NodeBW: 1e12, FwdNodes: 1, FwdBW: fwdBW, FwdOps: fwdOps, FFMRatio: 2,
-		Storage: machine.Storage{Groups: 1, Targets: 1, TargetBW: 1e12}, MetaOps: 1e9, Interference: machine.Interference{Classes: classes}}
-	return CalibrateFactors(m, alone, measured, 0.1)
+	return CalibrateFactors(ForwardingMachine("dfra-pairwise", 1, 2, fwdBW, fwdOps, classes), alone, measured, 0.1)
+}
+
+// ForwardingMachine is a machine whose only bound is its forwarding
+// layer, as in the DFRA experiments' local clusters: fwds forwarding nodes
+// of fwdBW bytes/s and fwdOps operations/s, ratio compute nodes per
+// forwarding node, interference classes classes (no pairs, no factors);
+// compute links, storage and metadata unbounded.
+func ForwardingMachine(name string, fwds, ratio int, fwdBW, fwdOps float64, classes []string) *machine.Machine {
+	return &machine.Machine{Name: name, ComputeNodes: fwds * ratio, NodeBW: 1e12, FwdNodes: fwds, FwdBW: fwdBW, FwdOps: fwdOps,
+		FFMRatio: ratio, Storage: machine.Storage{Groups: 1, Targets: 1, TargetBW: 1e12}, MetaOps: 1e9,
+		Interference: machine.Interference{Classes: classes}}
 }

@@ -34,11 +34,7 @@ var dfraKinds = []string{"nn", "n1", "11", "meta", "iops", "ckpt", "read", "log"
 // forwarding node under the fixed mapping, the mem data servers and the
 // metadata service not limiting (they did not in the runs).
 func dfraMachine(fwds, ratio int) *machine.Machine {
-	m := &machine.Machine{Name: "dfra-local", ComputeNodes: fwds * ratio, NodeBW: 1e12,
-		FwdNodes: fwds, FwdBW: dfraFwdBW, FwdOps: dfraFwdOps, FFMRatio: ratio,
-		Storage: machine.Storage{Groups: 1, Targets: 1, TargetBW: 1e12}, MetaOps: 1e9,
-		Interference: machine.Interference{Classes: dfraKinds}}
-	return m
+	return ForwardingMachine("dfra-local", fwds, ratio, dfraFwdBW, dfraFwdOps, dfraKinds)
 }
 
 // dfraRow is one job of bench/dfra/scarce.jsonl.
@@ -146,8 +142,24 @@ func TestValidateDFRA(t *testing.T) {
 		}
 		nodes = max(nodes, n+1)
 	}
+	// the cluster as `sluice sim --machine local` described it while the
+	// runs ran (scarce.sh keeps it beside them), with the interference
+	// between the behaviours calibrated from the pairwise runs; without
+	// it, the same figures written here (the runs' caps)
 	m := dfraMachine((nodes+1)/2, 2)
-	m.Interference.Factors = factors
+	if b, err := os.ReadFile(dir + "scarce-machine.json"); err == nil {
+		if m, err = machine.Parse(b); err != nil {
+			t.Fatalf("scarce-machine.json: %v", err)
+		}
+		if m.ComputeNodes < nodes {
+			t.Fatalf("the local machine has %d compute nodes, the runs used %d", m.ComputeNodes, nodes)
+		}
+		t.Logf("machine: %s (`sluice sim --machine local` of the cluster the runs ran on): %d forwarding nodes of %.0f MB/s and %.0f ops/s, %d compute nodes",
+			dir+"scarce-machine.json", m.FwdNodes, m.FwdBW/1e6, m.FwdOps, m.ComputeNodes)
+	} else {
+		t.Logf("machine: the runs' caps (%d forwarding nodes of %.0f MB/s and %.0f ops/s); no scarce-machine.json", m.FwdNodes, m.FwdBW/1e6, m.FwdOps)
+	}
+	m.Interference = machine.Interference{Classes: dfraKinds, Factors: factors}
 	var keys []string
 	for k := range m.Interference.Factors {
 		keys = append(keys, k)

@@ -4,9 +4,9 @@
 # per period, once per policy, on real daemons with emulated devices:
 #   buffer  the mem tier, one data server, S = 128 MiB, 160 MB/s shared by
 #           checkpoint writes and demotion reads (equation 1 with m = -1)
-#   PFS     the pfs tier at 55 MB/s (the demotion bound)
-#   rates   --bb-rates 160,105,1,55: MaxDWPP = 105/(105-55) S = 2.1 S,
-#           the paper's over-subscription
+#   PFS     the pfs tier at 56 MB/s (the demotion bound)
+#   rates   --bb-rates 160,105,1,56: MaxDWPP = 105/(105-56) S = 2.14 S,
+#           the paper's (Bw_min/(Bw_min - Br_max) = 3/(3 - 1.6))
 # Each run: `sluice workload --gen ckpt-mix` (8 MiB checkpoints, a 6 s
 # period, 3 periods, MTBFs drawn up to a bound, seeded by the run number
 # so every policy replays the same mix), `sluice bb replay` (grants,
@@ -15,8 +15,9 @@
 #
 # Experiments (EXPS, all by default):
 #   perf      dedicated at 1.0 and 1.9 S (it admits S at most); maxbw,
-#             maxeff, lru, fifo, bbos at 1.3 and 1.9 S; congestion low
-#             and high (paper §VI-B, VI-C)
+#             maxeff, lru, fifo, bbos at 1.3 and 1.9 S, congestion low
+#             and high (paper §VI-B, VI-C); and at 2.14 S, MaxDWPP, low
+#             congestion (the most a policy can serve: utilisation)
 #   bypass    bbos with and without bypass at 1.3, 1.6, 1.9 S (Fig. 7)
 #   restart   lru, fifo, bbos at 1.9 and 2.1 S, MTBF up to 20 and 100
 #             minutes scaled to the period (Fig. 8)
@@ -32,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} EXPS=${EXPS:-perf bypass restart versions}
-MEM=${MEM:-128} MEM_MBPS=${MEM_MBPS:-160} PFS_MBPS=${PFS_MBPS:-55} RATES=${RATES:-160,105,1,55}
+MEM=${MEM:-128} MEM_MBPS=${MEM_MBPS:-160} PFS_MBPS=${PFS_MBPS:-56} RATES=${RATES:-160,105,1,56}
 SIZE=${SIZE:-8M} PERIOD=${PERIOD:-6} PERIODS=${PERIODS:-3}
 OUT=${OUT:-bench/bbos/results.jsonl.gz}
 POLICIES=${POLICIES:-maxbw maxeff lru fifo bbos}
@@ -81,8 +82,10 @@ for exp in $EXPS; do
 	perf)
 		for cong in low high; do
 			case_ perf dedicated 1.0 "$cong" 100 "" "" dedicated
-			for dwpp in 1.3 1.9; do
-				[ "$SMOKE" = 1 ] && [ "$dwpp" = 1.3 ] && continue
+			dwpps="1.3 1.9"
+			[ "$cong" = low ] && dwpps="1.3 1.9 2.14"
+			for dwpp in $dwpps; do
+				[ "$SMOKE" = 1 ] && [ "$dwpp" != 1.9 ] && continue
 				# dedicated admits S at most: the rest of the mix waits
 				[ "$dwpp" = 1.9 ] && case_ perf dedicated "$dwpp" "$cong" 100 "" "" dedicated
 				for p in $POLICIES; do

@@ -20,8 +20,9 @@
 #   bash bench/dfra/scarce.sh             # 6 jobs on 3 forwarding nodes, 3 repeats, ~8 min
 #   SMOKE=1 bash bench/dfra/scarce.sh     # 4 jobs on 2, 1 repeat, small sizes
 #
-# Raw results: $OUT (JSON Lines) and $PROFILES (the applications' profiles
-# before each repeat); tables: python3 bench/dfra/scarce.py $OUT
+# Raw results: $OUT (JSON Lines), $PROFILES (the applications' profiles
+# before each repeat) and $MACHINE (the cluster as `sluice sim --machine
+# local` describes it); tables: python3 bench/dfra/scarce.py $OUT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -36,6 +37,7 @@ FWD_IOPS=${FWD_IOPS:-800}
 STAGGER=${STAGGER:-0.3}
 OUT=${OUT:-bench/dfra/scarce.jsonl}
 PROFILES=${PROFILES:-${OUT%.jsonl}-profiles.jsonl} # the profiles DFRA decided from, before each repeat
+MACHINE=${MACHINE:-${OUT%.jsonl}-machine.json} # the cluster as `sluice sim --machine local` describes it
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-scarce.XXXXXX)
 cleanup() { bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
@@ -83,6 +85,9 @@ for mode in ffm dfra; do
 	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 6G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" \
 		--meta-flags "--fwd-ratio $FWD_RATIO --dfra-vmin 16M" >/dev/null
+	# the simulator's description of this very cluster (the same under
+	# both policies): the replay runs on it, side by side with these runs
+	bin/sluice sim --machine local --dir "$WORK/state" --print-machine > "$WORK/machine.json"
 	for k in "${kinds[@]}"; do
 		# alone, twice, on cn0: the first run builds the application's profile
 		j=$(runjob "$mode" "$k" "$mode-$k-seed" cn0)
@@ -114,5 +119,6 @@ for mode in ffm dfra; do
 done
 cp "$WORK/results.jsonl" "$OUT"
 cp "$WORK/profiles.jsonl" "$PROFILES"
+cp "$WORK/machine.json" "$MACHINE"
 python3 bench/dfra/scarce.py --check "$OUT" "$FWDS" "$REPEATS"
 python3 bench/dfra/scarce.py "$OUT" "$FWDS"

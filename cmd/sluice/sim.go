@@ -27,6 +27,9 @@ func cmdSim(args []string) error {
 	if len(args) > 0 && args[0] == "bb" {
 		return cmdSimBB(args[1:])
 	}
+	if len(args) > 0 && args[0] == "tiers" {
+		return cmdSimTiers(args[1:])
+	}
 	fs, cfg := flagSet("sim")
 	mach := fs.String("machine", "taihulight", "machine: a preset ("+strings.Join(machine.Presets(), ", ")+"), a description file, or local (the running cluster of --dir)")
 	stateDir := fs.String("dir", "", "with --machine local: state directory of the running local cluster (sluice up --dir)")

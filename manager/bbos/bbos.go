@@ -57,6 +57,15 @@ type Namespace interface {
 
 var _ Namespace = (*meta.Service)(nil)
 
+// Stalls is a Namespace that counts the writers waiting for room on a
+// tier (placement's write-stall); the deleters free room for all of them
+// at once rather than a checkpoint at a time.
+type Stalls interface {
+	StalledWriters(tier string) int
+}
+
+var _ Stalls = (*meta.Service)(nil)
+
 // Mover demotes and evicts files: the tiering manager.
 type Mover interface {
 	// Demote copies a file's chunks to the PFS, keeping the buffer's
@@ -168,10 +177,11 @@ type pool struct {
 	write, demote        float64
 	writing              bool
 	ctl                  wire.BBControl
-	placed               float64 // checkpoints sent to the buffer this period, their grants' sizes
-	canFree              bool    // it holds versions it can free (demote, evict)
-	freeing              float64 // bytes of evictions running
-	demoteFailed         bool    // its last demotion failed (the PFS may be down)
+	placed               float64            // checkpoints sent to the buffer this period, their grants' sizes
+	bypassing            map[uint64]float64 // checkpoints sent to the PFS and still being written: their grants' sizes
+	canFree              bool               // it holds versions it can free (demote, evict)
+	freeing              float64            // bytes of evictions running
+	demoteFailed         bool               // its last demotion failed (the PFS may be down)
 }
 
 // Totals are the manager's running figures.
@@ -217,10 +227,9 @@ func New(cfg Config) *Manager {
 	return m
 }
 
-// demoteStreams is how many files of a pool demote at once: the servers
-// pace them at the plan's rate together; two hide each one's migration
-// round trips.
-const demoteStreams = 2
+// demoteStreams is how many files of a pool demote at once (the policy's:
+// bypassed checkpoints share the PFS with them).
+const demoteStreams = pol.DemoteStreams
 
 // Run ticks until ctx ends; between ticks, a demotion or eviction that
 // ends starts the next at once.
@@ -498,6 +507,14 @@ func (m *Manager) scan(grants []meta.BBGrant) {
 			delete(m.hints, ino) // gone, or seen next scan
 		}
 	}
+	// a bypassed checkpoint closed (or gone) no longer holds the PFS
+	for _, p := range m.pools {
+		for ino := range p.bypassing {
+			if v, ok := vs[ino]; !ok && m.hints[ino] == "" || ok && !v.Open {
+				delete(p.bypassing, ino)
+			}
+		}
+	}
 	m.mu.Unlock()
 }
 
@@ -609,11 +626,16 @@ func (m *Manager) act(ctx context.Context) {
 			jobs = append(jobs, job{v: v, why: fmt.Sprintf("demote %s (inode %d): coldest of %d on the buffer not on the PFS yet; %s", v.Name, v.ID,
 				len(demotable), m.planLocked(p))})
 		}
-		// deleters: keep room for the largest checkpoint above the
-		// reserve placement keeps free for writers to wait at
+		// deleters: keep room for the largest checkpoint, and one more
+		// for each writer waiting for room (a burst of checkpoints at a
+		// full buffer), above the reserve placement keeps free for
+		// writers to wait at; at most half the buffer
 		var room float64
 		for _, g := range p.grants {
 			room = max(room, float64(g.Size))
+		}
+		if st, ok := m.cfg.NS.(Stalls); ok {
+			room *= float64(1 + st.StalledWriters(p.Name))
 		}
 		room = min(room, p.S/2) + float64(m.cfg.Reserve)
 		if free := p.Free + p.freeing; free < room {
@@ -739,23 +761,36 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		if p == nil {
 			return ""
 		}
-		var resident []pol.Version
-		for _, v := range m.versions {
-			if v.Pool == p.Name && v.OnBuffer && v.ID != ino {
-				resident = append(resident, v.Version)
+		// the pool's sequences: which newest versions the buffer keeps
+		var seqs []pol.Sequence
+		for _, ds := range m.dirs {
+			for _, q := range ds {
+				if q.grant.Pool == p.Name {
+					seqs = append(seqs, pol.Sequence{Job: q.glob, MTBF: q.mtbf, Bytes: q.grant.Size})
+				}
 			}
 		}
 		// what the period has written, or will have once the
 		// checkpoints placed on the buffer and waiting for their turn are
 		// written
-		in := pol.Version{Job: seq.glob, MTBF: seq.mtbf, Bytes: seq.grant.Size}
+		in := pol.Sequence{Job: seq.glob, MTBF: seq.mtbf, Bytes: seq.grant.Size}
+		var queued float64
+		for _, b := range p.bypassing {
+			queued += b
+		}
+		at := pol.Period{DWPP: p.dwpp, DWSF: max(p.dwsf, p.placed), Load: p.declared, S: p.S, T: p.period.Seconds(),
+			Left: p.start.Add(p.period).Sub(m.cfg.Now()).Seconds(), PFS: m.cfg.Rates.DemoteMax, Queued: queued, Bypassing: len(p.bypassing)}
 		d := ""
-		if pol.Bypass(resident, in, max(p.dwsf, p.placed), p.S) {
+		if pol.Bypass(seqs, in, at) {
 			d = "pfs"
 			m.totals.BypassedFiles++
 			m.bypassed[ino] = 0
-			go m.logDecision(seq.grant.Job, "bypass", fmt.Sprintf("%s (inode %d) straight to the PFS: the period wrote %s of a %s buffer and it is the coldest (MTBF %s, no older version to demote)",
-				name, ino, size.Format(uint64(p.dwsf)), size.Format(uint64(p.S)), time.Duration(seq.mtbf*float64(time.Second))))
+			if p.bypassing == nil {
+				p.bypassing = map[uint64]float64{}
+			}
+			p.bypassing[ino] = float64(seq.grant.Size)
+			go m.logDecision(seq.grant.Job, "bypass", fmt.Sprintf("%s (inode %d) straight to the PFS: the period writes %s (%s so far) through a %s buffer and the buffer keeps the newest versions of %d applications likelier to restart (MTBF %s)",
+				name, ino, size.Format(uint64(p.dwpp)), size.Format(uint64(p.dwsf)), size.Format(uint64(p.S)), hotter(seqs, in, p.S), time.Duration(seq.mtbf*float64(time.Second))))
 		}
 		if d == "" {
 			p.placed += float64(seq.grant.Size)
@@ -764,6 +799,18 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		return d
 	}
 	return ""
+}
+
+// hotter counts the hot sequences (pol.Hot) likelier to restart than in.
+func hotter(seqs []pol.Sequence, in pol.Sequence, s float64) int {
+	hot := pol.Hot(seqs, s)
+	n := 0
+	for _, q := range seqs {
+		if hot[q.Job] && q.MTBF <= in.MTBF && q.Job != in.Job {
+			n++
+		}
+	}
+	return n
 }
 
 // Managed says whether file ino is a checkpoint the manager moves (the

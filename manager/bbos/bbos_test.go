@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +42,16 @@ type fakeNS struct {
 	state    wire.BBServerState // what server 1 answers
 	controls []wire.BBControl   // what it was sent
 	moves    []string           // demote/evict calls, in order
+	stalled  int                // writers waiting for room on mem
+}
+
+func (f *fakeNS) StalledWriters(tier string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tier != "mem" {
+		return 0
+	}
+	return f.stalled
 }
 
 func newFake(s uint64) *fakeNS {
@@ -282,6 +293,24 @@ func TestControlFollowsThePlan(t *testing.T) {
 	}
 }
 
+// fiveVersions is a 52 MiB buffer holding five closed checkpoints of 8 MiB
+// of three applications: a (MTBF 10 min: a1, a2), b (1 h: b1, b2), c
+// (2 h: c1), written in the order a1, b1, a2, c1, b2.
+func fiveVersions() *fakeNS {
+	f := newFake(52 * mib)
+	f.grants = []meta.BBGrant{
+		{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
+		{Job: "2", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 3600},
+		{Job: "3", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
+	}
+	f.ckpt(10, "a", "a1", 8*mib, 1)
+	f.ckpt(11, "b", "b1", 8*mib, 2)
+	f.ckpt(12, "a", "a2", 8*mib, 3)
+	f.ckpt(13, "c", "c1", 8*mib, 4)
+	f.ckpt(14, "b", "b2", 8*mib, 5)
+	return f
+}
+
 // TestDemotionAndEviction: idle, the manager demotes one file at a time
 // in the policy's cold order; when the buffer runs short of room for the
 // largest checkpoint it evicts demoted copies in the same order.
@@ -301,19 +330,8 @@ func TestDemotionAndEviction(t *testing.T) {
 		{pol.FIFO, false, "demote a1, demote b1, demote a2, demote c1, demote b2", "evict a1"},
 	} {
 		t.Run(fmt.Sprintf("%s-noversions=%v", c.p, c.noVersions), func(t *testing.T) {
-			const s = 52 * mib
 			clk := &clock{time.Unix(1000, 0)}
-			f := newFake(s)
-			f.grants = []meta.BBGrant{
-				{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
-				{Job: "2", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 3600},
-				{Job: "3", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
-			}
-			f.ckpt(10, "a", "a1", 8*mib, 1)
-			f.ckpt(11, "b", "b1", 8*mib, 2)
-			f.ckpt(12, "a", "a2", 8*mib, 3)
-			f.ckpt(13, "c", "c1", 8*mib, 4)
-			f.ckpt(14, "b", "b2", 8*mib, 5)
+			f := fiveVersions()
 			f.files[14].open = true // being written: not yet
 			log := &decisions{}
 			m := New(Config{NS: f, Mover: f, Policy: c.p, Rates: rates, NoVersions: c.noVersions, Now: clk.now, Decisions: log})
@@ -348,6 +366,39 @@ func TestDemotionAndEviction(t *testing.T) {
 				t.Fatalf("totals %+v", tot)
 			}
 		})
+	}
+}
+
+// TestStalledWritersGetRoom: writers waiting at placement for room make
+// the deleters free room for each of them at once (at most half the
+// buffer), coldest first, rather than one checkpoint per tick.
+func TestStalledWritersGetRoom(t *testing.T) {
+	clk := &clock{time.Unix(1000, 0)}
+	f := fiveVersions()
+	m := newManager(f, pol.BBOS, clk)
+	for i := 0; i < 4; i++ {
+		tick(t, m)
+	}
+	if tot := m.Status().Totals; tot.DemotedFiles != 5 || tot.EvictedFiles != 0 {
+		t.Fatalf("totals %+v: want all five demoted, none evicted (12 MiB free is the room for one)", tot)
+	}
+	f.mu.Lock()
+	f.moves, f.stalled = nil, 2
+	f.mu.Unlock()
+	tick(t, m)
+	// room for 3 checkpoints above the reserve: 28 MiB, 16 to free
+	// (they run at once: in either order)
+	if got := strings.Split(f.movesSoFar(), ", "); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"evict a1", "evict b1"}) {
+		t.Fatalf("evictions %q, want the two coldest at once", got)
+	}
+	f.mu.Lock()
+	f.moves, f.stalled = nil, 10
+	f.mu.Unlock()
+	tick(t, m)
+	// at most half the buffer (26 MiB) above the reserve: 30 free of
+	// 52 after the first two, one more
+	if got := f.movesSoFar(); got != "evict c1" {
+		t.Fatalf("evictions %q, want c1 alone (half the buffer)", got)
 	}
 }
 
@@ -396,37 +447,52 @@ func TestBypass(t *testing.T) {
 	clk := &clock{time.Unix(1000, 0)}
 	f := newFake(s)
 	f.grants = []meta.BBGrant{
-		{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
-		{Job: "2", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
+		{Job: "1", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
+		{Job: "2", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
 	}
-	f.ckpt(10, "a", "a1", 8*mib, 1)
+	f.ckpt(10, "a", "a1", 16*mib, 1)
 	f.ckpt(11, "c", "cold", 0, 1)
 	f.files[11].locs = nil
 	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
 	m := newManager(f, pol.BBOS, clk)
 	tick(t, m)
-	f.state.JobWritten = 36 * mib // 36 + 8 > 40
+	f.state.JobWritten = 36 * mib // 36 + 16 > 40
 	tick(t, m)
 	cdir, adir := f.dirs["c"], f.dirs["a"]
-	if got := m.Hint(11, cdir, "cold"); got != "pfs" {
-		t.Fatalf("the coldest checkpoint past S: hint %q, want pfs", got)
+	// both applications' newest versions fit the buffer: no bypass,
+	// however much the period has written
+	if got := m.Hint(11, cdir, "cold"); got != "" {
+		t.Fatalf("the colder of two checkpoints that both fit: hint %q", got)
 	}
-	if got := m.Hint(11, cdir, "cold"); got != "pfs" {
+	// a third application, likelier to restart: the buffer keeps a's
+	// and b's newest versions, c's go to the PFS
+	f.grants = append(f.grants, meta.BBGrant{Job: "3", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 1200})
+	f.ckpt(14, "b", "b1", 0, 2)
+	f.ckpt(15, "c", "cold2", 0, 2)
+	f.files[14].locs, f.files[15].locs = nil, nil
+	tick(t, m)
+	if got := m.Hint(15, cdir, "cold2"); got != "pfs" {
+		t.Fatalf("the coldest application's checkpoint, outside the hot set: hint %q, want pfs", got)
+	}
+	if got := m.Hint(15, cdir, "cold2"); got != "pfs" {
 		t.Fatalf("a second chunk of the file: hint %q, want the same pfs", got)
 	}
 	if got := m.Hint(12, adir, "a2"); got != "" {
-		t.Fatalf("a's new version (its old one can be demoted): hint %q", got)
+		t.Fatalf("a's new version (in the hot set): hint %q", got)
+	}
+	if got := m.Hint(14, f.dirs["b"], "b1"); got != "" {
+		t.Fatalf("b's version (in the hot set): hint %q", got)
 	}
 	if got := m.Hint(13, 4242, "x"); got != "" {
 		t.Fatalf("a file outside every checkpoint sequence: hint %q", got)
 	}
-	if m.Status().Totals.BypassedFiles != 1 || !m.Managed(11) {
+	if m.Status().Totals.BypassedFiles != 1 || !m.Managed(15) {
 		t.Fatalf("bypass not counted: %+v", m.Status().Totals)
 	}
 	mf := newManager(f, pol.FIFO, clk)
 	tick(t, mf)
 	tick(t, mf)
-	if got := mf.Hint(11, cdir, "cold"); got != "" {
+	if got := mf.Hint(16, cdir, "cold3"); got != "" {
 		t.Fatalf("fifo bypasses: %q", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -305,24 +306,99 @@ func newestSeq(files []Version) map[string]int {
 	return newest
 }
 
-// Bypass says whether an incoming checkpoint in (its job, MTBF and
-// size) should go straight to the PFS (BBOS's direct checkpoint): the
-// period has already written more than the buffer holds (dwsf + bytes >
-// s, so something must be demoted to take it) and the checkpoint would
-// itself be the first cold data: its MTBF is at least that of every
-// newest version on the buffer, and no older version is there to demote
-// instead (its own job's versions on the buffer are all older than it).
-func Bypass(files []Version, in Version, dwsf, s float64) bool {
-	if dwsf+float64(in.Bytes) <= s {
+// Sequence is one application's checkpoint sequence on a buffer (a
+// grant): the bytes of one checkpoint and the application's MTBF.
+type Sequence struct {
+	Job   string
+	MTBF  float64 // seconds
+	Bytes uint64
+}
+
+// Hot returns the sequences whose newest versions a buffer of capacity s
+// keeps under BBOS's cold order: the applications most likely to restart
+// (lowest MTBF; ties by name) first, each whose checkpoint still fits.
+func Hot(seqs []Sequence, s float64) map[string]bool {
+	ss := append([]Sequence(nil), seqs...)
+	sort.Slice(ss, func(i, j int) bool {
+		if ss[i].MTBF != ss[j].MTBF {
+			return ss[i].MTBF < ss[j].MTBF
+		}
+		return ss[i].Job < ss[j].Job
+	})
+	hot := map[string]bool{}
+	var used float64
+	for _, q := range ss {
+		if hot[q.Job] || used+float64(q.Bytes) > s {
+			continue
+		}
+		hot[q.Job] = true
+		used += float64(q.Bytes)
+	}
+	return hot
+}
+
+// Period is where a buffer's planning period stands when a checkpoint
+// arrives, for Bypass.
+type Period struct {
+	// DWPP and DWSF are the buffer's predicted and written bytes of the
+	// period; Load what the grants declare the jobs write per period,
+	// buffer and PFS together; S the buffer's capacity.
+	DWPP, DWSF, Load, S float64
+	// T is the period and Left the time left in it (seconds).
+	T, Left float64
+	// PFS is the PFS's write bandwidth (Rates.DemoteMax); Queued the
+	// bytes of the Bypassing checkpoints still writing there.
+	PFS, Queued float64
+	Bypassing   int
+}
+
+// BypassShare is the PFS bandwidth n checkpoints writing it get together
+// beside demotion's streams: a share each of pfs.
+func BypassShare(pfs float64, n, streams int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return pfs * float64(n) / float64(n+streams)
+}
+
+// DemoteStreams is how many files a pool demotes at once
+// (manager/bbos): the servers pace them at the plan's rate together, two
+// hide each one's migration round trips. Bypassed checkpoints share the
+// PFS with them.
+const DemoteStreams = 2
+
+// Bypass says whether an incoming checkpoint of sequence in should go
+// straight to the PFS (BBOS's direct checkpoint). seqs are the buffer's
+// sequences (in among them or not). A checkpoint bypasses when
+//   - the period writes more than the buffer holds (DWPP, or DWSF with
+//     the incoming checkpoint, above S): cold data will have to leave;
+//   - its application is not among the hot ones (Hot): on the buffer it
+//     would only be demoted and evicted to make room for the newest
+//     versions of the applications likelier to restart;
+//   - the PFS has room for it: the period's whole load fits what the PFS
+//     writes in a period (everything reaches the PFS in the end; a PFS
+//     busy all period long has no time to take checkpoints early without
+//     starving demotion, which the buffer then waits for), and beside the
+//     bypassed checkpoints ahead of it and demotion's streams it ends
+//     within the period.
+//
+// The paper bypasses where Br_max ≥ Bw_min, where a checkpoint is no
+// slower on the PFS; where the PFS is slower the last two conditions keep
+// the checkpoints in time.
+func Bypass(seqs []Sequence, in Sequence, p Period) bool {
+	if max(p.DWPP, p.DWSF+float64(in.Bytes)) <= p.S {
 		return false
 	}
-	newest := newestSeq(files)
-	for _, f := range files {
-		if f.Job == in.Job || f.Seq < newest[f.Job] || f.MTBF > in.MTBF {
-			return false
-		}
+	if p.PFS <= 0 || p.Load > p.PFS*p.T {
+		return false
 	}
-	return true
+	if (p.Queued+float64(in.Bytes))/BypassShare(p.PFS, p.Bypassing+1, DemoteStreams) > p.Left {
+		return false
+	}
+	if !slices.ContainsFunc(seqs, func(q Sequence) bool { return q.Job == in.Job }) {
+		seqs = append(seqs[:len(seqs):len(seqs)], in)
+	}
+	return !Hot(seqs, p.S)[in.Job]
 }
 
 // Throttle is what the buffer's token buckets apply now: the checkpoint

@@ -186,22 +186,59 @@ func TestPredictDWPP(t *testing.T) {
 }
 
 func TestBypass(t *testing.T) {
-	files := []Version{{ID: 1, Job: "a", Seq: 1, MTBF: 100}, {ID: 2, Job: "b", Seq: 3, MTBF: 300}}
-	in := func(job string, mtbf float64) Version { return Version{Job: job, MTBF: mtbf, Bytes: 10} }
-	if Bypass(files, in("c", 1000), 50, 100) {
-		t.Error("bypass while the buffer has room in the period")
+	// a buffer of 100 holds the newest checkpoints of three of the four
+	// applications: the three likeliest to restart
+	seqs := []Sequence{{"a", 100, 30}, {"b", 300, 30}, {"c", 200, 30}, {"d", 1000, 30}}
+	hot := Hot(seqs, 100)
+	if !hot["a"] || !hot["b"] || !hot["c"] || hot["d"] {
+		t.Errorf("hot %v, want a, b, c", hot)
 	}
-	if !Bypass(files, in("c", 1000), 95, 100) {
-		t.Error("no bypass for the coldest checkpoint once the period overflows the buffer")
+	// the PFS writes 30 bytes/s (10 for one bypassing checkpoint beside
+	// demotion's two streams); 10 s of a 20 s period are left
+	at := func(dwpp, dwsf, queued float64) Period {
+		return Period{DWPP: dwpp, DWSF: dwsf, Load: 150, S: 100, T: 20, Left: 10, PFS: 30, Queued: queued}
 	}
-	if Bypass(files, in("c", 200), 95, 100) {
-		t.Error("bypass for a checkpoint hotter than data on the buffer")
+	if Bypass(seqs, seqs[3], at(90, 50, 0)) {
+		t.Error("bypass while the period fits the buffer")
 	}
-	old := append(files, Version{ID: 3, Job: "a", Seq: 2, MTBF: 100})
-	if Bypass(old, in("c", 1000), 95, 100) {
-		t.Error("bypass while an older version could be demoted instead")
+	if !Bypass(seqs, seqs[3], at(150, 0, 0)) {
+		t.Error("no bypass of the coldest application when the period is predicted to overflow the buffer")
 	}
-	if Bypass(files, in("b", 1000), 95, 100) {
-		t.Error("bypass of a job's new version while its previous one is on the buffer to demote")
+	if !Bypass(seqs, seqs[3], at(90, 80, 0)) {
+		t.Error("no bypass of the coldest application once the period's writes overflow the buffer")
+	}
+	for _, q := range seqs[:3] {
+		if Bypass(seqs, q, at(150, 90, 0)) {
+			t.Errorf("bypass of %s, whose newest version the buffer keeps", q.Job)
+		}
+	}
+	// a newcomer not yet among the sequences is ranked with them
+	if Bypass(seqs, Sequence{"e", 50, 30}, at(150, 90, 0)) {
+		t.Error("bypass of the application likeliest to restart")
+	}
+	if !Bypass(seqs, Sequence{"e", 5000, 30}, at(150, 90, 0)) {
+		t.Error("no bypass of a cold newcomer")
+	}
+	// the PFS could not take it in time: 30 bytes at 10/s after 80
+	// queued end 1 s past the period (one writer ahead: 15/s for the two)
+	if p := at(150, 0, 80); Bypass(seqs, seqs[3], p) {
+		t.Error("bypass of a checkpoint the PFS would finish after the period")
+	}
+	if p := at(150, 0, 120); !func() bool { p.Bypassing = 1; return Bypass(seqs, seqs[3], p) }() {
+		t.Error("no bypass of a checkpoint the PFS finishes just in time beside the one ahead")
+	}
+	// the PFS writes 600 bytes a period: a load above it leaves it no
+	// time to spare
+	if p := at(150, 0, 0); func() bool { p.Load = 601; return Bypass(seqs, seqs[3], p) }() {
+		t.Error("bypass with the PFS busy all period")
+	}
+	if p := at(150, 0, 0); func() bool { p.PFS = 0; return Bypass(seqs, seqs[3], p) }() {
+		t.Error("bypass with the PFS's bandwidth unknown")
+	}
+	// a checkpoint too large for what is left of the buffer after the
+	// hotter ones does not take the place of smaller, colder ones
+	big := append(seqs[:3:3], Sequence{"f", 250, 50}, Sequence{"d", 1000, 10})
+	if hot := Hot(big, 100); hot["f"] || !hot["d"] {
+		t.Errorf("hot %v: f does not fit, d does", hot)
 	}
 }

@@ -216,6 +216,7 @@ var ErrNoSpace = errors.New("no tier has room for a new chunk")
 // ErrStall: the fastest tier with room has it only inside its servers'
 // reserves, and a lower tier has room: the writer should wait for the
 // tier to free space (or, once it may not wait any longer, spill).
+// Choose's Decision names that tier (Tier) with it.
 var ErrStall = errors.New("tier is at its write-stall threshold")
 
 // Choose places c on servers.
@@ -269,6 +270,7 @@ func choose(servers []Server, c Chunk) (Decision, error) {
 	}
 	var fallback *Decision // the first group that fits only inside reserves
 	stalled := false       // a faster tier is at its reserves and being freed
+	stalledTier := ""      // the first such tier
 	for t, tier := range tiers {
 		ss := byTier[tier]
 		sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
@@ -282,12 +284,14 @@ func choose(servers []Server, c Chunk) (Decision, error) {
 		ranked := rank(ss, start, c)
 		if d, ok := group(tier, ranked, g, unit, c.ChunkSize, true); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, true) {
 			if stalled && c.MayWait {
-				return Decision{}, ErrStall
+				return Decision{Tier: stalledTier}, ErrStall
 			}
 			return d, nil
 		}
 		for _, s := range ss {
-			stalled = stalled || s.Reserve > 0
+			if s.Reserve > 0 && !stalled {
+				stalled, stalledTier = true, tier
+			}
 		}
 		if fallback == nil {
 			if d, ok := group(tier, ranked, g, unit, c.ChunkSize, false); ok && withReplicas(&d, ss, copies, unit, c.ChunkSize, false) {
