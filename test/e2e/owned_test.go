@@ -183,8 +183,8 @@ type ownedModelHandle struct {
 // through handles kept open, rewritten, truncated, renamed, unlinked while
 // open, and written and read by the other mount — checked against a model
 // of the bytes at every read. b answers many of them itself (owned
-// files); the test checks that it did, so it cannot pass by never taking
-// that path. It runs with b's write paths as configured by default,
+// files); the test checks that it did, and that a file b makes afterwards
+// is answered by b, so it cannot pass by never taking that path. It runs with b's write paths as configured by default,
 // without write-behind and without readahead. SLUICE_OWNED_SEED replays
 // a seed; SLUICE_OWNED_FLAGS gives b's flags instead of the three sets.
 func TestOwnedModel(t *testing.T) {
@@ -429,8 +429,27 @@ func runOwnedModel(t *testing.T, flags []string) {
 			}
 		}
 	}
-	if n := metric(t, maddr, "sluice_client_owned_answers_total") - before; n < 20 {
-		t.Fatalf("only %d opens and reads answered by the mount: the owned path was hardly taken", n)
+	// how often the random operations took the owned path depends on the
+	// seed (13 to over a hundred): the run must have taken it, and a file
+	// made afterwards in a directory of b's own must take it for sure
+	n := metric(t, maddr, "sluice_client_owned_answers_total") - before
+	t.Logf("%d opens and reads answered by the mount", n)
+	if n < 1 {
+		t.Fatalf("no open or read answered by the mount: the owned path was not taken")
+	}
+	probe := filepath.Join(mounts[b], "probe")
+	if err := os.Mkdir(probe, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(probe, "f"), []byte("owned"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	before = metric(t, maddr, "sluice_client_owned_answers_total")
+	if got, err := os.ReadFile(filepath.Join(probe, "f")); err != nil || string(got) != "owned" {
+		t.Fatalf("a file b made, read back on b: %q %v", got, err)
+	}
+	if n := metric(t, maddr, "sluice_client_owned_answers_total") - before; n < 2 {
+		t.Fatalf("%d of the open and read of a file b just made answered by b: want both", n)
 	}
 }
 
