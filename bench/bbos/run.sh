@@ -26,6 +26,7 @@
 #
 #   bash bench/bbos/run.sh                  # 3 runs each, ~80 min
 #   EXPS=perf RUNS=1 bash bench/bbos/run.sh
+#   EXPS=perf CONGS=high OUT=/tmp/high.jsonl.gz bash bench/bbos/run.sh
 #   SMOKE=1 bash bench/bbos/run.sh          # dedicated, maxbw, bbos: 2 short periods
 #
 # Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
@@ -80,7 +81,7 @@ PY
 for exp in $EXPS; do
 	case $exp in
 	perf)
-		for cong in low high; do
+		for cong in ${CONGS:-low high}; do
 			case_ perf dedicated 1.0 "$cong" 100 "" "" dedicated
 			dwpps="1.3 1.9"
 			[ "$cong" = low ] && dwpps="1.3 1.9 2.14"

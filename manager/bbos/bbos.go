@@ -587,7 +587,8 @@ func (m *Manager) act(ctx context.Context) {
 	var jobs []job
 	m.mu.Lock()
 	for _, p := range m.pools {
-		var resident, demotable, cached []pol.Version
+		var resident, demotable []pol.Version
+		freeable := false
 		byID := map[uint64]*version{}
 		for _, v := range m.versions {
 			if v.Pool != p.Name || !v.OnBuffer {
@@ -595,18 +596,18 @@ func (m *Manager) act(ctx context.Context) {
 			}
 			byID[v.ID] = v
 			resident = append(resident, v.Version)
-			if m.busy[v.ID] || v.Open {
+			if v.Open {
 				continue
 			}
-			if v.Demoted {
-				cached = append(cached, v.Version)
-			} else {
+			// writers wait for room only where it will come: a demoted
+			// copy to evict (or being evicted), or data to demote (or
+			// being demoted) while demotion works
+			freeable = freeable || v.Demoted || !p.demoteFailed
+			if !m.busy[v.ID] && !v.Demoted {
 				demotable = append(demotable, v.Version)
 			}
 		}
-		// writers wait for room only where it will come: a demoted copy
-		// to evict, or data to demote while demotion works
-		p.canFree = len(cached) > 0 || len(demotable) > 0 && !p.demoteFailed
+		p.canFree = freeable
 		// the cold order of everything on the buffer (a version is old
 		// whether or not its newer one may move now)
 		var order []*version
@@ -705,10 +706,12 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 	case err != nil:
 		m.totals.Failed++
 	case evict:
-		// nothing is copied: the bytes freed are the file's (none if a
-		// scan that began before its eviction picked it again)
+		// nothing is copied: the bytes freed are those of the chunks
+		// dropped (a checkpoint that spilled while the buffer was full
+		// has only some of its chunks there; none if a scan that began
+		// before its eviction picked it again)
 		if chunks > 0 {
-			n = v.Bytes
+			n = min(v.Bytes, v.Bytes*uint64(chunks)/uint64(max(v.Chunks, 1)))
 			m.totals.Evicted += n
 			m.totals.EvictedFiles++
 		}

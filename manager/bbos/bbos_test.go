@@ -43,6 +43,7 @@ type fakeNS struct {
 	controls []wire.BBControl   // what it was sent
 	moves    []string           // demote/evict calls, in order
 	stalled  int                // writers waiting for room on mem
+	hold     chan struct{}      // if set, a demotion waits for it to close
 }
 
 func (f *fakeNS) StalledWriters(tier string) int {
@@ -143,24 +144,40 @@ func (f *fakeNS) CallData(_ context.Context, id uint64, m *wire.Msg, payload []b
 
 func (f *fakeNS) Demote(_ context.Context, ino uint64) (uint64, error) {
 	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
 	ff := f.files[ino]
 	f.moves = append(f.moves, "demote "+ff.name)
+	var n uint64
 	for i := range ff.locs {
-		ff.locs[i].Home = []uint64{2}
+		if ff.locs[i].Tier == "mem" {
+			ff.locs[i].Home = []uint64{2}
+			n += 4 * mib
+		}
 	}
-	return ff.size, nil
+	return min(n, ff.size), nil
 }
 
+// Evict drops the mem copies of the chunks (those spilled to the pfs
+// tier are there already).
 func (f *fakeNS) Evict(_ context.Context, ino uint64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ff := f.files[ino]
 	f.moves = append(f.moves, "evict "+ff.name)
+	n := 0
 	for i := range ff.locs {
-		ff.locs[i] = wire.ChunkLoc{Idx: ff.locs[i].Idx, Tier: "pfs", Servers: []uint64{2}}
+		if ff.locs[i].Tier == "mem" {
+			ff.locs[i] = wire.ChunkLoc{Idx: ff.locs[i].Idx, Tier: "pfs", Servers: []uint64{2}}
+			n++
+		}
 	}
-	return len(ff.locs), nil
+	return n, nil
 }
 
 // ckpt adds a closed checkpoint file of 4 MiB chunks on the mem server.
@@ -399,6 +416,55 @@ func TestStalledWritersGetRoom(t *testing.T) {
 	// 52 after the first two, one more
 	if got := f.movesSoFar(); got != "evict c1" {
 		t.Fatalf("evictions %q, want c1 alone (half the buffer)", got)
+	}
+}
+
+// TestReserveWhileDemoting: a buffer whose only closed checkpoint is being
+// demoted keeps its stall reserve (writers wait for the room its eviction
+// will make rather than spill to the PFS).
+func TestReserveWhileDemoting(t *testing.T) {
+	clk := &clock{time.Unix(1000, 0)}
+	f := newFake(16 * mib)
+	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
+	f.ckpt(10, "a", "a1", 8*mib, 1)
+	f.hold = make(chan struct{})
+	m := newManager(f, pol.BBOS, clk)
+	m.Tick(context.Background()) // the demotion starts and waits
+	m.Tick(context.Background())
+	si := wire.ServerInfo{ID: 1, Tier: "mem"}
+	if m.StallReserve(si) == 0 {
+		t.Fatal("no stall reserve while the buffer's checkpoint is being demoted")
+	}
+	close(f.hold)
+	tick(t, m)
+	f.mu.Lock()
+	f.files[10].open = true // written again: nothing to free
+	f.mu.Unlock()
+	tick(t, m)
+	if m.StallReserve(si) != 0 {
+		t.Fatal("a stall reserve with nothing on the buffer to free")
+	}
+}
+
+// TestEvictedBytes: an eviction counts the bytes of the chunks it dropped
+// (a checkpoint that spilled half its chunks to the PFS frees half).
+func TestEvictedBytes(t *testing.T) {
+	clk := &clock{time.Unix(1000, 0)}
+	f := newFake(20 * mib) // 8 free: room for 8 and the reserve of 4 is one eviction of 4 away
+	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
+	f.ckpt(10, "a", "a1", 8*mib, 1)
+	f.files[10].locs[1] = wire.ChunkLoc{Idx: 1, Tier: "pfs", Servers: []uint64{2}}
+	f.ckpt(11, "a", "a2", 8*mib, 2)
+	m := newManager(f, pol.BBOS, clk)
+	for i := 0; i < 4; i++ {
+		tick(t, m)
+	}
+	// the two demotions run at once
+	if got := strings.Split(f.movesSoFar(), ", "); len(got) != 3 || got[2] != "evict a1" {
+		t.Fatalf("moves %q", got)
+	}
+	if tot := m.Status().Totals; tot.Demoted != 12*mib || tot.Evicted != 4*mib || tot.EvictedFiles != 1 {
+		t.Fatalf("totals %+v: want 12 MiB demoted, 4 MiB evicted", tot)
 	}
 }
 
