@@ -59,6 +59,13 @@ type BBConfig struct {
 	// reserve: a chunk; 0: S/32, 4 MiB of bench/bbos's 128 MiB). The
 	// manager keeps the largest grant (at most S/2) above it free.
 	Reserve float64
+	// Chunk is the size a checkpoint's room is placed in (0: 4 MiB, the
+	// daemons' chunk): a checkpoint takes its first chunk's room when it
+	// begins, whether or not the I/O scheduler lets it write yet, and the
+	// next as it writes; a chunk finding the buffer full with nothing on
+	// it to free (every checkpoint there still being written) spills to
+	// the PFS, as placement does.
+	Chunk float64
 	// AdmitAll runs every application, whatever admission says (the
 	// paper's utilisation runs: a policy is over-subscribed until its
 	// checkpoints come late); Refused then lists the ones admission
@@ -107,6 +114,9 @@ type BBResult struct {
 	RestartSeconds        float64
 	// the manager's totals
 	Demoted, Evicted, Bypassed float64
+	// Spilled is what checkpoints wrote to the PFS because the buffer
+	// had no room and nothing to free (Chunk), bytes
+	Spilled float64
 	// periods: bytes written to the buffer in each
 	PeriodWritten []float64
 	// MaxUsed is the most the buffer held at once, bytes
@@ -173,7 +183,10 @@ func (r *BBResult) HitRatio() float64 {
 type bbVersion struct {
 	bbos.Version
 	app      int
-	written  float64 // on the buffer so far
+	written  float64 // on the buffer so far (a bypassed one: on the PFS)
+	alloc    float64 // room its chunks were given on the buffer
+	spilled  float64 // of its chunks placed on the PFS (Chunk)
+	spillW   float64 // written of those
 	complete bool
 	demoted  float64 // copied to the PFS so far
 	onPFS    bool    // fully demoted: the buffer's copy is a clean cache
@@ -200,6 +213,8 @@ type bbModel struct {
 	period   time.Duration
 
 	used     float64 // bytes resident on the buffer
+	promised float64 // room given to chunks not written yet
+	canFree  int     // freeable's answer this step: 0 not asked yet, 1 no, 2 yes
 	versions []*bbVersion
 	// the manager's view, as of its last look
 	nextLook time.Duration
@@ -253,6 +268,9 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 	}
 	if m.cfg.Reserve <= 0 {
 		m.cfg.Reserve = cfg.S / 32
+	}
+	if m.cfg.Chunk <= 0 {
+		m.cfg.Chunk = 4 << 20
 	}
 	m.known = map[uint64]bool{}
 	m.end = cfg.Mix.Period * time.Duration(cfg.Mix.Periods)
@@ -415,8 +433,8 @@ func (m *bbModel) fail(f workload.Failure) {
 	out := BBFailure{App: m.apps[f.App].Name, At: f.At}
 	if v := m.newest(f.App); v != nil {
 		out.Version = v.Seq
-		out.Hit = v.resident
-		if v.resident {
+		out.Hit = v.resident && v.spilled == 0
+		if out.Hit {
 			v.Used = int64(m.e.Now())
 		}
 	}
@@ -481,6 +499,51 @@ func (m *bbModel) stallRoom() float64 {
 		}
 	}
 	return min((m.room-m.cfg.Reserve)*float64(1+waiting), m.cfg.S/2) + m.cfg.Reserve
+}
+
+// place gives checkpoint v room for want more bytes (at least its next
+// chunk), in whole chunks: on the buffer as far as there is room
+// (evicting demoted copies for it at once, as the deleters do for writers
+// waiting at placement), or, with the buffer full and nothing on it the
+// manager could free, on the PFS (placement's spill). False: it waits for
+// room.
+func (m *bbModel) place(v *bbVersion, order []bbos.Version, want float64) bool {
+	rem := float64(v.Bytes) - v.alloc - v.spilled
+	one := min(m.cfg.Chunk, rem)
+	c := min(math.Ceil(max(want, 1)/m.cfg.Chunk)*m.cfg.Chunk, rem)
+	if free := m.cfg.S - m.used - m.promised - m.cfg.Reserve; c > free {
+		m.evictFrom(order, c-free)
+	}
+	if free := m.cfg.S - m.used - m.promised - m.cfg.Reserve; free >= one {
+		g := min(c, max(math.Floor(free/m.cfg.Chunk)*m.cfg.Chunk, one))
+		v.alloc += g
+		m.promised += g
+		v.resident = true
+		return true
+	}
+	if m.freeable() {
+		return false
+	}
+	v.spilled += c
+	m.res.Spilled += c
+	return true
+}
+
+// freeable says whether the buffer holds a checkpoint the manager can
+// free room from: finished, seen by it, on the buffer (the daemons'
+// stall reserve is there only then: manager/bbos canFree). Asked once a
+// step.
+func (m *bbModel) freeable() bool {
+	if m.canFree == 0 {
+		m.canFree = 1
+		for _, v := range m.versions {
+			if v.resident && v.complete && m.known[v.ID] {
+				m.canFree = 2
+				break
+			}
+		}
+	}
+	return m.canFree == 2
 }
 
 // evict drops demoted copies the manager knows, coldest first, until need
@@ -594,35 +657,45 @@ func (m *bbModel) step() {
 			}
 		}
 	}
+	m.canFree = 0
+	// every checkpoint begun on the buffer has its first chunk's room
+	// (the daemons place a chunk at its first write, before the
+	// servers' scheduler lets the data through)
+	// (the first that has to wait for room stops the others: nothing
+	// frees room for them until the buffer's writers write)
+	for _, v := range m.queue {
+		if !v.bypassed && v.alloc+v.spilled == 0 && !m.place(v, order, 0) {
+			break
+		}
+	}
 	nBuf := len(active)
 	for _, v := range active {
-		left := float64(v.Bytes) - v.written
+		left := float64(v.Bytes) - v.written - v.spilled
 		want := max(min(left, min(m.wTok, m.devTok)/float64(nBuf)), 0)
-		if free := m.cfg.S - m.used - m.cfg.Reserve; want > free {
-			// a writer short of room: the manager evicts for it and
-			// for every other writer waiting for room at once, a
-			// checkpoint each up to half the buffer (manager/bbos's
-			// deleters with placement's stalled writers), at once
-			// rather than at its next look (docs/sim.md)
-			m.evictFrom(order, want-free)
+		// the next chunks as the writer reaches them
+		for v.alloc-v.written < want && v.alloc+v.spilled < float64(v.Bytes) && m.place(v, order, want-(v.alloc-v.written)) {
 		}
-		n := min(want, max(m.cfg.S-m.used-m.cfg.Reserve, 0))
+		n := min(want, v.alloc-v.written)
 		m.wTok -= n
 		m.devTok -= n
 		m.used += n
+		m.promised -= n
 		m.res.MaxUsed = max(m.res.MaxUsed, m.used)
 		m.dwsf += n
-		v.resident = true
 		if n > 0 {
 			m.lastW = now
 		}
 		v.written += n
+		// its spilled chunks go to the PFS beside demotion
+		ns := min(v.spilled-v.spillW, max(pfs, 0))
+		v.spillW += ns
+		pfs -= ns
 	}
 	// finished checkpoints leave the queue; the application's next starts
 	var q []*bbVersion
 	var next []int
 	for _, v := range m.queue {
-		if v.written >= float64(v.Bytes) {
+		if v.written+v.spillW >= float64(v.Bytes) {
 			v.complete = true
 			v.onPFS = v.bypassed
 			m.res.Checkpoints[v.ck].Done = now + m.tick

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,5 +100,44 @@ func TestBBMaxBWStops(t *testing.T) {
 	t.Logf("mean checkpoint time: %v s", mean)
 	if mean[bbos.MaxBW] < 3*mean[bbos.BBOS] || mean[bbos.MaxEff] < 2*mean[bbos.BBOS] {
 		t.Errorf("mean checkpoint time %v s: want maxbw ≥ 3× and maxeff ≥ 2× bbos", mean)
+	}
+}
+
+// TestBBSpill: checkpoints that all begin at once each take a chunk's room
+// on the buffer before any of them is written (as the daemons place
+// chunks at the first write); with the buffer full of checkpoints still
+// being written and nothing to free, the chunks that find no room spill
+// to the PFS. The same checkpoints arriving one after another wait for
+// evictions instead and spill nothing; either way every one finishes and
+// the buffer never holds more than S.
+func TestBBSpill(t *testing.T) {
+	const mib = 1 << 20
+	rates := bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, DemoteMax: 56e6}
+	for _, c := range []struct {
+		name  string
+		every time.Duration // between the applications' first checkpoints
+		spill bool
+	}{{"at once", 0, true}, {"one after another", 300 * time.Millisecond, false}} {
+		mix := workload.CkptMix{Buffer: 64 * mib, Period: 6 * time.Second, Periods: 2, DWPP: 2.5, Congestion: "high", Seed: 1}
+		for i := 0; i < 20; i++ {
+			mix.Apps = append(mix.Apps, workload.CkptApp{Name: fmt.Sprintf("app%02d", i), Size: 8 * mib, Period: 6 * time.Second,
+				Offset: time.Duration(i) * c.every, MTBF: time.Hour})
+		}
+		r, err := RunBB(BBConfig{Mix: mix, Policy: bbos.LRU, S: 64 * mib, Rates: rates, AdmitAll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ck := range r.Checkpoints {
+			if ck.Done == 0 {
+				t.Fatalf("%s: %s's checkpoint %d never finished", c.name, ck.App, ck.Version)
+			}
+		}
+		if r.MaxUsed > 64*mib {
+			t.Errorf("%s: the buffer held %.0f MiB of 64", c.name, r.MaxUsed/mib)
+		}
+		if c.spill != (r.Spilled > 0) {
+			t.Errorf("%s: %.0f MiB spilled to the PFS", c.name, r.Spilled/mib)
+		}
+		t.Logf("%s: %.0f MiB spilled, %.0f MiB demoted, %.0f MiB evicted", c.name, r.Spilled/mib, r.Demoted/mib, r.Evicted/mib)
 	}
 }

@@ -132,7 +132,7 @@ func TestValidateBurstBuffer(t *testing.T) {
 		if d := r.Final.Totals.Demoted; math.Abs(s.Demoted-d) <= 0.2*d {
 			demOK++
 		} else {
-			t.Logf("%s %s DWPP %.1f %s run %d: demoted real %.0f MiB, model %.0f", r.Exp, r.Label, r.Mix.DWPP, r.Mix.Congestion, r.Run, d/(1<<20), s.Demoted/(1<<20))
+			t.Logf("%s %s DWPP %.1f %s run %d: demoted real %.0f MiB, model %.0f (%.0f MiB spilled)", r.Exp, r.Label, r.Mix.DWPP, r.Mix.Congestion, r.Run, d/(1<<20), s.Demoted/(1<<20), s.Spilled/(1<<20))
 		}
 		g := group{r.Exp, r.Mix.Congestion, fmt.Sprint(len(r.Mix.Apps)), r.Mix.DWPP, int(r.Mix.Apps[0].MTBF / time.Minute)}
 		if real[g] == nil {
