@@ -10,9 +10,10 @@
 #
 #   bash bench/randread.sh              # 3 rounds, 10 s per case, ~20 min
 #   ROUNDS=1 RUNTIME=3 bash bench/randread.sh
+#   RWS=randread OUT=/tmp/rr.jsonl bash bench/randread.sh   # reads only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m}
+ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m} RWS=${RWS:-randread randwrite}
 OUT=${OUT:-bench/results/randread.jsonl}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
@@ -49,7 +50,7 @@ done
 for round in $(seq "$ROUNDS"); do
 	order="passthrough sluice sluice-nocache"
 	[ $((round % 2)) = 0 ] && order="sluice-nocache sluice passthrough"
-	for rw in randread randwrite; do
+	for rw in $RWS; do
 		for j in 1 4; do
 			for qd in 1 16; do
 				engine=psync

@@ -59,11 +59,7 @@ func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Clien
 	_, metaAddr := testrig.Meta(t, meta.Config{Metrics: reg})
 	memServer(t, ctx, metaAddr, mbps, reg)
 
-	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Metrics: reg})
-	fln, _ := fs.Listen()
-	go fs.Run(ctx, fln, "")
-	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
-	t.Cleanup(c.Close)
+	c := startFwd(t, ctx, metaAddr, fwd.Config{Metrics: reg})
 	// wait for the data server to register
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -76,6 +72,18 @@ func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Clien
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return c
+}
+
+// startFwd starts a forwarding daemon with cfg (its metadata service,
+// secret and logger set here) until ctx ends, and returns a client of it.
+func startFwd(t testing.TB, ctx context.Context, metaAddr string, cfg fwd.Config) *rpc.Client {
+	cfg.Meta, cfg.Secret, cfg.Log = metaAddr, secret, quiet()
+	fs := fwd.New(cfg)
+	ln, _ := fs.Listen()
+	go fs.Run(ctx, ln, "")
+	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
+	t.Cleanup(c.Close)
 	return c
 }
 
@@ -342,5 +350,49 @@ func TestFsyncAfterTruncate(t *testing.T) {
 	}
 	if syncs == 0 {
 		t.Fatal("fsync after a truncate synced no data server")
+	}
+}
+
+// TestFlushReportsAnotherDaemonsWrites: a write inside a file acknowledged
+// by one forwarding daemon that never reported it (it died; here it just
+// has not yet) is reported by the daemon the handle's flush reaches, from
+// the client's account of its writes: the file's mtime moves, and with it
+// the change feed that makes other mounts drop what they cached of the
+// file (their block caches read the old bytes otherwise).
+func TestFlushReportsAnotherDaemonsWrites(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	svc, metaAddr := testrig.Meta(t, meta.Config{})
+	memServer(t, ctx, metaAddr, 0, nil)
+	a := startFwd(t, ctx, metaAddr, fwd.Config{SizeFlush: time.Hour}) // reports only at flushes
+	b := startFwd(t, ctx, metaAddr, fwd.Config{})
+	testrig.WaitData(t, svc, 1)
+	ino := create(t, a, "f")
+	resp, _, err := a.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 256 << 10}, make([]byte, 256<<10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := resp.Trunc
+	if _, _, err := a.Call(ctx, &wire.Msg{Op: wire.OpFlush, Ino: ino, Size: 256 << 10, Trunc: gen}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	before, err := svc.Getattr(ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	// an overwrite through a, not reported; the handle's flush reaches b
+	if _, _, err := a.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, bytes.Repeat([]byte{7}, 4096), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Call(ctx, &wire.Msg{Op: wire.OpFlush, Ino: ino, Size: 4096, Trunc: gen}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	after, err := svc.Getattr(ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Mtime <= before.Mtime || after.Size != 256<<10 {
+		t.Fatalf("after the flush: mtime %d (was %d), size %d: want a later mtime, the same size", after.Mtime, before.Mtime, after.Size)
 	}
 }

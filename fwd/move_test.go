@@ -49,12 +49,7 @@ func tierStackWith(t *testing.T, nMem, nSSD int, fc fwd.Config) (*meta.Service, 
 		go ds.Run(ctx, ln, "")
 		dss = append(dss, ds)
 	}
-	fc.Meta, fc.Secret, fc.Log = metaAddr, secret, quiet()
-	fs := fwd.New(fc)
-	fln, _ := fs.Listen()
-	go fs.Run(ctx, fln, "")
-	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
-	t.Cleanup(c.Close)
+	c := startFwd(t, ctx, metaAddr, fc)
 	testrig.WaitData(t, svc, nMem+nSSD)
 	return svc, c, dss
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // sizeHint applies the client's account of how far its writes of
-// truncation generation gen reached: it covers writes acknowledged by an
-// earlier incarnation of this daemon whose growth was never reported. An
-// account of an older generation is void (a truncate came after those
-// writes).
+// truncation generation gen reached (sent with a flush or fsync of a
+// handle that wrote since its last flush): it covers writes acknowledged
+// by an earlier incarnation of this daemon whose growth, or change, was
+// never reported. An account of an older generation is void (a truncate
+// came after those writes).
 func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 	if end == 0 {
 		return nil
@@ -35,8 +36,18 @@ func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 		s.mergeAttr(resp.Attr)
 	}
 	f.mu.Lock()
-	if gen == f.gen && end > f.size {
+	switch {
+	case gen != f.gen:
+	case end > f.size:
 		f.size = end
+		f.pending = true
+		f.mtime = s.cfg.Now().UnixNano()
+	case f.adopted && !f.pending:
+		// writes inside the file that an earlier incarnation (or
+		// another daemon) acknowledged: their change was never
+		// reported, so neither the file's mtime nor the change feed
+		// that tells other mounts to drop what they cached of it (the
+		// block cache, readahead) has them
 		f.pending = true
 		f.mtime = s.cfg.Now().UnixNano()
 	}

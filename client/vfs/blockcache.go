@@ -26,7 +26,13 @@ import (
 //
 // Only files that fit half the budget are cached (Opened says which): a
 // random reader of a larger file would fetch a block per read and keep
-// none long enough to read it again.
+// none long enough to read it again. Several such files read at once
+// (their blocks together past the budget) thrash the same way: a file
+// whose blocks keep being evicted unread (wasteLimit of them, and more
+// than wasteRatio times those read again) is fetched for no longer; its
+// reads go on one by one, as with the cache off. A block pays for its
+// fetch (a 1 MiB request costs about what 8 reads of 4 KiB cost) once it
+// answered paidReads reads; one evicted before that was wasted.
 
 // BlockCache is a mount's block cache; a nil *BlockCache caches nothing.
 type BlockCache struct {
@@ -47,11 +53,30 @@ type cachedFile struct {
 	gen      uint64 // bumped by every drop: a fetch from before is not kept
 	eligible bool   // opened at the service, small enough to cache
 	blocks   map[uint64]*list.Element
+	// wasted counts its blocks evicted for room before they answered
+	// paidReads reads, reused those evicted after
+	wasted, reused int
 }
 
 type cachedBlock struct {
 	ino, off uint64
 	data     []byte
+	reads    int // reads it answered after its fetch
+}
+
+// A file stops being fetched once wasteLimit of its blocks were evicted
+// before they paid for their fetch, and more than wasteRatio times as
+// many as did.
+const (
+	paidReads  = 8
+	wasteLimit = 8
+	wasteRatio = 4
+)
+
+// thrashing says whether f's blocks are evicted before they pay for their
+// fetch.
+func (f *cachedFile) thrashing() bool {
+	return f.wasted >= wasteLimit && f.wasted > wasteRatio*f.reused
 }
 
 // NewBlockCache returns a cache of blocks of block bytes holding at most
@@ -93,6 +118,8 @@ func (c *BlockCache) Opened(ino, gen, size uint64) {
 		c.dropLocked(ino, f)
 	}
 	f.eligible = size <= uint64(c.budget/2)
+	// an open gives a file that thrashed another chance, slowly
+	f.wasted /= 2
 }
 
 // Read copies into buf the bytes of ino at off from a cached block, if the
@@ -118,6 +145,7 @@ func (c *BlockCache) Read(ino, off uint64, buf []byte) (n int, ok bool) {
 	c.lru.MoveToFront(e)
 	c.hits++
 	b := e.Value.(*cachedBlock)
+	b.reads++
 	if rel := off - boff; rel < uint64(len(b.data)) {
 		n = copy(buf, b.data[rel:])
 	}
@@ -138,7 +166,7 @@ func (c *BlockCache) Want(ino, off uint64, n int) (boff, gen uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.files[ino]
-	if f == nil || !f.eligible || !c.live {
+	if f == nil || !f.eligible || !c.live || f.thrashing() {
 		return 0, 0, false
 	}
 	return boff, f.gen, true
@@ -164,7 +192,14 @@ func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
 	f.blocks[boff] = c.lru.PushFront(b)
 	c.bytes += int64(cap(b.data))
 	for c.bytes > c.budget {
-		c.removeLocked(c.lru.Back())
+		old := c.lru.Back()
+		b := old.Value.(*cachedBlock)
+		if of := c.files[b.ino]; of != nil && b.reads < paidReads {
+			of.wasted++
+		} else if of != nil {
+			of.reused++
+		}
+		c.removeLocked(old)
 	}
 }
 

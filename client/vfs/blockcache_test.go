@@ -100,3 +100,68 @@ func TestBlockCache(t *testing.T) {
 		t.Fatal("a nil cache answered, or a cache smaller than a block made")
 	}
 }
+
+// TestBlockCacheThrash: files read at random whose blocks together exceed
+// the budget get their blocks evicted before they answered enough reads
+// to pay for their fetch; after wasteLimit such evictions a file is
+// fetched no more (its reads go on one by one), while a file whose
+// blocks answer many reads keeps its cache.
+func TestBlockCacheThrash(t *testing.T) {
+	c := NewBlockCache(8, 32) // 4 blocks
+	c.Applied(1)
+	c.Opened(1, 1, 16*8) // 16 blocks: over half the budget
+	if _, _, ok := c.Want(1, 0, 4); ok {
+		t.Fatal("a file larger than half the budget fetched")
+	}
+	c.Opened(1, 1, 16)
+	c.Opened(2, 1, 16)
+	c.Opened(3, 1, 16)
+	buf := make([]byte, 4)
+	fetch := func(ino, off uint64) bool {
+		boff, gen, ok := c.Want(ino, off, 4)
+		if ok {
+			c.Fill(ino, gen, boff, make([]byte, 8))
+		}
+		return ok
+	}
+	// file 3: both blocks read again and again (it stays, and pays)
+	fetch(3, 0)
+	fetch(3, 8)
+	// files 1 and 2: each block fetched, read a few times (fewer than
+	// pay for it), evicted by the next fetches
+	for i := 0; i < 2*wasteLimit+4; i++ {
+		ino := uint64(1 + i%2)
+		off := uint64(i/2%2) * 8
+		if !fetch(ino, off) {
+			if i < 2*wasteLimit {
+				t.Fatalf("fetch %d refused after %d wasted blocks", i, i/2)
+			}
+			continue
+		}
+		for r := 0; r < paidReads-2; r++ {
+			c.Read(ino, off, buf)
+		}
+		for r := 0; r < paidReads; r++ {
+			c.Read(3, 0, buf) // file 3 stays the most recently used
+			c.Read(3, 8, buf)
+		}
+	}
+	for _, ino := range []uint64{1, 2} {
+		if _, _, ok := c.Want(ino, 0, 4); ok {
+			t.Fatalf("file %d still fetched after its blocks were evicted before paying", ino)
+		}
+	}
+	// file 3's blocks go for room, having paid: it is fetched still
+	c.Opened(4, 1, 16)
+	for i := 0; i < 4; i++ {
+		fetch(4, uint64(i%2)*8)
+	}
+	if _, _, ok := c.Want(3, 0, 4); !ok {
+		t.Fatal("a file whose blocks answered many reads stopped being fetched")
+	}
+	// a reopen halves the count: fetched again until it wastes more
+	c.Opened(1, 1, 16)
+	if _, _, ok := c.Want(1, 0, 4); !ok {
+		t.Fatal("a reopened file not fetched again")
+	}
+}

@@ -69,9 +69,11 @@ type fsxRun struct {
 
 // fsxVariant is one configuration the model runs under.
 type fsxVariant struct {
-	name    string
-	up      []string // sluice up flags
-	mount2  bool     // a second mount takes part
+	name   string
+	up     []string // sluice up flags
+	mount2 bool     // a second mount takes part
+	// flags2 are the second mount's flags
+	flags2  []string
 	victims []string
 	steps   int
 	pfsView bool
@@ -85,6 +87,10 @@ func fsxVariants() []fsxVariant {
 			victims: []string{"fwd-0", "fwd-1", "data-mem", "data-mem-1", "meta"}, steps: 1500},
 		{name: "mem-sync-noreadahead", up: []string{"--mem-servers", "2", "--mount-flags", "--write-behind=0 --readahead=0"},
 			mount2: true, victims: []string{"fwd-0", "data-mem"}, steps: 1000},
+		// both mounts keep blocks for small reads (the fsx reads through
+		// io.ReadAll start small)
+		{name: "mem-readcache", up: []string{"--mem-servers", "2", "--mount-flags", "--read-cache 64M"}, mount2: true,
+			flags2: []string{"--read-cache", "64M"}, victims: []string{"fwd-0", "fwd-1", "data-mem", "data-mem-1", "meta"}, steps: 1500},
 		{name: "mem-sync", up: []string{"--mem-servers", "2", "--mount-flags", "--write-behind=0"}, mount2: true, steps: 600},
 		{name: "mem-zerocopy", up: []string{"--mem-servers", "2", "--zero-copy", "all"}, mount2: true, steps: 800},
 		{name: "ssd", up: []string{"--mem", "0"}, victims: []string{"data-ssd", "fwd-0", "fwd-1"}, steps: 800},
@@ -157,7 +163,7 @@ func runFsx(t *testing.T, v fsxVariant, seed int64) {
 	x := &fsxRun{t: t, c: c, r: rand.New(rand.NewSource(seed)), seed: seed, mounts: []string{c.mnt},
 		ops: map[string]int{}, victims: v.victims, pfsView: v.pfsView}
 	if v.mount2 {
-		x.mounts = append(x.mounts, c.mount2(t))
+		x.mounts = append(x.mounts, c.mount2(t, v.flags2...))
 	}
 	if len(v.tier) > 0 {
 		if out, err := c.sluice(append([]string{"tier", "set", c.mnt}, v.tier...)...); err != nil {
