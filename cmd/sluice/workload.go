@@ -48,6 +48,11 @@ func cmdWorkload(args []string) error {
 	congestion := fs.String("congestion", "low", "ckpt-mix: low, med or high (how close the I/O jobs come)")
 	mtbfMax := fs.Duration("mtbf-max", 16*time.Second, "ckpt-mix: applications' MTBF drawn up to this")
 	seed := fs.Int64("seed", 1, "ckpt-mix: random seed")
+	jobsFile := fs.String("jobs", "", "run the jobs of a workload description (JSON Lines of sim.Job, what `sluice sim --jobs` reads; e.g. from `sluice sim --gen-jobs`), each at its submit time, one subdirectory of DIR per job; prints one JSON line per job")
+	timeScale := fs.Float64("time-scale", 1, "--jobs: multiply submit times and the computation between write phases")
+	volScale := fs.Float64("volume-scale", 1, "--jobs: multiply every job's bytes and metadata operations")
+	maxRanks := fs.Int("max-ranks", 4, "--jobs: processes per job at most (a job's nodes beyond are not run)")
+	maxBytes := fs.String("max-bytes", "8G", "--jobs: refuse a workload that moves more than this in all (0: no bound)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -59,6 +64,17 @@ func cmdWorkload(args []string) error {
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one directory, got %d arguments", fs.NArg())
+	}
+	if *jobsFile != "" {
+		mb, err := size.Parse(*maxBytes)
+		if err != nil {
+			return fmt.Errorf("--max-bytes: %v", err)
+		}
+		if *timeScale < 0 || *volScale <= 0 || *maxRanks < 1 {
+			return fmt.Errorf("--time-scale, --volume-scale and --max-ranks must be positive")
+		}
+		return runLiveJobs(*jobsFile, fs.Arg(0), liveJobs{timeScale: *timeScale, volScale: *volScale, maxRanks: *maxRanks,
+			maxBytes: mb, block: *blockSize, register: *register, state: *state})
 	}
 	sz, err := size.Parse(*perRank)
 	if err != nil {
