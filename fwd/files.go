@@ -42,8 +42,11 @@ type file struct {
 	// (e.g. after it restarted), so dirty may miss writes of an earlier
 	// incarnation: fsync then syncs every server holding the file.
 	adopted bool
-	dirty   map[uint64]bool // data servers written since the last fsync
-	opens   int
+	// wrote: a write of the file went through this daemon (its
+	// reports cover the file's changes since)
+	wrote bool
+	dirty map[uint64]bool // data servers written since the last fsync
+	opens int
 	// atime is the last read or write through this daemon (unix ns),
 	// reported to the metadata service for file coolness (reportAccess)
 	// once it is later than atimeSent

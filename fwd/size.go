@@ -42,12 +42,12 @@ func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 		f.size = end
 		f.pending = true
 		f.mtime = s.cfg.Now().UnixNano()
-	case f.adopted && !f.pending:
+	case f.adopted && !f.wrote && !f.pending:
 		// writes inside the file that an earlier incarnation (or
-		// another daemon) acknowledged: their change was never
-		// reported, so neither the file's mtime nor the change feed
-		// that tells other mounts to drop what they cached of it (the
-		// block cache, readahead) has them
+		// another daemon) acknowledged, none through this one: their
+		// change was never reported, so neither the file's mtime nor
+		// the change feed that tells other mounts to drop what they
+		// cached of it (the block cache, readahead) has them
 		f.pending = true
 		f.mtime = s.cfg.Now().UnixNano()
 	}
