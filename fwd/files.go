@@ -45,8 +45,12 @@ type file struct {
 	// wrote: a write of the file went through this daemon (its
 	// reports cover the file's changes since)
 	wrote bool
-	dirty map[uint64]bool // data servers written since the last fsync
-	opens int
+	// unclosed: written since the last report a close made (the close
+	// report settles the room of the file's new chunks, meta/settle.go):
+	// a close reports even if the periodic report took its growth
+	unclosed bool
+	dirty    map[uint64]bool // data servers written since the last fsync
+	opens    int
 	// atime is the last read or write through this daemon (unix ns),
 	// reported to the metadata service for file coolness (reportAccess)
 	// once it is later than atimeSent

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
-	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta"
@@ -22,8 +21,16 @@ import (
 // 128 MiB mem tier takes 400 such files, not 32 (the slack lets the
 // settlements, sent in batches after the closes, lag behind). The data server's own
 // reclaim of idle chunks is turned off (ReclaimAfter an hour), so only the
-// settlement at close can make room.
+// settlement at close can make room. Also when the daemon's periodic
+// report of sizes (every millisecond here) has taken a file's growth
+// before its close: the close still reports, to settle.
 func TestSmallFilesDoNotFillTheTier(t *testing.T) {
+	for _, every := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprint("size-flush-", every), func(t *testing.T) { smallFiles(t, every) })
+	}
+}
+
+func smallFiles(t *testing.T, sizeFlush time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	svc, metaAddr := testrig.Meta(t, meta.Config{})
@@ -40,11 +47,7 @@ func TestSmallFilesDoNotFillTheTier(t *testing.T) {
 	ln, _ := ds.Listen()
 	go ds.Run(ctx, ln, "")
 	testrig.WaitData(t, svc, 1)
-	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet()})
-	fln, _ := fs.Listen()
-	go fs.Run(ctx, fln, "")
-	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})
-	t.Cleanup(c.Close)
+	c := startFwd(t, ctx, metaAddr, fwd.Config{SizeFlush: sizeFlush})
 
 	const files, size = 400, 4096
 	inos := make([]uint64, files)

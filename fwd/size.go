@@ -198,17 +198,22 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 		// its way in another report (the periodic one, retrying against
 		// a restarting metadata service)
 		f.report.Lock()
+		closing := ino != 0 && !sync // a flush or release: the writer is done
 		f.mu.Lock()
 		pending, size, mtime, gen := f.pending, f.size, f.mtime, f.gen
+		owed := closing && f.unclosed
 		f.pending = false
+		if closing {
+			f.unclosed = false
+		}
 		f.mu.Unlock()
-		if !pending {
+		if !pending && !owed {
 			f.report.Unlock()
 			continue
 		}
 		reported = true
 		var flags uint32
-		if ino != 0 && !sync { // a flush or release: the writer is done
+		if closing {
 			flags = wire.ExtendClose
 		}
 		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync,
@@ -216,7 +221,8 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 		f.mu.Lock()
 		if err != nil {
 			if f.gen == gen {
-				f.pending = true
+				f.pending = pending || f.pending
+				f.unclosed = owed || f.unclosed
 			}
 			errs = append(errs, err)
 		} else {

@@ -193,6 +193,7 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) (uint64, erro
 			f.mtime = s.cfg.Now().UnixNano()
 			f.pending = true
 			f.wrote = true
+			f.unclosed = true
 		}
 		f.atime = s.cfg.Now().UnixNano()
 		f.mu.Unlock()
