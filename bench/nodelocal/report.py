@@ -64,7 +64,12 @@ def check(rs):
         if not [r for r in storm if r["layout"] == layout and r["ops_per_s"] > 0]:
             bad.append("no %s row with operations" % layout)
     for r in storm:
-        if r["layout"] == "private" and r["meta_ops"] > 3 * r["ranks"] + 16:
+        # a private run's requests at the metadata service do not grow
+        # with the operations: per rank, the getattrs of the local-mode
+        # directory whose attributes its private directory's mkdir and
+        # rmdir changed (3-4; 58-60 getattrs and 2-9 lookups for 16
+        # ranks measured), its lookups and its registration
+        if r["layout"] == "private" and r["meta_ops"] > 5 * r["ranks"] + 16:
             bad.append("private run made %d metadata-service requests (%d ranks)" % (r["meta_ops"], r["ranks"]))
         if r["layout"] != "private" and r["meta_ops"] <= 0:
             bad.append("%s run made no metadata-service requests (is the counter read?)" % r["layout"])

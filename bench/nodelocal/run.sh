@@ -18,8 +18,9 @@
 # metadata server against S data servers, the resource node-local mode
 # spreads. CAP=0 runs the same uncapped (this 2-core machine's CPU is the
 # limit then). Each case RUNS times; the metadata service's namespace
-# requests during each run are recorded (private runs make about two per
-# rank: its private directory's mkdir and rmdir).
+# requests during each run are recorded (private runs make about four per
+# rank, whatever the operations: getattrs of the local-mode directory,
+# whose attributes each rank's private directory's mkdir and rmdir change).
 # Then per-rank bandwidth: 4 ranks writing and reading 128 MiB each in
 # their private directories against the same workload in the data
 # server's own directory (tmpfs) reached directly.

@@ -15,6 +15,7 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -203,6 +204,11 @@ func startPprof(addr string, reg *prometheus.Registry) {
 		return
 	}
 	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// lock contention and blocking for /debug/pprof/mutex and /block
+	// (bench/streams.sh PROFILE=N): one contention event in 10, one
+	// blocking event per 10 µs blocked
+	runtime.SetMutexProfileFraction(10)
+	runtime.SetBlockProfileRate(10_000)
 	go http.ListenAndServe(addr, nil)
 }
 

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Streams and CPU per byte (issue 18, goals 1 and 2; docs/benchmarks.md):
+# N parallel streams of sequential 1 MiB direct I/O, one file per stream,
+# against the go-fuse passthrough over tmpfs (bench/passthrough) and
+# `sluice up` (mem tier), side by side in interleaved rounds (the order of
+# the two alternates by round). Each case writes new files (fsync at the
+# end), overwrites them, reads them, then removes them. Beside each
+# phase's MB/s it records the CPU seconds (user + system, /proc) every
+# process on the path spent: each sluice daemon and the mount, or the
+# passthrough daemon.
+#
+#   bash bench/streams.sh                          # 3 rounds of 1, 2, 4 streams, 1 GiB each: ~15 min
+#   ROUNDS=1 STREAMS="1 4" SIZE=256m bash bench/streams.sh
+#   UP="--monitor=false" bash bench/streams.sh      # extra `sluice up` flags
+#   PROFILE=4 bash bench/streams.sh                # also CPU, mutex and block profiles of every
+#                                                  # daemon during 4-stream writes and reads (PROFDIR)
+#   python3 bench/streams.py bench/results/streams.jsonl   # the tables
+#
+# Results: one JSON line per phase in $OUT (default bench/results/streams.jsonl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+STREAMS=${STREAMS:-1 2 4}
+SIZE=${SIZE:-1g}
+OUT=${OUT:-bench/results/streams.jsonl}
+PROFILE=${PROFILE:-}
+PROFDIR=${PROFDIR:-/tmp/sluice-streams-prof}
+BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
+UP=${UP:-}
+command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
+go build -o bin/sluice ./cmd/sluice
+go build -o bin/passthrough ./bench/passthrough
+WORK=$(mktemp -d /tmp/sluice-streams.XXXXXX)
+SHM=$(mktemp -d /dev/shm/sluice-streams.XXXXXX)
+PT_PID=
+cleanup() {
+	set +e
+	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
+	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
+	umount -l "$WORK/pt" 2>/dev/null
+	rm -rf "$WORK" "$SHM"
+}
+trap cleanup EXIT
+mkdir -p "$WORK/pt" "$SHM/pt" "$(dirname "$OUT")"
+bin/passthrough "$WORK/pt" "$SHM/pt" &
+PT_PID=$!
+for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+PPROF=()
+[ -n "$PROFILE" ] && PPROF=(--pprof-base "$BASE")
+# shellcheck disable=SC2086
+bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none "${PPROF[@]}" $UP >/dev/null
+pids() { # target: name=pid ...
+	if [ "$1" = passthrough ]; then
+		echo "passthrough=$PT_PID"
+	else
+		python3 -c 'import json,sys; print(" ".join(f"{d[\"Name\"]}={d[\"Pid\"]}" for d in json.load(open(sys.argv[1]))["Daemons"]))' "$WORK/s/cluster.json"
+	fi
+}
+cpu() { # name=pid... → name=seconds...
+	python3 - "$@" <<'PY'
+import os, sys
+tck = os.sysconf("SC_CLK_TCK")
+out = []
+for a in sys.argv[1:]:
+    n, p = a.split("=")
+    try:
+        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        out.append(f"{n}={(int(f[11]) + int(f[12])) / tck}")
+    except OSError:
+        out.append(f"{n}=0")
+print(" ".join(out))
+PY
+}
+profile() { # label: 8 s CPU, mutex and block profiles of every daemon
+	local names i=0
+	names=$(python3 -c 'import json,sys; print(" ".join(d["Name"] for d in json.load(open(sys.argv[1]))["Daemons"]))' "$WORK/s/cluster.json")
+	mkdir -p "$PROFDIR/$1"
+	for n in $names; do
+		local u="http://127.0.0.1:$((BASE + i))/debug/pprof"
+		curl -s -o "$PROFDIR/$1/$n.cpu.pb.gz" "$u/profile?seconds=8" &
+		curl -s -o "$PROFDIR/$1/$n.mutex.pb.gz" "$u/mutex?seconds=8" &
+		curl -s -o "$PROFDIR/$1/$n.block.pb.gz" "$u/block?seconds=8" &
+		i=$((i + 1))
+	done
+	wait
+}
+phase() { # target round streams phase rw dir
+	local target=$1 round=$2 n=$3 ph=$4 rw=$5 dir=$6 p a b f=$WORK/fio.json
+	p=$(pids "$target")
+	# shellcheck disable=SC2086
+	a=$(cpu $p)
+	local extra=()
+	[ "$rw" = write ] && extra=(--end_fsync=1)
+	local prof=
+	if [ -n "$PROFILE" ] && [ "$target" = sluice ] && [ "$n" = "$PROFILE" ] && [ "$round" = 1 ] && [ "$ph" != overwrite ]; then
+		# a longer phase, profiled in its middle
+		extra+=(--time_based --runtime=14)
+		prof=$ph
+	fi
+	fio --name=s --directory="$dir" --rw="$rw" --bs=1M --size="$SIZE" --numjobs="$n" --direct=1 \
+		--iomem_align=4096 --ioengine=psync --group_reporting --output-format=json "${extra[@]}" > "$f" &
+	local fp=$!
+	if [ -n "$prof" ]; then sleep 3; profile "$prof-$n"; fi
+	wait $fp
+	# shellcheck disable=SC2086
+	b=$(cpu $p)
+	python3 - "$target" "$round" "$n" "$ph" "$f" "$a" "$b" "$UP" "$prof" >> "$OUT" <<'PY'
+import json, sys
+target, rnd, n, ph, path, a, b, up, prof = sys.argv[1:]
+j = json.load(open(path))["jobs"][0]
+io = j["read"] if ph == "read" else j["write"]
+cpu0 = dict(x.split("=") for x in a.split())
+cpu1 = dict(x.split("=") for x in b.split())
+print(json.dumps({"target": target, "round": int(rnd), "streams": int(n), "phase": ph,
+                  "mbps": io["bw_bytes"] / 1e6, "bytes": io["io_bytes"], "up": up, "profiled": bool(prof),
+                  "cpu_s": {k: round(float(cpu1[k]) - float(cpu0[k]), 3) for k in cpu0}}))
+PY
+}
+case1() { # target round streams
+	local target=$1 dir
+	if [ "$target" = passthrough ]; then dir=$WORK/pt/st; else dir=$WORK/m/st; fi
+	mkdir -p "$dir"
+	phase "$target" "$2" "$3" new write "$dir"
+	phase "$target" "$2" "$3" overwrite write "$dir"
+	phase "$target" "$2" "$3" read read "$dir"
+	rm -rf "$dir"
+	sleep 1 # removals reach the data servers
+}
+# warm both up (first writes into fresh tmpfs pages, the daemons' pools)
+for t in passthrough sluice; do
+	d=$([ $t = passthrough ] && echo "$WORK/pt/warm" || echo "$WORK/m/warm")
+	mkdir -p "$d"
+	fio --name=w --directory="$d" --rw=write --bs=1M --size=256m --direct=1 --ioengine=psync >/dev/null
+	rm -rf "$d"
+done
+for r in $(seq "$ROUNDS"); do
+	for n in $STREAMS; do
+		if [ $((r % 2)) = 1 ]; then order="sluice passthrough"; else order="passthrough sluice"; fi
+		for t in $order; do
+			case1 "$t" "$r" "$n"
+		done
+	done
+done
+python3 bench/streams.py "$OUT"
+[ -n "$PROFILE" ] && echo "profiles: $PROFDIR (go tool pprof -top bin/sluice FILE)"
+exit 0
