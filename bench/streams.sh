@@ -12,6 +12,7 @@
 #   bash bench/streams.sh                          # 3 rounds of 1, 2, 4 streams, 1 GiB each: ~15 min
 #   ROUNDS=1 STREAMS="1 4" SIZE=256m bash bench/streams.sh
 #   UP="--monitor=false" bash bench/streams.sh      # extra `sluice up` flags
+#   SLUICE_BIN=/tmp/sluice-old bash bench/streams.sh  # another build (e.g. the previous commit's)
 #   PROFILE=4 bash bench/streams.sh                # also CPU, mutex and block profiles of every
 #                                                  # daemon during 4-stream writes and reads (PROFDIR)
 #   python3 bench/streams.py bench/results/streams.jsonl   # the tables
@@ -27,6 +28,9 @@ PROFILE=${PROFILE:-}
 PROFDIR=${PROFDIR:-/tmp/sluice-streams-prof}
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 UP=${UP:-}
+BIN=${SLUICE_BIN:-bin/sluice}
+# what the results are labelled with: the flags, and the build if not this one
+LABEL=$UP${SLUICE_BIN:+ bin=$SLUICE_BIN}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/passthrough ./bench/passthrough
@@ -35,7 +39,7 @@ SHM=$(mktemp -d /dev/shm/sluice-streams.XXXXXX)
 PT_PID=
 cleanup() {
 	set +e
-	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
+	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
 	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
 	umount -l "$WORK/pt" 2>/dev/null
 	rm -rf "$WORK" "$SHM"
@@ -48,12 +52,12 @@ for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.
 PPROF=()
 [ -n "$PROFILE" ] && PPROF=(--pprof-base "$BASE")
 # shellcheck disable=SC2086
-bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none "${PPROF[@]}" $UP >/dev/null
+"$BIN" up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none "${PPROF[@]}" $UP >/dev/null
 pids() { # target: name=pid ...
 	if [ "$1" = passthrough ]; then
 		echo "passthrough=$PT_PID"
 	else
-		python3 -c 'import json,sys; print(" ".join(f"{d[\"Name\"]}={d[\"Pid\"]}" for d in json.load(open(sys.argv[1]))["Daemons"]))' "$WORK/s/cluster.json"
+		python3 -c 'import json,sys; print(" ".join("%s=%s" % (d["Name"], d["Pid"]) for d in json.load(open(sys.argv[1]))["Daemons"]))' "$WORK/s/cluster.json"
 	fi
 }
 cpu() { # name=pid... → name=seconds...
@@ -104,7 +108,7 @@ phase() { # target round streams phase rw dir
 	wait $fp
 	# shellcheck disable=SC2086
 	b=$(cpu $p)
-	python3 - "$target" "$round" "$n" "$ph" "$f" "$a" "$b" "$UP" "$prof" >> "$OUT" <<'PY'
+	python3 - "$target" "$round" "$n" "$ph" "$f" "$a" "$b" "$LABEL" "$prof" >> "$OUT" <<'PY'
 import json, sys
 target, rnd, n, ph, path, a, b, up, prof = sys.argv[1:]
 j = json.load(open(path))["jobs"][0]

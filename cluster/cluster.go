@@ -69,6 +69,10 @@ type Options struct {
 	// answered with sendfile), the forwarding daemons ("fwd": answers
 	// spliced on), both ("all") or neither ("" or "none").
 	ZeroCopy string
+	// TCPOnly keeps the daemons off their local unix sockets
+	// (--local-socket=false): every hop over TCP on loopback, as
+	// between hosts.
+	TCPOnly bool
 	// PprofBase, if set, gives the i-th daemon (in cluster.json's order)
 	// Go profiles on 127.0.0.1:PprofBase+i (bench/profile.sh).
 	PprofBase int
@@ -219,6 +223,8 @@ func Up(o Options) (*Cluster, error) {
 		common = append(common, "--monitor=false")
 	}
 	to := "--timeout=" + o.Timeout.String()
+	// flags of the daemons that listen
+	listening := []string{"--local-socket=" + strconv.FormatBool(!o.TCPOnly)}
 	margsMeta := []string{"meta", "--listen", metaAddr, "--dir", filepath.Join(dir, "meta"), "--engine", o.Engine, to}
 	if o.FwdPolicy != "" {
 		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
@@ -230,7 +236,7 @@ func Up(o Options) (*Cluster, error) {
 		margsMeta = append(margsMeta, "--mem-replicas", strconv.Itoa(o.MemReplicas))
 	}
 	margsMeta = append(margsMeta, o.MetaFlags...)
-	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(margsMeta, common...)})
+	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(append(margsMeta, listening...), common...)})
 	type tierd struct {
 		name, kind, dir string
 		cap             int64
@@ -260,7 +266,7 @@ func Up(o Options) (*Cluster, error) {
 			return nil, err
 		}
 		args := append([]string{"data", "--tier", t.kind,
-			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, common...)
+			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, append(listening, common...)...)
 		if o.ZeroCopy == "data" || o.ZeroCopy == "all" {
 			args = append(args, "--zero-copy")
 		}
@@ -290,7 +296,7 @@ func Up(o Options) (*Cluster, error) {
 			return nil, err
 		}
 		args := append([]string{"fwd", "--listen", a, "--meta", metaAddr, "--node", name,
-			"--id-file", filepath.Join(dir, name+".id"), to}, common...)
+			"--id-file", filepath.Join(dir, name+".id"), to}, append(listening, common...)...)
 		if o.ZeroCopy == "fwd" || o.ZeroCopy == "all" {
 			args = append(args, "--zero-copy")
 		}

@@ -46,12 +46,15 @@ type Config struct {
 	// at its file's close before (tier.Config; default 1 s).
 	ReclaimAfter time.Duration
 	Listen       string // default 127.0.0.1:0
-	Meta         string // metadata service address
-	Secret       []byte
-	Node         string
-	Domain       string  // failure domain label (replicated chunks keep copies in different ones)
-	MaxMBps      float64 // 0: unlimited
-	MaxIOPS      float64
+	// LocalSocket also listens on the unix socket clients on this host
+	// use instead of TCP (rpc.ListenOptions.Local).
+	LocalSocket bool
+	Meta        string // metadata service address
+	Secret      []byte
+	Node        string
+	Domain      string  // failure domain label (replicated chunks keep copies in different ones)
+	MaxMBps     float64 // 0: unlimited
+	MaxIOPS     float64
 	// Burst is how much of the bandwidth cap an idle device serves at
 	// once (default 50 ms of it): small, a device with no cache.
 	Burst   time.Duration
@@ -194,7 +197,7 @@ func (s *Server) Addr() string { return s.addr }
 
 // Listen binds the listening socket.
 func (s *Server) Listen() (net.Listener, error) {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	ln, err := rpc.Listen(s.cfg.Listen, rpc.ListenOptions{Local: s.cfg.LocalSocket})
 	if err != nil {
 		return nil, err
 	}

@@ -37,14 +37,17 @@ import (
 
 // Config configures a forwarding daemon.
 type Config struct {
-	Listen  string
-	Meta    string
-	Secret  []byte
-	Node    string
-	Log     *slog.Logger
-	Now     func() time.Time // the daemon's clock (nil: time.Now)
-	MaxMBps float64          // emulated link bandwidth; 0: unlimited
-	MaxIOPS float64          // emulated request rate (every operation); 0: unlimited
+	Listen string
+	// LocalSocket also listens on the unix socket clients on this host
+	// use instead of TCP (rpc.ListenOptions.Local).
+	LocalSocket bool
+	Meta        string
+	Secret      []byte
+	Node        string
+	Log         *slog.Logger
+	Now         func() time.Time // the daemon's clock (nil: time.Now)
+	MaxMBps     float64          // emulated link bandwidth; 0: unlimited
+	MaxIOPS     float64          // emulated request rate (every operation); 0: unlimited
 	// Workers per pipeline class (meta, small, bulk). Defaults 16, 16, 8.
 	Workers [wire.NumClasses]int
 	// BackendInflight bounds requests in flight to one data server.
@@ -174,7 +177,7 @@ func New(cfg Config) *Server {
 
 // Listen binds the daemon's socket.
 func (s *Server) Listen() (net.Listener, error) {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	ln, err := rpc.Listen(s.cfg.Listen, rpc.ListenOptions{Local: s.cfg.LocalSocket})
 	if err != nil {
 		return nil, err
 	}

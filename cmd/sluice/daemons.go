@@ -45,6 +45,7 @@ import (
 // daemonFlags are the flags every network daemon has.
 type daemonFlags struct {
 	listen, secretFile, addrFile, pprof, metrics *string
+	localSocket                                  *bool
 	// reg collects the daemon's Prometheus series; served on --metrics.
 	reg *prometheus.Registry
 	mon monitorFlags
@@ -73,8 +74,10 @@ func (m monitorFlags) collector(layer beacon.Layer, server string) *beacon.Colle
 
 func addDaemonFlags(fs *flag.FlagSet, listen string) *daemonFlags {
 	return &daemonFlags{
-		mon:        addMonitorFlags(fs),
-		listen:     fs.String("listen", listen, "address to listen on"),
+		mon:    addMonitorFlags(fs),
+		listen: fs.String("listen", listen, "address to listen on: HOST:PORT (TCP) or unix:PATH"),
+		localSocket: fs.Bool("local-socket", true,
+			"also listen on a unix socket that peers on this host reach instead of the TCP address (less CPU per byte)"),
 		secretFile: fs.String("secret-file", "", "file holding the cluster secret"),
 		addrFile:   fs.String("addr-file", "", "write the bound address here"),
 		pprof:      fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address"),
@@ -208,7 +211,7 @@ func cmdMeta(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *df.listen)
+	ln, err := rpc.Listen(*df.listen, rpc.ListenOptions{Local: *df.localSocket})
 	if err != nil {
 		return err
 	}
@@ -352,7 +355,7 @@ func cmdData(args []string) error {
 	if *kind == "pfs" {
 		idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
 	}
-	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, Meta: *metaAddr,
+	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr,
 		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy, QoSSlots: *qosSlots,
 		MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery,
 		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
@@ -389,7 +392,7 @@ func cmdFwd(args []string) error {
 		w[i] = n
 	}
 	log := logger("fwd")
-	srv := fwd.New(fwd.Config{Listen: *df.listen, Meta: *metaAddr, Secret: secret, Node: *node, Log: log, Workers: w,
+	srv := fwd.New(fwd.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr, Secret: secret, Node: *node, Log: log, Workers: w,
 		MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, ZeroCopy: *zeroCopy,
 		Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
 	return runDaemon(srv, *df.addrFile, *idFile)

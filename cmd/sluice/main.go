@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 )
 
@@ -224,7 +225,14 @@ func writeAddr(file, addr string) error {
 }
 
 func checkListen(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
+	scheme, rest := rpc.SplitAddr(addr)
+	if scheme != "tcp" {
+		if rest == "" {
+			return fmt.Errorf("--listen %q: no path", addr)
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(rest)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %v", addr, err)
 	}

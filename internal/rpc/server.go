@@ -178,9 +178,9 @@ func (s *Server) serveConn(c net.Conn) {
 	if err := serverHandshake(c, s.secret); err != nil {
 		s.AuthFailures.Add(1)
 		if errors.Is(err, ErrAuth) {
-			s.log.Warn("rejected connection: wrong cluster secret", "peer", c.RemoteAddr().String())
+			s.log.Warn("rejected connection: wrong cluster secret", "peer", peerName(c))
 		} else {
-			s.log.Debug("connection closed during handshake", "peer", c.RemoteAddr().String(), "err", err)
+			s.log.Debug("connection closed during handshake", "peer", peerName(c), "err", err)
 		}
 		c.Close()
 		return
@@ -202,7 +202,7 @@ func (s *Server) serveConn(c net.Conn) {
 		s.mu.Unlock()
 	}()
 	fr := newFrameReader(c)
-	peer := c.RemoteAddr().String()
+	peer := peerName(c)
 	for {
 		h, m, err := fr.next()
 		if err != nil {

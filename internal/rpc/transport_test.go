@@ -1,0 +1,160 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// peerServer serves on ln and reports each request's peer.
+func peerServer(t *testing.T, ln net.Listener) (peers func() []string, done chan error) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	h := HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) { return &wire.Msg{Size: uint64(len(p))}, p })
+	s := NewServer(secret, handlerWithPeer{h, func(p string) { mu.Lock(); seen = append(seen, p); mu.Unlock() }},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done = make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(s.Close)
+	return func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }, done
+}
+
+type handlerWithPeer struct {
+	h    Handler
+	peer func(string)
+}
+
+func (h handlerWithPeer) Handle(r *Request) { h.peer(r.Peer); h.h.Handle(r) }
+
+func roundTrip(t *testing.T, addr string) {
+	t.Helper()
+	c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
+	defer c.Close()
+	payload := bytes.Repeat([]byte("sluice"), 300_000) // past the socket buffers: several turns
+	resp, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite}, payload, nil)
+	if err != nil || resp.Size != uint64(len(payload)) || !bytes.Equal(p, payload) {
+		t.Fatalf("call to %s: %v", addr, err)
+	}
+}
+
+// A daemon on a loopback TCP address with the local socket is reached over
+// it; its name stays the TCP address; without it, clients fall back to TCP.
+func TestLocalSocket(t *testing.T) {
+	for _, local := range []bool{true, false} {
+		t.Run(fmt.Sprint("local=", local), func(t *testing.T) {
+			ln, err := Listen("127.0.0.1:0", ListenOptions{Local: local})
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			if _, _, err := net.SplitHostPort(addr); err != nil || !strings.HasPrefix(addr, "127.0.0.1:") {
+				t.Fatalf("listener address %q: want the TCP address", addr)
+			}
+			peers, _ := peerServer(t, ln)
+			roundTrip(t, addr)
+			roundTrip(t, "tcp://"+addr)
+			ps := peers()
+			if len(ps) != 2 {
+				t.Fatalf("peers %v", ps)
+			}
+			for _, p := range ps {
+				if got := strings.HasPrefix(p, "local pid "); got != local {
+					t.Errorf("local socket %v: request from %q", local, p)
+				}
+			}
+		})
+	}
+}
+
+// A wildcard listener is reached over its local socket through any address
+// of the host, and a listener on one loopback address never answers for
+// another one's port.
+func TestLocalNames(t *testing.T) {
+	if got := localName("0.0.0.0:7300"); got != "@sluice-tcp/*:7300" {
+		t.Errorf("wildcard: %q", got)
+	}
+	if got := localName("127.0.0.1:7300"); got != "@sluice-tcp/127.0.0.1:7300" {
+		t.Errorf("loopback: %q", got)
+	}
+	if got := localNames("127.0.0.2:7300"); len(got) != 2 || got[0] != "@sluice-tcp/127.0.0.2:7300" || got[1] != "@sluice-tcp/*:7300" {
+		t.Errorf("dial 127.0.0.2: %q", got)
+	}
+	if got := localNames("192.0.2.1:7300"); got != nil {
+		t.Errorf("an address of another host: %q", got)
+	}
+	ln, err := Listen("0.0.0.0:0", ListenOptions{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	peers, _ := peerServer(t, ln)
+	roundTrip(t, net.JoinHostPort("127.0.0.1", port))
+	if ps := peers(); len(ps) != 1 || !strings.HasPrefix(ps[0], "local pid ") {
+		t.Errorf("wildcard listener's peers %v", ps)
+	}
+}
+
+// Addresses with a unix scheme listen and dial unix sockets, and the
+// listener's address keeps the scheme for the peers it is handed to.
+func TestUnixScheme(t *testing.T) {
+	for _, a := range []string{
+		fmt.Sprintf("unix:@sluice-test-%d", time.Now().UnixNano()),
+		"unix://" + t.TempDir() + "/s.sock",
+	} {
+		ln, err := Listen(a, ListenOptions{Local: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(ln.Addr().String(), "unix:") {
+			t.Fatalf("%s: listener address %q", a, ln.Addr())
+		}
+		peerServer(t, ln)
+		roundTrip(t, ln.Addr().String())
+		roundTrip(t, a)
+	}
+	if _, err := Listen("carrier-pigeon://x", ListenOptions{}); err == nil {
+		t.Error("an unknown scheme listened")
+	}
+}
+
+// Closing a server stops both of its listeners.
+func TestMergedListenerClose(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	s := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	roundTrip(t, addr)
+	s.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after Close")
+	}
+	for _, network := range []string{"tcp", "unix"} {
+		a := addr
+		if network == "unix" {
+			a = localName(addr)
+		}
+		if c, err := net.DialTimeout(network, a, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s %s still accepts after Close", network, a)
+		}
+	}
+}
