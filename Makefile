@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke sim sim-smoke fuzz-smoke bench bench-smoke pipeline demo clean
+.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke sim sim-smoke fuzz-smoke bench bench-smoke streams streams-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -13,7 +13,7 @@ build:
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
 # end-to-end tests on a real FUSE mount with real daemons and fio, and
 # pjdfstest on a fresh local cluster.
-test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-smoke
+test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke streams-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-smoke
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
@@ -57,6 +57,15 @@ bench-smoke:
 	SMOKE=1 OUT=/tmp/sluice-bench-smoke.jsonl bash bench/run.sh
 	python3 bench/report.py check /tmp/sluice-bench-smoke.jsonl
 	SMOKE=1 bash bench/pipeline.sh
+
+# Streams and CPU per byte against the passthrough (docs/benchmarks.md);
+# the smoke run checks the figures are there and sane.
+streams:
+	bash bench/streams.sh
+
+streams-smoke:
+	ROUNDS=1 STREAMS="1 2" SIZE=64m OUT=/tmp/sluice-streams-smoke.jsonl bash bench/streams.sh >/dev/null
+	python3 bench/streams.py --check /tmp/sluice-streams-smoke.jsonl
 
 # Small files and directories against the passthrough, with the requests
 # each operation costs at every hop (docs/benchmarks.md).

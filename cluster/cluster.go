@@ -267,9 +267,7 @@ func Up(o Options) (*Cluster, error) {
 		}
 		args := append([]string{"data", "--tier", t.kind,
 			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, append(listening, common...)...)
-		if o.ZeroCopy == "data" || o.ZeroCopy == "all" {
-			args = append(args, "--zero-copy")
-		}
+		args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "data" || o.ZeroCopy == "all"))
 		if o.MemReplicas > 1 && t.domain != "" {
 			args = append(args, "--domain", t.domain)
 		}
@@ -297,9 +295,7 @@ func Up(o Options) (*Cluster, error) {
 		}
 		args := append([]string{"fwd", "--listen", a, "--meta", metaAddr, "--node", name,
 			"--id-file", filepath.Join(dir, name+".id"), to}, append(listening, common...)...)
-		if o.ZeroCopy == "fwd" || o.ZeroCopy == "all" {
-			args = append(args, "--zero-copy")
-		}
+		args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "fwd" || o.ZeroCopy == "all"))
 		if o.FwdMBps > 0 {
 			args = append(args, "--max-mbps", ftoa(o.FwdMBps))
 		}

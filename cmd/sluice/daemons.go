@@ -328,7 +328,7 @@ func cmdData(args []string) error {
 	burst := fs.Duration("burst", 50*time.Millisecond, "how much of --max-mbps an idle device serves at once")
 	node := fs.String("node", hostname(), "node name")
 	domain := fs.String("domain", "", "failure domain (a cabinet): replicated chunks keep their copies in different domains; \"\": the server alone")
-	zeroCopy := fs.Bool("zero-copy", false, "answer reads with sendfile from the chunk file instead of through a buffer")
+	zeroCopy := fs.Bool("zero-copy", true, "answer reads with sendfile from the chunk file instead of through a buffer")
 	maxPerf := fs.Float64("max-perf", 0, "the bandwidth placement counts on from this server, MB/s (max_perf; 0: measured by a write probe before registering)")
 	probeEvery := fs.Duration("probe-every", 10*time.Minute, "probe the device again this often, when it is idle (0: never)")
 	if err := parse(fs, cfg, args); err != nil {
@@ -374,7 +374,7 @@ func cmdFwd(args []string) error {
 	node := fs.String("node", hostname(), "node name")
 	idFile := fs.String("id-file", "", "keep the assigned id here across restarts")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
-	zeroCopy := fs.Bool("zero-copy", false, "splice data servers' answers to reads into the replies instead of copying them")
+	zeroCopy := fs.Bool("zero-copy", true, "splice data servers' answers to reads into the replies instead of copying them")
 	workers := fs.String("workers", "16,16,8", "workers of the metadata, small and bulk pipeline classes (a bulk worker waits for its data server)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err

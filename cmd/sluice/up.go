@@ -40,7 +40,7 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
 	fs.StringVar(&o.FwdPolicy, "fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm")
-	fs.StringVar(&o.ZeroCopy, "zero-copy", "none", "zero-copy reads in the data servers (sendfile), the forwarding daemons (splice), both or neither: data, fwd, all or none")
+	fs.StringVar(&o.ZeroCopy, "zero-copy", "all", "zero-copy reads in the data servers (sendfile), the forwarding daemons (splice), both or neither: data, fwd, all or none")
 	localSockets := fs.Bool("local-sockets", true, "daemons also listen on unix sockets, which peers on this host use instead of TCP (false: every hop over TCP, as between hosts)")
 	fs.IntVar(&o.PprofBase, "pprof-base", 0, "serve each daemon's Go profiles on 127.0.0.1:PORT+i, i its index in cluster.json (0: off)")
 	if err := parse(fs, cfg, args); err != nil {

@@ -123,11 +123,144 @@ func Relay(dst net.Conn, prefix []byte, src net.Conn, n int) error {
 	if rest <= 0 {
 		return nil
 	}
-	// io.CopyN hands a LimitedReader of src to dst's ReadFrom, which on
-	// Linux splices when both ends are TCP connections.
+	if done, err := spliceConns(dst, src, rest); done {
+		return err
+	}
+	// not two sockets: io.CopyN copies (or, for TCP to TCP, Go splices)
 	w, err := io.CopyN(dst, src, rest)
 	if err == io.EOF || (err == nil && w < rest) {
 		return ErrShort
 	}
 	return err
 }
+
+// pipes are the relay's kernel buffers, kept empty between relays (a
+// channel, not a sync.Pool: a pipe dropped by the collector would leak
+// its descriptors).
+var pipes = make(chan *pipe, 64)
+
+type pipe struct {
+	r, w int
+	size int
+}
+
+func getPipe() (*pipe, error) {
+	select {
+	case p := <-pipes:
+		return p, nil
+	default:
+	}
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	p := &pipe{r: fds[0], w: fds[1], size: 64 << 10}
+	// a frame's 1 MiB in one go where the system allows (pipe-max-size)
+	if sz, err := fcntl(p.w, syscall.F_SETPIPE_SZ, 1<<20); err == nil {
+		p.size = sz
+	}
+	return p, nil
+}
+
+func (p *pipe) close() {
+	syscall.Close(p.r)
+	syscall.Close(p.w)
+}
+
+func fcntl(fd, cmd, arg int) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), uintptr(cmd), uintptr(arg))
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// spliceConns moves n bytes from socket src to socket dst through a pipe,
+// the pages passed by reference (TCP or unix: Go itself splices only into
+// TCP). done is false if either is not a socket (nothing was moved).
+func spliceConns(dst, src net.Conn, n int64) (done bool, err error) {
+	dc, ok1 := dst.(syscall.Conn)
+	sc, ok2 := src.(syscall.Conn)
+	if !ok1 || !ok2 {
+		return false, nil
+	}
+	drc, err := dc.SyscallConn()
+	if err != nil {
+		return false, nil
+	}
+	src0, err := sc.SyscallConn()
+	if err != nil {
+		return false, nil
+	}
+	p, err := getPipe()
+	if err != nil {
+		return false, nil
+	}
+	var moved int64
+	var serr error
+	for moved < n && serr == nil {
+		// fill the pipe from src
+		inPipe := 0
+		rerr := src0.Read(func(fd uintptr) bool {
+			for {
+				k, err := syscall.Splice(int(fd), nil, p.w, nil, int(min(n-moved, int64(p.size))), spliceFlags)
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					return false // wait until src is readable
+				case err != nil:
+					serr = fmt.Errorf("splice from socket: %w", err)
+				case k == 0:
+					serr = ErrShort
+				default:
+					inPipe = int(k)
+				}
+				return true
+			}
+		})
+		if serr == nil && rerr != nil {
+			serr = rerr
+		}
+		// empty it into dst
+		werr := drc.Write(func(fd uintptr) bool {
+			for inPipe > 0 {
+				k, err := syscall.Splice(p.r, nil, int(fd), nil, inPipe, spliceFlags)
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					return false // wait until dst is writable
+				case err != nil:
+					if serr == nil {
+						serr = fmt.Errorf("splice to socket: %w", err)
+					}
+					return true
+				}
+				inPipe -= int(k)
+				moved += k
+			}
+			return true
+		})
+		if serr == nil && werr != nil {
+			serr = werr
+		}
+		if inPipe > 0 && serr == nil {
+			serr = fmt.Errorf("splice to socket: %d bytes left in the pipe", inPipe)
+		}
+	}
+	if serr != nil {
+		p.close() // it may hold bytes
+		return true, serr
+	}
+	select {
+	case pipes <- p:
+	default:
+		p.close()
+	}
+	return true, nil
+}
+
+// spliceFlags: move pages rather than copy where the kernel can; the pipe
+// never blocks (sockets are non-blocking in Go).
+const spliceFlags = 0x1 | 0x2 // SPLICE_F_MOVE | SPLICE_F_NONBLOCK

@@ -12,9 +12,16 @@ import (
 )
 
 // tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+func tcpPair(t *testing.T) (net.Conn, net.Conn) { return pair(t, "tcp") }
+
+// pair returns the two ends of a loopback TCP or a unix connection.
+func pair(t *testing.T, network string) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(t.TempDir(), "s")
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +34,7 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 		}
 		ch <- c
 	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
+	a, err := net.Dial(network, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +96,15 @@ func TestSendFile(t *testing.T) {
 // TestRelay relays frames between TCP connections with and without a
 // buffered prefix, and from a source that ends early.
 func TestRelay(t *testing.T) {
-	for _, c := range []struct{ n, prefix int }{{1 << 20, 0}, {1 << 20, 4000}, {100, 100}, {3 << 20, 1}} {
-		in, src := tcpPair(t)
-		dst, out := tcpPair(t)
+	for _, nets := range [][2]string{{"tcp", "tcp"}, {"unix", "unix"}, {"tcp", "unix"}, {"unix", "tcp"}} {
+		t.Run(nets[0]+"-"+nets[1], func(t *testing.T) { testRelay(t, nets[0], nets[1]) })
+	}
+}
+
+func testRelay(t *testing.T, srcNet, dstNet string) {
+	for _, c := range []struct{ n, prefix int }{{1 << 20, 0}, {1 << 20, 4000}, {100, 100}, {3 << 20, 1}, {5 << 20, 0}} {
+		in, src := pair(t, srcNet)
+		dst, out := pair(t, dstNet)
 		data := randomBytes(c.n, int64(c.n))
 		go func() {
 			in.Write(data[c.prefix:])
@@ -115,11 +128,39 @@ func TestRelay(t *testing.T) {
 			t.Fatalf("after the relay: %q %v", next, err)
 		}
 	}
-	in, src := tcpPair(t)
-	dst, _ := tcpPair(t)
+	in, src := pair(t, srcNet)
+	dst, _ := pair(t, dstNet)
 	in.Write([]byte("short"))
 	in.Close()
 	if err := Relay(dst, nil, src, 100); err != ErrShort {
 		t.Fatalf("source ending early: %v, want ErrShort", err)
+	}
+}
+
+// Sockets of either kind are spliced, not copied through the process.
+func TestSpliceTaken(t *testing.T) {
+	for _, network := range []string{"tcp", "unix"} {
+		in, src := pair(t, network)
+		dst, out := pair(t, network)
+		data := randomBytes(2<<20, 7)
+		go in.Write(data)
+		errc := make(chan error, 1)
+		go func() {
+			done, err := spliceConns(dst, src, int64(len(data)))
+			if !done {
+				err = io.ErrNoProgress
+			}
+			errc <- err
+		}()
+		got := make([]byte, len(data))
+		if _, err := io.ReadFull(out, got); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("%s: %v", network, err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: bytes differ", network)
+		}
 	}
 }
