@@ -61,9 +61,9 @@ def main(argv):
                 bad.append(f"{ph} {n}: missing a target")
                 continue
             bw = {t: med([r["mbps"] for r in sel[t]]) for t in sel}
-            # ratio per round (the two ran next to each other)
-            by_round = {r["round"]: r["mbps"] for r in sel["passthrough"]}
-            ratios = [r["mbps"] / by_round[r["round"]] for r in sel["sluice"] if by_round.get(r["round"])]
+            # ratio per case: the i-th sluice and passthrough rows of a
+            # phase ran next to each other (same round of the same run)
+            ratios = [s["mbps"] / p["mbps"] for s, p in zip(sel["sluice"], sel["passthrough"]) if p["mbps"]]
 
             def per_gb(rs, roles=None):
                 out = []

@@ -164,3 +164,78 @@ func TestSpliceTaken(t *testing.T) {
 		}
 	}
 }
+
+// A payload filled into a pipe from a socket (with a prefix already read)
+// is sent whole and in parts to sockets, written into a file and read
+// back, several times each, and the pipe is reusable after Release.
+func TestPipe(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		for _, c := range []struct{ n, prefix int }{{1 << 20, 0}, {1 << 20, 3000}, {4096, 4096}, {300_000, 17}} {
+			in, src := pair(t, network)
+			data := randomBytes(c.n, int64(c.n+c.prefix))
+			go func() {
+				in.Write(data[c.prefix:])
+				in.Write([]byte("next"))
+			}()
+			p := NewPipe(c.n)
+			if p == nil {
+				t.Skip("no pipe of 1 MiB on this system")
+			}
+			if err := p.Fill(data[:c.prefix], src, c.n); err != nil {
+				if err == ErrPipeFull {
+					// the socket's pieces took more slots than the
+					// pipe has: what is in it is still readable
+					got := make([]byte, p.Len())
+					if err := p.ReadAt(got, 0); err != nil || !bytes.Equal(got, data[:p.Len()]) {
+						t.Fatalf("%s n %d: after ErrPipeFull, the pipe's bytes: %v", network, c.n, err)
+					}
+					p.Release()
+					continue
+				}
+				t.Fatalf("%s n %d prefix %d: %v", network, c.n, c.prefix, err)
+			}
+			// the fill stopped at the payload's end
+			next := make([]byte, 4)
+			if _, err := io.ReadFull(src, next); err != nil || string(next) != "next" {
+				t.Fatalf("after the fill: %q %v", next, err)
+			}
+			for round := 0; round < 2; round++ {
+				for _, r := range [][2]int{{0, c.n}, {c.n / 3, c.n / 2}, {c.n - 1, 1}} {
+					dst, out := pair(t, network)
+					errc := make(chan error, 1)
+					go func() { errc <- p.SendTo(dst, r[0], r[1]) }()
+					got := make([]byte, r[1])
+					if _, err := io.ReadFull(out, got); err != nil {
+						t.Fatal(err)
+					}
+					if err := <-errc; err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, data[r[0]:r[0]+r[1]]) {
+						t.Fatalf("%s n %d: bytes %d+%d sent differ", network, c.n, r[0], r[1])
+					}
+					b := make([]byte, r[1])
+					if err := p.ReadAt(b, r[0]); err != nil || !bytes.Equal(b, data[r[0]:r[0]+r[1]]) {
+						t.Fatalf("%s n %d: ReadAt %d+%d: %v", network, c.n, r[0], r[1], err)
+					}
+				}
+				f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p.WriteToFile(f, 5000, 10, c.n-10); err != nil {
+					t.Fatal(err)
+				}
+				got := make([]byte, c.n-10)
+				if _, err := f.ReadAt(got, 5000); err != nil || !bytes.Equal(got, data[10:]) {
+					t.Fatalf("%s n %d: file bytes differ (%v)", network, c.n, err)
+				}
+				f.Close()
+			}
+			if err := p.SendTo(nil, 0, c.n+1); err == nil {
+				t.Fatal("a range past the payload was sent")
+			}
+			p.Release()
+		}
+	}
+}

@@ -1,0 +1,354 @@
+package zerocopy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pipe holds a payload in the kernel: the bytes of a request received
+// from a socket without copying them into the process (the pipe holds
+// references to the socket's pages), sent on to sockets or written into
+// files any number of times, each time without a copy through the process
+// (tee, splice). A forwarding daemon relays a write this way and can still
+// send it again, to another server or after a reconnection.
+//
+// A Pipe is used by one owner; SendTo, WriteToFile and ReadAt may run
+// concurrently (each tees into a pipe of its own), Release after all.
+type Pipe struct {
+	p *pipe
+	n int // bytes held
+}
+
+// ErrPipeFull says a payload did not fit the pipe (a pipe holds a number
+// of pages, and a socket's bytes may come in pieces smaller than a page):
+// the caller reads it into memory instead.
+var ErrPipeFull = errors.New("zerocopy: payload does not fit a pipe")
+
+// bigPipe is the capacity asked for a payload pipe: a 1 MiB write in
+// page-sized pieces plus the partial pages at the heads of the socket's
+// buffers (more than pipe-max-size needs CAP_SYS_RESOURCE; without it a
+// pipe gets 1 MiB and a payload that does not fit goes through memory).
+const bigPipe = 2 << 20
+
+var (
+	bigPipes = make(chan *pipe, 64) // empty payload pipes
+	nullOnce sync.Once
+	nullFD   = -1 // /dev/null, where bytes to skip are spliced
+)
+
+func getBigPipe() (*pipe, error) {
+	select {
+	case p := <-bigPipes:
+		return p, nil
+	default:
+	}
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	p := &pipe{r: fds[0], w: fds[1], size: 64 << 10}
+	for _, sz := range []int{bigPipe, 1 << 20} {
+		if got, err := fcntl(p.w, syscall.F_SETPIPE_SZ, sz); err == nil {
+			p.size = got
+			break
+		}
+	}
+	return p, nil
+}
+
+func putBigPipe(p *pipe) {
+	select {
+	case bigPipes <- p:
+	default:
+		p.close()
+	}
+}
+
+// NewPipe returns an empty pipe for a payload of n bytes, or nil if the
+// system's pipes are too small for it (or no pipe can be had).
+func NewPipe(n int) *Pipe {
+	p, err := getBigPipe()
+	if err != nil {
+		return nil
+	}
+	if p.size < n {
+		putBigPipe(p)
+		return nil
+	}
+	return &Pipe{p: p}
+}
+
+// Len is the number of bytes held.
+func (p *Pipe) Len() int { return p.n }
+
+// Fill moves n bytes into the pipe: prefix (bytes of the payload already
+// read from src) copied, the rest spliced from socket src. On an error
+// the pipe is unusable (Release it); with ErrPipeFull, the bytes moved so
+// far can be read back with ReadAt(b[:p.Len()], 0) and the rest is still
+// in src.
+func (p *Pipe) Fill(prefix []byte, src net.Conn, n int) error {
+	for len(prefix) > 0 {
+		k, err := syscall.Write(p.p.w, prefix)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("zerocopy: filling a pipe: %w", err)
+		}
+		prefix = prefix[k:]
+		p.n += k
+	}
+	sc, ok := src.(syscall.Conn)
+	if !ok {
+		return fmt.Errorf("zerocopy: %T is not a socket", src)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	for p.n < n && serr == nil {
+		rerr := rc.Read(func(fd uintptr) bool {
+			for p.n < n {
+				k, err := syscall.Splice(int(fd), nil, p.p.w, nil, n-p.n, spliceFlags)
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					if p.full() {
+						serr = ErrPipeFull
+						return true
+					}
+					return false // wait until src is readable
+				case err != nil:
+					serr = fmt.Errorf("splice from socket: %w", err)
+				case k == 0:
+					serr = ErrShort
+				default:
+					p.n += int(k)
+					continue
+				}
+				return true
+			}
+			return true
+		})
+		if serr == nil && rerr != nil {
+			serr = rerr
+		}
+	}
+	return serr
+}
+
+// full reports whether the pipe has no slot left, so that a splice into
+// it would wait forever (an EAGAIN from a splice says only that one end
+// or the other would block): a pipe polls writable while it has one.
+func (p *Pipe) full() bool {
+	fds := []unix.PollFd{{Fd: int32(p.p.w), Events: unix.POLLOUT}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		return err == nil && n == 0
+	}
+}
+
+// tee duplicates the pipe's first off+n bytes into a pipe of its own and
+// drops the first off of them, leaving n to be spliced out of it.
+func (p *Pipe) tee(off, n int) (*pipe, error) {
+	if off < 0 || n < 0 || off+n > p.n {
+		return nil, fmt.Errorf("zerocopy: bytes %d+%d of a pipe of %d", off, n, p.n)
+	}
+	q, err := getBigPipe()
+	if err != nil {
+		return nil, err
+	}
+	k, err := teeAll(p.p.r, q.w, off+n)
+	if err == nil && k != off+n {
+		err = fmt.Errorf("zerocopy: tee duplicated %d of %d bytes", k, off+n)
+	}
+	if err == nil && off > 0 {
+		err = skip(q, off)
+	}
+	if err != nil {
+		q.close()
+		return nil, err
+	}
+	return q, nil
+}
+
+func teeAll(in, out, n int) (int, error) {
+	for {
+		k, err := syscall.Tee(in, out, n, spliceFlags&^0x1)
+		if err == syscall.EINTR {
+			continue
+		}
+		return int(k), err
+	}
+}
+
+// skip drops the first n bytes of q (spliced to /dev/null: no copy).
+func skip(q *pipe, n int) error {
+	nullOnce.Do(func() {
+		if fd, err := syscall.Open(os.DevNull, syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
+			nullFD = fd
+		}
+	})
+	for n > 0 {
+		var k int64
+		var err error
+		if nullFD >= 0 {
+			k, err = syscall.Splice(q.r, nil, nullFD, nil, n, spliceFlags)
+		} else {
+			buf := make([]byte, min(n, 64<<10))
+			var r int
+			r, err = syscall.Read(q.r, buf)
+			k = int64(r)
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("zerocopy: skipping pipe bytes: %w", err)
+		}
+		if k == 0 {
+			return ErrShort
+		}
+		n -= int(k)
+	}
+	return nil
+}
+
+// SendTo writes bytes [off, off+n) of the payload to socket dst, by
+// reference; the pipe keeps them.
+func (p *Pipe) SendTo(dst net.Conn, off, n int) error {
+	q, err := p.tee(off, n)
+	if err != nil {
+		return err
+	}
+	dc, ok := dst.(syscall.Conn)
+	if !ok {
+		q.close()
+		return fmt.Errorf("zerocopy: %T is not a socket", dst)
+	}
+	rc, err := dc.SyscallConn()
+	if err != nil {
+		q.close()
+		return err
+	}
+	left := n
+	var serr error
+	werr := rc.Write(func(fd uintptr) bool {
+		for left > 0 {
+			k, err := syscall.Splice(q.r, nil, int(fd), nil, left, spliceFlags)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return false // wait until dst is writable
+			case err != nil:
+				serr = fmt.Errorf("splice to socket: %w", err)
+				return true
+			}
+			left -= int(k)
+		}
+		return true
+	})
+	if serr == nil {
+		serr = werr
+	}
+	if serr != nil || left > 0 {
+		q.close()
+		if serr == nil {
+			serr = ErrShort
+		}
+		return serr
+	}
+	putBigPipe(q)
+	return nil
+}
+
+// WriteToFile writes bytes [off, off+n) of the payload into f at position
+// at (the file system copies them from the pipe's pages: one copy).
+func (p *Pipe) WriteToFile(f *os.File, at int64, off, n int) error {
+	q, err := p.tee(off, n)
+	if err != nil {
+		return err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		q.close()
+		return err
+	}
+	left := n
+	var serr error
+	cerr := rc.Control(func(fd uintptr) {
+		for left > 0 {
+			pos := at + int64(n-left)
+			k, err := syscall.Splice(q.r, nil, int(fd), &pos, left, spliceFlags)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err != nil:
+				serr = err
+				return
+			case k == 0:
+				serr = ErrShort
+				return
+			}
+			left -= int(k)
+		}
+	})
+	if serr == nil {
+		serr = cerr
+	}
+	if serr != nil {
+		q.close()
+		return serr
+	}
+	putBigPipe(q)
+	return nil
+}
+
+// ReadAt copies bytes [off, off+len(b)) of the payload into b.
+func (p *Pipe) ReadAt(b []byte, off int) error {
+	q, err := p.tee(off, len(b))
+	if err != nil {
+		return err
+	}
+	for got := 0; got < len(b); {
+		k, err := syscall.Read(q.r, b[got:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || k == 0 {
+			q.close()
+			if err == nil {
+				err = ErrShort
+			}
+			return fmt.Errorf("zerocopy: reading a pipe: %w", err)
+		}
+		got += k
+	}
+	putBigPipe(q)
+	return nil
+}
+
+// Release drops the payload and keeps the pipe for another one.
+func (p *Pipe) Release() {
+	if p.p == nil {
+		return
+	}
+	if p.n > 0 && skip(p.p, p.n) != nil {
+		p.p.close()
+	} else {
+		putBigPipe(p.p)
+	}
+	p.p, p.n = nil, 0
+}
