@@ -69,8 +69,9 @@ type Config struct {
 	// them in memory only.
 	StateDir string
 	// ZeroCopy answers chunk reads with sendfile from the chunk's file
-	// (stores whose chunks are files) instead of through a buffer. Over
-	// loopback it costs more CPU than the copy (docs/benchmarks.md).
+	// and takes chunk writes' payloads into pipes spliced into the file
+	// (stores whose chunks are files) instead of through a buffer
+	// (docs/benchmarks.md, "Streams and CPU per byte").
 	ZeroCopy bool
 	// Monitor records every request for Beacon (nil: monitoring off);
 	// Run ships its windows to the metadata daemon.
@@ -104,8 +105,9 @@ type Server struct {
 	local *localns.NS
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
-	// sendfiles counts chunk reads answered with sendfile (zero-copy)
-	sendfiles atomic.Int64
+	// sendfiles counts chunk reads answered with sendfile (zero-copy),
+	// splicedWrites chunk writes spliced from a pipe into the chunk
+	sendfiles, splicedWrites atomic.Int64
 	// faults are the pause points crash tests arm (OpFault "pause")
 	faults faultpoint.Points
 	mem    *member.Member
@@ -272,6 +274,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	return err
 }
 
+// TakesBody implements rpc.BodyTaker: a chunk write's payload stays in the
+// kernel (a pipe) until it is spliced into the chunk's file.
+func (s *Server) TakesBody(m *wire.Msg) bool {
+	_, ok := s.store.(tier.SourceWriter)
+	return ok && s.cfg.ZeroCopy && m.Op == wire.OpChunkWrite
+}
+
+var _ rpc.BodyTaker = (*Server)(nil)
+
 // Handle implements rpc.Handler.
 func (s *Server) Handle(r *rpc.Request) {
 	go s.serve(r)
@@ -345,15 +356,21 @@ func (s *Server) serve(r *rpc.Request) {
 	switch m.Op {
 	case wire.OpPing:
 	case wire.OpChunkWrite:
-		if uint64(len(r.Payload)) != m.Size {
-			err = rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(r.Payload), m.Size)
+		if uint64(r.PayloadLen()) != m.Size {
+			err = rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", r.PayloadLen(), m.Size)
 			break
 		}
 		var l *sync.RWMutex
 		if l, err = s.admitChunk(ctx, m, true); err != nil {
 			break
 		}
-		err = s.store.Write(id, int64(m.Offset), r.Payload, int64(m.Cap))
+		if r.Body != nil {
+			// received into a pipe (TakesBody): spliced into the chunk
+			err = s.store.(tier.SourceWriter).WriteFrom(id, int64(m.Offset), r.Body, int64(m.Cap))
+			s.splicedWrites.Add(1)
+		} else {
+			err = s.store.Write(id, int64(m.Offset), r.Payload, int64(m.Cap))
+		}
 		l.RUnlock()
 		if rpc.Errno(err) == syscall.ENOSPC || errors.Is(err, syscall.ENOSPC) {
 			s.cfg.Log.Info("no room for a chunk", "ino", m.Ino, "chunk", m.Idx, "layout gen", m.Gen, "trunc gen", m.Trunc,
@@ -574,7 +591,10 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) {
 			func() float64 { _, u := s.store.Usage(); return float64(u) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_data_sendfile_reads_total",
 			Help: "Chunk reads answered with sendfile from the chunk's file (--zero-copy).", ConstLabels: labels},
-			func() float64 { return float64(s.sendfiles.Load()) }))
+			func() float64 { return float64(s.sendfiles.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_data_spliced_writes_total",
+			Help: "Chunk writes received into a pipe and spliced into the chunk's file (--zero-copy).", ConstLabels: labels},
+			func() float64 { return float64(s.splicedWrites.Load()) }))
 }
 
 // fault applies an injected fault.

@@ -61,6 +61,17 @@ func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, 
 	})
 }
 
+// callDataWrite is callData for a write of p.
+func (s *Server) callDataWrite(ctx context.Context, id uint64, m *wire.Msg, p payload) error {
+	if p.body == nil {
+		return s.callData(ctx, id, m, p.b, nil)
+	}
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, _, err := c.CallBody(ctx, m, rpc.Body{Pipe: p.body, Off: p.off, N: p.n}, nil)
+		return err
+	})
+}
+
 // callDataSink is callData for a read whose answer goes to sink.
 func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink rpc.Sink) error {
 	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {

@@ -74,8 +74,9 @@ type Config struct {
 	// Run ships its windows to the metadata daemon.
 	Monitor *beacon.Collector
 	// ZeroCopy splices a data server's answer to a read into the reply
-	// (zerocopy.Relay) instead of reading it into a buffer first. Over
-	// loopback it costs more CPU than the copy (docs/benchmarks.md).
+	// (zerocopy.Relay) instead of reading it into a buffer first, and
+	// keeps a write's payload in a pipe, spliced on to its data servers
+	// (rpc.BodyTaker) (docs/benchmarks.md, "Streams and CPU per byte").
 	ZeroCopy bool
 }
 
@@ -117,8 +118,9 @@ type Server struct {
 	// stalls and stallNs count the chunk placements that waited for a
 	// stalled tier and how long they waited in all.
 	stalls, stallNs atomic.Int64
-	// relays counts reads spliced from a data server's socket (zero-copy)
-	relays atomic.Int64
+	// relays counts reads spliced from a data server's socket, bodyWrites
+	// writes kept in a pipe (zero-copy)
+	relays, bodyWrites atomic.Int64
 }
 
 // New returns a daemon; Run starts it.
@@ -227,6 +229,19 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	return err
 }
 
+// TakesBody implements rpc.BodyTaker: a write's payload stays in the
+// kernel (a pipe) and is spliced on to its data servers, not copied in and
+// out of this process; a node-local write goes to its data server as bytes.
+func (s *Server) TakesBody(m *wire.Msg) bool {
+	if m.Op != wire.OpWrite || !s.cfg.ZeroCopy {
+		return false
+	}
+	_, local, err := localTarget(m)
+	return err == nil && !local
+}
+
+var _ rpc.BodyTaker = (*Server)(nil)
+
 // Handle implements rpc.Handler: it classifies the request and queues it
 // in its class's QoS gate, which hands the class's workers to the flows in
 // turn (policy/qos: fair between jobs, shares and caps by rule).
@@ -238,7 +253,7 @@ func (s *Server) Handle(r *rpc.Request) {
 
 func (s *Server) queued(c wire.Class, r *rpc.Request) {
 	ctx := s.ctx
-	n := uint64(len(r.Payload))
+	n := uint64(r.PayloadLen())
 	if r.Msg.Op == wire.OpRead {
 		n = r.Msg.Size
 	}
@@ -263,7 +278,7 @@ func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request) {
 	}
 	s.ops.Wait(ctx, 1) // the emulated node's request rate: service time
 	start := s.cfg.Now()
-	m, n := r.Msg, len(r.Payload)
+	m, n := r.Msg, r.PayloadLen()
 	if m.Op == wire.OpRead {
 		n = int(m.Size)
 	}
@@ -290,7 +305,7 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	case wire.OpJobStats, wire.OpPing, wire.OpFault, wire.OpRead, wire.OpBeacon:
 		// reads are counted with the bytes they returned, below
 	default:
-		s.jobs.record(m, uint64(len(r.Payload)))
+		s.jobs.record(m, uint64(r.PayloadLen()))
 	}
 	if id, local, err := localTarget(m); err != nil {
 		r.ReplyErr(err)
@@ -303,8 +318,13 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	case wire.OpJobStats:
 		r.Reply(&wire.Msg{Entries: EncodeJobs(s.jobs.snapshot())}, nil)
 	case wire.OpWrite:
-		gen, err := s.write(ctx, m, r.Payload)
-		r.Reply(rpc.ToMsg(&wire.Msg{Size: uint64(len(r.Payload)), Trunc: gen}, err), nil)
+		p := bytesPayload(r.Payload)
+		if r.Body != nil {
+			p = payload{body: r.Body, n: r.Body.Len()}
+			s.bodyWrites.Add(1)
+		}
+		gen, err := s.write(ctx, m, p)
+		r.Reply(rpc.ToMsg(&wire.Msg{Size: uint64(p.len()), Trunc: gen}, err), nil)
 	case wire.OpRead:
 		if m.Size > wire.MaxPayload {
 			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "read too large"))

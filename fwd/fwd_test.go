@@ -43,7 +43,7 @@ func memServer(t testing.TB, ctx context.Context, metaAddr string, mbps float64,
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	ds, err := data.New(data.Config{Kind: "mem", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
-		MaxMBps: mbps, Log: quiet(), Metrics: reg, StateDir: dir + "/.state"})
+		MaxMBps: mbps, Log: quiet(), Metrics: reg, StateDir: dir + "/.state", ZeroCopy: true, LocalSocket: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +79,8 @@ func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Clien
 // secret and logger set here) until ctx ends, and returns a client of it.
 func startFwd(t testing.TB, ctx context.Context, metaAddr string, cfg fwd.Config) *rpc.Client {
 	cfg.Meta, cfg.Secret, cfg.Log = metaAddr, secret, quiet()
+	// the daemons' defaults: zero-copy reads and writes, local sockets
+	cfg.ZeroCopy, cfg.LocalSocket = true, true
 	fs := fwd.New(cfg)
 	ln, _ := fs.Listen()
 	go fs.Run(ctx, ln, "")

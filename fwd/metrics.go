@@ -33,6 +33,9 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_spliced_reads_total",
 		Help: "Reads whose data was spliced from the data server's socket into the reply (--zero-copy)."},
 		func() float64 { return float64(s.relays.Load()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_spliced_writes_total",
+		Help: "Writes whose data was kept in a pipe and spliced on to the data servers (--zero-copy)."},
+		func() float64 { return float64(s.bodyWrites.Load()) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_write_stalls_total",
 		Help: "New chunks whose writes waited for a tier at its write-stall threshold (Cs-w)."},
 		func() float64 { return float64(s.stalls.Load()) }))

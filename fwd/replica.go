@@ -48,14 +48,14 @@ func unreachable(err error) bool {
 // or down) makes the whole chunk move (refusedErr). patient: retry a
 // server that cannot be reached for the whole timeout (it may be
 // restarting), not only for Failover.
-func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *wire.Msg, p []byte, placer, patient bool) error {
+func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *wire.Msg, p payload, placer, patient bool) error {
 	errs := make([]error, len(ids))
 	if !patient {
 		ctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
 	}
 	s.parallel(len(ids), func(k int) error {
 		r := *req
-		errs[k] = s.callData(ctx, ids[k], &r, p, nil)
+		errs[k] = s.callDataWrite(ctx, ids[k], &r, p)
 		if errs[k] == nil {
 			f.mu.Lock()
 			f.dirty[ids[k]] = true

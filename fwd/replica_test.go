@@ -27,7 +27,7 @@ func replicaServer(t *testing.T, metaAddr, dir, domain string) (*data.Server, fu
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ds, err := data.New(data.Config{Kind: "mem", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
-		Domain: domain, Log: quiet(), StateDir: dir + "/.state"})
+		Domain: domain, Log: quiet(), StateDir: dir + "/.state", ZeroCopy: true, LocalSocket: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func replicaStack(t *testing.T, n int) (*meta.Service, string, *rpc.Client, map[
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Timeout: 10 * time.Second})
+	fs := fwd.New(fwd.Config{Meta: metaAddr, Secret: secret, Log: quiet(), Timeout: 10 * time.Second, ZeroCopy: true, LocalSocket: true})
 	fln, _ := fs.Listen()
 	go fs.Run(ctx, fln, "")
 	c := rpc.NewClient(fs.Addr(), secret, rpc.ClientOptions{Timeout: 30 * time.Second})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/layout"
 )
 
@@ -149,29 +150,49 @@ func (c *stallClock) add(d time.Duration) {
 
 func (c *stallClock) get() time.Duration { return time.Duration(c.ns.Load()) }
 
+// payload is a write's bytes: in memory, or bytes [off, off+n) of a
+// request's Body (a pipe: received without a copy, sent on by reference).
+type payload struct {
+	b      []byte
+	body   *zerocopy.Pipe
+	off, n int
+}
+
+func bytesPayload(b []byte) payload { return payload{b: b, n: len(b)} }
+
+func (p payload) len() int { return p.n }
+
+// slice is bytes [off, off+n) of p.
+func (p payload) slice(off, n int) payload {
+	if p.body != nil {
+		return payload{body: p.body, off: p.off + off, n: n}
+	}
+	return bytesPayload(p.b[off : off+n])
+}
+
 // write stores p at m.Offset of file m.Ino and returns the truncation
 // generation it landed in. A write refused because a truncate came in
 // between (ESTALE from a data server or the metadata service) is made
 // again in the new generation, after the truncate.
-func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) (uint64, error) {
-	if uint64(len(p)) != m.Size {
-		return 0, rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", len(p), m.Size)
+func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, error) {
+	if uint64(p.len()) != m.Size {
+		return 0, rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", p.len(), m.Size)
 	}
-	if err := s.bw.Wait(ctx, float64(len(p))); err != nil {
+	if err := s.bw.Wait(ctx, float64(p.len())); err != nil {
 		return 0, err
 	}
 	f, err := s.fileFor(ctx, m.Ino)
 	if err != nil {
 		return 0, err
 	}
-	spans := layout.Spans(int64(m.Offset), int64(len(p)), f.chunkSize)
+	spans := layout.Spans(int64(m.Offset), int64(p.len()), f.chunkSize)
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()
 		gen := f.gen
 		f.mu.Unlock()
 		err = s.parallel(len(spans), func(i int) error {
 			sp := spans[i]
-			return s.writeSpan(ctx, m, f, sp, p[sp.BufOff:sp.BufOff+sp.Len], gen)
+			return s.writeSpan(ctx, m, f, sp, p.slice(int(sp.BufOff), int(sp.Len)), gen)
 		})
 		if rpc.Errno(err) == syscall.ESTALE && attempt < 8 {
 			if err = s.refresh(ctx, m.Ino, f, gen, err); err != nil {
@@ -182,7 +203,7 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) (uint64, erro
 		if err != nil {
 			return 0, err
 		}
-		end := m.Offset + uint64(len(p))
+		end := m.Offset + uint64(p.len())
 		f.mu.Lock()
 		// a truncate adopted meanwhile came after this write: the write's
 		// growth is void (its bytes past the new size were cut)
@@ -201,7 +222,7 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p []byte) (uint64, erro
 	}
 }
 
-func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p []byte, gen uint64) (err error) {
+func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p payload, gen uint64) (err error) {
 	loc, placer, err := s.chunkForWrite(ctx, m.Ino, f, sp.Idx, gen)
 	if err != nil {
 		return err
@@ -237,7 +258,7 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 				Trunc: gen, Gen: loc.Gen, Who: m.Who}
 			// only a write to a fresh chunk may move it: nothing of
 			// anyone else's is in it yet
-			return s.writeCopies(ctx, f, copiesOf(loc, pc.Member), req, p[pc.BufOff:pc.BufOff+pc.Len], placer, patient)
+			return s.writeCopies(ctx, f, copiesOf(loc, pc.Member), req, p.slice(int(pc.BufOff), int(pc.Len)), placer, patient)
 		})
 		var lost *lostCopyErr
 		if errors.As(err, &lost) && attempt < maxRelocate {

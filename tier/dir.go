@@ -57,9 +57,10 @@ type openFile struct {
 const maxOpenFiles = 512
 
 var (
-	_ Store      = (*DirStore)(nil)
-	_ ChunkFiles = (*DirStore)(nil)
-	_ Settler    = (*DirStore)(nil)
+	_ Store        = (*DirStore)(nil)
+	_ ChunkFiles   = (*DirStore)(nil)
+	_ Settler      = (*DirStore)(nil)
+	_ SourceWriter = (*DirStore)(nil)
 )
 
 // OpenDir opens (and scans) a directory store.
@@ -236,20 +237,36 @@ func (s *DirStore) forgetLocked(id ChunkID) {
 
 // Write implements Store.
 func (s *DirStore) Write(id ChunkID, off int64, p []byte, reserve int64) error {
+	return s.writeWith(id, off, len(p), reserve, func(f *os.File) error {
+		_, err := f.WriteAt(p, off)
+		return err
+	})
+}
+
+// WriteFrom implements SourceWriter.
+func (s *DirStore) WriteFrom(id ChunkID, off int64, src Source, reserve int64) error {
+	return s.writeWith(id, off, src.Len(), reserve, func(f *os.File) error {
+		return src.WriteToFile(f, off, 0, src.Len())
+	})
+}
+
+// writeWith writes n bytes at off of chunk id with write, on the chunk's
+// file (created, charging reserve, if new).
+func (s *DirStore) writeWith(id ChunkID, off int64, n int, reserve int64, write func(f *os.File) error) error {
 	f, err := s.file(id, true, reserve)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteAt(p, off)
+	err = write(f)
 	if errors.Is(err, os.ErrClosed) {
 		// evicted from the cache by a concurrent request: retry once
 		if f, err = s.file(id, true, reserve); err == nil {
-			_, err = f.WriteAt(p, off)
+			err = write(f)
 		}
 	}
 	if err == nil {
 		s.mu.Lock()
-		s.wroteLocked(key(id), off+int64(len(p)))
+		s.wroteLocked(key(id), off+int64(n))
 		s.mu.Unlock()
 	}
 	return err

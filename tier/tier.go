@@ -107,6 +107,23 @@ type ChunkFiles interface {
 	ChunkFile(id ChunkID) (*os.File, error)
 }
 
+// Source is a payload held outside the process (a pipe: zerocopy.Pipe)
+// that can be written into a file without passing through the process.
+type Source interface {
+	Len() int
+	// WriteToFile writes bytes [off, off+n) of the payload into f at
+	// position at.
+	WriteToFile(f *os.File, at int64, off, n int) error
+}
+
+// SourceWriter is implemented by stores whose chunks are files, so a data
+// server can write a payload it received into a pipe straight into the
+// chunk (one copy, by the file system) instead of through its memory.
+type SourceWriter interface {
+	// WriteFrom is Store.Write with the bytes in src.
+	WriteFrom(id ChunkID, off int64, src Source, reserve int64) error
+}
+
 // Config is what every store kind is opened with.
 type Config struct {
 	Dir      string

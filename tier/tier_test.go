@@ -48,7 +48,14 @@ func TestConformance(t *testing.T) {
 					n := 1 + r.Intn(cs-off)
 					p := make([]byte, n)
 					r.Read(p)
-					if err := s.Write(id, int64(off), p, cs); err != nil {
+					var err error
+					if sw, ok := s.(SourceWriter); ok && i%2 == 1 {
+						// the bytes from outside the process
+						err = sw.WriteFrom(id, int64(off), bytesSource(p), cs)
+					} else {
+						err = s.Write(id, int64(off), p, cs)
+					}
+					if err != nil {
 						t.Fatal(err)
 					}
 					if off+n > len(model) {
@@ -211,4 +218,15 @@ func TestPFSViewDeepAndSymlinks(t *testing.T) {
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Fatalf("wrote outside the PFS directory: %v", ents)
 	}
+}
+
+// bytesSource is a Source over bytes in memory (zerocopy.Pipe's splice is
+// tested in its package).
+type bytesSource []byte
+
+func (b bytesSource) Len() int { return len(b) }
+
+func (b bytesSource) WriteToFile(f *os.File, at int64, off, n int) error {
+	_, err := f.WriteAt(b[off:off+n], at)
+	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 )
 
 // ClientOptions configure a Client.
@@ -74,6 +75,7 @@ func (e *SinkError) Error() string { return "relaying a response: " + e.Err.Erro
 func (e *SinkError) Unwrap() error { return e.Err }
 
 type call struct {
+	body    *Body // the request's payload, if in a pipe
 	sink    Sink
 	into    []byte
 	resp    *wire.Msg
@@ -194,6 +196,19 @@ func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) 
 	return c.call(ctx, req, payload, &call{into: into})
 }
 
+// Body is a request payload kept in the kernel: bytes [Off, Off+N) of
+// Pipe, sent by reference (zerocopy.Pipe.SendTo) and still there to be
+// sent again after a reconnection.
+type Body struct {
+	Pipe   *zerocopy.Pipe
+	Off, N int
+}
+
+// CallBody is Call with the request's payload in b.
+func (c *Client) CallBody(ctx context.Context, req *wire.Msg, b Body, into []byte) (*wire.Msg, []byte, error) {
+	return c.call(ctx, req, nil, &call{into: into, body: &b})
+}
+
 // CallSink is Call for a response whose payload, if it has one, goes to
 // sink, called on the connection's reading goroutine before CallSink
 // returns. A sink's failure comes back as *SinkError.
@@ -261,7 +276,7 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 // do runs one call on one connection. sent reports whether the request may
 // have reached the server.
 func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, bool, error) {
-	cl := &call{into: proto.into, sink: proto.sink, done: make(chan struct{})}
+	cl := &call{into: proto.into, sink: proto.sink, body: proto.body, done: make(chan struct{})}
 	cc.mu.Lock()
 	if cc.err != nil {
 		err := cc.err
@@ -275,7 +290,14 @@ func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, pro
 
 	cc.wmu.Lock()
 	var err error
-	cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.KindRequest, id, req, payload)
+	if b := proto.body; b != nil {
+		cc.scratch = frameHead(cc.scratch, wire.KindRequest, id, req, b.N)
+		if _, err = cc.c.Write(cc.scratch); err == nil {
+			err = b.Pipe.SendTo(cc.c, b.Off, b.N)
+		}
+	} else {
+		cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.KindRequest, id, req, payload)
+	}
 	cc.wmu.Unlock()
 	if err != nil {
 		cc.fail(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 )
 
 // Request is one incoming request. The handler must call Reply exactly once,
@@ -18,8 +19,11 @@ import (
 type Request struct {
 	Msg     *wire.Msg
 	Payload []byte // request payload; valid until Reply
-	Peer    string
-	At      time.Time // when the request was read off the connection
+	// Body holds the payload instead, in the kernel, when the handler
+	// took it so (BodyTaker); valid until Reply.
+	Body *zerocopy.Pipe
+	Peer string
+	At   time.Time // when the request was read off the connection
 	// Gated is how long the daemon held it at an admission gate (its QoS
 	// scheduling), set by the daemon for its own records.
 	Gated time.Duration
@@ -27,13 +31,31 @@ type Request struct {
 	sc    *serverConn
 }
 
-// Reply sends the response and releases the request payload. respPayload is
-// not retained after Reply returns.
-func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
+// PayloadLen is the length of the request's payload, in Payload or Body.
+func (r *Request) PayloadLen() int {
+	if r.Body != nil {
+		return r.Body.Len()
+	}
+	return len(r.Payload)
+}
+
+// release gives back the request's payload.
+func (r *Request) release() {
 	if r.Payload != nil {
 		bufpool.Put(r.Payload)
 		r.Payload = nil
 	}
+	if r.Body != nil {
+		r.Body.Release()
+		r.Body = nil
+		r.sc.srv.bodies.Add(-1)
+	}
+}
+
+// Reply sends the response and releases the request payload. respPayload is
+// not retained after Reply returns.
+func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
+	r.release()
 	r.sc.reply(r.id, resp, respPayload)
 }
 
@@ -43,10 +65,7 @@ func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
 // connection is closed, so that the peer never takes a cut frame for a
 // whole one, and the error is returned. Like Reply it releases Payload.
 func (r *Request) ReplySend(resp *wire.Msg, n int, send func(c net.Conn) error) error {
-	if r.Payload != nil {
-		bufpool.Put(r.Payload)
-		r.Payload = nil
-	}
+	r.release()
 	sc := r.sc
 	if sc.dead.Load() {
 		return net.ErrClosed
@@ -74,6 +93,21 @@ func (r *Request) ReplyErr(err error) {
 type Handler interface {
 	Handle(r *Request)
 }
+
+// BodyTaker is a Handler that takes some requests' payloads as Body (in a
+// pipe, received without a copy) rather than as Payload: those it relays
+// or writes to a file without reading them.
+type BodyTaker interface {
+	TakesBody(m *wire.Msg) bool
+}
+
+// MinBody is the smallest payload taken as a Body (below it a copy costs
+// less than the pipe's system calls), and MaxBodies bounds the Bodies a
+// server holds at once (two descriptors each).
+const (
+	MinBody   = 128 << 10
+	MaxBodies = 256
+)
 
 // HandlerFunc serves every request in its own goroutine with a synchronous
 // function: the simple model for daemons without a pipeline.
@@ -117,6 +151,11 @@ type Server struct {
 	// Now stamps each request's arrival (Request.At); set it before Serve
 	// to the daemon's clock (nil: time.Now).
 	Now func() time.Time
+	// bodies counts the requests holding a Body.
+	bodies atomic.Int64
+	// Bodies counts the payloads received as Bodies (for tests and
+	// benchmarks: the zero-copy path was taken).
+	Bodies atomic.Int64
 }
 
 // NewServer returns a server that authenticates with secret.
@@ -165,6 +204,7 @@ func (s *Server) Close() {
 }
 
 type serverConn struct {
+	srv     *Server
 	c       net.Conn
 	wmu     sync.Mutex // guards writes on c and scratch
 	scratch []byte
@@ -185,7 +225,7 @@ func (s *Server) serveConn(c net.Conn) {
 		c.Close()
 		return
 	}
-	sc := &serverConn{c: c}
+	sc := &serverConn{srv: s, c: c}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -215,16 +255,61 @@ func (s *Server) serveConn(c net.Conn) {
 			s.log.Warn("closing connection: unexpected frame", "peer", peer, "kind", h.Kind, "op", m.Op)
 			return
 		}
-		var payload []byte
+		req := &Request{Msg: m, Peer: peer, id: h.ReqID, sc: sc}
 		if h.PayloadLen > 0 {
-			payload = bufpool.Get(int(h.PayloadLen))
-			if _, err := io.ReadFull(fr.r, payload); err != nil {
-				bufpool.Put(payload)
+			if err := s.readPayload(fr, c, req, int(h.PayloadLen)); err != nil {
+				s.log.Debug("closing connection: reading a payload", "peer", peer, "err", err)
 				return
 			}
 		}
-		s.h.Handle(&Request{Msg: m, Payload: payload, Peer: peer, At: s.now(), id: h.ReqID, sc: sc})
+		req.At = s.now()
+		s.h.Handle(req)
 	}
+}
+
+// readPayload reads a request's n payload bytes: into a pipe (Body) if
+// the handler takes this request's that way, else into a pooled buffer.
+func (s *Server) readPayload(fr *frameReader, c net.Conn, req *Request, n int) error {
+	if bt, ok := s.h.(BodyTaker); ok && n >= MinBody && bt.TakesBody(req.Msg) {
+		if s.bodies.Add(1) <= MaxBodies {
+			if p := zerocopy.NewPipe(n); p != nil {
+				k := min(fr.r.Buffered(), n)
+				prefix, _ := fr.r.Peek(k)
+				err := p.Fill(prefix, c, n)
+				fr.r.Discard(k)
+				if err == nil {
+					req.Body = p
+					s.Bodies.Add(1)
+					return nil
+				}
+				s.bodies.Add(-1)
+				if !errors.Is(err, zerocopy.ErrPipeFull) {
+					p.Release()
+					return err
+				}
+				// the bytes that fitted, then the rest from the socket
+				req.Payload = bufpool.Get(n)
+				err = p.ReadAt(req.Payload[:p.Len()], 0)
+				if err == nil {
+					_, err = io.ReadFull(fr.r, req.Payload[p.Len():])
+				}
+				p.Release()
+				if err != nil {
+					bufpool.Put(req.Payload)
+					req.Payload = nil
+				}
+				return err
+			}
+		}
+		s.bodies.Add(-1)
+	}
+	req.Payload = bufpool.Get(n)
+	if _, err := io.ReadFull(fr.r, req.Payload); err != nil {
+		bufpool.Put(req.Payload)
+		req.Payload = nil
+		return err
+	}
+	return nil
 }
 
 func (sc *serverConn) reply(id uint64, m *wire.Msg, payload []byte) {

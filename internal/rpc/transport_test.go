@@ -158,3 +158,95 @@ func TestMergedListenerClose(t *testing.T) {
 		}
 	}
 }
+
+// bodyRelay takes OpWrite payloads as Bodies and relays parts of them to
+// another server with CallBody, as a forwarding daemon does.
+type bodyRelay struct {
+	to *Client
+}
+
+func (h bodyRelay) TakesBody(m *wire.Msg) bool { return m.Op == wire.OpWrite }
+
+func (h bodyRelay) Handle(r *Request) {
+	go func() {
+		n := r.PayloadLen()
+		var got []byte
+		if r.Body != nil {
+			// the second half, then the whole, from the same pipe
+			for _, part := range [][2]int{{n / 2, n - n/2}, {0, n}} {
+				_, p, err := h.to.CallBody(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: 1}, Body{Pipe: r.Body, Off: part[0], N: part[1]}, nil)
+				if err != nil {
+					r.ReplyErr(err)
+					return
+				}
+				got = append(got, p...)
+			}
+		} else {
+			got = append(append(got, r.Payload[n/2:]...), r.Payload...)
+		}
+		r.Reply(&wire.Msg{Size: uint64(n), Flags: boolFlag(r.Body != nil)}, got)
+	}()
+}
+
+func boolFlag(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Large payloads to a BodyTaker arrive in pipes and are relayed from them
+// by reference, any part of them any number of times; small ones arrive
+// as bytes; over TCP and over the local socket.
+func TestBody(t *testing.T) {
+	for _, local := range []bool{true, false} {
+		ln, err := Listen("127.0.0.1:0", ListenOptions{Local: local})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peerServer(t, ln) // echoes
+		relayLn, err := Listen("127.0.0.1:0", ListenOptions{Local: local})
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := NewClient(ln.Addr().String(), secret, ClientOptions{Timeout: 5 * time.Second})
+		defer to.Close()
+		rs := NewServer(secret, bodyRelay{to}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		go rs.Serve(relayLn)
+		t.Cleanup(rs.Close)
+		c := NewClient(relayLn.Addr().String(), secret, ClientOptions{Timeout: 5 * time.Second})
+		defer c.Close()
+		var wg sync.WaitGroup
+		for i, n := range []int{MinBody - 1, MinBody, 1 << 20, 1<<20 + 12345, 700_000} {
+			wg.Add(1)
+			go func(i, n int) {
+				defer wg.Done()
+				payload := make([]byte, n)
+				for k := range payload {
+					payload[k] = byte(k*7 + i)
+				}
+				resp, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: uint64(i)}, payload, nil)
+				if err != nil {
+					t.Errorf("local %v n %d: %v", local, n, err)
+					return
+				}
+				want := append(append([]byte(nil), payload[n/2:]...), payload...)
+				if !bytes.Equal(p, want) {
+					t.Errorf("local %v n %d: relayed bytes differ", local, n)
+				}
+				// past 1 MiB only where pipes may be larger than
+				// pipe-max-size (CAP_SYS_RESOURCE)
+				if (resp.Flags == 1) != (n >= MinBody) && n <= 1<<20 {
+					t.Errorf("local %v n %d: received as a body: %v", local, n, resp.Flags == 1)
+				}
+			}(i, n)
+		}
+		wg.Wait()
+		if b := rs.Bodies.Load(); b < 3 {
+			t.Errorf("local %v: %d bodies, want 3 or 4", local, b)
+		}
+		if rs.bodies.Load() != 0 {
+			t.Errorf("local %v: %d bodies still held after the replies", local, rs.bodies.Load())
+		}
+	}
+}

@@ -12,29 +12,41 @@ import (
 )
 
 // Pipe holds a payload in the kernel: the bytes of a request received
-// from a socket without copying them into the process (the pipe holds
+// from a socket without copying them into the process (pipes hold
 // references to the socket's pages), sent on to sockets or written into
 // files any number of times, each time without a copy through the process
 // (tee, splice). A forwarding daemon relays a write this way and can still
 // send it again, to another server or after a reconnection.
 //
+// A pipe holds a number of pages, and a socket's bytes come in pieces
+// that need not fill them (the head of a buffer, a frame's start), so a
+// 1 MiB payload may take a little more than a 1 MiB pipe: a Pipe is a
+// chain of pipes, another taken when one is full.
+//
 // A Pipe is used by one owner; SendTo, WriteToFile and ReadAt may run
 // concurrently (each tees into a pipe of its own), Release after all.
 type Pipe struct {
-	p *pipe
-	n int // bytes held
+	segs []seg
+	n    int // bytes held
 }
 
-// ErrPipeFull says a payload did not fit the pipe (a pipe holds a number
-// of pages, and a socket's bytes may come in pieces smaller than a page):
-// the caller reads it into memory instead.
-var ErrPipeFull = errors.New("zerocopy: payload does not fit a pipe")
+// seg is one pipe of the chain and the bytes it holds.
+type seg struct {
+	p *pipe
+	n int
+}
 
-// bigPipe is the capacity asked for a payload pipe: a 1 MiB write in
-// page-sized pieces plus the partial pages at the heads of the socket's
-// buffers (more than pipe-max-size needs CAP_SYS_RESOURCE; without it a
-// pipe gets 1 MiB and a payload that does not fit goes through memory).
-const bigPipe = 2 << 20
+// ErrPipeFull says a payload did not fit the pipes a Pipe may chain: the
+// caller reads it into memory instead.
+var ErrPipeFull = errors.New("zerocopy: payload does not fit its pipes")
+
+// maxSegs bounds a Pipe's chain.
+const maxSegs = 4
+
+// bigPipe is the capacity asked for a payload pipe (more than
+// pipe-max-size, 1 MiB by default, needs CAP_SYS_RESOURCE; a pipe that
+// gets less is chained). A variable for tests.
+var bigPipe = 2 << 20
 
 var (
 	bigPipes = make(chan *pipe, 64) // empty payload pipes
@@ -53,7 +65,7 @@ func getBigPipe() (*pipe, error) {
 		return nil, err
 	}
 	p := &pipe{r: fds[0], w: fds[1], size: 64 << 10}
-	for _, sz := range []int{bigPipe, 1 << 20} {
+	for _, sz := range []int{bigPipe, min(bigPipe, 1<<20)} {
 		if got, err := fcntl(p.w, syscall.F_SETPIPE_SZ, sz); err == nil {
 			p.size = got
 			break
@@ -70,18 +82,18 @@ func putBigPipe(p *pipe) {
 	}
 }
 
-// NewPipe returns an empty pipe for a payload of n bytes, or nil if the
+// NewPipe returns an empty Pipe for a payload of n bytes, or nil if the
 // system's pipes are too small for it (or no pipe can be had).
 func NewPipe(n int) *Pipe {
 	p, err := getBigPipe()
 	if err != nil {
 		return nil
 	}
-	if p.size < n {
+	if p.size*(maxSegs-1) < n {
 		putBigPipe(p)
 		return nil
 	}
-	return &Pipe{p: p}
+	return &Pipe{segs: []seg{{p: p}}}
 }
 
 // Len is the number of bytes held.
@@ -94,15 +106,26 @@ func (p *Pipe) Len() int { return p.n }
 // in src.
 func (p *Pipe) Fill(prefix []byte, src net.Conn, n int) error {
 	for len(prefix) > 0 {
-		k, err := syscall.Write(p.p.w, prefix)
+		cur := &p.segs[len(p.segs)-1]
+		k, err := syscall.Write(cur.p.w, prefix)
 		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN {
+			if err := p.grow(); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("zerocopy: filling a pipe: %w", err)
 		}
 		prefix = prefix[k:]
+		cur.n += k
 		p.n += k
+	}
+	if p.n >= n {
+		return nil
 	}
 	sc, ok := src.(syscall.Conn)
 	if !ok {
@@ -116,13 +139,16 @@ func (p *Pipe) Fill(prefix []byte, src net.Conn, n int) error {
 	for p.n < n && serr == nil {
 		rerr := rc.Read(func(fd uintptr) bool {
 			for p.n < n {
-				k, err := syscall.Splice(int(fd), nil, p.p.w, nil, n-p.n, spliceFlags)
+				cur := &p.segs[len(p.segs)-1]
+				k, err := syscall.Splice(int(fd), nil, cur.p.w, nil, n-p.n, spliceFlags)
 				switch {
 				case err == syscall.EINTR:
 					continue
 				case err == syscall.EAGAIN:
-					if p.full() {
-						serr = ErrPipeFull
+					if cur.p.full() {
+						if serr = p.grow(); serr == nil {
+							continue
+						}
 						return true
 					}
 					return false // wait until src is readable
@@ -131,6 +157,7 @@ func (p *Pipe) Fill(prefix []byte, src net.Conn, n int) error {
 				case k == 0:
 					serr = ErrShort
 				default:
+					cur.n += int(k)
 					p.n += int(k)
 					continue
 				}
@@ -145,11 +172,24 @@ func (p *Pipe) Fill(prefix []byte, src net.Conn, n int) error {
 	return serr
 }
 
+// grow chains another pipe.
+func (p *Pipe) grow() error {
+	if len(p.segs) >= maxSegs {
+		return ErrPipeFull
+	}
+	q, err := getBigPipe()
+	if err != nil {
+		return ErrPipeFull
+	}
+	p.segs = append(p.segs, seg{p: q})
+	return nil
+}
+
 // full reports whether the pipe has no slot left, so that a splice into
 // it would wait forever (an EAGAIN from a splice says only that one end
 // or the other would block): a pipe polls writable while it has one.
-func (p *Pipe) full() bool {
-	fds := []unix.PollFd{{Fd: int32(p.p.w), Events: unix.POLLOUT}}
+func (p *pipe) full() bool {
+	fds := []unix.PollFd{{Fd: int32(p.w), Events: unix.POLLOUT}}
 	for {
 		n, err := unix.Poll(fds, 0)
 		if err == syscall.EINTR {
@@ -159,28 +199,44 @@ func (p *Pipe) full() bool {
 	}
 }
 
-// tee duplicates the pipe's first off+n bytes into a pipe of its own and
-// drops the first off of them, leaving n to be spliced out of it.
-func (p *Pipe) tee(off, n int) (*pipe, error) {
+// each calls fn with a pipe of its own holding bytes [off, off+n) of
+// the payload, one segment's part at a time, and returns that pipe to the
+// pool once fn has emptied it.
+func (p *Pipe) each(off, n int, fn func(q *pipe, k int) error) error {
 	if off < 0 || n < 0 || off+n > p.n {
-		return nil, fmt.Errorf("zerocopy: bytes %d+%d of a pipe of %d", off, n, p.n)
+		return fmt.Errorf("zerocopy: bytes %d+%d of a pipe of %d", off, n, p.n)
 	}
-	q, err := getBigPipe()
-	if err != nil {
-		return nil, err
+	for _, sg := range p.segs {
+		if n == 0 {
+			break
+		}
+		if off >= sg.n {
+			off -= sg.n
+			continue
+		}
+		k := min(n, sg.n-off)
+		q, err := getBigPipe()
+		if err != nil {
+			return err
+		}
+		t, err := teeAll(sg.p.r, q.w, off+k)
+		if err == nil && t != off+k {
+			err = fmt.Errorf("zerocopy: tee duplicated %d of %d bytes", t, off+k)
+		}
+		if err == nil && off > 0 {
+			err = skip(q, off)
+		}
+		if err == nil {
+			err = fn(q, k)
+		}
+		if err != nil {
+			q.close() // it may hold bytes
+			return err
+		}
+		putBigPipe(q)
+		off, n = 0, n-k
 	}
-	k, err := teeAll(p.p.r, q.w, off+n)
-	if err == nil && k != off+n {
-		err = fmt.Errorf("zerocopy: tee duplicated %d of %d bytes", k, off+n)
-	}
-	if err == nil && off > 0 {
-		err = skip(q, off)
-	}
-	if err != nil {
-		q.close()
-		return nil, err
-	}
-	return q, nil
+	return nil
 }
 
 func teeAll(in, out, n int) (int, error) {
@@ -228,127 +284,107 @@ func skip(q *pipe, n int) error {
 // SendTo writes bytes [off, off+n) of the payload to socket dst, by
 // reference; the pipe keeps them.
 func (p *Pipe) SendTo(dst net.Conn, off, n int) error {
-	q, err := p.tee(off, n)
-	if err != nil {
-		return err
-	}
 	dc, ok := dst.(syscall.Conn)
 	if !ok {
-		q.close()
 		return fmt.Errorf("zerocopy: %T is not a socket", dst)
 	}
 	rc, err := dc.SyscallConn()
 	if err != nil {
-		q.close()
 		return err
 	}
-	left := n
-	var serr error
-	werr := rc.Write(func(fd uintptr) bool {
-		for left > 0 {
-			k, err := syscall.Splice(q.r, nil, int(fd), nil, left, spliceFlags)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return false // wait until dst is writable
-			case err != nil:
-				serr = fmt.Errorf("splice to socket: %w", err)
-				return true
+	return p.each(off, n, func(q *pipe, left int) error {
+		var serr error
+		werr := rc.Write(func(fd uintptr) bool {
+			for left > 0 {
+				k, err := syscall.Splice(q.r, nil, int(fd), nil, left, spliceFlags)
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					return false // wait until dst is writable
+				case err != nil:
+					serr = fmt.Errorf("splice to socket: %w", err)
+					return true
+				}
+				left -= int(k)
 			}
-			left -= int(k)
-		}
-		return true
-	})
-	if serr == nil {
-		serr = werr
-	}
-	if serr != nil || left > 0 {
-		q.close()
+			return true
+		})
 		if serr == nil {
+			serr = werr
+		}
+		if serr == nil && left > 0 {
 			serr = ErrShort
 		}
 		return serr
-	}
-	putBigPipe(q)
-	return nil
+	})
 }
 
 // WriteToFile writes bytes [off, off+n) of the payload into f at position
 // at (the file system copies them from the pipe's pages: one copy).
 func (p *Pipe) WriteToFile(f *os.File, at int64, off, n int) error {
-	q, err := p.tee(off, n)
-	if err != nil {
-		return err
-	}
 	rc, err := f.SyscallConn()
 	if err != nil {
-		q.close()
 		return err
 	}
-	left := n
-	var serr error
-	cerr := rc.Control(func(fd uintptr) {
-		for left > 0 {
-			pos := at + int64(n-left)
-			k, err := syscall.Splice(q.r, nil, int(fd), &pos, left, spliceFlags)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err != nil:
-				serr = err
-				return
-			case k == 0:
-				serr = ErrShort
-				return
+	pos := at
+	return p.each(off, n, func(q *pipe, left int) error {
+		var serr error
+		cerr := rc.Control(func(fd uintptr) {
+			for left > 0 {
+				k, err := syscall.Splice(q.r, nil, int(fd), &pos, left, spliceFlags)
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err != nil:
+					serr = err
+					return
+				case k == 0:
+					serr = ErrShort
+					return
+				}
+				left -= int(k)
 			}
-			left -= int(k)
+		})
+		if serr == nil && cerr != nil {
+			// Control fails only for a file closed meanwhile (its
+			// descriptor is gone): nothing more was written
+			serr = fmt.Errorf("%w (%v)", os.ErrClosed, cerr)
 		}
-	})
-	if serr == nil {
-		serr = cerr
-	}
-	if serr != nil {
-		q.close()
 		return serr
-	}
-	putBigPipe(q)
-	return nil
+	})
 }
 
 // ReadAt copies bytes [off, off+len(b)) of the payload into b.
 func (p *Pipe) ReadAt(b []byte, off int) error {
-	q, err := p.tee(off, len(b))
-	if err != nil {
-		return err
-	}
-	for got := 0; got < len(b); {
-		k, err := syscall.Read(q.r, b[got:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || k == 0 {
-			q.close()
-			if err == nil {
-				err = ErrShort
+	got := 0
+	return p.each(off, len(b), func(q *pipe, left int) error {
+		for left > 0 {
+			k, err := syscall.Read(q.r, b[got:got+left])
+			if err == syscall.EINTR {
+				continue
 			}
-			return fmt.Errorf("zerocopy: reading a pipe: %w", err)
+			if err != nil || k == 0 {
+				if err == nil {
+					err = ErrShort
+				}
+				return fmt.Errorf("zerocopy: reading a pipe: %w", err)
+			}
+			got += k
+			left -= k
 		}
-		got += k
-	}
-	putBigPipe(q)
-	return nil
+		return nil
+	})
 }
 
-// Release drops the payload and keeps the pipe for another one.
+// Release drops the payload and keeps the pipes for other ones.
 func (p *Pipe) Release() {
-	if p.p == nil {
-		return
+	for _, sg := range p.segs {
+		if sg.n > 0 && skip(sg.p, sg.n) != nil {
+			sg.p.close()
+		} else {
+			putBigPipe(sg.p)
+		}
 	}
-	if p.n > 0 && skip(p.p, p.n) != nil {
-		p.p.close()
-	} else {
-		putBigPipe(p.p)
-	}
-	p.p, p.n = nil, 0
+	p.segs, p.n = nil, 0
 }

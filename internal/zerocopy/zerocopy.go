@@ -91,7 +91,9 @@ func sendfile(dst net.Conn, f *os.File, off int64, n int) (int, error) {
 		}
 	})
 	if cerr != nil {
-		return sent, cerr
+		// Control fails only for a file closed meanwhile: nothing was
+		// sent
+		return sent, fmt.Errorf("%w (%v)", os.ErrClosed, cerr)
 	}
 	if serr != nil {
 		return sent, fmt.Errorf("sendfile: %w", serr)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -189,6 +190,7 @@ func TestPipe(t *testing.T) {
 					if err := p.ReadAt(got, 0); err != nil || !bytes.Equal(got, data[:p.Len()]) {
 						t.Fatalf("%s n %d: after ErrPipeFull, the pipe's bytes: %v", network, c.n, err)
 					}
+					t.Logf("%s n %d prefix %d: %d bytes fitted the pipe", network, c.n, c.prefix, p.Len())
 					p.Release()
 					continue
 				}
@@ -238,4 +240,81 @@ func TestPipe(t *testing.T) {
 			p.Release()
 		}
 	}
+}
+
+// A payload larger than a pipe chains more; past the chain's bound the
+// fill stops with ErrPipeFull, the bytes that fitted readable and the
+// rest still in the socket.
+func TestPipeChain(t *testing.T) {
+	small := func() *Pipe {
+		var fds [2]int
+		if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+			t.Fatal(err)
+		}
+		size, err := fcntl(fds[1], syscall.F_SETPIPE_SZ, 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Pipe{segs: []seg{{p: &pipe{r: fds[0], w: fds[1], size: size}}}}
+	}
+	p := small()
+	in, src := pair(t, "unix")
+	data := randomBytes(1<<20, 5)
+	go in.Write(data)
+	if err := p.Fill(data[:1000], nil, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Fill(nil, src, len(data)); err != nil {
+		t.Fatalf("fill of 1 MiB from a 64 KiB pipe on: %v", err)
+	}
+	if len(p.segs) < 2 {
+		t.Fatalf("%d pipes for 1 MiB past a 64 KiB one", len(p.segs))
+	}
+	got := make([]byte, len(data)-1000)
+	if err := p.ReadAt(got, 1000); err != nil || !bytes.Equal(got, data[:len(got)]) {
+		t.Fatalf("reading across the chain: %v", err)
+	}
+	dst, out := pair(t, "unix")
+	errc := make(chan error, 1)
+	go func() { errc <- p.SendTo(dst, 50_000, 200_000) }() // across the first pipe's end
+	sent := make([]byte, 200_000)
+	if _, err := io.ReadFull(out, sent); err != nil || !bytes.Equal(sent, append(data[:1000:1000], data...)[50_000:250_000]) {
+		t.Fatalf("sending across the chain: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+
+	// pipes of 64 KiB: four hold at most 2 MiB (16 pages of up to 32 KiB
+	// each)
+	drain := func() {
+		for {
+			select {
+			case q := <-bigPipes:
+				q.close()
+			default:
+				return
+			}
+		}
+	}
+	drain()
+	bigPipe = 64 << 10
+	defer func() { drain(); bigPipe = 2 << 20 }()
+	p = small()
+	in, src = pair(t, "unix")
+	big := randomBytes(5<<20, 6)
+	go in.Write(big)
+	if err := p.Fill(nil, src, len(big)); err != ErrPipeFull {
+		t.Fatalf("fill of 5 MiB: %v, want ErrPipeFull", err)
+	}
+	got = make([]byte, p.Len())
+	if err := p.ReadAt(got, 0); err != nil || !bytes.Equal(got, big[:len(got)]) {
+		t.Fatalf("the bytes that fitted: %v", err)
+	}
+	rest := make([]byte, len(big)-len(got))
+	if _, err := io.ReadFull(src, rest); err != nil || !bytes.Equal(rest, big[len(got):]) {
+		t.Fatalf("the rest in the socket: %v", err)
+	}
+	p.Release()
 }

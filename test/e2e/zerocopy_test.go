@@ -89,6 +89,14 @@ func TestZeroCopyReads(t *testing.T) {
 	if sendfiles == 0 || splices == 0 {
 		t.Fatalf("the zero-copy paths were not taken: %g sendfile reads, %g spliced", sendfiles, splices)
 	}
+	// the file was written in 1 MiB writes: their payloads went through
+	// pipes in the forwarding daemons and the data servers
+	fwdWrites := sumCounter(t, c, base, "sluice_fwd_spliced_writes_total")
+	dataWrites := sumCounter(t, c, base, "sluice_data_spliced_writes_total")
+	t.Logf("writes kept in pipes: %g by forwarding daemons, %g spliced into chunks", fwdWrites, dataWrites)
+	if fwdWrites == 0 || dataWrites == 0 {
+		t.Fatalf("the zero-copy write paths were not taken: %g, %g", fwdWrites, dataWrites)
+	}
 }
 
 // freePorts returns the first of n consecutive loopback ports that are
