@@ -10,8 +10,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -154,6 +156,47 @@ func memDir(d string, secret []byte) string {
 	return filepath.Join(d, "mem")
 }
 
+// ownerFile names, in a mem tier's per-cluster tmpfs directory, the file
+// holding the cluster's state directory: a cluster whose state directory
+// is gone (a test's or a benchmark's, removed without `sluice down
+// --purge`, or after a kill) left its chunks in memory, and the next `up`
+// frees them.
+const ownerFile = "owner"
+
+// claimMemDir records state dir d as the owner of mem tier directory
+// mdir's parent.
+func claimMemDir(mdir, d string) error {
+	parent := filepath.Dir(mdir)
+	if filepath.Dir(parent) != "/dev/shm" {
+		return nil // under the state directory: goes with it
+	}
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(parent, ownerFile), []byte(d), 0o600)
+}
+
+// sweepOrphanMem removes the mem tier directories under /dev/shm whose
+// owner's state directory no longer exists, and returns them.
+func sweepOrphanMem() []string {
+	owners, _ := filepath.Glob("/dev/shm/sluice-*/" + ownerFile)
+	var gone []string
+	for _, f := range owners {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if _, err := os.Stat(string(b)); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		parent := filepath.Dir(f)
+		if os.RemoveAll(parent) == nil {
+			gone = append(gone, parent)
+		}
+	}
+	return gone
+}
+
 // Up starts a cluster and returns once the mount is usable.
 func Up(o Options) (*Cluster, error) {
 	dir, err := filepath.Abs(o.Dir)
@@ -247,6 +290,12 @@ func Up(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	mdir := memDir(dir, secret)
+	sweepOrphanMem()
+	if o.MemBytes > 0 {
+		if err := claimMemDir(mdir, dir); err != nil {
+			return nil, err
+		}
+	}
 	if n := len(o.DataMBpsEach); n > 0 && n != max(o.MemServers, 1) {
 		return nil, fmt.Errorf("%d mem-tier caps for %d mem-tier data servers", n, max(o.MemServers, 1))
 	}

@@ -19,9 +19,12 @@ func Down(dir string, purge bool) error {
 		return err
 	}
 	c.stop()
+	var mounted error
 	if Mounted(c.Mount) {
-		return fmt.Errorf("%s is still mounted", c.Mount)
+		mounted = fmt.Errorf("%s is still mounted", c.Mount)
 	}
+	// the daemons are gone whether or not the mount went: the mem tier's
+	// memory is freed either way
 	if purge {
 		for _, d := range c.Daemons {
 			if len(d.Args) > 2 && d.Args[0] == "data" && d.Args[2] == "mem" {
@@ -29,13 +32,15 @@ func Down(dir string, purge bool) error {
 					if a == "--dir" && i+1 < len(d.Args) {
 						os.RemoveAll(d.Args[i+1])
 						os.RemoveAll(localns.Beside(d.Args[i+1])) // its node-local namespace
-						os.Remove(filepath.Dir(d.Args[i+1]))      // the per-cluster parent, once empty
+						parent := filepath.Dir(d.Args[i+1])
+						os.Remove(filepath.Join(parent, ownerFile))
+						os.Remove(parent) // the per-cluster parent, once empty
 					}
 				}
 			}
 		}
 	}
-	return nil
+	return mounted
 }
 
 // Restart starts (again) the named daemon with its recorded arguments,

@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// A mem tier left in /dev/shm by a cluster whose state directory is gone
+// is freed by the next sweep; one whose cluster's state is still there
+// stays.
+func TestSweepOrphanMem(t *testing.T) {
+	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() {
+		t.Skip("no /dev/shm")
+	}
+	live := t.TempDir()
+	gone := filepath.Join(t.TempDir(), "removed-state")
+	liveMem := memDir(live, []byte("s1"))
+	goneMem := memDir(gone, []byte("s2"))
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(liveMem)); os.RemoveAll(filepath.Dir(goneMem)) })
+	for _, c := range []struct{ mem, state string }{{liveMem, live}, {goneMem, gone}} {
+		if err := claimMemDir(c.mem, c.state); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(c.mem, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(c.mem, "chunk"), make([]byte, 4096), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swept := sweepOrphanMem()
+	if !slices.Contains(swept, filepath.Dir(goneMem)) {
+		t.Errorf("swept %v, not %s", swept, filepath.Dir(goneMem))
+	}
+	if _, err := os.Stat(goneMem); !os.IsNotExist(err) {
+		t.Errorf("orphan %s still there (%v)", goneMem, err)
+	}
+	if _, err := os.Stat(filepath.Join(liveMem, "chunk")); err != nil {
+		t.Errorf("live cluster's mem tier swept: %v", err)
+	}
+}
