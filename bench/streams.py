@@ -4,10 +4,13 @@ MB/s of the passthrough and sluice (medians with min-max) and their ratio,
 and the CPU seconds per GB every process on the path spent.
 
     python3 bench/streams.py RESULTS.jsonl [--up FLAGS] [--check]
+    python3 bench/streams.py RESULTS.jsonl --ab FLAGS_A FLAGS_B
 
 --up picks the runs made with those `sluice up` flags (default: every
 run). --check fails unless every phase has figures above zero for both
-targets and sane ratios (the smoke run in make test)."""
+targets and sane ratios (the smoke run in make test). --ab compares
+sluice's runs with flags A against those with flags B (bench/streams-ab.sh):
+MB/s and CPU seconds per GB over every process, medians (min-max), A/B."""
 import json
 import statistics
 import sys
@@ -41,6 +44,8 @@ def main(argv):
             up = argv[i + 1]
             i += 2
             continue
+        if argv[i] == "--ab":
+            return ab(path or argv[i + 3], argv[i + 1], argv[i + 2])
         if argv[i] == "--check":
             check = True
         else:
@@ -87,6 +92,26 @@ def main(argv):
     if check and bad:
         print("check failed:", *bad, sep="\n  ")
         return 1
+    return 0
+
+
+def ab(path, a, b):
+    rows = [json.loads(line) for line in open(path)]
+    rows = [r for r in rows if r["target"] == "sluice" and not r.get("profiled")]
+    label = {a: "A", b: "B"}
+    print(f"A: `{a or '(defaults)'}`, B: `{b or '(defaults)'}`\n")
+    print("| phase | streams | A MB/s | B MB/s | A/B | A CPU s/GB | B CPU s/GB | A/B | runs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    phases = [p for p in ("new", "overwrite", "read") if any(r["phase"] == p for r in rows)]
+    for ph in phases:
+        for n in sorted({r["streams"] for r in rows}):
+            sel = {x: [r for r in rows if r["phase"] == ph and r["streams"] == n and r.get("up", "") == x] for x in label}
+            if not sel[a] or not sel[b]:
+                continue
+            bw = {x: med([r["mbps"] for r in sel[x]]) for x in label}
+            cpu = {x: med([sum(r["cpu_s"].values()) / (r["bytes"] / 1e9) for r in sel[x]]) for x in label}
+            print(f"| {ph} | {n} | {fmt(bw[a])} | {fmt(bw[b])} | {bw[a][0] / bw[b][0]:.2f} | {fmt(cpu[a], 2)} | "
+                  f"{fmt(cpu[b], 2)} | {cpu[a][0] / cpu[b][0]:.2f} | {len(sel[a])}+{len(sel[b])} |")
     return 0
 
 

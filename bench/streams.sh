@@ -76,17 +76,20 @@ print(" ".join(out))
 PY
 }
 profile() { # label: 8 s CPU, mutex and block profiles of every daemon
-	local names i=0
+	local names n i=0 pids=()
 	names=$(python3 -c 'import json,sys; print(" ".join(d["Name"] for d in json.load(open(sys.argv[1]))["Daemons"]))' "$WORK/s/cluster.json")
 	mkdir -p "$PROFDIR/$1"
 	for n in $names; do
 		local u="http://127.0.0.1:$((BASE + i))/debug/pprof"
 		curl -s -o "$PROFDIR/$1/$n.cpu.pb.gz" "$u/profile?seconds=8" &
+		pids+=($!)
 		curl -s -o "$PROFDIR/$1/$n.mutex.pb.gz" "$u/mutex?seconds=8" &
+		pids+=($!)
 		curl -s -o "$PROFDIR/$1/$n.block.pb.gz" "$u/block?seconds=8" &
+		pids+=($!)
 		i=$((i + 1))
 	done
-	wait
+	wait "${pids[@]}" # not the passthrough, which runs on
 }
 phase() { # target round streams phase rw dir
 	local target=$1 round=$2 n=$3 ph=$4 rw=$5 dir=$6 p a b f=$WORK/fio.json

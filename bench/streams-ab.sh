@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Two `sluice up` configurations side by side on the streams benchmark
+# (bench/streams.sh): RUNS invocations of each, one round each, A and B
+# alternating (the order flips every run), all into one results file;
+# then A against B, medians. The default compares Beacon monitoring on
+# (the default) with off: its cost on every streaming row (issue 18,
+# "Measurements you can trust"; docs/benchmarks.md).
+#
+#   bash bench/streams-ab.sh                         # monitoring on vs off, 3 runs each, 1 and 4 streams, ~20 min
+#   A="" B="--zero-copy none" RUNS=2 bash bench/streams-ab.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-3}
+A=${A-}
+B=${B---monitor=false}
+OUT=${OUT:-bench/results/streams-monitor-ab.jsonl}
+export STREAMS=${STREAMS:-1 4} SIZE=${SIZE:-1g}
+for r in $(seq "$RUNS"); do
+	if [ $((r % 2)) = 1 ]; then order=(A B); else order=(B A); fi
+	for x in "${order[@]}"; do
+		ROUNDS=1 UP="${!x}" OUT="$OUT" bash bench/streams.sh >/dev/null
+	done
+done
+python3 bench/streams.py "$OUT" --ab "$A" "$B"
