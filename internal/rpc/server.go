@@ -53,7 +53,9 @@ func (r *Request) release() {
 }
 
 // Reply sends the response and releases the request payload. respPayload is
-// not retained after Reply returns.
+// not retained after Reply returns. It must not be (part of) r.Payload: the
+// payload's buffer is given back first and may be refilled by the next
+// request while the answer is written.
 func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
 	r.release()
 	r.sc.reply(r.id, resp, respPayload)
@@ -110,7 +112,8 @@ const (
 )
 
 // HandlerFunc serves every request in its own goroutine with a synchronous
-// function: the simple model for daemons without a pipeline.
+// function: the simple model for daemons without a pipeline. Its answer
+// must not be the payload it was given (see Request.Reply).
 type HandlerFunc func(m *wire.Msg, payload []byte) (*wire.Msg, []byte)
 
 // Handle implements Handler.

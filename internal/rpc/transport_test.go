@@ -20,7 +20,11 @@ func peerServer(t *testing.T, ln net.Listener) (peers func() []string, done chan
 	t.Helper()
 	var mu sync.Mutex
 	var seen []string
-	h := HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) { return &wire.Msg{Size: uint64(len(p))}, p })
+	// an echo answers with a copy: the request's payload buffer is given
+	// back before the answer is written (Reply)
+	h := HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
+		return &wire.Msg{Size: uint64(len(p))}, append([]byte(nil), p...)
+	})
 	s := NewServer(secret, handlerWithPeer{h, func(p string) { mu.Lock(); seen = append(seen, p); mu.Unlock() }},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	done = make(chan error, 1)
