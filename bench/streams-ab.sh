@@ -8,17 +8,21 @@
 #
 #   bash bench/streams-ab.sh                         # monitoring on vs off, 3 runs each, 1 and 4 streams, ~20 min
 #   A="" B="--zero-copy none" RUNS=2 bash bench/streams-ab.sh
+#   A_BIN=/tmp/sluice-old B_BIN=/tmp/sluice-new B="" bash bench/streams-ab.sh   # two builds, same flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 A=${A-}
 B=${B---monitor=false}
+A_BIN=${A_BIN:-} B_BIN=${B_BIN:-} # another build for either side (streams.sh's SLUICE_BIN)
 OUT=${OUT:-bench/results/streams-monitor-ab.jsonl}
 export STREAMS=${STREAMS:-1 4} SIZE=${SIZE:-1g}
 for r in $(seq "$RUNS"); do
 	if [ $((r % 2)) = 1 ]; then order=(A B); else order=(B A); fi
 	for x in "${order[@]}"; do
-		ROUNDS=1 UP="${!x}" OUT="$OUT" bash bench/streams.sh >/dev/null
+		bin=${x}_BIN
+		ROUNDS=1 UP="${!x}" SLUICE_BIN="${!bin}" OUT="$OUT" bash bench/streams.sh >/dev/null
 	done
 done
-python3 bench/streams.py "$OUT" --ab "$A" "$B"
+# streams.sh labels a run with its flags, and the build if not bin/sluice
+python3 bench/streams.py "$OUT" --ab "$A${A_BIN:+ bin=$A_BIN}" "$B${B_BIN:+ bin=$B_BIN}"

@@ -22,9 +22,14 @@ type ClientOptions struct {
 	// Name identifies the server in error messages (e.g. "data server 3").
 	Name string
 	// BulkConns is how many connections carry bulk transfers (default
-	// DefaultBulkConns). A file's bulk requests always take the same
-	// one (by inode), so they stay in order; different files' go side by
-	// side, each connection read by its own goroutine at either end.
+	// DefaultBulkConns). A file's bulk requests take the same one (by
+	// inode); different files' go side by side, each connection read by
+	// its own goroutine at either end. Nothing relies on a file's
+	// requests keeping their order on it: both servers serve each request
+	// in a goroutine of its own, and a mount never has two overlapping
+	// writes out at once. Spreading a file's requests over the
+	// connections by mebibyte was measured and did not help (the waits
+	// are for the CPU behind the sockets; docs/benchmarks.md).
 	BulkConns int
 }
 
