@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-hpc/sluice/policy/dfra"
 	"github.com/sluice-hpc/sluice/policy/failslow"
 	"github.com/sluice-hpc/sluice/policy/place"
+	"github.com/sluice-hpc/sluice/policy/qos"
 	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/sim/flow"
 	"github.com/sluice-hpc/sluice/sim/machine"
@@ -54,6 +55,17 @@ type Config struct {
 	Placement place.Policy
 	// FailSlow makes forwarding nodes fail-slow during the run.
 	FailSlow FailSlow
+	// QoS is the rules every forwarding node and storage target enforces
+	// (policy/qos, as `sluice qos set` hands them to every daemon): the
+	// first rule a job's requests match (qos.Classify: by job id,
+	// application and operation class) caps them at each server, its
+	// Rate the bytes/s, its Ops the operations/s of the matched requests
+	// there together, whichever jobs they come from. A rule's Share
+	// (a weight when a server is saturated) is not modelled: the flow
+	// model shares max-min, without weights. Rules matching by node, uid
+	// or gid are refused (the simulated jobs carry neither); make rules
+	// with qos.ParseRule (a Rule literal's zero Uid matches uid 0).
+	QoS []qos.Rule
 	// Sample is the period of the utilisation timeline (0: 60 s).
 	Sample engine.Time
 	// Progress, if set, is called after every simulated hour.
@@ -104,6 +116,9 @@ type JobResult struct {
 	Reason   string   `json:"reason"`
 	Warmup   bool     `json:"warmup,omitempty"`
 	Remapped int      `json:"remapped,omitempty"` // times dfra.Remap moved it off fail-slow nodes
+	// QoS is the rules (Config.QoS) its requests matched, in the order
+	// first met.
+	QoS []string `json:"qos,omitempty"`
 }
 
 // Sample is one point of the utilisation timeline.
@@ -173,6 +188,7 @@ type phase struct {
 	ops     float64 // metadata operations
 	reqs    float64 // data requests counted by the forwarding nodes
 	setup   bool    // Job.SetupBytes: not the job's own I/O
+	read    bool    // its bytes are read (else written)
 }
 
 // Sim is one simulation in progress.
@@ -202,6 +218,14 @@ type Sim struct {
 	done    int
 	res     Result
 
+	// qosCaps are the rules' caps at each server, made when a flow first
+	// needs one: a resource of the rule's rate that every matched flow
+	// through the server also crosses
+	qosCaps map[qosCapKey]*flow.Resource
+	// isOps is the forwarding nodes' operation-rate resources: a flow
+	// whose path starts at one counts operations, not bytes
+	isOps map[*flow.Resource]bool
+
 	// fail-slow detection
 	recs     []beacon.Record
 	lastBusy []float64
@@ -222,6 +246,14 @@ func New(cfg Config) (*Sim, error) {
 	default:
 		return nil, fmt.Errorf("sim: policy %q: want ffm or dfra", cfg.Policy)
 	}
+	for _, r := range cfg.QoS {
+		if r.Node != "" || r.Uid >= 0 || r.Gid >= 0 {
+			return nil, fmt.Errorf("sim: QoS rule %s matches by node, uid or gid, which the simulated jobs do not carry", r)
+		}
+		if r.Rate <= 0 && r.Ops <= 0 && r.Share <= 0 {
+			return nil, fmt.Errorf("sim: QoS rule %s has no rate, iops or share", r)
+		}
+	}
 	if cfg.Sample <= 0 {
 		cfg.Sample = 60 * engine.Second
 	}
@@ -231,7 +263,7 @@ func New(cfg Config) (*Sim, error) {
 	}
 	e := engine.New()
 	s := &Sim{cfg: cfg, m: m, e: e, fm: flow.New(e), dcfg: cfg.DFRA, fwdIdx: map[string]int{},
-		classes: map[string]int{}, profile: map[string]*beacon.Profile{}}
+		classes: map[string]int{}, profile: map[string]*beacon.Profile{}, qosCaps: map[qosCapKey]*flow.Resource{}, isOps: map[*flow.Resource]bool{}}
 	if cfg.PlaceSeed > 1 {
 		s.seq = uint64(cfg.PlaceSeed-1) << 40
 	}
@@ -270,6 +302,7 @@ func New(cfg Config) (*Sim, error) {
 		}
 		s.fwdBW = append(s.fwdBW, r)
 		s.fwdOps = append(s.fwdOps, o)
+		s.isOps[o] = true
 	}
 	s.free = make([]bool, m.ComputeNodes)
 	for i := range s.free {
@@ -512,7 +545,7 @@ func (s *Sim) start(j *job) {
 	parts := float64(sp.Phases)
 	if sp.Read > 0 {
 		parts++
-		j.phases = append(j.phases, phase{bytes: sp.Read, ops: sp.MetaOps / parts, reqs: sp.Requests * sp.Read / (sp.Read + sp.Write)})
+		j.phases = append(j.phases, phase{bytes: sp.Read, ops: sp.MetaOps / parts, reqs: sp.Requests * sp.Read / (sp.Read + sp.Write), read: true})
 	}
 	for k := 0; k < sp.Phases; k++ {
 		reqs := sp.Requests / float64(sp.Phases)
@@ -590,9 +623,13 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 			if !ph.setup { // a setup phase is held back by neither the links nor the job's own limits
 				head = []flow.Use{{R: links(fs.fwd, fs.nodes)}}
 			}
+			dataRule := s.rule(j, dataClass(ph))
 			for k := 0; k < T; k++ {
 				if byTarget[k] > 0 {
-					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd])}, flow.Use{R: res(s.targets[g*T+k])})
+					t := g*T + k
+					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd])}, flow.Use{R: res(s.targets[t])})
+					path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
+					path = s.capped(path, res, dataRule, qosBytes, "ost", t)
 					out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, tag, done))
 				}
 			}
@@ -606,10 +643,12 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 		}
 		if o := ph.ops * share; o > 0 {
 			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}, {R: res(s.meta)}}
+			path = s.capped(path, res, s.rule(j, qos.Meta), qosOps, "fwd", fs.fwd)
 			out = append(out, fm.Start(path, o, rate*share*ph.ops/ops, j.num, class, tag, done))
 		}
 		if o := ph.reqs * share; o > 0 {
 			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}}
+			path = s.capped(path, res, s.rule(j, dataClass(ph)), qosOps, "fwd", fs.fwd)
 			out = append(out, fm.Start(path, o, rate*share*ph.reqs/ops, j.num, class, tag, done))
 		}
 	}
@@ -915,14 +954,15 @@ func (s *Sim) detect(now engine.Time) {
 		var bytes, ops float64
 		for _, f := range j.flows {
 			left := f.Remaining(now)
-			if len(f.Path) == 3 {
-				bytes += left
-			} else {
+			if s.isOps[f.Path[0].R] {
 				ops += left
+			} else {
+				bytes += left
 			}
 			s.fm.Cancel(f)
 		}
 		j.flows, j.links = nil, nil
-		s.startFlows(j, phase{bytes: bytes, ops: ops})
+		cur := j.phases[j.next-1]
+		s.startFlows(j, phase{bytes: bytes, ops: ops, read: cur.read, setup: cur.setup})
 	}
 }

@@ -129,7 +129,7 @@ func TestDeterministic(t *testing.T) {
 func TestPoliciesNotReimplemented(t *testing.T) {
 	banned := map[string]bool{}
 	for _, n := range []string{"Decide", "FFM", "Share", "ShareAll", "Demand", "Remap", "Choose", "Place", "Demote",
-		"Coolness", "Admit", "Plan", "Rate", "Detect", "Allocate", "Victims", "Select", "Bypass", "Cold", "Order", "Throttle", "Evict", "Hot", "Concurrency", "ModeOf"} {
+		"Coolness", "Admit", "Plan", "Rate", "Detect", "Allocate", "Victims", "Select", "Bypass", "Cold", "Order", "Throttle", "Evict", "Hot", "Concurrency", "ModeOf", "Classify", "Matches"} {
 		banned[strings.ToLower(n)] = true
 	}
 	calls := map[string]bool{}
@@ -148,7 +148,7 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 					t.Errorf("%s: func %s looks like a policy decision: call policy/ instead", path, x.Name.Name)
 				}
 			case *ast.SelectorExpr:
-				if id, ok := x.X.(*ast.Ident); ok && (id.Name == "dfra" || id.Name == "place" || id.Name == "failslow" || id.Name == "bbos" || id.Name == "tiering") {
+				if id, ok := x.X.(*ast.Ident); ok && (id.Name == "dfra" || id.Name == "place" || id.Name == "failslow" || id.Name == "bbos" || id.Name == "tiering" || id.Name == "qos") {
 					calls[id.Name+"."+x.Sel.Name] = true
 				}
 			}
@@ -160,7 +160,7 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, need := range []string{"dfra.Decide", "dfra.ShareAll", "dfra.Remap", "place.Choose", "failslow.Detect",
-		"bbos.Admit", "bbos.PlanPeriod", "bbos.Throttle", "bbos.Order", "bbos.Bypass", "bbos.PredictDWPP", "tiering.Plan"} {
+		"bbos.Admit", "bbos.PlanPeriod", "bbos.Throttle", "bbos.Order", "bbos.Bypass", "bbos.PredictDWPP", "tiering.Plan", "qos.Classify"} {
 		if !calls[need] {
 			t.Errorf("sim does not call %s", need)
 		}

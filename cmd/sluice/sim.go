@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/policy/place"
+	"github.com/sluice-hpc/sluice/policy/qos"
 	"github.com/sluice-hpc/sluice/sim"
 	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/sim/machine"
@@ -57,6 +58,19 @@ func cmdSim(args []string) error {
 	out := fs.String("out", "", "directory for jobs-POLICY.jsonl, timeline-POLICY.csv and summary.json")
 	genJobs := fs.String("gen-jobs", "", "write the workload made from --swf to this file (JSON Lines) and stop")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	var rules []qos.Rule
+	fs.Func("qos", "a QoS rule in force at every forwarding node and storage target, as `sluice qos add` takes it: 'NAME [job=J] [app=A] [op=read|write|meta] [rate=BYTES/s] [iops=N]' (repeat for more, in order; shares are not modelled)", func(v string) error {
+		w := strings.Fields(v)
+		if len(w) < 2 {
+			return fmt.Errorf("want NAME and key=value words")
+		}
+		r, err := qos.ParseRule(w[0], w[1:])
+		if err != nil {
+			return err
+		}
+		rules = append(rules, r)
+		return nil
+	})
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -189,7 +203,7 @@ func cmdSim(args []string) error {
 	}
 	for _, p := range policies {
 		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds, Placement: place.Policy(*placement),
-			FailSlow: sim.FailSlow{Nodes: *slowFwds, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect}}
+			FailSlow: sim.FailSlow{Nodes: *slowFwds, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect}, QoS: rules}
 		wall := time.Now()
 		if !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
