@@ -142,6 +142,7 @@ sim:
 	bash bench/sim/bb.sh
 	bash bench/sim/qos.sh
 	FWDS=24 bash bench/sim/qos.sh bench/sim/qos-results-24.jsonl
+	bash bench/sim/failslow.sh
 
 # CI: the command line end to end on one simulated day of taihulight
 # after a week of warm-up; DFRA must speed some job up and slow few.
@@ -149,6 +150,7 @@ sim-smoke:
 	SMOKE=1 bash bench/sim/run.sh /tmp/sluice-sim-smoke
 	SMOKE=1 bash bench/sim/bb.sh
 	SMOKE=1 bash bench/sim/qos.sh
+	SMOKE=1 bash bench/sim/failslow.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/policy/dfra"
@@ -74,19 +75,26 @@ type Config struct {
 
 // FailSlow is a fail-slow scenario: Nodes forwarding nodes (spread evenly
 // over the fixed mapping's) deliver 1/Factor of their bandwidth and
-// operation rate from At on. With Detect, Beacon-like records of every
-// forwarding node (per Window: operations of 1 MiB and their service
-// time) go through policy/failslow every Every, over the last Span; the
-// nodes it names are flagged for policy/dfra, which remaps the running
-// jobs that use them (dfra.Remap) and keeps new jobs off them.
+// operation rate from At on, and Targets storage targets (spread evenly
+// over all of them) 1/Factor of their bandwidth. With Detect, Beacon-like
+// records of every forwarding node and target (per Window: operations of
+// 1 MiB and their service time) go through policy/failslow every Every,
+// over the last Span; the forwarding nodes it names are flagged for
+// policy/dfra, which remaps the running jobs that use them (dfra.Remap)
+// and keeps new jobs off them. A target it names is reported, as the
+// daemons' monitor reports a data server, and nothing more is done about
+// it: placement's perf policy steers new files away from a slow target by
+// itself (its backlog grows, and its max_perf is its present speed, as a
+// data server's idle probe measures it).
 type FailSlow struct {
-	Nodes  int
-	Factor float64
-	At     engine.Time
-	Detect bool
-	Window engine.Time // default 10 s
-	Span   engine.Time // default 60 s
-	Every  engine.Time // default 30 s
+	Nodes   int
+	Targets int
+	Factor  float64
+	At      engine.Time
+	Detect  bool
+	Window  engine.Time // default 10 s
+	Span    engine.Time // default 60 s
+	Every   engine.Time // default 30 s
 }
 
 // JobResult is one job's outcome.
@@ -141,18 +149,21 @@ type Result struct {
 	End      engine.Time
 	// Recomputes and FlowsTouched are the flow model's work.
 	Recomputes, FlowsTouched uint64
-	// Slow is the forwarding nodes made fail-slow, Detected those the
-	// detector named (with when), Remaps the jobs moved off them.
+	// Slow is the forwarding nodes and storage targets made fail-slow
+	// ("fwd0003", "ost00012"), Detected those the detector named (with
+	// when), Remaps the jobs moved off forwarding nodes.
 	Slow     []string
 	Detected []Detection
 	Remaps   int
 }
 
-// Detection is a forwarding node the fail-slow detector named.
+// Detection is a forwarding node or a storage target the fail-slow
+// detector named.
 type Detection struct {
-	Fwd   string  `json:"fwd"`
-	At    float64 `json:"at_s"`
-	Ratio float64 `json:"ratio"`
+	Fwd    string  `json:"fwd,omitempty"`
+	Target string  `json:"target,omitempty"`
+	At     float64 `json:"at_s"`
+	Ratio  float64 `json:"ratio"`
 }
 
 type job struct {
@@ -228,7 +239,7 @@ type Sim struct {
 
 	// fail-slow detection
 	recs     []beacon.Record
-	lastBusy []float64
+	lastBusy []float64 // per forwarding node, then per target
 	flagged  map[string]bool
 }
 
@@ -393,10 +404,10 @@ func (s *Sim) Run() (*Result, error) {
 		s.e.At(engine.FromSeconds(j.Submit), engine.Func(func(now engine.Time) { s.submit(&job{spec: j}) }))
 	}
 	s.e.At(0, engine.Func(s.sample))
-	if fs := s.cfg.FailSlow; fs.Nodes > 0 {
+	if fs := s.cfg.FailSlow; fs.Nodes > 0 || fs.Targets > 0 {
 		s.e.At(fs.At, engine.Func(s.makeSlow))
 		if fs.Detect {
-			s.lastBusy = make([]float64, len(s.fwdBW))
+			s.lastBusy = make([]float64, len(s.fwdBW)+len(s.targets))
 			s.e.At(fs.At, engine.Func(s.window))
 		}
 	}
@@ -412,7 +423,10 @@ func (s *Sim) Run() (*Result, error) {
 	s.res.Events = s.e.Fired()
 	s.res.End = s.e.Now()
 	s.res.Recomputes, s.res.FlowsTouched = s.fm.Recomputes, s.fm.FlowsTouched
-	sort.Slice(s.res.Detected, func(i, k int) bool { return s.res.Detected[i].Fwd < s.res.Detected[k].Fwd })
+	sort.Slice(s.res.Detected, func(i, k int) bool {
+		a, b := s.res.Detected[i], s.res.Detected[k]
+		return a.Fwd < b.Fwd || a.Fwd == b.Fwd && a.Target < b.Target
+	})
 	sort.SliceStable(s.res.Jobs, func(i, k int) bool { return s.res.Jobs[i].Submit < s.res.Jobs[k].Submit })
 	return &s.res, nil
 }
@@ -860,16 +874,28 @@ func (s *Sim) makeSlow(now engine.Time) {
 		s.fm.SetCapacity(s.fwdOps[i], s.fwdOps[i].Capacity()/fs.Factor)
 		s.res.Slow = append(s.res.Slow, s.fwds[i].ID)
 	}
+	n := len(s.targets)
+	for k := 0; k < fs.Targets && k < n; k++ {
+		t := s.targets[k*n/min(fs.Targets, n)]
+		s.fm.SetCapacity(t, t.Capacity()/fs.Factor)
+		s.res.Slow = append(s.res.Slow, t.Name)
+	}
+}
+
+// targetRecordName is a storage target's server name in Beacon's records
+// ("data-ost-00012": failslow compares it with the other "data-ost-*").
+func targetRecordName(t *flow.Resource) string {
+	return "data-" + strings.Replace(t.Name, "ost", "ost-", 1)
 }
 
 // recordName is a forwarding node's server name in Beacon's records
 // ("fwd-3": failslow compares it with the other "fwd-*").
 func recordName(id string) string { return "fwd-" + id[3:] }
 
-// window records what each forwarding node did in the last window, as its
-// daemon's Beacon records would show it (operations of 1 MiB, each taking
-// 1 MiB at the node's bandwidth to serve), and, every Every, runs the
-// fail-slow detector over the last Span.
+// window records what each forwarding node and storage target did in the
+// last window, as its daemon's Beacon records would show it (operations
+// of 1 MiB, each taking 1 MiB at its bandwidth to serve), and, every
+// Every, runs the fail-slow detector over the last Span.
 func (s *Sim) window(now engine.Time) {
 	fs := s.cfg.FailSlow
 	w := max(fs.Window, engine.Second)
@@ -885,17 +911,25 @@ func (s *Sim) window(now engine.Time) {
 	}
 	const req = 1 << 20
 	start := now - w
-	for i, r := range s.fwdBW {
+	record := func(k int, r *flow.Resource, layer beacon.Layer, server string) {
 		b := r.Busy(now)
-		moved := b - s.lastBusy[i]
-		s.lastBusy[i] = b
+		moved := b - s.lastBusy[k]
+		s.lastBusy[k] = b
 		if moved < req || now == s.cfg.FailSlow.At {
-			continue
+			return
 		}
 		n := uint64(moved / req)
 		lat := int64(float64(req) / r.Capacity() * 1e9)
-		s.recs = append(s.recs, beacon.Record{Window: int64(start), Layer: beacon.LayerFwd, Server: recordName(s.fwds[i].ID),
+		s.recs = append(s.recs, beacon.Record{Window: int64(start), Layer: layer, Server: server,
 			Op: beacon.OpWrite, Size: req, Count: n, Bytes: uint64(moved), LatSum: lat * int64(n), LatMax: lat})
+	}
+	for i, r := range s.fwdBW {
+		record(i, r, beacon.LayerFwd, recordName(s.fwds[i].ID))
+	}
+	if s.cfg.FailSlow.Targets > 0 {
+		for t, r := range s.targets {
+			record(len(s.fwdBW)+t, r, beacon.LayerData, targetRecordName(r))
+		}
 	}
 	// forget what is older than the span
 	k := 0
@@ -916,6 +950,17 @@ func (s *Sim) window(now engine.Time) {
 func (s *Sim) detect(now engine.Time) {
 	found := false
 	for _, x := range failslow.Detect(s.recs, failslow.Options{}) {
+		if x.Layer == beacon.LayerData {
+			id := strings.Replace(strings.TrimPrefix(x.Server, "data-"), "ost-", "ost", 1)
+			if !s.flagged[id] {
+				s.flagged[id] = true
+				s.res.Detected = append(s.res.Detected, Detection{Target: id, At: now.Seconds(), Ratio: x.Ratio})
+			}
+			continue
+		}
+		if !strings.HasPrefix(x.Server, "fwd-") {
+			continue
+		}
 		id := "fwd" + x.Server[len("fwd-"):]
 		i, ok := s.fwdIdx[id]
 		if !ok || s.flagged[id] {

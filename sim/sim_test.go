@@ -334,3 +334,51 @@ func TestWorkloadFromProfiles(t *testing.T) {
 	// and it runs
 	run(t, Config{Machine: m, Jobs: jobs, Policy: "dfra"})
 }
+
+// TestFailSlowTargets: one storage target of the tiny machine (ost00000,
+// group 0's first, 250 MB/s) turns ten times slower from the start. The
+// jobs on forwarding node 0 write 40 GB each to group 0's two targets
+// (the others' jobs keep their targets busy beside it for 100 s: the
+// detector compares a target with its peers under load): spread round
+// robin, half of each job's bytes wait on the slow one; the perf
+// placement (policy/place) sends most of them to the fast one. With
+// detection on, policy/failslow names that target and nothing else.
+func TestFailSlowTargets(t *testing.T) {
+	var jobs []Job
+	for i := 0; i < 12; i++ { // 4 jobs of 16 nodes at a time, one per forwarding node
+		jobs = append(jobs, Job{ID: fmt.Sprintf("j%02d", i), App: fmt.Sprintf("a%d", i%4), Submit: float64(i/4) * 200, Nodes: 16, Compute: 1,
+			Pattern: "N-N", Class: "single", Write: 4e10, Phases: 1})
+	}
+	io := map[place.Policy]float64{} // j00's, on group 0
+	for _, p := range []place.Policy{place.RR, place.Perf} {
+		for _, detect := range []bool{false, true} {
+			r := run(t, Config{Machine: tiny(t), Jobs: jobs, Policy: "ffm", Placement: p,
+				FailSlow: FailSlow{Targets: 1, Factor: 10, Detect: detect}})
+			if !reflect.DeepEqual(r.Slow, []string{"ost00000"}) {
+				t.Fatalf("slow %v", r.Slow)
+			}
+			for _, j := range r.Jobs {
+				if j.ID == "j00" {
+					io[p] = j.IOTime
+				}
+			}
+			t.Logf("%s, detection %v: j00's I/O %.1f s, detected %+v", p, detect, io[p], r.Detected)
+			switch {
+			case !detect && len(r.Detected) != 0:
+				t.Errorf("%s: detection off, yet %+v", p, r.Detected)
+			case detect && p == place.RR && (len(r.Detected) != 1 || r.Detected[0].Target != "ost00000"):
+				t.Errorf("%s: detected %+v, want ost00000 alone", p, r.Detected)
+			case detect:
+				for _, d := range r.Detected {
+					if d.Target != "ost00000" {
+						t.Errorf("%s: detected %+v", p, d)
+					}
+				}
+			}
+		}
+	}
+	// round robin: 20 GB at 25 MB/s
+	if io[place.RR] < 700 || io[place.Perf] > io[place.RR]/3 {
+		t.Errorf("j00's I/O on the slow target's group: round robin %.1f s, perf %.1f s", io[place.RR], io[place.Perf])
+	}
+}

@@ -52,9 +52,10 @@ func cmdSim(args []string) error {
 	spread := fs.Float64("spread", 0, "age the machine's storage: targets' speeds spread evenly over this factor (Sunway: 5; 0: as described)")
 	placement := fs.String("placement", "perf", "how files are placed on a storage group's targets (policy/place): perf, rr or wrandom")
 	slowFwds := fs.Int("slow-fwds", 0, "forwarding nodes made fail-slow (spread over the fixed mapping's)")
-	slowFactor := fs.Float64("slow-factor", 10, "a fail-slow node's bandwidth and operation rate are divided by this")
+	slowTargets := fs.Int("slow-targets", 0, "storage targets made fail-slow (spread over all of them)")
+	slowFactor := fs.Float64("slow-factor", 10, "a fail-slow node's bandwidth and operation rate (a target's bandwidth) are divided by this")
 	slowAt := fs.Duration("slow-at", 0, "when they turn slow (from the start of the run, warm-up included)")
-	detect := fs.Bool("detect", false, "run fail-slow detection (policy/failslow) on Beacon-like records; DFRA remaps jobs off the nodes it names")
+	detect := fs.Bool("detect", false, "run fail-slow detection (policy/failslow) on Beacon-like records; DFRA remaps jobs off the forwarding nodes it names (targets it names are reported)")
 	out := fs.String("out", "", "directory for jobs-POLICY.jsonl, timeline-POLICY.csv and summary.json")
 	genJobs := fs.String("gen-jobs", "", "write the workload made from --swf to this file (JSON Lines) and stop")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -203,7 +204,7 @@ func cmdSim(args []string) error {
 	}
 	for _, p := range policies {
 		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds, Placement: place.Policy(*placement),
-			FailSlow: sim.FailSlow{Nodes: *slowFwds, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect}, QoS: rules}
+			FailSlow: sim.FailSlow{Nodes: *slowFwds, Targets: *slowTargets, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect}, QoS: rules}
 		wall := time.Now()
 		if !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
@@ -234,7 +235,7 @@ func cmdSim(args []string) error {
 		results[p] = r
 		st := sim.Summarise(r)
 		if len(r.Slow) > 0 {
-			fmt.Printf("%-5s fail-slow forwarding nodes %v; detected %d (%v), %d job remaps\n", p, r.Slow, len(r.Detected), r.Detected, r.Remaps)
+			fmt.Printf("%-5s fail-slow forwarding nodes and targets %v; detected %d (%v), %d job remaps\n", p, r.Slow, len(r.Detected), r.Detected, r.Remaps)
 		}
 		fmt.Printf("%-5s jobs %d  I/O time: mean %.1f s, median %.1f s, total %.1f h, I/O-intensive mean %.1f s  aggregate %.1f GB/s  slowdown (vs alone) median %.2f p95 %.2f  forwarding nodes per job mean %.1f  simulated %.1f h in %.1f s (%d events, %.0f/s)\n",
 			p, st.Jobs, st.MeanIO, st.MedianIO, st.TotalIO/3600, st.IntensiveMeanIO, st.MeanBW/1e9, st.MedianSlowdown, st.P95Slowdown, st.MeanFwds, r.End.Seconds()/3600, el.Seconds(), r.Events, float64(r.Events)/el.Seconds())
