@@ -2,6 +2,7 @@
 """Turns fio JSON and mdtest lines into result records, and records into the
 comparison table of bench/run.sh (absolute figures and ratios)."""
 import json
+import statistics
 import sys
 
 
@@ -44,7 +45,10 @@ def table(path):
     # sluice-nomon is sluice with Beacon's monitoring off: the ratio is
     # what monitoring costs
     ratios = [b for b in ("passthrough", "gluster", "sluice-nomon") if b in targets]
-    cols = targets + [f"sluice/{b}" for b in ratios]
+    # sluice-cache (before 2026-11-26) and sluice-nocache: sluice with the
+    # mount's block cache on and off, against GlusterFS
+    extra = [(a, "gluster") for a in ("sluice-cache", "sluice-nocache") if {a, "gluster"} <= set(targets)]
+    cols = targets + [f"sluice/{b}" for b in ratios] + [f"{a}/{b}" for a, b in extra]
     print(f"{'workload':<20}{'unit':<7}" + "".join(f"{c:>20}" for c in cols))
     for t in tests:
         unit = next(r["unit"] for (tg, ts), r in rows.items() if ts == t)
@@ -56,6 +60,9 @@ def table(path):
         for b in ratios:
             p = rows.get((b, t))
             line += f"{s['value'] / p['value']:>20.2f}" if s and p and p["value"] else f"{'-':>20}"
+        for a, b in extra:
+            x, p = rows.get((a, t)), rows.get((b, t))
+            line += f"{x['value'] / p['value']:>20.2f}" if x and p and p["value"] else f"{'-':>20}"
         print(line)
 
 
@@ -90,6 +97,38 @@ def check(path):
     print(f"bench check: {len(targets)} targets x {len(tests)} workloads, all above zero, ratios in range")
 
 
+def medians(paths):
+    """The table over several runs' results: per target and workload the
+    median (min-max), then sluice's ratios of medians to each baseline."""
+    vals, targets, tests, units = {}, [], [], {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if r["test"].startswith("warm"):
+                    continue
+                if r["target"] not in targets:
+                    targets.append(r["target"])
+                if r["test"] not in tests:
+                    tests.append(r["test"])
+                units[r["test"]] = r["unit"]
+                vals.setdefault((r["target"], r["test"]), []).append(r["value"])
+    med = {k: statistics.median(v) for k, v in vals.items()}
+    ratios = [b for b in ("passthrough", "gluster", "sluice-nomon", "sluice-nocache") if b in targets]
+    print(f"runs: {len(paths)}; cells: median (min-max)")
+    print("| workload | unit | " + " | ".join(targets) + " | " + " | ".join(f"sluice/{b}" for b in ratios) + " |")
+    print("|---|---|" + "---|" * (len(targets) + len(ratios)))
+    for t in tests:
+        cells = []
+        for tg in targets:
+            v = vals.get((tg, t))
+            cells.append(f"{med[(tg, t)]:,.0f} ({min(v):,.0f}-{max(v):,.0f})" if v else "-")
+        for b in ratios:
+            s, p = med.get(("sluice", t)), med.get((b, t))
+            cells.append(f"{s / p:.2f}" if s and p else "-")
+        print(f"| {t} | {units[t]} | " + " | ".join(cells) + " |")
+
+
 if __name__ == "__main__":
     kind = sys.argv[1]
     if kind == "fio":
@@ -100,3 +139,5 @@ if __name__ == "__main__":
         table(sys.argv[2])
     elif kind == "check":
         check(sys.argv[2])
+    elif kind == "medians":
+        medians(sys.argv[2:])

@@ -11,6 +11,8 @@
 #                                # glusterfs-server from apt if missing)
 #   SMOKE=1 bash bench/run.sh    # small sizes, checks the harness; no GlusterFS
 #   GLUSTER=0 bash bench/run.sh  # full run without GlusterFS
+#   CACHE=0 bash bench/run.sh    # without the sluice-nocache target (the mount's
+#                                # block cache off, --read-cache 0; on by default)
 #
 # Results are also written as JSON lines to $OUT (default bench/results.jsonl).
 set -euo pipefail
@@ -23,6 +25,7 @@ else
 fi
 OUT=${OUT:-bench/results.jsonl}
 if [ "$SMOKE" = 1 ]; then GLUSTER=${GLUSTER:-0}; else GLUSTER=${GLUSTER:-1}; fi
+if [ "$SMOKE" = 1 ]; then CACHE=${CACHE:-0}; else CACHE=${CACHE:-1}; fi
 GVOL=sluicebench$$
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
@@ -36,6 +39,7 @@ cleanup() {
 	set +e
 	bin/sluice down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
+	bin/sluice down --dir "$WORK/nocache-state" --purge >/dev/null 2>&1
 	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
 	umount -l "$WORK/pt" 2>/dev/null
 	if [ "$GLUSTER" = 1 ]; then
@@ -83,6 +87,14 @@ TARGETS+=(sluice)
 bin/sluice up --dir "$WORK/nomon-state" --mount "$WORK/nomon" --mem 8G --ssd 0 --pfs none --monitor=false >/dev/null
 DIRS[sluice-nomon]=$WORK/nomon
 TARGETS+=(sluice-nomon)
+if [ "$CACHE" = 1 ]; then
+	# the same without the mount's block cache for small reads (on by
+	# default since 2026-11-26)
+	bin/sluice up --dir "$WORK/nocache-state" --mount "$WORK/nocache" --mem 8G --ssd 0 --pfs none \
+		--mount-flags=--read-cache=0 >/dev/null
+	DIRS[sluice-nocache]=$WORK/nocache
+	TARGETS+=(sluice-nocache)
+fi
 
 : > "$WORK/results.jsonl"
 fiojob() { # target name args...

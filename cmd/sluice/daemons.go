@@ -418,7 +418,7 @@ func cmdMount(args []string) error {
 	cache := fs.Bool("cache-data", false, "let the kernel cache file data (default: direct I/O)")
 	writeBehind := fs.String("write-behind", "32M", "bytes of writes sent in the background before a write waits (0: every write waits for the forwarding node)")
 	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
-	readCache := fs.String("read-cache", "0", "blocks of files kept for small reads, close-to-open consistent through the change feed, e.g. 512M (0: off; not yet the default: docs/metadata.md, \"The block cache\")")
+	readCache := fs.String("read-cache", "512M", "bytes of blocks of files kept for small reads, close-to-open consistent through the change feed (docs/metadata.md, \"The block cache\"; 0: off)")
 	wbCreates := fs.Bool("writeback-creates", true, "answer creates in directories this mount holds the delegation of at once and send them in batches (false: every create waits for the metadata service)")
 	wbUnlinks := fs.Bool("writeback-unlinks", true, "with --writeback-creates, also answer removals of files in those directories at once and send them with the creates")
 	createFlush := fs.Duration("create-flush", 10*time.Millisecond, "how long a write-back create may wait before it is sent")
