@@ -3,8 +3,8 @@
 # fio randread and randwrite of 4 KiB, iodepth 1 (psync) and 16 (libaio),
 # 1 and 4 jobs, on a 256 MiB file per job, against the go-fuse passthrough
 # over tmpfs (direct I/O, kernel passthrough off), sluice (`sluice up`, mem
-# tier) with the mount's block cache on (--read-cache 512M; off by
-# default for now) and sluice as it runs by default (block cache off), in
+# tier) with the mount's block cache on (--read-cache 512M, the default
+# since 2026-11-26) and with it off (--read-cache 0), in
 # interleaved rounds. Prints IOPS medians (min-max) and ratios to the
 # passthrough; raw results: $OUT (JSON Lines).
 #
@@ -34,7 +34,7 @@ bin/passthrough "$WORK/pt" "$SHM/pt" &
 PT=$!
 for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
 bin/sluice up --dir "$WORK/s" --mount "$WORK/sluice" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 512M" >/dev/null
-bin/sluice up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none >/dev/null
+bin/sluice up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 0" >/dev/null
 declare -A DIR=([passthrough]=$WORK/pt [sluice]=$WORK/sluice [sluice-nocache]=$WORK/nocache)
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
