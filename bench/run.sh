@@ -46,7 +46,12 @@ cleanup() {
 		umount -l "$WORK/gluster" 2>/dev/null
 		timeout 30 gluster --mode=script volume stop "$GVOL" force >/dev/null 2>&1
 		timeout 30 gluster --mode=script volume delete "$GVOL" >/dev/null 2>&1
-		[ -n "${GLUSTERD_STARTED:-}" ] && pkill -x glusterd && pkill -x glusterfsd
+		if [ -n "${GLUSTERD_STARTED:-}" ]; then
+			pkill -x glusterfsd; pkill -x glusterd
+			# gone before the next run starts its own (a glusterd still
+			# exiting made the next one fail to start, silently)
+			for _ in $(seq 100); do pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null || break; sleep 0.1; done
+		fi
 	fi
 	rm -rf "$WORK" "$SHM" 2>/dev/null
 }
@@ -69,7 +74,7 @@ if [ "$GLUSTER" = 1 ]; then
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glusterfs-server >/dev/null
 	fi
 	if ! pgrep -x glusterd >/dev/null; then
-		glusterd --log-level=WARNING
+		glusterd --log-level=WARNING || { echo "glusterd did not start (its log: /var/log/glusterfs/glusterd.log)" >&2; exit 1; }
 		GLUSTERD_STARTED=1
 		sleep 2
 	fi
