@@ -30,18 +30,27 @@ def md(target, name, lines):
         print(json.dumps({"target": target, "test": f"{name}-{op}", "value": v, "unit": "ops/s"}))
 
 
+def load(paths):
+    """The result records of runs (warm-ups left out), with the targets and
+    workloads in the order first met."""
+    recs, targets, tests = [], [], []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if r["test"].startswith("warm"):
+                    continue
+                if r["target"] not in targets:
+                    targets.append(r["target"])
+                if r["test"] not in tests:
+                    tests.append(r["test"])
+                recs.append(r)
+    return recs, targets, tests
+
+
 def table(path):
-    rows, targets, tests = {}, [], []
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r["test"].startswith("warm"):
-                continue
-            if r["target"] not in targets:
-                targets.append(r["target"])
-            if r["test"] not in tests:
-                tests.append(r["test"])
-            rows[(r["target"], r["test"])] = r
+    recs, targets, tests = load([path])
+    rows = {(r["target"], r["test"]): r for r in recs}
     # sluice-nomon is sluice with Beacon's monitoring off: the ratio is
     # what monitoring costs
     ratios = [b for b in ("passthrough", "gluster", "sluice-nomon") if b in targets]
@@ -70,15 +79,9 @@ def check(path):
     """Fails unless every target has every workload with a rate above zero
     and sluice's ratio to each FUSE baseline is in a sane range (the smoke
     run's figures are there and mean something)."""
-    rows, targets, tests = {}, set(), set()
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r["test"].startswith("warm"):
-                continue
-            targets.add(r["target"])
-            tests.add(r["test"])
-            rows[(r["target"], r["test"])] = r["value"]
+    recs, targets, tests = load([path])
+    targets, tests = set(targets), set(tests)
+    rows = {(r["target"], r["test"]): r["value"] for r in recs}
     bad = []
     if "sluice" not in targets or len(targets) < 2:
         bad.append(f"targets {sorted(targets)}: want sluice and a baseline")
@@ -100,19 +103,11 @@ def check(path):
 def medians(paths):
     """The table over several runs' results: per target and workload the
     median (min-max), then sluice's ratios of medians to each baseline."""
-    vals, targets, tests, units = {}, [], [], {}
-    for path in paths:
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                if r["test"].startswith("warm"):
-                    continue
-                if r["target"] not in targets:
-                    targets.append(r["target"])
-                if r["test"] not in tests:
-                    tests.append(r["test"])
-                units[r["test"]] = r["unit"]
-                vals.setdefault((r["target"], r["test"]), []).append(r["value"])
+    recs, targets, tests = load(paths)
+    vals, units = {}, {}
+    for r in recs:
+        units[r["test"]] = r["unit"]
+        vals.setdefault((r["target"], r["test"]), []).append(r["value"])
     med = {k: statistics.median(v) for k, v in vals.items()}
     ratios = [b for b in ("passthrough", "gluster", "sluice-nomon", "sluice-nocache") if b in targets]
     print(f"runs: {len(paths)}; cells: median (min-max)")
