@@ -105,6 +105,10 @@ type Server struct {
 	local *localns.NS
 	stall atomic.Int64 // injected per-request stall, ns
 	slow  atomic.Int64 // injected slowdown factor ×100 (0 or 100: healthy)
+	// sendCost is what sendfile has been taking here per byte, in
+	// 1/1024 ns (learnSend): a slowed server delays a zero-copy read by
+	// it before the send
+	sendCost atomic.Int64
 	// sendfiles counts chunk reads answered with sendfile (zero-copy),
 	// splicedWrites chunk writes spliced from a pipe into the chunk
 	sendfiles, splicedWrites atomic.Int64
@@ -393,11 +397,7 @@ func (s *Server) serve(r *rpc.Request) {
 			break
 		}
 		s.meter.read.Add(m.Size)
-		// an injected slowdown multiplies the service time measured
-		// before the answer goes (account), and sendfile's copy comes
-		// after it: a slowed server reads by copying, so that its
-		// emulated device is slow for reads too
-		if cf, ok := s.store.(tier.ChunkFiles); ok && s.cfg.ZeroCopy && s.slow.Load() <= 100 {
+		if cf, ok := s.store.(tier.ChunkFiles); ok && s.cfg.ZeroCopy {
 			err = s.sendChunk(r, start, cf, id)
 			l.RUnlock()
 			if err == nil {
@@ -519,7 +519,10 @@ func (s *Server) sendChunk(r *rpc.Request, start time.Time, cf tier.ChunkFiles, 
 		return err
 	}
 	resp := &wire.Msg{Size: m.Size}
-	s.account(r, start, resp, int(m.Size))
+	// the read is the send: an injected slowdown scales it by what a
+	// send of this size has been taking here
+	s.slowdown(start, time.Duration(s.sendCost.Load()*int64(m.Size)>>10))
+	sent := s.cfg.Now()
 	err = r.ReplySend(resp, int(m.Size), func(c net.Conn) error {
 		err := zerocopy.SendFile(c, f, int64(m.Offset), int(m.Size))
 		if errors.Is(err, os.ErrClosed) {
@@ -535,23 +538,57 @@ func (s *Server) sendChunk(r *rpc.Request, start time.Time, cf tier.ChunkFiles, 
 		s.cfg.Log.Warn("chunk read cut short; connection closed", "ino", m.Ino, "chunk", m.Idx, "peer", r.Peer, "err", err)
 	} else {
 		s.sendfiles.Add(1)
+		s.learnSend(s.cfg.Now().Sub(sent), m.Size)
 	}
+	s.account(r, start, resp, int(m.Size))
 	return nil
 }
 
-// reply answers r after accounting for it.
+// learnSend folds a send of n bytes that took d into sendCost (an
+// exponentially weighted mean, an eighth for the newest).
+func (s *Server) learnSend(d time.Duration, n uint64) {
+	if n == 0 || d <= 0 {
+		return
+	}
+	c := int64(d) << 10 / int64(n)
+	for {
+		old := s.sendCost.Load()
+		nw := c
+		if old > 0 {
+			nw = old + (c-old)/8
+		}
+		if s.sendCost.CompareAndSwap(old, nw) {
+			return
+		}
+	}
+}
+
+// reply answers r and accounts for it: a read once its data went (the
+// send is part of a read's service, as it is with sendfile), anything
+// else before its answer, so that a caller holding the answer finds the
+// request counted.
 func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []byte) {
+	s.slowdown(start, 0)
+	if op := r.Msg.Op; (op == wire.OpChunkRead || op == wire.OpRead) && m.Errno == 0 {
+		r.Reply(m, payload)
+		s.account(r, start, m, len(payload))
+		return
+	}
 	s.account(r, start, m, len(payload))
 	r.Reply(m, payload)
 }
 
-// account records an answer of n payload bytes for Beacon and the metrics;
-// under an injected slowdown of f it first waits so the request takes f
-// times its real service time.
-func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
+// slowdown waits, under an injected slowdown of f, so that a request
+// takes f times its real service time: the time since start and ahead,
+// what is still to do (a send).
+func (s *Server) slowdown(start time.Time, ahead time.Duration) {
 	if f := s.slow.Load(); f > 100 {
-		time.Sleep(s.cfg.Now().Sub(start) * time.Duration(f-100) / 100)
+		time.Sleep((s.cfg.Now().Sub(start) + ahead) * time.Duration(f-100) / 100)
 	}
+}
+
+// account records an answer of n payload bytes for Beacon and the metrics.
+func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
 	op := r.Msg.Op
 	if mon := s.cfg.Monitor; mon != nil {
 		if name := beaconrpc.OpName(op); name != "" {

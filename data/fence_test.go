@@ -28,14 +28,20 @@ type fenceRig struct {
 	stop    context.CancelFunc
 	c       *rpc.Client
 	ino, id uint64
+	// tweak, if set, changes the server's configuration before it starts
+	tweak func(*data.Config)
 }
 
 // start runs the data server (again) on the same directories.
 func (r *fenceRig) start() {
 	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ds, err := data.New(data.Config{Kind: "mem", Dir: r.dir, Capacity: 1 << 30, Meta: r.meta, Secret: secret,
-		Log: quiet(), StateDir: filepath.Join(r.dir, ".state")})
+	cfg := data.Config{Kind: "mem", Dir: r.dir, Capacity: 1 << 30, Meta: r.meta, Secret: secret,
+		Log: quiet(), StateDir: filepath.Join(r.dir, ".state")}
+	if r.tweak != nil {
+		r.tweak(&cfg)
+	}
+	ds, err := data.New(cfg)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -67,10 +73,13 @@ func (r *fenceRig) start() {
 	}
 }
 
-func newFenceRig(t *testing.T) *fenceRig {
+func newFenceRig(t *testing.T, tweak ...func(*data.Config)) *fenceRig {
 	svc, addr := testrig.Meta(t, meta.Config{ChunkSize: 1 << 20, StripeUnit: 1 << 20,
 		Timeout: 2 * time.Second, HeartbeatTTL: 2 * time.Second})
 	r := &fenceRig{t: t, svc: svc, meta: addr, dir: t.TempDir()}
+	for _, f := range tweak {
+		r.tweak = f
+	}
 	r.start()
 	a, err := svc.Create(meta.RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	if err != nil {
