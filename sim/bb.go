@@ -22,9 +22,10 @@ import (
 //
 // Time advances in ticks (the manager's loop); within a tick the buffer
 // writes at the throttle's write rate and demotes at its demotion rate,
-// the two already traded off by equation 1. Checkpoints are served one
-// application at a time (the I/O scheduler's non-overlap) except under
-// Dedicated, where they share the buffer (DataWarp has no scheduler).
+// the two sharing the device as equation 1 says (demotionShare).
+// Checkpoints are served one application at a time (the I/O scheduler's
+// non-overlap) except under Dedicated, where they share the buffer
+// (DataWarp has no scheduler).
 
 // BBConfig is a burst-buffer run.
 type BBConfig struct {
@@ -52,8 +53,12 @@ type BBConfig struct {
 	// the idle demotion rate.
 	Tick, Every, ServerIdle time.Duration
 	// CapBurst is how much of their rate the servers' throttles let
-	// through at once (0: period / 120, their 50 ms at 6 s); DeviceBurst
-	// the device's (0: period / 1200, bench/bbos's --device-burst 5ms).
+	// through at once (0: their 50 ms, not scaled with the period: at
+	// the paper's scale a burst of period / 120, 31 s, let whole
+	// checkpoints past the caps); DeviceBurst the device's (0: period /
+	// 1200, bench/bbos's --device-burst 5ms at its 6 s period; 5 ms at the
+	// paper's scale leaves Dedicated under high congestion serving 0.4 S
+	// in a cycle of waits for the scaled ServerIdle, not looked into).
 	CapBurst, DeviceBurst time.Duration
 	// Reserve is the free space writers leave (placement's write-stall
 	// reserve: a chunk; 0: S/32, 4 MiB of bench/bbos's 128 MiB). The
@@ -74,6 +79,11 @@ type BBConfig struct {
 	// Restarts is how many applications restart at the end (drawn by
 	// failure rate, workload.CkptMix.Restarts).
 	Restarts int
+	// WriteBehind is how many bytes of a checkpoint its writer has on
+	// their way to the buffer at once, sent in requests of a mebibyte
+	// (0: 32 MiB, the mount's window): the device shares itself between
+	// those requests and demotion's blocks by their numbers.
+	WriteBehind float64
 }
 
 // BBCheckpoint is one checkpoint's fate.
@@ -261,7 +271,7 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 		m.cfg.ServerIdle = cfg.Mix.Period / 300
 	}
 	if m.cfg.CapBurst <= 0 {
-		m.cfg.CapBurst = cfg.Mix.Period / 120
+		m.cfg.CapBurst = 50 * time.Millisecond
 	}
 	if m.cfg.DeviceBurst <= 0 {
 		m.cfg.DeviceBurst = cfg.Mix.Period / 1200
@@ -271,6 +281,9 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 	}
 	if m.cfg.Chunk <= 0 {
 		m.cfg.Chunk = 4 << 20
+	}
+	if m.cfg.WriteBehind <= 0 {
+		m.cfg.WriteBehind = 32 << 20
 	}
 	m.known = map[uint64]bool{}
 	m.end = cfg.Mix.Period * time.Duration(cfg.Mix.Periods)
@@ -587,8 +600,8 @@ func (m *bbModel) step() {
 	// demotion: the servers pick the rate by their own writing state,
 	// and demote the manager's known files, coldest first (a demoted copy
 	// stays on the buffer as a cache until evicted); demotion reads and
-	// checkpoint writes share the device (equation 1's trade-off, slope
-	// −1 as the emulated device of bench/bbos)
+	// checkpoint writes share the device (equation 1's trade-off, in
+	// written bytes: demoteCost)
 	dRate := m.dIdle
 	if writing {
 		dRate = m.dWrite
@@ -601,8 +614,8 @@ func (m *bbModel) step() {
 	refill(&m.wTok, m.wCap, m.cfg.CapBurst)
 	// checkpoints bypassing the buffer write the PFS all at once (the I/O
 	// scheduler is the buffer's), sharing its bandwidth with the
-	// manager's demotion streams (manager/bbos: two), a share each; a
-	// bypassed byte is one not to demote
+	// manager's demotion streams (manager/bbos: two) by their requests in
+	// flight; a bypassed byte is one not to demote
 	pfs := m.cfg.Rates.DemoteMax * dt
 	var bypassing []*bbVersion
 	for _, v := range m.queue {
@@ -617,7 +630,14 @@ func (m *bbModel) step() {
 				demotable += v.written - v.demoted
 			}
 		}
-		demShare := min(m.dTok, m.devTok, demotable, pfs-bbos.BypassShare(pfs, len(bypassing), bbos.DemoteStreams))
+		// the PFS serves requests in the order they come: the
+		// bypassing writers' requests in flight beside a block per
+		// demotion stream
+		var w float64
+		for _, v := range bypassing {
+			w += m.inFlight(v)
+		}
+		demShare := min(m.dTok, m.devTok/m.demoteCost(), demotable, pfs*bbos.DemoteStreams/(bbos.DemoteStreams+w))
 		per := (pfs - max(demShare, 0)) / float64(len(bypassing))
 		for _, v := range bypassing {
 			n := min(float64(v.Bytes)-v.written, per)
@@ -627,18 +647,21 @@ func (m *bbModel) step() {
 		}
 	}
 	order := m.order()
+	devDem := m.demotionShare(pfs)
+	k := m.demoteCost()
 	for _, o := range order {
-		if m.dTok <= 0 || m.devTok <= 0 || pfs <= 0 {
+		if m.dTok <= 0 || devDem <= 0 || pfs <= 0 {
 			break
 		}
 		v := m.byID(o.ID)
 		if !m.known[v.ID] || v.onPFS || !v.resident {
 			continue
 		}
-		n := min(m.dTok, m.devTok, pfs, v.written-v.demoted)
+		n := min(m.dTok, devDem/k, pfs, v.written-v.demoted)
 		v.demoted += n
 		m.dTok -= n
-		m.devTok -= n
+		m.devTok -= n * k
+		devDem -= n * k
 		pfs -= n
 		m.res.Demoted += n
 		if v.demoted >= v.written {
@@ -737,4 +760,74 @@ func (m *bbModel) restarts() {
 			m.res.RestartSeconds += float64(v.Bytes) / m.cfg.PFSRead
 		}
 	}
+}
+
+// demoteCost is what a demoted byte costs the device in checkpoint bytes:
+// equation 1's slope (1 for bench/bbos's emulated device, where writes
+// and demotion reads share one bandwidth; 0.37 on the paper's testbed).
+func (m *bbModel) demoteCost() float64 {
+	r := m.cfg.Rates
+	if r.DemoteMax <= r.DemoteMin {
+		return 1
+	}
+	return max((r.WriteMax-r.WriteMin)/(r.DemoteMax-r.DemoteMin), 1e-3)
+}
+
+// demotionShare is how much of the device (in checkpoint bytes) demotion
+// may take this step. Where writes (within their cap) and demotion
+// (within its cap and the PFS) ask together no more than the device
+// has, each gets what it asks; beyond, the device serves requests in the
+// order they come (the servers' bucket is a queue of reservations), so
+// each has the share its requests in flight give it — a block per
+// demotion stream, the writers' windows in mebibyte requests — and what
+// the other leaves of its share.
+func (m *bbModel) demotionShare(pfs float64) float64 {
+	k := m.demoteCost()
+	var demotable float64
+	for _, v := range m.versions {
+		if m.known[v.ID] && v.resident && !v.onPFS {
+			demotable += v.written - v.demoted
+		}
+	}
+	dem := k * max(min(m.dTok, pfs, demotable), 0)
+	var left float64
+	for _, v := range m.queue {
+		if !v.bypassed {
+			left += float64(v.Bytes) - v.written - v.spilled
+			if m.cfg.Policy != bbos.Dedicated {
+				break
+			}
+		}
+	}
+	wr := max(min(m.wTok, left), 0)
+	if wr+dem <= m.devTok {
+		return dem
+	}
+	w := m.writeRequests()
+	share := m.devTok * bbos.DemoteStreams / (bbos.DemoteStreams + w)
+	return min(dem, max(share, m.devTok-wr))
+}
+
+// inFlight is how many write requests checkpoint v has on their way: what
+// it has left, up to its write-behind window, in requests of a mebibyte
+// (the mount's).
+func (m *bbModel) inFlight(v *bbVersion) float64 {
+	return math.Ceil(min(max(float64(v.Bytes)-v.written-v.spillW, 0), m.cfg.WriteBehind) / (1 << 20))
+}
+
+// writeRequests is how many checkpoint write requests are in flight: the
+// bytes each writer has left, up to its write-behind window, in requests
+// of a mebibyte (the mount's), over the writers the buffer serves now.
+func (m *bbModel) writeRequests() float64 {
+	var w float64
+	for _, v := range m.queue {
+		if v.bypassed || v.written >= float64(v.Bytes) {
+			continue
+		}
+		w += m.inFlight(v)
+		if m.cfg.Policy != bbos.Dedicated {
+			break
+		}
+	}
+	return w
 }

@@ -85,21 +85,27 @@ func TestBBPolicies(t *testing.T) {
 // written — fills the buffer and makes checkpoints wait for room, and
 // MaxEff writes every checkpoint at Bw_min, while BBOS writes at Bw_max
 // until its plan's threshold (the paper's Figures 5 and 6): the model can
-// show a policy failing.
+// show a policy failing. (BBOS without bypass: a bypassed checkpoint
+// goes at the PFS's speed, which is not what is compared here.)
 func TestBBMaxBWStops(t *testing.T) {
 	mix := testMix(t, 1.3, "med", 1)
 	end := mix.Period * time.Duration(mix.Periods)
 	mean := map[bbos.Policy]float64{}
 	for _, p := range []bbos.Policy{bbos.MaxBW, bbos.MaxEff, bbos.BBOS} {
-		r := runBB(t, mix, p)
+		r, err := RunBB(BBConfig{Mix: mix, Policy: p, S: testbedS, Rates: testbed, Restarts: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(r.Refused) > 0 {
 			t.Fatalf("%s refused %d applications", p, len(r.Refused))
 		}
 		mean[p] = r.MeanCheckpoint(end)
 	}
 	t.Logf("mean checkpoint time: %v s", mean)
-	if mean[bbos.MaxBW] < 3*mean[bbos.BBOS] || mean[bbos.MaxEff] < 2*mean[bbos.BBOS] {
-		t.Errorf("mean checkpoint time %v s: want maxbw ≥ 3× and maxeff ≥ 2× bbos", mean)
+	// MaxEff: Bw_max/Bw_min = 1.19 for a checkpoint written whole at
+	// each rate; the caps' burst and BBOS's own ramp bring it down
+	if mean[bbos.MaxBW] < 3*mean[bbos.BBOS] || mean[bbos.MaxEff] < 1.05*mean[bbos.BBOS] {
+		t.Errorf("mean checkpoint time %v s: want maxbw ≥ 3× and maxeff ≥ 1.05× bbos", mean)
 	}
 }
 
