@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Tables of bench/sim/liveqos.sh: each job's I/O time live (median and
+range over the runs) and in the simulator, per case; --check: every job
+ran without error and has both times, and in both the capped job (j1)
+takes longer the lower its cap, its neighbour on the same forwarding
+node (j2) does not take longer, and the third job, on the other
+forwarding node, does not change by more than 15 %."""
+import json
+import statistics
+import sys
+
+
+def load(path):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    by = {}
+    for r in rows:
+        by.setdefault((r["case"], r["id"]), []).append(r)
+    return rows, by
+
+
+def main():
+    args = sys.argv[1:]
+    check = "--check" in args
+    args = [a for a in args if a != "--check"]
+    rows, by = load(args[0])
+    cases = []
+    for r in rows:
+        if r["case"] not in cases:
+            cases.append(r["case"])
+    med = {}
+    for k, rs in by.items():
+        med[k] = (statistics.median(r["live"] for r in rs), statistics.median(r["sim"] for r in rs))
+    if check:
+        bad = [r for r in rows if r["error"] or r["live"] <= 0 or r["sim"] <= 0]
+        if bad:
+            sys.exit("liveqos check: %d results without an error-free live and simulated time: %s" % (len(bad), bad[:3]))
+        order = [c for c in ("none", "cap10", "cap5") if c in cases]
+        for side, i in (("live", 0), ("sim", 1)):
+            t = [med[(c, "j1")][i] for c in order]
+            if any(b <= a for a, b in zip(t, t[1:])):
+                sys.exit("liveqos check: %s: j1's I/O time %s over %s does not grow as its cap falls" % (side, t, order))
+            v = [med[(c, "j2")][i] for c in order]
+            if any(b > 1.15 * a for a, b in zip(v, v[1:])):
+                sys.exit("liveqos check: %s: j2 (j1's neighbour) slowed as j1's cap fell: %s" % (side, v))
+            u = [med[(c, "j3")][i] for c in order]
+            if max(u) > 1.15 * min(u):
+                sys.exit("liveqos check: %s: j3 (the other forwarding node) moved with j1's cap: %s" % (side, u))
+        print("liveqos check: %d results sane" % len(rows))
+        return
+    print("| case | job | live I/O time s (median, range) | simulator s | sim/live |")
+    print("|---|---|---|---|---|")
+    ok = n = 0
+    for c in cases:
+        for j in ("j1", "j2", "j3"):
+            rs = by.get((c, j))
+            if not rs:
+                continue
+            lv = [r["live"] for r in rs]
+            live, sim = med[(c, j)]
+            ratio = sim / live
+            print("| %s | %s | %.2f (%.2f–%.2f) | %.2f | %.2f |" % (c, j, live, min(lv), max(lv), sim, ratio))
+            for r in rs:
+                n += 1
+                ok += abs(r["sim"] - r["live"]) <= 0.15 * r["live"]
+    print()
+    print("per job and run, the simulator within 15 %% of the live I/O time: %d of %d" % (ok, n))
+
+
+if __name__ == "__main__":
+    main()
