@@ -21,6 +21,7 @@ if [ "$SMOKE" = 1 ]; then
 	RUNS=1 MIB=32 OUT=${OUT_SMOKE:-/tmp/sluice-liveqos-smoke.jsonl}
 fi
 CASES=${CASES:-"none|cap10|cap5"}
+SIMFLAGS=${SIMFLAGS:-} # e.g. --interference bench/dfra/pairwise.jsonl
 rule() { # case → the rule's words ("" for none)
 	case $1 in
 	none) echo "" ;;
@@ -55,7 +56,8 @@ for run in $(seq 1 "$RUNS"); do
 		fi
 		$S workload --jobs "$WORK/jobs.jsonl" --register --state "$WORK/state" "$WORK/mnt/live" > "$WORK/live.jsonl"
 		rm -rf "$WORK/sim"
-		$S sim --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm "${simq[@]}" --out "$WORK/sim" >/dev/null
+		# shellcheck disable=SC2086
+		$S sim --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm $SIMFLAGS "${simq[@]}" --out "$WORK/sim" >/dev/null
 		python3 - "$c" "$run" "$WORK/live.jsonl" "$WORK/sim/jobs-ffm.jsonl" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 case, run, live, sim = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
