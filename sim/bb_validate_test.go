@@ -218,33 +218,50 @@ func median(xs []float64) float64 {
 func agree(r realBBRun, s *BBResult) (ok, n int) {
 	checkpointTimes(r, s, func(_ string, rt, mt float64, found bool) {
 		n++
-		if found && (math.Abs(mt-rt) <= 0.15*rt || math.Abs(mt-rt) <= 0.010) {
+		if found && near(mt, rt) {
 			ok++
 		}
 	})
 	return ok, n
 }
 
+// ckKey names a checkpoint: its application and version.
+type ckKey struct {
+	app string
+	v   int
+}
+
+// daemonTimes is each checkpoint the daemons finished and its time
+// (schedule to end, seconds).
+func daemonTimes(r realBBRun) map[ckKey]float64 {
+	t := map[ckKey]float64{}
+	for _, c := range r.Checkpoint {
+		if c.End > 0 {
+			t[ckKey{c.App, c.Version}] = c.End - c.At
+		}
+	}
+	return t
+}
+
+// near says whether x is within 15 % or 10 ms of the reference ref.
+func near(x, ref float64) bool {
+	d := math.Abs(x - ref)
+	return d <= 0.15*ref || d <= 0.010
+}
+
 // checkpointTimes pairs each checkpoint the daemons finished with the
 // model's time for it (schedule to end, seconds; found false: the model
 // did not finish it).
 func checkpointTimes(r realBBRun, s *BBResult, each func(app string, real, model float64, found bool)) {
-	type key struct {
-		app string
-		v   int
-	}
-	sim := map[key]float64{}
+	sim := map[ckKey]float64{}
 	for _, c := range s.Checkpoints {
 		if c.Done > 0 {
-			sim[key{c.App, c.Version}] = (c.Done - c.At).Seconds()
+			sim[ckKey{c.App, c.Version}] = (c.Done - c.At).Seconds()
 		}
 	}
-	for _, c := range r.Checkpoint {
-		if c.End == 0 {
-			continue
-		}
-		d, found := sim[key{c.App, c.Version}]
-		each(c.App, c.End-c.At, d, found)
+	for k, rt := range daemonTimes(r) {
+		d, found := sim[k]
+		each(k.app, rt, d, found)
 	}
 }
 
@@ -274,7 +291,7 @@ func agreeApps(r realBBRun, s *BBResult) (ok, n int) {
 	})
 	for app, rt := range real {
 		n++
-		if d := math.Abs(model[app] - rt); d <= 0.15*rt || d <= 0.010 {
+		if near(model[app], rt) {
 			ok++
 		}
 	}
@@ -285,20 +302,11 @@ func agreeApps(r realBBRun, s *BBResult) (ok, n int) {
 // their application's previous one (the mix repeats every period): how
 // far the daemons agree with themselves, the bound for any model.
 func selfAgree(r realBBRun) (ok, n int) {
-	type key struct {
-		app string
-		v   int
-	}
-	t := map[key]float64{}
-	for _, c := range r.Checkpoint {
-		if c.End > 0 {
-			t[key{c.App, c.Version}] = c.End - c.At
-		}
-	}
+	t := daemonTimes(r)
 	for k, b := range t {
-		if a, found := t[key{k.app, k.v - 1}]; found && k.v > 1 {
+		if a, found := t[ckKey{k.app, k.v - 1}]; found {
 			n++
-			if d := math.Abs(b - a); d <= 0.15*a || d <= 0.010 {
+			if near(b, a) {
 				ok++
 			}
 		}
