@@ -16,6 +16,16 @@ import (
 // through that server beside the server's own resources: max-min sharing
 // then gives the matched flows at most the rate together, and what they
 // leave of the server to the others.
+//
+// Shares: a daemon's scheduler fair-queues between flows of requests —
+// one per rule matched, one per unmatched job — by the rules' shares (an
+// unmatched job's is 1). The servers' resources are Grouped (sim/flow):
+// a job's flows through a server (one per storage target, say) are one
+// group there, or the matched rule's flows are, with the rule's share as
+// the group's weight (group). Forwarding daemons schedule so with or
+// without rules; data servers' gates let requests through unscheduled
+// while there are no rules, so the storage targets are grouped only when
+// Config.QoS has rules.
 
 // capKind is what a cap counts.
 type capKind uint8
@@ -84,4 +94,18 @@ func (s *Sim) capped(path []flow.Use, res func(*flow.Resource) *flow.Resource, r
 		s.qosCaps[k] = c
 	}
 	return append(path, flow.Use{R: res(c)})
+}
+
+// group is the scheduler's flow (policy/qos) the requests of j matching
+// rule (-1: none) belong to at a server, as a group of flows there, and
+// its weight.
+func (s *Sim) group(j *job, rule int) (string, float64) {
+	if rule < 0 {
+		return "job:" + j.spec.ID, 1
+	}
+	r := s.cfg.QoS[rule]
+	if r.Share > 0 {
+		return "rule:" + r.Name, r.Share
+	}
+	return "rule:" + r.Name, 1
 }

@@ -21,6 +21,10 @@ type Stats struct {
 	MeanWait       float64 `json:"mean_wait_s"`
 	Makespan       float64 `json:"makespan_s"`
 	Events         uint64  `json:"events"`
+	// Recomputes is the flow model's rate recomputations, GroupFallbacks
+	// those whose sharing by job and rule found no fixed point.
+	Recomputes     uint64 `json:"recomputes"`
+	GroupFallbacks uint64 `json:"group_fallbacks"`
 	// I/O-intensive jobs: volume over 1 GiB on more than one I/O node
 	// (what DFRA may scale up), and their mean I/O time.
 	Intensive       int     `json:"intensive"`
@@ -35,7 +39,7 @@ func intensive(j JobResult) bool { return j.Bytes > 1<<30 && j.IONodes > 1 }
 
 // Summarise is a run's summary (warm-up jobs left out).
 func Summarise(r *Result) Stats {
-	st := Stats{Events: r.Events, Makespan: r.End.Seconds()}
+	st := Stats{Events: r.Events, Makespan: r.End.Seconds(), Recomputes: r.Recomputes, GroupFallbacks: r.GroupFallbacks}
 	var io, sl []float64
 	for _, j := range r.Jobs {
 		if j.Warmup {

@@ -61,9 +61,11 @@ type Config struct {
 	// first rule a job's requests match (qos.Classify: by job id,
 	// application and operation class) caps them at each server, its
 	// Rate the bytes/s, its Ops the operations/s of the matched requests
-	// there together, whichever jobs they come from. A rule's Share
-	// (a weight when a server is saturated) is not modelled: the flow
-	// model shares max-min, without weights. Rules matching by node, uid
+	// there together, whichever jobs they come from; its Share is the
+	// weight of the matched flows together at a saturated server, beside
+	// each unmatched job's 1 (a forwarding node shares between jobs and
+	// rules so with or without rules, a storage target with rules only,
+	// as the daemons' gates do; sim/qos.go). Rules matching by node, uid
 	// or gid are refused (the simulated jobs carry neither); make rules
 	// with qos.ParseRule (a Rule literal's zero Uid matches uid 0).
 	QoS []qos.Rule
@@ -147,8 +149,11 @@ type Result struct {
 	Timeline []Sample
 	Events   uint64
 	End      engine.Time
-	// Recomputes and FlowsTouched are the flow model's work.
-	Recomputes, FlowsTouched uint64
+	// Recomputes and FlowsTouched are the flow model's work; GroupRounds
+	// its rounds sharing servers between jobs and rules, GroupFallbacks
+	// the recomputations where those found no fixed point (sim/flow).
+	Recomputes, FlowsTouched    uint64
+	GroupRounds, GroupFallbacks uint64
 	// Slow is the forwarding nodes and storage targets made fail-slow
 	// ("fwd0003", "ost00012"), Detected those the detector named (with
 	// when), Remaps the jobs moved off forwarding nodes.
@@ -296,7 +301,10 @@ func New(cfg Config) (*Sim, error) {
 		s.cfg.Placement = place.Perf
 	}
 	for t := 0; t < m.Storage.Groups*m.Storage.Targets; t++ {
-		s.targets = append(s.targets, s.fm.NewResource(fmt.Sprintf("ost%05d", t), targetBW(m, t)))
+		r := s.fm.NewResource(fmt.Sprintf("ost%05d", t), targetBW(m, t))
+		// a data server's gate schedules only while there are rules
+		r.Grouped = len(cfg.QoS) > 0
+		s.targets = append(s.targets, r)
 	}
 	s.placed = make([]float64, len(s.targets))
 	s.flagged = map[string]bool{}
@@ -306,6 +314,9 @@ func New(cfg Config) (*Sim, error) {
 		s.fwds = append(s.fwds, dfra.Fwd{ID: id, Capacity: m.FwdBW, Alive: true})
 		s.fwdIdx[id] = i
 		r, o := s.fm.NewResource(id, m.FwdBW), s.fm.NewResource(id+".ops", m.FwdOps)
+		// a forwarding daemon's gates fair-queue by job (or by the QoS
+		// rule a request matches) with or without rules
+		r.Grouped, o.Grouped = true, true
 		if len(m.Interference.Factors) > 0 {
 			r.Slow, o.Slow = s.slow, s.slow
 		} else {
@@ -423,6 +434,7 @@ func (s *Sim) Run() (*Result, error) {
 	s.res.Events = s.e.Fired()
 	s.res.End = s.e.Now()
 	s.res.Recomputes, s.res.FlowsTouched = s.fm.Recomputes, s.fm.FlowsTouched
+	s.res.GroupRounds, s.res.GroupFallbacks = s.fm.GroupRounds, s.fm.GroupFallbacks
 	sort.Slice(s.res.Detected, func(i, k int) bool {
 		a, b := s.res.Detected[i], s.res.Detected[k]
 		return a.Fwd < b.Fwd || a.Fwd == b.Fwd && a.Target < b.Target
@@ -638,10 +650,12 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 				head = []flow.Use{{R: links(fs.fwd, fs.nodes)}}
 			}
 			dataRule := s.rule(j, dataClass(ph))
+			key, w := s.group(j, dataRule)
 			for k := 0; k < T; k++ {
 				if byTarget[k] > 0 {
 					t := g*T + k
-					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd])}, flow.Use{R: res(s.targets[t])})
+					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w},
+						flow.Use{R: res(s.targets[t]), Group: key, Share: w})
 					path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
 					path = s.capped(path, res, dataRule, qosBytes, "ost", t)
 					out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, tag, done))
@@ -656,13 +670,17 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 			rate = 0
 		}
 		if o := ph.ops * share; o > 0 {
-			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}, {R: res(s.meta)}}
-			path = s.capped(path, res, s.rule(j, qos.Meta), qosOps, "fwd", fs.fwd)
+			rule := s.rule(j, qos.Meta)
+			key, w := s.group(j, rule)
+			path := []flow.Use{{R: res(s.fwdOps[fs.fwd]), Group: key, Share: w}, {R: res(s.meta)}}
+			path = s.capped(path, res, rule, qosOps, "fwd", fs.fwd)
 			out = append(out, fm.Start(path, o, rate*share*ph.ops/ops, j.num, class, tag, done))
 		}
 		if o := ph.reqs * share; o > 0 {
-			path := []flow.Use{{R: res(s.fwdOps[fs.fwd])}}
-			path = s.capped(path, res, s.rule(j, dataClass(ph)), qosOps, "fwd", fs.fwd)
+			rule := s.rule(j, dataClass(ph))
+			key, w := s.group(j, rule)
+			path := []flow.Use{{R: res(s.fwdOps[fs.fwd]), Group: key, Share: w}}
+			path = s.capped(path, res, rule, qosOps, "fwd", fs.fwd)
 			out = append(out, fm.Start(path, o, rate*share*ph.reqs/ops, j.num, class, tag, done))
 		}
 	}
@@ -726,7 +744,7 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 		c := copies[r]
 		if c == nil {
 			c = fm.NewResource(r.Name, r.Capacity())
-			c.Derate, c.Slow = r.Derate, r.Slow
+			c.Derate, c.Slow, c.Grouped = r.Derate, r.Slow, r.Grouped
 			copies[r] = c
 		}
 		return c

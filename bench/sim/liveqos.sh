@@ -4,7 +4,8 @@
 # (sim.Job lines), run on real daemons by `sluice workload --jobs` and in
 # `sluice sim --machine local` of that very cluster, without a rule and
 # with a rule capping one job's writes below its fair share (10 and 5
-# MiB/s of the forwarding node's 40 MB/s). Two jobs share the first
+# MiB/s of the forwarding node's 40 MB/s), and with a rule giving its
+# writes a share of 3 against its neighbour's 1 (share3). Two jobs share the first
 # forwarding node (FWD_MBPS, the contested resource: FFM puts compute
 # nodes cn0 and cn1 on it), a third has the second to itself; each writes
 # its files in two phases (checkpoints, no computation between).
@@ -20,13 +21,14 @@ OUT=${OUT:-bench/sim/liveqos-results.jsonl}
 if [ "$SMOKE" = 1 ]; then
 	RUNS=1 MIB=32 OUT=${OUT_SMOKE:-/tmp/sluice-liveqos-smoke.jsonl}
 fi
-CASES=${CASES:-"none|cap10|cap5"}
+CASES=${CASES:-"none|cap10|cap5|share3"}
 SIMFLAGS=${SIMFLAGS:-} # e.g. --interference bench/dfra/pairwise.jsonl
 rule() { # case → the rule's words ("" for none)
 	case $1 in
 	none) echo "" ;;
 	cap10) echo "capped job=j1 op=write rate=10M" ;;
 	cap5) echo "capped job=j1 op=write rate=5M" ;;
+	share3) echo "favoured job=j1 op=write share=3" ;;
 	*) echo "unknown case $1" >&2; exit 1 ;;
 	esac
 }

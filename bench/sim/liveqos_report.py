@@ -4,7 +4,9 @@ range over the runs) and in the simulator, per case; --check: every job
 ran without error and has both times, and in both the capped job (j1)
 takes longer the lower its cap, its neighbour on the same forwarding
 node (j2) does not take longer, and the third job, on the other
-forwarding node, does not change by more than 15 %."""
+forwarding node, does not change by more than 15 %; with a share of 3
+(case share3) j1 takes at least 10 % less time than without a rule, j2
+not less than 85 % of it, j3 within 15 %."""
 import json
 import statistics
 import sys
@@ -45,6 +47,16 @@ def main():
             u = [med[(c, "j3")][i] for c in order]
             if max(u) > 1.15 * min(u):
                 sys.exit("liveqos check: %s: j3 (the other forwarding node) moved with j1's cap: %s" % (side, u))
+            if "share3" in cases and "none" in cases:
+                a, b = med[("none", "j1")][i], med[("share3", "j1")][i]
+                if b > 0.9 * a:
+                    sys.exit("liveqos check: %s: j1 with a share of 3 took %.2f s against %.2f without" % (side, b, a))
+                a, b = med[("none", "j2")][i], med[("share3", "j2")][i]
+                if b < 0.85 * a:
+                    sys.exit("liveqos check: %s: j2 beside j1's share of 3 took %.2f s against %.2f: faster" % (side, b, a))
+                a, b = med[("none", "j3")][i], med[("share3", "j3")][i]
+                if max(a, b) > 1.15 * min(a, b):
+                    sys.exit("liveqos check: %s: j3 moved with j1's share: %.2f against %.2f" % (side, b, a))
         print("liveqos check: %d results sane" % len(rows))
         return
     print("| case | job | live I/O time s (median, range) | simulator s | sim/live |")

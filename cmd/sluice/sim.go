@@ -60,7 +60,7 @@ func cmdSim(args []string) error {
 	genJobs := fs.String("gen-jobs", "", "write the workload made from --swf to this file (JSON Lines) and stop")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	var rules []qos.Rule
-	fs.Func("qos", "a QoS rule in force at every forwarding node and storage target, as `sluice qos add` takes it: 'NAME [job=J] [app=A] [op=read|write|meta] [rate=BYTES/s] [iops=N]' (repeat for more, in order; shares are not modelled)", func(v string) error {
+	fs.Func("qos", "a QoS rule in force at every forwarding node and storage target, as `sluice qos add` takes it: 'NAME [job=J] [app=A] [op=read|write|meta] [rate=BYTES/s] [iops=N] [share=W]' (repeat for more, in order)", func(v string) error {
 		w := strings.Fields(v)
 		if len(w) < 2 {
 			return fmt.Errorf("want NAME and key=value words")

@@ -5,7 +5,10 @@
 // (progressive filling, each flow possibly capped on its own, e.g. by a
 // QoS rule or its compute nodes' links). A flow may weigh on a resource
 // more or less than one unit per unit moved (Use.W: operations per byte
-// on an operation-rate resource, say).
+// on an operation-rate resource, say). A Grouped resource shares between
+// groups of flows first (weighted max-min, Use.Group and Use.Share: a
+// server that fair-queues by job or by QoS rule), then max-min within a
+// group.
 //
 // Rates are recomputed incrementally: a flow that starts or ends, or a
 // resource whose capacity changes, recomputes only the connected component
@@ -41,6 +44,13 @@ type Resource struct {
 	// share what it leaves (max-min again with f capped there). A flow's
 	// factor is the largest of its path's.
 	Slow func(f *Flow, users []*Flow) float64
+	// Grouped makes the resource share between groups of flows before
+	// flows (a server that fair-queues its requests by job or by QoS
+	// rule, as policy/qos's scheduler does): the groups get weighted
+	// max-min shares of the capacity (weight Use.Share) and a group's
+	// flows share its part max-min. A flow without a Use.Group is a
+	// group of its own of weight 1.
+	Grouped bool
 
 	cap   float64 // units per second
 	users []*Flow
@@ -55,6 +65,22 @@ type Resource struct {
 	mark  uint64
 	avail float64 // capacity left for the unfrozen flows
 	load  float64 // weight of the unfrozen flows
+	// a Grouped resource's groups in a recomputation, in the order their
+	// first flow uses it, and its capacity (Derate applied)
+	groups []*group
+	byKey  map[any]*group
+	pool   []*group // groups to reuse
+	whole  float64
+}
+
+// group is one group of flows on a Grouped resource in a recomputation:
+// its part of the resource is a resource of its own (sub), which its
+// flows use in the resource's stead.
+type group struct {
+	sub     Resource
+	ws      []float64 // the weight on the resource of each of sub.users
+	w       float64
+	limited bool // held below its weighted share elsewhere: its part is what it uses
 }
 
 // Capacity is the resource's capacity per second (before Derate).
@@ -80,6 +106,30 @@ func (r *Resource) account(now engine.Time) {
 type Use struct {
 	R *Resource
 	W float64 // units of the resource per unit of the flow (0 means 1)
+	// Group and Share are the flow's group on a Grouped resource and the
+	// group's weight there (0 means 1; the first flow's counts). A flow
+	// with Group "" is a group of its own.
+	Group string
+	Share float64
+
+	sub *Resource // the group's part of R in a recomputation (Grouped R)
+}
+
+// weight is u's group's weight (Share; 0 means 1).
+func (u *Use) weight() float64 {
+	if u.Share > 0 {
+		return u.Share
+	}
+	return 1
+}
+
+// at is the resource u stands for in a recomputation: R, or its group's
+// part of R.
+func (u *Use) at() *Resource {
+	if u.sub != nil {
+		return u.sub
+	}
+	return u.R
 }
 
 // Flow is one transfer.
@@ -101,9 +151,10 @@ type Flow struct {
 	pos       []int // index in each resource's users
 	mark      uint64
 	frozen    bool
-	next      float64 // the rate of a recomputation
-	k         float64 // Slow's factor in the last recomputation (≥ 1)
-	limit     float64 // the cap of a recomputation's pass
+	next      float64   // the rate of a recomputation
+	k         float64   // Slow's factor in the last recomputation (≥ 1)
+	limit     float64   // the cap of a recomputation's pass
+	frozeAt   *Resource // where a fill froze it (nil: at its limit)
 	finished  bool
 	m         *Model
 }
@@ -127,12 +178,17 @@ type Model struct {
 	// statistics
 	Recomputes   uint64 // component recomputations
 	FlowsTouched uint64 // flows visited by them, in all
-	active       int
+	// GroupRounds counts the rounds of fill on components with Grouped
+	// resources; GroupFallbacks the recomputations whose groups found no
+	// fixed point (shared plain max-min instead; see share).
+	GroupRounds, GroupFallbacks uint64
+	active                      int
 
 	// scratch
 	resBuf    []*Resource
 	flowBuf   []*Flow
 	cappedBuf []*Flow
+	partBuf   []*Resource
 	heap      levels
 }
 
@@ -344,7 +400,7 @@ func (m *Model) recompute(seeds []*Resource) {
 		f.limit = f.Cap
 		slowed = slowed || f.k > 1
 	}
-	m.fill(res, flows)
+	m.share(res, flows)
 	if slowed {
 		// a slowed flow moves at 1/k of its share; what it leaves goes
 		// to the others
@@ -353,7 +409,10 @@ func (m *Model) recompute(seeds []*Resource) {
 				f.limit = f.next / f.k
 			}
 		}
-		m.fill(res, flows)
+		m.share(res, flows)
+	}
+	for _, r := range res {
+		r.used = 0
 	}
 	for _, f := range flows {
 		x := f.next
@@ -363,6 +422,224 @@ func (m *Model) recompute(seeds []*Resource) {
 		m.setRate(f, x, now)
 	}
 	m.resBuf, m.flowBuf = res[:0], flows[:0]
+}
+
+// maxGroupRounds bounds the rounds of share on a component with Grouped
+// resources.
+const maxGroupRounds = 64
+
+// share gives flows their rates (f.next) over res: max-min fair (fill),
+// and on a Grouped resource weighted max-min between its groups first.
+// Each group's part of a Grouped resource is a resource of its own that
+// its flows use in the whole's stead. The parts start at the weighted
+// shares of the whole; a round of fill finds the groups that use less
+// than their part (held elsewhere: by their caps, other resources or
+// their own flows' shares): their part becomes what they use and the
+// others share the rest by weight; a group held at a part below the
+// others' level by weight gets its share back. Rounds go on until no
+// part changes (at most maxGroupRounds): exact when a flow crosses one
+// Grouped resource, an approximation when it crosses several.
+func (m *Model) share(res []*Resource, flows []*Flow) {
+	var grouped []*Resource
+	all := m.partBuf[:0]
+	for _, r := range res {
+		all = append(all, r)
+		if r.Grouped && len(r.users) > 0 {
+			grouped = append(grouped, r)
+		}
+	}
+	if len(grouped) == 0 {
+		m.fill(res, flows)
+		m.partBuf = all[:0]
+		return
+	}
+	all = all[:0]
+	for _, r := range res {
+		if !r.Grouped || len(r.users) == 0 {
+			all = append(all, r)
+		}
+	}
+	k := 0
+	for _, r := range grouped {
+		r.whole = r.cap
+		if r.Derate != nil {
+			r.whole *= r.Derate(r.users)
+		}
+		if !r.regroup() {
+			// a group per flow, all of one weight: plain max-min
+			for _, f := range r.users {
+				for i := range f.Path {
+					if f.Path[i].R == r {
+						f.Path[i].sub = nil
+					}
+				}
+			}
+			all = append(all, r)
+			continue
+		}
+		grouped[k] = r
+		k++
+		for _, g := range r.groups {
+			all = append(all, &g.sub)
+		}
+	}
+	grouped = grouped[:k]
+	if len(grouped) == 0 {
+		m.fill(all, flows)
+		m.partBuf = all[:0]
+		return
+	}
+	for round := 0; ; round++ {
+		for _, r := range grouped {
+			left, w := r.unlimited()
+			for _, g := range r.groups {
+				if !g.limited {
+					g.sub.cap = left * g.w / w
+				}
+			}
+		}
+		m.fill(all, flows)
+		m.GroupRounds++
+		if round == maxGroupRounds-1 {
+			// no fixed point: the groups' flows share the whole
+			// resource plain max-min instead (feasible, and leaves
+			// nothing idle that a flow could use)
+			m.GroupFallbacks++
+			for _, f := range flows {
+				for i := range f.Path {
+					f.Path[i].sub = nil
+				}
+			}
+			m.fill(res, flows)
+			break
+		}
+		changed := false
+		for _, r := range grouped {
+			left, w := r.unlimited()
+			for _, g := range r.groups {
+				used := 0.0
+				for i, f := range g.sub.users {
+					used += g.ws[i] * f.next
+				}
+				held := false // a flow of the group froze at its part
+				for _, f := range g.sub.users {
+					held = held || f.frozeAt == &g.sub
+				}
+				switch {
+				case !g.limited && used < g.sub.cap*(1-1e-9)-1e-12,
+					g.limited && used < g.sub.cap*(1-1e-6)-1e-12:
+					// its part is what it uses, and a hair more: a
+					// flow held both elsewhere and at its part at the
+					// same level freezes elsewhere first (not held)
+					g.limited, g.sub.cap, changed = true, used*(1+1e-7)+1e-12*r.whole, true
+				case g.limited && held && (w == 0 && left > 1e-9*r.whole ||
+					w > 0 && g.sub.cap < left/w*g.w*(1-1e-9)-1e-12):
+					// at its part, which is below the others' level
+					// by weight, or with the resource not full
+					g.limited, changed = false, true
+				}
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	for _, f := range flows {
+		for i := range f.Path {
+			f.Path[i].sub = nil
+		}
+	}
+	for _, r := range grouped {
+		r.groups = r.groups[:0]
+		clear(r.byKey)
+	}
+	m.partBuf = all[:0]
+}
+
+// regroup sorts a Grouped resource's flows into its groups (r.groups,
+// in the order of their first flow; each flow's use of r points at its
+// group's part) and says whether grouping matters: false when there is
+// one group, or every flow is a group of its own and all weigh the same
+// (plain max-min then).
+func (r *Resource) regroup() bool {
+	if r.oneGroup() {
+		return false
+	}
+	r.groups = r.groups[:0]
+	if r.byKey == nil {
+		r.byKey = map[any]*group{}
+	}
+	clear(r.byKey)
+	matters := false
+	for _, f := range r.users {
+		for i := range f.Path {
+			u := &f.Path[i]
+			if u.R != r {
+				continue
+			}
+			var key any = u.Group
+			if u.Group == "" {
+				key = f
+			}
+			g := r.byKey[key]
+			if g == nil {
+				if n := len(r.groups); n < len(r.pool) {
+					g = r.pool[n]
+				} else {
+					g = &group{}
+					r.pool = append(r.pool, g)
+				}
+				g.w, g.limited = u.weight(), false
+				g.sub = Resource{Name: r.Name, users: g.sub.users[:0]}
+				g.ws = g.ws[:0]
+				r.byKey[key] = g
+				r.groups = append(r.groups, g)
+				matters = matters || g.w != r.groups[0].w
+			} else {
+				matters = true // a group of several flows
+			}
+			g.sub.users = append(g.sub.users, f)
+			g.ws = append(g.ws, u.W)
+			u.sub = &g.sub
+		}
+	}
+	return matters && len(r.groups) > 1
+}
+
+// oneGroup says, without sorting them, whether a Grouped resource's flows
+// are all of one group, or all groups of their own of one weight.
+func (r *Resource) oneGroup() bool {
+	var first *Use
+	for _, f := range r.users {
+		for i := range f.Path {
+			u := &f.Path[i]
+			if u.R != r {
+				continue
+			}
+			if first == nil {
+				first = u
+				continue
+			}
+			if u.Group != first.Group || u.Group == "" && u.weight() != first.weight() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unlimited is what a Grouped resource leaves to its groups not limited
+// elsewhere, and their weight in all.
+func (r *Resource) unlimited() (left, w float64) {
+	left = r.whole
+	for _, g := range r.groups {
+		if g.limited {
+			left -= g.sub.cap
+		} else {
+			w += g.w
+		}
+	}
+	return math.Max(0, left), w
 }
 
 // fill gives flows their max-min fair rates (f.next) over res, each
@@ -380,8 +657,8 @@ func (m *Model) fill(res []*Resource, flows []*Flow) {
 		r.avail, r.load, r.used = c, 0, 0
 	}
 	for _, f := range flows {
-		for _, u := range f.Path {
-			u.R.load += u.W
+		for i := range f.Path {
+			f.Path[i].at().load += f.Path[i].W
 		}
 	}
 	capped := m.cappedBuf[:0]
@@ -399,11 +676,12 @@ func (m *Model) fill(res []*Resource, flows []*Flow) {
 		}
 	}
 	heap.Init(&h)
-	freeze := func(f *Flow, x float64) {
-		f.frozen = true
+	freeze := func(f *Flow, x float64, at *Resource) {
+		f.frozen, f.frozeAt = true, at
 		f.next = x
-		for _, u := range f.Path {
-			r := u.R
+		for i := range f.Path {
+			u := &f.Path[i]
+			r := u.at()
 			r.avail = math.Max(0, r.avail-u.W*x)
 			r.load -= u.W
 			if r.load > 1e-12 {
@@ -432,13 +710,13 @@ func (m *Model) fill(res []*Resource, flows []*Flow) {
 		if ci < len(capped) && (h.Len() == 0 || capped[ci].limit <= h[0].x) {
 			f := capped[ci]
 			ci++
-			freeze(f, f.limit)
+			freeze(f, f.limit, nil)
 			continue
 		}
 		top := heap.Pop(&h).(level)
 		for _, f := range top.r.users {
 			if !f.frozen {
-				freeze(f, math.Max(top.x, 0))
+				freeze(f, math.Max(top.x, 0), top.r)
 			}
 		}
 	}
