@@ -144,17 +144,19 @@ sim:
 	FWDS=24 bash bench/sim/qos.sh bench/sim/qos-results-24.jsonl
 	bash bench/sim/failslow.sh
 	bash bench/sim/liveqos.sh
+	bash bench/sim/liveslow.sh
 
 # CI: the command line end to end on one simulated day of taihulight
 # after a week of warm-up; DFRA must speed some job up and slow few; the
-# burst-buffer, QoS and fail-slow scenarios small; one QoS cap run live
-# and replayed on the running cluster's description.
+# burst-buffer, QoS and fail-slow scenarios small; one QoS run and one
+# fail-slow run live, each replayed on the running cluster's description.
 sim-smoke:
 	SMOKE=1 bash bench/sim/run.sh /tmp/sluice-sim-smoke
 	SMOKE=1 bash bench/sim/bb.sh
 	SMOKE=1 bash bench/sim/qos.sh
 	SMOKE=1 bash bench/sim/failslow.sh
 	SMOKE=1 bash bench/sim/liveqos.sh
+	SMOKE=1 bash bench/sim/liveslow.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

@@ -244,7 +244,7 @@ type Sim struct {
 
 	// fail-slow detection
 	recs     []beacon.Record
-	lastBusy []float64 // per forwarding node, then per target
+	lastBusy []float64 // per forwarding node, then per target: the work its records counted
 	flagged  map[string]bool
 }
 
@@ -930,16 +930,21 @@ func (s *Sim) window(now engine.Time) {
 	const req = 1 << 20
 	start := now - w
 	record := func(k int, r *flow.Resource, layer beacon.Layer, server string) {
+		// whole operations, as a daemon counts them: what a window
+		// moved beyond its last whole operation is the next window's
 		b := r.Busy(now)
 		moved := b - s.lastBusy[k]
-		s.lastBusy[k] = b
-		if moved < req || now == s.cfg.FailSlow.At {
+		if moved < req {
 			return
 		}
 		n := uint64(moved / req)
+		s.lastBusy[k] += float64(n) * req
+		if now == s.cfg.FailSlow.At {
+			return
+		}
 		lat := int64(float64(req) / r.Capacity() * 1e9)
 		s.recs = append(s.recs, beacon.Record{Window: int64(start), Layer: layer, Server: server,
-			Op: beacon.OpWrite, Size: req, Count: n, Bytes: uint64(moved), LatSum: lat * int64(n), LatMax: lat})
+			Op: beacon.OpWrite, Size: req, Count: n, Bytes: n * req, LatSum: lat * int64(n), LatMax: lat})
 	}
 	for i, r := range s.fwdBW {
 		record(i, r, beacon.LayerFwd, recordName(s.fwds[i].ID))

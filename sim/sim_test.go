@@ -382,3 +382,18 @@ func TestFailSlowTargets(t *testing.T) {
 		t.Errorf("j00's I/O on the slow target's group: round robin %.1f s, perf %.1f s", io[place.RR], io[place.Perf])
 	}
 }
+
+// TestFailSlowWholeOps: with the daemons' cadence (1 s windows, checks
+// every 5 s over 30 s) a target slowed to 3.7 MiB/s (250 MB/s over 65)
+// is named within 10 s beside a busy peer: its records count 3 or 4
+// whole 1 MiB operations a window, the rest carried to the next, as a
+// daemon counts them (dropping the rest, it showed 3 in every window,
+// one short of the detector's minimum, and was never named).
+func TestFailSlowWholeOps(t *testing.T) {
+	jobs := []Job{{ID: "j", App: "a", Nodes: 16, Compute: 1, Pattern: "N-N", Class: "single", Write: 4e9, Phases: 1}}
+	r := run(t, Config{Machine: tiny(t), Jobs: jobs, Policy: "ffm", Placement: place.RR,
+		FailSlow: FailSlow{Targets: 1, Factor: 65, Detect: true, Window: engine.Second, Span: 30 * engine.Second, Every: 5 * engine.Second}})
+	if len(r.Detected) != 1 || r.Detected[0].Target != "ost00000" || r.Detected[0].At > 10 {
+		t.Fatalf("detected %+v; want ost00000 within 10 s", r.Detected)
+	}
+}

@@ -55,6 +55,9 @@ func cmdSim(args []string) error {
 	slowTargets := fs.Int("slow-targets", 0, "storage targets made fail-slow (spread over all of them)")
 	slowFactor := fs.Float64("slow-factor", 10, "a fail-slow node's bandwidth and operation rate (a target's bandwidth) are divided by this")
 	slowAt := fs.Duration("slow-at", 0, "when they turn slow (from the start of the run, warm-up included)")
+	detWindow := fs.Duration("detect-window", 0, "with --detect: the records' window (0: 10s; the daemons': 1s)")
+	detSpan := fs.Duration("detect-span", 0, "with --detect: the history each detection looks at (0: 60s; the manager's: 30s)")
+	detEvery := fs.Duration("detect-every", 0, "with --detect: how often detection runs (0: 30s; the manager's: 5s)")
 	detect := fs.Bool("detect", false, "run fail-slow detection (policy/failslow) on Beacon-like records; DFRA remaps jobs off the forwarding nodes it names (targets it names are reported)")
 	out := fs.String("out", "", "directory for jobs-POLICY.jsonl, timeline-POLICY.csv and summary.json")
 	genJobs := fs.String("gen-jobs", "", "write the workload made from --swf to this file (JSON Lines) and stop")
@@ -204,7 +207,8 @@ func cmdSim(args []string) error {
 	}
 	for _, p := range policies {
 		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds, Placement: place.Policy(*placement),
-			FailSlow: sim.FailSlow{Nodes: *slowFwds, Targets: *slowTargets, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect}, QoS: rules}
+			FailSlow: sim.FailSlow{Nodes: *slowFwds, Targets: *slowTargets, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect,
+				Window: engine.Time(*detWindow), Span: engine.Time(*detSpan), Every: engine.Time(*detEvery)}, QoS: rules}
 		wall := time.Now()
 		if !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {

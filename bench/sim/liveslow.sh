@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The simulator's fail-slow storage targets against live runs
+# (docs/experiments/sim.md, "Fail-slow targets, live and on --machine
+# local"): four mem data servers capped at DATA_MBPS each, round-robin
+# placement (so every server keeps load), the first one slowed
+# `sluice fault --slow FACTOR` before the jobs start; the same jobs (one
+# workload description) run live by `sluice workload --jobs` while
+# `sluice status` is polled for the FAIL-SLOW flag, and in `sluice sim
+# --machine local --slow-targets 1 --slow-factor FACTOR --detect` with
+# the daemons' detector cadence (1 s windows, 30 s span, a check every
+# 5 s). `fault --slow F` divides a capped server's buckets by F and
+# multiplies its service time by F (alone, 128 MiB by dd with a quarter on
+# the slowed server: 8.4 s against 0.8 healthy): the device F times
+# slower, as the simulator's target.
+#   bash bench/sim/liveslow.sh              # RUNS=3, ~2 min
+#   SMOKE=1 bash bench/sim/liveslow.sh      # one run, smaller jobs
+# Raw results: $OUT (JSON Lines, one per run: live and simulated job
+# times, detection times), then a table; fails if the daemons did not
+# flag the slowed server.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SMOKE=${SMOKE:-0}
+RUNS=${RUNS:-3} DATA_MBPS=${DATA_MBPS:-40} FACTOR=${FACTOR:-10} MIB=${MIB:-256}
+OUT=${OUT:-bench/sim/liveslow-results.jsonl}
+if [ "$SMOKE" = 1 ]; then
+	RUNS=1 MIB=128 OUT=${OUT_SMOKE:-/tmp/sluice-liveslow-smoke.jsonl}
+fi
+go build -o bin/sluice ./cmd/sluice
+S=bin/sluice
+WORK=$(mktemp -d /tmp/sluice-liveslow.XXXXXX)
+cleanup() { $S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+b=$((MIB << 20))
+cat > "$WORK/jobs.jsonl" <<JOBS
+{"id":"s1","app":"w1","submit":0,"nodes":2,"on_nodes":[0,1],"compute":0,"pattern":"N-N","class":"bw","read":$b,"write":$b,"phases":1,"meta_ops":0}
+{"id":"s2","app":"w2","submit":0,"nodes":2,"on_nodes":[2,3],"compute":0,"pattern":"N-N","class":"bw","read":$b,"write":$b,"phases":1,"meta_ops":0}
+JOBS
+: > "$WORK/results.jsonl"
+for run in $(seq 1 "$RUNS"); do
+	$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem-servers 4 --mem 1G --ssd 0 --pfs none \
+		--data-max-mbps "$DATA_MBPS" --fwd-policy ffm --meta-flags "--fwd-ratio 2 --placement rr" >/dev/null
+	# the first mem data server of cluster.json is the simulator's target 0
+	addr=$(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+for d in c["Daemons"]:
+    a = d["Args"]
+    if a and a[0] == "data" and "mem" in a:
+        print(a[a.index("--listen") + 1]); break' "$WORK/state/cluster.json")
+	id=$($S status --dir "$WORK/state" | awk -v a="$addr" '$2 == "data" && $4 == a {print $1}')
+	$S fault --dir "$WORK/state" --server "$id" --slow "$FACTOR" >/dev/null
+	t0=$(date +%s.%N)
+	( while :; do
+		if $S status --dir "$WORK/state" 2>/dev/null | grep -q FAIL-SLOW; then
+			$S status --dir "$WORK/state" | awk '/FAIL-SLOW/ {print $1}' | head -1 > "$WORK/flagged"
+			python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$t0" > "$WORK/flag-after"; break
+		fi
+		sleep 0.5
+	done ) &
+	poll=$!
+	$S workload --jobs "$WORK/jobs.jsonl" --register --state "$WORK/state" "$WORK/mnt/live" > "$WORK/live.jsonl"
+	# keep polling a while after the jobs (detection runs every 5 s)
+	for _ in $(seq 1 20); do kill -0 $poll 2>/dev/null || break; sleep 0.5; done
+	kill $poll 2>/dev/null || true; wait $poll 2>/dev/null || true
+	rm -rf "$WORK/sim"
+	$S sim --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm --placement rr \
+		--slow-targets 1 --slow-factor "$FACTOR" --detect --detect-window 1s --detect-span 30s --detect-every 5s \
+		--quiet --out "$WORK/sim" >/dev/null
+	python3 - "$run" "$id" "$WORK" >> "$WORK/results.jsonl" <<'PY'
+import json, os, sys
+run, slowed, w = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+live = {j["id"]: j for j in map(json.loads, open(w + "/live.jsonl"))}
+sim = {j["id"]: j for j in map(json.loads, open(w + "/sim/jobs-ffm.jsonl"))}
+summ = json.load(open(w + "/sim/summary.json"))
+det = summ.get("ffm_detections") or []
+flag = float(open(w + "/flag-after").read()) if os.path.exists(w + "/flag-after") else None
+flagged = open(w + "/flagged").read().strip() if os.path.exists(w + "/flagged") else ""
+print(json.dumps({"run": run, "slowed": slowed, "live_flagged": flagged, "live_flag_s": flag,
+                  "sim_detected": [d.get("target") or d.get("fwd") for d in det], "sim_detect_s": [d["at_s"] for d in det],
+                  "live": {k: v["io_time"] for k, v in live.items()}, "sim": {k: v["io_time"] for k, v in sim.items()},
+                  "errors": [v.get("error", "") for v in live.values() if v.get("error")]}))
+PY
+	rm -f "$WORK/flag-after" "$WORK/flagged"
+	$S down --dir "$WORK/state" --purge >/dev/null
+	rm -rf "$WORK/state"
+done
+cp "$WORK/results.jsonl" "$OUT"
+python3 - "$OUT" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("| run | slowed | live: flagged, after (s) | simulator: detected, at (s) | s1 live / sim (s) | s2 live / sim (s) |")
+print("|---|---|---|---|---|---|")
+for r in rows:
+    fl = "%s, %.1f" % (r["live_flagged"], r["live_flag_s"]) if r["live_flag_s"] is not None else "none"
+    sd = ", ".join("%s at %.0f" % x for x in zip(r["sim_detected"], r["sim_detect_s"])) or "none"
+    print("| %d | %s | %s | %s | %.1f / %.1f | %.1f / %.1f |" % (r["run"], r["slowed"], fl, sd,
+          r["live"]["s1"], r["sim"]["s1"], r["live"]["s2"], r["sim"]["s2"]))
+bad = [r for r in rows if r["errors"] or r["live_flagged"] != r["slowed"]]
+if bad:
+    sys.exit("liveslow: the daemons did not flag the slowed server (or a job failed) in %d runs" % len(bad))
+PY
