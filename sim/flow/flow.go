@@ -474,6 +474,7 @@ func (m *Model) share(res []*Resource, flows []*Flow) {
 					}
 				}
 			}
+			r.ungroup()
 			all = append(all, r)
 			continue
 		}
@@ -550,9 +551,9 @@ func (m *Model) share(res []*Resource, flows []*Flow) {
 		}
 	}
 	for _, r := range grouped {
-		r.groups = r.groups[:0]
-		clear(r.byKey)
+		r.ungroup()
 	}
+	clear(all) // no finished flow kept alive by the scratch
 	m.partBuf = all[:0]
 }
 
@@ -604,6 +605,16 @@ func (r *Resource) regroup() bool {
 		}
 	}
 	return matters && len(r.groups) > 1
+}
+
+// ungroup forgets a recomputation's groups (and the flows they held).
+func (r *Resource) ungroup() {
+	for _, g := range r.groups {
+		clear(g.sub.users)
+		g.sub.users = g.sub.users[:0]
+	}
+	r.groups = r.groups[:0]
+	clear(r.byKey)
 }
 
 // oneGroup says, without sorting them, whether a Grouped resource's flows
