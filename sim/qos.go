@@ -103,9 +103,5 @@ func (s *Sim) group(j *job, rule int) (string, float64) {
 	if rule < 0 {
 		return "job:" + j.spec.ID, 1
 	}
-	r := s.cfg.QoS[rule]
-	if r.Share > 0 {
-		return "rule:" + r.Name, r.Share
-	}
-	return "rule:" + r.Name, 1
+	return "rule:" + s.cfg.QoS[rule].Name, s.cfg.QoS[rule].Weight()
 }

@@ -220,7 +220,8 @@ func glob(pat, s string) bool {
 	return ok
 }
 
-func (r Rule) weight() float64 {
+// Weight is the rule's share as a scheduler weighs it (0 means 1).
+func (r Rule) Weight() float64 {
 	if r.Share > 0 {
 		return r.Share
 	}

@@ -172,7 +172,7 @@ func (s *Sched) configure(f *flow, now time.Time) {
 	w, rate, ops := 1.0, 0.0, 0.0
 	if f.rule >= 0 {
 		r := s.rules[f.rule]
-		w, rate, ops = r.weight(), r.Rate, r.Ops
+		w, rate, ops = r.Weight(), r.Rate, r.Ops
 	}
 	f.weight = w
 	burst := s.Burst.Seconds()
