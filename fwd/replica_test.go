@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -310,5 +311,74 @@ func TestReplicaTruncate(t *testing.T) {
 			i++
 		}
 		t.Fatalf("after the group's server was lost, the file differs from byte %d (cut at %d)", i, chunk+chunk/2)
+	}
+}
+
+// TestReplicaFsyncStaleLayout: a chunk's copy is lost and made again on
+// another server by the tiering manager behind the forwarding daemon's
+// back, so the daemon still sees the chunk with one copy; when that
+// server dies too, fsync reads the layout again, finds the other copy
+// and gives the dead one up at once, instead of waiting the whole timeout
+// for a server it takes to hold the only copy (which pushed the fsync past
+// its request's deadline under load: TestReplicaLoss failed in CI).
+func TestReplicaFsyncStaleLayout(t *testing.T) {
+	ctx := context.Background()
+	svc, _, c, nodes := replicaStack(t, 3)
+	ino := create(t, c, "f")
+	data := make([]byte, replicaChunk)
+	rand.New(rand.NewSource(5)).Read(data)
+	call := func(m *wire.Msg, p []byte) error {
+		_, _, err := c.Call(ctx, m, p, nil)
+		return err
+	}
+	if err := call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: uint64(len(data))}, data); err != nil {
+		t.Fatal(err)
+	}
+	locs, err := svc.Layout(ino)
+	if err != nil || len(locs) != 1 || len(locs[0].Replicas) != 1 {
+		t.Fatalf("layout %+v (%v), want one chunk with two copies", locs, err)
+	}
+	first, second := locs[0].Servers[0], locs[0].Replicas[0]
+	nodes[first].stop()
+	// the write finds the copy gone and gives it up: the daemon sees one copy
+	if err := call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, data[:4096]); err != nil {
+		t.Fatal(err)
+	}
+	mgr := tiering.New(tiering.Config{NS: svc, Log: quiet()})
+	tick := make(chan time.Time)
+	mctx, mcancel := context.WithCancel(ctx)
+	defer mcancel()
+	go mgr.Run(mctx, tick)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		tick <- time.Now()
+		time.Sleep(100 * time.Millisecond)
+		if locs, err = svc.Layout(ino); err != nil {
+			t.Fatal(err)
+		}
+		if l := locs[0]; len(l.Replicas) == 1 && !slices.Contains(l.All(), first) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chunk not replicated again: %+v", locs)
+		}
+	}
+	mcancel()
+	nodes[second].stop()
+	start := time.Now()
+	if err := call(&wire.Msg{Op: wire.OpFsync, Ino: ino}, nil); err != nil {
+		t.Fatalf("fsync with the chunk's other copy alive: %v", err)
+	}
+	// the daemon's timeout is 10 s: a wait for the dead server takes it
+	// all; Failover (1 s), a layout read and the copy given up take less
+	if took := time.Since(start); took > 7*time.Second {
+		t.Fatalf("fsync took %v: it waited for a dead server whose chunk had another copy", took)
+	}
+	locs, err = svc.Layout(ino)
+	if err != nil || slices.Contains(locs[0].All(), second) {
+		t.Fatalf("layout after fsync %+v (%v): the dead server's copy is still there", locs, err)
+	}
+	_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: replicaChunk}, nil, nil)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %v, equal %v", err, bytes.Equal(got, data))
 	}
 }

@@ -98,16 +98,29 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 		}
 		held := s.holding(f, ids)
 		err := s.parallel(len(ids), func(i int) error {
-			h := held[ids[i]]
+			id := ids[i]
+			h := held[id]
 			if !h.any {
 				return nil // its copies were given up or moved (and synced there)
 			}
-			cctx := ctx
-			if h.allCopied {
-				cctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
+			// a server that cannot be reached is tried for Failover
+			// only; if it holds the only copy of a chunk it may be
+			// restarting, and is tried for the whole timeout. This
+			// daemon's layout may be old (a lost copy made again since,
+			// by the tiering manager): it is read again before waiting.
+			err := s.callData(rpc.WithRetryLimit(ctx, s.cfg.Failover), id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+			if err != nil && unreachable(err) && !h.allCopied {
+				if s.loadLayout(ctx, ino, f) == nil {
+					h = s.holding(f, []uint64{id})[id]
+				}
+				if !h.any {
+					return nil
+				}
+				if !h.allCopied {
+					err = s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+				}
 			}
-			err := s.callData(cctx, ids[i], &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
-			if err != nil && unreachable(err) && s.syncLost(ctx, ino, f, ids[i], err) {
+			if err != nil && unreachable(err) && s.syncLost(ctx, ino, f, id, err) {
 				return nil // its copies were given up; the others are synced
 			}
 			return err
