@@ -651,14 +651,33 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 			}
 			dataRule := s.rule(j, dataClass(ph))
 			key, w := s.group(j, dataRule)
-			for k := 0; k < T; k++ {
-				if byTarget[k] > 0 {
-					t := g*T + k
-					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w},
-						flow.Use{R: res(s.targets[t]), Group: key, Share: w})
-					path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
-					path = s.capped(path, res, dataRule, qosBytes, "ost", t)
-					out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, tag, done))
+			if s.m.Storage.ChunkSize > 0 {
+				// files in chunks placed one by one: a writer (reader)
+				// goes through its file's chunks in order, its window of
+				// requests in flight spanning a few of them, so the
+				// slowest of its targets holds it and the others wait
+				// with it: one flow, each target used for its part
+				path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w})
+				path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
+				for k := 0; k < T; k++ {
+					if byTarget[k] > 0 {
+						t, part := g*T+k, byTarget[k]/b
+						path = append(path, flow.Use{R: res(s.targets[t]), W: part, Group: key, Share: w})
+						path = s.capped(path, res, dataRule, qosBytes, "ost", t)
+						path[len(path)-1].W = part // (its own target's cap, or the target)
+					}
+				}
+				out = append(out, fm.Start(path, b, 0, j.num, class, tag, done))
+			} else {
+				for k := 0; k < T; k++ {
+					if byTarget[k] > 0 {
+						t := g*T + k
+						path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w},
+							flow.Use{R: res(s.targets[t]), Group: key, Share: w})
+						path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
+						path = s.capped(path, res, dataRule, qosBytes, "ost", t)
+						out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, tag, done))
+					}
 				}
 			}
 		}

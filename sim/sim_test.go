@@ -397,3 +397,55 @@ func TestFailSlowWholeOps(t *testing.T) {
 		t.Fatalf("detected %+v; want ost00000 within 10 s", r.Detected)
 	}
 }
+
+// TestChunkedLockstep: on a machine whose files are placed chunk by chunk
+// (Storage.ChunkSize: `local`, as sluice's metadata service places them),
+// a writer goes through its file's chunks in order, so the slowest of its
+// targets holds it and the healthy ones wait with it: halfway through an
+// N-N job on four 40 MB/s targets, one slowed ×10, the healthy targets
+// have moved half their part (the old model, a flow per target, had them
+// done in a tenth of the time and idle after). Their records then keep
+// the peers the detector compares the slow target with, so small jobs
+// have it named in the first check, as the daemons do within 6–10 s
+// (bench/sim/liveslow.sh's smoke; the old model: 20 s).
+func TestChunkedLockstep(t *testing.T) {
+	m := tiny(t)
+	m.Name = "local"
+	m.Storage = machine.Storage{Groups: 1, Targets: 4, ChunkSize: 4 << 20, TargetBWs: []float64{40e6, 40e6, 40e6, 40e6}}
+	m.ComputeNodes, m.FwdNodes, m.StaticFwds, m.FFMRatio, m.FwdBW, m.NodeBW = 4, 2, 2, 2, 1e12, 1e12
+	const b = 128 << 20
+	jobs := []Job{{ID: "s1", App: "w1", Nodes: 2, OnNodes: []int{0, 1}, Pattern: "N-N", Class: "bw", Read: b, Write: b, Phases: 1},
+		{ID: "s2", App: "w2", Nodes: 2, OnNodes: []int{2, 3}, Pattern: "N-N", Class: "bw", Read: b, Write: b, Phases: 1}}
+	cfg := Config{Machine: m, Jobs: jobs, Policy: "ffm", Placement: place.RR,
+		FailSlow: FailSlow{Targets: 1, Factor: 10, Detect: true, Window: engine.Second, Span: 30 * engine.Second, Every: 5 * engine.Second}}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// each target holds a quarter of the 512 MiB read and written: the
+	// slowed one at 4 MB/s takes 33.6 s, the others 3.4 s alone
+	const total = 4 * b / 4 / 4e6
+	var half []float64
+	s.e.At(engine.FromSeconds(total/4), engine.Func(func(now engine.Time) { // halfway through the write phase
+		for _, r := range s.targets {
+			half = append(half, r.Busy(now))
+		}
+	}))
+	r, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range r.Jobs {
+		if math.Abs(j.IOTime-total) > 0.01*total {
+			t.Errorf("job %s: I/O %.2f s, want %.2f (the slowed target's part at its speed)", j.ID, j.IOTime, total)
+		}
+	}
+	for k := 1; k < 4; k++ {
+		if want := half[0]; math.Abs(half[k]-want) > 0.05*want {
+			t.Errorf("target %d had moved %.1f MB halfway through the write, the slowed one %.1f: want the same (lockstep)", k, half[k]/1e6, want/1e6)
+		}
+	}
+	if len(r.Detected) != 1 || r.Detected[0].Target != "ost00000" || r.Detected[0].At > 5 {
+		t.Fatalf("detected %+v; want ost00000 at the first check (5 s)", r.Detected)
+	}
+}
