@@ -47,9 +47,10 @@ type Resource struct {
 	// Grouped makes the resource share between groups of flows before
 	// flows (a server that fair-queues its requests by job or by QoS
 	// rule, as policy/qos's scheduler does): the groups get weighted
-	// max-min shares of the capacity (weight Use.Share) and a group's
-	// flows share its part max-min. A flow without a Use.Group is a
-	// group of its own of weight 1.
+	// max-min shares of the capacity (weight Use.Share; shares of its
+	// units: a flow using W units per unit of its own counts W) and a
+	// group's flows share its part max-min. A flow without a Use.Group
+	// is a group of its own of weight 1.
 	Grouped bool
 
 	cap   float64 // units per second
@@ -466,7 +467,7 @@ func (m *Model) share(res []*Resource, flows []*Flow) {
 			r.whole *= r.Derate(r.users)
 		}
 		if !r.regroup() {
-			// a group per flow, all of one weight: plain max-min
+			// a group per flow, all of one weight and one use per unit: plain max-min
 			for _, f := range r.users {
 				for i := range f.Path {
 					if f.Path[i].R == r {
@@ -595,7 +596,11 @@ func (r *Resource) regroup() bool {
 				g.ws = g.ws[:0]
 				r.byKey[key] = g
 				r.groups = append(r.groups, g)
-				matters = matters || g.w != r.groups[0].w
+				// groups of their own of one weight are plain max-min
+				// only if each flow uses as much of r per unit: groups
+				// share r's units, plain max-min the flows' rates
+				first := r.groups[0]
+				matters = matters || g.w != first.w || len(first.ws) > 0 && u.W != first.ws[0]
 			} else {
 				matters = true // a group of several flows
 			}
@@ -618,7 +623,8 @@ func (r *Resource) ungroup() {
 }
 
 // oneGroup says, without sorting them, whether a Grouped resource's flows
-// are all of one group, or all groups of their own of one weight.
+// are all of one group, or all groups of their own of one weight and
+// one use per unit of flow (Use.W).
 func (r *Resource) oneGroup() bool {
 	var first *Use
 	for _, f := range r.users {
@@ -631,7 +637,7 @@ func (r *Resource) oneGroup() bool {
 				first = u
 				continue
 			}
-			if u.Group != first.Group || u.Group == "" && u.weight() != first.weight() {
+			if u.Group != first.Group || u.Group == "" && (u.weight() != first.weight() || u.W != first.W) {
 				return false
 			}
 		}

@@ -285,10 +285,23 @@ func TestGrouped(t *testing.T) {
 	if !near(r.Used(), 100) {
 		t.Fatalf("used %v", r.Used())
 	}
+	// groups share the resource's units: a flow using a quarter of a
+	// unit per unit of its own (a striped job's part of a target) gets
+	// half the target as the other job does, at four times the rate
+	// (plain max-min, which the one-weight groups of their own once
+	// fell back to, gave both 80: the striped job a fifth of the target)
+	tgt := m.NewResource("target", 100)
+	tgt.Grouped = true
+	s := m.Start([]Use{{R: tgt, W: 0.25}}, 1e9, 0, 5, 0, nil, nil)
+	o := m.Start([]Use{{R: tgt}}, 1e9, 0, 6, 0, nil, nil)
+	if !near(s.Rate(), 200) || !near(o.Rate(), 50) {
+		t.Fatalf("a quarter unit per unit: striped %v, other %v (want 200 and 50)", s.Rate(), o.Rate())
+	}
 }
 
 // TestGroupedRandom: random flows over plain and Grouped resources (at
-// most one Grouped resource per flow) get a weighted max-min allocation
+// most one Grouped resource per flow; a part of a unit per unit of flow
+// now and then) get a weighted max-min allocation
 // by groups: no resource carries more than its capacity, and every flow
 // has a bottleneck — its cap; a full plain resource where no flow is
 // faster; or a full Grouped resource where no group is ahead of its
@@ -320,12 +333,20 @@ func TestGroupedRandom(t *testing.T) {
 				continue
 			}
 			var path []Use
+			// a part of a unit per unit of the flow, now and then: a
+			// striped flow's target (sim's chunked lockstep)
+			w := func() float64 {
+				if r.Intn(3) == 0 {
+					return []float64{0.25, 0.5, 0.75}[r.Intn(3)]
+				}
+				return 0
+			}
 			if r.Intn(5) > 0 {
 				k := keys[r.Intn(len(keys))]
-				path = append(path, Use{R: grouped[r.Intn(len(grouped))], Group: k, Share: shares[k]})
+				path = append(path, Use{R: grouped[r.Intn(len(grouped))], W: w(), Group: k, Share: shares[k]})
 			}
 			for _, i := range r.Perm(len(plain))[:r.Intn(min(3, len(plain))+1)] {
-				path = append(path, Use{R: plain[i]})
+				path = append(path, Use{R: plain[i], W: w()})
 			}
 			if len(path) == 0 {
 				path = append(path, Use{R: plain[0]})
@@ -445,7 +466,7 @@ func checkGrouped(t *testing.T, seed int64, rs []*Resource, flows []*Flow) {
 			for _, g := range flows {
 				var p []string
 				for _, u := range g.Path {
-					p = append(p, fmt.Sprintf("%s/%s/%v", u.R.Name, u.Group, u.Share))
+					p = append(p, fmt.Sprintf("%s/%s/%v/w%v", u.R.Name, u.Group, u.Share, u.W))
 				}
 				t.Logf("flow %d rate %v cap %v %v", g.Job, g.Rate(), g.Cap, p)
 			}
