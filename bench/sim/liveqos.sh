@@ -19,7 +19,7 @@ SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FWD_MBPS=${FWD_MBPS:-40} MIB=${MIB:-96}
 OUT=${OUT:-bench/sim/liveqos-results.jsonl}
 if [ "$SMOKE" = 1 ]; then
-	RUNS=1 MIB=32 OUT=${OUT_SMOKE:-/tmp/sluice-liveqos-smoke.jsonl}
+	RUNS=1 MIB=48 OUT=${OUT_SMOKE:-/tmp/sluice-liveqos-smoke.jsonl}
 fi
 CASES=${CASES:-"none|cap10|cap5|share3"}
 SIMFLAGS=${SIMFLAGS:-} # e.g. --interference bench/dfra/pairwise.jsonl

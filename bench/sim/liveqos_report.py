@@ -5,8 +5,9 @@ ran without error and has both times, and in both the capped job (j1)
 takes longer the lower its cap, its neighbour on the same forwarding
 node (j2) does not take longer, and the third job, on the other
 forwarding node, does not change by more than 15 %; with a share of 3
-(case share3) j1 takes at least 10 % less time than without a rule, j2
-not less than 85 % of it, j3 within 15 %."""
+(case share3) j1 takes at least 10 % less time than j1 and j2 take
+without a rule (their mean: alike jobs, either may end first), j2 not
+less than 85 % of it, j3 within 15 %."""
 import json
 import statistics
 import sys
@@ -48,12 +49,17 @@ def main():
             if max(u) > 1.15 * min(u):
                 sys.exit("liveqos check: %s: j3 (the other forwarding node) moved with j1's cap: %s" % (side, u))
             if "share3" in cases and "none" in cases:
-                a, b = med[("none", "j1")][i], med[("share3", "j1")][i]
-                if b > 0.9 * a:
-                    sys.exit("liveqos check: %s: j1 with a share of 3 took %.2f s against %.2f without" % (side, b, a))
-                a, b = med[("none", "j2")][i], med[("share3", "j2")][i]
-                if b < 0.85 * a:
-                    sys.exit("liveqos check: %s: j2 beside j1's share of 3 took %.2f s against %.2f: faster" % (side, b, a))
+                # Without a rule j1 and j2 are alike; which of them ends
+                # first is chance (live: 1.43 s against 1.63 s at the
+                # smoke's size, either way round), so the share is
+                # measured against their mean, the fair time.
+                fair = (med[("none", "j1")][i] + med[("none", "j2")][i]) / 2
+                b = med[("share3", "j1")][i]
+                if b > 0.9 * fair:
+                    sys.exit("liveqos check: %s: j1 with a share of 3 took %.2f s against %.2f without (j1 and j2's mean)" % (side, b, fair))
+                b = med[("share3", "j2")][i]
+                if b < 0.85 * fair:
+                    sys.exit("liveqos check: %s: j2 beside j1's share of 3 took %.2f s against %.2f (j1 and j2 without a rule): faster" % (side, b, fair))
                 a, b = med[("none", "j3")][i], med[("share3", "j3")][i]
                 if max(a, b) > 1.15 * min(a, b):
                     sys.exit("liveqos check: %s: j3 moved with j1's share: %.2f against %.2f" % (side, b, a))
