@@ -145,11 +145,13 @@ sim:
 	bash bench/sim/failslow.sh
 	bash bench/sim/liveqos.sh
 	bash bench/sim/liveslow.sh
+	bash bench/sim/liveday.sh
 
 # CI: the command line end to end on one simulated day of taihulight
 # after a week of warm-up; DFRA must speed some job up and slow few; the
-# burst-buffer, QoS and fail-slow scenarios small; one QoS run and one
-# fail-slow run live, each replayed on the running cluster's description.
+# burst-buffer, QoS and fail-slow scenarios small; one QoS run, one
+# fail-slow run and 20 minutes of the job log live, each replayed on the
+# running cluster's description.
 sim-smoke:
 	SMOKE=1 bash bench/sim/run.sh /tmp/sluice-sim-smoke
 	SMOKE=1 bash bench/sim/bb.sh
@@ -157,6 +159,7 @@ sim-smoke:
 	SMOKE=1 bash bench/sim/failslow.sh
 	SMOKE=1 bash bench/sim/liveqos.sh
 	SMOKE=1 bash bench/sim/liveslow.sh
+	SMOKE=1 bash bench/sim/liveday.sh
 
 # The main job: a local cluster and a sample workload of several jobs.
 demo: build

@@ -225,8 +225,7 @@ type Sim struct {
 	meta    *flow.Resource
 	classes map[string]int
 
-	free    []bool
-	nFree   int
+	nodes   *Nodes
 	queue   []*job
 	running []*job // in start order
 	profile map[string]*beacon.Profile
@@ -326,11 +325,7 @@ func New(cfg Config) (*Sim, error) {
 		s.fwdOps = append(s.fwdOps, o)
 		s.isOps[o] = true
 	}
-	s.free = make([]bool, m.ComputeNodes)
-	for i := range s.free {
-		s.free[i] = true
-	}
-	s.nFree = m.ComputeNodes
+	s.nodes = NewNodes(m.ComputeNodes)
 	return s, nil
 }
 
@@ -444,7 +439,7 @@ func (s *Sim) Run() (*Result, error) {
 }
 
 func (s *Sim) sample(now engine.Time) {
-	sm := Sample{T: now.Seconds(), Running: len(s.running), Queued: len(s.queue), NodesBusy: s.m.ComputeNodes - s.nFree, Flows: s.fm.Active()}
+	sm := Sample{T: now.Seconds(), Running: len(s.running), Queued: len(s.queue), NodesBusy: s.m.ComputeNodes - s.nodes.Free(), Flows: s.fm.Active()}
 	var used, cap float64
 	for _, r := range s.fwdBW {
 		if r.Users() > 0 {
@@ -474,62 +469,11 @@ func (s *Sim) submit(j *job) {
 // schedule starts queued jobs in order while the first fits (FCFS, no
 // backfilling).
 func (s *Sim) schedule() {
-	for len(s.queue) > 0 && s.fits(s.queue[0].spec) {
+	for len(s.queue) > 0 && s.nodes.Fits(s.queue[0].spec) {
 		j := s.queue[0]
 		s.queue = s.queue[1:]
 		s.start(j)
 	}
-}
-
-// fits says whether job j can start now: its nodes are free (OnNodes),
-// or enough nodes are.
-func (s *Sim) fits(j Job) bool {
-	if len(j.OnNodes) == 0 {
-		return j.Nodes <= s.nFree
-	}
-	for _, n := range j.OnNodes {
-		if !s.free[n] {
-			return false
-		}
-	}
-	return true
-}
-
-// allocNodes takes n free compute nodes: the first run of n consecutive
-// free ones, else the lowest-numbered free ones.
-func (s *Sim) allocNodes(n int) []int {
-	run := 0
-	for i, f := range s.free {
-		if !f {
-			run = 0
-			continue
-		}
-		if run++; run == n {
-			out := make([]int, n)
-			for k := range out {
-				out[k] = i - n + 1 + k
-			}
-			return s.take(out)
-		}
-	}
-	out := make([]int, 0, n)
-	for i, f := range s.free {
-		if f {
-			out = append(out, i)
-			if len(out) == n {
-				break
-			}
-		}
-	}
-	return s.take(out)
-}
-
-func (s *Sim) take(nodes []int) []int {
-	for _, i := range nodes {
-		s.free[i] = false
-	}
-	s.nFree -= len(nodes)
-	return nodes
 }
 
 func nodeName(i int) string { return fmt.Sprintf("cn%05d", i) }
@@ -540,11 +484,7 @@ func (s *Sim) start(j *job) {
 	s.started++
 	j.num = s.started
 	j.started = now
-	if len(sp.OnNodes) > 0 {
-		j.nodes = s.take(append([]int(nil), sp.OnNodes...))
-	} else {
-		j.nodes = s.allocNodes(sp.Nodes)
-	}
+	j.nodes = s.nodes.Take(sp)
 	j.names = make([]string, len(j.nodes))
 	for i, n := range j.nodes {
 		j.names[i] = nodeName(n)
@@ -569,9 +509,13 @@ func (s *Sim) start(j *job) {
 	}
 	per := sp.Compute / float64(sp.Phases)
 	parts := float64(sp.Phases)
+	var read phase
 	if sp.Read > 0 {
 		parts++
-		j.phases = append(j.phases, phase{bytes: sp.Read, ops: sp.MetaOps / parts, reqs: sp.Requests * sp.Read / (sp.Read + sp.Write), read: true})
+		read = phase{bytes: sp.Read, ops: sp.MetaOps / parts, reqs: sp.Requests * sp.Read / (sp.Read + sp.Write), read: true}
+		if !sp.ReadBack {
+			j.phases = append(j.phases, read)
+		}
 	}
 	for k := 0; k < sp.Phases; k++ {
 		reqs := sp.Requests / float64(sp.Phases)
@@ -579,6 +523,9 @@ func (s *Sim) start(j *job) {
 			reqs = sp.Requests * sp.Write / (sp.Read + sp.Write) / float64(sp.Phases)
 		}
 		j.phases = append(j.phases, phase{compute: per, bytes: sp.Write / float64(sp.Phases), ops: sp.MetaOps / parts, reqs: reqs})
+	}
+	if sp.Read > 0 && sp.ReadBack {
+		j.phases = append(j.phases, read)
 	}
 	if sp.Lead > 0 && len(j.phases) > 0 {
 		j.phases[0].compute += sp.Lead
@@ -840,10 +787,7 @@ func (s *Sim) startFlows(j *job, ph phase) {
 
 func (s *Sim) finish(j *job) {
 	now := s.e.Now()
-	for _, n := range j.nodes {
-		s.free[n] = true
-	}
-	s.nFree += len(j.nodes)
+	s.nodes.Release(j.nodes)
 	for i, r := range s.running {
 		if r == j {
 			s.running = append(s.running[:i], s.running[i+1:]...)

@@ -449,3 +449,41 @@ func TestChunkedLockstep(t *testing.T) {
 		t.Fatalf("detected %+v; want ost00000 at the first check (5 s)", r.Detected)
 	}
 }
+
+// A job's read comes first, or with ReadBack after its writes (what
+// `sluice workload`'s write-and-read behaviours do): here a neighbour
+// writing from the start shares the forwarding node with the first
+// phase only, so its I/O time shows which phase that was.
+func TestReadBack(t *testing.T) {
+	for _, back := range []bool{false, true} {
+		m := ForwardingMachine("one", 1, 2, 40e6, 1e6, []string{"bw"})
+		jobs := []Job{
+			{ID: "a", Nodes: 1, OnNodes: []int{0}, Pattern: "N-N", Class: "bw", Read: 40e6, Write: 40e6, Phases: 1, Compute: 2, ReadBack: back},
+			{ID: "b", Nodes: 1, OnNodes: []int{1}, Pattern: "N-N", Class: "bw", Write: 40e6, Phases: 1},
+		}
+		s, err := New(Config{Machine: m, Jobs: jobs, Policy: "ffm"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		io := map[string]float64{}
+		for _, j := range r.Jobs {
+			io[j.ID] = j.IOTime
+		}
+		// read first: a's read and b's write share the node (2 s each),
+		// a writes alone after computing; read back: a computes first, b
+		// writes alone (1 s), a writes and reads alone
+		want := map[string]float64{"a": 3, "b": 2}
+		if back {
+			want = map[string]float64{"a": 2, "b": 1}
+		}
+		for id, w := range want {
+			if math.Abs(io[id]-w) > 0.01 {
+				t.Errorf("read back %v: job %s I/O %.3f s, want %.0f", back, id, io[id], w)
+			}
+		}
+	}
+}

@@ -25,10 +25,13 @@ type Job struct {
 	Compute float64 `json:"compute"` // seconds of computation in all
 	Pattern string  `json:"pattern"` // N-N, N-M, N-1 or 1-1 (beacon modes)
 	Class   string  `json:"class"`   // interference class (the machine's: bw, n1, meta, iops, single)
-	Read    float64 `json:"read"`    // bytes read, in one phase at the start
+	Read    float64 `json:"read"`    // bytes read, in one phase at the start (ReadBack: at the end)
 	Write   float64 `json:"write"`   // bytes written, in Phases equal phases
-	Phases  int     `json:"phases"`  // write phases (checkpoints), ≥ 1
-	MetaOps float64 `json:"meta_ops"`
+	// ReadBack: its read comes after its writes (what it wrote, read
+	// back: `sluice workload`'s write-and-read behaviours).
+	ReadBack bool    `json:"read_back,omitempty"`
+	Phases   int     `json:"phases"` // write phases (checkpoints), ≥ 1
+	MetaOps  float64 `json:"meta_ops"`
 	// Requests are the operations its data I/O costs a forwarding node
 	// beyond the metadata operations (small requests; 0: not counted).
 	Requests float64 `json:"requests,omitempty"`

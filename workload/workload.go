@@ -330,8 +330,12 @@ func metaStorm(p Params, res *Result) error {
 	return nil
 }
 
+// IOPSFileSize is the file each rank of the iops behaviour writes (in
+// 1 MiB blocks, as part of its I/O) and then reads 4 KiB at a time.
+const IOPSFileSize = 8 << 20
+
 func smallRandom(p Params, res *Result) error {
-	const fileSize = 8 << 20
+	const fileSize = IOPSFileSize
 	path := filepath.Join(p.Dir, fmt.Sprintf("iops.%d", p.Rank))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {

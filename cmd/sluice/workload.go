@@ -53,6 +53,8 @@ func cmdWorkload(args []string) error {
 	volScale := fs.Float64("volume-scale", 1, "--jobs: multiply every job's bytes and metadata operations")
 	maxRanks := fs.Int("max-ranks", 4, "--jobs: processes per job at most (a job's nodes beyond are not run)")
 	maxBytes := fs.String("max-bytes", "8G", "--jobs: refuse a workload that moves more than this in all (0: no bound)")
+	computeNodes := fs.Int("compute-nodes", 0, "--jobs: jobs wait for their emulated compute nodes among this many (cn0…), first come first served, as in the simulator (`sluice sim --machine local`: the forwarding daemons × meta's --fwd-ratio); 0: each job starts at its submit time")
+	asRunOnly := fs.Bool("as-run", false, "--jobs: print what would run, as the simulator's jobs (JSON Lines of sim.Job: ranks, bytes, operations and computation as run live, scaled), and stop; `sluice sim --jobs` of it simulates the live run")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -62,7 +64,7 @@ func cmdWorkload(args []string) error {
 		}
 		return genCkptMix(*buffer, *perRank, *period, *periods, *dwpp, *classes, *congestion, *mtbfMax, *seed)
 	}
-	if fs.NArg() != 1 {
+	if fs.NArg() != 1 && (*jobsFile == "" || !*asRunOnly) {
 		return fmt.Errorf("want one directory, got %d arguments", fs.NArg())
 	}
 	if *jobsFile != "" {
@@ -73,8 +75,11 @@ func cmdWorkload(args []string) error {
 		if *timeScale < 0 || *volScale <= 0 || *maxRanks < 1 {
 			return fmt.Errorf("--time-scale, --volume-scale and --max-ranks must be positive")
 		}
+		if *computeNodes < 0 {
+			return fmt.Errorf("--compute-nodes: want 0 or more")
+		}
 		return runLiveJobs(*jobsFile, fs.Arg(0), liveJobs{timeScale: *timeScale, volScale: *volScale, maxRanks: *maxRanks,
-			maxBytes: mb, block: *blockSize, register: *register, state: *state})
+			maxBytes: mb, block: *blockSize, register: *register, state: *state, computeNodes: *computeNodes}, *asRunOnly)
 	}
 	sz, err := size.Parse(*perRank)
 	if err != nil {

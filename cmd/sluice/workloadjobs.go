@@ -22,9 +22,13 @@ import (
 // The simulator's workload description run live: `sluice workload --jobs
 // FILE DIR` reads the JSON Lines `sluice sim --jobs` reads (sim.Job, e.g.
 // written by `sluice sim --gen-jobs` from a job log) and runs every job on
-// the mount at its submit time, as one of the workload package's
+// the mount from its submit time, as one of the workload package's
 // behaviours with a process per rank, so that the same jobs can be
 // measured on real daemons and simulated (docs/sim.md, "Workloads").
+// With --compute-nodes the jobs wait for their emulated compute nodes as
+// the simulator's do (sim.Nodes: first come first served); --as-run
+// prints, as sim.Job lines, what the live run does (its ranks, bytes,
+// operations and computation), so that the simulator runs exactly that.
 
 // liveJobs are `sluice workload --jobs`'s options.
 type liveJobs struct {
@@ -34,6 +38,10 @@ type liveJobs struct {
 	block               string
 	register            bool
 	state               string
+	// computeNodes > 0: jobs wait for that many emulated compute nodes
+	// (cn0…), first come first served; 0: each starts at its submit
+	// time on its own nodes
+	computeNodes int
 }
 
 // liveJob is how one sim.Job runs live.
@@ -44,13 +52,18 @@ type liveJob struct {
 	Ops     int
 	Bursts  int
 	Period  time.Duration
-	Nodes   []string // emulated compute nodes
+	// Lead is the computation before its first I/O (the job holds its
+	// nodes meanwhile).
+	Lead  time.Duration
+	Nodes []string // emulated compute nodes
 }
 
 // liveOf maps job j to a behaviour: its class and pattern pick the kind,
 // its ranks are its nodes up to maxRanks, its bytes are scaled by
-// volScale (at least a block per rank), and the time between its write
-// phases is its computation spread over them, scaled by timeScale.
+// volScale (at least a block per rank). Its computation, scaled by
+// timeScale, comes before its I/O (Lead and Compute), or for a
+// checkpointing job before each of its write phases (Compute spread
+// over them: Period), as the simulator runs it.
 func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
 	ranks := max(1, min(j.Nodes, o.maxRanks))
 	lj := liveJob{Ranks: ranks}
@@ -69,14 +82,17 @@ func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
 	case j.Class == "meta" || j.Write+j.Read == 0:
 		lj.Kind = workload.Meta
 		// a file costs a create, a stat and an unlink
-		lj.Ops = max(1, int(j.MetaOps*o.volScale/3/float64(ranks)))
+		lj.Ops = max(1, int(math.Round(j.MetaOps*o.volScale/3/float64(ranks))))
 	case j.Class == "iops":
-		lj.Kind = workload.IOPS
-		lj.PerRank = per(j.Read + j.Write)
-		lj.Ops = max(1, int(max(j.Requests, (j.Read+j.Write)/4096)*o.volScale/float64(ranks)))
+		lj.Kind = workload.IOPS // a file of workload.IOPSFileSize per rank
+		n := j.Requests         // 4 KiB reads
+		if n <= 0 {
+			n = (j.Read + j.Write) / 4096
+		}
+		lj.Ops = max(1, int(math.Round(n*o.volScale/float64(ranks))))
 	case j.Pattern == "1-1":
 		lj.Kind = workload.OneOne
-		lj.PerRank = per(j.Write + j.Read)
+		lj.PerRank = per(max(j.Write, j.Read)) // written, read back
 	case j.Pattern == "N-1":
 		lj.Kind = workload.N1
 		lj.PerRank = per(j.Write)
@@ -85,7 +101,7 @@ func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
 		lj.Bursts = j.Phases
 		lj.PerRank = per(j.Write) / block / int64(j.Phases) * block * int64(j.Phases)
 		lj.PerRank = max(lj.PerRank, block*int64(j.Phases))
-		lj.Period = time.Duration(j.Compute / float64(j.Phases) * o.timeScale * float64(time.Second))
+		lj.Period = secs(j.Compute / float64(j.Phases) * o.timeScale)
 	case j.Write == 0:
 		lj.Kind = workload.Read
 		lj.PerRank = per(j.Read / workload.ReadPasses)
@@ -93,7 +109,50 @@ func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
 		lj.Kind = workload.NN
 		lj.PerRank = per(j.Write)
 	}
+	lj.Lead = secs(j.Lead * o.timeScale)
+	if lj.Kind == workload.Checkpoint {
+		lj.Lead += lj.Period // it computes before its first checkpoint too
+	} else {
+		lj.Lead += secs(j.Compute * o.timeScale)
+	}
 	return lj
+}
+
+func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+// asRun describes what lj, job j run live, does as a job of the
+// simulator's: its ranks are its nodes, its bytes and operations are what
+// the behaviour moves (a write and its reading back; an iops rank's 8 MiB
+// file and its 4 KiB reads; a read job's staged input as setup), its
+// computation comes before its I/O (Lead) or before each checkpoint
+// (Compute). liveOf of it, unscaled, is lj again.
+func asRun(j sim.Job, lj liveJob) sim.Job {
+	n := float64(lj.Ranks)
+	all := float64(lj.PerRank) * n
+	a := sim.Job{ID: j.ID, App: j.App, Submit: j.Submit, Nodes: lj.Ranks, Pattern: "N-N", Class: j.Class, Phases: 1,
+		Lead: lj.Lead.Seconds(), Warmup: j.Warmup}
+	if len(j.OnNodes) > 0 {
+		a.OnNodes = j.OnNodes[:lj.Ranks]
+	}
+	switch lj.Kind {
+	case workload.Meta:
+		a.Class, a.MetaOps = "meta", float64(lj.Ops)*3*n
+	case workload.IOPS:
+		a.Class, a.Write, a.Read, a.Requests, a.ReadBack = "iops", workload.IOPSFileSize*n, float64(lj.Ops)*4096*n, float64(lj.Ops)*n, true
+	case workload.OneOne:
+		a.Pattern, a.Write, a.Read, a.ReadBack = "1-1", all, all, true
+	case workload.N1:
+		a.Pattern, a.Write, a.Read, a.ReadBack = "N-1", all, all, true
+	case workload.Checkpoint:
+		a.Write, a.Phases = all, lj.Bursts
+		a.Compute = lj.Period.Seconds() * float64(lj.Bursts)
+		a.Lead = (lj.Lead - lj.Period).Seconds()
+	case workload.Read:
+		a.Read, a.SetupBytes = all*workload.ReadPasses, all
+	default:
+		a.Write, a.Read, a.ReadBack = all, all, true
+	}
+	return a
 }
 
 // bytes is roughly what lj moves in all (for the --max-bytes guard).
@@ -105,6 +164,8 @@ func (lj liveJob) bytes() int64 {
 		return 2 * lj.PerRank * int64(lj.Ranks) // written and read back
 	case workload.Read:
 		return (1 + workload.ReadPasses) * lj.PerRank * int64(lj.Ranks)
+	case workload.IOPS:
+		return (workload.IOPSFileSize + int64(lj.Ops)*4096) * int64(lj.Ranks)
 	default:
 		return lj.PerRank * int64(lj.Ranks)
 	}
@@ -127,13 +188,17 @@ type liveResult struct {
 	End     float64 `json:"end"`
 	IOTime  float64 `json:"io_time"` // its slowest rank's I/O time
 	Policy  string  `json:"policy"`  // "live"
-	Error   string  `json:"error,omitempty"`
+	// OnNodes are the emulated compute nodes it got (--compute-nodes),
+	// as sim.Job's on_nodes: a simulation of the run as it went.
+	OnNodes []int  `json:"on_nodes,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // runLiveJobs runs the jobs of file path under dir, one subdirectory per
-// job, each at its submit time × timeScale, and prints a liveResult line
-// per job as it ends.
-func runLiveJobs(path, dir string, o liveJobs) error {
+// job, each from its submit time × timeScale (scheduleLive), and prints a
+// liveResult line per job as it ends; asRunOnly: prints instead the
+// sim.Job lines of what it would run (asRun).
+func runLiveJobs(path, dir string, o liveJobs, asRunOnly bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -156,10 +221,31 @@ func runLiveJobs(path, dir string, o liveJobs) error {
 	for i, j := range jobs {
 		plans[i] = liveOf(j, o, bs)
 		total += plans[i].bytes()
+		if n := o.computeNodes; n > 0 {
+			for _, k := range asRun(j, plans[i]).OnNodes {
+				if k >= n {
+					return fmt.Errorf("job %s runs on node %d of --compute-nodes %d", j.ID, k, n)
+				}
+			}
+			if plans[i].Ranks > n {
+				return fmt.Errorf("job %s wants %d nodes of --compute-nodes %d", j.ID, plans[i].Ranks, n)
+			}
+		}
 	}
 	if o.maxBytes > 0 && total > o.maxBytes {
 		return fmt.Errorf("the jobs would move %s in all, more than --max-bytes %s: scale them down with --volume-scale (e.g. %.3g)",
 			size.Format(uint64(total)), size.Format(uint64(o.maxBytes)), float64(o.maxBytes)/float64(total)*o.volScale)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	if asRunOnly {
+		for i, j := range jobs {
+			a := asRun(j, plans[i])
+			a.Submit = (j.Submit - jobs[0].Submit) * o.timeScale // as the live run submits it
+			if err := enc.Encode(a); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -168,35 +254,85 @@ func runLiveJobs(path, dir string, o liveJobs) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	first := jobs[0].Submit
-	start := time.Now()
-	enc := json.NewEncoder(os.Stdout)
 	var mu sync.Mutex // guards enc, failed
 	failed := 0
-	var wg sync.WaitGroup
-	for i, j := range jobs {
-		at := start.Add(time.Duration((j.Submit - first) * o.timeScale * float64(time.Second)))
-		time.Sleep(time.Until(at))
-		wg.Add(1)
-		go func(j sim.Job, lj liveJob) {
-			defer wg.Done()
-			r := runLiveJob(exe, dir, j, lj, o, bs)
-			r.Submit = at.Sub(start).Seconds()
-			r.Start = r.Submit
-			r.End = time.Since(start).Seconds()
-			mu.Lock()
-			defer mu.Unlock()
-			if r.Error != "" {
-				failed++
-			}
-			enc.Encode(r)
-		}(j, plans[i])
-	}
-	wg.Wait()
+	scheduleLive(jobs, plans, o.computeNodes, o.timeScale, func(j sim.Job, lj liveJob) liveResult {
+		return runLiveJob(exe, dir, j, lj, o, bs)
+	}, func(r liveResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Error != "" {
+			failed++
+		}
+		enc.Encode(r)
+	})
 	if failed > 0 {
 		return fmt.Errorf("%d of %d jobs failed", failed, len(jobs))
 	}
 	return nil
+}
+
+// scheduleLive runs every job (run) and hands its result to emit (from
+// the job's goroutine). A job is submitted at its submit time × timeScale
+// from the first job's; with nodes > 0 it then waits for its emulated
+// compute nodes (cn0 … cnN−1), first come first served as the
+// simulator's scheduler (sim.Nodes: its own nodes, else the first run of
+// free ones), and plans[i].Nodes become the nodes it got; else it starts
+// at once on its own. The result's submit, start and end are seconds
+// from the first submission.
+func scheduleLive(jobs []sim.Job, plans []liveJob, nodes int, timeScale float64, run func(sim.Job, liveJob) liveResult, emit func(liveResult)) {
+	var pool *sim.Nodes
+	if nodes > 0 {
+		pool = sim.NewNodes(nodes)
+	}
+	begin := time.Now()
+	first := jobs[0].Submit
+	at := func(i int) time.Duration { return secs((jobs[i].Submit - first) * timeScale) }
+	done := make(chan []int)
+	var queue []int
+	next, running := 0, 0
+	for next < len(jobs) || len(queue) > 0 || running > 0 {
+		for next < len(jobs) && time.Since(begin) >= at(next) {
+			queue = append(queue, next)
+			next++
+		}
+		for len(queue) > 0 {
+			i := queue[0]
+			var taken []int
+			if pool != nil {
+				a := asRun(jobs[i], plans[i])
+				if !pool.Fits(a) {
+					break
+				}
+				taken = pool.Take(a)
+				plans[i].Nodes = plans[i].Nodes[:0]
+				for _, n := range taken {
+					plans[i].Nodes = append(plans[i].Nodes, "cn"+strconv.Itoa(n))
+				}
+			}
+			queue = queue[1:]
+			running++
+			go func(i int, lj liveJob, started time.Duration) {
+				r := run(jobs[i], lj)
+				r.Submit, r.Start, r.End = at(i).Seconds(), started.Seconds(), time.Since(begin).Seconds()
+				r.OnNodes = taken
+				emit(r)
+				done <- taken
+			}(i, plans[i], time.Since(begin))
+		}
+		var submit <-chan time.Time
+		if next < len(jobs) {
+			submit = time.After(at(next) - time.Since(begin))
+		}
+		select {
+		case t := <-done:
+			running--
+			if pool != nil {
+				pool.Release(t)
+			}
+		case <-submit:
+		}
+	}
 }
 
 // runLiveJob runs one job through `sluice workload` (a process per rank).
@@ -222,6 +358,7 @@ func runLiveJob(exe, dir string, j sim.Job, lj liveJob, o liveJobs, block int64)
 		}
 	}
 	args = append(args, filepath.Join(dir, "job-"+j.ID))
+	time.Sleep(lj.Lead) // its computation before its I/O, on its nodes
 	c := exec.Command(exe, args...)
 	var stderr strings.Builder
 	c.Stderr = &stderr

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A generated day, live and simulated (docs/experiments/sim.md,
+# "Validation → A generated day"): an hour of the job log
+# (sim/testdata's NASA iPSC log, hour FROM) given I/O by `sluice sim
+# --gen-jobs` for `--machine local` of a small cluster (two forwarding
+# daemons capped at FWD_MBPS, four emulated compute nodes), scaled in
+# time (TS: an hour in two minutes) and volume (VS), written out as run
+# (`sluice workload --jobs … --as-run`: ranks, bytes, operations and
+# computation as the live run does them), then run live by `sluice
+# workload --jobs --compute-nodes 4` (the jobs wait for their nodes as the
+# simulator's do) and simulated by `sluice sim --machine local` of the
+# same running cluster. RUNS runs, each on a fresh cluster.
+#   bash bench/sim/liveday.sh               # RUNS=3, ~8 min
+#   SMOKE=1 bash bench/sim/liveday.sh       # one run of 20 minutes of the log; checked
+# Raw results: $OUT (JSON Lines, one per job and run: the nodes it got
+# live, the forwarding nodes the fixed mapping gave them, the live and
+# simulated wait and I/O time), the jobs as run beside it (-jobs.jsonl);
+# tables: python3 bench/sim/liveday_report.py $OUT
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SMOKE=${SMOKE:-0}
+CACHE=${CACHE:-0} # the mount's block cache: the simulator models none
+RUNS=${RUNS:-3} FWD_MBPS=${FWD_MBPS:-40} FROM=${FROM:-186h} FOR=${FOR:-1h} TS=${TS:-0.033} VS=${VS:-3e-4}
+OUT=${OUT:-bench/sim/liveday-results.jsonl}
+if [ "$SMOKE" = 1 ]; then
+	RUNS=1 FROM=186h30m FOR=20m OUT=${OUT_SMOKE:-/tmp/sluice-liveday-smoke.jsonl}
+fi
+LOG=${SLUICE_SWF:-sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz}
+go build -o bin/sluice ./cmd/sluice
+S=bin/sluice
+WORK=$(mktemp -d /tmp/sluice-liveday.XXXXXX)
+cleanup() { $S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+: > "$WORK/results.jsonl"
+for run in $(seq 1 "$RUNS"); do
+	$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem 2G --ssd 0 --pfs none \
+		--fwd-max-mbps "$FWD_MBPS" --fwd-policy ffm --meta-flags "--fwd-ratio 2" --mount-flags "--read-cache $CACHE" >/dev/null
+	if [ "$run" = 1 ]; then
+		$S sim --machine local --dir "$WORK/state" --swf "$LOG" --from "$FROM" --for "$FOR" --warmup 0 --gen-jobs "$WORK/raw.jsonl" --quiet
+		$S workload --jobs "$WORK/raw.jsonl" --time-scale "$TS" --volume-scale "$VS" --as-run > "$WORK/jobs.jsonl"
+		cp "$WORK/jobs.jsonl" "${OUT%.jsonl}-jobs.jsonl"
+	fi
+	$S workload --jobs "$WORK/jobs.jsonl" --compute-nodes 4 --register --state "$WORK/state" "$WORK/mnt/live" > "$WORK/live.jsonl"
+	# the simulator runs each job on the nodes it got live (the scheduler
+	# is the same, but a job ending a little earlier or later there frees
+	# another node, on another forwarding node, for the next)
+	python3 - "$WORK/jobs.jsonl" "$WORK/live.jsonl" > "$WORK/asrun.jsonl" <<'PY'
+import json, sys
+on = {j["id"]: j.get("on_nodes") for j in map(json.loads, open(sys.argv[2]))}
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    j["on_nodes"] = on[j["id"]]
+    print(json.dumps(j))
+PY
+	rm -rf "$WORK/sim"
+	$S sim --machine local --dir "$WORK/state" --jobs "$WORK/asrun.jsonl" --policy ffm --quiet --out "$WORK/sim" >/dev/null
+	python3 - "$run" "$WORK/live.jsonl" "$WORK/sim/jobs-ffm.jsonl" >> "$WORK/results.jsonl" <<'PY'
+import json, sys
+run, live, sim = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+s = {j["id"]: j for j in map(json.loads, open(sim))}
+for l in open(live):
+    j = json.loads(l)
+    m = s[j["id"]]
+    print(json.dumps({"run": run, "id": j["id"], "kind": j["kind"], "ranks": j["ranks"], "bytes": j["bytes"], "ops": j["ops"],
+                      "on_nodes": j.get("on_nodes"), "fwds": m["fwd_ids"],
+                      "live_wait": round(j["start"] - j["submit"], 3), "sim_wait": m["wait"],
+                      "live": j["io_time"], "sim": m["io_time"], "error": j.get("error", "")}))
+PY
+	$S down --dir "$WORK/state" --purge >/dev/null
+	rm -rf "$WORK/state"
+done
+cp "$WORK/results.jsonl" "$OUT"
+if [ "$SMOKE" = 1 ]; then
+	python3 bench/sim/liveday_report.py --check "$OUT"
+fi
+python3 bench/sim/liveday_report.py "$OUT"
