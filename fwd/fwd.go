@@ -166,8 +166,11 @@ func New(cfg Config) *Server {
 		bw: throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now), ops: throttle.New(iops, iops/20, cfg.Now)}
 	s.meta = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
 	for c := range s.gates {
-		s.gates[c] = qosgate.New(qosgate.Config{Slots: cfg.Workers[c], Now: cfg.Now, Metrics: cfg.Metrics,
-			Role: "fwd", Class: wire.Class(c).String()})
+		gc := qosgate.Config{Slots: cfg.Workers[c], Now: cfg.Now, Metrics: cfg.Metrics, Role: "fwd", Class: wire.Class(c).String()}
+		if wire.Class(c) == wire.ClassBulk {
+			gc.Link, gc.LinkQueue = s.bw, linkQueue
+		}
+		s.gates[c] = qosgate.New(gc)
 	}
 	reg := cfg.Metrics
 	if reg == nil {
@@ -257,7 +260,8 @@ func (s *Server) queued(c wire.Class, r *rpc.Request) {
 	if r.Msg.Op == wire.OpRead {
 		n = r.Msg.Size
 	}
-	leave, waited, err := s.gates[c].Enter(ctx, qos.ReqOf(r.Msg, n))
+	link := linkBytes(c, r.Msg, n)
+	leave, waited, linkWait, err := s.gates[c].EnterLink(ctx, qos.ReqOf(r.Msg, n), link)
 	r.Gated = waited
 	s.Depth[c].Add(-1)
 	if err != nil {
@@ -265,6 +269,9 @@ func (s *Server) queued(c wire.Class, r *rpc.Request) {
 		return
 	}
 	defer leave()
+	if link > 0 {
+		ctx = withLinkPaid(ctx, linkWait)
+	}
 	s.work(ctx, c, r)
 }
 

@@ -25,7 +25,7 @@ type readPlan struct {
 // planRead charges the emulated link for m's read and clamps it to the end
 // of the file.
 func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
-	if err := s.bw.Wait(ctx, float64(m.Size)); err != nil {
+	if err := s.payLink(ctx, float64(m.Size)); err != nil {
 		return readPlan{}, err
 	}
 	f, err := s.fileFor(ctx, m.Ino)

@@ -178,7 +178,7 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, err
 	if uint64(p.len()) != m.Size {
 		return 0, rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", p.len(), m.Size)
 	}
-	if err := s.bw.Wait(ctx, float64(p.len())); err != nil {
+	if err := s.payLink(ctx, float64(p.len())); err != nil {
 		return 0, err
 	}
 	f, err := s.fileFor(ctx, m.Ino)

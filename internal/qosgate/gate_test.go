@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/policy/qos"
 )
 
@@ -122,5 +123,64 @@ func TestGatePassesIdleAndExports(t *testing.T) {
 	leave()
 	if n, err := testutil.GatherAndCount(reg, "sluice_qos_bytes_total"); err != nil || n != 1 {
 		t.Fatalf("metrics: %d %v", n, err)
+	}
+}
+
+// A link behind the slots (Config.Link) is shared as the scheduler
+// orders, not by requests in flight: a job with one request in flight
+// beside one with eight gets near half of the link through a gate that
+// keeps the link's queue short, and about a ninth when every request
+// reserves the link itself once it has a slot (the test fails if the
+// gate ignored the link).
+func TestLinkShare(t *testing.T) {
+	const rate, size = 50e6, 1 << 20 // 21 ms a request
+	share := func(linked bool) float64 {
+		link := throttle.New(rate, rate/20, nil)
+		cfg := Config{Slots: 8}
+		if linked {
+			cfg.Link, cfg.LinkQueue = link, 10*time.Millisecond
+		}
+		g := New(cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		var got [2]atomic.Int64
+		var wg sync.WaitGroup
+		for i, n := range []int{8, 1} {
+			for k := 0; k < n; k++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ctx.Err() == nil {
+						var bytes float64
+						if linked {
+							bytes = size
+						}
+						leave, _, d, err := g.EnterLink(ctx, qos.Req{Job: string(rune('a' + i)), Bytes: size}, bytes)
+						if err != nil {
+							return
+						}
+						if !linked {
+							d = link.Reserve(size)
+						}
+						time.Sleep(d)
+						leave()
+						got[i].Add(size)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		a, b := float64(got[0].Load()), float64(got[1].Load())
+		if total := (a + b) / 1.5; total < 0.8*rate || total > 1.2*rate {
+			t.Errorf("linked %v: the link carried %.1f MB/s, want about %.0f", linked, total/1e6, rate/1e6)
+		}
+		t.Logf("linked %v: %.1f MB/s in all, %.2f to the job with one request in flight", linked, (a+b)/1.5/1e6, b/(a+b))
+		return b / (a + b)
+	}
+	if s := share(true); s < 0.3 {
+		t.Errorf("the job with one request in flight got %.2f of the link through the gate, want near half", s)
+	}
+	if s := share(false); s > 0.2 {
+		t.Errorf("without the link in the gate it got %.2f, want about a ninth (the test shows nothing)", s)
 	}
 }

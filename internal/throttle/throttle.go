@@ -99,9 +99,29 @@ func (b *Bucket) Reserve(n float64) time.Duration {
 	return time.Duration(-b.tokens / b.rate * float64(time.Second))
 }
 
+// Backlog is how long the bucket's debt takes to pay off: what a request
+// reserving now waits beyond its own tokens (0 for a nil bucket or one
+// with tokens to spare).
+func (b *Bucket) Backlog() time.Duration {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.tokens + b.now().Sub(b.last).Seconds()*b.rate
+	if t >= 0 {
+		return 0
+	}
+	return time.Duration(-t / b.rate * float64(time.Second))
+}
+
 // Wait takes n tokens and sleeps until they are paid for, or ctx ends.
 func (b *Bucket) Wait(ctx context.Context, n float64) error {
-	d := b.Reserve(n)
+	return Sleep(ctx, b.Reserve(n))
+}
+
+// Sleep waits d (what Reserve said), or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
