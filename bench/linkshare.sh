@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} MBPS=${MBPS:-40} REF=${REF:-7b94a40} OUT=${OUT:-bench/results/linkshare.jsonl}
 WORK=$(mktemp -d /tmp/sluice-linkshare.XXXXXX)
 cleanup() {
+	set +e
 	for b in now before; do [ -x "$WORK/$b" ] && "$WORK/$b" down --dir "$WORK/state" --purge >/dev/null 2>&1; done
 	git worktree remove --force "$WORK/ref" >/dev/null 2>&1 || true
 	rm -rf "$WORK"
