@@ -43,28 +43,40 @@ for run in $(seq 1 "$RUNS"); do
 	$S workload --jobs "$WORK/jobs.jsonl" --compute-nodes 4 --register --state "$WORK/state" "$WORK/mnt/live" > "$WORK/live.jsonl"
 	# the simulator runs each job on the nodes it got live (the scheduler
 	# is the same, but a job ending a little earlier or later there frees
-	# another node, on another forwarding node, for the next)
-	python3 - "$WORK/jobs.jsonl" "$WORK/live.jsonl" > "$WORK/asrun.jsonl" <<'PY'
+	# another node, on another forwarding node, for the next): "sim", the
+	# schedule's and the I/O model's agreement together. "pinned": each job
+	# also submitted when it started live, so that it shares its forwarding
+	# node with the jobs it shared it with live (the I/O model's agreement
+	# alone; the schedule's drift is in the waits)
+	python3 - "$WORK/jobs.jsonl" "$WORK/live.jsonl" "$WORK/asrun.jsonl" "$WORK/pinned.jsonl" <<'PY'
 import json, sys
-on = {j["id"]: j.get("on_nodes") for j in map(json.loads, open(sys.argv[2]))}
-for l in open(sys.argv[1]):
-    j = json.loads(l)
-    j["on_nodes"] = on[j["id"]]
-    print(json.dumps(j))
+live = {j["id"]: j for j in map(json.loads, open(sys.argv[2]))}
+with open(sys.argv[3], "w") as asrun, open(sys.argv[4], "w") as pinned:
+    for l in open(sys.argv[1]):
+        j = json.loads(l)
+        lj = live[j["id"]]
+        j["on_nodes"] = lj.get("on_nodes")
+        print(json.dumps(j), file=asrun)
+        j["submit"] = lj["start"]
+        print(json.dumps(j), file=pinned)
 PY
-	rm -rf "$WORK/sim"
-	$S sim --machine local --dir "$WORK/state" --jobs "$WORK/asrun.jsonl" --policy ffm --quiet --out "$WORK/sim" >/dev/null
-	python3 - "$run" "$WORK/live.jsonl" "$WORK/sim/jobs-ffm.jsonl" >> "$WORK/results.jsonl" <<'PY'
+	for how in asrun pinned; do
+		rm -rf "$WORK/sim-$how"
+		$S sim --machine local --dir "$WORK/state" --jobs "$WORK/$how.jsonl" --policy ffm --quiet --out "$WORK/sim-$how" >/dev/null
+	done
+	python3 - "$run" "$WORK/live.jsonl" "$WORK/sim-asrun/jobs-ffm.jsonl" "$WORK/sim-pinned/jobs-ffm.jsonl" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
-run, live, sim = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+run, live, sim, pinned = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 s = {j["id"]: j for j in map(json.loads, open(sim))}
+p = {j["id"]: j for j in map(json.loads, open(pinned))}
 for l in open(live):
     j = json.loads(l)
     m = s[j["id"]]
     print(json.dumps({"run": run, "id": j["id"], "kind": j["kind"], "ranks": j["ranks"], "bytes": j["bytes"], "ops": j["ops"],
                       "on_nodes": j.get("on_nodes"), "fwds": m["fwd_ids"],
                       "live_wait": round(j["start"] - j["submit"], 3), "sim_wait": m["wait"],
-                      "live": j["io_time"], "sim": m["io_time"], "error": j.get("error", "")}))
+                      "live": j["io_time"], "sim": m["io_time"],
+                      "pinned": p[j["id"]]["io_time"], "pinned_wait": p[j["id"]]["wait"], "error": j.get("error", "")}))
 PY
 	$S down --dir "$WORK/state" --purge >/dev/null
 	rm -rf "$WORK/state"
