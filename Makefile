@@ -143,6 +143,7 @@ sim:
 	bash bench/sim/qos.sh
 	FWDS=24 bash bench/sim/qos.sh bench/sim/qos-results-24.jsonl
 	bash bench/sim/failslow.sh
+	bash bench/sim/maintenance.sh
 	bash bench/sim/liveqos.sh
 	bash bench/sim/liveslow.sh
 	bash bench/sim/liveday.sh
@@ -157,6 +158,7 @@ sim-smoke:
 	SMOKE=1 bash bench/sim/bb.sh
 	SMOKE=1 bash bench/sim/qos.sh
 	SMOKE=1 bash bench/sim/failslow.sh
+	SMOKE=1 bash bench/sim/maintenance.sh
 	SMOKE=1 bash bench/sim/liveqos.sh
 	SMOKE=1 bash bench/sim/liveslow.sh
 	SMOKE=1 bash bench/sim/liveday.sh

@@ -145,11 +145,11 @@ func quantile(xs []float64, q float64) float64 {
 
 // WriteTimeline writes a timeline as CSV.
 func WriteTimeline(w io.Writer, t []Sample) error {
-	if _, err := fmt.Fprintln(w, "t_s,running,queued,nodes_busy,fwds_busy,fwd_use,storage_use,flows"); err != nil {
+	if _, err := fmt.Fprintln(w, "t_s,running,queued,nodes_busy,fwds_busy,fwd_use,storage_use,flows,fwds_down,targets_down"); err != nil {
 		return err
 	}
 	for _, s := range t {
-		if _, err := fmt.Fprintf(w, "%.0f,%d,%d,%d,%d,%.4f,%.4f,%d\n", s.T, s.Running, s.Queued, s.NodesBusy, s.FwdsBusy, s.FwdUse, s.StorageUse, s.Flows); err != nil {
+		if _, err := fmt.Fprintf(w, "%.0f,%d,%d,%d,%d,%.4f,%.4f,%d,%d,%d\n", s.T, s.Running, s.Queued, s.NodesBusy, s.FwdsBusy, s.FwdUse, s.StorageUse, s.Flows, s.FwdsDown, s.TargetsDown); err != nil {
 			return err
 		}
 	}

@@ -56,6 +56,17 @@ type Config struct {
 	Placement place.Policy
 	// FailSlow makes forwarding nodes fail-slow during the run.
 	FailSlow FailSlow
+	// Changes are scheduled changes of capacity beyond the machine's own
+	// (machine.Change: maintenance, degraded devices): both apply. A
+	// forwarding node down (its factor 0) is not alive for policy/dfra
+	// while it is: the running jobs on it are remapped (dfra.Remap: the
+	// fixed mapping moves them to the node's stand-in, dfra.FFM) and new
+	// jobs are kept off it. A storage target down
+	// stops the flows that use it until it is back (clients wait for an
+	// OST, as Lustre's do) and placement passes over it meanwhile; with
+	// every target of its storage group down, a forwarding node is out of
+	// service as if it were down itself.
+	Changes []machine.Change
 	// QoS is the rules every forwarding node and storage target enforces
 	// (policy/qos, as `sluice qos set` hands them to every daemon): the
 	// first rule a job's requests match (qos.Classify: by job id,
@@ -141,6 +152,9 @@ type Sample struct {
 	FwdUse     float64 `json:"fwd_use"`   // their bandwidth used, share of all
 	StorageUse float64 `json:"storage_use"`
 	Flows      int     `json:"flows"`
+	// FwdsDown and TargetsDown are out of service (Config.Changes).
+	FwdsDown    int `json:"fwds_down,omitempty"`
+	TargetsDown int `json:"targets_down,omitempty"`
 }
 
 // Result is a simulation's outcome.
@@ -160,6 +174,19 @@ type Result struct {
 	Slow     []string
 	Detected []Detection
 	Remaps   int
+	// Changes are the scheduled changes of capacity as they took effect.
+	Changes []ChangeEvent
+}
+
+// ChangeEvent is a scheduled change of capacity taking effect (or ending).
+type ChangeEvent struct {
+	At      float64  `json:"at_s"`
+	Fwds    []string `json:"fwds,omitempty"`
+	Targets []string `json:"targets,omitempty"`
+	Factor  float64  `json:"factor"`
+	End     bool     `json:"end,omitempty"` // the change ended: Factor no longer applies
+	Remaps  int      `json:"remaps,omitempty"`
+	Note    string   `json:"note,omitempty"`
 }
 
 // Detection is a forwarding node or a storage target the fail-slow
@@ -240,6 +267,13 @@ type Sim struct {
 	// isOps is the forwarding nodes' operation-rate resources: a flow
 	// whose path starts at one counts operations, not bytes
 	isOps map[*flow.Resource]bool
+
+	// scaled are the resources whose capacity a change or the fail-slow
+	// scenario multiplies: their capacity as described, and the factors
+	// in force
+	scaled      map[*flow.Resource]*scaling
+	changes     []change
+	changesLeft int // change starts and ends still to come
 
 	// fail-slow detection
 	recs     []beacon.Record
@@ -326,6 +360,10 @@ func New(cfg Config) (*Sim, error) {
 		s.isOps[o] = true
 	}
 	s.nodes = NewNodes(m.ComputeNodes)
+	s.scaled = map[*flow.Resource]*scaling{}
+	if err := s.prepareChanges(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -392,6 +430,8 @@ const setupTag = "setup"
 
 // Run simulates every job to its end.
 func (s *Sim) Run() (*Result, error) {
+	// a change takes effect before the jobs submitted at its time start
+	s.scheduleChanges()
 	jobs := append([]Job(nil), s.cfg.Jobs...)
 	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].Submit < jobs[k].Submit })
 	for i := range jobs {
@@ -417,9 +457,30 @@ func (s *Sim) Run() (*Result, error) {
 			s.e.At(fs.At, engine.Func(s.window))
 		}
 	}
+	// stuck: nothing left to happen, or jobs running and none starting or
+	// ending for a month of simulated time with no change to come (their
+	// flows stopped by a target down for good: the periodic samples would
+	// go on for ever)
+	lastDone, lastStarted, since := s.done, s.started, s.e.Now()
 	for s.done < len(jobs) {
-		if s.e.Pending() == 0 {
-			return nil, fmt.Errorf("sim: stuck at %.0f s with %d jobs queued", s.e.Now().Seconds(), len(s.queue))
+		stuck := s.e.Pending() == 0
+		if s.done != lastDone || s.started != lastStarted || s.changesLeft > 0 {
+			lastDone, lastStarted, since = s.done, s.started, s.e.Now()
+		} else if len(s.running) > 0 && s.e.Now()-since > 30*24*3600*engine.Second {
+			stuck = true
+		}
+		if stuck {
+			down := 0
+			for _, t := range s.targets {
+				if t.Capacity() == 0 {
+					down++
+				}
+			}
+			hint := ""
+			if down > 0 {
+				hint = fmt.Sprintf(" (%d storage targets are down for good and hold running jobs' files)", down)
+			}
+			return nil, fmt.Errorf("sim: stuck at %.0f s with %d jobs queued and %d running%s", s.e.Now().Seconds(), len(s.queue), len(s.running), hint)
 		}
 		s.e.Run(s.e.Now() + 3600*engine.Second)
 		if s.cfg.Progress != nil {
@@ -448,13 +509,27 @@ func (s *Sim) sample(now engine.Time) {
 		used += r.Used()
 		cap += r.Capacity()
 	}
-	sm.FwdUse = used / cap
+	if cap > 0 {
+		sm.FwdUse = used / cap
+	}
 	used, cap = 0, 0
 	for _, r := range s.targets {
 		used += r.Used()
 		cap += r.Capacity()
 	}
-	sm.StorageUse = used / cap
+	if cap > 0 {
+		sm.StorageUse = used / cap
+	}
+	for i := range s.fwds {
+		if !s.fwds[i].Alive {
+			sm.FwdsDown++
+		}
+	}
+	for _, r := range s.targets {
+		if r.Capacity() == 0 {
+			sm.TargetsDown++
+		}
+	}
 	s.res.Timeline = append(s.res.Timeline, sm)
 	if s.done < len(s.cfg.Jobs) {
 		s.e.After(s.cfg.Sample, engine.Func(s.sample))
@@ -675,13 +750,14 @@ func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64, writt
 			if written != nil {
 				pending -= written(t)
 			}
-			servers[k] = place.Server{ID: uint64(k + 1), Tier: "pfs", Alive: true, MaxPerf: uint64(s.targets[t].Capacity()),
+			// a target down (Config.Changes) is passed over meanwhile
+			servers[k] = place.Server{ID: uint64(k + 1), Tier: "pfs", Alive: s.targets[t].Capacity() > 0, MaxPerf: uint64(s.targets[t].Capacity()),
 				Pending: uint64(math.Max(0, pending))}
 		}
 		s.seq++
 		d, err := place.Choose(servers, place.Chunk{Ino: uint64(j.num)<<20 | uint64(u), ChunkSize: int64(unit), StripeCount: 1,
 			Seq: s.seq, Policy: s.cfg.Placement})
-		k := u % T // (every target is alive and unbounded: Choose places; this is never used)
+		k := u % T // (every target down: it waits for its target)
 		if err == nil && len(d.Servers) == 1 {
 			k = int(d.Servers[0] - 1)
 		}
@@ -709,7 +785,7 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 	res := func(r *flow.Resource) *flow.Resource {
 		c := copies[r]
 		if c == nil {
-			c = fm.NewResource(r.Name, r.Capacity())
+			c = fm.NewResource(r.Name, s.capacityAlone(r))
 			c.Derate, c.Slow, c.Grouped = r.Derate, r.Slow, r.Grouped
 			copies[r] = c
 		}
@@ -851,14 +927,14 @@ func (s *Sim) makeSlow(now engine.Time) {
 		if k >= static {
 			i = k
 		}
-		s.fm.SetCapacity(s.fwdBW[i], s.fwdBW[i].Capacity()/fs.Factor)
-		s.fm.SetCapacity(s.fwdOps[i], s.fwdOps[i].Capacity()/fs.Factor)
+		s.scale(s.fwdBW[i], failSlowKey, 1/fs.Factor, true)
+		s.scale(s.fwdOps[i], failSlowKey, 1/fs.Factor, true)
 		s.res.Slow = append(s.res.Slow, s.fwds[i].ID)
 	}
 	n := len(s.targets)
 	for k := 0; k < fs.Targets && k < n; k++ {
 		t := s.targets[k*n/min(fs.Targets, n)]
-		s.fm.SetCapacity(t, t.Capacity()/fs.Factor)
+		s.scale(t, failSlowKey, 1/fs.Factor, true)
 		s.res.Slow = append(s.res.Slow, t.Name)
 	}
 }
@@ -957,9 +1033,14 @@ func (s *Sim) detect(now engine.Time) {
 		s.res.Detected = append(s.res.Detected, Detection{Fwd: id, At: now.Seconds(), Ratio: x.Ratio})
 		found = true
 	}
-	if !found {
-		return
+	if found {
+		s.remap(now)
 	}
+}
+
+// remap has policy/dfra move the running jobs off forwarding nodes no
+// longer usable (flagged fail-slow, or down) and returns how many moved.
+func (s *Sim) remap(now engine.Time) int {
 	placed := make([]dfra.Assignment, len(s.running))
 	jobs := map[string]dfra.Job{}
 	for i, r := range s.running {
@@ -996,4 +1077,5 @@ func (s *Sim) detect(now engine.Time) {
 		cur := j.phases[j.next-1]
 		s.startFlows(j, phase{bytes: bytes, ops: ops, read: cur.read, setup: cur.setup})
 	}
+	return len(moved)
 }

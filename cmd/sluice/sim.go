@@ -75,6 +75,15 @@ func cmdSim(args []string) error {
 		rules = append(rules, r)
 		return nil
 	})
+	var changes []machine.Change
+	fs.Func("change", "a scheduled change of capacity beside the machine's own: maintenance (factor=0) or a degraded device, 'at=2h for=30m fwds=fwd0000..fwd0023 targets=ost00012 groups=3 factor=0' (at from the start of the run, warm-up included; for 0 or left out: for good; repeat for more)", func(v string) error {
+		c, err := machine.ParseChange(v)
+		if err != nil {
+			return err
+		}
+		changes = append(changes, c)
+		return nil
+	})
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -208,7 +217,7 @@ func cmdSim(args []string) error {
 	for _, p := range policies {
 		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds, Placement: place.Policy(*placement),
 			FailSlow: sim.FailSlow{Nodes: *slowFwds, Targets: *slowTargets, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect,
-				Window: engine.Time(*detWindow), Span: engine.Time(*detSpan), Every: engine.Time(*detEvery)}, QoS: rules}
+				Window: engine.Time(*detWindow), Span: engine.Time(*detSpan), Every: engine.Time(*detEvery)}, QoS: rules, Changes: changes}
 		wall := time.Now()
 		if !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
@@ -240,6 +249,18 @@ func cmdSim(args []string) error {
 		st := sim.Summarise(r)
 		if len(r.Slow) > 0 {
 			fmt.Printf("%-5s fail-slow forwarding nodes and targets %v; detected %d (%v), %d job remaps\n", p, r.Slow, len(r.Detected), r.Detected, r.Remaps)
+		}
+		if len(r.Changes) > 0 {
+			down, remaps := 0, 0
+			for _, c := range r.Changes {
+				if !c.End && c.Factor == 0 {
+					down++
+				}
+				remaps += c.Remaps
+			}
+			fmt.Printf("%-5s scheduled changes: %d took effect (%d took forwarding nodes or targets down), %d job remaps off forwarding nodes going down\n",
+				p, len(r.Changes), down, remaps)
+			summary[p+"_changes"] = r.Changes
 		}
 		fmt.Printf("%-5s jobs %d  I/O time: mean %.1f s, median %.1f s, total %.1f h, I/O-intensive mean %.1f s  aggregate %.1f GB/s  slowdown (vs alone) median %.2f p95 %.2f  forwarding nodes per job mean %.1f  simulated %.1f h in %.1f s (%d events, %.0f/s)\n",
 			p, st.Jobs, st.MeanIO, st.MedianIO, st.TotalIO/3600, st.IntensiveMeanIO, st.MeanBW/1e9, st.MedianSlowdown, st.P95Slowdown, st.MeanFwds, r.End.Seconds()/3600, el.Seconds(), r.Events, float64(r.Events)/el.Seconds())

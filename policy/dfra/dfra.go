@@ -131,8 +131,12 @@ type Assignment struct {
 // mapping: as on TaihuLight, consecutive compute nodes share a forwarding
 // node, Ratio of them per node, in id order (stable while the set of
 // forwarding nodes is). A node's number is the trailing digits of its name
-// ("cn0042" is 42); a name without them is hashed. Unusable forwarding
-// nodes are skipped to the next usable one.
+// ("cn0042" is 42); a name without them is hashed. The compute nodes of
+// an unusable forwarding node (down or fail-slow) go together to one
+// stand-in: the usable node that rendezvous hashing ranks first for it.
+// Nodes that fail together (a cabinet taken down) get different stand-ins
+// instead of all landing on their first usable neighbour, and a
+// stand-in changes only if it becomes unusable too.
 func FFM(node string, fwds []Fwd, ratio int) (string, bool) {
 	if len(fwds) == 0 {
 		return "", false
@@ -145,13 +149,39 @@ func FFM(node string, fwds []Fwd, ratio int) (string, bool) {
 
 // ffmSorted is FFM over fwds sorted by id, ratio > 0.
 func ffmSorted(node string, sorted []Fwd, ratio int) (string, bool) {
-	i := (nodeNumber(node) / ratio) % len(sorted)
-	for k := 0; k < len(sorted); k++ {
-		if f := sorted[(i+k)%len(sorted)]; f.Usable() {
-			return f.ID, true
+	own := sorted[(nodeNumber(node)/ratio)%len(sorted)]
+	if own.Usable() {
+		return own.ID, true
+	}
+	best, score := "", uint64(0)
+	for _, f := range sorted {
+		if !f.Usable() {
+			continue
+		}
+		if h := rendezvous(own.ID, f.ID); best == "" || h > score {
+			best, score = f.ID, h
 		}
 	}
-	return "", false
+	return best, best != ""
+}
+
+// rendezvous is the score of forwarding node fwd as the stand-in for
+// forwarding node down: FNV-1a of both names, finished with splitmix64's
+// mixer.
+func rendezvous(down, fwd string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(down); i++ {
+		h = (h ^ uint64(down[i])) * 1099511628211
+	}
+	h = (h ^ 0xff) * 1099511628211
+	for i := 0; i < len(fwd); i++ {
+		h = (h ^ uint64(fwd[i])) * 1099511628211
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	return h ^ h>>31
 }
 
 // Demand is S = N_io × B_c / B_f for a profile on forwarding nodes of

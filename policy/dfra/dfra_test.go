@@ -371,3 +371,60 @@ func TestShareAllIsShare(t *testing.T) {
 		}
 	}
 }
+
+// TestFFMStandIns: the compute nodes of a forwarding node that is down go
+// together to one usable stand-in; nodes down together (a cabinet) get
+// different stand-ins, not all their first usable neighbour; a stand-in
+// stays while it is usable, whatever else goes down.
+func TestFFMStandIns(t *testing.T) {
+	const ratio = 8
+	fs := fwds(64)
+	for i := 0; i < 16; i++ {
+		fs[i].Alive = false // fwd-00..fwd-15, a cabinet
+	}
+	standIn := map[int]string{} // dead node -> its stand-in
+	load := map[string]int{}
+	for n := 0; n < 16*ratio; n++ {
+		f, ok := FFM(fmt.Sprintf("cn%04d", n), fs, ratio)
+		if !ok {
+			t.Fatal("no forwarding node")
+		}
+		if f <= "fwd-15" {
+			t.Fatalf("cn%04d on %s, which is down", n, f)
+		}
+		if s, seen := standIn[n/ratio]; seen && s != f {
+			t.Fatalf("the compute nodes of fwd-%02d went to %s and %s: want one stand-in", n/ratio, s, f)
+		}
+		standIn[n/ratio] = f
+		load[f]++
+	}
+	if len(load) < 10 {
+		t.Errorf("16 nodes down: their compute nodes on %d stand-ins (%v), want them spread", len(load), load)
+	}
+	for f, n := range load {
+		if n > 3*ratio {
+			t.Errorf("%s stands in for %d nodes' worth", f, n/ratio)
+		}
+	}
+	// another node goes down: only the compute nodes whose stand-in it
+	// was move
+	victim := standIn[0]
+	for i := range fs {
+		if fs[i].ID == victim {
+			fs[i].Alive = false
+		}
+	}
+	for d, s := range standIn {
+		f, _ := FFM(fmt.Sprintf("cn%04d", d*ratio), fs, ratio)
+		if s != victim && f != s {
+			t.Errorf("fwd-%02d's stand-in moved from %s to %s when %s went down", d, s, f, victim)
+		}
+		if s == victim && f == victim {
+			t.Errorf("fwd-%02d's stand-in %s is down and kept", d, s)
+		}
+	}
+	// a usable node keeps its own compute nodes
+	if f, _ := FFM(fmt.Sprintf("cn%04d", 40*ratio), fs, ratio); f != "fwd-40" {
+		t.Errorf("cn%04d on %s, want its own fwd-40", 40*ratio, f)
+	}
+}

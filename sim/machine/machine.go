@@ -46,6 +46,10 @@ type Machine struct {
 	BurstBuffer *BurstBuffer `json:"burst_buffer,omitempty"`
 
 	Interference Interference `json:"interference"`
+
+	// Changes are scheduled changes of capacity: maintenance, degraded
+	// or slowed devices (Change).
+	Changes []Change `json:"changes,omitempty"`
 }
 
 // Storage is the PFS: Groups groups of Targets targets of TargetBW each.
@@ -250,6 +254,11 @@ func (m *Machine) Check() error {
 		pos("burst_buffer.bw", bb.BW)
 		if bb.WriteMin > bb.BW || bb.WriteMin < 0 || bb.DemoteMin < 0 || bb.DemoteMax < 0 || bb.DemoteMax > 0 && bb.DemoteMin > bb.DemoteMax {
 			bad = append(bad, "burst_buffer: want 0 ≤ write_min ≤ bw and 0 ≤ demote_min ≤ demote_max")
+		}
+	}
+	for _, c := range m.Changes {
+		if _, _, err := c.Expand(m.FwdNodes, m.Storage.Groups, m.Storage.Targets); err != nil {
+			bad = append(bad, err.Error())
 		}
 	}
 	if len(bad) > 0 {

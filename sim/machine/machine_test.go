@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -78,5 +79,24 @@ func TestOurPairs(t *testing.T) {
 	p, err := PairsFromDFRA(f)
 	if err != nil || len(p) < 10 {
 		t.Fatalf("%d pairs: %v", len(p), err)
+	}
+}
+
+// A description's changes are read and checked against the machine.
+func TestChangesInDescription(t *testing.T) {
+	m, _ := Load("tiny")
+	m.Changes = []Change{{At: 3600, For: 600, Fwds: []string{"fwd0000..fwd0003"}, Groups: []int{1}, Factor: 0, Note: "cabinet 0"}}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(b)
+	if err != nil || len(back.Changes) != 1 || back.Changes[0].Note != "cabinet 0" || !back.Changes[0].Down() {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	m.Changes[0].Fwds = []string{"fwd0008"} // tiny has fwd0000..fwd0007
+	b, _ = json.Marshal(m)
+	if _, err := Parse(b); err == nil || !strings.Contains(err.Error(), "fwd0008") {
+		t.Fatalf("a change naming fwd0008 on 8 forwarding nodes: %v", err)
 	}
 }
