@@ -71,8 +71,13 @@ func smallFiles(t *testing.T, sizeFlush time.Duration) {
 		}
 	}
 	// every file counts at its bytes on the server once the settlements
-	// are through (they go in batches, after the closes)
-	deadline := time.Now().Add(5 * time.Second)
+	// are through (they go in batches, after the closes); a heartbeat
+	// sent just before a settlement reached the server shows the room
+	// still taken until the next one, a second later (15 s: a CI run had
+	// one chunk's room still counted at 5 s with every package's tests
+	// on two cores; a settlement that never comes leaves it for the
+	// hour of ReclaimAfter)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpStatfs}, nil, nil)
 		if err == nil && resp.Used <= files*size {
