@@ -39,20 +39,37 @@ func (s *Sim) prepareChanges() error {
 		}
 		s.changes = append(s.changes, change{c, f, t})
 	}
+	// at the start of each change that takes something down, the
+	// forwarding nodes out of service: down themselves, or their whole
+	// storage group down (applyChange's rule)
+	G, T := s.m.Storage.Groups, s.m.Storage.Targets
 	for _, c := range s.changes {
 		if !c.Down() {
 			continue
 		}
-		down := map[int]bool{}
+		fwdDown, targetDown := map[int]bool{}, map[int]bool{}
 		for _, o := range s.changes {
 			if o.Down() && o.At <= c.At && (o.For == 0 || c.At < o.At+o.For) {
 				for _, i := range o.fwds {
-					down[i] = true
+					fwdDown[i] = true
+				}
+				for _, t := range o.targets {
+					targetDown[t] = true
 				}
 			}
 		}
-		if len(down) == len(s.fwds) {
-			return fmt.Errorf("sim: the changes take every forwarding node down at %s", c.String())
+		out := 0
+		for i := range s.fwds {
+			groupDown := true
+			for t := i % G * T; t < (i%G+1)*T && groupDown; t++ {
+				groupDown = targetDown[t]
+			}
+			if fwdDown[i] || groupDown {
+				out++
+			}
+		}
+		if out == len(s.fwds) {
+			return fmt.Errorf("sim: the changes take every forwarding node out of service at %s", c.String())
 		}
 	}
 	return nil

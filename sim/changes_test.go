@@ -103,6 +103,10 @@ func TestChangeFwdDown(t *testing.T) {
 		{At: 0, For: 10, Fwds: []string{"fwd0000"}}, {At: 5, Fwds: []string{"fwd0001"}}}}); err == nil {
 		t.Error("changes taking every forwarding node down at 5 s: accepted")
 	}
+	if _, err := New(Config{Machine: m, Policy: "ffm", Changes: []machine.Change{
+		{At: 0, For: 10, Fwds: []string{"fwd0000"}}, {At: 5, Targets: []string{"ost00000..ost00001"}}}}); err == nil {
+		t.Error("fwd0000 down and the only storage group down at 5 s (fwd0001 out of service with it): accepted")
+	}
 	if _, err := New(Config{Machine: m, Policy: "ffm", Changes: []machine.Change{{At: 0, Fwds: []string{"fwd0002"}, Factor: 0.5}}}); err == nil {
 		t.Error("a change naming fwd0002 on a machine of two: accepted")
 	}
