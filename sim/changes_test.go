@@ -205,3 +205,25 @@ func TestChangeDownForGoodStops(t *testing.T) {
 		t.Fatalf("got %v, want an error naming the targets down for good", err)
 	}
 }
+
+// A job that reads back what it wrote reads it where it wrote it: moved
+// to another forwarding node (and storage group) in the middle of its
+// write, it reads the part written before the move from the old group's
+// target, through the forwarding node it has now.
+func TestReadBackFollowsWrites(t *testing.T) {
+	m := changeMachine(t)
+	// two groups of one target: group 0's slow (20 MB/s), group 1's fast
+	m.Storage = machine.Storage{Groups: 2, Targets: 1, ChunkSize: 1 << 20, TargetBWs: []float64{20e6, 200e6}}
+	job := Job{ID: "a", App: "a", Nodes: 1, OnNodes: []int{0}, Pattern: "N-N", Class: "bw", Write: 100e6, Read: 100e6, ReadBack: true, Phases: 1}
+	if got := runChanges(t, m, []Job{job}).Jobs[0].IOTime; !nearly(got, 10) {
+		t.Errorf("written and read back on group 0's 20 MB/s target: %.2f s, want 10", got)
+	}
+	// fwd0000 down at 2 s: 40 MB written on group 0, the other 60 through
+	// fwd0001 (100 MB/s) on group 1 (0.6 s); the read-back's one flow
+	// takes 0.4 of its bytes from the 20 MB/s target: 50 MB/s, 2 s (read
+	// anew through fwd0001 it would take 1 s)
+	r := runChanges(t, m, []Job{job}, "at=2s for=100s fwds=fwd0000 factor=0")
+	if a := r.Jobs[0]; a.Remapped != 1 || !nearly(a.IOTime, 2+0.6+2) {
+		t.Errorf("moved at 2 s: remapped %d times, I/O %.2f s; want 1 and %.2f (its first 40 MB read from group 0)", a.Remapped, a.IOTime, 2+0.6+2)
+	}
+}

@@ -215,6 +215,7 @@ type job struct {
 	pending int // flows of the current phase not done
 	flows   []*flow.Flow
 	links   map[int]*flow.Resource // per forwarding node: the links of the I/O nodes it serves
+	wrote   []float64              // bytes it has written to each target (Sim.flows; nil unless Job.ReadBack)
 	inIO    bool
 	phStart engine.Time
 	res     JobResult
@@ -267,6 +268,8 @@ type Sim struct {
 	// isOps is the forwarding nodes' operation-rate resources: a flow
 	// whose path starts at one counts operations, not bytes
 	isOps map[*flow.Resource]bool
+	// targetOf is each storage target's index in targets
+	targetOf map[*flow.Resource]int
 
 	// scaled are the resources whose capacity a change or the fail-slow
 	// scenario multiplies: their capacity as described, and the factors
@@ -312,7 +315,8 @@ func New(cfg Config) (*Sim, error) {
 	}
 	e := engine.New()
 	s := &Sim{cfg: cfg, m: m, e: e, fm: flow.New(e), dcfg: cfg.DFRA, fwdIdx: map[string]int{},
-		classes: map[string]int{}, profile: map[string]*beacon.Profile{}, qosCaps: map[qosCapKey]*flow.Resource{}, isOps: map[*flow.Resource]bool{}}
+		classes: map[string]int{}, profile: map[string]*beacon.Profile{}, qosCaps: map[qosCapKey]*flow.Resource{}, isOps: map[*flow.Resource]bool{},
+		targetOf: map[*flow.Resource]int{}}
 	if cfg.PlaceSeed > 1 {
 		s.seq = uint64(cfg.PlaceSeed-1) << 40
 	}
@@ -338,6 +342,7 @@ func New(cfg Config) (*Sim, error) {
 		// a data server's gate schedules only while there are rules
 		r.Grouped = len(cfg.QoS) > 0
 		s.targets = append(s.targets, r)
+		s.targetOf[r] = t
 	}
 	s.placed = make([]float64, len(s.targets))
 	s.flagged = map[string]bool{}
@@ -578,6 +583,9 @@ func (s *Sim) start(j *job) {
 	j.a = dfra.Decide(s.dcfg, s.fwds, placed, dj)
 	j.nIO = ioNodes(sp.Pattern, sp.Nodes)
 	j.perFwd = s.spread(j.a, j.names[:j.nIO])
+	if sp.ReadBack {
+		j.wrote = make([]float64, len(s.targets))
+	}
 	// phases: the read, then computation and a write, Phases times
 	if sp.SetupBytes > 0 || sp.SetupRequests > 0 {
 		j.phases = append(j.phases, phase{bytes: sp.SetupBytes, reqs: sp.SetupRequests, setup: true})
@@ -652,9 +660,13 @@ func (s *Sim) spread(a dfra.Assignment, io []string) []fwdShare {
 // resources to the model's (the machine's own, or copies for a run
 // alone); links gives the links resource of a forwarding node; placed
 // is the placement charge of each target and written what each has
-// written of it by now (nil: nothing, a run alone).
+// written of it by now (nil: nothing, a run alone). wrote is what j has
+// written to each target in this run: its writes add to it, and a read
+// of what it wrote (Job.ReadBack) goes to those targets in those
+// proportions, through the forwarding nodes it has now (a job moved by
+// dfra.Remap after writing reads its data where it left it).
 func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*flow.Resource) *flow.Resource,
-	links func(fwd int, nodes float64) *flow.Resource, placed []float64, written func(t int) float64, done func(*flow.Flow, engine.Time)) []*flow.Flow {
+	links func(fwd int, nodes float64) *flow.Resource, placed, wrote []float64, written func(t int) float64, done func(*flow.Flow, engine.Time)) []*flow.Flow {
 	var out []*flow.Flow
 	class := s.classes[j.spec.Class]
 	T := s.m.Storage.Targets
@@ -665,8 +677,23 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 	for _, fs := range per {
 		share := fs.nodes / float64(j.nIO)
 		if b := ph.bytes * share; b > 0 {
-			g := fs.fwd % s.m.Storage.Groups
-			byTarget := s.place(j, g, b, fs.nodes, placed, written)
+			var parts []targetBytes
+			if ph.read && j.spec.ReadBack {
+				parts = readBack(wrote, b)
+			}
+			if parts == nil {
+				g := fs.fwd % s.m.Storage.Groups
+				for k, x := range s.place(j, g, b, fs.nodes, placed, written) {
+					if x > 0 {
+						parts = append(parts, targetBytes{t: g*T + k, bytes: x})
+					}
+				}
+				if wrote != nil && !ph.read && !ph.setup {
+					for _, p := range parts {
+						wrote[p.t] += p.bytes
+					}
+				}
+			}
 			var head []flow.Use
 			if !ph.setup { // a setup phase is held back by neither the links nor the job's own limits
 				head = []flow.Use{{R: links(fs.fwd, fs.nodes)}}
@@ -681,25 +708,20 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 				// with it: one flow, each target used for its part
 				path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w})
 				path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
-				for k := 0; k < T; k++ {
-					if byTarget[k] > 0 {
-						t, part := g*T+k, byTarget[k]/b
-						path = append(path, flow.Use{R: res(s.targets[t]), W: part, Group: key, Share: w})
-						path = s.capped(path, res, dataRule, qosBytes, "ost", t)
-						path[len(path)-1].W = part // (its own target's cap, or the target)
-					}
+				for _, p := range parts {
+					part := p.bytes / b
+					path = append(path, flow.Use{R: res(s.targets[p.t]), W: part, Group: key, Share: w})
+					path = s.capped(path, res, dataRule, qosBytes, "ost", p.t)
+					path[len(path)-1].W = part // (its own target's cap, or the target)
 				}
 				out = append(out, fm.Start(path, b, 0, j.num, class, tag, done))
 			} else {
-				for k := 0; k < T; k++ {
-					if byTarget[k] > 0 {
-						t := g*T + k
-						path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w},
-							flow.Use{R: res(s.targets[t]), Group: key, Share: w})
-						path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
-						path = s.capped(path, res, dataRule, qosBytes, "ost", t)
-						out = append(out, fm.Start(path, byTarget[k], 0, j.num, class, tag, done))
-					}
+				for _, p := range parts {
+					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w},
+						flow.Use{R: res(s.targets[p.t]), Group: key, Share: w})
+					path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
+					path = s.capped(path, res, dataRule, qosBytes, "ost", p.t)
+					out = append(out, fm.Start(path, p.bytes, 0, j.num, class, tag, done))
 				}
 			}
 		}
@@ -723,6 +745,32 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 			path := []flow.Use{{R: res(s.fwdOps[fs.fwd]), Group: key, Share: w}}
 			path = s.capped(path, res, rule, qosOps, "fwd", fs.fwd)
 			out = append(out, fm.Start(path, o, rate*share*ph.reqs/ops, j.num, class, tag, done))
+		}
+	}
+	return out
+}
+
+// targetBytes is a flow's part on one storage target (an index of
+// Sim.targets).
+type targetBytes struct {
+	t     int
+	bytes float64
+}
+
+// readBack spreads b bytes over the targets in proportion to what wrote
+// says was written to each; nil if nothing was.
+func readBack(wrote []float64, b float64) []targetBytes {
+	var sum float64
+	for _, x := range wrote {
+		sum += x
+	}
+	if sum <= 0 {
+		return nil
+	}
+	var out []targetBytes
+	for t, x := range wrote {
+		if x > 0 {
+			out = append(out, targetBytes{t: t, bytes: b * x / sum})
 		}
 	}
 	return out
@@ -792,6 +840,10 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 		return c
 	}
 	placed := make([]float64, len(s.targets))
+	var wrote []float64 // (only a job that reads back what it wrote needs it)
+	if j.spec.ReadBack {
+		wrote = make([]float64, len(s.targets))
+	}
 	links := map[int]*flow.Resource{}
 	var total engine.Time
 	for _, ph := range j.phases {
@@ -804,7 +856,7 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 				links[fwd] = fm.NewResource(fmt.Sprintf("links%d", fwd), nodes*s.nodeBW(j))
 			}
 			return links[fwd]
-		}, placed, nil, nil)
+		}, placed, wrote, nil, nil)
 		e.Run(-1)
 		total += e.Now() - start
 		for i := range placed {
@@ -843,7 +895,7 @@ func (s *Sim) startFlows(j *job, ph phase) {
 			j.links[fwd] = s.fm.NewResource(fmt.Sprintf("%s.links%d", j.spec.ID, fwd), nodes*s.nodeBW(j))
 		}
 		return j.links[fwd]
-	}, s.placed, func(t int) float64 { return s.targets[t].Busy(s.e.Now()) }, func(_ *flow.Flow, now engine.Time) {
+	}, s.placed, j.wrote, func(t int) float64 { return s.targets[t].Busy(s.e.Now()) }, func(_ *flow.Flow, now engine.Time) {
 		if j.pending--; j.pending == 0 {
 			if j.phases[j.next-1].setup {
 				j.setup += now - j.phStart
@@ -1063,6 +1115,7 @@ func (s *Sim) remap(now engine.Time) int {
 			continue
 		}
 		// the rest of the phase goes over the new forwarding nodes
+		cur := j.phases[j.next-1]
 		var bytes, ops float64
 		for _, f := range j.flows {
 			left := f.Remaining(now)
@@ -1070,11 +1123,22 @@ func (s *Sim) remap(now engine.Time) int {
 				ops += left
 			} else {
 				bytes += left
+				if j.wrote != nil && !cur.read && !cur.setup {
+					// not written where it was to go: placed anew below
+					for _, u := range f.Path {
+						if t, ok := s.targetOf[u.R]; ok {
+							w := u.W
+							if w == 0 {
+								w = 1
+							}
+							j.wrote[t] = max(0, j.wrote[t]-left*w)
+						}
+					}
+				}
 			}
 			s.fm.Cancel(f)
 		}
 		j.flows, j.links = nil, nil
-		cur := j.phases[j.next-1]
 		s.startFlows(j, phase{bytes: bytes, ops: ops, read: cur.read, setup: cur.setup})
 	}
 	return len(moved)
