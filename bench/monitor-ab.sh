@@ -10,11 +10,14 @@
 # is the steadiest measure of what monitoring costs.
 #
 #   bash bench/monitor-ab.sh [N [SIZE [ROUNDS]]]   # default 2000 files, 1g, 6
+#   OUT=bench/results/monitor-ab.txt ...            # where the raw lines go (one per round and side)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-2000}
 SIZE=${2:-1g}
 ROUNDS=${3:-6}
+OUT=${OUT:-bench/results/monitor-ab.txt}
+mkdir -p "$(dirname "$OUT")"
 command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/mdtest ./bench/mdtest
@@ -44,7 +47,7 @@ for i in $(seq "$ROUNDS"); do
 		rm -f "$W/$m/seq"
 		echo "$m $md seqwrite $w seqread $r mdcpu $mdcpu"
 	done
-done | python3 -c '
+done | tee "$OUT" | python3 -c '
 import sys, statistics as st
 runs = {}
 for line in sys.stdin:
@@ -52,8 +55,11 @@ for line in sys.stdin:
     runs.setdefault(f[0], []).append([float(x) for x in f[2::2]])
 names = ("creates/s", "stats/s", "unlinks/s", "seqwrite MB/s", "seqread MB/s", "daemon CPU us/md op")
 med = {m: [st.median(col) for col in zip(*runs[m])] for m in runs}
-print("%-14s %12s %12s %8s" % ("median of %d" % len(runs["mon"]), "monitored", "unmonitored", "ratio"))
+lo = {m: [min(col) for col in zip(*runs[m])] for m in runs}
+hi = {m: [max(col) for col in zip(*runs[m])] for m in runs}
+print("%-22s %22s %22s %8s" % ("median (min-max) of %d" % len(runs["mon"]), "monitored", "unmonitored", "ratio"))
 for k, name in enumerate(names):
     a, b = med["mon"][k], med["moff"][k]
-    print("%-14s %12.0f %12.0f %8.3f" % (name, a, b, a / b))
+    r = lambda m: "%.0f (%.0f-%.0f)" % (med[m][k], lo[m][k], hi[m][k])
+    print("%-22s %22s %22s %8.3f" % (name, r("mon"), r("moff"), a / b))
 '
