@@ -108,6 +108,10 @@ type FailSlow struct {
 	Window  engine.Time // default 10 s
 	Span    engine.Time // default 60 s
 	Every   engine.Time // default 30 s
+	// Lag is how long after a window closes its records reach the
+	// detector (the daemons ship each closed window at their next tick,
+	// once a window: up to a window later); 0: at once.
+	Lag engine.Time
 }
 
 // JobResult is one job's outcome.
@@ -1052,7 +1056,12 @@ func (s *Sim) window(now engine.Time) {
 	}
 	s.recs = s.recs[k:]
 	if (now-fs.At)%every < w {
-		s.detect(now)
+		// the windows whose records have reached the detector by now
+		seen := len(s.recs)
+		for seen > 0 && s.recs[seen-1].Window > int64(now-w-fs.Lag) {
+			seen--
+		}
+		s.detect(now, s.recs[:seen])
 	}
 	if s.done < len(s.cfg.Jobs) {
 		s.e.After(w, engine.Func(s.window))
@@ -1061,9 +1070,9 @@ func (s *Sim) window(now engine.Time) {
 
 // detect runs policy/failslow and has policy/dfra remap the jobs on the
 // nodes it names.
-func (s *Sim) detect(now engine.Time) {
+func (s *Sim) detect(now engine.Time, recs []beacon.Record) {
 	found := false
-	for _, x := range failslow.Detect(s.recs, failslow.Options{}) {
+	for _, x := range failslow.Detect(recs, failslow.Options{}) {
 		if x.Layer == beacon.LayerData {
 			id := strings.Replace(strings.TrimPrefix(x.Server, "data-"), "ost-", "ost", 1)
 			if !s.flagged[id] {

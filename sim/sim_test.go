@@ -398,6 +398,27 @@ func TestFailSlowWholeOps(t *testing.T) {
 	}
 }
 
+// TestFailSlowLag: records reach the detector Lag after their window
+// closes (the daemons ship a closed window at their next tick), so a
+// detector checking every 5 s names the slow target one check later
+// when the records are a whole check interval late, and never sooner
+// with any lag.
+func TestFailSlowLag(t *testing.T) {
+	jobs := []Job{{ID: "j", App: "a", Nodes: 16, Compute: 1, Pattern: "N-N", Class: "single", Write: 4e9, Phases: 1}}
+	at := map[engine.Time]float64{}
+	for _, lag := range []engine.Time{0, engine.Second, 5 * engine.Second} {
+		r := run(t, Config{Machine: tiny(t), Jobs: jobs, Policy: "ffm", Placement: place.RR,
+			FailSlow: FailSlow{Targets: 1, Factor: 65, Detect: true, Window: engine.Second, Span: 30 * engine.Second, Every: 5 * engine.Second, Lag: lag}})
+		if len(r.Detected) != 1 || r.Detected[0].Target != "ost00000" {
+			t.Fatalf("lag %v: detected %+v", lag, r.Detected)
+		}
+		at[lag] = r.Detected[0].At
+	}
+	if at[engine.Second] < at[0] || at[5*engine.Second] != at[0]+5 {
+		t.Errorf("detected at %.0f s (no lag), %.0f s (1 s), %.0f s (5 s); want the last one check after the first", at[0], at[engine.Second], at[5*engine.Second])
+	}
+}
+
 // TestChunkedLockstep: on a machine whose files are placed chunk by chunk
 // (Storage.ChunkSize: `local`, as sluice's metadata service places them),
 // a writer goes through its file's chunks in order, so the slowest of its

@@ -8,7 +8,7 @@
 # `sluice status` is polled for the FAIL-SLOW flag, and in `sluice sim
 # --machine local --slow-targets 1 --slow-factor FACTOR --detect` with
 # the daemons' detector cadence (1 s windows, 30 s span, a check every
-# 5 s). `fault --slow F` divides a capped server's buckets by F and
+# 5 s, records reaching it up to a window after they close). `fault --slow F` divides a capped server's buckets by F and
 # multiplies its service time by F (alone, 128 MiB by dd with a quarter on
 # the slowed server: 8.4 s against 0.8 healthy): the device F times
 # slower, as the simulator's target.
@@ -64,7 +64,7 @@ for d in c["Daemons"]:
 	kill $poll 2>/dev/null || true; wait $poll 2>/dev/null || true
 	rm -rf "$WORK/sim"
 	$S sim --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm --placement rr \
-		--slow-targets 1 --slow-factor "$FACTOR" --detect --detect-window 1s --detect-span 30s --detect-every 5s \
+		--slow-targets 1 --slow-factor "$FACTOR" --detect --detect-window 1s --detect-span 30s --detect-every 5s --detect-lag 1s \
 		--quiet --out "$WORK/sim" >/dev/null
 	python3 - "$run" "$id" "$WORK" >> "$WORK/results.jsonl" <<'PY'
 import json, os, sys

@@ -58,6 +58,7 @@ func cmdSim(args []string) error {
 	detWindow := fs.Duration("detect-window", 0, "with --detect: the records' window (0: 10s; the daemons': 1s)")
 	detSpan := fs.Duration("detect-span", 0, "with --detect: the history each detection looks at (0: 60s; the manager's: 30s)")
 	detEvery := fs.Duration("detect-every", 0, "with --detect: how often detection runs (0: 30s; the manager's: 5s)")
+	detLag := fs.Duration("detect-lag", 0, "with --detect: how long after a window closes its records reach the detector (the daemons': up to a window, 1s)")
 	detect := fs.Bool("detect", false, "run fail-slow detection (policy/failslow) on Beacon-like records; DFRA remaps jobs off the forwarding nodes it names (targets it names are reported)")
 	out := fs.String("out", "", "directory for jobs-POLICY.jsonl, timeline-POLICY.csv and summary.json")
 	genJobs := fs.String("gen-jobs", "", "write the workload made from --swf to this file (JSON Lines) and stop")
@@ -217,7 +218,7 @@ func cmdSim(args []string) error {
 	for _, p := range policies {
 		c := sim.Config{Machine: m, Jobs: jobs, Policy: p, FwdNodes: *fwds, Placement: place.Policy(*placement),
 			FailSlow: sim.FailSlow{Nodes: *slowFwds, Targets: *slowTargets, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect,
-				Window: engine.Time(*detWindow), Span: engine.Time(*detSpan), Every: engine.Time(*detEvery)}, QoS: rules, Changes: changes}
+				Window: engine.Time(*detWindow), Span: engine.Time(*detSpan), Every: engine.Time(*detEvery), Lag: engine.Time(*detLag)}, QoS: rules, Changes: changes}
 		wall := time.Now()
 		if !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
