@@ -11,9 +11,11 @@
 #   bash bench/randread.sh              # 3 rounds, 10 s per case, ~20 min
 #   ROUNDS=1 RUNTIME=3 bash bench/randread.sh
 #   RWS=randread OUT=/tmp/rr.jsonl bash bench/randread.sh   # reads only
+#   MONITOR_AB=1 bash bench/randread.sh  # also sluice with Beacon's monitoring off
+#                                        # (sluice-nomon, block cache on): its cost per 4 KiB op
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m} RWS=${RWS:-randread randwrite}
+ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m} RWS=${RWS:-randread randwrite} MONITOR_AB=${MONITOR_AB:-}
 OUT=${OUT:-bench/results/randread.jsonl}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
@@ -24,6 +26,7 @@ cleanup() {
 	set +e
 	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/n" --purge >/dev/null 2>&1
+	bin/sluice down --dir "$WORK/o" --purge >/dev/null 2>&1
 	umount -l "$WORK/pt" 2>/dev/null
 	[ -n "${PT:-}" ] && kill "$PT" 2>/dev/null
 	rm -rf "$WORK" "$SHM"
@@ -36,11 +39,18 @@ for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.
 bin/sluice up --dir "$WORK/s" --mount "$WORK/sluice" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 512M" >/dev/null
 bin/sluice up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 0" >/dev/null
 declare -A DIR=([passthrough]=$WORK/pt [sluice]=$WORK/sluice [sluice-nocache]=$WORK/nocache)
+TARGETS="passthrough sluice sluice-nocache"
+if [ -n "$MONITOR_AB" ]; then
+	bin/sluice up --dir "$WORK/o" --mount "$WORK/nomon" --mem 4G --ssd 0 --pfs none --monitor=false \
+		--mount-flags "--read-cache 512M" >/dev/null
+	DIR[sluice-nomon]=$WORK/nomon
+	TARGETS="$TARGETS sluice-nomon"
+fi
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
 # lay the files out once per target and job count (written, closed: the
 # measured jobs open them again)
-for t in passthrough sluice sluice-nocache; do
+for t in $TARGETS; do
 	for j in 1 4; do
 		mkdir -p "${DIR[$t]}/j$j"
 		fio --name=r --directory="${DIR[$t]}/j$j" --rw=write --bs=1m --size="$SIZE" --numjobs=$j --direct=1 \
@@ -48,8 +58,8 @@ for t in passthrough sluice sluice-nocache; do
 	done
 done
 for round in $(seq "$ROUNDS"); do
-	order="passthrough sluice sluice-nocache"
-	[ $((round % 2)) = 0 ] && order="sluice-nocache sluice passthrough"
+	order=$TARGETS
+	[ $((round % 2)) = 0 ] && order=$(echo "$TARGETS" | tr ' ' '\n' | tac | tr '\n' ' ')
 	for rw in $RWS; do
 		for j in 1 4; do
 			for qd in 1 16; do
@@ -77,15 +87,20 @@ for l in open(sys.argv[1]):
 def cell(v):
     m = statistics.median(v)
     return "%s (%s–%s)" % (f"{m:,.0f}", f"{min(v):,}", f"{max(v):,}") if len(v) > 1 else f"{m:,.0f}"
-print("| workload | jobs | iodepth | passthrough IOPS | sluice | sluice, block cache off | sluice/passthrough | off/passthrough |")
-print("|---|---|---|---|---|---|---|---|")
+ab = any(k[3] == "sluice-nomon" for k in g)
+print("| workload | jobs | iodepth | passthrough IOPS | sluice | sluice, block cache off | sluice/passthrough | off/passthrough |"
+      + (" monitoring off | on/off |" if ab else ""))
+print("|---|---|---|---|---|---|---|---|" + ("---|---|" if ab else ""))
 for rw in ("randread", "randwrite"):
     for j in (1, 4):
         for qd in (1, 16):
-            p, s, n = (g[(rw, j, qd, t)] for t in ("passthrough", "sluice", "sluice-nocache"))
+            p, s, n, o = (g[(rw, j, qd, t)] for t in ("passthrough", "sluice", "sluice-nocache", "sluice-nomon"))
             if not p:
                 continue
             mp = statistics.median(p)
-            print("| %s | %d | %d | %s | %s | %s | %.2f | %.2f |" % (rw, j, qd, cell(p), cell(s), cell(n),
-                  statistics.median(s) / mp, statistics.median(n) / mp))
+            row = "| %s | %d | %d | %s | %s | %s | %.2f | %.2f |" % (rw, j, qd, cell(p), cell(s), cell(n),
+                  statistics.median(s) / mp, statistics.median(n) / mp)
+            if ab:
+                row += " %s | %.2f |" % (cell(o), statistics.median(s) / statistics.median(o))
+            print(row)
 PY
