@@ -479,14 +479,8 @@ func (s *Sim) Run() (*Result, error) {
 			stuck = true
 		}
 		if stuck {
-			down := 0
-			for _, t := range s.targets {
-				if t.Capacity() == 0 {
-					down++
-				}
-			}
 			hint := ""
-			if down > 0 {
+			if down := s.targetsDown(); down > 0 {
 				hint = fmt.Sprintf(" (%d storage targets are down for good and hold running jobs' files)", down)
 			}
 			return nil, fmt.Errorf("sim: stuck at %.0f s with %d jobs queued and %d running%s", s.e.Now().Seconds(), len(s.queue), len(s.running), hint)
@@ -534,15 +528,22 @@ func (s *Sim) sample(now engine.Time) {
 			sm.FwdsDown++
 		}
 	}
-	for _, r := range s.targets {
-		if r.Capacity() == 0 {
-			sm.TargetsDown++
-		}
-	}
+	sm.TargetsDown = s.targetsDown()
 	s.res.Timeline = append(s.res.Timeline, sm)
 	if s.done < len(s.cfg.Jobs) {
 		s.e.After(s.cfg.Sample, engine.Func(s.sample))
 	}
+}
+
+// targetsDown is how many storage targets are out of service now.
+func (s *Sim) targetsDown() int {
+	n := 0
+	for _, t := range s.targets {
+		if t.Capacity() == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Sim) submit(j *job) {
