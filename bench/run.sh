@@ -13,6 +13,9 @@
 #   GLUSTER=0 bash bench/run.sh  # full run without GlusterFS
 #   CACHE=0 bash bench/run.sh    # without the sluice-nocache target (the mount's
 #                                # block cache off, --read-cache 0; on by default)
+#   HOLD_PAGES=1 bash bench/run.sh  # the guest keeps the memory freed during the run
+#                                # (new files do not measure the host's page faults:
+#                                # bench/holdpages.sh)
 #
 # Results are also written as JSON lines to $OUT (default bench/results.jsonl).
 set -euo pipefail
@@ -27,6 +30,8 @@ OUT=${OUT:-bench/results.jsonl}
 if [ "$SMOKE" = 1 ]; then GLUSTER=${GLUSTER:-0}; else GLUSTER=${GLUSTER:-1}; fi
 if [ "$SMOKE" = 1 ]; then CACHE=${CACHE:-0}; else CACHE=${CACHE:-1}; fi
 GVOL=sluicebench$$
+# shellcheck source=bench/holdpages.sh
+. bench/holdpages.sh
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
 go build -o bin/sluice ./cmd/sluice
@@ -37,6 +42,7 @@ command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"
 PT_PID=
 cleanup() {
 	set +e
+	release_pages
 	bin/sluice down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/nocache-state" --purge >/dev/null 2>&1
@@ -60,6 +66,7 @@ trap cleanup EXIT
 # targets: name → directory
 declare -A DIRS
 mkdir -p "$SHM/tmpfs" "$WORK/disk" "$SHM/pt-orig" "$WORK/pt"
+hold_pages "$SHM"
 DIRS[tmpfs]=$SHM/tmpfs
 DIRS[disk]=$WORK/disk
 bin/passthrough "$WORK/pt" "$SHM/pt-orig" &

@@ -18,16 +18,9 @@
 #   HOLD_PAGES=1 bash bench/streams.sh             # memory freed stays the guest's during the run
 #   python3 bench/streams.py bench/results/streams.jsonl   # the tables
 #
-# HOLD_PAGES=1: on this VM the guest hands freed memory back to the host
-# (free page reporting) and the first touch of such a page faults on the
-# host: writing new tmpfs pages then runs at ~0.5 GB/s instead of ~3, and
-# whichever process allocates them (the data server, the passthrough)
-# pays it, more or less by chance of what was freed when. With HOLD_PAGES
-# the script touches PREFAULT of tmpfs once and has the guest keep freed
-# pages for 100 s before reporting them, up to 16 GiB of them
-# (/sys/module/page_reporting/parameters/min_free_ms and max_waiting_mib,
-# restored at exit), so new files measure the
-# software, not the hypervisor. The results say so ("pages": "held").
+# HOLD_PAGES=1: the guest keeps the memory freed during the run instead of
+# handing it to the host, so new files do not measure the host's page
+# faults (bench/holdpages.sh). The results say so ("pages": "held").
 #
 # Results: one JSON line per phase in $OUT (default bench/results/streams.jsonl).
 set -euo pipefail
@@ -40,8 +33,8 @@ PROFILE=${PROFILE:-}
 PROFDIR=${PROFDIR:-/tmp/sluice-streams-prof}
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 UP=${UP:-}
-HOLD_PAGES=${HOLD_PAGES:-}
-PREFAULT=${PREFAULT:-10240} # MiB, with HOLD_PAGES
+# shellcheck source=bench/holdpages.sh
+. bench/holdpages.sh
 BIN=${SLUICE_BIN:-bin/sluice}
 # what the results are labelled with: the flags, and the build if not this one
 LABEL=$UP${SLUICE_BIN:+ bin=$SLUICE_BIN}
@@ -51,13 +44,9 @@ go build -o bin/passthrough ./bench/passthrough
 WORK=$(mktemp -d /tmp/sluice-streams.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-streams.XXXXXX)
 PT_PID=
-HOLD_PARAM=/sys/module/page_reporting/parameters/min_free_ms
-HOLD_WAIT=/sys/module/page_reporting/parameters/max_waiting_mib
-HOLD_OLD= HOLD_WAIT_OLD=
 cleanup() {
 	set +e
-	[ -n "$HOLD_OLD" ] && echo "$HOLD_OLD" > "$HOLD_PARAM"
-	[ -n "$HOLD_WAIT_OLD" ] && echo "$HOLD_WAIT_OLD" > "$HOLD_WAIT"
+	release_pages
 	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
 	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
 	umount -l "$WORK/pt" 2>/dev/null
@@ -65,19 +54,7 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$WORK/pt" "$SHM/pt" "$(dirname "$OUT")"
-PAGES=
-if [ -n "$HOLD_PAGES" ]; then
-	[ -w "$HOLD_PARAM" ] || { echo "HOLD_PAGES: $HOLD_PARAM is not there or not writable" >&2; exit 1; }
-	HOLD_OLD=$(cat "$HOLD_PARAM")
-	echo 100000 > "$HOLD_PARAM"
-	if [ -w "$HOLD_WAIT" ]; then # and however much of it waits (the default reports past 1 GiB)
-		HOLD_WAIT_OLD=$(cat "$HOLD_WAIT")
-		echo 16384 > "$HOLD_WAIT"
-	fi
-	dd if=/dev/zero of="$SHM/prefault" bs=1M count="$PREFAULT" status=none
-	rm -f "$SHM/prefault"
-	PAGES=held
-fi
+hold_pages "$SHM"
 bin/passthrough "$WORK/pt" "$SHM/pt" &
 PT_PID=$!
 for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done

@@ -1,0 +1,40 @@
+# Sourced by the benchmark scripts (bench/streams.sh, bench/run.sh): with
+# HOLD_PAGES=1, keep the memory freed during a run in the guest.
+#
+# On this VM the guest hands freed memory back to the host (free page
+# reporting) and the first touch of such a page faults on the host:
+# writing new tmpfs pages then runs at ~0.5 GB/s instead of ~3, and
+# whichever process allocates them (a data server, the passthrough, a
+# GlusterFS brick) pays it, more or less by chance of what was freed
+# when. hold_pages touches PREFAULT MiB of tmpfs once and has the guest
+# keep freed pages for 100 s and up to 16 GiB before it reports them
+# (/sys/module/page_reporting/parameters/min_free_ms and max_waiting_mib);
+# release_pages (call it from the script's exit trap) restores both. New
+# files then measure the software, not the hypervisor
+# (docs/benchmarks.md, "Monitoring's cost, re-measured…").
+
+HOLD_PAGES=${HOLD_PAGES:-}
+PREFAULT=${PREFAULT:-10240} # MiB
+PAGES= # "held" once hold_pages has run: the scripts label their results with it
+_HOLD_DIR=/sys/module/page_reporting/parameters
+_HOLD_FREE= _HOLD_WAIT=
+
+hold_pages() { # dir on tmpfs to prefault in
+	[ -n "$HOLD_PAGES" ] || return 0
+	[ -w "$_HOLD_DIR/min_free_ms" ] || { echo "HOLD_PAGES: $_HOLD_DIR/min_free_ms is not there or not writable" >&2; return 1; }
+	_HOLD_FREE=$(cat "$_HOLD_DIR/min_free_ms")
+	echo 100000 > "$_HOLD_DIR/min_free_ms"
+	if [ -w "$_HOLD_DIR/max_waiting_mib" ]; then # the default reports once 1 GiB waits
+		_HOLD_WAIT=$(cat "$_HOLD_DIR/max_waiting_mib")
+		echo 16384 > "$_HOLD_DIR/max_waiting_mib"
+	fi
+	dd if=/dev/zero of="$1/prefault" bs=1M count="$PREFAULT" status=none
+	rm -f "$1/prefault"
+	PAGES=held
+}
+
+release_pages() {
+	if [ -n "$_HOLD_FREE" ]; then echo "$_HOLD_FREE" > "$_HOLD_DIR/min_free_ms"; fi
+	if [ -n "$_HOLD_WAIT" ]; then echo "$_HOLD_WAIT" > "$_HOLD_DIR/max_waiting_mib"; fi
+	return 0
+}
