@@ -73,10 +73,12 @@ func smallFiles(t *testing.T, sizeFlush time.Duration) {
 	// every file counts at its bytes on the server once the settlements
 	// are through (they go in batches, after the closes); a heartbeat
 	// sent just before a settlement reached the server shows the room
-	// still taken until the next one, a second later (15 s: a CI run had
-	// one chunk's room still counted at 5 s with every package's tests
-	// on two cores; a settlement that never comes leaves it for the
-	// hour of ReclaimAfter)
+	// still taken until the next one, a second later. A settlement that
+	// never comes leaves a chunk's room taken for the hour of
+	// ReclaimAfter: CI runs failed now and then with one chunk's room
+	// (4 MiB less the file's 4 KiB) still counted after 5 s and after
+	// 15 s, when the metadata service's first report after a file's
+	// placement swept its promise (meta TestPromiseOutlivesReport)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpStatfs}, nil, nil)

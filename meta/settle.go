@@ -24,8 +24,19 @@ import (
 type promise struct {
 	server uint64
 	charge uint64
-	epoch  uint64 // the server's report count when promised
+	epoch  uint64    // the server's report count when promised
+	at     time.Time // when promised
 }
+
+// promiseKeep is how long a promise whose servers have reported since is
+// kept for its file's close. The sweep that bounds the promises kept for
+// files never closed removes only older ones: a promise a report made
+// stale still settles (the server's usage counted the whole reservation,
+// which the close gives back). The first report after a promise used to
+// sweep it, and a file closed after its server's next heartbeat kept its
+// chunk's whole room until the server's own reclaim (an hour in
+// `fwd TestSmallFilesDoNotFillTheTier`, which failed now and then on it).
+const promiseKeep = 10 * time.Minute
 
 type chunkKey struct{ ino, idx uint64 }
 
@@ -37,28 +48,30 @@ func (r *registry) promiseLocked(ino, idx uint64, servers, charge, replicas, rep
 		return
 	}
 	var ps []promise
+	now := r.s.now()
 	for i, id := range servers {
-		ps = append(ps, promise{server: id, charge: charge[i], epoch: r.servers[id].epoch})
+		ps = append(ps, promise{server: id, charge: charge[i], epoch: r.servers[id].epoch, at: now})
 	}
 	for i, id := range replicas {
-		ps = append(ps, promise{server: id, charge: replicaCharge[i], epoch: r.servers[id].epoch})
+		ps = append(ps, promise{server: id, charge: replicaCharge[i], epoch: r.servers[id].epoch, at: now})
 	}
 	r.promises[chunkKey{ino, idx}] = ps
 }
 
 // reportedLocked ends the promises made to server m before its report
-// (its usage counts them now); stale ones are swept once they are many.
-// Caller holds r.mu.
+// (its usage counts them now); stale ones older than promiseKeep are
+// swept once there are many. Caller holds r.mu.
 func (r *registry) reportedLocked(m *member) {
 	m.reserved = 0
 	m.epoch++
 	if len(r.promises) <= r.promiseSweep {
 		return
 	}
+	now := r.s.now()
 	for k, ps := range r.promises {
 		live := false
 		for _, p := range ps {
-			if sm := r.servers[p.server]; sm != nil && sm.epoch == p.epoch {
+			if sm := r.servers[p.server]; (sm != nil && sm.epoch == p.epoch) || now.Sub(p.at) < promiseKeep {
 				live = true
 			}
 		}
