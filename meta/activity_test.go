@@ -1,24 +1,18 @@
 package meta
 
 import (
-	"io"
-	"log/slog"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
 // TestActivity: a file's open/close history counts transitions, not
 // handles, and its means are the gaps the clock saw.
 func TestActivity(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := clockedService(t, &now)
 	a, err := s.Create(1, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	if err != nil {
 		t.Fatal(err)

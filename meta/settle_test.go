@@ -1,12 +1,8 @@
 package meta
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
 // A new chunk's promise survives its server's next report: the file's
@@ -16,10 +12,7 @@ import (
 // longer than promiseKeep are swept once there are many.
 func TestPromiseOutlivesReport(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := clockedService(t, &now)
 	r := &s.reg
 	r.mu.Lock()
 	m := &member{}
