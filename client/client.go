@@ -118,6 +118,10 @@ type FS struct {
 	attr time.Duration
 	ent  time.Duration
 
+	// byRef counts the payloads sent by reference by the clients of
+	// forwarding nodes the router dialled (rpc.Client.ByRef).
+	byRef atomic.Int64
+
 	// mc reaches the metadata daemon (nil with a fixed --fwd); rt routes
 	// each job's requests (vfs.Router); st is the streaming I/O
 	// (vfs.Streams: write-behind, readahead, extents).
@@ -159,6 +163,9 @@ const (
 	blockCacheBlock = 1 << 20
 	smallRead       = 128 << 10
 )
+
+// The write-behind's buffers go to the forwarding node by reference.
+var _ vfs.PageCaller = (*rpc.Client)(nil)
 
 // New connects to the forwarding node.
 func New(ctx context.Context, cfg Config) (*FS, error) {
@@ -207,8 +214,10 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		addr = pl.Fwds[0].Addr
 		cfg.Log.Info("home forwarding node chosen by fixed mapping", "fwd", pl.Fwds[0].ID, "addr", addr)
 	}
-	dial := func(addr string) vfs.Caller {
-		return rpc.NewClient(addr, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "forwarding node " + addr})
+	dial := func(addr string) vfs.Caller { // a PageCaller too
+		c := rpc.NewClient(addr, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "forwarding node " + addr})
+		c.ByRefTo(&fs.byRef)
+		return c
 	}
 	fs.fwd = dial(addr).(*rpc.Client)
 	rc := vfs.RouterConfig{Home: fs.fwd, HomeAddr: addr, Dial: dial, Now: cfg.Now, Log: fs.log}

@@ -101,12 +101,12 @@ func (s *Streams) Write(id ident.ID, ino, fh, off uint64, data []byte) error {
 		return err
 	}
 	if !background {
-		return s.send(id, ino, fh, w, data)
+		return s.send(id, ino, fh, w, data, false)
 	}
 	buf := bufpool.Get(len(data))
 	copy(buf, data)
 	go func() {
-		if err := s.send(id, ino, fh, w, buf); err != nil {
+		if err := s.send(id, ino, fh, w, buf, true); err != nil {
 			s.cfg.Log.Error("background write failed", "ino", ino, "off", off, "len", len(buf), "err", err)
 		}
 		bufpool.Put(buf)
@@ -418,9 +418,17 @@ func (s *Streams) fitsLocked(job string, n int64) bool {
 
 // send sends write w and ends it. A background write's error stays on the
 // inode for its next write, flush or fsync; a foreground one's is returned.
-func (s *Streams) send(id ident.ID, ino, fh uint64, w *pendingWrite, data []byte) error {
+// pooled says data is a bufpool buffer of the caller's, which may then go
+// by reference (PageCaller) and is not to be read afterwards.
+func (s *Streams) send(id ident.ID, ino, fh uint64, w *pendingWrite, data []byte, pooled bool) error {
 	m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: w.off, Size: uint64(len(data)), Who: id}
-	resp, _, err := s.cfg.Route(id, ino).Call(context.Background(), m, data, nil)
+	var resp *wire.Msg
+	var err error
+	if pc, ok := s.cfg.Route(id, ino).(PageCaller); ok && pooled {
+		resp, _, err = pc.CallPages(context.Background(), m, data, nil)
+	} else {
+		resp, _, err = s.cfg.Route(id, ino).Call(context.Background(), m, data, nil)
+	}
 	if err == nil {
 		s.wrote(fh, resp.Trunc, w.end)
 	}

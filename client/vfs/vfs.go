@@ -50,6 +50,13 @@ type Caller interface {
 	Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error)
 }
 
+// PageCaller is a Caller that can send a payload by reference
+// (rpc.Client.CallPages): payload is a bufpool buffer the call may detach
+// the pages of, so the caller does not read it afterwards.
+type PageCaller interface {
+	CallPages(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error)
+}
+
 // Route says where a request of caller id on inode ino goes.
 type Route func(id ident.ID, ino uint64) Caller
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
@@ -52,7 +53,16 @@ type Client struct {
 	cur    []*clientConn // by lane: laneSmall, then the bulk lanes
 	closed bool
 	dialMu sync.Mutex // serialises dials
+
+	// ByRef counts the payloads sent by reference (CallPages).
+	ByRef atomic.Int64
+	// byRef is where the count goes: &ByRef, or another counter (ByRefTo).
+	byRef *atomic.Int64
 }
+
+// ByRefTo counts the payloads sent by reference in n instead of ByRef
+// (several clients into one metric). Call it before the first call.
+func (c *Client) ByRefTo(n *atomic.Int64) { c.byRef = n }
 
 // lanes: one connection for metadata and small I/O, opt.BulkConns for
 // bulk I/O.
@@ -81,17 +91,20 @@ func (e *SinkError) Unwrap() error { return e.Err }
 
 type call struct {
 	body    *Body // the request's payload, if in a pipe
+	pages   bool  // the payload may go by reference (CallPages)
 	sink    Sink
 	into    []byte
 	resp    *wire.Msg
 	payload []byte
+	kept    bool // the answer said FlagPagesKept
 	err     error
 	done    chan struct{}
 }
 
 type clientConn struct {
 	c       net.Conn
-	wmu     sync.Mutex // guards writes on c and scratch
+	byRef   *atomic.Int64 // the client's ByRef
+	wmu     sync.Mutex    // guards writes on c and scratch
 	scratch []byte
 
 	mu      sync.Mutex // guards pending, nextID, err
@@ -111,7 +124,9 @@ func NewClient(addr string, secret []byte, opt ClientOptions) *Client {
 	if opt.BulkConns <= 0 {
 		opt.BulkConns = DefaultBulkConns
 	}
-	return &Client{addr: addr, secret: secret, opt: opt, cur: make([]*clientConn, 1+opt.BulkConns)}
+	c := &Client{addr: addr, secret: secret, opt: opt, cur: make([]*clientConn, 1+opt.BulkConns)}
+	c.byRef = &c.ByRef
+	return c
 }
 
 // Addr returns the server address.
@@ -168,7 +183,7 @@ func (c *Client) conn(ctx context.Context, lane int) (*clientConn, error) {
 		nc.Close()
 		return nil, err
 	}
-	cc = &clientConn{c: nc, pending: map[uint64]*call{}}
+	cc = &clientConn{c: nc, pending: map[uint64]*call{}, byRef: c.byRef}
 	go cc.readLoop()
 	c.mu.Lock()
 	if c.closed {
@@ -222,6 +237,19 @@ func (c *Client) CallSink(ctx context.Context, req *wire.Msg, payload []byte, si
 	return resp, err
 }
 
+// CallPages is Call for a payload handed to the kernel by reference
+// where the connection allows it (a local unix socket:
+// zerocopy.SendPages), saving the process's copy of it into the socket.
+// payload must be page-aligned and own its pages whole (a bufpool buffer),
+// and stay unchanged until CallPages returns. After an attempt that fails,
+// the connection's queue may still hold references to payload's pages: the
+// call goes on with a copy, and payload's pages are detached
+// (zerocopy.Detach), so the caller may reuse payload afterwards whatever
+// happened, but not read it (it may read as zeroes).
+func (c *Client) CallPages(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+	return c.call(ctx, req, payload, &call{into: into, pages: true})
+}
+
 type retryKey struct{}
 
 // WithRetryLimit bounds how long calls made with the returned context
@@ -243,15 +271,33 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 	if d, ok := ctx.Value(retryKey{}).(time.Duration); ok && d > 0 {
 		giveUp = time.Now().Add(d)
 	}
+	if proto.pages {
+		defer func() {
+			if !proto.pages { // an attempt failed: payload became a copy
+				bufpool.Put(payload)
+			}
+		}()
+	}
 	for {
 		cc, err := c.conn(ctx, lane)
 		if err == nil {
 			var resp *wire.Msg
 			var p []byte
-			var sent bool
-			resp, p, sent, err = cc.do(ctx, req, payload, proto)
+			var sent, exposed bool
+			resp, p, sent, exposed, err = cc.do(ctx, req, payload, proto)
 			if err == nil {
+				if exposed { // answered, but a relay of it may still read its pages
+					_ = zerocopy.Detach(payload)
+				}
 				return resp, p, FromMsg(resp)
+			}
+			if exposed {
+				// the connection's queue may still read payload's
+				// pages: go on with a copy, and detach them from ours
+				cp := bufpool.Get(len(payload))
+				copy(cp, payload)
+				_ = zerocopy.Detach(payload)
+				payload, proto.pages = cp, false
 			}
 			c.drop(cc)
 			if se := (*SinkError)(nil); errors.As(err, &se) {
@@ -279,38 +325,54 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 }
 
 // do runs one call on one connection. sent reports whether the request may
-// have reached the server.
-func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, bool, error) {
+// have reached the server, exposed whether its payload went by reference
+// and something may still read its pages (the call failed, or the answer
+// said wire.FlagPagesKept).
+func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (resp *wire.Msg, p []byte, sent, exposed bool, err error) {
 	cl := &call{into: proto.into, sink: proto.sink, body: proto.body, done: make(chan struct{})}
 	cc.mu.Lock()
 	if cc.err != nil {
 		err := cc.err
 		cc.mu.Unlock()
-		return nil, nil, false, err
+		return nil, nil, false, false, err
 	}
 	cc.nextID++
 	id := cc.nextID
 	cc.pending[id] = cl
 	cc.mu.Unlock()
 
+	byRef := false
 	cc.wmu.Lock()
-	var err error
-	if b := proto.body; b != nil {
-		cc.scratch = frameHead(cc.scratch, wire.KindRequest, id, req, b.N)
+	switch b := proto.body; {
+	case b != nil:
+		cc.scratch = frameHead(cc.scratch, wire.KindRequest, 0, id, req, b.N)
 		if _, err = cc.c.Write(cc.scratch); err == nil {
 			err = b.Pipe.SendTo(cc.c, b.Off, b.N)
 		}
-	} else {
-		cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.KindRequest, id, req, payload)
+	case proto.pages && len(payload) >= minByRef && isUnix(cc.c) && zerocopy.Detachable(payload):
+		byRef = true
+		cc.byRef.Add(1)
+		cc.scratch = frameHead(cc.scratch, wire.KindRequest, 0, id, req, len(payload))
+		if _, err = cc.c.Write(cc.scratch); err == nil {
+			err = zerocopy.SendPages(cc.c, payload)
+		}
+	default:
+		cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.KindRequest, 0, id, req, payload)
 	}
 	cc.wmu.Unlock()
 	if err != nil {
 		cc.fail(err)
-		return nil, nil, true, err
+		if proto.body != nil {
+			proto.body.Pipe.MarkKept()
+		}
+		return nil, nil, true, byRef, err
 	}
 	select {
 	case <-cl.done:
-		return cl.resp, cl.payload, true, cl.err
+		if (cl.kept || cl.err != nil) && proto.body != nil {
+			proto.body.Pipe.MarkKept() // whoever sent it to us is told in turn
+		}
+		return cl.resp, cl.payload, true, byRef && (cl.err != nil || cl.kept), cl.err
 	case <-ctx.Done():
 		cc.mu.Lock()
 		_, mine := cc.pending[id]
@@ -322,8 +384,20 @@ func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, pro
 			// we return.
 			<-cl.done
 		}
-		return nil, nil, true, ctx.Err()
+		if proto.body != nil {
+			proto.body.Pipe.MarkKept()
+		}
+		return nil, nil, true, byRef, ctx.Err()
 	}
+}
+
+// minByRef is the smallest payload CallPages sends by reference: below
+// it, the pipe's system calls cost more than the copy.
+const minByRef = 64 << 10
+
+func isUnix(c net.Conn) bool {
+	_, ok := c.(*net.UnixConn)
+	return ok
 }
 
 func (cc *clientConn) fail(err error) {
@@ -359,6 +433,9 @@ func (cc *clientConn) readLoop() {
 		cl := cc.pending[h.ReqID]
 		delete(cc.pending, h.ReqID)
 		cc.mu.Unlock()
+		if cl != nil {
+			cl.kept = h.Flags&wire.FlagPagesKept != 0
+		}
 		if cl != nil && cl.sink != nil && h.PayloadLen > 0 {
 			n := int(h.PayloadLen)
 			k := min(fr.r.Buffered(), n)

@@ -188,8 +188,8 @@ func (f *frameReader) next() (wire.Header, *wire.Msg, error) {
 
 // writeFrame sends one frame with a single writev. The caller serialises
 // writes on c.
-func writeFrame(c net.Conn, scratch []byte, kind uint8, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
-	scratch = frameHead(scratch, kind, id, m, len(payload))
+func writeFrame(c net.Conn, scratch []byte, kind, flags uint8, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
+	scratch = frameHead(scratch, kind, flags, id, m, len(payload))
 	if len(payload) == 0 {
 		_, err := c.Write(scratch)
 		return scratch, err
@@ -201,10 +201,10 @@ func writeFrame(c net.Conn, scratch []byte, kind uint8, id uint64, m *wire.Msg, 
 
 // frameHead encodes the header and body of a frame whose payload is n
 // bytes into scratch.
-func frameHead(scratch []byte, kind uint8, id uint64, m *wire.Msg, n int) []byte {
+func frameHead(scratch []byte, kind, flags uint8, id uint64, m *wire.Msg, n int) []byte {
 	scratch = append(scratch[:0], make([]byte, wire.HeaderSize)...)
 	scratch = m.Append(scratch)
-	wire.PutHeader(scratch, wire.Header{Kind: kind, ReqID: id,
+	wire.PutHeader(scratch, wire.Header{Kind: kind, Flags: flags, ReqID: id,
 		BodyLen: uint32(len(scratch) - wire.HeaderSize), PayloadLen: uint32(n)})
 	return scratch
 }

@@ -57,8 +57,18 @@ func (r *Request) release() {
 // payload's buffer is given back first and may be refilled by the next
 // request while the answer is written.
 func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
+	flags := r.flags()
 	r.release()
-	r.sc.reply(r.id, resp, respPayload)
+	r.sc.reply(r.id, flags, resp, respPayload)
+}
+
+// flags are the response's frame flags: FlagPagesKept if a relay of the
+// request's Body failed after sending its pages (zerocopy.Pipe.Kept).
+func (r *Request) flags() uint8 {
+	if r.Body != nil && r.Body.Kept() {
+		return wire.FlagPagesKept
+	}
+	return 0
 }
 
 // ReplySend sends resp with an n-byte payload that send writes straight to
@@ -67,13 +77,14 @@ func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
 // connection is closed, so that the peer never takes a cut frame for a
 // whole one, and the error is returned. Like Reply it releases Payload.
 func (r *Request) ReplySend(resp *wire.Msg, n int, send func(c net.Conn) error) error {
+	flags := r.flags()
 	r.release()
 	sc := r.sc
 	if sc.dead.Load() {
 		return net.ErrClosed
 	}
 	sc.wmu.Lock()
-	sc.scratch = frameHead(sc.scratch, wire.KindResponse, r.id, resp, n)
+	sc.scratch = frameHead(sc.scratch, wire.KindResponse, flags, r.id, resp, n)
 	_, err := sc.c.Write(sc.scratch)
 	if err == nil {
 		err = send(sc.c)
@@ -315,13 +326,13 @@ func (s *Server) readPayload(fr *frameReader, c net.Conn, req *Request, n int) e
 	return nil
 }
 
-func (sc *serverConn) reply(id uint64, m *wire.Msg, payload []byte) {
+func (sc *serverConn) reply(id uint64, flags uint8, m *wire.Msg, payload []byte) {
 	if sc.dead.Load() {
 		return
 	}
 	sc.wmu.Lock()
 	var err error
-	sc.scratch, err = writeFrame(sc.c, sc.scratch, wire.KindResponse, id, m, payload)
+	sc.scratch, err = writeFrame(sc.c, sc.scratch, wire.KindResponse, flags, id, m, payload)
 	sc.wmu.Unlock()
 	if err != nil {
 		sc.c.Close()

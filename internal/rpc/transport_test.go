@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
@@ -253,4 +254,125 @@ func TestBody(t *testing.T) {
 			t.Errorf("local %v: %d bodies still held after the replies", local, rs.bodies.Load())
 		}
 	}
+}
+
+// CallPages sends a payload by reference over the local socket, and the
+// caller's buffer is detached exactly when something may still read its
+// pages after the call: a relay's own send of them failed (the answer
+// says wire.FlagPagesKept), or the client's attempt failed (the call then
+// goes on with a copy).
+func TestCallPages(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerServer(t, ln) // echoes
+	// a server that takes requests and never answers them
+	stallLn, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := NewServer(secret, handlerOf(func(r *Request) {}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go ss.Serve(stallLn)
+	t.Cleanup(ss.Close)
+	relay := func(to string) string {
+		ln, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := NewClient(to, secret, ClientOptions{Timeout: 300 * time.Millisecond})
+		t.Cleanup(func() { c.Close() })
+		rs := NewServer(secret, bodyRelay{c}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		go rs.Serve(ln)
+		t.Cleanup(rs.Close)
+		return ln.Addr().String()
+	}
+	call := func(addr string) (buf, want, got []byte, err error) {
+		c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
+		defer c.Close()
+		buf = bufpool.Get(1 << 20)
+		want = randomPayload(len(buf))
+		copy(buf, want)
+		_, got, err = c.CallPages(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: 3}, buf, nil)
+		if c.ByRef.Load() == 0 {
+			t.Error("the payload did not go by reference")
+		}
+		return buf, want, got, err
+	}
+
+	// answered, nothing kept: the buffer stays as it was
+	buf, want, got, err := call(relay(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, append(append([]byte(nil), want[len(want)/2:]...), want...)) {
+		t.Fatal("relayed bytes differ")
+	}
+	if !bytes.Equal(buf, want) {
+		t.Fatal("the buffer was detached although nothing kept its pages")
+	}
+
+	// the relay's send stalls and fails: its answer says the pages may
+	// still be read, and the buffer is detached
+	buf, _, _, err = call(relay(stallLn.Addr().String()))
+	if err == nil {
+		t.Fatal("a relay to a stalled server succeeded")
+	}
+	if !isZero(buf) {
+		t.Fatal("the buffer was not detached after the relay's send failed")
+	}
+
+	// the client's own attempt fails (the server drops the connection
+	// after reading the request): the retry sends a copy, the buffer is
+	// detached
+	var mu sync.Mutex
+	first := true
+	dropLn, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := NewServer(secret, handlerOf(func(r *Request) {
+		mu.Lock()
+		drop := first
+		first = false
+		mu.Unlock()
+		if drop {
+			r.sc.c.Close()
+			return
+		}
+		r.Reply(&wire.Msg{}, append([]byte(nil), r.Payload...))
+	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go ds.Serve(dropLn)
+	t.Cleanup(ds.Close)
+	buf, want, got, err = call(dropLn.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the retried call's bytes differ")
+	}
+	if !isZero(buf) {
+		t.Fatal("the buffer was not detached after a failed attempt")
+	}
+}
+
+type handlerOf func(r *Request)
+
+func (h handlerOf) Handle(r *Request) { h(r) }
+
+func randomPayload(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*13 + i>>8 + 1)
+	}
+	return p
+}
+
+func isZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }

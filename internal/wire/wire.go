@@ -28,6 +28,17 @@ const (
 	KindResponse uint8 = 2
 )
 
+// Frame flags.
+const (
+	// FlagPagesKept, on a response, says that the server, or a server it
+	// relayed the request's payload to by reference, may still hold
+	// references to the payload's pages after this answer (an attempt of
+	// its own failed after sending them): a client that sent them by
+	// reference (zerocopy.SendPages) must not write into them again
+	// before detaching them (zerocopy.Detach).
+	FlagPagesKept uint8 = 1 << 0
+)
+
 // Header is a decoded frame header.
 type Header struct {
 	Kind       uint8

@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,7 +30,19 @@ import (
 type Pipe struct {
 	segs []seg
 	n    int // bytes held
+	// kept is set once a send of the payload failed after the pages went
+	// out (a socket's queue may still hold them): see MarkKept.
+	kept atomic.Bool
 }
+
+// MarkKept notes that references to the payload's pages may outlive the
+// request: a send of them failed after they went out, and the peer's
+// queue may still hold them. The server answers with wire.FlagPagesKept,
+// so that a client that sent the pages by reference detaches them.
+func (p *Pipe) MarkKept() { p.kept.Store(true) }
+
+// Kept reports whether MarkKept was called.
+func (p *Pipe) Kept() bool { return p.kept.Load() }
 
 // seg is one pipe of the chain and the bytes it holds.
 type seg struct {
@@ -387,4 +401,93 @@ func (p *Pipe) Release() {
 		}
 	}
 	p.segs, p.n = nil, 0
+}
+
+// SendPages writes b to socket dst by reference: vmsplice hands b's pages
+// to a pipe and splice moves them on into the socket, so the process does
+// not copy them. The kernel holds references to those pages, not copies:
+// whoever reads the bytes later (the peer, or a socket's queue still
+// holding them) reads the pages as they are then. The caller therefore
+// keeps b unchanged until the peer has answered for the bytes, and if it
+// may not get that answer (a failed call) it must detach b's pages from
+// its memory (Detach) before writing into b again.
+func SendPages(dst net.Conn, b []byte) error {
+	dc, ok := dst.(syscall.Conn)
+	if !ok {
+		return fmt.Errorf("zerocopy: %T is not a socket", dst)
+	}
+	rc, err := dc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	q, err := getBigPipe()
+	if err != nil {
+		return err
+	}
+	for len(b) > 0 {
+		iov := []unix.Iovec{{Base: &b[0]}}
+		iov[0].SetLen(len(b))
+		k, err := unix.Vmsplice(q.w, iov, unix.SPLICE_F_NONBLOCK)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || k <= 0 {
+			q.close()
+			if err == nil {
+				err = ErrShort
+			}
+			return fmt.Errorf("zerocopy: vmsplice: %w", err)
+		}
+		left := k
+		var serr error
+		werr := rc.Write(func(fd uintptr) bool {
+			for left > 0 {
+				n, err := syscall.Splice(q.r, nil, int(fd), nil, left, spliceFlags)
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					return false // wait until dst is writable
+				case err != nil:
+					serr = fmt.Errorf("splice to socket: %w", err)
+					return true
+				}
+				left -= int(n)
+			}
+			return true
+		})
+		if serr == nil {
+			serr = werr
+		}
+		if serr != nil {
+			q.close() // it may hold references to b
+			return serr
+		}
+		b = b[k:]
+	}
+	putBigPipe(q)
+	return nil
+}
+
+// Detach replaces the whole pages of b with fresh zeroed ones in the
+// process's memory (madvise MADV_DONTNEED): references the kernel still
+// holds from SendPages keep the old pages and their bytes, and writing into
+// b no longer changes what they read. b must be page-aligned and own its
+// pages whole (bufpool's buffers do); its bytes read as zeroes afterwards.
+func Detach(b []byte) error {
+	if !Detachable(b) {
+		return fmt.Errorf("zerocopy: detaching %d bytes not on whole pages", cap(b))
+	}
+	if cap(b) == 0 {
+		return nil
+	}
+	return unix.Madvise(b[:cap(b)], unix.MADV_DONTNEED)
+}
+
+// Detachable reports whether b starts on a page and its capacity is whole
+// pages, as Detach needs.
+func Detachable(b []byte) bool {
+	const page = 4096
+	b = b[:cap(b)]
+	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%page == 0 && len(b)%page == 0
 }

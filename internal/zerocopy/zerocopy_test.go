@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/sluice-hpc/sluice/internal/bufpool"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection.
@@ -317,4 +319,67 @@ func TestPipeChain(t *testing.T) {
 		t.Fatalf("the rest in the socket: %v", err)
 	}
 	p.Release()
+}
+
+// TestSendPages sends a payload larger than a pipe by reference over a
+// unix socket and checks every byte; then shows that the bytes go by
+// reference (a write into the buffer after the send changes what the
+// peer reads) and that Detach ends it (the peer reads what was sent).
+func TestSendPages(t *testing.T) {
+	a, b := pair(t, "unix")
+	for _, c := range []net.Conn{a, b} {
+		c.(*net.UnixConn).SetWriteBuffer(8 << 20)
+		c.(*net.UnixConn).SetReadBuffer(8 << 20)
+	}
+	big := bufpool.Get(5<<20 + 4096)
+	want := randomBytes(len(big), 7)
+	copy(big, want)
+	got := make([]byte, len(big))
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadFull(b, got); done <- err }()
+	if err := SendPages(a, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("bytes differ")
+	}
+
+	for _, detach := range []bool{false, true} {
+		buf := bufpool.Get(256 << 10)
+		sent := randomBytes(len(buf), 8)
+		copy(buf, sent)
+		if err := SendPages(a, buf); err != nil { // queued: b does not read yet
+			t.Fatal(err)
+		}
+		if detach {
+			if err := Detach(buf); err != nil {
+				t.Fatal(err)
+			}
+			if buf[0] != 0 || buf[len(buf)-1] != 0 {
+				t.Fatal("a detached buffer does not read as zeroes")
+			}
+		}
+		for i := range buf {
+			buf[i] = 0xA5
+		}
+		got := make([]byte, len(buf))
+		if _, err := io.ReadFull(b, got); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !detach && !bytes.Equal(got, buf):
+			t.Fatal("the peer did not read the buffer's pages as they are now: not sent by reference")
+		case detach && !bytes.Equal(got, sent):
+			t.Fatal("the peer read bytes written after Detach")
+		}
+	}
+	if Detachable(make([]byte, 100)[1:]) {
+		t.Fatal("an unaligned slice counts as detachable")
+	}
+	if err := Detach(make([]byte, 100)[1:]); err == nil {
+		t.Fatal("Detach of an unaligned slice did not fail")
+	}
 }

@@ -22,7 +22,8 @@ import (
 // file, in a hole and past the end, concurrently, each checked byte by
 // byte; then a rewrite is read back. The daemons' counters must show
 // that the zero-copy paths served reads (sendfile in the data servers,
-// splices in the forwarding daemons), not only that the bytes match.
+// splices in the forwarding daemons) and writes (the mount's vmsplice,
+// the daemons' pipes), not only that the bytes match.
 func TestZeroCopyReads(t *testing.T) {
 	base := freePorts(t, 8)
 	c := startCluster(t, "--zero-copy=all", "--pprof-base", strconv.Itoa(base))
@@ -96,6 +97,13 @@ func TestZeroCopyReads(t *testing.T) {
 	t.Logf("writes kept in pipes: %g by forwarding daemons, %g spliced into chunks", fwdWrites, dataWrites)
 	if fwdWrites == 0 || dataWrites == 0 {
 		t.Fatalf("the zero-copy write paths were not taken: %g, %g", fwdWrites, dataWrites)
+	}
+	// and the mount's write-behind sent them to the forwarding daemon by
+	// reference (vmsplice), the bytes checked above
+	byRef := sumCounter(t, c, base, "sluice_client_byref_writes_total")
+	t.Logf("writes the mount sent by reference: %g", byRef)
+	if byRef == 0 {
+		t.Fatal("the mount sent no write by reference")
 	}
 }
 
