@@ -508,3 +508,26 @@ func TestReadBack(t *testing.T) {
 		}
 	}
 }
+
+// TestAloneIsAlone: a job with the machine to itself takes as long as its
+// replay alone (slowdown 1), also when its flows' rates change during a
+// phase (targets of different speeds: the fast ones' parts end first and
+// the rest speed up). The replay alone once ended each phase at the last
+// event fired, which included the completion events that rate changes
+// had superseded: 322 of 1,400 jobs of a day on taihulight came out faster
+// shared than alone (slowdown down to 0.89).
+func TestAloneIsAlone(t *testing.T) {
+	m := tiny(t)
+	// three files over the two targets of the forwarding node's group,
+	// both faster than their half of the forwarding node: the target with
+	// one file ends first, and the other's flow speeds up
+	m.Storage.TargetBWs = []float64{80e6, 80e6, 80e6, 80e6, 80e6, 80e6, 80e6, 80e6}
+	m.FwdBW, m.NodeBW = 100e6, 1e12
+	jobs := []Job{{ID: "a", App: "a", Nodes: 3, Pattern: "N-N", Class: "bw", Read: 3e9, Write: 3e9, Phases: 2}}
+	r := run(t, Config{Machine: m, Jobs: jobs, Policy: "ffm", Placement: place.RR})
+	j := r.Jobs[0]
+	t.Logf("I/O %.6f s, alone %.6f s", j.IOTime, j.IOAlone)
+	if j.IOTime <= 0 || math.Abs(j.IOAlone-j.IOTime) > 1e-6*j.IOTime {
+		t.Fatalf("I/O %.6f s with the machine to itself, alone %.6f s (slowdown %.4f): want the same", j.IOTime, j.IOAlone, j.Slowdown)
+	}
+}

@@ -79,3 +79,114 @@ func BenchmarkEngine(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestTimers runs random operations on timers (set, move earlier or
+// later, clear, release and reuse; events that set their own timer again
+// when they fire, as a flow's completion does when rounding left bytes)
+// and checks every firing against a model that never takes an event back
+// but skips superseded ones (a version per timer, as flows did before
+// timers): the same events at the same times in the same order, and no
+// event left in the queue that the model would skip.
+func TestTimers(t *testing.T) {
+	type fired struct {
+		at Time
+		id int
+	}
+	for seed := int64(1); seed <= 30; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		e, ref := New(), New()
+		var got, want []fired
+		const n = 40
+		timers := make([]Timer, n)
+		vers := make([]int, n) // the model's current version per timer
+		live := 0              // the model's timers with an event pending
+		pending := make([]bool, n)
+		id := 0
+		// again: how many more times the event sets its timer again
+		// when it fires
+		var setE func(k int, at Time, id, again int)
+		var setRef func(k int, at Time, id, again int)
+		setE = func(k int, at Time, id, again int) {
+			if timers[k] == 0 {
+				timers[k] = e.NewTimer()
+			}
+			e.Set(timers[k], at, Func(func(now Time) {
+				got = append(got, fired{now, id})
+				if again > 0 {
+					setE(k, now+Time(id%7), id+1000000, again-1)
+				}
+			}))
+		}
+		setRef = func(k int, at Time, id, again int) {
+			vers[k]++
+			v := vers[k]
+			if !pending[k] {
+				pending[k] = true
+				live++
+			}
+			ref.At(at, Func(func(now Time) {
+				if vers[k] != v {
+					return // superseded
+				}
+				pending[k] = false
+				live--
+				want = append(want, fired{now, id})
+				if again > 0 {
+					setRef(k, now+Time(id%7), id+1000000, again-1)
+				}
+			}))
+		}
+		var now Time
+		for round := 0; round < 200; round++ {
+			for i := 0; i < 1+r.Intn(8); i++ {
+				k := r.Intn(n)
+				switch x := r.Intn(10); {
+				case x < 6:
+					id++
+					at := now + Time(r.Intn(60))
+					again := r.Intn(3)
+					setE(k, at, id, again)
+					setRef(k, at, id, again)
+				case x < 8:
+					if timers[k] != 0 {
+						e.Clear(timers[k])
+					}
+					vers[k]++
+					if pending[k] {
+						pending[k] = false
+						live--
+					}
+				default:
+					if timers[k] != 0 {
+						e.Release(timers[k])
+						timers[k] = 0
+					}
+					vers[k]++
+					if pending[k] {
+						pending[k] = false
+						live--
+					}
+				}
+			}
+			now += Time(r.Intn(20))
+			e.Run(now)
+			ref.Run(now)
+			if e.Pending() != live {
+				t.Fatalf("seed %d round %d: %d events queued, %d timers live", seed, round, e.Pending(), live)
+			}
+		}
+		e.Run(-1)
+		ref.Run(-1)
+		if len(got) != len(want) {
+			t.Fatalf("seed %d: %d firings, model %d", seed, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("seed %d: firing %d is %v, model %v", seed, i, got[i], want[i])
+			}
+		}
+		if len(got) < 100 {
+			t.Fatalf("seed %d: only %d firings", seed, len(got))
+		}
+	}
+}

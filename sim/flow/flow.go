@@ -148,6 +148,7 @@ type Flow struct {
 	rate      float64
 	last      engine.Time
 	version   uint64
+	timer     engine.Timer // its completion's slot in the queue (0: none yet)
 	done      func(f *Flow, now engine.Time)
 	pos       []int // index in each resource's users
 	mark      uint64
@@ -304,6 +305,10 @@ func (m *Model) remove(f *Flow) {
 	now := m.e.Now()
 	f.finished = true
 	f.version++
+	if f.timer != 0 {
+		m.e.Release(f.timer)
+		f.timer = 0
+	}
 	m.active--
 	f.remaining = f.Remaining(now)
 	f.last = now
@@ -344,16 +349,26 @@ func (m *Model) setRate(f *Flow, rate float64, now engine.Time) {
 	m.schedule(f, now)
 }
 
+// schedule puts f's completion at the time its rate gives, in place of
+// the one it had (engine.Timer: a flow keeps one event in the queue
+// however often its rate changes).
 func (m *Model) schedule(f *Flow, now engine.Time) {
 	f.version++
-	if f.rate <= 0 {
+	d := math.Inf(1)
+	if f.rate > 0 {
+		d = math.Ceil(f.remaining / f.rate * float64(engine.Second))
+	}
+	if d > math.MaxInt64/4 {
+		// stalled, or never in any run: a later rate reschedules it
+		if f.timer != 0 {
+			m.e.Clear(f.timer)
+		}
 		return
 	}
-	d := math.Ceil(f.remaining / f.rate * float64(engine.Second))
-	if d > math.MaxInt64/4 {
-		return // never, in any run
+	if f.timer == 0 {
+		f.timer = m.e.NewTimer()
 	}
-	m.e.At(now+engine.Time(d), completion{f, f.version})
+	m.e.Set(f.timer, now+engine.Time(d), completion{f, f.version})
 }
 
 // recompute gives the flows of the components of seeds their max-min
