@@ -119,7 +119,7 @@ type FS struct {
 	ent  time.Duration
 
 	// byRef counts the payloads sent by reference by the clients of
-	// forwarding nodes the router dialled (rpc.Client.ByRef).
+	// forwarding nodes the router dialled (rpc.ClientOptions.ByRef).
 	byRef atomic.Int64
 
 	// mc reaches the metadata daemon (nil with a fixed --fwd); rt routes
@@ -215,9 +215,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		cfg.Log.Info("home forwarding node chosen by fixed mapping", "fwd", pl.Fwds[0].ID, "addr", addr)
 	}
 	dial := func(addr string) vfs.Caller { // a PageCaller too
-		c := rpc.NewClient(addr, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "forwarding node " + addr})
-		c.ByRefTo(&fs.byRef)
-		return c
+		return rpc.NewClient(addr, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "forwarding node " + addr, ByRef: &fs.byRef})
 	}
 	fs.fwd = dial(addr).(*rpc.Client)
 	rc := vfs.RouterConfig{Home: fs.fwd, HomeAddr: addr, Dial: dial, Now: cfg.Now, Log: fs.log}

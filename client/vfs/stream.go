@@ -424,10 +424,11 @@ func (s *Streams) send(id ident.ID, ino, fh uint64, w *pendingWrite, data []byte
 	m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: w.off, Size: uint64(len(data)), Who: id}
 	var resp *wire.Msg
 	var err error
-	if pc, ok := s.cfg.Route(id, ino).(PageCaller); ok && pooled {
+	c := s.cfg.Route(id, ino)
+	if pc, ok := c.(PageCaller); ok && pooled {
 		resp, _, err = pc.CallPages(context.Background(), m, data, nil)
 	} else {
-		resp, _, err = s.cfg.Route(id, ino).Call(context.Background(), m, data, nil)
+		resp, _, err = c.Call(context.Background(), m, data, nil)
 	}
 	if err == nil {
 		s.wrote(fh, resp.Trunc, w.end)

@@ -32,6 +32,8 @@ type ClientOptions struct {
 	// connections by mebibyte was measured and did not help (the waits
 	// are for the CPU behind the sockets; docs/benchmarks.md).
 	BulkConns int
+	// ByRef, if set, counts the payloads sent by reference (CallPages).
+	ByRef *atomic.Int64
 }
 
 // DefaultBulkConns is ClientOptions.BulkConns's default. With one, every
@@ -53,16 +55,7 @@ type Client struct {
 	cur    []*clientConn // by lane: laneSmall, then the bulk lanes
 	closed bool
 	dialMu sync.Mutex // serialises dials
-
-	// ByRef counts the payloads sent by reference (CallPages).
-	ByRef atomic.Int64
-	// byRef is where the count goes: &ByRef, or another counter (ByRefTo).
-	byRef *atomic.Int64
 }
-
-// ByRefTo counts the payloads sent by reference in n instead of ByRef
-// (several clients into one metric). Call it before the first call.
-func (c *Client) ByRefTo(n *atomic.Int64) { c.byRef = n }
 
 // lanes: one connection for metadata and small I/O, opt.BulkConns for
 // bulk I/O.
@@ -103,7 +96,7 @@ type call struct {
 
 type clientConn struct {
 	c       net.Conn
-	byRef   *atomic.Int64 // the client's ByRef
+	byRef   *atomic.Int64 // ClientOptions.ByRef
 	wmu     sync.Mutex    // guards writes on c and scratch
 	scratch []byte
 
@@ -124,9 +117,7 @@ func NewClient(addr string, secret []byte, opt ClientOptions) *Client {
 	if opt.BulkConns <= 0 {
 		opt.BulkConns = DefaultBulkConns
 	}
-	c := &Client{addr: addr, secret: secret, opt: opt, cur: make([]*clientConn, 1+opt.BulkConns)}
-	c.byRef = &c.ByRef
-	return c
+	return &Client{addr: addr, secret: secret, opt: opt, cur: make([]*clientConn, 1+opt.BulkConns)}
 }
 
 // Addr returns the server address.
@@ -183,7 +174,7 @@ func (c *Client) conn(ctx context.Context, lane int) (*clientConn, error) {
 		nc.Close()
 		return nil, err
 	}
-	cc = &clientConn{c: nc, pending: map[uint64]*call{}, byRef: c.byRef}
+	cc = &clientConn{c: nc, pending: map[uint64]*call{}, byRef: c.opt.ByRef}
 	go cc.readLoop()
 	c.mu.Lock()
 	if c.closed {
@@ -351,7 +342,9 @@ func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, pro
 		}
 	case proto.pages && len(payload) >= minByRef && isUnix(cc.c) && zerocopy.Detachable(payload):
 		byRef = true
-		cc.byRef.Add(1)
+		if cc.byRef != nil {
+			cc.byRef.Add(1)
+		}
 		cc.scratch = frameHead(cc.scratch, wire.KindRequest, 0, id, req, len(payload))
 		if _, err = cc.c.Write(cc.scratch); err == nil {
 			err = zerocopy.SendPages(cc.c, payload)

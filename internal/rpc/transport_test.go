@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,35 +267,22 @@ func TestCallPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peerServer(t, ln) // echoes
-	// a server that takes requests and never answers them
-	stallLn, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := NewServer(secret, handlerOf(func(r *Request) {}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	go ss.Serve(stallLn)
-	t.Cleanup(ss.Close)
+	peerServer(t, ln)                                         // echoes
+	stalled := localServer(t, handlerOf(func(r *Request) {})) // takes requests, never answers
 	relay := func(to string) string {
-		ln, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
-		if err != nil {
-			t.Fatal(err)
-		}
 		c := NewClient(to, secret, ClientOptions{Timeout: 300 * time.Millisecond})
 		t.Cleanup(func() { c.Close() })
-		rs := NewServer(secret, bodyRelay{c}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		go rs.Serve(ln)
-		t.Cleanup(rs.Close)
-		return ln.Addr().String()
+		return localServer(t, bodyRelay{c})
 	}
 	call := func(addr string) (buf, want, got []byte, err error) {
-		c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
+		var byRef atomic.Int64
+		c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second, ByRef: &byRef})
 		defer c.Close()
 		buf = bufpool.Get(1 << 20)
 		want = randomPayload(len(buf))
 		copy(buf, want)
 		_, got, err = c.CallPages(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: 3}, buf, nil)
-		if c.ByRef.Load() == 0 {
+		if byRef.Load() == 0 {
 			t.Error("the payload did not go by reference")
 		}
 		return buf, want, got, err
@@ -314,7 +302,7 @@ func TestCallPages(t *testing.T) {
 
 	// the relay's send stalls and fails: its answer says the pages may
 	// still be read, and the buffer is detached
-	buf, _, _, err = call(relay(stallLn.Addr().String()))
+	buf, _, _, err = call(relay(stalled))
 	if err == nil {
 		t.Fatal("a relay to a stalled server succeeded")
 	}
@@ -327,11 +315,7 @@ func TestCallPages(t *testing.T) {
 	// detached
 	var mu sync.Mutex
 	first := true
-	dropLn, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := NewServer(secret, handlerOf(func(r *Request) {
+	drops := localServer(t, handlerOf(func(r *Request) {
 		mu.Lock()
 		drop := first
 		first = false
@@ -341,10 +325,8 @@ func TestCallPages(t *testing.T) {
 			return
 		}
 		r.Reply(&wire.Msg{}, append([]byte(nil), r.Payload...))
-	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	go ds.Serve(dropLn)
-	t.Cleanup(ds.Close)
-	buf, want, got, err = call(dropLn.Addr().String())
+	}))
+	buf, want, got, err = call(drops)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,6 +336,20 @@ func TestCallPages(t *testing.T) {
 	if !isZero(buf) {
 		t.Fatal("the buffer was not detached after a failed attempt")
 	}
+}
+
+// localServer serves h on a loopback address that also listens on its
+// local socket, until the test ends; it returns the address.
+func localServer(t *testing.T, h Handler) string {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0", ListenOptions{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(secret, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go s.Serve(ln)
+	t.Cleanup(s.Close)
+	return ln.Addr().String()
 }
 
 type handlerOf func(r *Request)

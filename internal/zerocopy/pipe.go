@@ -141,11 +141,7 @@ func (p *Pipe) Fill(prefix []byte, src net.Conn, n int) error {
 	if p.n >= n {
 		return nil
 	}
-	sc, ok := src.(syscall.Conn)
-	if !ok {
-		return fmt.Errorf("zerocopy: %T is not a socket", src)
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := rawConn(src)
 	if err != nil {
 		return err
 	}
@@ -295,42 +291,28 @@ func skip(q *pipe, n int) error {
 	return nil
 }
 
+// rawConn is socket c's raw descriptor access.
+func rawConn(c net.Conn) (syscall.RawConn, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("zerocopy: %T is not a socket", c)
+	}
+	return sc.SyscallConn()
+}
+
 // SendTo writes bytes [off, off+n) of the payload to socket dst, by
 // reference; the pipe keeps them.
 func (p *Pipe) SendTo(dst net.Conn, off, n int) error {
-	dc, ok := dst.(syscall.Conn)
-	if !ok {
-		return fmt.Errorf("zerocopy: %T is not a socket", dst)
-	}
-	rc, err := dc.SyscallConn()
+	rc, err := rawConn(dst)
 	if err != nil {
 		return err
 	}
-	return p.each(off, n, func(q *pipe, left int) error {
-		var serr error
-		werr := rc.Write(func(fd uintptr) bool {
-			for left > 0 {
-				k, err := syscall.Splice(q.r, nil, int(fd), nil, left, spliceFlags)
-				switch {
-				case err == syscall.EINTR:
-					continue
-				case err == syscall.EAGAIN:
-					return false // wait until dst is writable
-				case err != nil:
-					serr = fmt.Errorf("splice to socket: %w", err)
-					return true
-				}
-				left -= int(k)
-			}
-			return true
-		})
-		if serr == nil {
-			serr = werr
+	return p.each(off, n, func(q *pipe, k int) error {
+		left, err := drainTo(rc, q.r, k)
+		if err == nil && left > 0 {
+			err = ErrShort
 		}
-		if serr == nil && left > 0 {
-			serr = ErrShort
-		}
-		return serr
+		return err
 	})
 }
 
@@ -412,11 +394,7 @@ func (p *Pipe) Release() {
 // may not get that answer (a failed call) it must detach b's pages from
 // its memory (Detach) before writing into b again.
 func SendPages(dst net.Conn, b []byte) error {
-	dc, ok := dst.(syscall.Conn)
-	if !ok {
-		return fmt.Errorf("zerocopy: %T is not a socket", dst)
-	}
-	rc, err := dc.SyscallConn()
+	rc, err := rawConn(dst)
 	if err != nil {
 		return err
 	}
@@ -438,30 +416,9 @@ func SendPages(dst net.Conn, b []byte) error {
 			}
 			return fmt.Errorf("zerocopy: vmsplice: %w", err)
 		}
-		left := k
-		var serr error
-		werr := rc.Write(func(fd uintptr) bool {
-			for left > 0 {
-				n, err := syscall.Splice(q.r, nil, int(fd), nil, left, spliceFlags)
-				switch {
-				case err == syscall.EINTR:
-					continue
-				case err == syscall.EAGAIN:
-					return false // wait until dst is writable
-				case err != nil:
-					serr = fmt.Errorf("splice to socket: %w", err)
-					return true
-				}
-				left -= int(n)
-			}
-			return true
-		})
-		if serr == nil {
-			serr = werr
-		}
-		if serr != nil {
+		if _, err := drainTo(rc, q.r, k); err != nil {
 			q.close() // it may hold references to b
-			return serr
+			return err
 		}
 		b = b[k:]
 	}

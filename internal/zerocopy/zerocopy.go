@@ -177,6 +177,33 @@ func fcntl(fd, cmd, arg int) (int, error) {
 	return int(r), nil
 }
 
+// drainTo splices n bytes from the pipe read end r into socket rc,
+// waiting while the socket is full. left is what was not moved.
+func drainTo(rc syscall.RawConn, r, n int) (left int, err error) {
+	left = n
+	var serr error
+	werr := rc.Write(func(fd uintptr) bool {
+		for left > 0 {
+			k, err := syscall.Splice(r, nil, int(fd), nil, left, spliceFlags)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				return false // wait until the socket is writable
+			case err != nil:
+				serr = fmt.Errorf("splice to socket: %w", err)
+				return true
+			}
+			left -= int(k)
+		}
+		return true
+	})
+	if serr == nil {
+		serr = werr
+	}
+	return left, serr
+}
+
 // spliceConns moves n bytes from socket src to socket dst through a pipe,
 // the pages passed by reference (TCP or unix: Go itself splices only into
 // TCP). done is false if either is not a socket (nothing was moved).
@@ -225,25 +252,9 @@ func spliceConns(dst, src net.Conn, n int64) (done bool, err error) {
 			serr = rerr
 		}
 		// empty it into dst
-		werr := drc.Write(func(fd uintptr) bool {
-			for inPipe > 0 {
-				k, err := syscall.Splice(p.r, nil, int(fd), nil, inPipe, spliceFlags)
-				switch {
-				case err == syscall.EINTR:
-					continue
-				case err == syscall.EAGAIN:
-					return false // wait until dst is writable
-				case err != nil:
-					if serr == nil {
-						serr = fmt.Errorf("splice to socket: %w", err)
-					}
-					return true
-				}
-				inPipe -= int(k)
-				moved += k
-			}
-			return true
-		})
+		left, werr := drainTo(drc, p.r, inPipe)
+		moved += int64(inPipe - left)
+		inPipe = left
 		if serr == nil && werr != nil {
 			serr = werr
 		}
