@@ -124,6 +124,7 @@ func serverHandshake(c net.Conn, secret []byte) error {
 	}
 	cn, proof := in[:nonceLen], in[nonceLen:]
 	if !hmac.Equal(proof, mac(secret, "client", sn, cn)) {
+		c.Write(rejected[:]) // the client tells a refusal from a server gone
 		return ErrAuth
 	}
 	_, err := c.Write(mac(secret, "server", sn, cn))
@@ -148,13 +149,22 @@ func clientHandshake(c net.Conn, secret []byte) error {
 	}
 	proof := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(c, proof); err != nil {
-		return fmt.Errorf("%w (server closed: wrong cluster secret?)", ErrAuth)
+		// a server that dies (or restarts) in the handshake: worth
+		// another try, unlike a refusal
+		return fmt.Errorf("rpc: server closed during the handshake: %w", err)
+	}
+	if hmac.Equal(proof, rejected[:]) {
+		return fmt.Errorf("%w (the server refused our proof: wrong cluster secret?)", ErrAuth)
 	}
 	if !hmac.Equal(proof, mac(secret, "server", sn, cn)) {
 		return ErrAuth
 	}
 	return nil
 }
+
+// rejected is what a server sends in place of its proof when the
+// client's proof is wrong: an HMAC is never all zeroes.
+var rejected [sha256.Size]byte
 
 // frameReader reads frames from a buffered connection.
 type frameReader struct {

@@ -284,3 +284,36 @@ func TestCallSink(t *testing.T) {
 		t.Fatalf("after a failed sink: %v", err)
 	}
 }
+
+// A server that dies in the handshake (after its hello, before its
+// proof) is not taken for one that refused the secret: the call tries
+// again and succeeds once a real server answers on that address. (A
+// forwarding daemon killed and restarted under a mount's write-behind
+// once made the write fail for good with "wrong cluster secret?".)
+func TestServerGoneInHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	go func() {
+		// the first two connections get a hello and are dropped
+		for i := 0; i < 2; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write(append([]byte(helloMagic), make([]byte, nonceLen)...))
+			io.ReadFull(c, make([]byte, nonceLen+32))
+			c.Close()
+		}
+		s := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		t.Cleanup(s.Close)
+		s.Serve(ln)
+	}()
+	c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
+	defer c.Close()
+	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+		t.Fatalf("call after the server dropped two handshakes: %v", err)
+	}
+}
