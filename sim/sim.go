@@ -18,6 +18,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -286,6 +287,8 @@ type Sim struct {
 	recs     []beacon.Record
 	lastBusy []float64 // per forwarding node, then per target: the work its records counted
 	flagged  map[string]bool
+
+	started1 func(*job) // (tests: told of every job it starts)
 }
 
 // New prepares a simulation.
@@ -556,6 +559,7 @@ func (s *Sim) submit(j *job) {
 func (s *Sim) schedule() {
 	for len(s.queue) > 0 && s.nodes.Fits(s.queue[0].spec) {
 		j := s.queue[0]
+		s.queue[0] = nil // (the array behind the queue would keep it)
 		s.queue = s.queue[1:]
 		s.start(j)
 	}
@@ -570,6 +574,9 @@ func (s *Sim) start(j *job) {
 	j.num = s.started
 	j.started = now
 	j.nodes = s.nodes.Take(sp)
+	if s.started1 != nil {
+		s.started1(j)
+	}
 	j.names = make([]string, len(j.nodes))
 	for i, n := range j.nodes {
 		j.names[i] = nodeName(n)
@@ -923,7 +930,7 @@ func (s *Sim) finish(j *job) {
 	s.nodes.Release(j.nodes)
 	for i, r := range s.running {
 		if r == j {
-			s.running = append(s.running[:i], s.running[i+1:]...)
+			s.running = slices.Delete(s.running, i, i+1) // (which clears the slot left)
 			break
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -63,6 +63,8 @@ func cmdSim(args []string) error {
 	out := fs.String("out", "", "directory for jobs-POLICY.jsonl, timeline-POLICY.csv and summary.json")
 	genJobs := fs.String("gen-jobs", "", "write the workload made from --swf to this file (JSON Lines) and stop")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	memProf := fs.String("memprofile", "", "write a heap profile (go tool pprof) to this file, taken when the live heap was largest (checked every simulated hour)")
+	cpuProf := fs.String("cpuprofile", "", "write a CPU profile of the runs (go tool pprof) to this file")
 	var rules []qos.Rule
 	fs.Func("qos", "a QoS rule in force at every forwarding node and storage target, as `sluice qos add` takes it: 'NAME [job=J] [app=A] [op=read|write|meta] [rate=BYTES/s] [iops=N] [share=W]' (repeat for more, in order)", func(v string) error {
 		w := strings.Fields(v)
@@ -203,6 +205,21 @@ func cmdSim(args []string) error {
 			return err
 		}
 	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	heap := newHeapPeak(*memProf)
 	results := map[string]*sim.Result{}
 	measured := 0
 	for _, j := range jobs {
@@ -220,8 +237,12 @@ func cmdSim(args []string) error {
 			FailSlow: sim.FailSlow{Nodes: *slowFwds, Targets: *slowTargets, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect,
 				Window: engine.Time(*detWindow), Span: engine.Time(*detSpan), Every: engine.Time(*detEvery), Lag: engine.Time(*detLag)}, QoS: rules, Changes: changes}
 		wall := time.Now()
+		if heap != nil {
+			c.Progress = func(engine.Time, uint64, int, int) { heap.check() }
+		}
 		if !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
+				heap.check()
 				el := time.Since(wall)
 				eta := "?"
 				switch d := sim.ETA(el, now, lastSubmit, done, total); {
@@ -243,6 +264,7 @@ func cmdSim(args []string) error {
 			return err
 		}
 		el := time.Since(wall)
+		heap.check()
 		if !*quiet {
 			fmt.Fprintln(os.Stderr)
 		}
@@ -275,6 +297,9 @@ func cmdSim(args []string) error {
 				return err
 			}
 		}
+	}
+	if err := heap.done(); err != nil {
+		return err
 	}
 	var cmp *sim.Comparison
 	if a, b := results["ffm"], results["dfra"]; a != nil && b != nil {
