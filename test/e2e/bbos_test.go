@@ -125,8 +125,21 @@ func TestBurstBufferBBOS(t *testing.T) {
 	if st.Totals.BypassedFiles != 1 || st.Totals.Bypassed != size {
 		t.Fatalf("bypass totals %+v", st.Totals)
 	}
-	if st.Totals.DemotedFiles != 7 || st.Totals.EvictedFiles < 1 {
-		t.Fatalf("totals %+v: want the 7 buffered checkpoints demoted and at least one evicted", st.Totals)
+	// the 7 buffered checkpoints are demoted (allDemoted(8) above, with the
+	// bypassed one). The totals count the demotions that copied bytes,
+	// which is not one per version: the manager demotes some versions
+	// twice (the meta log shows it), and a demotion that finds every
+	// chunk already clean on the PFS copies nothing (a CI run under load
+	// counted 6)
+	demoted := 0
+	for _, v := range st.Versions {
+		if v.Demoted && !v.Bypassed {
+			demoted++
+		}
+	}
+	if demoted != 7 || st.Totals.DemotedFiles < 1 || st.Totals.EvictedFiles < 1 {
+		t.Fatalf("%d versions demoted, totals %+v: want the 7 buffered checkpoints demoted, by the manager's copies at least once, and at least one evicted",
+			demoted, st.Totals)
 	}
 	if tiers := c.chunkTiers(t, c.path("ck/a1/v2")); strings.Join(tiers, " ") != "mem mem" {
 		t.Fatalf("the newest version of the application most likely to restart is on %v, want the buffer", tiers)
