@@ -10,7 +10,7 @@
 # keep freed pages for 300 s (HOLD_MS; the module refuses more) and up
 # to 16 GiB before it reports them. With 100 s, as until 2026-11-27, the
 # harness's first sluice target wrote its two-job sequential files
-# (bench/run.sh seqwrite-2, ~4 min into a run) at 0.58-0.89 of its own
+# (bench/run.sh seqwrite-2, ~4 min into a run) at 0.57-0.89 of its own
 # warm-up pass just before, in 9 of 9 runs, where the two sluice targets
 # after it (monitoring off, block cache off) did not: consistent with pages freed by the targets
 # before it and reported meanwhile (the module's reported_kib grew by
