@@ -19,7 +19,7 @@ ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m} RWS=${RWS:-randrea
 OUT=${OUT:-bench/results/randread.jsonl}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
-go build -o bin/passthrough ./bench/passthrough
+. bench/passthrough.sh
 WORK=$(mktemp -d /tmp/sluice-randread.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-randread.XXXXXX)
 cleanup() {
@@ -27,15 +27,11 @@ cleanup() {
 	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/n" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/o" --purge >/dev/null 2>&1
-	umount -l "$WORK/pt" 2>/dev/null
-	[ -n "${PT:-}" ] && kill "$PT" 2>/dev/null
+	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
-mkdir -p "$WORK/pt" "$SHM/pt"
-bin/passthrough "$WORK/pt" "$SHM/pt" &
-PT=$!
-for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+start_passthrough "$WORK/pt" "$SHM/pt"
 bin/sluice up --dir "$WORK/s" --mount "$WORK/sluice" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 512M" >/dev/null
 bin/sluice up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 0" >/dev/null
 declare -A DIR=([passthrough]=$WORK/pt [sluice]=$WORK/sluice [sluice-nocache]=$WORK/nocache)

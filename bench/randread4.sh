@@ -18,23 +18,19 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} PERF=${PERF:-} OUT_DIR=${OUT_DIR:-/tmp/sluice-randread4}
 RANDREPEAT=${RANDREPEAT:-0} # fresh offsets every round (fio's default, 1, replays the same ones)
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
+. bench/passthrough.sh
 go build -o bin/sluice ./cmd/sluice
-go build -o bin/passthrough ./bench/passthrough
 WORK=$(mktemp -d /tmp/sluice-rr4.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-rr4.XXXXXX)
-PT=
 cleanup() {
 	set +e
 	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
-	[ -n "$PT" ] && kill "$PT" 2>/dev/null && wait "$PT" 2>/dev/null
-	umount -l "$WORK/pt" 2>/dev/null
+	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
-mkdir -p "$OUT_DIR" "$WORK/pt"
-bin/passthrough "$WORK/pt" "$SHM" &
-PT=$!
-for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+mkdir -p "$OUT_DIR"
+start_passthrough "$WORK/pt" "$SHM"
 bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" >/dev/null
 for d in "$WORK/m/j4" "$WORK/pt/j4"; do
 	mkdir -p "$d"

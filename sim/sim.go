@@ -288,7 +288,7 @@ type Sim struct {
 	lastBusy []float64 // per forwarding node, then per target: the work its records counted
 	flagged  map[string]bool
 
-	started1 func(*job) // (tests: told of every job it starts)
+	onStart func(*job) // (tests: told of every job it starts)
 }
 
 // New prepares a simulation.
@@ -574,8 +574,8 @@ func (s *Sim) start(j *job) {
 	j.num = s.started
 	j.started = now
 	j.nodes = s.nodes.Take(sp)
-	if s.started1 != nil {
-		s.started1(j)
+	if s.onStart != nil {
+		s.onStart(j)
 	}
 	j.names = make([]string, len(j.nodes))
 	for i, n := range j.nodes {

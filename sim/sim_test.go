@@ -554,7 +554,7 @@ func TestFinishedJobsLetGo(t *testing.T) {
 			t.Fatal(err)
 		}
 		var started []weak.Pointer[job]
-		s.started1 = func(j *job) { started = append(started, weak.Make(j)) }
+		s.onStart = func(j *job) { started = append(started, weak.Make(j)) }
 		if _, err := s.Run(); err != nil {
 			t.Fatal(err)
 		}

@@ -237,12 +237,12 @@ func cmdSim(args []string) error {
 			FailSlow: sim.FailSlow{Nodes: *slowFwds, Targets: *slowTargets, Factor: *slowFactor, At: engine.Time(*slowAt), Detect: *detect,
 				Window: engine.Time(*detWindow), Span: engine.Time(*detSpan), Every: engine.Time(*detEvery), Lag: engine.Time(*detLag)}, QoS: rules, Changes: changes}
 		wall := time.Now()
-		if heap != nil {
-			c.Progress = func(engine.Time, uint64, int, int) { heap.check() }
-		}
-		if !*quiet {
+		if heap != nil || !*quiet {
 			c.Progress = func(now engine.Time, fired uint64, done, total int) {
 				heap.check()
+				if *quiet {
+					return
+				}
 				el := time.Since(wall)
 				eta := "?"
 				switch d := sim.ETA(el, now, lastSubmit, done, total); {

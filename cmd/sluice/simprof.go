@@ -26,8 +26,6 @@ func newHeapPeak(path string) *heapPeak {
 	if path == "" {
 		return nil
 	}
-	// every allocation of a 64 KiB or larger object, and a sample of the
-	// rest (the default rate: one per 512 KiB allocated)
 	return &heapPeak{path: path, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 }
 

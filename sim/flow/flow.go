@@ -465,6 +465,10 @@ const maxGroupRounds = 64
 func (m *Model) share(res []*Resource, flows []*Flow) {
 	var grouped []*Resource
 	all := m.partBuf[:0]
+	defer func() {
+		clear(all) // no finished flow kept alive by the scratch
+		m.partBuf = all[:0]
+	}()
 	for _, r := range res {
 		all = append(all, r)
 		if r.Grouped && len(r.users) > 0 {
@@ -473,8 +477,6 @@ func (m *Model) share(res []*Resource, flows []*Flow) {
 	}
 	if len(grouped) == 0 {
 		m.fill(res, flows)
-		clear(all)
-		m.partBuf = all[:0]
 		return
 	}
 	all = all[:0]
@@ -511,8 +513,6 @@ func (m *Model) share(res []*Resource, flows []*Flow) {
 	grouped = grouped[:k]
 	if len(grouped) == 0 {
 		m.fill(all, flows)
-		clear(all)
-		m.partBuf = all[:0]
 		return
 	}
 	for round := 0; ; round++ {
@@ -578,8 +578,6 @@ func (m *Model) share(res []*Resource, flows []*Flow) {
 	for _, r := range grouped {
 		r.ungroup()
 	}
-	clear(all) // no finished flow kept alive by the scratch
-	m.partBuf = all[:0]
 }
 
 // regroup sorts a Grouped resource's flows into its groups (r.groups,

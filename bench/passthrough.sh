@@ -1,0 +1,24 @@
+# Sourced by the benchmark scripts: the go-fuse passthrough over tmpfs
+# (bench/passthrough, direct I/O, kernel passthrough off), the baseline
+# they measure sluice against.
+#
+#   start_passthrough MOUNTPOINT SOURCE_DIR   # builds bin/passthrough, mounts, waits for it (PT: its pid)
+#   stop_passthrough                          # from the script's exit trap
+
+PT=
+
+start_passthrough() {
+	go build -o bin/passthrough ./bench/passthrough
+	mkdir -p "$1" "$2"
+	bin/passthrough "$1" "$2" &
+	PT=$!
+	for _ in $(seq 100); do grep -q " $1 fuse" /proc/mounts && return 0; sleep 0.05; done
+	echo "the passthrough did not mount on $1" >&2
+	return 1
+}
+
+stop_passthrough() { # mountpoint
+	if [ -n "$PT" ]; then kill "$PT" 2>/dev/null; wait "$PT" 2>/dev/null; fi
+	umount -l "$1" 2>/dev/null
+	return 0
+}
