@@ -35,3 +35,47 @@ func BenchmarkCreate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSmallFileLife measures a small file's metadata life (create,
+// getattr, size report, removal) in a directory that many files passed
+// through before, so the engine reads through flushed tables and
+// tombstones as a long-running service does:
+//
+//	go test ./meta -run '^$' -bench SmallFileLife
+func BenchmarkSmallFileLife(b *testing.B) {
+	e, err := engine.Open("pebble", b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	life := func(name string) {
+		a, err := s.Create(dir.Ino, name, syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Getattr(a.Ino); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Extend(a.Ino, 4096, 1, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Remove(dir.Ino, name, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < 100_000; i++ {
+		life("warm" + strconv.Itoa(i))
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		life(strconv.Itoa(i))
+	}
+}
