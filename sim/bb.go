@@ -630,12 +630,17 @@ func (m *bbModel) step() {
 				demotable += v.written - v.demoted
 			}
 		}
-		// the PFS serves requests in the order they come: the
-		// bypassing writers' requests in flight beside a block per
-		// demotion stream
+		// the PFS serves requests in the order they come: a bypassing
+		// writer's requests, issued at once when it starts (its window,
+		// in the mount's mebibyte requests), queue ahead of the blocks
+		// the demotion streams issue after them, so demotion has a
+		// block per stream beside the writer's whole window until the
+		// writer is done — not a share that grows as the writer's
+		// requests left shrink (that made bypassed checkpoints 1.16–1.2×
+		// slow: docs/experiments/sim.md, "Burst buffer")
 		var w float64
 		for _, v := range bypassing {
-			w += m.inFlight(v)
+			w += math.Ceil(min(float64(v.Bytes)-v.spillW, m.cfg.WriteBehind) / (1 << 20))
 		}
 		demShare := min(m.dTok, m.devTok/m.demoteCost(), demotable, pfs*bbos.DemoteStreams/(bbos.DemoteStreams+w))
 		per := (pfs - max(demShare, 0)) / float64(len(bypassing))
