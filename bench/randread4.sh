@@ -13,9 +13,11 @@
 #
 #   bash bench/randread4.sh              # 3 rounds of 10 s, JSON lines on stdout
 #   PERF=1 bash bench/randread4.sh > bench/results/randread4-2026-11-27.jsonl
+#   UPFLAGS=--mount-flags=--read-cache=2G bash bench/randread4.sh   # other `sluice up` flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} PERF=${PERF:-} OUT_DIR=${OUT_DIR:-/tmp/sluice-randread4}
+UPFLAGS=${UPFLAGS:-}
 RANDREPEAT=${RANDREPEAT:-0} # fresh offsets every round (fio's default, 1, replays the same ones)
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 . bench/passthrough.sh
@@ -31,7 +33,8 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$OUT_DIR"
 start_passthrough "$WORK/pt" "$SHM"
-bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" >/dev/null
+# shellcheck disable=SC2086
+bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" $UPFLAGS >/dev/null
 for d in "$WORK/m/j4" "$WORK/pt/j4"; do
 	mkdir -p "$d"
 	fio --name=r --directory="$d" --rw=write --bs=1m --size=256m --numjobs=4 --direct=1 --ioengine=psync \
