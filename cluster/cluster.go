@@ -87,6 +87,17 @@ type Daemon struct {
 	Pid  int
 }
 
+// flagValue is the value given to flag name (as "--name value") in a
+// daemon's arguments; ok is false if the flag is not there.
+func flagValue(args []string, name string) (v string, ok bool) {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
+}
+
 // Cluster is the recorded state of a local cluster.
 type Cluster struct {
 	Dir      string
@@ -241,10 +252,8 @@ func Up(o Options) (*Cluster, error) {
 	ports := map[string]string{}
 	if old, err := Load(dir); err == nil {
 		for _, d := range old.Daemons {
-			for i, a := range d.Args {
-				if a == "--listen" && i+1 < len(d.Args) {
-					ports[d.Name] = d.Args[i+1]
-				}
+			if addr, ok := flagValue(d.Args, "--listen"); ok {
+				ports[d.Name] = addr
 			}
 		}
 	}

@@ -41,3 +41,41 @@ func TestSweepOrphanMem(t *testing.T) {
 		t.Errorf("live cluster's mem tier swept: %v", err)
 	}
 }
+
+// Down with purge frees the mem tier's directory however the data
+// server's arguments are laid out (with --pprof-base, --pprof comes
+// first: the purge once looked for the tier by position and left the
+// tmpfs directory behind).
+func TestDownPurgesMem(t *testing.T) {
+	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() {
+		t.Skip("no /dev/shm")
+	}
+	for _, pprof := range []bool{false, true} {
+		state := t.TempDir()
+		mem := memDir(state, []byte("secret"))
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(mem)) })
+		if err := claimMemDir(mem, state); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(mem, "1"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mem, "1", "0"), make([]byte, 4096), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"data", "--tier", "mem", "--listen", "127.0.0.1:1", "--dir", mem}
+		if pprof {
+			args = append([]string{"data", "--pprof", "127.0.0.1:2"}, args[1:]...)
+		}
+		c := &Cluster{Dir: state, Mount: filepath.Join(state, "mnt"), Daemons: []Daemon{{Name: "data-mem", Args: args}}}
+		if err := c.save(); err != nil {
+			t.Fatal(err)
+		}
+		if err := Down(state, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Dir(mem)); !os.IsNotExist(err) {
+			t.Errorf("pprof %v: %s still there after down --purge (%v)", pprof, filepath.Dir(mem), err)
+		}
+	}
+}

@@ -27,17 +27,17 @@ func Down(dir string, purge bool) error {
 	// memory is freed either way
 	if purge {
 		for _, d := range c.Daemons {
-			if len(d.Args) > 2 && d.Args[0] == "data" && d.Args[2] == "mem" {
-				for i, a := range d.Args {
-					if a == "--dir" && i+1 < len(d.Args) {
-						os.RemoveAll(d.Args[i+1])
-						os.RemoveAll(localns.Beside(d.Args[i+1])) // its node-local namespace
-						parent := filepath.Dir(d.Args[i+1])
-						os.Remove(filepath.Join(parent, ownerFile))
-						os.Remove(parent) // the per-cluster parent, once empty
-					}
-				}
+			// (not by position: --pprof comes first with --pprof-base)
+			tier, _ := flagValue(d.Args, "--tier")
+			mem, ok := flagValue(d.Args, "--dir")
+			if len(d.Args) == 0 || d.Args[0] != "data" || tier != "mem" || !ok {
+				continue
 			}
+			os.RemoveAll(mem)
+			os.RemoveAll(localns.Beside(mem)) // its node-local namespace
+			parent := filepath.Dir(mem)
+			os.Remove(filepath.Join(parent, ownerFile))
+			os.Remove(parent) // the per-cluster parent, once empty
 		}
 	}
 	return mounted
@@ -62,10 +62,8 @@ func Restart(dir, name string) error {
 		if err := c.save(); err != nil {
 			return err
 		}
-		for j, a := range d.Args {
-			if a == "--listen" {
-				return waitListening(d.Args[j+1], 10*time.Second)
-			}
+		if addr, ok := flagValue(d.Args, "--listen"); ok {
+			return waitListening(addr, 10*time.Second)
 		}
 		return nil
 	}

@@ -61,11 +61,9 @@ func (c *Cluster) waitRegistered(n int, d time.Duration) error {
 		if dm.Name == "meta" || dm.Name == "mount" {
 			continue
 		}
-		for i, a := range dm.Args {
-			if a == "--listen" {
-				if err := waitListening(dm.Args[i+1], d); err != nil {
-					return fmt.Errorf("%s did not start: %v%s", dm.Name, err, c.logTail(dm.Name))
-				}
+		if addr, ok := flagValue(dm.Args, "--listen"); ok {
+			if err := waitListening(addr, d); err != nil {
+				return fmt.Errorf("%s did not start: %v%s", dm.Name, err, c.logTail(dm.Name))
 			}
 		}
 	}
