@@ -35,19 +35,18 @@ GVOL=sluicebench$$
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
 go build -o bin/sluice ./cmd/sluice
-go build -o bin/passthrough ./bench/passthrough
 go build -o bin/mdtest ./bench/mdtest
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"; exit 1; }
 
-PT_PID=
+# shellcheck source=bench/passthrough.sh
+. bench/passthrough.sh
 cleanup() {
 	set +e
 	release_pages
 	bin/sluice down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/nocache-state" --purge >/dev/null 2>&1
-	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
-	umount -l "$WORK/pt" 2>/dev/null
+	stop_passthrough "$WORK/pt"
 	if [ "$GLUSTER" = 1 ]; then
 		umount -l "$WORK/gluster" 2>/dev/null
 		timeout 30 gluster --mode=script volume stop "$GVOL" force >/dev/null 2>&1
@@ -65,13 +64,11 @@ trap cleanup EXIT
 
 # targets: name → directory
 declare -A DIRS
-mkdir -p "$SHM/tmpfs" "$WORK/disk" "$SHM/pt-orig" "$WORK/pt"
+mkdir -p "$SHM/tmpfs" "$WORK/disk"
 hold_pages "$SHM"
 DIRS[tmpfs]=$SHM/tmpfs
 DIRS[disk]=$WORK/disk
-bin/passthrough "$WORK/pt" "$SHM/pt-orig" &
-PT_PID=$!
-for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+start_passthrough "$WORK/pt" "$SHM/pt-orig"
 DIRS[passthrough]=$WORK/pt
 TARGETS=(tmpfs disk passthrough)
 if [ "$GLUSTER" = 1 ]; then

@@ -40,31 +40,28 @@ BIN=${SLUICE_BIN:-bin/sluice}
 LABEL=$UP${SLUICE_BIN:+ bin=$SLUICE_BIN}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
-go build -o bin/passthrough ./bench/passthrough
+# shellcheck source=bench/passthrough.sh
+. bench/passthrough.sh
 WORK=$(mktemp -d /tmp/sluice-streams.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-streams.XXXXXX)
-PT_PID=
 cleanup() {
 	set +e
 	release_pages
 	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
-	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
-	umount -l "$WORK/pt" 2>/dev/null
+	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
-mkdir -p "$WORK/pt" "$SHM/pt" "$(dirname "$OUT")"
+mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
-bin/passthrough "$WORK/pt" "$SHM/pt" &
-PT_PID=$!
-for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+start_passthrough "$WORK/pt" "$SHM/pt"
 PPROF=()
 [ -n "$PROFILE" ] && PPROF=(--pprof-base "$BASE")
 # shellcheck disable=SC2086
 "$BIN" up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none "${PPROF[@]}" $UP >/dev/null
 pids() { # target: name=pid ...
 	if [ "$1" = passthrough ]; then
-		echo "passthrough=$PT_PID"
+		echo "passthrough=$PT"
 	else
 		python3 -c 'import json,sys; print(" ".join("%s=%s" % (d["Name"], d["Pid"]) for d in json.load(open(sys.argv[1]))["Daemons"]))' "$WORK/s/cluster.json"
 	fi

@@ -30,25 +30,22 @@ OUT=${OUT:-bench/results/smallfiles}
 UPFLAGS=${UPFLAGS:-}
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 go build -o bin/sluice ./cmd/sluice
-go build -o bin/passthrough ./bench/passthrough
 go build -o bin/mdtest ./bench/mdtest
 WORK=$(mktemp -d /tmp/sluice-small.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-small.XXXXXX)
-PT_PID=
+# shellcheck source=bench/passthrough.sh
+. bench/passthrough.sh
 cleanup() {
 	set +e
 	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/c" --purge >/dev/null 2>&1
-	if [ -n "$PT_PID" ]; then kill "$PT_PID" 2>/dev/null; wait "$PT_PID" 2>/dev/null; fi
-	umount -l "$WORK/pt" 2>/dev/null
+	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
-mkdir -p "$OUT" "$WORK/pt" "$SHM/pt"
+mkdir -p "$OUT"
 : > "$OUT/rates.jsonl"
-bin/passthrough "$WORK/pt" "$SHM/pt" &
-PT_PID=$!
-for _ in $(seq 100); do grep -q " $WORK/pt fuse" /proc/mounts && break; sleep 0.05; done
+start_passthrough "$WORK/pt" "$SHM/pt"
 # shellcheck disable=SC2086
 bin/sluice up --dir "$WORK/s" --mount "$WORK/sm" --mem 4G --ssd 0 --pfs none $UPFLAGS >/dev/null
 declare -A DIRS=([passthrough]=$WORK/pt [sluice]=$WORK/sm)
