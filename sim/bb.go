@@ -631,16 +631,13 @@ func (m *bbModel) step() {
 			}
 		}
 		// the PFS serves requests in the order they come: a bypassing
-		// writer's requests, issued at once when it starts (its window,
-		// in the mount's mebibyte requests), queue ahead of the blocks
-		// the demotion streams issue after them, so demotion has a
-		// block per stream beside the writer's whole window until the
-		// writer is done — not a share that grows as the writer's
-		// requests left shrink (that made bypassed checkpoints 1.16–1.2×
-		// slow: docs/experiments/sim.md, "Burst buffer")
+		// writer's window, issued at once, queues ahead of the blocks
+		// the demotion streams issue after it, so demotion has a block
+		// per stream beside the writer's whole window until the writer
+		// is done (not beside its requests left: docs/sim.md)
 		var w float64
 		for _, v := range bypassing {
-			w += math.Ceil(min(float64(v.Bytes)-v.spillW, m.cfg.WriteBehind) / (1 << 20))
+			w += m.requests(float64(v.Bytes) - v.spillW)
 		}
 		demShare := min(m.dTok, m.devTok/m.demoteCost(), demotable, pfs*bbos.DemoteStreams/(bbos.DemoteStreams+w))
 		per := (pfs - max(demShare, 0)) / float64(len(bypassing))
@@ -817,7 +814,13 @@ func (m *bbModel) demotionShare(pfs float64) float64 {
 // it has left, up to its write-behind window, in requests of a mebibyte
 // (the mount's).
 func (m *bbModel) inFlight(v *bbVersion) float64 {
-	return math.Ceil(min(max(float64(v.Bytes)-v.written-v.spillW, 0), m.cfg.WriteBehind) / (1 << 20))
+	return m.requests(float64(v.Bytes) - v.written - v.spillW)
+}
+
+// requests is how many requests a writer with bytes left to write has on
+// their way: up to its write-behind window, in the mount's mebibytes.
+func (m *bbModel) requests(bytes float64) float64 {
+	return math.Ceil(min(max(bytes, 0), m.cfg.WriteBehind) / (1 << 20))
 }
 
 // writeRequests is how many checkpoint write requests are in flight: the
