@@ -45,9 +45,13 @@ def main():
             v = [med[(c, "j2")][i] for c in order]
             if any(b > 1.15 * a for a, b in zip(v, v[1:])):
                 sys.exit("liveqos check: %s: j2 (j1's neighbour) slowed as j1's cap fell: %s" % (side, v))
+            # j3, on the other forwarding node, must not feel j1's cap;
+            # it may run faster while j1 is held back (live, on two
+            # cores, j1's cap frees CPU: one smoke run had j3 at 1.04,
+            # 0.84 and 0.95 s), so only a slower j3 fails
             u = [med[(c, "j3")][i] for c in order]
-            if max(u) > 1.15 * min(u):
-                sys.exit("liveqos check: %s: j3 (the other forwarding node) moved with j1's cap: %s" % (side, u))
+            if max(u) > 1.15 * u[0]:
+                sys.exit("liveqos check: %s: j3 (the other forwarding node) slowed with j1's cap: %s over %s" % (side, u, order))
             if "share3" in cases and "none" in cases:
                 # Without a rule j1 and j2 are alike; which of them ends
                 # first is chance (live: 1.43 s against 1.63 s at the
@@ -61,8 +65,8 @@ def main():
                 if b < 0.85 * fair:
                     sys.exit("liveqos check: %s: j2 beside j1's share of 3 took %.2f s against %.2f (j1 and j2 without a rule): faster" % (side, b, fair))
                 a, b = med[("none", "j3")][i], med[("share3", "j3")][i]
-                if max(a, b) > 1.15 * min(a, b):
-                    sys.exit("liveqos check: %s: j3 moved with j1's share: %.2f against %.2f" % (side, b, a))
+                if b > 1.15 * a:
+                    sys.exit("liveqos check: %s: j3 slowed with j1's share: %.2f against %.2f" % (side, b, a))
         print("liveqos check: %d results sane" % len(rows))
         return
     print("| case | job | live I/O time s (median, range) | simulator s | sim/live |")
