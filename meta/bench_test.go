@@ -10,6 +10,21 @@ import (
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
+// benchService is a metadata service on a new store of the named engine,
+// closed when the benchmark ends.
+func benchService(b *testing.B, name string) *Service {
+	e, err := engine.Open(name, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
 // BenchmarkCreate measures the metadata service's create on each engine,
 // without any network:
 //
@@ -17,15 +32,7 @@ import (
 func BenchmarkCreate(b *testing.B) {
 	for _, name := range []string{"mem", "pebble"} {
 		b.Run(name, func(b *testing.B) {
-			e, err := engine.Open(name, b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := benchService(b, name)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := s.Create(RootIno, strconv.Itoa(i), syscall.S_IFREG|0o644, 0, 0, "", true, 0); err != nil {
@@ -43,15 +50,7 @@ func BenchmarkCreate(b *testing.B) {
 //
 //	go test ./meta -run '^$' -bench SmallFileLife
 func BenchmarkSmallFileLife(b *testing.B) {
-	e, err := engine.Open("pebble", b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := benchService(b, "pebble")
 	dir, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
 	if err != nil {
 		b.Fatal(err)
