@@ -33,6 +33,14 @@ import (
 // reads go on one by one, as with the cache off. A block pays for its
 // fetch (a 1 MiB request costs about what 8 reads of 4 KiB cost) once it
 // answered paidReads reads; one evicted before that was wasted.
+//
+// Of the files no longer fetched, one at a time (the one holding the most
+// blocks and not yet whole: promoted) is fetched again at the expense of
+// the others that hold fewer: random readers of files that do not all fit
+// are served best by a cache that holds some files whole, whose readers
+// then never wait, rather than scattered blocks of every file, which leave
+// each reader waiting on its misses. The blocks kept thus gather into as
+// many whole files as the budget holds.
 
 // BlockCache is a mount's block cache; a nil *BlockCache caches nothing.
 type BlockCache struct {
@@ -45,13 +53,17 @@ type BlockCache struct {
 	bytes   int64
 	applied uint64 // feed position whose changes have been applied here
 	live    bool   // the feed is followed
-	hits    uint64
-	fetches uint64
+	// promoted is the file no longer fetched that is fetched again at
+	// the expense of the others holding fewer blocks (0: none)
+	promoted uint64
+	hits     uint64
+	fetches  uint64
 }
 
 type cachedFile struct {
 	gen      uint64 // bumped by every drop: a fetch from before is not kept
 	eligible bool   // opened at the service, small enough to cache
+	nblocks  int    // blocks of the file at its last open
 	blocks   map[uint64]*list.Element
 	// wasted counts its blocks evicted for room before they answered
 	// paidReads reads, reused those evicted after
@@ -71,6 +83,9 @@ const (
 	paidReads  = 8
 	wasteLimit = 8
 	wasteRatio = 4
+	// victimScan is how far from the least recently used end a promoted
+	// file's fetch looks for a block to take the room of
+	victimScan = 1024
 )
 
 // thrashing says whether f's blocks are evicted before they pay for their
@@ -118,6 +133,7 @@ func (c *BlockCache) Opened(ino, gen, size uint64) {
 		c.dropLocked(ino, f)
 	}
 	f.eligible = size <= uint64(c.budget/2)
+	f.nblocks = int((size + uint64(c.block) - 1) / uint64(c.block))
 	// an open gives a file that thrashed another chance, slowly
 	f.wasted /= 2
 }
@@ -166,10 +182,41 @@ func (c *BlockCache) Want(ino, off uint64, n int) (boff, gen uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.files[ino]
-	if f == nil || !f.eligible || !c.live || f.thrashing() {
+	if f == nil || !f.eligible || !c.live {
+		return 0, 0, false
+	}
+	if f.thrashing() && !c.promoteLocked(ino, f) {
 		return 0, 0, false
 	}
 	return boff, f.gen, true
+}
+
+// promoteLocked says whether f (ino), no longer fetched, is fetched
+// anyway: it is, or becomes, the promoted file (none is, the promoted
+// one is whole or fetched again, or f holds more blocks than it), and
+// there is room for a block or a block of another such file holding
+// fewer to take it from.
+func (c *BlockCache) promoteLocked(ino uint64, f *cachedFile) bool {
+	if p := c.files[c.promoted]; c.promoted != ino &&
+		(p == nil || !p.thrashing() || len(p.blocks) >= p.nblocks || len(f.blocks) > len(p.blocks)) {
+		c.promoted = ino
+	}
+	return c.promoted == ino && (c.bytes+c.block <= c.budget || c.victimLocked(f) != nil)
+}
+
+// victimLocked is the least recently used block, among the victimScan
+// least recently used, of a file no longer fetched that holds fewer
+// blocks than f (nil: none).
+func (c *BlockCache) victimLocked(f *cachedFile) *list.Element {
+	e := c.lru.Back()
+	for i := 0; e != nil && i < victimScan; i++ {
+		b := e.Value.(*cachedBlock)
+		if of := c.files[b.ino]; of != nil && of != f && of.thrashing() && len(of.blocks) < len(f.blocks) {
+			return e
+		}
+		e = e.Prev()
+	}
+	return nil
 }
 
 // Fill keeps data, ino's block at boff as fetched at generation gen, unless
@@ -184,10 +231,24 @@ func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
 	if f == nil || f.gen != gen || !f.eligible || !c.live {
 		return
 	}
-	c.fetches++
 	if e := f.blocks[boff]; e != nil {
 		c.removeLocked(e)
 	}
+	if f.thrashing() {
+		// a promoted file's block takes the room of blocks of files
+		// holding fewer, or is not kept
+		if c.promoted != ino {
+			return
+		}
+		for c.bytes+int64(len(data)) > c.budget {
+			v := c.victimLocked(f)
+			if v == nil {
+				return
+			}
+			c.removeLocked(v)
+		}
+	}
+	c.fetches++
 	b := &cachedBlock{ino: ino, off: boff, data: append([]byte(nil), data...)}
 	f.blocks[boff] = c.lru.PushFront(b)
 	c.bytes += int64(cap(b.data))
