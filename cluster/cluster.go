@@ -78,13 +78,24 @@ type Options struct {
 	// PprofBase, if set, gives the i-th daemon (in cluster.json's order)
 	// Go profiles on 127.0.0.1:PprofBase+i (bench/profile.sh).
 	PprofBase int
+	// Procs, if set, is every daemon's GOMAXPROCS (not the mount's): on
+	// one host they share its cores, and a Go process running more
+	// threads than its share of them hands its goroutines between threads
+	// (a futex wake, a steal) at every request (docs/benchmarks.md, "What
+	// a remote 4 KiB read costs"). The mount keeps the default: its FUSE
+	// readers want the parallelism (four streams read 13-17 % slower
+	// with it at one). 0: the Go runtime's default, a thread per core in
+	// each process.
+	Procs int
 }
 
 // Daemon is one process of the cluster.
 type Daemon struct {
 	Name string
 	Args []string
-	Pid  int
+	// Env is added to the environment it starts with (GOMAXPROCS).
+	Env []string `json:",omitempty"`
+	Pid int
 }
 
 // flagValue is the value given to flag name (as "--name value") in a
@@ -375,6 +386,9 @@ func Up(o Options) (*Cluster, error) {
 		d := &c.Daemons[i]
 		if o.PprofBase > 0 {
 			d.Args = append([]string{d.Args[0], "--pprof", fmt.Sprintf("127.0.0.1:%d", o.PprofBase+i)}, d.Args[1:]...)
+		}
+		if o.Procs > 0 && d.Name != "mount" {
+			d.Env = append(d.Env, "GOMAXPROCS="+strconv.Itoa(o.Procs))
 		}
 		if d.Name == "mount" {
 			// wait until the data servers and forwarding nodes have

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // A mem tier left in /dev/shm by a cluster whose state directory is gone
@@ -77,5 +79,38 @@ func TestDownPurgesMem(t *testing.T) {
 		if _, err := os.Stat(filepath.Dir(mem)); !os.IsNotExist(err) {
 			t.Errorf("pprof %v: %s still there after down --purge (%v)", pprof, filepath.Dir(mem), err)
 		}
+	}
+}
+
+// A daemon's Env (GOMAXPROCS from --procs) is in the environment it
+// starts with, and survives cluster.json for a restart.
+func TestDaemonEnv(t *testing.T) {
+	state := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(state, "logs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(state, "env")
+	c := &Cluster{Dir: state, Exe: "/bin/sh", Daemons: []Daemon{{Name: "data-mem",
+		Args: []string{"-c", `echo "$GOMAXPROCS" > ` + out}, Env: []string{"GOMAXPROCS=1"}}}}
+	if err := c.save(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.start(&c.Daemons[0]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(out)
+		if strings.TrimSpace(string(b)) == "1" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's GOMAXPROCS: %q, want 1", b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -46,6 +46,9 @@ func (c *Cluster) start(d *Daemon) error {
 	defer logf.Close()
 	cmd := exec.Command(c.Exe, d.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(d.Env) > 0 {
+		cmd.Env = append(os.Environ(), d.Env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %v", d.Name, err)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# What a remote request costs the processes on its path, and whether the
+# Go runtime's threads are part of it (issue 18; docs/benchmarks.md,
+# "What a remote 4 KiB read costs"): `sluice up` (mem tier, the mount's
+# block cache off so that every read crosses to the daemons) started as
+# it is by default ("default"), with `--procs 1` (GOMAXPROCS=1 in every
+# daemon's environment, "daemons1") and with GOMAXPROCS=1 in the mount's
+# as well ("all1"), alternating, ROUNDS times. Each cluster runs four
+# fio streams of 1 MiB direct writes of new files (fsync at the end),
+# overwrites them, reads them, then one 4 KiB random reader (psync,
+# iodepth 1) on one of them for RUNTIME seconds. Beside each phase's
+# throughput it records every sluice process's CPU seconds (user +
+# system, /proc): per GB for the streams, µs per read for the random
+# reader, per process.
+#
+#   bash bench/gomaxprocs-ab.sh > bench/results/gomaxprocs-ab.jsonl    # ~9 min
+#   python3 bench/gomaxprocs-ab.py bench/results/gomaxprocs-ab.jsonl   # the table
+#
+# Freed pages are held in the guest for the run (bench/holdpages.sh), so
+# new files measure the software rather than the host's page faults.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-6} SIZE=${SIZE:-512m}
+HOLD_PAGES=${HOLD_PAGES-1}
+# shellcheck source=bench/holdpages.sh
+. bench/holdpages.sh
+command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
+go build -o bin/sluice ./cmd/sluice
+WORK=$(mktemp -d /tmp/sluice-gmp.XXXXXX)
+SHM=$(mktemp -d /dev/shm/sluice-gmp.XXXXXX)
+cleanup() {
+	set +e
+	release_pages
+	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
+	rm -rf "$WORK" "$SHM"
+}
+trap cleanup EXIT
+hold_pages "$SHM"
+cpu() { # name=seconds for every process of the cluster
+	python3 - "$WORK/s/cluster.json" <<'PY'
+import json, os, sys
+tck = os.sysconf("SC_CLK_TCK")
+out = []
+for d in json.load(open(sys.argv[1]))["Daemons"]:
+    f = open(f"/proc/{d['Pid']}/stat").read().rsplit(")", 1)[1].split()
+    out.append(f"{d['Name']}={(int(f[11]) + int(f[12])) / tck}")
+print(" ".join(out))
+PY
+}
+# record variant round phase unit value count cpu-before cpu-after
+record() {
+	python3 - "$@" <<'PY'
+import json, sys
+v, rnd, ph, unit, val, n, a, b = sys.argv[1:9]
+a = dict(x.split("=") for x in a.split())
+b = dict(x.split("=") for x in b.split())
+print(json.dumps({"variant": v, "round": int(rnd), "phase": ph, unit: float(val), "count": float(n),
+                  "cpu_s": {k: round(float(b[k]) - float(a[k]), 2) for k in b}}))
+PY
+}
+for round in $(seq "$ROUNDS"); do
+	for v in default daemons1 all1; do
+		procs=0 env=()
+		[ "$v" = daemons1 ] && procs=1
+		[ "$v" = all1 ] && env=(GOMAXPROCS=1) # `sluice up`'s, which every process it starts inherits
+		env "${env[@]}" bin/sluice up --procs "$procs" --dir "$WORK/s" --mount "$WORK/m" --mem 8G --ssd 0 --pfs none --mount-flags=--read-cache=0 >/dev/null
+		mkdir "$WORK/m/d"
+		for ph in new overwrite read; do
+			rw=write
+			[ "$ph" = read ] && rw=read
+			a=$(cpu)
+			out=$(fio --name=s --directory="$WORK/m/d" --rw=$rw --bs=1M --size="$SIZE" --numjobs=4 --direct=1 \
+				--iomem_align=4096 --end_fsync=1 --group_reporting --output-format=json |
+				python3 -c "import json,sys; j=json.load(sys.stdin)['jobs'][0]['$rw']; print(j['bw_bytes']/1e6, j['io_bytes']/1e9)")
+			b=$(cpu)
+			# shellcheck disable=SC2086
+			record "$v" "$round" "$ph" MBps $out "$a" "$b"
+		done
+		a=$(cpu)
+		out=$(fio --name=rr --filename="$WORK/m/d/s.0.0" --rw=randread --bs=4k --size="$SIZE" --direct=1 --iomem_align=4096 \
+			--time_based --runtime="$RUNTIME" --output-format=json |
+			python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]["read"]; print(j["iops"], j["total_ios"])')
+		b=$(cpu)
+		# shellcheck disable=SC2086
+		record "$v" "$round" randread IOPS $out "$a" "$b"
+		bin/sluice down --dir "$WORK/s" --purge >/dev/null
+		rm -rf "$WORK/s"
+	done
+done
