@@ -83,7 +83,7 @@ type Options struct {
 	// threads than its share of them hands its goroutines between threads
 	// (a futex wake, a steal) at every request (docs/benchmarks.md, "What
 	// a remote 4 KiB read costs"). The mount keeps the default: its FUSE
-	// readers want the parallelism (four streams read 13-17 % slower
+	// readers want the parallelism (four streams read 13-21 % slower
 	// with it at one). 0: the Go runtime's default, a thread per core in
 	// each process.
 	Procs int

@@ -234,13 +234,14 @@ func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
 	if e := f.blocks[boff]; e != nil {
 		c.removeLocked(e)
 	}
+	b := &cachedBlock{ino: ino, off: boff, data: append([]byte(nil), data...)}
 	if f.thrashing() {
 		// a promoted file's block takes the room of blocks of files
 		// holding fewer, or is not kept
 		if c.promoted != ino {
 			return
 		}
-		for c.bytes+int64(len(data)) > c.budget {
+		for c.bytes+int64(cap(b.data)) > c.budget {
 			v := c.victimLocked(f)
 			if v == nil {
 				return
@@ -249,7 +250,6 @@ func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
 		}
 	}
 	c.fetches++
-	b := &cachedBlock{ino: ino, off: boff, data: append([]byte(nil), data...)}
 	f.blocks[boff] = c.lru.PushFront(b)
 	c.bytes += int64(cap(b.data))
 	for c.bytes > c.budget {
