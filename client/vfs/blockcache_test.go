@@ -223,3 +223,58 @@ func TestBlockCacheKeepsWholeFiles(t *testing.T) {
 		t.Errorf("%d files whole, want 2", whole)
 	}
 }
+
+// A promoted file takes room only from stopped files holding fewer
+// blocks than it, never from one holding more or from a file still
+// fetched, and a whole file gives up the promotion.
+func TestBlockCachePromotion(t *testing.T) {
+	c := NewBlockCache(8, 64) // 8 blocks; files of 4 blocks are eligible
+	c.Applied(1)
+	fill := func(ino uint64, n int) {
+		for i := 0; i < n; i++ {
+			boff, gen, ok := c.Want(ino, uint64(i)*8, 4)
+			if !ok {
+				t.Fatalf("file %d block %d not fetched", ino, i)
+			}
+			c.Fill(ino, gen, boff, make([]byte, 8))
+		}
+	}
+	for ino := uint64(1); ino <= 3; ino++ {
+		c.Opened(ino, 1, 32)
+	}
+	fill(1, 4)
+	fill(2, 3)
+	fill(3, 1) // the cache is full: 4 + 3 + 1 blocks
+	for ino := uint64(1); ino <= 3; ino++ {
+		c.files[ino].wasted = wasteLimit // all three stopped
+	}
+	held := func() (n [4]int) {
+		for ino := 1; ino <= 3; ino++ {
+			n[ino] = len(c.files[uint64(ino)].blocks)
+		}
+		return n
+	}
+	// file 3 holds the fewest: nothing to take room from
+	if _, _, ok := c.Want(3, 8, 4); ok {
+		t.Fatal("a stopped file holding the fewest blocks fetched with the cache full")
+	}
+	// file 2 holds more than file 3: it takes file 3's block, not file 1's
+	boff, gen, ok := c.Want(2, 24, 4)
+	if !ok {
+		t.Fatal("the stopped file holding the most blocks and not whole not fetched")
+	}
+	c.Fill(2, gen, boff, make([]byte, 8))
+	if n := held(); n != [4]int{0, 4, 4, 0} {
+		t.Fatalf("blocks held by files 1-3: %v, want 4 4 0", n[1:])
+	}
+	// file 2 is whole: file 3 may be promoted, but nothing holds fewer
+	if _, _, ok := c.Want(3, 0, 4); ok {
+		t.Fatal("a stopped file took room from files holding more")
+	}
+	// a file still fetched evicts by recency as before, stopped or not
+	c.Opened(4, 1, 32)
+	fill(4, 1)
+	if n := held(); n[1]+n[2] != 7 {
+		t.Fatalf("a fetched file's block took %d blocks' room, want 1", 8-n[1]-n[2])
+	}
+}
