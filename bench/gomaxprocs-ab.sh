@@ -36,17 +36,7 @@ cleanup() {
 }
 trap cleanup EXIT
 hold_pages "$SHM"
-cpu() { # name=seconds for every process of the cluster
-	python3 - "$WORK/s/cluster.json" <<'PY'
-import json, os, sys
-tck = os.sysconf("SC_CLK_TCK")
-out = []
-for d in json.load(open(sys.argv[1]))["Daemons"]:
-    f = open(f"/proc/{d['Pid']}/stat").read().rsplit(")", 1)[1].split()
-    out.append(f"{d['Name']}={(int(f[11]) + int(f[12])) / tck}")
-print(" ".join(out))
-PY
-}
+cpu() { python3 bench/daemoncpu.py --each "$WORK/s/cluster.json"; } # name=seconds per process
 # record variant round phase unit value count cpu-before cpu-after
 record() {
 	python3 - "$@" <<'PY'
