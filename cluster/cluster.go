@@ -78,6 +78,10 @@ type Options struct {
 	// PprofBase, if set, gives the i-th daemon (in cluster.json's order)
 	// Go profiles on 127.0.0.1:PprofBase+i (bench/profile.sh).
 	PprofBase int
+	// PlainMem keeps the mem tier in /dev/shm's own tmpfs, with small
+	// pages, instead of mounting one with large folios for it (mountMemFS;
+	// only root can, and others always get /dev/shm's).
+	PlainMem bool
 	// Procs, if set, is every daemon's GOMAXPROCS (not the mount's): on
 	// one host they share its cores, and a Go process running more
 	// threads than its share of them hands its goroutines between threads
@@ -115,7 +119,10 @@ type Cluster struct {
 	Mount    string
 	MetaAddr string
 	Exe      string
-	Daemons  []Daemon
+	// MemFS is the mount options of the mem tier's own tmpfs
+	// (mountMemFS), empty where the tier is in /dev/shm's.
+	MemFS   string `json:",omitempty"`
+	Daemons []Daemon
 }
 
 // SecretFile is where the cluster secret lives.
@@ -212,7 +219,7 @@ func sweepOrphanMem() []string {
 			continue
 		}
 		parent := filepath.Dir(f)
-		if os.RemoveAll(parent) == nil {
+		if removeMemDir(parent) == nil {
 			gone = append(gone, parent)
 		}
 	}
@@ -312,6 +319,11 @@ func Up(o Options) (*Cluster, error) {
 	mdir := memDir(dir, secret)
 	sweepOrphanMem()
 	if o.MemBytes > 0 {
+		if parent := filepath.Dir(mdir); !o.PlainMem && filepath.Dir(parent) == "/dev/shm" {
+			// not root, or a kernel without huge= for tmpfs: the tier
+			// stays in /dev/shm's own tmpfs (MemFS says which)
+			c.MemFS, _ = mountMemFS(parent)
+		}
 		if err := claimMemDir(mdir, dir); err != nil {
 			return nil, err
 		}

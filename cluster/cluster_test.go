@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,113 @@ func TestDaemonEnv(t *testing.T) {
 			t.Fatalf("the daemon's GOMAXPROCS: %q, want 1", b)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// largeShmemFolios returns the kernel's count of large folios allocated
+// for tmpfs files, over every size (each size's stats/shmem_alloc under
+// /sys/kernel/mm/transparent_hugepage: a tmpfs with huge= takes folios of
+// the size of the writes, up to 2 MiB).
+func largeShmemFolios(t *testing.T) int64 {
+	files, _ := filepath.Glob("/sys/kernel/mm/transparent_hugepage/hugepages-*/stats/shmem_alloc")
+	if len(files) == 0 {
+		t.Skip("the kernel counts no large folios for tmpfs")
+	}
+	var n int64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += v
+	}
+	return n
+}
+
+// The mem tier's own tmpfs: mounted where the per-cluster directory is new,
+// a chunk written into it held in large folios, never mounted over a tier
+// already there, and unmounted and freed by the orphan sweep and by down
+// --purge.
+func TestMemFS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	mount := func(state string) string {
+		mem := memDir(state, []byte("secret"))
+		parent := filepath.Dir(mem)
+		t.Cleanup(func() { removeMemDir(parent) })
+		opts, err := mountMemFS(parent)
+		if err != nil || opts == "" || !isMountPoint(parent) {
+			t.Fatalf("mountMemFS(%s) = %q, %v; mounted %v", parent, opts, err, isMountPoint(parent))
+		}
+		if err := claimMemDir(mem, state); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(mem, "1"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return mem
+	}
+
+	// a 4 MiB chunk written 1 MiB at a time, as a data server writes one
+	gone := filepath.Join(t.TempDir(), "removed-state")
+	mem := mount(gone)
+	before := largeShmemFolios(t)
+	f, err := os.OpenFile(filepath.Join(mem, "1", "0"), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < 4<<20; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if after := largeShmemFolios(t); after <= before {
+		t.Errorf("a 4 MiB chunk on the tier's tmpfs took no large folio (large folios %d -> %d)", before, after)
+	}
+	// an up of the same cluster after a down without --purge finds it
+	if opts, err := mountMemFS(filepath.Dir(mem)); err != nil || opts == "" {
+		t.Errorf("second mountMemFS = %q, %v", opts, err)
+	}
+	if _, err := os.Stat(filepath.Join(mem, "1", "0")); err != nil {
+		t.Errorf("the chunk is hidden: %v", err)
+	}
+	if swept := sweepOrphanMem(); !slices.Contains(swept, filepath.Dir(mem)) {
+		t.Errorf("swept %v, not %s", swept, filepath.Dir(mem))
+	}
+	if _, err := os.Stat(filepath.Dir(mem)); !os.IsNotExist(err) {
+		t.Errorf("orphan %s still there after the sweep (%v)", filepath.Dir(mem), err)
+	}
+
+	// a tier already in /dev/shm's own tmpfs is not mounted over
+	plain := filepath.Dir(memDir(t.TempDir(), []byte("plain")))
+	t.Cleanup(func() { os.RemoveAll(plain) })
+	if err := os.MkdirAll(filepath.Join(plain, "mem"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := mountMemFS(plain); opts != "" || err != nil || isMountPoint(plain) {
+		t.Errorf("mountMemFS over a tier in use = %q, %v; mounted %v", opts, err, isMountPoint(plain))
+	}
+
+	// down --purge unmounts it
+	state := t.TempDir()
+	mem = mount(state)
+	c := &Cluster{Dir: state, Mount: filepath.Join(state, "mnt"), Daemons: []Daemon{
+		{Name: "data-mem", Args: []string{"data", "--tier", "mem", "--dir", mem}},
+		{Name: "data-mem-1", Args: []string{"data", "--tier", "mem", "--dir", mem + "-1"}}}}
+	if err := c.save(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(state, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(mem)); !os.IsNotExist(err) {
+		t.Errorf("%s still there after down --purge (%v; mounted %v)", filepath.Dir(mem), err, isMountPoint(filepath.Dir(mem)))
 	}
 }

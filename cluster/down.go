@@ -37,6 +37,12 @@ func Down(dir string, purge bool) error {
 			os.RemoveAll(localns.Beside(mem)) // its node-local namespace
 			parent := filepath.Dir(mem)
 			os.Remove(filepath.Join(parent, ownerFile))
+			if filepath.Dir(parent) == "/dev/shm" && isMountPoint(parent) {
+				// the tier's own tmpfs: the next server's directory
+				// goes with it
+				removeMemDir(parent)
+				continue
+			}
 			os.Remove(parent) // the per-cluster parent, once empty
 		}
 	}

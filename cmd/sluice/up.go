@@ -43,6 +43,7 @@ func cmdUp(args []string) error {
 	fs.StringVar(&o.ZeroCopy, "zero-copy", "all", "zero-copy reads in the data servers (sendfile), the forwarding daemons (splice), both or neither: data, fwd, all or none")
 	localSockets := fs.Bool("local-sockets", true, "daemons also listen on unix sockets, which peers on this host use instead of TCP (false: every hop over TCP, as between hosts)")
 	fs.IntVar(&o.PprofBase, "pprof-base", 0, "serve each daemon's Go profiles on 127.0.0.1:PORT+i, i its index in cluster.json (0: off)")
+	memHuge := fs.Bool("mem-huge", true, "give the mem tier a tmpfs of its own with large folios (huge=within_size; root only, else /dev/shm's): a new chunk costs a quarter of the kernel's time")
 	fs.IntVar(&o.Procs, "procs", 0, "GOMAXPROCS of every daemon (not the mount), which share this host's cores (0: the Go default, one per core each)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
@@ -73,6 +74,7 @@ func cmdUp(args []string) error {
 		o.DataMBpsEach = nil // one cap for every server
 	}
 	o.NoMonitor = !*monitor
+	o.PlainMem = !*memHuge
 	o.MetaFlags = strings.Fields(*metaFlags)
 	o.MountFlags = strings.Fields(*mountFlags)
 	o.FwdFlags = strings.Fields(*fwdFlags)
