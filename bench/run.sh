@@ -13,6 +13,9 @@
 #   GLUSTER=0 bash bench/run.sh  # full run without GlusterFS
 #   CACHE=0 bash bench/run.sh    # without the sluice-nocache target (the mount's
 #                                # block cache off, --read-cache 0; on by default)
+#   HUGE_BASE=1 bash bench/run.sh   # the tmpfs, passthrough and GlusterFS targets on a tmpfs
+#                                # with large folios (huge=within_size), as sluice up gives
+#                                # its mem tier when run as root (cluster/memfs.go)
 #   HOLD_PAGES=1 bash bench/run.sh  # the guest keeps the memory freed during the run
 #                                # (new files do not measure the host's page faults:
 #                                # bench/holdpages.sh)
@@ -34,6 +37,9 @@ GVOL=sluicebench$$
 . bench/holdpages.sh
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
+if [ -n "${HUGE_BASE:-}" ]; then
+	mount -t tmpfs -o huge=within_size,mode=0700 tmpfs "$SHM"
+fi
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/mdtest ./bench/mdtest
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"; exit 1; }
@@ -58,6 +64,7 @@ cleanup() {
 			for _ in $(seq 100); do pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null || break; sleep 0.1; done
 		fi
 	fi
+	if mountpoint -q "$SHM"; then umount -l "$SHM"; fi
 	rm -rf "$WORK" "$SHM" 2>/dev/null
 }
 trap cleanup EXIT

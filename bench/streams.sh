@@ -16,6 +16,8 @@
 #   PROFILE=4 bash bench/streams.sh                # also CPU, mutex and block profiles of every
 #                                                  # daemon during 4-stream writes and reads (PROFDIR)
 #   HOLD_PAGES=1 bash bench/streams.sh             # memory freed stays the guest's during the run
+#   PT_HUGE=1 bash bench/streams.sh                # the passthrough over a tmpfs with large folios
+#                                                  # (huge=within_size), as sluice up's mem tier as root
 #   python3 bench/streams.py bench/results/streams.jsonl   # the tables
 #
 # HOLD_PAGES=1: the guest keeps the memory freed during the run instead of
@@ -37,7 +39,7 @@ UP=${UP:-}
 . bench/holdpages.sh
 BIN=${SLUICE_BIN:-bin/sluice}
 # what the results are labelled with: the flags, and the build if not this one
-LABEL=$UP${SLUICE_BIN:+ bin=$SLUICE_BIN}
+LABEL=$UP${SLUICE_BIN:+ bin=$SLUICE_BIN}${PT_HUGE:+ pt=huge}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
 # shellcheck source=bench/passthrough.sh
@@ -49,11 +51,16 @@ cleanup() {
 	release_pages
 	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
+	if mountpoint -q "$SHM/pt"; then umount -l "$SHM/pt"; fi
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
+if [ -n "${PT_HUGE:-}" ]; then
+	mkdir -p "$SHM/pt"
+	mount -t tmpfs -o huge=within_size,mode=0700 tmpfs "$SHM/pt"
+fi
 start_passthrough "$WORK/pt" "$SHM/pt"
 PPROF=()
 [ -n "$PROFILE" ] && PPROF=(--pprof-base "$BASE")
