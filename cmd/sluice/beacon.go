@@ -477,6 +477,7 @@ func cmdRecords(args []string) error {
 	since := fs.Duration("since", 0, "only windows in the last DURATION")
 	from := fs.String("from", "", "only windows from this time (RFC 3339)")
 	to := fs.String("to", "", "only windows before this time (RFC 3339)")
+	asJSON := fs.Bool("json", false, "the records as JSON Lines, every field (times in unix ns)")
 	mc, err := metaClient(fs, cfg, args)
 	if err != nil {
 		return err
@@ -506,6 +507,15 @@ func cmdRecords(args []string) error {
 	recs, err := beaconrpc.Client{C: mc}.Query(context.Background(), q)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range recs {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	fmt.Printf("%-8s %-6s %-14s %-10s %5s %-10s %-16s %10s %8s %10s %10s %10s\n",
 		"WINDOW", "LAYER", "SERVER", "JOB", "RANK", "NODE", "OP", "INO", "COUNT", "BYTES", "MEAN LAT", "MEAN WAIT")
