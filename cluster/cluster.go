@@ -121,8 +121,11 @@ type Cluster struct {
 	Exe      string
 	// MemFS is the mount options of the mem tier's own tmpfs
 	// (mountMemFS), empty where the tier is in /dev/shm's.
-	MemFS   string `json:",omitempty"`
-	Daemons []Daemon
+	MemFS string `json:",omitempty"`
+	// MemFSErr says why the mem tier is not on its own tmpfs when
+	// mounting one failed (not saved).
+	MemFSErr string `json:"-"`
+	Daemons  []Daemon
 }
 
 // SecretFile is where the cluster secret lives.
@@ -322,7 +325,9 @@ func Up(o Options) (*Cluster, error) {
 		if parent := filepath.Dir(mdir); !o.PlainMem && filepath.Dir(parent) == "/dev/shm" {
 			// not root, or a kernel without huge= for tmpfs: the tier
 			// stays in /dev/shm's own tmpfs (MemFS says which)
-			c.MemFS, _ = mountMemFS(parent)
+			if c.MemFS, err = mountMemFS(parent); err != nil {
+				c.MemFSErr = err.Error()
+			}
 		}
 		if err := claimMemDir(mdir, dir); err != nil {
 			return nil, err

@@ -97,6 +97,9 @@ func cmdUp(args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.MemFSErr != "" && os.Geteuid() == 0 {
+		fmt.Fprintf(os.Stderr, "sluice up: the mem tier stays on /dev/shm's tmpfs, small pages (%s)\n", c.MemFSErr)
+	}
 	fmt.Printf("sluice is up: %s mounted (state in %s, metadata service %s)\n", c.Mount, c.Dir, c.MetaAddr)
 	return nil
 }
