@@ -1,4 +1,4 @@
-# Sourced by the benchmark scripts (bench/streams.sh, bench/run.sh): with
+# Sourced by the benchmark scripts (bench/streams.sh, bench/run.sh, bench/memfs.sh): with
 # HOLD_PAGES=1, keep the memory freed during a run in the guest.
 #
 # On this VM the guest hands freed memory back to the host (free page
@@ -44,4 +44,16 @@ release_pages() {
 	if [ -n "$_HOLD_FREE" ]; then echo "$_HOLD_FREE" > "$_HOLD_DIR/min_free_ms"; fi
 	if [ -n "$_HOLD_WAIT" ]; then echo "$_HOLD_WAIT" > "$_HOLD_DIR/max_waiting_mib"; fi
 	return 0
+}
+
+# huge_tmpfs mounts a tmpfs with large folios on dir, as `sluice up` gives
+# its mem tier when run as root (cluster/memfs.go, memFSOptions), for a
+# baseline on the same medium; unmount_tmpfs undoes it (from a cleanup:
+# no error where nothing is mounted).
+huge_tmpfs() { # dir
+	mkdir -p "$1"
+	mount -t tmpfs -o huge=within_size,mode=0700 tmpfs "$1"
+}
+unmount_tmpfs() { # dir
+	if mountpoint -q "$1"; then umount -l "$1"; fi
 }

@@ -37,9 +37,7 @@ GVOL=sluicebench$$
 . bench/holdpages.sh
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
-if [ -n "${HUGE_BASE:-}" ]; then
-	mount -t tmpfs -o huge=within_size,mode=0700 tmpfs "$SHM"
-fi
+[ -z "${HUGE_BASE:-}" ] || huge_tmpfs "$SHM"
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/mdtest ./bench/mdtest
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"; exit 1; }
@@ -64,7 +62,7 @@ cleanup() {
 			for _ in $(seq 100); do pgrep -x glusterd >/dev/null || pgrep -x glusterfsd >/dev/null || break; sleep 0.1; done
 		fi
 	fi
-	if mountpoint -q "$SHM"; then umount -l "$SHM"; fi
+	unmount_tmpfs "$SHM"
 	rm -rf "$WORK" "$SHM" 2>/dev/null
 }
 trap cleanup EXIT

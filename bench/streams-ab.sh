@@ -17,6 +17,10 @@ B=${B---monitor=false}
 A_BIN=${A_BIN:-} B_BIN=${B_BIN:-} # another build for either side (streams.sh's SLUICE_BIN)
 OUT=${OUT:-bench/results/streams-monitor-ab.jsonl}
 export STREAMS=${STREAMS:-1 4} SIZE=${SIZE:-1g}
+# freed memory the guest handed to the host meanwhile (HOLD_PAGES or not):
+# new files written into such pages pay the host's first touch
+REPORTED=/sys/module/page_reporting/parameters/reported_kib
+rep0=$(cat "$REPORTED" 2>/dev/null || echo 0)
 for r in $(seq "$RUNS"); do
 	if [ $((r % 2)) = 1 ]; then order=(A B); else order=(B A); fi
 	for x in "${order[@]}"; do
@@ -24,5 +28,6 @@ for r in $(seq "$RUNS"); do
 		ROUNDS=1 UP="${!x}" SLUICE_BIN="${!bin}" OUT="$OUT" bash bench/streams.sh >/dev/null
 	done
 done
+echo "memory reported to the host during the runs: $((($(cat "$REPORTED" 2>/dev/null || echo 0) - rep0) >> 20)) GiB"
 # streams.sh labels a run with its flags, and the build if not bin/sluice
 python3 bench/streams.py "$OUT" --ab "$A${A_BIN:+ bin=$A_BIN}" "$B${B_BIN:+ bin=$B_BIN}"

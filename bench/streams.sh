@@ -51,16 +51,13 @@ cleanup() {
 	release_pages
 	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
-	if mountpoint -q "$SHM/pt"; then umount -l "$SHM/pt"; fi
+	unmount_tmpfs "$SHM/pt"
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
-if [ -n "${PT_HUGE:-}" ]; then
-	mkdir -p "$SHM/pt"
-	mount -t tmpfs -o huge=within_size,mode=0700 tmpfs "$SHM/pt"
-fi
+[ -z "${PT_HUGE:-}" ] || huge_tmpfs "$SHM/pt"
 start_passthrough "$WORK/pt" "$SHM/pt"
 PPROF=()
 [ -n "$PROFILE" ] && PPROF=(--pprof-base "$BASE")

@@ -188,6 +188,11 @@ func memDir(d string, secret []byte) string {
 	return filepath.Join(d, "mem")
 }
 
+// underShm reports whether a mem tier directory's parent is the
+// per-cluster directory memDir makes under /dev/shm (else it is the state
+// directory, which goes with the cluster).
+func underShm(parent string) bool { return filepath.Dir(parent) == "/dev/shm" }
+
 // ownerFile names, in a mem tier's per-cluster tmpfs directory, the file
 // holding the cluster's state directory: a cluster whose state directory
 // is gone (a test's or a benchmark's, removed without `sluice down
@@ -199,7 +204,7 @@ const ownerFile = "owner"
 // mdir's parent.
 func claimMemDir(mdir, d string) error {
 	parent := filepath.Dir(mdir)
-	if filepath.Dir(parent) != "/dev/shm" {
+	if !underShm(parent) {
 		return nil // under the state directory: goes with it
 	}
 	if err := os.MkdirAll(parent, 0o700); err != nil {
@@ -322,7 +327,7 @@ func Up(o Options) (*Cluster, error) {
 	mdir := memDir(dir, secret)
 	sweepOrphanMem()
 	if o.MemBytes > 0 {
-		if parent := filepath.Dir(mdir); !o.PlainMem && filepath.Dir(parent) == "/dev/shm" {
+		if parent := filepath.Dir(mdir); !o.PlainMem && underShm(parent) {
 			// not root, or a kernel without huge= for tmpfs: the tier
 			// stays in /dev/shm's own tmpfs (MemFS says which)
 			if c.MemFS, err = mountMemFS(parent); err != nil {

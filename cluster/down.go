@@ -37,7 +37,7 @@ func Down(dir string, purge bool) error {
 			os.RemoveAll(localns.Beside(mem)) // its node-local namespace
 			parent := filepath.Dir(mem)
 			os.Remove(filepath.Join(parent, ownerFile))
-			if filepath.Dir(parent) == "/dev/shm" && isMountPoint(parent) {
+			if underShm(parent) && isMountPoint(parent) {
 				// the tier's own tmpfs: the next server's directory
 				// goes with it
 				removeMemDir(parent)

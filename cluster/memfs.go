@@ -9,12 +9,13 @@ import (
 
 // memFSOptions are the mount options of the mem tier's own tmpfs, beside
 // mode, size and nr_inodes. huge=within_size lets the kernel back a file
-// with large folios (up to 2 MiB) wherever the file's size covers them: a
-// 4 MiB chunk is held in two folios instead of 1,024 pages, so writing a
-// new chunk allocates, charges and maps two things instead of 1,024 and
-// copying into it or sending from it walks two. On this VM a new 2 GiB
-// written in 4 MiB files costs 0.18-0.25 s of system time against
-// 0.73-0.82 s on /dev/shm (docs/benchmarks.md, "The mem tier on large
+// with large folios (of the writes' size, up to 2 MiB) wherever the
+// file's size covers them: a 4 MiB chunk written 1 MiB at a time is held
+// in four folios instead of 1,024 pages, so writing a new chunk allocates,
+// charges and maps four things instead of 1,024, and copying into it or
+// sending from it walks four. On this VM 512 new 4 MiB
+// files cost 0.18 s of system time against 0.69 s on a tmpfs as /dev/shm
+// is mounted (bench/memfs.sh; docs/benchmarks.md, "The mem tier on large
 // pages"); a file smaller than a large folio (a small file's one chunk)
 // keeps small pages, so the memory it holds does not grow.
 const memFSOptions = "huge=within_size"
