@@ -14,6 +14,7 @@
 # slower, as the simulator's target.
 #   bash bench/sim/liveslow.sh              # RUNS=3, ~2 min
 #   SMOKE=1 bash bench/sim/liveslow.sh      # one run, smaller jobs
+#   UP_FLAGS=--mem-huge=false OUT=bench/sim/liveslow-results-plain.jsonl bash bench/sim/liveslow.sh
 #   RECORDS=DIR bash bench/sim/liveslow.sh  # also keep each run's data-server records
 #                                           # and their replay through the detector in DIR
 # Live detection is reported three ways: when the `sluice status` poll
@@ -35,6 +36,7 @@ if [ "$SMOKE" = 1 ]; then
 	RUNS=1 MIB=128 OUT=${OUT_SMOKE:-/tmp/sluice-liveslow-smoke.jsonl}
 fi
 RECORDS=${RECORDS:-}
+UP_FLAGS=${UP_FLAGS:-} # extra `sluice up` flags, e.g. --mem-huge=false
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/slowreplay ./bench/sim/slowreplay
 [ -z "$RECORDS" ] || mkdir -p "$RECORDS"
@@ -50,7 +52,7 @@ JOBS
 : > "$WORK/results.jsonl"
 for run in $(seq 1 "$RUNS"); do
 	$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem-servers 4 --mem 1G --ssd 0 --pfs none \
-		--data-max-mbps "$DATA_MBPS" --fwd-policy ffm --meta-flags "--fwd-ratio 2 --placement rr" >/dev/null
+		--data-max-mbps "$DATA_MBPS" --fwd-policy ffm --meta-flags "--fwd-ratio 2 --placement rr" $UP_FLAGS >/dev/null
 	# the first mem data server of cluster.json is the simulator's target 0
 	addr=$(python3 -c '
 import json, sys
