@@ -284,9 +284,11 @@ func (fs *FS) Ship(ctx context.Context) {
 	}
 }
 
-// Close sends the creates not yet sent and drops the connections.
+// Close sends the creates not yet sent, drops the connections and gives
+// back the block cache's memory.
 func (fs *FS) Close() {
 	fs.wb.DropAll()
+	fs.bc.DropAll()
 	fs.rt.Close()
 	if fs.mc != nil {
 		fs.mc.Close()

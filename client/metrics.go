@@ -68,6 +68,7 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 	}
 	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbUnlinks, m.owned, m.cached,
 		stream("sluice_client_block_cache_bytes", "Bytes the block cache holds.", func() int64 { b, _, _ := fs.bc.Stats(); return b }),
+		stream("sluice_client_block_cache_mapped_bytes", "Memory the block cache's blocks take outside the Go heap.", fs.bc.Mapped),
 		stream("sluice_client_owned_files", "Files this mount owns (their bytes kept here).", func() int64 { return int64(fs.own.Len()) }),
 		stream("sluice_client_owned_bytes", "Bytes the mount keeps of the files it owns.", func() int64 { return fs.own.Bytes() }),
 		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { wb, _ := fs.st.InFlight(); return wb }),

@@ -58,6 +58,7 @@ type BlockCache struct {
 	promoted uint64
 	hits     uint64
 	fetches  uint64
+	mem      *blockArena // the blocks' memory (blockmem.go)
 }
 
 type cachedFile struct {
@@ -72,7 +73,9 @@ type cachedFile struct {
 
 type cachedBlock struct {
 	ino, off uint64
-	data     []byte
+	data     []byte // a slot of chunk (index slot), cap the block size
+	chunk    *arenaChunk
+	slot     int
 	reads    int // reads it answered after its fetch
 }
 
@@ -100,7 +103,7 @@ func NewBlockCache(block, budget int64) *BlockCache {
 	if block <= 0 || budget < block {
 		return nil
 	}
-	return &BlockCache{block: block, budget: budget, files: map[uint64]*cachedFile{}, lru: list.New()}
+	return &BlockCache{block: block, budget: budget, files: map[uint64]*cachedFile{}, lru: list.New(), mem: newBlockArena(block)}
 }
 
 // Block is the cache's block size (0 for a nil cache).
@@ -234,14 +237,13 @@ func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
 	if e := f.blocks[boff]; e != nil {
 		c.removeLocked(e)
 	}
-	b := &cachedBlock{ino: ino, off: boff, data: append([]byte(nil), data...)}
 	if f.thrashing() {
 		// a promoted file's block takes the room of blocks of files
 		// holding fewer, or is not kept
 		if c.promoted != ino {
 			return
 		}
-		for c.bytes+int64(cap(b.data)) > c.budget {
+		for c.bytes+c.block > c.budget {
 			v := c.victimLocked(f)
 			if v == nil {
 				return
@@ -249,6 +251,9 @@ func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
 			c.removeLocked(v)
 		}
 	}
+	b := &cachedBlock{ino: ino, off: boff}
+	b.data, b.chunk, b.slot = c.mem.allocLocked()
+	b.data = b.data[:copy(b.data, data)]
 	c.fetches++
 	f.blocks[boff] = c.lru.PushFront(b)
 	c.bytes += int64(cap(b.data))
@@ -265,8 +270,7 @@ func (c *BlockCache) Fill(ino, gen, boff uint64, data []byte) {
 }
 
 func (c *BlockCache) removeLocked(e *list.Element) {
-	b := c.lru.Remove(e).(*cachedBlock)
-	c.bytes -= int64(cap(b.data))
+	b := c.releaseLocked(e)
 	if f := c.files[b.ino]; f != nil {
 		delete(f.blocks, b.off)
 	}
@@ -297,10 +301,19 @@ func (c *BlockCache) drop(ino uint64, forget bool) {
 func (c *BlockCache) dropLocked(ino uint64, f *cachedFile) {
 	f.gen++
 	for _, e := range f.blocks {
-		b := c.lru.Remove(e).(*cachedBlock)
-		c.bytes -= int64(cap(b.data))
+		c.releaseLocked(e)
 	}
 	clear(f.blocks)
+}
+
+// releaseLocked takes a block off the list and gives back its memory; the
+// caller forgets it in its file.
+func (c *BlockCache) releaseLocked(e *list.Element) *cachedBlock {
+	b := c.lru.Remove(e).(*cachedBlock)
+	c.bytes -= int64(cap(b.data))
+	c.mem.freeLocked(b.chunk, b.slot)
+	b.data, b.chunk = nil, nil
+	return b
 }
 
 // Applied says the change feed's changes up to position pos have been
@@ -342,6 +355,17 @@ func (c *BlockCache) dropAllLocked() {
 	for ino, f := range c.files {
 		c.dropLocked(ino, f)
 	}
+}
+
+// Mapped is the bytes of memory the blocks take outside the Go heap
+// (blockmem.go): the bytes held, and the free slots of chunks partly held.
+func (c *BlockCache) Mapped() int64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mem.mapped
 }
 
 // Stats are the bytes held, the reads answered here and the blocks

@@ -11,7 +11,8 @@
 //   - Owned (owned.go): the small files created under a delegation whose
 //     bytes the mount keeps, answering read-only opens and reads;
 //   - BlockCache (blockcache.go): blocks of files kept for small reads,
-//     dropped by writes, truncations and the change feed.
+//     dropped by writes, truncations and the change feed, in memory
+//     mapped outside the Go heap (blockmem.go).
 //
 // Each component is a type with its own lock over a Caller and an injected
 // clock, so it is tested with a fake forwarding node, metadata service and
