@@ -103,7 +103,7 @@ func NewBlockCache(block, budget int64) *BlockCache {
 	if block <= 0 || budget < block {
 		return nil
 	}
-	return &BlockCache{block: block, budget: budget, files: map[uint64]*cachedFile{}, lru: list.New(), mem: newBlockArena(block)}
+	return &BlockCache{block: block, budget: budget, files: map[uint64]*cachedFile{}, lru: list.New(), mem: newBlockArena(block, budget)}
 }
 
 // Block is the cache's block size (0 for a nil cache).

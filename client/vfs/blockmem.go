@@ -5,8 +5,8 @@ import (
 )
 
 // The block cache's memory: blocks live outside the Go heap, in chunks
-// of 2 MiB mapped anonymously and marked MADV_HUGEPAGE, each holding
-// hugeChunk/block blocks.
+// of 2 MiB (a multiple for budgets past 16 GiB) mapped anonymously and
+// marked MADV_HUGEPAGE, each holding chunk/block blocks.
 //
 // On the Go heap a mebibyte block costs 256 page faults when it is first
 // written (the heap grows by small pages: the kernel's transparent huge
@@ -23,12 +23,18 @@ import (
 // and the free slots of such chunks (a fill takes one of those before it
 // maps a chunk), with mebibyte blocks at most a block per chunk.
 
-// hugeChunk is the size of a chunk: an x86-64 huge page.
-const hugeChunk = 2 << 20
+// hugeChunk is the size of a chunk: an x86-64 huge page; a budget past
+// maxChunks of them takes chunks of several, so that the mappings (each
+// an area the kernel counts: 65,530 a process by default) stay few.
+const (
+	hugeChunk = 2 << 20
+	maxChunks = 8192
+)
 
 // blockArena hands out block-sized slots. Guarded by BlockCache.mu.
 type blockArena struct {
 	block int
+	chunk int           // bytes per mapping
 	slots int           // blocks per chunk (0: blocks are made on the Go heap)
 	part  []*arenaChunk // chunks with a free slot
 	// mapped is the bytes of chunks mapped
@@ -42,10 +48,10 @@ type arenaChunk struct {
 	pos  int // index in blockArena.part, -1 if not there
 }
 
-func newBlockArena(block int64) *blockArena {
-	a := &blockArena{block: int(block)}
+func newBlockArena(block, budget int64) *blockArena {
+	a := &blockArena{block: int(block), chunk: hugeChunk * int(max(1, (budget+maxChunks*hugeChunk-1)/(maxChunks*hugeChunk)))}
 	if block > 0 && block <= hugeChunk && hugeChunk%block == 0 {
-		a.slots = int(hugeChunk / block)
+		a.slots = a.chunk / int(block)
 	}
 	return a
 }
@@ -58,7 +64,7 @@ func (a *blockArena) allocLocked() ([]byte, *arenaChunk, int) {
 		return make([]byte, a.block), nil, 0
 	}
 	if len(a.part) == 0 {
-		mem, err := unix.Mmap(-1, 0, hugeChunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		mem, err := unix.Mmap(-1, 0, a.chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 		if err != nil {
 			return make([]byte, a.block), nil, 0
 		}
@@ -69,7 +75,7 @@ func (a *blockArena) allocLocked() ([]byte, *arenaChunk, int) {
 		}
 		ch.pos = len(a.part)
 		a.part = append(a.part, ch)
-		a.mapped += hugeChunk
+		a.mapped += int64(a.chunk)
 	}
 	ch := a.part[len(a.part)-1]
 	i := ch.free[len(ch.free)-1]

@@ -79,8 +79,16 @@ func TestBlockMemoryModel(t *testing.T) {
 	}
 }
 
-// Blocks that do not divide a chunk live on the Go heap.
-func TestBlockMemoryOddBlock(t *testing.T) {
+// Blocks that do not divide a chunk live on the Go heap; a budget past
+// maxChunks huge pages takes chunks of several, so that a full cache is
+// at most maxChunks mappings.
+func TestBlockMemoryChunks(t *testing.T) {
+	for _, c := range []struct{ budget, chunk int64 }{{512 << 20, 2 << 20}, {16 << 30, 2 << 20}, {16<<30 + 1, 4 << 20}, {40 << 30, 6 << 20}} {
+		a := newBlockArena(1<<20, c.budget)
+		if int64(a.chunk) != c.chunk || a.slots != a.chunk>>20 || (c.budget+c.chunk-1)/c.chunk > maxChunks {
+			t.Errorf("budget %d: chunks of %d bytes, %d blocks each; want %d", c.budget, a.chunk, a.slots, c.chunk)
+		}
+	}
 	c := NewBlockCache(3<<20, 12<<20)
 	c.Applied(1)
 	c.Opened(1, 1, 6<<20)
