@@ -57,6 +57,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
+LAST_REP=$(reported_kib)
 [ -z "${PT_HUGE:-}" ] || huge_tmpfs "$SHM/pt"
 start_passthrough "$WORK/pt" "$SHM/pt"
 PPROF=()
@@ -104,6 +105,9 @@ profile() { # label: 8 s CPU, mutex and block profiles of every daemon
 phase() { # target round streams phase rw dir
 	local target=$1 round=$2 n=$3 ph=$4 rw=$5 dir=$6 p a b f=$WORK/fio.json
 	p=$(pids "$target")
+	local rep0 rep1 k0 k1
+	rep0=$(reported_kib)
+	k0=$(kernel_counts)
 	# shellcheck disable=SC2086
 	a=$(cpu $p)
 	local extra=()
@@ -121,16 +125,42 @@ phase() { # target round streams phase rw dir
 	wait $fp
 	# shellcheck disable=SC2086
 	b=$(cpu $p)
-	python3 - "$target" "$round" "$n" "$ph" "$f" "$a" "$b" "$LABEL" "$prof" "$PAGES" >> "$OUT" <<'PY'
+	rep1=$(reported_kib)
+	k1=$(kernel_counts)
+	python3 - "$target" "$round" "$n" "$ph" "$f" "$a" "$b" "$LABEL" "$prof" "$PAGES" "$((rep0 - LAST_REP))" "$((rep1 - rep0))" "$k0" "$k1" >> "$OUT" <<'PY'
 import json, sys
-target, rnd, n, ph, path, a, b, up, prof, pages = sys.argv[1:]
+target, rnd, n, ph, path, a, b, up, prof, pages, rep_before, rep_during, k0, k1 = sys.argv[1:]
+k0, k1 = json.loads(k0), json.loads(k1)
 j = json.load(open(path))["jobs"][0]
 io = j["read"] if ph == "read" else j["write"]
 cpu0 = dict(x.split("=") for x in a.split())
 cpu1 = dict(x.split("=") for x in b.split())
 print(json.dumps({"target": target, "round": int(rnd), "streams": int(n), "phase": ph,
                   "mbps": io["bw_bytes"] / 1e6, "bytes": io["io_bytes"], "up": up, "profiled": bool(prof), "pages": pages,
+                  # MiB of freed memory the guest handed to the host since the
+                  # phase before ended, and during this one (bench/holdpages.sh)
+                  "reported_mib": [int(rep_before) >> 10, int(rep_during) >> 10],
+                  # the kernel's counters over the phase, system-wide: page
+                  # faults, compaction, tmpfs folios allocated by size (KiB)
+                  "kernel": {k: k1[k] - k0[k] for k in k0 if k1[k] != k0[k]},
                   "cpu_s": {k: round(float(cpu1[k]) - float(cpu0[k]), 3) for k in cpu0}}))
+PY
+	LAST_REP=$rep1
+}
+kernel_counts() { # JSON: the /proc/vmstat and tmpfs large-folio counters phase() reports
+	python3 - <<'PY'
+import glob, json, os
+out = {}
+for line in open("/proc/vmstat"):
+    k, v = line.split()
+    if k in ("pgfault", "compact_stall", "compact_migrate_scanned", "thp_file_alloc", "thp_file_fallback"):
+        out[k] = int(v)
+for d in glob.glob("/sys/kernel/mm/transparent_hugepage/hugepages-*kB"):
+    try:
+        out["shmem_" + d.rsplit("-", 1)[1]] = int(open(d + "/stats/shmem_alloc").read())
+    except OSError:
+        pass
+print(json.dumps(out))
 PY
 }
 case1() { # target round streams
