@@ -71,7 +71,7 @@ pids() { # target: name=pid ...
 		python3 -c 'import json,sys; print(" ".join("%s=%s" % (d["Name"], d["Pid"]) for d in json.load(open(sys.argv[1]))["Daemons"]))' "$WORK/s/cluster.json"
 	fi
 }
-cpu() { # name=pid... → name=seconds...
+cpu() { # name=pid... → name=seconds (user+system)/seconds (system)...
 	python3 - "$@" <<'PY'
 import os, sys
 tck = os.sysconf("SC_CLK_TCK")
@@ -80,9 +80,9 @@ for a in sys.argv[1:]:
     n, p = a.split("=")
     try:
         f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-        out.append(f"{n}={(int(f[11]) + int(f[12])) / tck}")
+        out.append(f"{n}={(int(f[11]) + int(f[12])) / tck}/{int(f[12]) / tck}")  # user+system/system
     except OSError:
-        out.append(f"{n}=0")
+        out.append(f"{n}=0/0")
 print(" ".join(out))
 PY
 }
@@ -135,6 +135,10 @@ j = json.load(open(path))["jobs"][0]
 io = j["read"] if ph == "read" else j["write"]
 cpu0 = dict(x.split("=") for x in a.split())
 cpu1 = dict(x.split("=") for x in b.split())
+sys0 = {k: float(v.split("/")[1]) for k, v in cpu0.items()}
+sys1 = {k: float(v.split("/")[1]) for k, v in cpu1.items()}
+cpu0 = {k: v.split("/")[0] for k, v in cpu0.items()}
+cpu1 = {k: v.split("/")[0] for k, v in cpu1.items()}
 print(json.dumps({"target": target, "round": int(rnd), "streams": int(n), "phase": ph,
                   "mbps": io["bw_bytes"] / 1e6, "bytes": io["io_bytes"], "up": up, "profiled": bool(prof), "pages": pages,
                   # MiB of freed memory the guest handed to the host since the
@@ -143,7 +147,8 @@ print(json.dumps({"target": target, "round": int(rnd), "streams": int(n), "phase
                   # the kernel's counters over the phase, system-wide: page
                   # faults, compaction, tmpfs folios allocated by size (KiB)
                   "kernel": {k: k1[k] - k0[k] for k in k0 if k1[k] != k0[k]},
-                  "cpu_s": {k: round(float(cpu1[k]) - float(cpu0[k]), 3) for k in cpu0}}))
+                  "cpu_s": {k: round(float(cpu1[k]) - float(cpu0[k]), 3) for k in cpu0},
+                  "sys_s": {k: round(sys1[k] - sys0[k], 3) for k in sys0}}))  # the system part of cpu_s
 PY
 	LAST_REP=$rep1
 }
