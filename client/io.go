@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -191,6 +192,30 @@ func (fs *FS) readBlock(id ident.ID, in *fuse.ReadIn) ([]byte, bool) {
 // Write implements fuse.RawFileSystem: in the background (write-behind)
 // unless that is off.
 func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	return fs.write(in, data, nil)
+}
+
+var _ fuse.WriteOwner = (*FS)(nil)
+
+// WriteOwned implements fuse.WriteOwner: Write, with data left in
+// go-fuse's request buffer, which a write in the background then sends
+// as it is instead of a copy (vfs.Streams.WriteKept); release gives the
+// buffer back once neither this call nor the write reads it.
+func (fs *FS) WriteOwned(cancel <-chan struct{}, in *fuse.WriteIn, data []byte, release func()) (uint32, fuse.Status) {
+	var readers atomic.Int32
+	readers.Store(2) // this call (the owned file's copy below) and the write
+	done := func() {
+		if readers.Add(-1) == 0 {
+			release()
+		}
+	}
+	defer done()
+	return fs.write(in, data, done)
+}
+
+// write is Write; release, if not nil, is handed to the write as
+// vfs.Streams.WriteKept's (called once whatever happens).
+func (fs *FS) write(in *fuse.WriteIn, data []byte, release func()) (uint32, fuse.Status) {
 	var st fuse.Status
 	start := fs.cfg.Now()
 	id := fs.ident(&in.InHeader, wire.OpWrite)
@@ -199,11 +224,14 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	fs.wb.Settle(in.NodeId)
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 		if st := fs.killPriv(&in.InHeader, in.NodeId); st != fuse.OK {
+			if release != nil {
+				release()
+			}
 			return 0, st
 		}
 	}
 	fs.own.BeginWrite(in.NodeId)
-	err := fs.st.Write(id, in.NodeId, in.Fh, in.Offset, data)
+	err := fs.st.WriteKept(id, in.NodeId, in.Fh, in.Offset, data, release)
 	// again, the write now in flight (a block fetch waits for it): a
 	// fetch that began before it was is not kept
 	fs.bc.Drop(in.NodeId)

@@ -73,6 +73,9 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 		stream("sluice_client_owned_bytes", "Bytes the mount keeps of the files it owns.", func() int64 { return fs.own.Bytes() }),
 		stream("sluice_client_writebehind_bytes", "Bytes of writes in flight in the background.", func() int64 { wb, _ := fs.st.InFlight(); return wb }),
 		stream("sluice_client_readahead_bytes", "Bytes held in readahead buffers.", func() int64 { _, ra := fs.st.InFlight(); return ra }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_client_kept_writes_total",
+			Help: "Background writes sent from the kernel request's buffer they came in (go-fuse WriteOwner), without a copy."},
+			func() float64 { return float64(fs.st.Kept()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_client_byref_writes_total",
 			Help: "Background writes whose payload went to the forwarding node by reference (vmsplice over a local socket)."},
 			func() float64 { return float64(fs.byRef.Load()) }))

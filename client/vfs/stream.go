@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 )
 
 // Streaming I/O: write-behind and readahead.
@@ -65,6 +67,8 @@ type Streams struct {
 	wbJob  map[string]int64
 	wbWait map[string]int
 
+	kept atomic.Uint64 // background writes sent from the caller's buffer (WriteKept)
+
 	emu sync.Mutex // guards written and the extents in it
 	// written maps each open file handle that wrote since its last flush
 	// to how far its acknowledged writes reached.
@@ -94,25 +98,56 @@ func (s *Streams) InFlight() (writeBehind, readahead int64) {
 // until acknowledged, so no fetch runs beside it and no read is served
 // bytes older than it.
 func (s *Streams) Write(id ident.ID, ino, fh, off uint64, data []byte) error {
+	return s.WriteKept(id, ino, fh, off, data, nil)
+}
+
+// WriteKept is Write with data the caller hands over (go-fuse's request
+// buffer, fuse.WriteOwner): a write in the background keeps and sends
+// data itself instead of a copy, and release (if not nil) is called once
+// when nothing reads data any more: at once if the write is not in the
+// background or data is not whole pages (the copy then goes), else once
+// the write is answered. data is not to be changed until then.
+func (s *Streams) WriteKept(id ident.ID, ino, fh, off uint64, data []byte, release func()) error {
 	s.writing(fh, ino)
 	background := s.cfg.WriteBehind > 0
 	w, err := s.begin(id.Job, ino, off, uint64(len(data)), background)
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return err
 	}
 	if !background {
-		return s.send(id, ino, fh, w, data, false)
+		err := s.send(id, ino, fh, w, data, false)
+		if release != nil {
+			release()
+		}
+		return err
 	}
-	buf := bufpool.Get(len(data))
-	copy(buf, data)
+	// a buffer sent by reference must be whole pages (zerocopy.Detach)
+	buf, done := zerocopy.WholePages(data), release
+	if release == nil || buf == nil {
+		buf = bufpool.Get(len(data))
+		copy(buf, data)
+		done = func() { bufpool.Put(buf) }
+		if release != nil {
+			release()
+		}
+	} else {
+		s.kept.Add(1)
+	}
 	go func() {
 		if err := s.send(id, ino, fh, w, buf, true); err != nil {
 			s.cfg.Log.Error("background write failed", "ino", ino, "off", off, "len", len(buf), "err", err)
 		}
-		bufpool.Put(buf)
+		done()
 	}()
 	return nil
 }
+
+// Kept is how many background writes went out from the buffer they came
+// in (WriteKept), without a copy.
+func (s *Streams) Kept() uint64 { return s.kept.Load() }
 
 // Extent is how far a handle's acknowledged writes reached, in the
 // truncation generation they landed in (wire.Attr.Trunc): writes of an

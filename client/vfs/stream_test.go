@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -470,4 +472,75 @@ func TestWriteBehindFairAcrossJobs(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+}
+
+// ptrCaller records where each write's payload lay in memory.
+type ptrCaller struct {
+	*fakeFwd
+	mu  sync.Mutex
+	ptr []*byte
+}
+
+func (c *ptrCaller) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+	c.mu.Lock()
+	c.ptr = append(c.ptr, unsafe.SliceData(payload))
+	c.mu.Unlock()
+	return c.fakeFwd.Call(ctx, req, payload, into)
+}
+
+// A write handed over (WriteKept: go-fuse's request buffer) goes out from
+// the caller's memory itself, and release comes once, after the answer;
+// one not on whole pages, or not in the background, is released at once
+// (copied first for the background).
+func TestWriteKept(t *testing.T) {
+	f := newFakeFwd("fwd")
+	c := &ptrCaller{fakeFwd: f}
+	route := func(ident.ID, uint64) Caller { return c }
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mem := make([]byte, 4*4096)
+	al := mem[4096-int(uintptr(unsafe.Pointer(&mem[0]))%4096):] // on a page
+	for _, tc := range []struct {
+		name        string
+		writeBehind int64
+		data        []byte
+		kept        bool // sent from data itself, released after the answer
+	}{
+		{"background, whole pages", 1 << 20, al[:6000], true},
+		{"background, not on a page", 1 << 20, al[1:6001], false},
+		{"foreground", 0, al[:6000], false},
+	} {
+		s := NewStreams(StreamConfig{WriteBehind: tc.writeBehind, Route: route, Log: log})
+		var released atomic.Int32
+		hold := f.hold(0)
+		res := done(func() {
+			if err := s.WriteKept(caller, ino, 1, 0, tc.data, func() { released.Add(1) }); err != nil {
+				t.Error(err)
+			}
+		})
+		if tc.writeBehind > 0 {
+			returns(t, res, tc.name+": WriteKept")
+			if got, want := released.Load() == 0, tc.kept; got != want {
+				t.Errorf("%s: still held while the write waits: %v, want %v", tc.name, got, want)
+			}
+		}
+		hold()
+		returns(t, res, tc.name+": WriteKept")
+		s.WaitWrites(ino, 0, ^uint64(0))
+		time.Sleep(10 * time.Millisecond) // the release follows the answer
+		if n := released.Load(); n != 1 {
+			t.Errorf("%s: released %d times", tc.name, n)
+		}
+		c.mu.Lock()
+		sent := c.ptr[len(c.ptr)-1] == unsafe.SliceData(tc.data)
+		c.mu.Unlock()
+		if sent != (tc.kept || tc.writeBehind == 0) {
+			t.Errorf("%s: sent from the caller's memory: %v", tc.name, sent)
+		}
+		if got := s.Kept(); got != map[bool]uint64{true: 1, false: 0}[tc.kept] {
+			t.Errorf("%s: %d writes kept", tc.name, got)
+		}
+		if !bytes.Equal(f.bytes(ino)[:len(tc.data)], tc.data) {
+			t.Errorf("%s: the bytes written differ", tc.name)
+		}
+	}
 }

@@ -441,10 +441,23 @@ func Detach(b []byte) error {
 	return unix.Madvise(b[:cap(b)], unix.MADV_DONTNEED)
 }
 
+// page is the size Detach works in.
+const page = 4096
+
 // Detachable reports whether b starts on a page and its capacity is whole
 // pages, as Detach needs.
 func Detachable(b []byte) bool {
-	const page = 4096
 	b = b[:cap(b)]
 	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%page == 0 && len(b)%page == 0
+}
+
+// WholePages returns b with its capacity cut to the whole pages its bytes
+// take, so that it is Detachable, if b starts on a page and has the room;
+// nil if not (or b is empty).
+func WholePages(b []byte) []byte {
+	n := (len(b) + page - 1) / page * page
+	if len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%page != 0 || n > cap(b) {
+		return nil
+	}
+	return b[:len(b):n]
 }

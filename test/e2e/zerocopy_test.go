@@ -105,6 +105,12 @@ func TestZeroCopyReads(t *testing.T) {
 	if byRef == 0 {
 		t.Fatal("the mount sent no write by reference")
 	}
+	// from go-fuse's request buffer itself, not a copy (fuse.WriteOwner)
+	kept := sumCounter(t, c, base, "sluice_client_kept_writes_total")
+	t.Logf("writes sent from the kernel request's buffer: %g", kept)
+	if kept == 0 {
+		t.Fatal("every write was copied out of go-fuse's request buffer")
+	}
 }
 
 // freePorts returns the first of n consecutive loopback ports that are
