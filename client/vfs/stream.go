@@ -108,31 +108,29 @@ func (s *Streams) Write(id ident.ID, ino, fh, off uint64, data []byte) error {
 // background or data is not whole pages (the copy then goes), else once
 // the write is answered. data is not to be changed until then.
 func (s *Streams) WriteKept(id ident.ID, ino, fh, off uint64, data []byte, release func()) error {
+	handed := release != nil
+	if !handed {
+		release = func() {}
+	}
 	s.writing(fh, ino)
 	background := s.cfg.WriteBehind > 0
 	w, err := s.begin(id.Job, ino, off, uint64(len(data)), background)
 	if err != nil {
-		if release != nil {
-			release()
-		}
+		release()
 		return err
 	}
 	if !background {
 		err := s.send(id, ino, fh, w, data, false)
-		if release != nil {
-			release()
-		}
+		release()
 		return err
 	}
 	// a buffer sent by reference must be whole pages (zerocopy.Detach)
 	buf, done := zerocopy.WholePages(data), release
-	if release == nil || buf == nil {
+	if !handed || buf == nil {
 		buf = bufpool.Get(len(data))
 		copy(buf, data)
 		done = func() { bufpool.Put(buf) }
-		if release != nil {
-			release()
-		}
+		release()
 	} else {
 		s.kept.Add(1)
 	}
