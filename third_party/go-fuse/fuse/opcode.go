@@ -213,7 +213,12 @@ func doWrite(server *protocolServer, req *request) {
 	o := (*WriteOut)(req.outData())
 	data := req.inPayloadIov
 	if wo, ok := server.fileSystem.(WriteOwner); ok && data == nil { // sluice patch
-		if release := req.takeInput(); release != nil {
+		// interruptRequest reads in-flight requests' input headers
+		// under interruptMu; takeInput moves this one's.
+		server.interruptMu.Lock()
+		release := req.takeInput()
+		server.interruptMu.Unlock()
+		if release != nil {
 			in = (*WriteIn)(req.inData()) // moved by takeInput
 			o.Size, req.status = wo.WriteOwned(req.cancel, in, req.inPayload, release)
 			req.inPayload = nil

@@ -66,7 +66,9 @@ type request struct {
 // inPayload, to the caller, who gives it back by calling the returned
 // func once, from any goroutine; nil if the request holds no such buffer.
 // The input header moves to the request's own storage first, so that
-// nothing after the handler reads the buffer. (sluice patch: WriteOwner.)
+// nothing after the handler reads the buffer; the caller holds the
+// protocolServer's interruptMu, under which interruptRequest reads the
+// header of every request in flight. (sluice patch: WriteOwner.)
 func (r *request) takeInput() func() {
 	a, fd := r.alloc, r.fd
 	if a == nil || fd == nil || a.bufferPoolInputBuf == nil || r.ext != nil || len(r.inputBuf) > len(a.smallInputBuf) {
