@@ -4,27 +4,20 @@ processes; docs/benchmarks.md).
 
     python3 bench/cpushare.py STATE_DIR "dd if=/dev/zero of=MNT/z bs=1M count=1500 oflag=direct" ...
 """
-import json
 import os
 import subprocess
 import sys
 import time
 
+from proc import cpu_seconds, daemons
+
 
 def cpu(pids):
-    out = {}
-    for name, pid in pids.items():
-        try:
-            f = open(f"/proc/{pid}/stat").read().split(")")[1].split()
-            out[name] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-        except OSError:
-            out[name] = 0.0
-    return out
+    return {name: cpu_seconds(pid)[0] for name, pid in pids.items()}
 
 
 def main(state, cmds):
-    c = json.load(open(os.path.join(state, "cluster.json")))
-    pids = {d["Name"]: d["Pid"] for d in c["Daemons"]}
+    pids = daemons(os.path.join(state, "cluster.json"))
     for cmd in cmds:
         a, t = cpu(pids), time.time()
         r = subprocess.run(cmd, shell=True, capture_output=True, text=True)

@@ -1,5 +1,6 @@
-# Sourced by the benchmark scripts (bench/streams.sh, bench/run.sh, bench/memfs.sh): with
-# HOLD_PAGES=1, keep the memory freed during a run in the guest.
+# Sourced by the benchmark scripts (bench/streams.sh, bench/run.sh,
+# bench/memfs.sh): with HOLD_PAGES=1, keep the memory freed during a run
+# in the guest.
 #
 # On this VM the guest hands freed memory back to the host (free page
 # reporting) and the first touch of such a page faults on the host:
@@ -8,13 +9,14 @@
 # GlusterFS brick) pays it, more or less by chance of what was freed
 # when. hold_pages touches PREFAULT MiB of tmpfs once and has the guest
 # keep freed pages for 300 s (HOLD_MS; the module refuses more) whatever
-# their amount (64 GiB; 16 until 2026-11-28) before it reports them. With 100 s, as until 2026-11-27, the
-# harness's first sluice target wrote its two-job sequential files
-# (bench/run.sh seqwrite-2, ~4 min into a run) at 0.57-0.89 of its own
-# warm-up pass just before, in 9 of 9 runs, where the two sluice targets
-# after it (monitoring off, block cache off) did not: consistent with pages freed by the targets
-# before it and reported meanwhile (the module's reported_kib grew by
-# 5.7 GiB in the first minutes of a run); with 300 s, 0.90-1.07
+# their amount (64 GiB; 16 until 2026-11-28) before it reports them.
+# With 100 s, as until 2026-11-27, the harness's first sluice target
+# wrote its two-job sequential files (bench/run.sh seqwrite-2, ~4 min
+# into a run) at 0.57-0.89 of its own warm-up pass just before, in 9 of
+# 9 runs, where the two sluice targets after it (monitoring off, block
+# cache off) did not: consistent with pages freed by the targets before
+# it and reported meanwhile (the module's reported_kib grew by 5.7 GiB
+# in the first minutes of a run); with 300 s, 0.90-1.07
 # (/sys/module/page_reporting/parameters/min_free_ms and max_waiting_mib);
 # release_pages (call it from the script's exit trap) restores both. New
 # files then measure the software, not the hypervisor

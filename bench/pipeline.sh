@@ -60,12 +60,9 @@ fio --name=rss --directory="$WORK/mnt" --rw=read --bs=1m --size=$((SECS * 8))m -
 HWM=$(awk '/VmHWM/ {print $2}' "/proc/$FWD_PID/status")
 python3 - "$WORK/state/cluster.json" > "$WORK/rss.json" <<'PY'
 import json, sys
-hwm = {}
-for d in json.load(open(sys.argv[1]))["Daemons"]:
-    for line in open(f"/proc/{d['Pid']}/status"):
-        if line.startswith("VmHWM:"):
-            hwm[d["Name"]] = int(line.split()[1])
-print(json.dumps(hwm))
+sys.path.insert(0, "bench")
+from proc import daemons, status_kib
+print(json.dumps({name: status_kib(pid, "VmHWM") for name, pid in daemons(sys.argv[1]).items()}))
 PY
 
 python3 - "$WORK" "$HWM" <<'PY'

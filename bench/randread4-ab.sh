@@ -12,16 +12,16 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3} A_BIN=${A_BIN:?the first build} B_BIN=${B_BIN:-bin/sluice}
 OUT=${OUT:-bench/results/randread4-ab.jsonl}
 go build -o bin/sluice ./cmd/sluice
-for r in $(seq "$RUNS"); do
-	if [ $((r % 2)) = 1 ]; then order=(A B); else order=(B A); fi
-	for x in "${order[@]}"; do
-		bin=${x}_BIN
-		SLUICE_BIN=${!bin} bash bench/randread4.sh | python3 -c '
+# shellcheck source=bench/alternate.sh
+. bench/alternate.sh
+side() { # side A|B run: one randread4.sh invocation, its lines labelled with the build
+	local bin=${1}_BIN
+	SLUICE_BIN=${!bin} bash bench/randread4.sh | python3 -c '
 import json, sys
 for l in sys.stdin:
-    d = json.loads(l); d["build"] = sys.argv[1]; d["run"] = int(sys.argv[2]); print(json.dumps(d))' "$x=${!bin}" "$r" >> "$OUT"
-	done
-done
+    d = json.loads(l); d["build"] = sys.argv[1]; d["run"] = int(sys.argv[2]); print(json.dumps(d))' "$1=${!bin}" "$2" >> "$OUT"
+}
+alternate "$RUNS" side A B
 python3 - "$OUT" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"build"' in l]

@@ -47,15 +47,14 @@ done
 MOUNT_PORT=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["Daemons"]; print(sys.argv[2] and int(sys.argv[2]) + [x["Name"] for x in d].index("mount"))' "$WORK/s/cluster.json" "$BASE")
 snap() { # CPU seconds per process, the mount's read counters and its resident memory
 	python3 - "$WORK/s/cluster.json" "$MOUNT_PORT" <<'PY'
-import json, os, sys, urllib.request
-tck = os.sysconf("SC_CLK_TCK")
+import json, sys, urllib.request
+sys.path.insert(0, "bench")
+from proc import cpu_seconds, daemons, status_kib
 out = {}
-for d in json.load(open(sys.argv[1]))["Daemons"]:
-    f = open("/proc/%d/stat" % d["Pid"]).read().rsplit(")", 1)[1].split()
-    out[d["Name"]] = (int(f[11]) + int(f[12])) / tck
-    if d["Name"] == "mount":
-        rss = [l for l in open("/proc/%d/status" % d["Pid"]) if l.startswith("VmRSS:")]
-        out["mount_rss_mib"] = int(rss[0].split()[1]) >> 10
+for name, pid in daemons(sys.argv[1]).items():
+    out[name] = cpu_seconds(pid)[0]
+    if name == "mount":
+        out["mount_rss_mib"] = status_kib(pid, "VmRSS") >> 10
 for l in urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[2]).read().decode().splitlines():
     if l.startswith("sluice_client_block_cache_hits_total "):
         out["cache_hits"] = float(l.split()[1])

@@ -21,13 +21,13 @@ export STREAMS=${STREAMS:-1 4} SIZE=${SIZE:-1g}
 # new files written into such pages pay the host's first touch
 REPORTED=/sys/module/page_reporting/parameters/reported_kib
 rep0=$(cat "$REPORTED" 2>/dev/null || echo 0)
-for r in $(seq "$RUNS"); do
-	if [ $((r % 2)) = 1 ]; then order=(A B); else order=(B A); fi
-	for x in "${order[@]}"; do
-		bin=${x}_BIN
-		ROUNDS=1 UP="${!x}" SLUICE_BIN="${!bin}" OUT="$OUT" bash bench/streams.sh >/dev/null
-	done
-done
+# shellcheck source=bench/alternate.sh
+. bench/alternate.sh
+side() { # side A|B run: one round of streams.sh with that side's flags and build
+	local bin=${1}_BIN
+	ROUNDS=1 UP="${!1}" SLUICE_BIN="${!bin}" OUT="$OUT" bash bench/streams.sh >/dev/null
+}
+alternate "$RUNS" side A B
 echo "memory reported to the host during the runs: $((($(cat "$REPORTED" 2>/dev/null || echo 0) - rep0) >> 20)) GiB"
 # streams.sh labels a run with its flags, and the build if not bin/sluice
 python3 bench/streams.py "$OUT" --ab "$A${A_BIN:+ bin=$A_BIN}" "$B${B_BIN:+ bin=$B_BIN}"

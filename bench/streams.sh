@@ -73,16 +73,13 @@ pids() { # target: name=pid ...
 }
 cpu() { # name=pid... → name=seconds (user+system)/seconds (system)...
 	python3 - "$@" <<'PY'
-import os, sys
-tck = os.sysconf("SC_CLK_TCK")
+import sys
+sys.path.insert(0, "bench")
+from proc import cpu_seconds
 out = []
 for a in sys.argv[1:]:
     n, p = a.split("=")
-    try:
-        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-        out.append(f"{n}={(int(f[11]) + int(f[12])) / tck}/{int(f[12]) / tck}")  # user+system/system
-    except OSError:
-        out.append(f"{n}=0/0")
+    out.append("%s=%s/%s" % ((n,) + cpu_seconds(p)))  # user+system/system
 print(" ".join(out))
 PY
 }
