@@ -26,15 +26,7 @@ HOLD_PAGES=${HOLD_PAGES-1}
 . bench/holdpages.sh
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
-WORK=$(mktemp -d /tmp/sluice-gmp.XXXXXX)
-SHM=$(mktemp -d /dev/shm/sluice-gmp.XXXXXX)
-cleanup() {
-	set +e
-	release_pages
-	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
-	rm -rf "$WORK" "$SHM"
-}
-trap cleanup EXIT
+bench_dirs gmp
 hold_pages "$SHM"
 cpu() { python3 bench/daemoncpu.py --each "$WORK/s/cluster.json"; } # name=seconds per process
 # record variant round phase unit value count cpu-before cpu-after

@@ -65,3 +65,21 @@ huge_tmpfs() { # dir
 unmount_tmpfs() { # dir
 	if mountpoint -q "$1"; then umount -l "$1"; fi
 }
+
+# bench_dirs NAME: a benchmark's scratch directories, WORK under /tmp (a
+# local cluster's state in $WORK/s) and SHM under /dev/shm (hold_pages's
+# prefault), and an exit trap that runs the script's own ON_EXIT (if
+# set), releases the pages, takes the cluster in $WORK/s down
+# (${BIN:-bin/sluice}) and removes both.
+bench_dirs() { # name
+	WORK=$(mktemp -d "/tmp/sluice-$1.XXXXXX")
+	SHM=$(mktemp -d "/dev/shm/sluice-$1.XXXXXX")
+	trap _bench_exit EXIT
+}
+_bench_exit() {
+	set +e
+	if [ -n "${ON_EXIT:-}" ]; then "$ON_EXIT"; fi
+	release_pages
+	"${BIN:-bin/sluice}" down --dir "$WORK/s" --purge >/dev/null 2>&1
+	rm -rf "$WORK" "$SHM"
+}

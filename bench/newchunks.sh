@@ -20,15 +20,7 @@ OUT=${OUT:-bench/results/newchunks.jsonl}
 . bench/holdpages.sh
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
-WORK=$(mktemp -d /tmp/sluice-newchunks.XXXXXX)
-SHM=$(mktemp -d /dev/shm/sluice-newchunks.XXXXXX)
-cleanup() {
-	set +e
-	release_pages
-	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
-	rm -rf "$WORK" "$SHM"
-}
-trap cleanup EXIT
+bench_dirs newchunks
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
 bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none >/dev/null

@@ -44,17 +44,12 @@ command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
 # shellcheck source=bench/passthrough.sh
 . bench/passthrough.sh
-WORK=$(mktemp -d /tmp/sluice-streams.XXXXXX)
-SHM=$(mktemp -d /dev/shm/sluice-streams.XXXXXX)
-cleanup() {
-	set +e
-	release_pages
-	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
+stop_pt() {
 	stop_passthrough "$WORK/pt"
 	unmount_tmpfs "$SHM/pt"
-	rm -rf "$WORK" "$SHM"
 }
-trap cleanup EXIT
+ON_EXIT=stop_pt
+bench_dirs streams
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
 LAST_REP=$(reported_kib)
