@@ -128,6 +128,7 @@ var fsxRegressions = []struct {
 	{"pfs", 1795474797523829067, ""},        // a truncate with every chunk on the pfs tier cut away before left the plain file longer than the file
 	{"keep-cache", 1795527875571245944, ""}, // every file ended truncated to holes: nothing to drain (the test waited for a drained chunk in vain)
 	{"keep-cache", 1795526211665905911, ""}, // a chunk cut away by an O_TRUNC during its migration kept its place, empty, on a mem tier that filled up: its next write got ENOSPC (meta/relocate.go moves it now)
+	{"mem", 1795849635547469224, ""},        // under -race: go-fuse's takeInput (WriteOwner) moved a write's header while an INTERRUPT read it (third_party/go-fuse: under interruptMu now)
 }
 
 // TestFsxModel runs the model under every variant, then every regression
