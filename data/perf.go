@@ -14,12 +14,17 @@ import (
 // server. Configured (Config.MaxPerfMBps) it is reported as is; otherwise
 // the server measures it — a short write probe through its own device
 // limits and store before it registers, again when it has been idle for
-// a while every ProbeEvery — and raises it by the rate it has sustained
-// since while saturated: the bytes of its chunk writes over the
-// heartbeat windows in which at least one was in progress (device limits
-// and store included) nine tenths of the time, once those windows add
-// up to sustainMin. A probe disturbed by a neighbour reads low; a
-// busy device shows what it really gives. The heartbeat meter's peak
+// a while every ProbeEvery — and, once it has been saturated long
+// enough, replaces it by the rate it has sustained lately: the bytes of
+// its chunk writes over the last sustainMin of heartbeat windows in
+// which at least one was in progress (device limits and store included)
+// nine tenths of the time. A probe disturbed by a neighbour reads low,
+// and a device that turns slow while busy is never idle to be probed
+// again; a saturated device shows what it gives now, either way. (Taking
+// the higher of the two, as before, kept a slowed busy server at its
+// probe's figure: placement went on sending it more than its peers, and
+// the fail-slow detector, which does not judge a server far more loaded
+// than its peers, did not flag it.) The heartbeat meter's peak
 // rate is not used: counted in whole requests per period, a slow
 // device's peak reads high by up to a request per period (13 MB/s for
 // 12.5, 3 for 2.5 with 1 MiB writes and 1 s periods), enough to send a
@@ -42,9 +47,18 @@ type perf struct {
 	lastAt    time.Time
 	lastBusy  time.Duration
 	lastBytes uint64
-	// the windows that counted since the last probe
+	// the latest windows that counted since the last probe, oldest
+	// first, the oldest dropped while the others add up to sustainMin;
+	// accTime and accBytes are their sums
+	counted  []window
 	accTime  time.Duration
 	accBytes uint64
+}
+
+// window is a counted window's length and the bytes written in it.
+type window struct {
+	d     time.Duration
+	bytes uint64
 }
 
 // A window counts towards the sustained rate when the server was busy
@@ -83,8 +97,8 @@ func (p *perf) begin(now func() time.Time) func(n uint64) {
 
 // sustained closes the window being measured at now (counting it if the
 // server was busy enough and it is long enough) and returns the write
-// rate over the counted windows since the last probe, bytes/s (0: not
-// sustainMin of them yet).
+// rate over the latest sustainMin of counted windows since the last
+// probe, bytes/s (0: not sustainMin of them yet).
 func (p *perf) sustained(now time.Time) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -94,8 +108,15 @@ func (p *perf) sustained(now time.Time) uint64 {
 	}
 	if d := now.Sub(p.lastAt); p.lastAt.IsZero() || d >= sustainWindow {
 		if !p.lastAt.IsZero() && float64(busy-p.lastBusy) >= sustainBusy*float64(d) {
-			p.accTime += d
-			p.accBytes += p.bytes - p.lastBytes
+			w := window{d, p.bytes - p.lastBytes}
+			p.counted = append(p.counted, w)
+			p.accTime += w.d
+			p.accBytes += w.bytes
+			for p.accTime-p.counted[0].d >= sustainMin {
+				p.accTime -= p.counted[0].d
+				p.accBytes -= p.counted[0].bytes
+				p.counted = p.counted[1:]
+			}
 		}
 		p.lastAt, p.lastBusy, p.lastBytes = now, busy, p.bytes
 	}
@@ -108,7 +129,7 @@ func (p *perf) sustained(now time.Time) uint64 {
 // reset starts the sustained rate afresh (a new probe).
 func (p *perf) reset() {
 	p.mu.Lock()
-	p.accTime, p.accBytes = 0, 0
+	p.counted, p.accTime, p.accBytes = nil, 0, 0
 	p.lastAt = time.Time{}
 	p.mu.Unlock()
 }
@@ -118,7 +139,10 @@ func (s *Server) maxPerf() uint64 {
 	if s.cfg.MaxPerfMBps > 0 {
 		return uint64(s.cfg.MaxPerfMBps * 1e6)
 	}
-	return max(s.perf.probed.Load(), s.perf.sustained(s.cfg.Now()))
+	if r := s.perf.sustained(s.cfg.Now()); r > 0 {
+		return r
+	}
+	return s.perf.probed.Load()
 }
 
 // Probe timing: the device's burst is spent in the first probeWarm, then

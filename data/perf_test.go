@@ -63,9 +63,64 @@ func TestSustainedRate(t *testing.T) {
 	if r := p.sustained(now); r != 3333333 {
 		t.Fatalf("sustained: %d B/s, want 35 MB / 10.5 s", r)
 	}
+	// the device turns slow while busy: 1 MB writes of a second each,
+	// back to back. After sustainMin of them the figure is theirs
+	// alone, below what the probe (and the windows before) gave.
+	for i := range 12 {
+		done := p.begin(clock)
+		step(time.Second)
+		done(1e6)
+		r := p.sustained(now)
+		if i < 9 && r <= 1e6 {
+			t.Fatalf("after %d s slow: %d B/s, the older windows already gone", i+1, r)
+		}
+		if i >= 10 && r != 1e6 {
+			t.Fatalf("after %d s slow: %d B/s, want 1 MB/s", i+1, r)
+		}
+	}
+	if len(p.counted) != 10 {
+		t.Fatalf("%d windows kept, want the last 10 s of them", len(p.counted))
+	}
 	// a probe starts afresh
 	p.reset()
 	if r := p.sustained(now); r != 0 {
 		t.Fatalf("sustained after reset: %d", r)
+	}
+}
+
+// The reported figure is the probe's until the server has been saturated
+// for sustainMin, then the rate it sustained lately, below the probe's or
+// above it; a configured figure wins.
+func TestMaxPerfFollowsSustained(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	srv := &Server{cfg: Config{Now: clock}}
+	srv.perf.probed.Store(3e6)
+	saturate := func(secs int, rate uint64) {
+		for range secs {
+			done := srv.perf.begin(clock)
+			now = now.Add(time.Second)
+			done(rate)
+			srv.maxPerf() // the heartbeat
+		}
+	}
+	if r := srv.maxPerf(); r != 3e6 {
+		t.Fatalf("before any load: %d, want the probe's 3 MB/s", r)
+	}
+	saturate(5, 1e6)
+	if r := srv.maxPerf(); r != 3e6 {
+		t.Fatalf("after 5 s saturated: %d, want the probe's 3 MB/s still", r)
+	}
+	saturate(6, 1e6)
+	if r := srv.maxPerf(); r != 1e6 {
+		t.Fatalf("slow and saturated for 11 s: %d, want 1 MB/s", r)
+	}
+	saturate(11, 5e6)
+	if r := srv.maxPerf(); r != 5e6 {
+		t.Fatalf("fast and saturated for 11 s: %d, want 5 MB/s", r)
+	}
+	srv.cfg.MaxPerfMBps = 2
+	if r := srv.maxPerf(); r != 2e6 {
+		t.Fatalf("configured 2 MB/s: reported %d", r)
 	}
 }

@@ -99,7 +99,8 @@ type Config struct {
 // daemons' monitor reports a data server, and nothing more is done about
 // it: placement's perf policy steers new files away from a slow target by
 // itself (its backlog grows, and its max_perf is its present speed, as a
-// data server's idle probe measures it).
+// busy data server's sustained rate or an idle one's probe measures it,
+// data/perf.go).
 type FailSlow struct {
 	Nodes   int
 	Targets int

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-hpc/sluice/meta"
 )
@@ -126,5 +128,49 @@ func TestResourcePools(t *testing.T) {
 	}
 	if out, err := c.sluice("pool", "list"); err != nil || !strings.Contains(out, "pool small: 2 servers") || !strings.Contains(out, "job 777 → small") {
 		t.Fatalf("pool list: %v\n%s", err, out)
+	}
+}
+
+// TestSlowedServerMaxPerf: a data server whose device turns slow while it
+// is busy is never idle long enough to be probed again; its max_perf
+// falls to the rate it sustains once it has been saturated for 10 s
+// (data/perf.go), so placement stops counting on its old speed. Under
+// the earlier rule (the higher of probe and sustained rate) it kept its
+// probe's figure.
+func TestSlowedServerMaxPerf(t *testing.T) {
+	c := startCluster(t, "--mem-servers", "2", "--mem", "1G", "--ssd", "0", "--data-max-mbps", "40")
+	perf := c.memServers(t)
+	var slowID string
+	for id, mb := range perf {
+		if mb < 30 || mb > 48 {
+			t.Fatalf("server %s probed %v MB/s, capped at 40", id, mb)
+		}
+		slowID = max(slowID, id)
+	}
+	if len(perf) != 2 {
+		t.Fatalf("want 2 mem servers, got %v", perf)
+	}
+	if out, err := c.sluice("fault", "--server", slowID, "--slow", "4"); err != nil {
+		t.Fatalf("fault: %v %s", err, out)
+	}
+	start := time.Now()
+	for i := 0; ; i++ {
+		c.workload(t, "load", "--kind", "nn", "--ranks", "4", "--size", "16M", c.path(fmt.Sprintf("load%d", i)))
+		perf = c.memServers(t)
+		if perf[slowID] <= 14 {
+			break
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("the slowed server (10 MB/s) still reports %v MB/s after %v", perf[slowID], time.Since(start).Round(time.Second))
+		}
+	}
+	t.Logf("max_perf %v MB/s after %v (server %s slowed to 10)", perf, time.Since(start).Round(time.Second), slowID)
+	for id, mb := range perf {
+		if id != slowID && mb < 30 {
+			t.Fatalf("the healthy server %s fell to %v MB/s", id, mb)
+		}
+		if id == slowID && mb < 7 {
+			t.Fatalf("the slowed server reports %v MB/s, below its 10", mb)
+		}
 	}
 }
