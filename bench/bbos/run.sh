@@ -28,6 +28,10 @@
 #   EXPS=perf RUNS=1 bash bench/bbos/run.sh
 #   EXPS=perf CONGS=high OUT=/tmp/high.jsonl.gz bash bench/bbos/run.sh
 #   SMOKE=1 bash bench/bbos/run.sh          # dedicated, maxbw, bbos: 2 short periods
+#   # every size and time ×4 (same rates, DWPP and congestion), low
+#   # congestion, ~90 min: the simulator's validation on checkpoints of
+#   # 0.2-0.4 s (sim TestValidateBurstBufferLarge)
+#   EXPS=perf CONGS=low SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m.jsonl.gz bash bench/bbos/run.sh
 #
 # Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
 set -euo pipefail
