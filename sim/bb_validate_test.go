@@ -101,10 +101,10 @@ func TestValidateBurstBuffer(t *testing.T) {
 	sims := replayReal(t, runs)
 	d := decisionsAgree(t, runs, sims)
 	tm := timesAgree(t, runs, sims)
-	if tm.run.ok*10 < tm.run.n*9 {
+	if tm.run.short() {
 		t.Errorf("the checkpoints' time in all agrees in %d of %d runs under low congestion: want 90 %%", tm.run.ok, tm.run.n)
 	}
-	if d.hits.ok*10 < d.hits.n*9 || d.demoted.ok*10 < d.demoted.n*9 {
+	if d.hits.short() || d.demoted.short() {
 		t.Errorf("failure hits agree in %d of %d runs under low congestion, demoted bytes in %d of %d: want 90 %%", d.hits.ok, d.hits.n, d.demoted.ok, d.demoted.n)
 	}
 	if d.ranked < 5 {
@@ -212,6 +212,9 @@ func median(xs []float64) float64 {
 type count struct{ ok, n int }
 
 func (c *count) add(ok, n int) { c.ok, c.n = c.ok+ok, c.n+n }
+
+// short says whether fewer than nine in ten agreed (the bar).
+func (c count) short() bool { return c.ok*10 < c.n*9 }
 
 // timing is how far the model's checkpoint times agree with the
 // daemons' (within 15 % or 10 ms unless said): checkpoint by checkpoint
@@ -444,11 +447,7 @@ func selfAgree(r realBBRun) (ok, n int) {
 // failure hits and bytes demoted as above; the policies rank as on the
 // daemons).
 func TestValidateBurstBufferLarge(t *testing.T) {
-	path := "../bench/bbos/results-32m.jsonl.gz"
-	if p := os.Getenv("SLUICE_BB_LARGE"); p != "" {
-		path = p
-	}
-	runs := loadRealBB(t, path)
+	runs := loadRealBB(t, "../bench/bbos/results-32m.jsonl.gz")
 	if len(runs) < 50 {
 		t.Fatalf("%d stored runs", len(runs))
 	}
@@ -460,7 +459,7 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 		c    count
 	}{{"checkpoints' times", tm.ck}, {"applications' times in all", tm.app}, {"runs' times in all", tm.run},
 		{"failure hits (runs)", d.hits}, {"bytes demoted (runs)", d.demoted}} {
-		if c.c.ok*10 < c.c.n*9 {
+		if c.c.short() {
 			t.Errorf("%s agree for %d of %d: want 90 %%", c.what, c.c.ok, c.c.n)
 		}
 	}
