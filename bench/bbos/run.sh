@@ -32,6 +32,8 @@
 #   # congestion, ~90 min: the simulator's validation on checkpoints of
 #   # 0.2-0.4 s (sim TestValidateBurstBufferLarge)
 #   EXPS=perf CONGS=low SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m.jsonl.gz bash bench/bbos/run.sh
+#   # the same ×4 under high congestion, ~50 min (reported beside it)
+#   EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high.jsonl.gz bash bench/bbos/run.sh
 #
 # Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
 set -euo pipefail
