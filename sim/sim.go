@@ -750,7 +750,7 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 			key, w := s.group(j, rule)
 			path := []flow.Use{{R: res(s.fwdOps[fs.fwd]), Group: key, Share: w}, {R: res(s.meta)}}
 			path = s.capped(path, res, rule, qosOps, "fwd", fs.fwd)
-			out = append(out, fm.Start(path, o, rate*share*ph.ops/ops, j.num, class, tag, done))
+			out = append(out, fm.Start(path, o, metaCap(rate*share*ph.ops/ops, fs.nodes, s.m.MetaLatency), j.num, class, tag, done))
 		}
 		if o := ph.reqs * share; o > 0 {
 			rule := s.rule(j, dataClass(ph))
@@ -761,6 +761,17 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 		}
 	}
 	return out
+}
+
+// metaCap is the cap of a metadata flow from nodes I/O nodes: the job's
+// own share of rate if it has one (what it reached alone: its latency is
+// in it), else at most one operation in flight per I/O node, each taking
+// latency seconds (0: none).
+func metaCap(rate, nodes, latency float64) float64 {
+	if rate > 0 || latency <= 0 {
+		return rate
+	}
+	return nodes / latency
 }
 
 // targetBytes is a flow's part on one storage target (an index of

@@ -571,3 +571,40 @@ func TestFinishedJobsLetGo(t *testing.T) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// TestMetaLatency: with a metadata operation taking 1 ms, a process (one
+// per I/O node) issues at most 1,000 a second however idle the service:
+// a one-node job's 2,000 operations take 2 s (0.4 s at the tiny
+// machine's 5,000/s forwarding rate without it), two such jobs on one
+// forwarding node take 2 s each (2,000/s in all, under the rate), a
+// 16-node job is held by the forwarding node's rate, not the latency
+// (32,000 operations at 5,000/s), and a job with a rate of its own
+// (measured alone: its latency is in it) is held by that rate only.
+func TestMetaLatency(t *testing.T) {
+	jobs := []Job{
+		{ID: "one", App: "a", Nodes: 1, Pattern: "N-N", Class: "meta", Phases: 1, MetaOps: 2000},
+		{ID: "pair1", App: "b", Submit: 100, Nodes: 1, Pattern: "N-N", Class: "meta", Phases: 1, MetaOps: 2000, OnNodes: []int{0}},
+		{ID: "pair2", App: "b", Submit: 100, Nodes: 1, Pattern: "N-N", Class: "meta", Phases: 1, MetaOps: 2000, OnNodes: []int{1}},
+		{ID: "wide", App: "c", Submit: 200, Nodes: 16, Pattern: "N-N", Class: "meta", Phases: 1, MetaOps: 32000},
+		{ID: "own", App: "d", Submit: 300, Nodes: 1, Pattern: "N-N", Class: "meta", Phases: 1, MetaOps: 2000, OpsRate: 4000},
+	}
+	want := map[float64]map[string]float64{
+		0:     {"one": 0.4, "pair1": 0.8, "pair2": 0.8, "wide": 6.4, "own": 0.5},
+		0.001: {"one": 2, "pair1": 2, "pair2": 2, "wide": 6.4, "own": 0.5},
+	}
+	for lat, w := range want {
+		m := tiny(t)
+		m.MetaLatency = lat
+		r := run(t, Config{Machine: m, Jobs: jobs, Policy: "ffm"})
+		for _, j := range r.Jobs {
+			if math.Abs(j.IOTime-w[j.ID]) > 0.01*w[j.ID] {
+				t.Errorf("latency %g s: %s's I/O took %.3f s, want %.3f", lat, j.ID, j.IOTime, w[j.ID])
+			}
+		}
+	}
+	m := tiny(t)
+	m.MetaLatency = -1
+	if m.Check() == nil {
+		t.Error("a negative meta_latency passed the check")
+	}
+}

@@ -34,6 +34,7 @@ func cmdSim(args []string) error {
 	fs, cfg := flagSet("sim")
 	mach := fs.String("machine", "taihulight", "machine: a preset ("+strings.Join(machine.Presets(), ", ")+"), a description file, or local (the running cluster of --dir)")
 	stateDir := fs.String("dir", "", "with --machine local: state directory of the running local cluster (sluice up --dir)")
+	metaProbe := fs.Int("meta-probe", 200, "with --machine local: files of the metadata probe through the cluster's mount that measures meta_latency (one process creates, stats, lists and removes them; 0: no probe, latency not modelled)")
 	printMachine := fs.Bool("print-machine", false, "print the machine's description (JSON, the format of a description file) and stop")
 	swfPath := fs.String("swf", "", "job log in the Standard Workload Format (.swf or .swf.gz)")
 	jobsPath := fs.String("jobs", "", "workload as JSON Lines (one sim.Job per line; see --gen-jobs)")
@@ -49,6 +50,7 @@ func cmdSim(args []string) error {
 	fwds := fs.Int("fwds", 0, "forwarding nodes (0: the machine's)")
 	interf := fs.String("interference", "", "forwarding-node interference pairs: the machine's (default: the DFRA slides'), or a DFRA pairwise experiment's raw results (bench/dfra/pairwise.jsonl: our own measurements)")
 	interfModel := fs.String("interference-model", "capacity", "with --interference FILE: capacity (a shared node delivers less to both jobs, symmetric) or factors (each job slowed by its own factor beyond its share, calibrated from the experiment's runs: sim.FactorsFromDFRA)")
+	metaLat := fs.Duration("meta-latency", -1, "what one metadata operation takes a process when nothing queues: each I/O node issues them one at a time (the machine's meta_latency; 0: not modelled; default: the machine's)")
 	spread := fs.Float64("spread", 0, "age the machine's storage: targets' speeds spread evenly over this factor (Sunway: 5; 0: as described)")
 	placement := fs.String("placement", "perf", "how files are placed on a storage group's targets (policy/place): perf, rr or wrandom")
 	slowFwds := fs.Int("slow-fwds", 0, "forwarding nodes made fail-slow (spread over the fixed mapping's)")
@@ -93,7 +95,7 @@ func cmdSim(args []string) error {
 	var m *machine.Machine
 	var err error
 	if *mach == "local" {
-		m, err = localMachine(*stateDir)
+		m, err = localMachine(*stateDir, *metaProbe)
 	} else {
 		m, err = machine.Load(*mach)
 	}
@@ -102,6 +104,9 @@ func cmdSim(args []string) error {
 	}
 	if *spread > 0 {
 		m.Storage.Spread = *spread
+	}
+	if *metaLat != -1 {
+		m.MetaLatency = metaLat.Seconds()
 	}
 	if *interf != "" {
 		f, err := os.Open(*interf)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/sim/machine"
+	"github.com/sluice-hpc/sluice/workload"
 )
 
 // localMachine describes the local cluster in state directory dir for the
@@ -16,9 +18,10 @@ import (
 // daemons' and data servers' caps from the flags it was started with
 // (cluster.json), the data servers' measured bandwidth from the metadata
 // service's registry, the fixed mapping's ratio from the metadata
-// daemon's flags. Data servers of the fastest tier it has are the
-// storage (a local cluster's jobs write there).
-func localMachine(dir string) (*machine.Machine, error) {
+// daemon's flags, the metadata latency from a probe of probeFiles files
+// through its mount (metaLatency; 0: none). Data servers of the fastest
+// tier it has are the storage (a local cluster's jobs write there).
+func localMachine(dir string, probeFiles int) (*machine.Machine, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("--machine local needs --dir, the state directory of a running local cluster (sluice up --dir)")
 	}
@@ -70,7 +73,30 @@ func localMachine(dir string) (*machine.Machine, error) {
 	if l.FFMRatio == 0 {
 		l.FFMRatio = 4 // sluice meta's default
 	}
+	if probeFiles > 0 {
+		if l.MetaLatency, err = metaLatency(c.Mount, probeFiles); err != nil {
+			return nil, err
+		}
+	}
 	return machine.FromLocal(l)
+}
+
+// metaLatency measures what one metadata operation takes a process
+// through the cluster's mount: one rank of the workload's metadata storm
+// (the live jobs' metadata behaviour: create, stat, list and remove
+// files of its own, one call at a time) in a directory of its own,
+// seconds per operation.
+func metaLatency(mount string, files int) (float64, error) {
+	dir, err := os.MkdirTemp(mount, ".sluice-sim-probe-")
+	if err != nil {
+		return 0, fmt.Errorf("the metadata probe through the mount %s (--meta-probe 0: none): %w", mount, err)
+	}
+	defer os.RemoveAll(dir)
+	r, err := workload.Run(workload.Meta, workload.Params{Dir: dir, Ops: files})
+	if err != nil || r.Ops == 0 {
+		return 0, fmt.Errorf("the metadata probe in %s: %d operations: %v", dir, r.Ops, err)
+	}
+	return r.IOTime.Seconds() / float64(r.Ops), nil
 }
 
 // flagValue finds flag name in a daemon's arguments, as "--name value" or

@@ -19,9 +19,12 @@ type Local struct {
 	Fwds         []LocalServer
 	// Data are the data servers of the tier jobs write to (one storage
 	// group: every forwarding node reaches every one of them).
-	Data      []LocalServer
-	MetaOps   float64 // 0: Default.MetaOps
-	ChunkSize float64 // bytes; 0: the default 4 MiB
+	Data    []LocalServer
+	MetaOps float64 // 0: Default.MetaOps
+	// MetaLatency is what one metadata operation took a process through
+	// the cluster's mount, seconds (0: not modelled).
+	MetaLatency float64
+	ChunkSize   float64 // bytes; 0: the default 4 MiB
 	// NodeBW is a compute node's I/O link (0: Default.NodeBW: loopback
 	// does not limit a local cluster's clients).
 	NodeBW float64
@@ -90,6 +93,7 @@ func FromLocal(l Local) (*Machine, error) {
 		FFMRatio:     ratio,
 		Storage:      Storage{Groups: 1, Targets: len(tbw), TargetBWs: tbw, ChunkSize: orDefault(l.ChunkSize, 4<<20)},
 		MetaOps:      orDefault(l.MetaOps, LocalDefaults.MetaOps),
+		MetaLatency:  l.MetaLatency,
 		Interference: slides.Interference,
 	}
 	if err := m.Check(); err != nil {

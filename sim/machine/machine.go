@@ -42,6 +42,12 @@ type Machine struct {
 	Storage Storage `json:"storage"`
 
 	MetaOps float64 `json:"meta_ops"` // the metadata service's operations/s
+	// MetaLatency is the time one metadata operation takes a process when
+	// nothing queues (client, forwarding node, metadata service and
+	// back), seconds. A process issues them one at a time, so an I/O
+	// node's go at most 1/MetaLatency per second however idle the
+	// service. 0: not modelled (the rates alone).
+	MetaLatency float64 `json:"meta_latency,omitempty"`
 
 	BurstBuffer *BurstBuffer `json:"burst_buffer,omitempty"`
 
@@ -232,6 +238,9 @@ func (m *Machine) Check() error {
 	}
 	if m.Storage.ChunkSize < 0 {
 		bad = append(bad, "storage.chunk_size must be ≥ 0")
+	}
+	if !(m.MetaLatency >= 0) {
+		bad = append(bad, "meta_latency must be ≥ 0")
 	}
 	known := map[string]bool{}
 	for _, c := range m.Interference.Classes {

@@ -10,8 +10,9 @@ import (
 
 // TestSimLocalMachine: `sluice sim --machine local` describes a running
 // cluster as the simulator's machine — its forwarding nodes' caps, its
-// fixed mapping's ratio, its mem data servers at their caps — and the
-// simulator runs a job log on it.
+// fixed mapping's ratio, its mem data servers at their caps, the
+// metadata latency its probe measured through the mount (and left
+// nothing there) — and the simulator runs a job log on it.
 func TestSimLocalMachine(t *testing.T) {
 	c := startCluster(t, "--mem-servers", "2", "--fwds", "3", "--fwd-max-mbps", "40", "--fwd-max-iops", "800",
 		"--data-max-mbps", "150", "--meta-flags", "--fwd-ratio 2")
@@ -26,6 +27,7 @@ func TestSimLocalMachine(t *testing.T) {
 		FwdBW        float64 `json:"fwd_bw"`
 		FwdOps       float64 `json:"fwd_ops"`
 		FFMRatio     int     `json:"ffm_ratio"`
+		MetaLatency  float64 `json:"meta_latency"`
 		Storage      struct {
 			Groups    int       `json:"groups"`
 			TargetBWs []float64 `json:"target_bws"`
@@ -44,6 +46,16 @@ func TestSimLocalMachine(t *testing.T) {
 		if bw <= 0 || bw > 150e6 {
 			t.Fatalf("a mem data server capped at 150 MB/s described at %.0f B/s", bw)
 		}
+	}
+	if m.MetaLatency <= 0 || m.MetaLatency > 0.05 {
+		t.Fatalf("meta_latency %g s: want the probe's figure, a few hundred µs on loopback", m.MetaLatency)
+	}
+	if left, _ := filepath.Glob(filepath.Join(c.mnt, ".sluice-sim-probe-*")); len(left) > 0 {
+		t.Fatalf("the metadata probe left %v", left)
+	}
+	t.Logf("meta_latency %.0f µs", m.MetaLatency*1e6)
+	if out, err = c.sluice("sim", "--machine", "local", "--meta-probe", "0", "--print-machine"); err != nil || strings.Contains(out, "meta_latency") {
+		t.Fatalf("--meta-probe 0: %v %s", err, out)
 	}
 	dir := t.TempDir()
 	swf, _ := filepath.Abs("../../sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz")
