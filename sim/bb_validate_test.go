@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
@@ -468,10 +469,12 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 		t.Errorf("high congestion: bytes demoted agree for %d of %d runs: want 90 %%", hd.demoted.ok, hd.demoted.n)
 	}
 	timesAgree(t, high, hs)
+	rankByTime(t, high, hs)
 	t.Log("low congestion:")
 	sims := replayReal(t, runs)
 	d := decisionsAgree(t, runs, sims)
 	tm := timesAgree(t, runs, sims)
+	rankByTime(t, runs, sims)
 	for _, c := range []struct {
 		what string
 		c    count
@@ -483,5 +486,45 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 	}
 	if d.ranked < 3 {
 		t.Errorf("only %d policy pairs ranked", d.ranked)
+	}
+}
+
+// rankByTime logs, per policy and DWPP, the median over the repeats of
+// the time the checkpoints took in all on the daemons and in the model,
+// and fails where the model orders two policies of one DWPP the other
+// way from the daemons (those whose daemons' medians part by more than
+// 5 %).
+func rankByTime(t *testing.T, runs []realBBRun, sims []*BBResult) {
+	type key struct {
+		label string
+		dwpp  float64
+	}
+	real, model := map[key][]float64{}, map[key][]float64{}
+	for i, r := range runs {
+		if r.Exp != "perf" {
+			continue
+		}
+		k := key{r.Label, r.Mix.DWPP}
+		a, b := runTimes(r, sims[i])
+		real[k], model[k] = append(real[k], a), append(model[k], b)
+	}
+	keys := slices.SortedFunc(maps.Keys(real), func(a, b key) int {
+		if a.dwpp != b.dwpp {
+			return cmp.Compare(a.dwpp, b.dwpp)
+		}
+		return cmp.Compare(median(real[a]), median(real[b]))
+	})
+	for _, k := range keys {
+		t.Logf("%s at %.2f S: checkpoints' time in all %.1f s on the daemons (%.1f–%.1f), %.1f s in the model (%.2f×)", k.label, k.dwpp,
+			median(real[k]), slices.Min(real[k]), slices.Max(real[k]), median(model[k]), median(model[k])/median(real[k]))
+	}
+	for _, a := range keys {
+		for _, b := range keys {
+			ra, rb := median(real[a]), median(real[b])
+			if a.dwpp == b.dwpp && ra*1.05 < rb && median(model[a]) >= median(model[b]) {
+				t.Errorf("at %.2f S the daemons' checkpoints take %s %.1f s, %s %.1f; the model orders them the other way (%.1f, %.1f)",
+					a.dwpp, a.label, ra, b.label, rb, median(model[a]), median(model[b]))
+			}
+		}
 	}
 }
