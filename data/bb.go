@@ -126,6 +126,14 @@ func (s *Server) demoteWait(ctx context.Context, n float64) {
 	}
 }
 
+// markScheduled flags resp, the reply to a chunk read or write req, while
+// the I/O scheduler is on (wire.ChunkScheduled).
+func (s *Server) markScheduled(req, resp *wire.Msg) {
+	if (req.Op == wire.OpChunkRead || req.Op == wire.OpChunkWrite) && s.bb.gate.Load() != nil {
+		resp.Flags |= wire.ChunkScheduled
+	}
+}
+
 // wroteBB counts a job's write served.
 func (s *Server) wroteBB(m *wire.Msg) {
 	if _, ok := jobIO(m); ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -14,9 +15,19 @@ import (
 // backend is one data server as seen from this daemon: a connection and,
 // per pipeline class, a bound on requests in flight, so bulk transfers
 // waiting on a slow server cannot take the slots small requests need.
+//
+// A server whose burst-buffer I/O scheduler is on (it says so in its
+// chunk replies, wire.ChunkScheduled) holds a job's chunk requests until
+// the job's turn. Those requests are bounded per job instead, and give
+// their forwarding worker back before they go (releaseWorker): held in a
+// class's slots, the waiting jobs' requests would keep the job whose turn
+// it is from reaching the server at all, and the scheduler would hand
+// the turn on at every phase gap (docs/bbos.md "I/O scheduler").
 type backend struct {
-	c   *rpc.Client
-	sem [wire.NumClasses]chan struct{}
+	c     *rpc.Client
+	sem   [wire.NumClasses]chan struct{}
+	sched atomic.Bool // the server's last chunk reply had ChunkScheduled
+	jobs  jobSlots    // per-job bound while sched
 }
 
 func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
@@ -55,9 +66,9 @@ func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
 }
 
 func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, into []byte) error {
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
-		_, _, err := c.Call(ctx, m, payload, into)
-		return err
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) (*wire.Msg, error) {
+		resp, _, err := c.Call(ctx, m, payload, into)
+		return resp, err
 	})
 }
 
@@ -66,44 +77,90 @@ func (s *Server) callDataWrite(ctx context.Context, id uint64, m *wire.Msg, p pa
 	if p.body == nil {
 		return s.callData(ctx, id, m, p.b, nil)
 	}
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
-		_, _, err := c.CallBody(ctx, m, rpc.Body{Pipe: p.body, Off: p.off, N: p.n}, nil)
-		return err
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) (*wire.Msg, error) {
+		resp, _, err := c.CallBody(ctx, m, rpc.Body{Pipe: p.body, Off: p.off, N: p.n}, nil)
+		return resp, err
 	})
 }
 
 // callDataSink is callData for a read whose answer goes to sink.
 func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink rpc.Sink) error {
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
-		_, err := c.CallSink(ctx, m, nil, sink)
-		return err
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) (*wire.Msg, error) {
+		return c.CallSink(ctx, m, nil, sink)
 	})
 }
 
 // callDataWith runs call on data server id's client within the server's
-// in-flight bound for m's class, bounded by the timeout (the request has
-// a little more: a write refused by a dead server can still move its
-// chunk).
-func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) error) error {
+// in-flight bound for m's class (for a job's chunk request to a
+// scheduled server: the job's bound, the request's worker given back),
+// bounded by the timeout (the request has a little more: a write refused
+// by a dead server can still move its chunk).
+func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) (*wire.Msg, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	b, err := s.backend(ctx, id)
 	if err != nil {
 		return err
 	}
+	chunk := m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite
 	sem := b.sem[wire.ClassOf(m)]
+	if job := m.Job; chunk && job != "" && job != wire.MigrationJob && b.sched.Load() {
+		releaseWorker(ctx)
+		sem = b.jobs.get(job, s.cfg.BackendInflight)
+		defer b.jobs.put(job)
+	}
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
 		return &rpc.TransportError{Server: b.c.Name(), Err: ctx.Err()}
 	}
 	defer func() { <-sem }()
-	err = call(b.c)
+	resp, err := call(b.c)
+	if chunk && err == nil && resp != nil {
+		b.sched.Store(resp.Flags&wire.ChunkScheduled != 0)
+	}
 	var te *rpc.TransportError
 	if errors.As(err, &te) {
 		s.log.Error("data server failed", "err", err)
 	}
 	return err
+}
+
+// jobSlots is a bound on requests in flight per job, its entries kept
+// while a request of the job uses them.
+type jobSlots struct {
+	mu   sync.Mutex // guards jobs
+	jobs map[string]*jobSem
+}
+
+type jobSem struct {
+	c    chan struct{}
+	refs int // callers between get and put
+}
+
+// get returns job's semaphore (of n slots); put must follow.
+func (j *jobSlots) get(job string, n int) chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.jobs == nil {
+		j.jobs = map[string]*jobSem{}
+	}
+	e := j.jobs[job]
+	if e == nil {
+		e = &jobSem{c: make(chan struct{}, n)}
+		j.jobs[job] = e
+	}
+	e.refs++
+	return e.c
+}
+
+func (j *jobSlots) put(job string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := j.jobs[job]
+	if e.refs--; e.refs == 0 {
+		delete(j.jobs, job)
+	}
 }
 
 // parallel runs fn(0..n-1), concurrently when n > 1, and returns the first

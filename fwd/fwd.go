@@ -272,7 +272,18 @@ func (s *Server) queued(c wire.Class, r *rpc.Request) {
 	if link > 0 {
 		ctx = withLinkPaid(ctx, linkWait)
 	}
-	s.work(ctx, c, r)
+	s.work(context.WithValue(ctx, workerKey{}, leave), c, r)
+}
+
+type workerKey struct{}
+
+// releaseWorker gives ctx's request's worker back to its class before the
+// request is done (for a wait that is not this daemon's work: a data
+// server's I/O scheduler, backend.sched). Leaving the gate is idempotent.
+func releaseWorker(ctx context.Context) {
+	if leave, ok := ctx.Value(workerKey{}).(func()); ok {
+		leave()
+	}
 }
 
 func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request) {

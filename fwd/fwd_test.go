@@ -53,13 +53,20 @@ func memServer(t testing.TB, ctx context.Context, metaAddr string, mbps float64,
 }
 
 func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Client {
+	c, _ := stackFwd(t, mbps, fwd.Config{Metrics: reg})
+	return c
+}
+
+// stackFwd is stackWith for a forwarding daemon configured by cfg; it
+// also returns the data server.
+func stackFwd(t testing.TB, mbps float64, cfg fwd.Config) (*rpc.Client, *data.Server) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	_, metaAddr := testrig.Meta(t, meta.Config{Metrics: reg})
-	memServer(t, ctx, metaAddr, mbps, reg)
+	_, metaAddr := testrig.Meta(t, meta.Config{Metrics: cfg.Metrics})
+	ds := memServer(t, ctx, metaAddr, mbps, cfg.Metrics)
 
-	c := startFwd(t, ctx, metaAddr, fwd.Config{Metrics: reg})
+	c := startFwd(t, ctx, metaAddr, cfg)
 	// wait for the data server to register
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -72,7 +79,7 @@ func stackWith(t testing.TB, mbps float64, reg prometheus.Registerer) *rpc.Clien
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return c
+	return c, ds
 }
 
 // startFwd starts a forwarding daemon with cfg (its metadata service,

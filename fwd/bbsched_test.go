@@ -1,0 +1,89 @@
+package fwd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// TestScheduledServerTurns: six jobs write through a forwarding daemon
+// with two bulk workers to a data server whose burst-buffer I/O scheduler
+// is on. The jobs' requests waiting there for their turn must not hold
+// the workers the job whose turn it is needs: each job's writes are then
+// one phase, and the jobs finish one after another. (Held, the waiting
+// jobs' requests keep the active job out of the server; its phase ends at
+// every gap and the jobs share the server request by request, all
+// finishing at the end.)
+func TestScheduledServerTurns(t *testing.T) {
+	const jobs, writes = 6, 6
+	c, ds := stackFwd(t, 40, fwd.Config{Workers: [wire.NumClasses]int{0, 0, 2}})
+	ctx := context.Background()
+	dc := rpc.NewClient(ds.Addr(), secret, rpc.ClientOptions{Timeout: 10 * time.Second})
+	defer dc.Close()
+	bb := func(ctl *wire.BBControl) wire.BBServerState {
+		var p []byte
+		if ctl != nil {
+			p, _ = json.Marshal(ctl)
+		}
+		_, out, err := dc.Call(ctx, &wire.Msg{Op: wire.OpBBServer}, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st wire.BBServerState
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	bb(&wire.BBControl{Sched: true})
+	inos := make([]uint64, jobs)
+	for j := range inos {
+		inos[j] = create(t, c, fmt.Sprintf("ckpt%d", j))
+	}
+	payload := bytes.Repeat([]byte{5}, 1<<20)
+	start := time.Now()
+	ends := make([]time.Duration, jobs)
+	var wg sync.WaitGroup
+	for j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			who := wire.Who{Job: fmt.Sprintf("job%d", j)}
+			for i := range writes {
+				m := &wire.Msg{Op: wire.OpWrite, Ino: inos[j], Offset: uint64(i) << 20, Size: 1 << 20, Who: who}
+				if _, _, err := c.Call(ctx, m, payload, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			ends[j] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	st := bb(nil)
+	slices.Sort(ends)
+	t.Logf("phases %d (preempted %d), jobs' ends %v", st.Phases, st.Preempted, ends)
+	if st.Phases > 2*jobs {
+		t.Errorf("%d phases for %d jobs: the jobs took turns request by request", st.Phases, jobs)
+	}
+	// one after another, the median job ends about halfway; sharing the
+	// server, with the last
+	if mid, last := ends[jobs/2-1], ends[jobs-1]; mid > last*3/4 {
+		t.Errorf("the median job ended at %v, the last at %v: the jobs' writes overlapped", mid, last)
+	}
+	for j := range jobs {
+		buf := make([]byte, 1<<20)
+		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: inos[j], Offset: (writes - 1) << 20, Size: 1 << 20}, nil, buf); err != nil || !bytes.Equal(buf, payload) {
+			t.Fatalf("job %d's last write reads back wrong (%v)", j, err)
+		}
+	}
+}
