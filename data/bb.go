@@ -134,6 +134,15 @@ func (s *Server) markScheduled(req, resp *wire.Msg) {
 	}
 }
 
+// syncedBB ends the phase of the job whose fsync m is in the I/O
+// scheduler (the end of a checkpoint: the next job goes without waiting
+// for the gap).
+func (s *Server) syncedBB(m *wire.Msg) {
+	if job, ok := jobIO(m); ok {
+		s.bb.gate.Load().End(job)
+	}
+}
+
 // wroteBB counts a job's write served.
 func (s *Server) wroteBB(m *wire.Msg) {
 	if _, ok := jobIO(m); ok {

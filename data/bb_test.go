@@ -133,6 +133,43 @@ func TestBBScheduler(t *testing.T) {
 	}
 }
 
+// TestBBSchedulerSyncEndsPhase: a job's fsync (OpChunkSync with its job)
+// ends its phase, so a job waiting behind it goes at once rather than a
+// gap later; another job's sync does not end it.
+func TestBBSchedulerSyncEndsPhase(t *testing.T) {
+	r := newFenceRig(t)
+	r.bbControl(&wire.BBControl{Sched: true, Gap: 2 * time.Second, MaxWait: 10 * time.Second})
+	p := make([]byte, 64<<10)
+	a, b := wire.Who{Job: "a"}, wire.Who{Job: "b"}
+	if err := r.writeAs(a, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	sync := func(who wire.Who) {
+		if _, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkSync, Ino: r.ino, Who: who}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan time.Time)
+	go func() {
+		if err := r.writeAs(b, 0, p); err != nil {
+			t.Error(err)
+		}
+		done <- time.Now()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	sync(b) // not b's phase: a's goes on
+	select {
+	case <-done:
+		t.Fatal("b's write went during a's phase")
+	case <-time.After(200 * time.Millisecond):
+	}
+	start := time.Now()
+	sync(a)
+	if d := (<-done).Sub(start); d > 500*time.Millisecond {
+		t.Fatalf("b waited %v after a's fsync ended its phase (the gap is 2 s)", d)
+	}
+}
+
 // TestBBDemoteHold: with DemoteHold, a migration's read waits while a job
 // writes and goes once the server is idle.
 func TestBBDemoteHold(t *testing.T) {

@@ -450,6 +450,7 @@ func (s *Server) serve(r *rpc.Request) {
 		}
 	case wire.OpChunkSync:
 		err = s.store.Sync(m.Ino)
+		s.syncedBB(m)
 	case wire.OpStat:
 		c, u := s.store.Usage()
 		s.reply(r, start, &wire.Msg{Cap: uint64(c), Used: uint64(u), Tier: s.cfg.Kind}, nil)

@@ -370,7 +370,7 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	case wire.OpFsync:
 		err := s.sizeHint(ctx, m.Ino, m.Size, m.Trunc)
 		if err == nil {
-			err = s.fsync(ctx, m.Ino)
+			err = s.fsync(ctx, m.Ino, m.Who)
 		}
 		r.Reply(rpc.ToMsg(&wire.Msg{}, err), nil)
 	case wire.OpFlush:

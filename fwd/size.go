@@ -57,8 +57,9 @@ func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 
 // fsync makes the file's data and size durable: its data servers sync the
 // chunks written since the last fsync, then the size goes to the metadata
-// service with a synchronous commit.
-func (s *Server) fsync(ctx context.Context, ino uint64) error {
+// service with a synchronous commit. The syncs carry who, the caller: a
+// burst-buffer server ends the job's I/O phase there (data/bb.go).
+func (s *Server) fsync(ctx context.Context, ino uint64, who wire.Who) error {
 	f := s.lookupFile(ino)
 	if f != nil {
 		f.mu.Lock()
@@ -108,7 +109,7 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 			// restarting, and is tried for the whole timeout. This
 			// daemon's layout may be old (a lost copy made again since,
 			// by the tiering manager): it is read again before waiting.
-			err := s.callData(rpc.WithRetryLimit(ctx, s.cfg.Failover), id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+			err := s.callData(rpc.WithRetryLimit(ctx, s.cfg.Failover), id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino, Who: who}, nil, nil)
 			if err != nil && unreachable(err) && !h.allCopied {
 				if s.loadLayout(ctx, ino, f) == nil {
 					h = s.holding(f, []uint64{id})[id]
@@ -117,7 +118,7 @@ func (s *Server) fsync(ctx context.Context, ino uint64) error {
 					return nil
 				}
 				if !h.allCopied {
-					err = s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino}, nil, nil)
+					err = s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino, Who: who}, nil, nil)
 				}
 			}
 			if err != nil && unreachable(err) && s.syncLost(ctx, ino, f, id, err) {

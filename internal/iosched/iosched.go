@@ -31,6 +31,7 @@ type Phases struct {
 	MaxWait time.Duration
 
 	active   string         // the application whose phase runs ("": none)
+	closing  bool           // the active application said its phase is over (End)
 	idle     time.Time      // when the active application's last request ended (zero: one is in flight)
 	inflight map[string]int // requests admitted and not done, by application
 	queue    []waiter       // applications waiting, in order of arrival
@@ -80,7 +81,29 @@ func (p *Phases) Done(app string, now time.Time) {
 	}
 	if app == p.active && p.inflight[app] == 0 {
 		p.idle = now
+		if p.closing {
+			p.finish(now)
+		}
 	}
+}
+
+// End says app's phase is over (its job synced what it wrote: a
+// checkpoint's end): once app has nothing in flight, the application that
+// has waited longest goes at once instead of after the gap.
+func (p *Phases) End(app string, now time.Time) {
+	if p.active != app {
+		return
+	}
+	p.closing = true
+	if p.inflight[app] == 0 {
+		p.finish(now)
+	}
+}
+
+// finish ends the active phase at now.
+func (p *Phases) finish(now time.Time) {
+	p.active, p.closing = "", false
+	p.advance(now)
 }
 
 // Admitted records that a request waited d before Ask admitted it.
@@ -153,7 +176,7 @@ func (p *Phases) begin(app string, now time.Time) {
 			break
 		}
 	}
-	p.active = app
+	p.active, p.closing = app, false
 	p.Phases++
 	p.idle = now // until its first request is admitted
 	if p.inflight[app] > 0 {
@@ -214,9 +237,10 @@ func (g *Gate) Enter(ctx context.Context, app string) (done func()) {
 			g.mu.Unlock()
 			return func() {
 				g.mu.Lock()
+				was := g.p.active
 				g.p.Done(app, g.now())
-				if g.p.active == app && !g.p.idle.IsZero() {
-					g.signalLocked() // the waiters' next look is the gap's end
+				if g.p.active != was || g.p.active == app && !g.p.idle.IsZero() {
+					g.signalLocked() // the turn changed, or the waiters' next look is the gap's end
 				}
 				g.mu.Unlock()
 			}
@@ -248,6 +272,20 @@ func (g *Gate) Enter(ctx context.Context, app string) (done func()) {
 			default:
 			}
 		}
+	}
+}
+
+// End ends app's phase once it has nothing in flight (Phases.End).
+func (g *Gate) End(app string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	was := g.p.active
+	g.p.End(app, g.now())
+	if g.p.active != was {
+		g.signalLocked()
 	}
 }
 

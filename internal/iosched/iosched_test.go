@@ -151,3 +151,44 @@ func TestGateCancel(t *testing.T) {
 		t.Fatalf("waited %v", d)
 	}
 }
+
+// TestPhasesEnd: a phase its application says is over (End, at a
+// checkpoint's fsync) hands the turn on when its last request ends, not
+// a gap later; End from another application, or for a phase that is not
+// running, changes nothing.
+func TestPhasesEnd(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	p := &Phases{Gap: 10 * time.Millisecond, MaxWait: time.Second}
+	p.Ask("a", at(0))
+	p.Ask("b", at(1))
+	p.Ask("c", at(1))
+	p.End("b", at(2)) // not b's turn
+	if p.Active() != "a" {
+		t.Fatalf("turn %q after another application's End, want a", p.Active())
+	}
+	p.End("a", at(3)) // a's request still in flight: the phase goes on
+	if p.Active() != "a" || p.Ask("b", at(3)) {
+		t.Fatal("a's phase ended with a request in flight")
+	}
+	p.Done("a", at(4))
+	if p.Active() != "b" || !p.Ask("b", at(4)) {
+		t.Fatalf("turn %q when a's last request ended after its End, want b at once", p.Active())
+	}
+	p.Done("b", at(5))
+	p.End("b", at(6)) // nothing in flight: at once
+	if p.Active() != "c" {
+		t.Fatalf("turn %q after b's End, want c", p.Active())
+	}
+	if !p.Ask("c", at(6)) {
+		t.Fatal("c waits in its own turn")
+	}
+	p.Done("c", at(7))
+	p.End("c", at(8))
+	if p.Active() != "" || !p.Ask("a", at(8)) || p.Active() != "a" {
+		t.Fatalf("after the last phase ended the turn is %q; a must begin at once", p.Active())
+	}
+	if p.Phases != 4 {
+		t.Fatalf("%d phases, want 4", p.Phases)
+	}
+}
