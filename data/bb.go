@@ -126,14 +126,6 @@ func (s *Server) demoteWait(ctx context.Context, n float64) {
 	}
 }
 
-// markScheduled flags resp, the reply to a chunk read or write req, while
-// the I/O scheduler is on (wire.ChunkScheduled).
-func (s *Server) markScheduled(req, resp *wire.Msg) {
-	if (req.Op == wire.OpChunkRead || req.Op == wire.OpChunkWrite) && s.bb.gate.Load() != nil {
-		resp.Flags |= wire.ChunkScheduled
-	}
-}
-
 // syncedBB ends the phase of the job whose fsync m is in the I/O
 // scheduler (the end of a checkpoint: the next job goes without waiting
 // for the gap).

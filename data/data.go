@@ -520,7 +520,6 @@ func (s *Server) sendChunk(r *rpc.Request, start time.Time, cf tier.ChunkFiles, 
 		return err
 	}
 	resp := &wire.Msg{Size: m.Size}
-	s.markScheduled(m, resp)
 	// the read is the send: an injected slowdown scales it by what a
 	// send of this size has been taking here
 	s.slowdown(start, time.Duration(s.sendCost.Load()*int64(m.Size)>>10))
@@ -571,7 +570,6 @@ func (s *Server) learnSend(d time.Duration, n uint64) {
 // request counted.
 func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []byte) {
 	s.slowdown(start, 0)
-	s.markScheduled(r.Msg, m)
 	if op := r.Msg.Op; (op == wire.OpChunkRead || op == wire.OpRead) && m.Errno == 0 {
 		r.Reply(m, payload)
 		s.account(r, start, m, len(payload))

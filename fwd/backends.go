@@ -5,29 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
-// backend is one data server as seen from this daemon: a connection and,
-// per pipeline class, a bound on requests in flight, so bulk transfers
-// waiting on a slow server cannot take the slots small requests need.
+// backend is one data server as seen from this daemon: a connection and
+// bounds on requests in flight, so bulk transfers waiting on a slow server
+// cannot take the slots small requests need.
 //
-// A server whose burst-buffer I/O scheduler is on (it says so in its
-// chunk replies, wire.ChunkScheduled) holds a job's chunk requests until
-// the job's turn. Those requests are bounded per job instead, and give
-// their forwarding worker back before they go (releaseWorker): held in a
-// class's slots, the waiting jobs' requests would keep the job whose turn
-// it is from reaching the server at all, and the scheduler would hand
-// the turn on at every phase gap (docs/bbos.md "I/O scheduler").
+// A job's chunk request gives its forwarding worker back before it goes
+// to the server (releaseWorker) and is bounded per job and class instead
+// of per class: what it waits for there is the server's work, not this
+// daemon's, and the server shares itself between jobs by its own QoS gate
+// and, on a burst buffer, its I/O scheduler. Held, the requests of jobs
+// waiting on one server keep every other job out of this daemon: a slow
+// server (a PFS that bypassed checkpoints write) sets the pace of writes
+// to a fast one, and a scheduled server's waiting jobs keep the job whose
+// turn it is from reaching it, so its scheduler hands the turn on at
+// every phase gap (docs/bbos.md "I/O scheduler"). Other requests (no job,
+// a migration's) keep their worker and their class's bound.
 type backend struct {
-	c     *rpc.Client
-	sem   [wire.NumClasses]chan struct{}
-	sched atomic.Bool // the server's last chunk reply had ChunkScheduled
-	jobs  jobSlots    // per-job bound while sched
+	c    *rpc.Client
+	sem  [wire.NumClasses]chan struct{}
+	jobs jobSlots // a job's chunk requests, per job and class
 }
 
 func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
@@ -66,9 +68,9 @@ func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
 }
 
 func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, into []byte) error {
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) (*wire.Msg, error) {
-		resp, _, err := c.Call(ctx, m, payload, into)
-		return resp, err
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, _, err := c.Call(ctx, m, payload, into)
+		return err
 	})
 }
 
@@ -77,25 +79,26 @@ func (s *Server) callDataWrite(ctx context.Context, id uint64, m *wire.Msg, p pa
 	if p.body == nil {
 		return s.callData(ctx, id, m, p.b, nil)
 	}
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) (*wire.Msg, error) {
-		resp, _, err := c.CallBody(ctx, m, rpc.Body{Pipe: p.body, Off: p.off, N: p.n}, nil)
-		return resp, err
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, _, err := c.CallBody(ctx, m, rpc.Body{Pipe: p.body, Off: p.off, N: p.n}, nil)
+		return err
 	})
 }
 
 // callDataSink is callData for a read whose answer goes to sink.
 func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink rpc.Sink) error {
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) (*wire.Msg, error) {
-		return c.CallSink(ctx, m, nil, sink)
+	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+		_, err := c.CallSink(ctx, m, nil, sink)
+		return err
 	})
 }
 
 // callDataWith runs call on data server id's client within the server's
-// in-flight bound for m's class (for a job's chunk request to a
-// scheduled server: the job's bound, the request's worker given back),
+// in-flight bound for m's class (for a job's chunk request: the job's
+// bound for the class, the request's worker given back),
 // bounded by the timeout (the request has a little more: a write refused
 // by a dead server can still move its chunk).
-func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) (*wire.Msg, error)) error {
+func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	b, err := s.backend(ctx, id)
@@ -104,10 +107,11 @@ func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call 
 	}
 	chunk := m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite
 	sem := b.sem[wire.ClassOf(m)]
-	if job := m.Job; chunk && job != "" && job != wire.MigrationJob && b.sched.Load() {
+	if job := m.Job; chunk && job != "" && job != wire.MigrationJob {
 		releaseWorker(ctx)
-		sem = b.jobs.get(job, s.cfg.BackendInflight)
-		defer b.jobs.put(job)
+		k := jobClass{job, wire.ClassOf(m)}
+		sem = b.jobs.get(k, s.cfg.BackendInflight)
+		defer b.jobs.put(k)
 	}
 	select {
 	case sem <- struct{}{}:
@@ -115,10 +119,7 @@ func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call 
 		return &rpc.TransportError{Server: b.c.Name(), Err: ctx.Err()}
 	}
 	defer func() { <-sem }()
-	resp, err := call(b.c)
-	if chunk && err == nil && resp != nil {
-		b.sched.Store(resp.Flags&wire.ChunkScheduled != 0)
-	}
+	err = call(b.c)
 	var te *rpc.TransportError
 	if errors.As(err, &te) {
 		s.log.Error("data server failed", "err", err)
@@ -126,11 +127,16 @@ func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call 
 	return err
 }
 
-// jobSlots is a bound on requests in flight per job, its entries kept
-// while a request of the job uses them.
+// jobSlots is a bound on requests in flight per job and class, its
+// entries kept while a request of the job uses them.
 type jobSlots struct {
 	mu   sync.Mutex // guards jobs
-	jobs map[string]*jobSem
+	jobs map[jobClass]*jobSem
+}
+
+type jobClass struct {
+	job   string
+	class wire.Class
 }
 
 type jobSem struct {
@@ -139,11 +145,11 @@ type jobSem struct {
 }
 
 // get returns job's semaphore (of n slots); put must follow.
-func (j *jobSlots) get(job string, n int) chan struct{} {
+func (j *jobSlots) get(job jobClass, n int) chan struct{} {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.jobs == nil {
-		j.jobs = map[string]*jobSem{}
+		j.jobs = map[jobClass]*jobSem{}
 	}
 	e := j.jobs[job]
 	if e == nil {
@@ -154,7 +160,7 @@ func (j *jobSlots) get(job string, n int) chan struct{} {
 	return e.c
 }
 
-func (j *jobSlots) put(job string) {
+func (j *jobSlots) put(job jobClass) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e := j.jobs[job]

@@ -278,8 +278,9 @@ func (s *Server) queued(c wire.Class, r *rpc.Request) {
 type workerKey struct{}
 
 // releaseWorker gives ctx's request's worker back to its class before the
-// request is done (for a wait that is not this daemon's work: a data
-// server's I/O scheduler, backend.sched). Leaving the gate is idempotent.
+// request is done (for a wait that is not this daemon's work: a job's
+// chunk request at its data server, callDataWith). Leaving the gate is
+// idempotent.
 func releaseWorker(ctx context.Context) {
 	if leave, ok := ctx.Value(workerKey{}).(func()); ok {
 		leave()

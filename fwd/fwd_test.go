@@ -37,12 +37,19 @@ func stack(t testing.TB, mbps float64) *rpc.Client {
 // until ctx ends.
 func memServer(t testing.TB, ctx context.Context, metaAddr string, mbps float64, reg prometheus.Registerer) *data.Server {
 	t.Helper()
+	return dataServer(t, ctx, metaAddr, "mem", mbps, reg)
+}
+
+// dataServer starts a data server of tier kind (on tmpfs where there is
+// one) until ctx ends.
+func dataServer(t testing.TB, ctx context.Context, metaAddr, kind string, mbps float64, reg prometheus.Registerer) *data.Server {
+	t.Helper()
 	dir, err := os.MkdirTemp("/dev/shm", "sluice-fwd-test")
 	if err != nil {
 		dir = t.TempDir()
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ds, err := data.New(data.Config{Kind: "mem", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
+	ds, err := data.New(data.Config{Kind: kind, Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
 		MaxMBps: mbps, Log: quiet(), Metrics: reg, StateDir: dir + "/.state", ZeroCopy: true, LocalSocket: true})
 	if err != nil {
 		t.Fatal(err)

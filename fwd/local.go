@@ -110,10 +110,10 @@ func localTarget(m *wire.Msg) (uint64, bool, error) {
 // callLocal sends m (with payload) to data server id and returns its
 // reply.
 func (s *Server) callLocal(ctx context.Context, id uint64, m *wire.Msg, payload []byte) (resp *wire.Msg, p []byte, err error) {
-	err = s.callDataWith(ctx, id, m, func(c *rpc.Client) (*wire.Msg, error) {
+	err = s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
 		var err error
 		resp, p, err = c.Call(ctx, m, payload, nil)
-		return resp, err
+		return err
 	})
 	return resp, p, err
 }

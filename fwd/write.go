@@ -43,6 +43,9 @@ func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, ge
 			f.mu.Unlock()
 			return loc, true, nil
 		case ch != nil:
+			// another request's write places the chunk: waiting for it
+			// is not this daemon's work (it may be at a slow server)
+			releaseWorker(ctx)
 			select {
 			case <-ch:
 			case <-ctx.Done():
@@ -72,6 +75,9 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 	req := wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen, Who: wire.Who{Job: stallOf(ctx).job()}}
 	if exclude == 0 {
 		req.Flags = wire.AllocMayWait
+		// the metadata service may hold it until the tier has room:
+		// not this daemon's work
+		releaseWorker(ctx)
 	}
 	var stalled time.Duration // waited for stalled tiers so far
 	for {

@@ -231,12 +231,6 @@ const (
 // inode on that server.
 const ChunkDeleteAll = 1
 
-// ChunkScheduled in the Flags of a chunk read's or write's reply says the
-// data server's burst-buffer I/O scheduler is on: a job's chunk requests
-// may wait there for the job's turn (internal/iosched), so a forwarding
-// daemon does not hold its workers for them (fwd/backends.go).
-const ChunkScheduled uint32 = 1 << 16
-
 // Delegations of directories to mounts (meta/deleg.go, client/wbcreate.go).
 const (
 	// DelegCooldown is how long a recalled or refused directory is not
