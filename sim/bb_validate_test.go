@@ -450,7 +450,9 @@ func selfAgree(r realBBRun) (ok, n int) {
 // application: at least 90 % within 15 % or 10 ms (and the runs' times,
 // failure hits and bytes demoted as above; the policies rank as on the
 // daemons). The same ×4 under high congestion
-// (results-32m-high.jsonl.gz) is replayed beside it: its bytes demoted
+// (results-32m-high-workers.jsonl.gz, run after the forwarding daemon
+// stopped holding its workers for requests at data servers) is replayed
+// beside it: its bytes demoted
 // agree as under low congestion (asserted), its checkpoint times and
 // failure hits are reported (docs/experiments/sim.md: the daemons' jobs
 // take turns there, the model serves them one after another).
@@ -459,7 +461,7 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 	if len(runs) < 50 {
 		t.Fatalf("%d stored runs", len(runs))
 	}
-	high := loadRealBB(t, "../bench/bbos/results-32m-high.jsonl.gz")
+	high := loadRealBB(t, "../bench/bbos/results-32m-high-workers.jsonl.gz")
 	if len(high) < 30 {
 		t.Fatalf("%d stored runs under high congestion", len(high))
 	}
