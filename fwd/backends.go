@@ -24,8 +24,10 @@ import (
 // server (a PFS that bypassed checkpoints write) sets the pace of writes
 // to a fast one, and a scheduled server's waiting jobs keep the job whose
 // turn it is from reaching it, so its scheduler hands the turn on at
-// every phase gap (docs/bbos.md "I/O scheduler"). Other requests (no job,
-// a migration's) keep their worker and their class's bound.
+// every phase gap (docs/bbos.md "I/O scheduler"). Other requests to a
+// data server (no job, a migration's) keep their worker and their class's
+// bound. (A write also gives its worker back while it waits for its
+// chunk's placement: write.go.)
 type backend struct {
 	c    *rpc.Client
 	sem  [wire.NumClasses]chan struct{}
@@ -105,11 +107,11 @@ func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call 
 	if err != nil {
 		return err
 	}
-	chunk := m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite
-	sem := b.sem[wire.ClassOf(m)]
-	if job := m.Job; chunk && job != "" && job != wire.MigrationJob {
+	class := wire.ClassOf(m)
+	sem := b.sem[class]
+	if job := m.Job; (m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite) && job != "" && job != wire.MigrationJob {
 		releaseWorker(ctx)
-		k := jobClass{job, wire.ClassOf(m)}
+		k := jobClass{job, class}
 		sem = b.jobs.get(k, s.cfg.BackendInflight)
 		defer b.jobs.put(k)
 	}

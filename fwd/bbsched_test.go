@@ -110,18 +110,7 @@ func TestSlowServerKeepsNoWorkers(t *testing.T) {
 	})
 	dataServer(t, ctx, metaAddr, "mem", 0, nil)
 	dataServer(t, ctx, metaAddr, "pfs", 4, nil)
-	mc := rpc.NewClient(metaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second})
-	defer mc.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		resp, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
-		if err == nil && len(resp.Servers) >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the data servers did not register")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testrig.WaitData(t, svc, 2)
 	c := startFwd(t, ctx, metaAddr, fwd.Config{Workers: [wire.NumClasses]int{0, 0, 2}})
 	slow, fast := create(t, c, "bypass-ckpt"), create(t, c, "ckpt")
 	payload := bytes.Repeat([]byte{9}, 1<<20)
