@@ -218,7 +218,9 @@ type bbModel struct {
 	start    time.Duration
 	dwsf     float64
 	placed   float64 // checkpoints begun on the buffer this period, bytes
+	bypassed float64 // checkpoints sent straight to the PFS this period, bytes
 	history  []float64
+	loads    []float64 // the periods' checkpoint bytes, bypassed ones included (bbos.PeriodLoad)
 	declared float64
 	period   time.Duration
 
@@ -404,12 +406,13 @@ func (m *bbModel) begin(app, ck int) {
 			writing++
 		}
 	}
-	at := bbos.Period{DWPP: max(bbos.PredictDWPP(m.history, m.declared), m.dwsf), DWSF: max(m.dwsf, m.placed), Load: m.declared,
+	at := bbos.Period{DWPP: bbos.PeriodLoad(m.loads, m.declared, m.dwsf, m.bypassed), DWSF: max(m.dwsf, m.placed), Load: m.declared,
 		S: m.cfg.S, T: m.period.Seconds(), Left: (m.start + m.period - time.Duration(now)).Seconds(), PFS: m.cfg.Rates.DemoteMax,
 		Queued: queued, Bypassing: writing}
 	if m.cfg.Bypass && m.cfg.Policy == bbos.BBOS && bbos.Bypass(m.sequences(), in, at) {
 		v.bypassed = true
 		m.res.Checkpoints[ck].Bypassed = true
+		m.bypassed += float64(a.Size)
 	} else {
 		m.placed += float64(a.Size)
 	}
@@ -473,8 +476,9 @@ func (m *bbModel) newest(app int) *bbVersion {
 func (m *bbModel) look(now time.Duration, writing bool) {
 	for now >= m.start+m.period {
 		m.history = append(m.history, m.dwsf)
+		m.loads = append(m.loads, m.dwsf+m.bypassed)
 		m.start += m.period
-		m.dwsf, m.placed = 0, 0
+		m.dwsf, m.placed, m.bypassed = 0, 0, 0
 	}
 	dwpp := max(bbos.PredictDWPP(m.history, m.declared), m.dwsf)
 	pl, err := bbos.PlanPeriod(m.cfg.Policy, dwpp, m.cfg.S, m.cfg.Rates)

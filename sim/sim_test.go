@@ -162,7 +162,7 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, need := range []string{"dfra.Decide", "dfra.ShareAll", "dfra.Remap", "place.Choose", "failslow.Detect",
-		"bbos.Admit", "bbos.PlanPeriod", "bbos.Throttle", "bbos.Order", "bbos.Bypass", "bbos.PredictDWPP", "tiering.Plan", "qos.Classify"} {
+		"bbos.Admit", "bbos.PlanPeriod", "bbos.Throttle", "bbos.Order", "bbos.Bypass", "bbos.PeriodLoad", "bbos.PredictDWPP", "tiering.Plan", "qos.Classify"} {
 		if !calls[need] {
 			t.Errorf("sim does not call %s", need)
 		}

@@ -170,6 +170,7 @@ type pool struct {
 	base    map[uint64]uint64 // each server's JobWritten at the period's start
 	last    map[uint64]wire.BBServerState
 	history []float64 // DWPP measured in past periods, oldest first
+	loads   []float64 // past periods' checkpoint bytes, bypassed ones included, oldest first (pol.PeriodLoad)
 	grants  []meta.BBGrant
 
 	declared, dwpp, dwsf float64
@@ -179,6 +180,7 @@ type pool struct {
 	ctl                  wire.BBControl
 	placed               float64            // checkpoints sent to the buffer this period, their grants' sizes
 	bypassing            map[uint64]float64 // checkpoints sent to the PFS and still being written: their grants' sizes
+	bypassed             float64            // checkpoints sent to the PFS this period, their grants' sizes
 	canFree              bool               // it holds versions it can free (demote, evict)
 	freeing              float64            // bytes of evictions running
 	demoteFailed         bool               // its last demotion failed (the PFS may be down)
@@ -369,19 +371,20 @@ func (m *Manager) rollLocked(p *pool, now time.Time) {
 	if now.Before(p.start.Add(p.period)) {
 		return
 	}
-	p.history = append(p.history, p.dwsf)
-	if len(p.history) > 16 {
-		p.history = p.history[1:]
+	keep := func(h []float64, x float64) []float64 {
+		h = append(h, x)
+		return h[max(0, len(h)-16):]
 	}
+	p.history, p.loads = keep(p.history, p.dwsf), keep(p.loads, p.dwsf+p.bypassed)
 	p.start = p.start.Add(p.period)
 	if now.Sub(p.start) >= p.period { // idle periods: none written
-		p.history = append(p.history, 0)
+		p.history, p.loads = keep(p.history, 0), keep(p.loads, 0)
 		p.start = now
 	}
 	for id, st := range p.last {
 		p.base[id] = st.JobWritten
 	}
-	p.dwsf, p.placed = 0, 0
+	p.dwsf, p.placed, p.bypassed = 0, 0, 0
 }
 
 // controlLocked computes pool p's DWSF, DWPP, plan and rates now, and the
@@ -781,7 +784,8 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		for _, b := range p.bypassing {
 			queued += b
 		}
-		at := pol.Period{DWPP: p.dwpp, DWSF: max(p.dwsf, p.placed), Load: p.declared, S: p.S, T: p.period.Seconds(),
+		load := pol.PeriodLoad(p.loads, p.declared, p.dwsf, p.bypassed)
+		at := pol.Period{DWPP: load, DWSF: max(p.dwsf, p.placed), Load: p.declared, S: p.S, T: p.period.Seconds(),
 			Left: p.start.Add(p.period).Sub(m.cfg.Now()).Seconds(), PFS: m.cfg.Rates.DemoteMax, Queued: queued, Bypassing: len(p.bypassing)}
 		d := ""
 		if pol.Bypass(seqs, in, at) {
@@ -793,7 +797,8 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 			}
 			p.bypassing[ino] = float64(seq.grant.Size)
 			go m.logDecision(seq.grant.Job, "bypass", fmt.Sprintf("%s (inode %d) straight to the PFS: the period writes %s (%s so far) through a %s buffer and the buffer keeps the newest versions of %d applications likelier to restart (MTBF %s)",
-				name, ino, size.Format(uint64(p.dwpp)), size.Format(uint64(p.dwsf)), size.Format(uint64(p.S)), hotter(seqs, in, p.S), time.Duration(seq.mtbf*float64(time.Second))))
+				name, ino, size.Format(uint64(load)), size.Format(uint64(p.dwsf+p.bypassed)), size.Format(uint64(p.S)), hotter(seqs, in, p.S), time.Duration(seq.mtbf*float64(time.Second))))
+			p.bypassed += float64(seq.grant.Size)
 		}
 		if d == "" {
 			p.placed += float64(seq.grant.Size)
@@ -869,6 +874,8 @@ type PoolStatus struct {
 	Period, Elapsed      time.Duration
 	DWSF, DWPP, Declared uint64
 	History              []uint64 // DWPP measured in past periods
+	Loads                []uint64 // past periods' checkpoint bytes, bypassed ones included
+	Bypassed             uint64   // checkpoints sent straight to the PFS this period, their grants' sizes
 	Pattern              string
 	Start, Full          uint64  // DWSF at which demotion starts and reaches full speed while writing
 	Write, Demote        float64 // bytes/s now
@@ -911,6 +918,10 @@ func (m *Manager) Status() Status {
 		for _, h := range p.history {
 			ps.History = append(ps.History, uint64(h))
 		}
+		for _, h := range p.loads {
+			ps.Loads = append(ps.Loads, uint64(h))
+		}
+		ps.Bypassed = uint64(p.bypassed)
 		for id, s := range p.last {
 			if slices.Contains(p.servers, id) {
 				ps.Phases += s.Phases

@@ -562,3 +562,53 @@ func TestBypass(t *testing.T) {
 		t.Fatalf("fifo bypasses: %q", got)
 	}
 }
+
+// TestBypassEveryPeriod: a period whose bypassed checkpoint kept the
+// buffer's share within S is followed by one that bypasses from its start
+// too: the period's load counts the bypassed checkpoints (pol.PeriodLoad),
+// not the buffer's writes alone, which would say the next period fits.
+func TestBypassEveryPeriod(t *testing.T) {
+	const s = 40 * mib
+	clk := &clock{time.Unix(1000, 0)}
+	f := newFake(s)
+	f.grants = []meta.BBGrant{
+		{Job: "1", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
+		{Job: "2", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 1200},
+		{Job: "3", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
+	}
+	f.ckpt(10, "a", "a1", 0, 1)
+	f.ckpt(11, "b", "b1", 0, 1)
+	f.ckpt(12, "c", "c1", 0, 1)
+	for _, ino := range []uint64{10, 11, 12} {
+		f.files[ino].locs = nil
+	}
+	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+	m := newManager(f, pol.BBOS, clk)
+	tick(t, m)
+	cdir := f.dirs["c"]
+	if got := m.Hint(12, cdir, "c1"); got != "pfs" {
+		t.Fatalf("period 1, declared 48 MiB through 40: c's checkpoint hint %q, want pfs", got)
+	}
+	for _, ino := range []uint64{10, 11} {
+		if got := m.Hint(ino, f.dirs[f.files[ino].name[:1]], f.files[ino].name); got != "" {
+			t.Fatalf("period 1: %s hint %q", f.files[ino].name, got)
+		}
+	}
+	f.state.JobWritten = 32 * mib // a's and b's on the buffer
+	f.state.LastJobWrite = clk.t.UnixNano()
+	tick(t, m)
+	clk.t = clk.t.Add(100 * time.Second)
+	tick(t, m)
+	st := m.Status().Pools[0]
+	if !slices.Equal(st.History, []uint64{32 * mib}) || !slices.Equal(st.Loads, []uint64{48 * mib}) {
+		t.Fatalf("after period 1: history %v, loads %v; want [32 MiB], [48 MiB]", st.History, st.Loads)
+	}
+	f.ckpt(13, "c", "c2", 0, 2)
+	f.files[13].locs = nil
+	if got := m.Hint(13, cdir, "c2"); got != "pfs" {
+		t.Fatalf("period 2, its first checkpoint: c's hint %q, want pfs (the last period wrote 48 MiB, 16 of them bypassed)", got)
+	}
+	if st := m.Status().Pools[0]; st.Bypassed != 16*mib {
+		t.Errorf("period 2 bypassed %d bytes, want 16 MiB", st.Bypassed)
+	}
+}

@@ -340,7 +340,8 @@ func Hot(seqs []Sequence, s float64) map[string]bool {
 // Period is where a buffer's planning period stands when a checkpoint
 // arrives, for Bypass.
 type Period struct {
-	// DWPP and DWSF are the buffer's predicted and written bytes of the
+	// DWPP is the period's predicted checkpoint bytes, bypassed ones
+	// included (PeriodLoad); DWSF the buffer's written bytes of the
 	// period; Load what the grants declare the jobs write per period,
 	// buffer and PFS together; S the buffer's capacity.
 	DWPP, DWSF, Load, S float64
@@ -415,6 +416,20 @@ func Throttle(p Policy, pl Plan, dwsf, dwpp float64, writing bool, r Rates) (wri
 		return r.WriteMax, 0
 	}
 	return pl.At(dwsf, dwpp, r)
+}
+
+// PeriodLoad is the period's predicted checkpoint bytes Bypass weighs
+// against the buffer (Period.DWPP): the most of the last periods' bytes,
+// the buffer's and the bypassed checkpoints' together (loads, oldest
+// first; declared while none is measured, as PredictDWPP), or what this
+// period has written to the buffer (dwsf) and sent straight to the PFS
+// (bypassed) so far if more. The buffer's own history, what PlanPeriod
+// plans its rates with, would not do: a period whose bypassing kept the
+// buffer's share within S would predict a next period that fits, which
+// then bypasses nothing until the buffer is full, its writers waiting for
+// room, and bypasses again the period after.
+func PeriodLoad(loads []float64, declared, dwsf, bypassed float64) float64 {
+	return max(PredictDWPP(loads, declared), dwsf+bypassed)
 }
 
 // PredictDWPP predicts the next period's DWPP from the last periods'

@@ -185,6 +185,29 @@ func TestPredictDWPP(t *testing.T) {
 	}
 }
 
+// TestPeriodLoad: a period whose bypassed checkpoints kept the buffer's
+// share within S still predicts a period that overflows it, so the next
+// period bypasses from its start; the buffer's own history would not.
+func TestPeriodLoad(t *testing.T) {
+	seqs := []Sequence{{"a", 100, 30}, {"b", 300, 30}, {"c", 200, 30}, {"d", 1000, 30}}
+	at := func(dwpp float64) Period {
+		return Period{DWPP: dwpp, Load: 120, S: 90, T: 20, Left: 20, PFS: 30}
+	}
+	// the last period wrote 90 to the buffer and bypassed 30 (d's)
+	if Bypass(seqs, seqs[3], at(max(PredictDWPP([]float64{90}, 120), 0))) {
+		t.Fatal("the buffer's own history bypasses: the test shows nothing")
+	}
+	if got := PeriodLoad([]float64{120}, 120, 0, 0); got != 120 || !Bypass(seqs, seqs[3], at(got)) {
+		t.Errorf("PeriodLoad %v: no bypass of the coldest application after a period that bypassed it", got)
+	}
+	if got := PeriodLoad(nil, 60, 50, 30); got != 80 {
+		t.Errorf("PeriodLoad with 50 written and 30 bypassed so far = %v, want 80", got)
+	}
+	if got := PeriodLoad([]float64{100, 70}, 200, 10, 0); got != 100 {
+		t.Errorf("PeriodLoad = %v, want the last periods' most, 100", got)
+	}
+}
+
 func TestBypass(t *testing.T) {
 	// a buffer of 100 holds the newest checkpoints of three of the four
 	// applications: the three likeliest to restart
