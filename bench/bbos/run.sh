@@ -35,6 +35,16 @@
 #   # the same ×4 under high congestion, ~50 min (reported beside it)
 #   EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high.jsonl.gz bash bench/bbos/run.sh
 #
+# APP_WINDOW=1: every application writes as from its own compute node.
+# All of them write through the one mount of `sluice up`, whose
+# write-behind window (32 MiB) is shared: while several jobs wait for
+# room each holds an equal part of it (client/vfs), and under high
+# congestion 21-30 writers get 1-1.5 MiB each, so the job whose turn it is
+# at the buffer's I/O scheduler has one request in flight and the others'
+# parts sit at the server waiting for their turns. With APP_WINDOW=1 the
+# mount's window is 32 MiB per application of the mix (its equal part is
+# then what a mount of its own would give it), recorded as "window".
+#
 # Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -63,20 +73,23 @@ mtbf() { python3 -c "print('%dms' % ($1 * 60 * 1000 * $PERIOD / 3800))"; }
 case_() {
 	local exp=$1 policy=$2 dwpp=$3 cong=$4 mtbfmin=$5 classes=$6 extra=$7 label=$8
 	for run in $(seq 1 "$RUNS"); do
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 0 --fwds 1 \
-			--data-max-mbps "$MEM_MBPS" --pfs-max-mbps "$PFS_MBPS" --device-burst 5ms \
-			--meta-flags "--bb-policy $policy --bb-rates $RATES --tier-free 1M,2M,4M $extra" >/dev/null
 		cls=()
 		[ -n "$classes" ] && cls=(--classes "$classes")
 		$S workload --gen ckpt-mix --buffer "${MEM}M" --size "$SIZE" --period "${PERIOD}s" --periods "$PERIODS" \
 			--dwpp "$dwpp" --congestion "$cong" --mtbf-max "$(mtbf "$mtbfmin")" --seed "$run" "${cls[@]}" > "$WORK/mix.json"
+		window=32
+		[ "${APP_WINDOW:-0}" = 1 ] && window=$(python3 -c "import json,sys; print(32 * max(1, len(json.load(open(sys.argv[1]))['Apps'])))" "$WORK/mix.json")
+		$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 0 --fwds 1 \
+			--data-max-mbps "$MEM_MBPS" --pfs-max-mbps "$PFS_MBPS" --device-burst 5ms \
+			--mount-flags "--write-behind ${window}M" \
+			--meta-flags "--bb-policy $policy --bb-rates $RATES --tier-free 1M,2M,4M $extra" >/dev/null
 		$S bb replay --dir "$WORK/state" --mount "$WORK/mnt" --mix "$WORK/mix.json" > "$WORK/replay.json"
-		python3 - "$exp" "$label" "$run" "$mtbfmin" "$WORK/replay.json" >> "$WORK/results.jsonl" <<'PY'
+		python3 - "$exp" "$label" "$run" "$mtbfmin" "$WORK/replay.json" "$window" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
-exp, label, run, mtbf, path = sys.argv[1:]
+exp, label, run, mtbf, path, window = sys.argv[1:]
 r = json.load(open(path))
 r["Final"].pop("Versions", None)  # the timeline and totals keep what matters
-r.update({"exp": exp, "label": label, "run": int(run), "mtbf_minutes": int(mtbf)})
+r.update({"exp": exp, "label": label, "run": int(run), "mtbf_minutes": int(mtbf), "window": int(window) << 20})
 print(json.dumps(r))
 PY
 		tail -n1 "$WORK/results.jsonl" | python3 bench/bbos/report.py --line
