@@ -508,19 +508,27 @@ func TestWritingHoldsDemotion(t *testing.T) {
 // TestBypass: once the period has written more than the buffer takes, a
 // new checkpoint of the sequence least likely to be read is placed on the
 // PFS, once per file; others, and other policies, are not.
-func TestBypass(t *testing.T) {
-	const s = 40 * mib
+// ckptGrant is job's grant of a 16 MiB checkpoint every 100 s in
+// directory dir, failing every mtbf seconds.
+func ckptGrant(job, dir string, mtbf float64) meta.BBGrant {
+	return meta.BBGrant{Job: job, Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/" + dir + "/*", MTBF: mtbf}
+}
+
+// bypassing is a BBOS manager with bypass on over a 40 MiB buffer that
+// grants g, whose server has just seen a job's write.
+func bypassing(t *testing.T, g ...meta.BBGrant) (*fakeNS, *Manager, *clock) {
+	t.Helper()
 	clk := &clock{time.Unix(1000, 0)}
-	f := newFake(s)
-	f.grants = []meta.BBGrant{
-		{Job: "1", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
-		{Job: "2", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
-	}
+	f := newFake(40 * mib)
+	f.grants = g
+	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+	return f, newManager(f, pol.BBOS, clk), clk
+}
+
+func TestBypass(t *testing.T) {
+	f, m, clk := bypassing(t, ckptGrant("1", "a", 600), ckptGrant("2", "c", 7200))
 	f.ckpt(10, "a", "a1", 16*mib, 1)
 	f.ckpt(11, "c", "cold", 0, 1)
-	f.files[11].locs = nil
-	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
-	m := newManager(f, pol.BBOS, clk)
 	tick(t, m)
 	f.state.JobWritten = 36 * mib // 36 + 16 > 40
 	tick(t, m)
@@ -532,10 +540,9 @@ func TestBypass(t *testing.T) {
 	}
 	// a third application, likelier to restart: the buffer keeps a's
 	// and b's newest versions, c's go to the PFS
-	f.grants = append(f.grants, meta.BBGrant{Job: "3", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 1200})
+	f.grants = append(f.grants, ckptGrant("3", "b", 1200))
 	f.ckpt(14, "b", "b1", 0, 2)
 	f.ckpt(15, "c", "cold2", 0, 2)
-	f.files[14].locs, f.files[15].locs = nil, nil
 	tick(t, m)
 	if got := m.Hint(15, cdir, "cold2"); got != "pfs" {
 		t.Fatalf("the coldest application's checkpoint, outside the hot set: hint %q, want pfs", got)
@@ -568,22 +575,10 @@ func TestBypass(t *testing.T) {
 // too: the period's load counts the bypassed checkpoints (pol.PeriodLoad),
 // not the buffer's writes alone, which would say the next period fits.
 func TestBypassEveryPeriod(t *testing.T) {
-	const s = 40 * mib
-	clk := &clock{time.Unix(1000, 0)}
-	f := newFake(s)
-	f.grants = []meta.BBGrant{
-		{Job: "1", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
-		{Job: "2", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 1200},
-		{Job: "3", Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
-	}
+	f, m, clk := bypassing(t, ckptGrant("1", "a", 600), ckptGrant("2", "b", 1200), ckptGrant("3", "c", 7200))
 	f.ckpt(10, "a", "a1", 0, 1)
 	f.ckpt(11, "b", "b1", 0, 1)
 	f.ckpt(12, "c", "c1", 0, 1)
-	for _, ino := range []uint64{10, 11, 12} {
-		f.files[ino].locs = nil
-	}
-	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
-	m := newManager(f, pol.BBOS, clk)
 	tick(t, m)
 	cdir := f.dirs["c"]
 	if got := m.Hint(12, cdir, "c1"); got != "pfs" {
@@ -604,7 +599,6 @@ func TestBypassEveryPeriod(t *testing.T) {
 		t.Fatalf("after period 1: history %v, loads %v; want [32 MiB], [48 MiB]", st.History, st.Loads)
 	}
 	f.ckpt(13, "c", "c2", 0, 2)
-	f.files[13].locs = nil
 	if got := m.Hint(13, cdir, "c2"); got != "pfs" {
 		t.Fatalf("period 2, its first checkpoint: c's hint %q, want pfs (the last period wrote 48 MiB, 16 of them bypassed)", got)
 	}
