@@ -36,6 +36,8 @@
 #   EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high.jsonl.gz bash bench/bbos/run.sh
 #   # the same, each application its own window (below), ~47 min
 #   APP_WINDOW=1 EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high-appwindow.jsonl.gz bash bench/bbos/run.sh
+#   # and under low congestion, ~70 min
+#   APP_WINDOW=1 EXPS=perf CONGS=low SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-low-appwindow.jsonl.gz bash bench/bbos/run.sh
 #
 # APP_WINDOW=1: every application writes as from its own compute node.
 # All of them write through the one mount of `sluice up`, whose
