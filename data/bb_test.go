@@ -203,3 +203,55 @@ func TestBBDemoteHold(t *testing.T) {
 		t.Fatalf("an idle server held a demotion read %v (%v)", time.Since(start), err)
 	}
 }
+
+// TestQueuedChunksCountAsUsed: a new chunk's write held at the burst
+// buffer's cap counts its room in the server's reports from its arrival,
+// not only once it reaches the store: placement must not see that room
+// free (it forgets its own promise at the server's next report) and place
+// other chunks there that the store would then refuse.
+func TestQueuedChunksCountAsUsed(t *testing.T) {
+	r := newFenceRig(t)
+	used := func() uint64 {
+		for _, si := range r.svc.Servers() {
+			if si.ID == r.id {
+				return si.Used
+			}
+		}
+		t.Fatal("the data server is not registered")
+		return 0
+	}
+	base := used()
+	r.bbControl(&wire.BBControl{WriteCap: 4e5})
+	job := wire.Who{Job: "7"}
+	r.writeAs(job, 0, make([]byte, 64<<10)) // takes the cap's burst
+	base2 := used()
+	p := make([]byte, 1<<20)
+	done := make(chan error, 1)
+	go func() {
+		// a new chunk of another file: ~2.6 s at the 400 kB/s cap
+		_, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkWrite, Ino: r.ino + 1, ChunkSize: 1 << 20,
+			Size: uint64(len(p)), Cap: 4 << 20, Who: job}, p, nil)
+		done <- err
+	}()
+	deadline := time.Now().Add(2 * time.Second) // a heartbeat a second
+	for used() < base2+4<<20 {
+		select {
+		case err := <-done:
+			t.Fatalf("the write ended (%v) before a report counted its room: used %d, was %d (%d before the first write)", err, used(), base2, base)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a queued new chunk's room not in the reports: used %d, was %d", used(), base2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// once written, the store holds the room: counted once (the first
+	// chunk's unwritten room may have been taken back meanwhile)
+	time.Sleep(1200 * time.Millisecond)
+	if u := used(); u < 4<<20 || u > base2+4<<20 {
+		t.Fatalf("after the write: used %d, want 4 MiB to %d", u, base2+4<<20)
+	}
+}

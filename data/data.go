@@ -123,6 +123,7 @@ type Server struct {
 	peers  peers    // other data servers (the mover's sources and destinations)
 	meter  meter    // recent write and read bandwidth, for heartbeats
 	bb     *bbState // burst-buffer controls (bb.go)
+	queued queuedChunks
 
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
@@ -228,7 +229,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	follow := &qosgate.Follower{Meta: metaC, Gates: []*qosgate.Gate{s.qos}, Log: s.cfg.Log}
 	go follow.Watch(ctx, 20*time.Second)
 	s.mem = &member.Member{Meta: metaC, IDFile: idFile, Log: s.cfg.Log, Info: func() wire.ServerInfo {
-		c, u := s.store.Usage()
+		c, u := s.usage()
 		w, r := s.meter.rates(s.cfg.Now())
 		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node,
 			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain, MaxPerf: s.maxPerf(), Written: s.meter.written.Load()}
@@ -287,6 +288,19 @@ func (s *Server) TakesBody(m *wire.Msg) bool {
 
 var _ rpc.BodyTaker = (*Server)(nil)
 
+// chunkOf is the chunk request m is about.
+func chunkOf(m *wire.Msg) tier.ChunkID {
+	return tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
+}
+
+// usage is the store's budget and use, with the room of the new chunks
+// whose first writes are queued here (queuedChunks): what placement must
+// count as taken.
+func (s *Server) usage() (capacity, used int64) {
+	capacity, used = s.store.Usage()
+	return capacity, used + s.queued.bytes()
+}
+
 // Handle implements rpc.Handler.
 func (s *Server) Handle(r *rpc.Request) {
 	go s.serve(r)
@@ -314,6 +328,10 @@ func (s *Server) serve(r *rpc.Request) {
 	local := s.local != nil && localns.Handles(m)
 	var written *uint64 // the bytes a chunk write wrote, for max_perf
 	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite || local && (m.Op == wire.OpRead || m.Op == wire.OpWrite) {
+		if h, ok := s.store.(tier.Holder); ok && m.Op == wire.OpChunkWrite && !h.Holds(chunkOf(m)) {
+			// a new chunk: its room counts as used from now (queuedChunks)
+			defer s.queued.enter(chunkOf(m), int64(m.Cap))()
+		}
 		// the burst buffer's I/O scheduler and caps come first (bb.go),
 		// then the QoS rules' shares and caps
 		defer s.admitBB(ctx, m)()
@@ -355,7 +373,7 @@ func (s *Server) serve(r *rpc.Request) {
 		s.reply(r, start, rpc.ToMsg(resp, err), p)
 		return
 	}
-	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
+	id := chunkOf(m)
 	var err error
 	switch m.Op {
 	case wire.OpPing:

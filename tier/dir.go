@@ -354,6 +354,16 @@ func (s *DirStore) LocalSize(id ChunkID) (int64, error) {
 
 var _ Sizer = (*DirStore)(nil)
 
+// Holds implements Holder.
+func (s *DirStore) Holds(id ChunkID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.reserved[key(id)]
+	return ok
+}
+
+var _ Holder = (*DirStore)(nil)
+
 // DeleteFile implements Store.
 func (s *DirStore) DeleteFile(ino uint64) error {
 	s.mu.Lock()

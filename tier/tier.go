@@ -57,6 +57,13 @@ type Settler interface {
 	Settle(id ChunkID)
 }
 
+// Holder is implemented by stores that can tell, without touching the
+// medium, whether a chunk exists (holds its room): a data server counts
+// the room of new chunks whose first write is still queued at it.
+type Holder interface {
+	Holds(id ChunkID) bool
+}
+
 // PathView is implemented by stores that keep a namespace view (pfs).
 type PathView interface {
 	Link(ino uint64, path string) error
