@@ -17,7 +17,7 @@ import (
 // "Writers wait for room"). The heartbeat reports the store's use plus
 // this room.
 type queuedChunks struct {
-	mu    sync.Mutex // guards n, room, total
+	mu    sync.Mutex             // guards n, room, total
 	n     map[tier.ChunkID]int   // requests queued per chunk
 	room  map[tier.ChunkID]int64 // the room the chunk's requests ask for (the most)
 	total int64                  // the sum of room

@@ -226,6 +226,11 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 		}
 	}
 	servers := r.placeServersLocked(now)
+	k := chunkKey{n.Ino, idx}
+	if mayWait {
+		// stalled writers take freed room in the order they stalled
+		behindLocked(servers, r.aheadLocked(k, now))
+	}
 	r.rotation++
 	var first string
 	if r.placeHint != nil {
@@ -237,11 +242,13 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 	chunkPool(&c, r.poolOfLocked(n, job))
 	d, err := place.Choose(servers, c)
 	if errors.Is(err, place.ErrStall) {
+		r.stalledLocked(k, d.Tier, uint64(n.ChunkSize), now)
 		if r.spaceWake == nil {
 			r.spaceWake = make(chan struct{})
 		}
 		return wire.ChunkLoc{Tier: d.Tier}, r.spaceWake, ErrStall
 	}
+	delete(r.stallQ, k)
 	if err != nil {
 		return wire.ChunkLoc{}, nil, errno(syscall.ENOSPC, "%v", err)
 	}

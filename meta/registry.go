@@ -50,6 +50,10 @@ type registry struct {
 	settleQ      map[uint64][]wire.DirEntry
 	settleKick   chan struct{}
 	promiseSweep int
+	// stallQ are the new chunks waiting for room on a stalled tier, in
+	// the order they first stalled (stallorder.go); stallSeq numbers them.
+	stallQ   map[chunkKey]*stallTicket
+	stallSeq uint64
 }
 
 type member struct {
