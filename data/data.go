@@ -120,10 +120,10 @@ type Server struct {
 	addr   string
 	fence  *fences
 	moves  *moves
-	peers  peers    // other data servers (the mover's sources and destinations)
-	meter  meter    // recent write and read bandwidth, for heartbeats
-	bb     *bbState // burst-buffer controls (bb.go)
-	queued queuedChunks
+	peers  peers        // other data servers (the mover's sources and destinations)
+	meter  meter        // recent write and read bandwidth, for heartbeats
+	bb     *bbState     // burst-buffer controls (bb.go)
+	queued queuedChunks // the room of new chunks whose first writes wait here (queued.go; its own lock)
 
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
