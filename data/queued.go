@@ -17,10 +17,9 @@ import (
 // "Writers wait for room"). The heartbeat reports the store's use plus
 // this room.
 type queuedChunks struct {
-	mu    sync.Mutex             // guards n, room, total
-	n     map[tier.ChunkID]int   // requests queued per chunk
-	room  map[tier.ChunkID]int64 // the room the chunk's requests ask for (the most)
-	total int64                  // the sum of room
+	mu   sync.Mutex             // guards n, room
+	n    map[tier.ChunkID]int   // requests queued per chunk
+	room map[tier.ChunkID]int64 // the room the chunk's requests ask for (the most)
 }
 
 // enter counts a queued write of chunk id asking for reserve bytes of
@@ -32,24 +31,24 @@ func (q *queuedChunks) enter(id tier.ChunkID, reserve int64) (leave func()) {
 		q.n, q.room = map[tier.ChunkID]int{}, map[tier.ChunkID]int64{}
 	}
 	q.n[id]++
-	if r := q.room[id]; reserve > r {
-		q.room[id] = reserve
-		q.total += reserve - r
-	}
+	q.room[id] = max(q.room[id], reserve)
 	return func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if q.n[id]--; q.n[id] == 0 {
-			q.total -= q.room[id]
 			delete(q.n, id)
 			delete(q.room, id)
 		}
 	}
 }
 
-// bytes is the room of the chunks queued now.
+// bytes is the room of the chunks queued now (asked once a report).
 func (q *queuedChunks) bytes() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.total
+	var b int64
+	for _, r := range q.room {
+		b += r
+	}
+	return b
 }

@@ -229,7 +229,7 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 	k := chunkKey{n.Ino, idx}
 	if mayWait {
 		// stalled writers take freed room in the order they stalled
-		behindLocked(servers, r.aheadLocked(k, now))
+		behind(servers, r.aheadLocked(k, now))
 	}
 	r.rotation++
 	var first string

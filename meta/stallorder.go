@@ -59,10 +59,10 @@ func (r *registry) aheadLocked(k chunkKey, now time.Time) map[string]uint64 {
 	return ahead
 }
 
-// behindLocked adds the room of the chunks ahead to the reserves of
-// their tiers' servers (only where a reserve is kept: a tier nothing can
-// be freed on has no waiters). Caller holds r.mu.
-func behindLocked(servers []place.Server, ahead map[string]uint64) {
+// behind adds the room of the chunks ahead to the reserves of their
+// tiers' servers (only where a reserve is kept: a tier nothing can be
+// freed on has no waiters).
+func behind(servers []place.Server, ahead map[string]uint64) {
 	for i := range servers {
 		if a := ahead[servers[i].Tier]; a > 0 && servers[i].Reserve > 0 {
 			servers[i].Reserve += a
