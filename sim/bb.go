@@ -65,9 +65,10 @@ type BBConfig struct {
 	// manager keeps the largest grant (at most S/2) above it free.
 	Reserve float64
 	// Chunk is the size a checkpoint's room is placed in (0: 4 MiB, the
-	// daemons' chunk): a checkpoint takes its first chunk's room when it
-	// begins, whether or not the I/O scheduler lets it write yet, and the
-	// next as it writes; a chunk finding the buffer full with nothing on
+	// daemons' chunk): a checkpoint takes the room of the chunks its
+	// writer's window reaches (WriteBehind) when it begins, whether or
+	// not the I/O scheduler lets it write yet, and the next as it
+	// writes; a chunk finding the buffer full with nothing on
 	// it to free (every checkpoint there still being written) spills to
 	// the PFS, as placement does.
 	Chunk float64
@@ -82,8 +83,13 @@ type BBConfig struct {
 	// WriteBehind is how many bytes of a checkpoint its writer has on
 	// their way to the buffer at once, sent in requests of a mebibyte
 	// (0: 32 MiB, the mount's window): the device shares itself between
-	// those requests and demotion's blocks by their numbers.
-	WriteBehind float64
+	// those requests and demotion's blocks by their numbers, and a
+	// writer's chunks are placed as those requests reach the forwarding
+	// daemon, whether or not the buffer's I/O scheduler lets them in.
+	// SharedWindow: the writers share one such window (one mount), each
+	// an equal part of it while they have bytes left (client/vfs).
+	WriteBehind  float64
+	SharedWindow bool
 }
 
 // BBCheckpoint is one checkpoint's fate.
@@ -546,6 +552,22 @@ func (m *bbModel) place(v *bbVersion, order []bbos.Version, want float64) bool {
 	return true
 }
 
+// placeWindow gives checkpoint v room for the requests its writer has on
+// their way, a window of part bytes beyond what it wrote; false: it waits
+// for room.
+func (m *bbModel) placeWindow(v *bbVersion, order []bbos.Version, part float64) bool {
+	for {
+		target := min(v.written+v.spillW+part, float64(v.Bytes))
+		need := target - v.alloc - v.spilled
+		if need <= 0 || v.alloc+v.spilled >= float64(v.Bytes) {
+			return true
+		}
+		if !m.place(v, order, need) {
+			return false
+		}
+	}
+}
+
 // freeable says whether the buffer holds a checkpoint the manager can
 // free room from: finished, seen by it, on the buffer (the daemons'
 // stall reserve is there only then: manager/bbos canFree). Asked once a
@@ -687,13 +709,15 @@ func (m *bbModel) step() {
 		}
 	}
 	m.canFree = 0
-	// every checkpoint begun on the buffer has its first chunk's room
-	// (the daemons place a chunk at its first write, before the
-	// servers' scheduler lets the data through)
-	// (the first that has to wait for room stops the others: nothing
-	// frees room for them until the buffer's writers write)
+	// every checkpoint begun on the buffer has the room of the chunks its
+	// window's requests reach (the daemons place a chunk at its first
+	// write, before the servers' scheduler lets the data through), in
+	// the order they began: the first that has to wait for room stops
+	// the others (placement gives stalled writers room in the order
+	// they stalled: meta/stallorder.go)
+	part := m.part()
 	for _, v := range m.queue {
-		if !v.bypassed && v.alloc+v.spilled == 0 && !m.place(v, order, 0) {
+		if !v.bypassed && !m.placeWindow(v, order, part) {
 			break
 		}
 	}
@@ -824,7 +848,17 @@ func (m *bbModel) inFlight(v *bbVersion) float64 {
 // requests is how many requests a writer with bytes left to write has on
 // their way: up to its write-behind window, in the mount's mebibytes.
 func (m *bbModel) requests(bytes float64) float64 {
-	return math.Ceil(min(max(bytes, 0), m.cfg.WriteBehind) / (1 << 20))
+	return math.Ceil(min(max(bytes, 0), m.part()) / (1 << 20))
+}
+
+// part is the write-behind window each writer has: WriteBehind, or with
+// SharedWindow its equal part among the checkpoints being written (at
+// least a request).
+func (m *bbModel) part() float64 {
+	if !m.cfg.SharedWindow || len(m.queue) == 0 {
+		return m.cfg.WriteBehind
+	}
+	return max(m.cfg.WriteBehind/float64(len(m.queue)), 1<<20)
 }
 
 // writeRequests is how many checkpoint write requests are in flight: the

@@ -40,6 +40,9 @@ type realBBRun struct {
 		Bypass, NoVersions bool
 		Totals             struct{ Demoted, Bypassed float64 }
 	}
+	// Window is the mount's write-behind window the applications shared
+	// (0: the 32 MiB of the sets made before it was recorded)
+	Window float64 `json:"window"`
 }
 
 func loadRealBB(t *testing.T, path string) []realBBRun {
@@ -71,7 +74,8 @@ var realBBRates = bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, D
 
 func simOfReal(t *testing.T, r realBBRun) *BBResult {
 	res, err := RunBB(BBConfig{Mix: r.Mix, Policy: bbos.Policy(r.Policy), S: float64(r.Mix.Buffer), Rates: realBBRates,
-		ReadBW: 160e6, PFSRead: 56e6, Bypass: r.Final.Bypass, NoVersions: r.Final.NoVersions, Restarts: 8})
+		ReadBW: 160e6, PFSRead: 56e6, Bypass: r.Final.Bypass, NoVersions: r.Final.NoVersions, Restarts: 8,
+		WriteBehind: cmp.Or(r.Window, 32<<20), SharedWindow: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,11 @@
 #   EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high.jsonl.gz bash bench/bbos/run.sh
 #   # the same, each application its own window (below), ~47 min
 #   APP_WINDOW=1 EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high-appwindow.jsonl.gz bash bench/bbos/run.sh
+#   # the high set once more after the mend (a data server counts queued
+#   # chunks' room; stalled writers get room in turn): one run per case,
+#   # then runs 2 and 3 (FIRST_RUN: the runs' seeds go on), ~17 and ~32 min
+#   APP_WINDOW=1 RUNS=1 EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high-mended.jsonl.gz bash bench/bbos/run.sh
+#   APP_WINDOW=1 FIRST_RUN=2 RUNS=2 EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high-mended-2.jsonl.gz bash bench/bbos/run.sh
 #   # and under low congestion, ~70 min
 #   APP_WINDOW=1 EXPS=perf CONGS=low SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-low-appwindow.jsonl.gz bash bench/bbos/run.sh
 #
@@ -53,7 +58,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
-RUNS=${RUNS:-3} EXPS=${EXPS:-perf bypass restart versions}
+RUNS=${RUNS:-3} FIRST_RUN=${FIRST_RUN:-1} EXPS=${EXPS:-perf bypass restart versions}
 MEM=${MEM:-128} MEM_MBPS=${MEM_MBPS:-160} PFS_MBPS=${PFS_MBPS:-56} RATES=${RATES:-160,105,1,56}
 SIZE=${SIZE:-8M} PERIOD=${PERIOD:-6} PERIODS=${PERIODS:-3}
 OUT=${OUT:-bench/bbos/results.jsonl.gz}
@@ -76,7 +81,7 @@ mtbf() { python3 -c "print('%dms' % ($1 * 60 * 1000 * $PERIOD / 3800))"; }
 # case EXP POLICY DWPP CONGESTION MTBF-MINUTES CLASSES EXTRA-META-FLAGS LABEL
 case_() {
 	local exp=$1 policy=$2 dwpp=$3 cong=$4 mtbfmin=$5 classes=$6 extra=$7 label=$8
-	for run in $(seq 1 "$RUNS"); do
+	for run in $(seq "$FIRST_RUN" $((FIRST_RUN + RUNS - 1))); do
 		cls=()
 		[ -n "$classes" ] && cls=(--classes "$classes")
 		$S workload --gen ckpt-mix --buffer "${MEM}M" --size "$SIZE" --period "${PERIOD}s" --periods "$PERIODS" \
