@@ -17,9 +17,15 @@ import (
 // "Writers wait for room"). The heartbeat reports the store's use plus
 // this room.
 type queuedChunks struct {
-	mu   sync.Mutex             // guards n, room
-	n    map[tier.ChunkID]int   // requests queued per chunk
-	room map[tier.ChunkID]int64 // the room the chunk's requests ask for (the most)
+	mu     sync.Mutex                // guards chunks
+	chunks map[tier.ChunkID]queuedAt // the chunks with writes queued
+}
+
+// queuedAt is one chunk's queued writes: how many, and the room they ask
+// for (the most any asks).
+type queuedAt struct {
+	n    int
+	room int64
 }
 
 // enter counts a queued write of chunk id asking for reserve bytes of
@@ -27,17 +33,18 @@ type queuedChunks struct {
 func (q *queuedChunks) enter(id tier.ChunkID, reserve int64) (leave func()) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n == nil {
-		q.n, q.room = map[tier.ChunkID]int{}, map[tier.ChunkID]int64{}
+	if q.chunks == nil {
+		q.chunks = map[tier.ChunkID]queuedAt{}
 	}
-	q.n[id]++
-	q.room[id] = max(q.room[id], reserve)
+	c := q.chunks[id]
+	q.chunks[id] = queuedAt{c.n + 1, max(c.room, reserve)}
 	return func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		if q.n[id]--; q.n[id] == 0 {
-			delete(q.n, id)
-			delete(q.room, id)
+		if c := q.chunks[id]; c.n > 1 {
+			q.chunks[id] = queuedAt{c.n - 1, c.room}
+		} else {
+			delete(q.chunks, id)
 		}
 	}
 }
@@ -47,8 +54,8 @@ func (q *queuedChunks) bytes() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var b int64
-	for _, r := range q.room {
-		b += r
+	for _, c := range q.chunks {
+		b += c.room
 	}
 	return b
 }

@@ -559,7 +559,7 @@ func (m *bbModel) placeWindow(v *bbVersion, order []bbos.Version, part float64) 
 	for {
 		target := min(v.written+v.spillW+part, float64(v.Bytes))
 		need := target - v.alloc - v.spilled
-		if need <= 0 || v.alloc+v.spilled >= float64(v.Bytes) {
+		if need <= 0 {
 			return true
 		}
 		if !m.place(v, order, need) {
