@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
 )
 
 // TestWriteWaitsAtStall: while the mem tier is at its write-stall
@@ -17,7 +18,8 @@ import (
 // spilling to ssd, and lands on mem once space is free; a write that
 // would wait longer than StallMax goes to ssd instead of failing. Each
 // wait is counted, and the metadata service counts the writers waiting
-// for room on a tier while they wait (StalledWriters).
+// for room on a tier while they wait, and knows their files
+// (StalledWriters, StalledFile).
 func TestWriteWaitsAtStall(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	svc, c, _ := tierStackWith(t, 1, 1, fwd.Config{StallMax: 700 * time.Millisecond, Metrics: reg})
@@ -51,8 +53,13 @@ func TestWriteWaitsAtStall(t *testing.T) {
 	counted := make(chan int, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		// the burst-buffer manager's view: one writer waits for mem
-		counted <- svc.StalledWriters("mem")
+		// the burst-buffer manager's view: one writer waits for mem,
+		// the writer of "waits" and of no other file
+		n := svc.StalledWriters("mem")
+		if a, err := svc.Lookup(meta.RootIno, "waits"); err != nil || !svc.StalledFile("mem", a.Ino) || svc.StalledFile("mem", a.Ino-1) || svc.StalledFile("ssd", a.Ino) {
+			n = -1
+		}
+		counted <- n
 		reserve.Store(0)
 		svc.WakeStalled()
 	}()
@@ -60,7 +67,7 @@ func TestWriteWaitsAtStall(t *testing.T) {
 		t.Fatalf("stalled tier freed after 300 ms: chunk on %s after %v, want mem after ~300 ms", tier, took)
 	}
 	if n := <-counted; n != 1 {
-		t.Fatalf("%d writers counted waiting for room on mem, want 1", n)
+		t.Fatalf("%d writers counted waiting for room on mem, want 1 (-1: not as the writer of \"waits\")", n)
 	}
 	if n := svc.StalledWriters("mem"); n != 0 {
 		t.Fatalf("%d writers counted waiting after the wait", n)

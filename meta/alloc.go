@@ -60,21 +60,30 @@ func (s *Service) AllocWait(ctx context.Context, ino, idx, gen uint64, exclude [
 			}
 			return loc, placed, waited, err
 		}
-		if !s.waitStalled(ctx, loc.Tier, wake, limit.C) {
+		if !s.waitStalled(ctx, loc.Tier, ino, wake, limit.C) {
 			return wire.ChunkLoc{}, false, s.now().Sub(start), err
 		}
 	}
 }
 
 // waitStalled waits for wake (true) or until limit or ctx end (false),
-// counted among tier's stalled writers meanwhile.
-func (s *Service) waitStalled(ctx context.Context, tier string, wake <-chan struct{}, limit <-chan time.Time) bool {
+// counted among tier's stalled writers (of file ino) meanwhile.
+func (s *Service) waitStalled(ctx context.Context, tier string, ino uint64, wake <-chan struct{}, limit <-chan time.Time) bool {
 	s.stalledMu.Lock()
-	s.stalled[tier]++
+	if s.stalled[tier] == nil {
+		s.stalled[tier] = map[uint64]int{}
+	}
+	s.stalled[tier][ino]++
+	f := s.onStall
 	s.stalledMu.Unlock()
+	if f != nil {
+		f(tier)
+	}
 	defer func() {
 		s.stalledMu.Lock()
-		s.stalled[tier]--
+		if s.stalled[tier][ino]--; s.stalled[tier][ino] == 0 {
+			delete(s.stalled[tier], ino)
+		}
 		s.stalledMu.Unlock()
 	}()
 	select {
@@ -92,7 +101,19 @@ func (s *Service) waitStalled(ctx context.Context, tier string, wake <-chan stru
 func (s *Service) StalledWriters(tier string) int {
 	s.stalledMu.Lock()
 	defer s.stalledMu.Unlock()
-	return s.stalled[tier]
+	n := 0
+	for _, c := range s.stalled[tier] {
+		n += c
+	}
+	return n
+}
+
+// StalledFile says whether a chunk allocation of file ino waits now for
+// room on tier: its writer cannot finish before room is freed.
+func (s *Service) StalledFile(tier string, ino uint64) bool {
+	s.stalledMu.Lock()
+	defer s.stalledMu.Unlock()
+	return s.stalled[tier][ino] > 0
 }
 
 // stallWait is the longest Alloc waits for a stalled tier before it
@@ -172,6 +193,16 @@ func (s *Service) SetStallReserve(f func(si wire.ServerInfo) uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stallReserve = f
+}
+
+// SetOnStall sets f, called (no lock held) each time a chunk allocation
+// begins to wait for room on tier, already counted among its stalled
+// writers: the burst-buffer manager frees room for it at once rather
+// than at its next look. f must not block.
+func (s *Service) SetOnStall(f func(tier string)) {
+	s.stalledMu.Lock()
+	defer s.stalledMu.Unlock()
+	s.onStall = f
 }
 
 // SetPlacementHint sets how placement learns a tier to try first for a

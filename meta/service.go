@@ -85,10 +85,11 @@ type Service struct {
 
 	// grantMu orders burst-buffer grant admissions (judge, then commit).
 	grantMu sync.Mutex
-	// stalledMu guards stalled: the chunk allocations waiting now for
-	// room on each tier (alloc.go waitStalled).
+	// stalledMu guards stalled, the chunk allocations waiting now for
+	// room per tier and file (alloc.go waitStalled), and onStall.
 	stalledMu sync.Mutex
-	stalled   map[string]int
+	stalled   map[string]map[uint64]int
+	onStall   func(tier string)
 	// dropMu is held while drops are delivered (replica.go deliverDrops).
 	dropMu sync.Mutex
 	// qosMu orders changes of the QoS rules (qos.go) and guards
@@ -130,7 +131,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.HeartbeatTTL = 5 * time.Second
 	}
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
-		opens: map[uint64]int{}, activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, stalled: map[string]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
+		opens: map[uint64]int{}, activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, stalled: map[string]map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.reg.init(s)
 	s.feed.init(s.now())
 	s.deleg.dir, s.deleg.cool = map[uint64]*delegation{}, map[uint64]time.Time{}

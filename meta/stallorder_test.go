@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ import (
 // TestStalledWritersInTurn: chunks waiting for room on a stalled tier get
 // it in the order they stalled, across their writers' retries: room for
 // one chunk goes to the first that stalled even when a later one asks
-// first, and a newcomer waits behind both.
+// first, and a newcomer waits behind both. Each stall is told at once
+// (SetOnStall), counted already.
 func TestStalledWritersInTurn(t *testing.T) {
 	const mib = 1 << 20
 	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), ChunkSize: mib})
@@ -40,6 +42,13 @@ func TestStalledWritersInTurn(t *testing.T) {
 		}
 		return 0
 	})
+	var kicked []string // the tiers writers began to wait for (SetOnStall)
+	s.SetOnStall(func(tier string) {
+		if s.StalledWriters(tier) == 0 {
+			tier += " (not counted yet)"
+		}
+		kicked = append(kicked, tier)
+	})
 	ctx := context.Background()
 	ino := func(name string) uint64 {
 		a, err := s.Create(RootIno, name, syscall.S_IFREG|0o644, 0, 0, "", true, 0)
@@ -61,6 +70,9 @@ func TestStalledWritersInTurn(t *testing.T) {
 	}
 	stalled("first", first)
 	stalled("second", second)
+	if !slices.Equal(kicked, []string{"mem", "mem"}) {
+		t.Fatalf("told of stalls on %q, want mem twice, each counted", kicked)
+	}
 	// room for one chunk above the reserve: the first's, though the
 	// second asks before it
 	report(6 * mib)

@@ -208,7 +208,8 @@ type bbVersion struct {
 	onPFS    bool    // fully demoted: the buffer's copy is a clean cache
 	resident bool    // on the buffer
 	bypassed bool
-	ck       int // index in BBResult.Checkpoints
+	waits    bool // its writer waits for room (placement's stalled writer)
+	ck       int  // index in BBResult.Checkpoints
 }
 
 type bbModel struct {
@@ -541,12 +542,14 @@ func (m *bbModel) place(v *bbVersion, order []bbos.Version, want float64) bool {
 		g := min(c, max(math.Floor(free/m.cfg.Chunk)*m.cfg.Chunk, one))
 		v.alloc += g
 		m.promised += g
-		v.resident = true
+		v.resident, v.waits = true, false
 		return true
 	}
 	if m.freeable() {
+		v.waits = true
 		return false
 	}
+	v.waits = false
 	v.spilled += c
 	m.res.Spilled += c
 	return true
@@ -569,14 +572,14 @@ func (m *bbModel) placeWindow(v *bbVersion, order []bbos.Version, part float64) 
 }
 
 // freeable says whether the buffer holds a checkpoint the manager can
-// free room from: finished, seen by it, on the buffer (the daemons'
-// stall reserve is there only then: manager/bbos canFree). Asked once a
-// step.
+// free room from: finished and seen by it, or being written by a writer
+// that does not wait for room (it finishes, then demotes); on the buffer (the daemons' stall reserve is there only
+// then: manager/bbos canFree). Asked once a step.
 func (m *bbModel) freeable() bool {
 	if m.canFree == 0 {
 		m.canFree = 1
 		for _, v := range m.versions {
-			if v.resident && v.complete && m.known[v.ID] {
+			if v.resident && (v.complete && m.known[v.ID] || !v.complete && !v.waits) {
 				m.canFree = 2
 				break
 			}
@@ -699,26 +702,34 @@ func (m *bbModel) step() {
 	// writes to the buffer: the head of the queue (non-overlap), or all
 	// sharing (Dedicated), into the free space above the reserve, within
 	// the write cap and what the device has left
-	var active []*bbVersion
-	for _, v := range m.queue {
-		if !v.bypassed {
-			active = append(active, v)
-			if m.cfg.Policy != bbos.Dedicated {
-				break
-			}
-		}
-	}
 	m.canFree = 0
 	// every checkpoint begun on the buffer has the room of the chunks its
 	// window's requests reach (the daemons place a chunk at its first
 	// write, before the servers' scheduler lets the data through), in
 	// the order they began: the first that has to wait for room stops
 	// the others (placement gives stalled writers room in the order
-	// they stalled: meta/stallorder.go)
+	// they stalled: meta/stallorder.go), and those behind it whose
+	// windows reach past their room wait too
 	part := m.part()
+	stopped := false
 	for _, v := range m.queue {
-		if !v.bypassed && !m.placeWindow(v, order, part) {
-			break
+		switch {
+		case v.bypassed:
+		case stopped:
+			v.waits = v.waits || min(v.written+v.spillW+part, float64(v.Bytes)) > v.alloc+v.spilled
+		case !m.placeWindow(v, order, part):
+			stopped = true
+		}
+	}
+	// a writer waiting for room with nothing placed left to write has
+	// no requests at the servers: the next one's go in
+	var active []*bbVersion
+	for _, v := range m.queue {
+		if !v.bypassed && !(v.waits && v.alloc <= v.written) {
+			active = append(active, v)
+			if m.cfg.Policy != bbos.Dedicated {
+				break
+			}
 		}
 	}
 	nBuf := len(active)

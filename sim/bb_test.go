@@ -109,27 +109,31 @@ func TestBBMaxBWStops(t *testing.T) {
 	}
 }
 
-// TestBBSpill: checkpoints that all begin at once each take a chunk's room
-// on the buffer before any of them is written (as the daemons place
-// chunks at the first write); with the buffer full of checkpoints still
-// being written and nothing to free, the chunks that find no room spill
-// to the PFS. The same checkpoints arriving one after another wait for
-// evictions instead and spill nothing; either way every one finishes and
-// the buffer never holds more than S.
+// TestBBSpill: checkpoints that all begin at once each take room on the
+// buffer for their writers' windows before any of them is written (as
+// the daemons place chunks at the first write). Writers with their own
+// 32 MiB windows hold all of their checkpoints' room: those that got it
+// finish, then demote, and the others wait for that room. Writers
+// sharing one mount's window hold a chunk each and all need more: none
+// can finish, nothing can be freed, and the chunks that find no room
+// spill to the PFS. The same checkpoints arriving one after another wait
+// for evictions and spill nothing. Every one finishes and the buffer
+// never holds more than S.
 func TestBBSpill(t *testing.T) {
 	const mib = 1 << 20
 	rates := bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, DemoteMax: 56e6}
 	for _, c := range []struct {
-		name  string
-		every time.Duration // between the applications' first checkpoints
-		spill bool
-	}{{"at once", 0, true}, {"one after another", 300 * time.Millisecond, false}} {
+		name   string
+		every  time.Duration // between the applications' first checkpoints
+		shared bool
+		spill  bool
+	}{{"at once, own windows", 0, false, false}, {"at once, one shared window", 0, true, true}, {"one after another", 300 * time.Millisecond, false, false}} {
 		mix := workload.CkptMix{Buffer: 64 * mib, Period: 6 * time.Second, Periods: 2, DWPP: 2.5, Congestion: "high", Seed: 1}
 		for i := 0; i < 20; i++ {
 			mix.Apps = append(mix.Apps, workload.CkptApp{Name: fmt.Sprintf("app%02d", i), Size: 8 * mib, Period: 6 * time.Second,
 				Offset: time.Duration(i) * c.every, MTBF: time.Hour})
 		}
-		r, err := RunBB(BBConfig{Mix: mix, Policy: bbos.LRU, S: 64 * mib, Rates: rates, AdmitAll: true})
+		r, err := RunBB(BBConfig{Mix: mix, Policy: bbos.LRU, S: 64 * mib, Rates: rates, AdmitAll: true, WriteBehind: 32 * mib, SharedWindow: c.shared})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -277,6 +277,7 @@ func cmdMeta(args []string) error {
 	defer ttick.Stop()
 	svc.SetStallReserve(func(si wire.ServerInfo) uint64 { return max(tmgr.StallReserve(si), bmgr.StallReserve(si)) })
 	svc.SetPlacementHint(bmgr.Hint)
+	svc.SetOnStall(func(string) { bmgr.Kick() })
 	go tmgr.Run(ctx, ttick.C)
 	btick := time.NewTicker(*bbEvery)
 	defer btick.Stop()

@@ -62,6 +62,9 @@ var _ Namespace = (*meta.Service)(nil)
 // at once rather than a checkpoint at a time.
 type Stalls interface {
 	StalledWriters(tier string) int
+	// StalledFile says whether a writer of file ino waits for room on
+	// tier.
+	StalledFile(tier string, ino uint64) bool
 }
 
 var _ Stalls = (*meta.Service)(nil)
@@ -130,7 +133,7 @@ type Manager struct {
 	busy     map[uint64]bool      // files being demoted or evicted
 	streams  map[string]int       // demotions running, by pool
 	totals   Totals
-	kick     chan struct{} // a demotion or eviction ended; buffered, 1
+	kick     chan struct{} // a demotion or eviction ended, or a writer stalled (Kick); buffered, 1
 
 	demotedC, evictedC, bypassedC prometheus.Counter
 }
@@ -181,7 +184,7 @@ type pool struct {
 	placed               float64            // checkpoints sent to the buffer this period, their grants' sizes
 	bypassing            map[uint64]float64 // checkpoints sent to the PFS and still being written: their grants' sizes
 	bypassed             float64            // checkpoints sent to the PFS this period, their grants' sizes
-	canFree              bool               // it holds versions it can free (demote, evict)
+	canFree              bool               // room will come: versions it can free (demote, evict), or ones being written by writers not waiting for room
 	freeing              float64            // bytes of evictions running
 	demoteFailed         bool               // its last demotion failed (the PFS may be down)
 }
@@ -247,6 +250,16 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 			m.act(ctx)
 			m.tickMu.Unlock()
 		}
+	}
+}
+
+// Kick makes the manager start the demotions and evictions the pools
+// call for now, without waiting for its next tick: a writer began to wait
+// for room (meta.Service.SetOnStall). It does not block.
+func (m *Manager) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -593,18 +606,26 @@ func (m *Manager) act(ctx context.Context) {
 		var resident, demotable []pol.Version
 		freeable := false
 		byID := map[uint64]*version{}
+		st, _ := m.cfg.NS.(Stalls)
 		for _, v := range m.versions {
 			if v.Pool != p.Name || !v.OnBuffer {
 				continue
 			}
 			byID[v.ID] = v
 			resident = append(resident, v.Version)
+			// writers wait for room only where it will come: a demoted
+			// copy to evict (or being evicted), data to demote (or being
+			// demoted) while demotion works, or a checkpoint being
+			// written whose writer does not wait for room itself (it
+			// closes, then demotes). At a burst's start the deleters may
+			// have dropped every demoted copy, leaving open checkpoints
+			// alone: writers wait then rather than spill to the PFS. If
+			// every open checkpoint's writer waits, none can close:
+			// placement spills.
 			if v.Open {
+				freeable = freeable || st != nil && !p.demoteFailed && !st.StalledFile(p.Name, v.ID)
 				continue
 			}
-			// writers wait for room only where it will come: a demoted
-			// copy to evict (or being evicted), or data to demote (or
-			// being demoted) while demotion works
 			freeable = freeable || v.Demoted || !p.demoteFailed
 			if !m.busy[v.ID] && !v.Demoted {
 				demotable = append(demotable, v.Version)
@@ -638,7 +659,7 @@ func (m *Manager) act(ctx context.Context) {
 		for _, g := range p.grants {
 			room = max(room, float64(g.Size))
 		}
-		if st, ok := m.cfg.NS.(Stalls); ok {
+		if st != nil {
 			room *= float64(1 + st.StalledWriters(p.Name))
 		}
 		room = min(room, p.S/2) + float64(m.cfg.Reserve)
@@ -731,10 +752,7 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 	}
 	m.mu.Unlock()
 	// the next demotion, or eviction, at once rather than at the tick
-	select {
-	case m.kick <- struct{}{}:
-	default:
-	}
+	m.Kick()
 	if err != nil {
 		m.cfg.Log.Info("burst buffer: not done; tried again later", "ino", v.ID, "evict", evict, "err", err)
 		return
@@ -831,9 +849,11 @@ func (m *Manager) Managed(ino uint64) bool {
 }
 
 // StallReserve is the free space placement keeps on data server si for
-// writers to wait at: Reserve on a server of a pool whose checkpoints the
-// manager can demote or evict, so that a full buffer makes checkpoints wait
-// for room (the paper's stop) instead of spilling; 0 elsewhere.
+// writers to wait at: Reserve on a server of a pool where room will come
+// (checkpoints the manager can demote or evict, or ones being written by
+// writers that do not wait for room), so that a full buffer makes
+// checkpoints wait for room (the paper's stop) instead of spilling; 0
+// elsewhere.
 func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()

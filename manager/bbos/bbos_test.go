@@ -43,6 +43,7 @@ type fakeNS struct {
 	controls []wire.BBControl   // what it was sent
 	moves    []string           // demote/evict calls, in order
 	stalled  int                // writers waiting for room on mem
+	stalledF map[uint64]bool    // the files they write
 	hold     chan struct{}      // if set, a demotion waits for it to close
 }
 
@@ -53,6 +54,12 @@ func (f *fakeNS) StalledWriters(tier string) int {
 		return 0
 	}
 	return f.stalled
+}
+
+func (f *fakeNS) StalledFile(tier string, ino uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return tier == "mem" && f.stalledF[ino]
 }
 
 func newFake(s uint64) *fakeNS {
@@ -390,18 +397,7 @@ func TestDemotionAndEviction(t *testing.T) {
 // the deleters free room for each of them at once (at most half the
 // buffer), coldest first, rather than one checkpoint per tick.
 func TestStalledWritersGetRoom(t *testing.T) {
-	clk := &clock{time.Unix(1000, 0)}
-	f := fiveVersions()
-	m := newManager(f, pol.BBOS, clk)
-	for i := 0; i < 4; i++ {
-		tick(t, m)
-	}
-	if tot := m.Status().Totals; tot.DemotedFiles != 5 || tot.EvictedFiles != 0 {
-		t.Fatalf("totals %+v: want all five demoted, none evicted (12 MiB free is the room for one)", tot)
-	}
-	f.mu.Lock()
-	f.moves, f.stalled = nil, 2
-	f.mu.Unlock()
+	f, m := demotedFive(t, 2)
 	tick(t, m)
 	// room for 3 checkpoints above the reserve: 28 MiB, 16 to free
 	// (they run at once: in either order)
@@ -419,12 +415,49 @@ func TestStalledWritersGetRoom(t *testing.T) {
 	}
 }
 
+// demotedFive is fiveVersions under BBOS once all five are demoted,
+// with stalled writers waiting for room on the buffer.
+func demotedFive(t *testing.T, stalled int) (*fakeNS, *Manager) {
+	t.Helper()
+	f := fiveVersions()
+	m := newManager(f, pol.BBOS, &clock{time.Unix(1000, 0)})
+	for i := 0; i < 4; i++ {
+		tick(t, m)
+	}
+	if tot := m.Status().Totals; tot.DemotedFiles != 5 || tot.EvictedFiles != 0 {
+		t.Fatalf("totals %+v: want all five demoted, none evicted (12 MiB free is the room for one)", tot)
+	}
+	f.mu.Lock()
+	f.moves, f.stalled = nil, stalled
+	f.mu.Unlock()
+	return f, m
+}
+
+// TestKickFreesRoom: a writer that begins to wait for room (Kick, from
+// the metadata service) has the deleters free room at once, without a
+// tick.
+func TestKickFreesRoom(t *testing.T) {
+	f, m := demotedFive(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx, nil) // no ticks
+	m.Kick()
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(f.movesSoFar(), "evict") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("moves %q after a kick, want the two coldest evicted", f.movesSoFar())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestReserveWhileDemoting: a buffer whose only closed checkpoint is being
 // demoted keeps its stall reserve (writers wait for the room its eviction
-// will make rather than spill to the PFS).
+// will make rather than spill to the PFS), and so does one whose only
+// checkpoint is being written, until its writer waits for room itself.
 func TestReserveWhileDemoting(t *testing.T) {
 	clk := &clock{time.Unix(1000, 0)}
-	f := newFake(16 * mib)
+	f := newFake(32 * mib) // room for its next version beside it: nothing evicted
 	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
 	f.ckpt(10, "a", "a1", 8*mib, 1)
 	f.hold = make(chan struct{})
@@ -438,7 +471,14 @@ func TestReserveWhileDemoting(t *testing.T) {
 	close(f.hold)
 	tick(t, m)
 	f.mu.Lock()
-	f.files[10].open = true // written again: nothing to free
+	f.files[10].open = true // written again: room comes when it closes
+	f.mu.Unlock()
+	tick(t, m)
+	if m.StallReserve(si) == 0 {
+		t.Fatal("no stall reserve while the buffer's checkpoint is written by a writer that does not wait for room")
+	}
+	f.mu.Lock()
+	f.stalled, f.stalledF = 1, map[uint64]bool{10: true} // its writer waits for room: it cannot close
 	f.mu.Unlock()
 	tick(t, m)
 	if m.StallReserve(si) != 0 {
