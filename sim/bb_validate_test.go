@@ -87,18 +87,16 @@ func simOfReal(t *testing.T, r realBBRun) *BBResult {
 // replayed with its own mix, policy and switches. Per run, the bytes
 // demoted agree within 20 % in at least 90 % of the runs, and the share
 // of failures that found their checkpoint on the buffer within 0.15 in at
-// least 90 % of the runs under low congestion; the policies rank as on
-// the real daemons (BBOS above LRU and FIFO on restart hits wherever they
-// were compared; version awareness above MTBF alone). Under high
-// congestion the failure hits are reported, not asserted: with 30
-// writers through one mount's window LRU, FIFO and MaxEff keep fewer
-// checkpoints there than the model says, some of theirs reaching the PFS
-// otherwise than by demotion (docs/experiments/sim.md, "The 8 MiB set
-// again"). Under low congestion the
-// time a run's checkpoints took in all agrees within 15 % in at least 90 %
-// of the runs; checkpoint by checkpoint and application by application
-// the agreement is reported, beside how far the daemons agree with
-// themselves from one period to the next.
+// least 90 % of the runs, under low and under high congestion (high since
+// the daemons stopped spilling checkpoints at a burst's start:
+// docs/experiments/sim.md, "Open checkpoints are room to come"); the
+// policies rank as on the real daemons (BBOS above LRU and FIFO on
+// restart hits wherever they were compared; version awareness above MTBF
+// alone). Under low congestion the time a run's checkpoints took in all
+// agrees within 15 % in at least 90 % of the runs; checkpoint by
+// checkpoint and application by application the agreement is reported,
+// beside how far the daemons agree with themselves from one period to
+// the next.
 func TestValidateBurstBuffer(t *testing.T) {
 	runs := loadRealBB(t, "../bench/bbos/results.jsonl.gz")
 	if len(runs) < 100 {
@@ -110,8 +108,9 @@ func TestValidateBurstBuffer(t *testing.T) {
 	if tm.run.short() {
 		t.Errorf("the checkpoints' time in all agrees in %d of %d runs under low congestion: want 90 %%", tm.run.ok, tm.run.n)
 	}
-	if d.hits.short() || d.demoted.short() {
-		t.Errorf("failure hits agree in %d of %d runs under low congestion, demoted bytes in %d of %d: want 90 %%", d.hits.ok, d.hits.n, d.demoted.ok, d.demoted.n)
+	if d.hits.short() || d.high.short() || d.demoted.short() {
+		t.Errorf("failure hits agree in %d of %d runs under low congestion and %d of %d under high, demoted bytes in %d of %d: want 90 %%",
+			d.hits.ok, d.hits.n, d.high.ok, d.high.n, d.demoted.ok, d.demoted.n)
 	}
 	if d.ranked < 5 {
 		t.Errorf("only %d policy pairs ranked", d.ranked)
@@ -181,7 +180,7 @@ func decisionsAgree(t *testing.T, runs []realBBRun, sims []*BBResult) decisions 
 		real[g][r.Label] = append(real[g][r.Label], rh)
 		model[g][r.Label] = append(model[g][r.Label], s.HitRatio())
 	}
-	t.Logf("failure hits within 0.15 in %d of %d runs under low congestion (%d of %d under high: not asserted), demoted within 20 %% in %d of %d",
+	t.Logf("failure hits within 0.15 in %d of %d runs under low congestion, %d of %d under high, demoted within 20 %% in %d of %d",
 		d.hits.ok, d.hits.n, d.high.ok, d.high.n, d.demoted.ok, d.demoted.n)
 	for g, byLabel := range real {
 		for _, pair := range [][2]string{{"bbos", "lru"}, {"bbos", "fifo"}, {"bbos", "bbos-noversions"}} {

@@ -43,6 +43,10 @@
 #   APP_WINDOW=1 FIRST_RUN=2 RUNS=2 EXPS=perf CONGS=high SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-high-mended-2.jsonl.gz bash bench/bbos/run.sh
 #   # and under low congestion, ~70 min
 #   APP_WINDOW=1 EXPS=perf CONGS=low SIZE=32M MEM=512 PERIOD=24 OUT=bench/bbos/results-32m-low-appwindow.jsonl.gz bash bench/bbos/run.sh
+#   # the 8 MiB high set with checkpoints being written counted as room to
+#   # come (meta StalledFile) but before a stalled writer kicked the
+#   # deleters (the tree of d29d7ed without SetOnStall), ~12 min
+#   EXPS=perf CONGS=high OUT=bench/bbos/results-high-stalledfile.jsonl.gz bash bench/bbos/run.sh
 #
 # APP_WINDOW=1: every application writes as from its own compute node.
 # All of them write through the one mount of `sluice up`, whose
