@@ -76,9 +76,6 @@ func (s *Service) waitStalled(ctx context.Context, tier string, ino uint64, wake
 	s.stalled[tier][ino]++
 	f := s.onStall
 	s.stalledMu.Unlock()
-	if f != nil {
-		f(tier)
-	}
 	defer func() {
 		s.stalledMu.Lock()
 		if s.stalled[tier][ino]--; s.stalled[tier][ino] == 0 {
@@ -86,6 +83,9 @@ func (s *Service) waitStalled(ctx context.Context, tier string, ino uint64, wake
 		}
 		s.stalledMu.Unlock()
 	}()
+	if f != nil {
+		f(tier)
+	}
 	select {
 	case <-wake:
 		return true

@@ -560,8 +560,7 @@ func (m *bbModel) place(v *bbVersion, order []bbos.Version, want float64) bool {
 // for room.
 func (m *bbModel) placeWindow(v *bbVersion, order []bbos.Version, part float64) bool {
 	for {
-		target := min(v.written+v.spillW+part, float64(v.Bytes))
-		need := target - v.alloc - v.spilled
+		need := v.windowNeed(part)
 		if need <= 0 {
 			return true
 		}
@@ -571,10 +570,18 @@ func (m *bbModel) placeWindow(v *bbVersion, order []bbos.Version, part float64) 
 	}
 }
 
+// windowNeed is the room checkpoint v's writer needs beyond what its
+// chunks were given for the requests its window of part bytes has on
+// their way (0 or less: none).
+func (v *bbVersion) windowNeed(part float64) float64 {
+	return min(v.written+v.spillW+part, float64(v.Bytes)) - v.alloc - v.spilled
+}
+
 // freeable says whether the buffer holds a checkpoint the manager can
 // free room from: finished and seen by it, or being written by a writer
-// that does not wait for room (it finishes, then demotes); on the buffer (the daemons' stall reserve is there only
-// then: manager/bbos canFree). Asked once a step.
+// that does not wait for room (it finishes, then demotes); on the buffer
+// (the daemons' stall reserve is there only then: manager/bbos canFree).
+// Asked once a step.
 func (m *bbModel) freeable() bool {
 	if m.canFree == 0 {
 		m.canFree = 1
@@ -699,9 +706,6 @@ func (m *bbModel) step() {
 			v.onPFS = true
 		}
 	}
-	// writes to the buffer: the head of the queue (non-overlap), or all
-	// sharing (Dedicated), into the free space above the reserve, within
-	// the write cap and what the device has left
 	m.canFree = 0
 	// every checkpoint begun on the buffer has the room of the chunks its
 	// window's requests reach (the daemons place a chunk at its first
@@ -716,13 +720,16 @@ func (m *bbModel) step() {
 		switch {
 		case v.bypassed:
 		case stopped:
-			v.waits = v.waits || min(v.written+v.spillW+part, float64(v.Bytes)) > v.alloc+v.spilled
+			v.waits = v.waits || v.windowNeed(part) > 0
 		case !m.placeWindow(v, order, part):
 			stopped = true
 		}
 	}
-	// a writer waiting for room with nothing placed left to write has
-	// no requests at the servers: the next one's go in
+	// writes to the buffer: the head of the queue (non-overlap), or all
+	// sharing (Dedicated), into the free space above the reserve, within
+	// the write cap and what the device has left; a writer waiting for
+	// room with nothing placed left to write has no requests at the
+	// servers: the next one's go in
 	var active []*bbVersion
 	for _, v := range m.queue {
 		if !v.bypassed && !(v.waits && v.alloc <= v.written) {
