@@ -144,6 +144,7 @@ sim:
 	FWDS=24 bash bench/sim/qos.sh bench/sim/qos-results-24.jsonl
 	bash bench/sim/failslow.sh
 	bash bench/sim/maintenance.sh
+	bash bench/sim/memtier.sh
 	bash bench/sim/liveqos.sh
 	bash bench/sim/liveslow.sh
 	bash bench/sim/liveday.sh

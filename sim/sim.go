@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-hpc/sluice/policy/failslow"
 	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/policy/qos"
+	"github.com/sluice-hpc/sluice/policy/tiering"
 	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/sim/flow"
 	"github.com/sluice-hpc/sluice/sim/machine"
@@ -146,6 +147,10 @@ type JobResult struct {
 	// QoS is the rules (Config.QoS) its requests matched, in the order
 	// first met.
 	QoS []string `json:"qos,omitempty"`
+	// MemBytes is what it wrote onto the mem tier (Machine.MemTier),
+	// Stalled how long its writes waited there for room, seconds.
+	MemBytes float64 `json:"mem_bytes,omitempty"`
+	Stalled  float64 `json:"stalled_s,omitempty"`
 }
 
 // Sample is one point of the utilisation timeline.
@@ -161,6 +166,8 @@ type Sample struct {
 	// FwdsDown and TargetsDown are out of service (Config.Changes).
 	FwdsDown    int `json:"fwds_down,omitempty"`
 	TargetsDown int `json:"targets_down,omitempty"`
+	// MemUse is the mem tier's bytes in use, share of its capacity.
+	MemUse float64 `json:"mem_use,omitempty"`
 }
 
 // Result is a simulation's outcome.
@@ -182,6 +189,8 @@ type Result struct {
 	Remaps   int
 	// Changes are the scheduled changes of capacity as they took effect.
 	Changes []ChangeEvent
+	// Mem is what the mem tier did (nil: the machine has none).
+	Mem *MemStats
 }
 
 // ChangeEvent is a scheduled change of capacity taking effect (or ending).
@@ -225,6 +234,15 @@ type job struct {
 	inIO    bool
 	phStart engine.Time
 	res     JobResult
+
+	// the mem tier (Machine.MemTier): the bytes it has on each group's
+	// server, its files there (open: this phase's), its writes waiting
+	// for room, and which of its flows write which file
+	onMem    []float64
+	memFiles []*memFile
+	memOpen  []*memFile
+	waiters  []*memWaiter
+	memFlows map[*flow.Flow]*memFile
 }
 
 type fwdShare struct {
@@ -288,6 +306,21 @@ type Sim struct {
 	recs     []beacon.Record
 	lastBusy []float64 // per forwarding node, then per target: the work its records counted
 	flagged  map[string]bool
+
+	// the mem tier (Machine.MemTier; sim/memtier.go): a server per
+	// storage group; the policy's configuration; how long a write waits
+	// for room, the manager's period, its tick's timer and when it is
+	// set for (-1: not), its last look; file numbers; an empty server's
+	// reserve
+	mem             []*memServer
+	memOf           map[*flow.Resource]*memServer
+	memCfg          tiering.Config
+	memStall        engine.Time
+	memEvery        engine.Time
+	memTimer        engine.Timer
+	memAt, memLast  engine.Time
+	memIno          uint64
+	memEmptyReserve float64
 
 	onStart func(*job) // (tests: told of every job it starts)
 }
@@ -373,6 +406,7 @@ func New(cfg Config) (*Sim, error) {
 		s.isOps[o] = true
 	}
 	s.nodes = NewNodes(m.ComputeNodes)
+	s.newMemTier()
 	s.scaled = map[*flow.Resource]*scaling{}
 	if err := s.prepareChanges(); err != nil {
 		return nil, err
@@ -508,6 +542,9 @@ func (s *Sim) Run() (*Result, error) {
 
 func (s *Sim) sample(now engine.Time) {
 	sm := Sample{T: now.Seconds(), Running: len(s.running), Queued: len(s.queue), NodesBusy: s.m.ComputeNodes - s.nodes.Free(), Flows: s.fm.Active()}
+	if s.mem != nil {
+		sm.MemUse = s.memSample()
+	}
 	var used, cap float64
 	for _, r := range s.fwdBW {
 		if r.Users() > 0 {
@@ -599,6 +636,9 @@ func (s *Sim) start(j *job) {
 	if sp.ReadBack {
 		j.wrote = make([]float64, len(s.targets))
 	}
+	if s.mem != nil {
+		j.onMem = make([]float64, len(s.mem))
+	}
 	// phases: the read, then computation and a write, Phases times
 	if sp.SetupBytes > 0 || sp.SetupRequests > 0 {
 		j.phases = append(j.phases, phase{bytes: sp.SetupBytes, reqs: sp.SetupRequests, setup: true})
@@ -679,7 +719,7 @@ func (s *Sim) spread(a dfra.Assignment, io []string) []fwdShare {
 // proportions, through the forwarding nodes it has now (a job moved by
 // dfra.Remap after writing reads its data where it left it).
 func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*flow.Resource) *flow.Resource,
-	links func(fwd int, nodes float64) *flow.Resource, placed, wrote []float64, written func(t int) float64, done func(*flow.Flow, engine.Time)) []*flow.Flow {
+	links func(fwd int, nodes float64) *flow.Resource, placed, wrote []float64, mv *memView, written func(t int) float64, done func(*flow.Flow, engine.Time)) []*flow.Flow {
 	var out []*flow.Flow
 	class := s.classes[j.spec.Class]
 	T := s.m.Storage.Targets
@@ -690,15 +730,49 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 	for _, fs := range per {
 		share := fs.nodes / float64(j.nIO)
 		if b := ph.bytes * share; b > 0 {
-			var parts []targetBytes
-			if ph.read && j.spec.ReadBack {
-				parts = readBack(wrote, b)
+			var head []flow.Use
+			if !ph.setup { // a setup phase is held back by neither the links nor the job's own limits
+				head = []flow.Use{{R: links(fs.fwd, fs.nodes)}}
 			}
-			if parts == nil {
-				g := fs.fwd % s.m.Storage.Groups
-				for k, x := range s.place(j, g, b, fs.nodes, placed, written) {
-					if x > 0 {
-						parts = append(parts, targetBytes{t: g*T + k, bytes: x})
+			dataRule := s.rule(j, dataClass(ph))
+			key, w := s.group(j, dataRule)
+			g := fs.fwd % s.m.Storage.Groups
+			// toParts starts the flows of x bytes over parts (storage
+			// targets or mem servers)
+			toParts := func(parts []targetBytes, x float64) []*flow.Flow {
+				var fl []*flow.Flow
+				if s.m.Storage.ChunkSize > 0 {
+					// files in chunks placed one by one: a writer (reader)
+					// goes through its file's chunks in order, its window of
+					// requests in flight spanning a few of them, so the
+					// slowest of its targets holds it and the others wait
+					// with it: one flow, each target used for its part
+					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w})
+					path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
+					for _, p := range parts {
+						part := p.bytes / x
+						path = append(path, flow.Use{R: res(s.partRes(p)), W: part, Group: key, Share: w})
+						path = s.capped(path, res, dataRule, qosBytes, p.server(), p.t)
+						path[len(path)-1].W = part // (its own target's cap, or the target)
+					}
+					return append(fl, fm.Start(path, x, 0, j.num, class, tag, done))
+				}
+				for _, p := range parts {
+					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w},
+						flow.Use{R: res(s.partRes(p)), Group: key, Share: w})
+					path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
+					path = s.capped(path, res, dataRule, qosBytes, p.server(), p.t)
+					fl = append(fl, fm.Start(path, p.bytes, 0, j.num, class, tag, done))
+				}
+				return fl
+			}
+			// toPFS places x bytes on the targets of the forwarding
+			// node's group and starts their flows
+			toPFS := func(x float64) []*flow.Flow {
+				var parts []targetBytes
+				for k, y := range s.place(j, g, x, fs.nodes, placed, written) {
+					if y > 0 {
+						parts = append(parts, targetBytes{t: g*T + k, bytes: y})
 					}
 				}
 				if wrote != nil && !ph.read && !ph.setup {
@@ -706,36 +780,54 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 						wrote[p.t] += p.bytes
 					}
 				}
+				return toParts(parts, x)
 			}
-			var head []flow.Use
-			if !ph.setup { // a setup phase is held back by neither the links nor the job's own limits
-				head = []flow.Use{{R: links(fs.fwd, fs.nodes)}}
+			var parts []targetBytes
+			if ph.read && j.spec.ReadBack {
+				var onMem []float64
+				if mv != nil {
+					onMem = mv.onMem
+				}
+				parts = readBack(wrote, onMem, b)
+				if s.res.Mem != nil && !mv.alone {
+					for _, p := range parts {
+						if p.mem {
+							s.res.Mem.ReadMem += p.bytes
+						}
+					}
+				}
 			}
-			dataRule := s.rule(j, dataClass(ph))
-			key, w := s.group(j, dataRule)
-			if s.m.Storage.ChunkSize > 0 {
-				// files in chunks placed one by one: a writer (reader)
-				// goes through its file's chunks in order, its window of
-				// requests in flight spanning a few of them, so the
-				// slowest of its targets holds it and the others wait
-				// with it: one flow, each target used for its part
-				path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w})
-				path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
-				for _, p := range parts {
-					part := p.bytes / b
-					path = append(path, flow.Use{R: res(s.targets[p.t]), W: part, Group: key, Share: w})
-					path = s.capped(path, res, dataRule, qosBytes, "ost", p.t)
-					path[len(path)-1].W = part // (its own target's cap, or the target)
+			switch {
+			case parts != nil:
+				out = append(out, toParts(parts, b)...)
+			case mv != nil && !ph.read && !ph.setup:
+				// the mem tier first (sim/memtier.go)
+				onMem, file, wait := s.memPlace(j, mv, fs.fwd, g, b, s.e.Now())
+				toMem := func(x float64) *flow.Flow {
+					f := toParts([]targetBytes{{t: g, bytes: x, mem: true}}, x)[0]
+					if file != nil {
+						if j.memFlows == nil {
+							j.memFlows = map[*flow.Flow]*memFile{}
+						}
+						j.memFlows[f] = file
+					}
+					return f
 				}
-				out = append(out, fm.Start(path, b, 0, j.num, class, tag, done))
-			} else {
-				for _, p := range parts {
-					path := append(append([]flow.Use(nil), head...), flow.Use{R: res(s.fwdBW[fs.fwd]), Group: key, Share: w},
-						flow.Use{R: res(s.targets[p.t]), Group: key, Share: w})
-					path = s.capped(path, res, dataRule, qosBytes, "fwd", fs.fwd)
-					path = s.capped(path, res, dataRule, qosBytes, "ost", p.t)
-					out = append(out, fm.Start(path, p.bytes, 0, j.num, class, tag, done))
+				if onMem > 0 {
+					out = append(out, toMem(onMem))
 				}
+				switch rest := b - onMem; {
+				case rest <= 0:
+				case wait:
+					s.memWait(j, s.mem[g], file, rest, s.e.Now(), toMem, toPFS)
+				default:
+					if !mv.alone {
+						s.res.Mem.Spilled += rest
+					}
+					out = append(out, toPFS(rest)...)
+				}
+			default:
+				out = append(out, toPFS(b)...)
 			}
 		}
 		// operations: metadata over [the node's rate, the metadata
@@ -775,23 +867,49 @@ func metaCap(rate, nodes, latency float64) float64 {
 }
 
 // targetBytes is a flow's part on one storage target (an index of
-// Sim.targets).
+// Sim.targets), or with mem on the mem server of group t.
 type targetBytes struct {
 	t     int
 	bytes float64
+	mem   bool
 }
 
-// readBack spreads b bytes over the targets in proportion to what wrote
-// says was written to each; nil if nothing was.
-func readBack(wrote []float64, b float64) []targetBytes {
+// server is the part's kind of server, for its QoS caps.
+func (p targetBytes) server() string {
+	if p.mem {
+		return "mem"
+	}
+	return "ost"
+}
+
+// partRes is the resource of part p.
+func (s *Sim) partRes(p targetBytes) *flow.Resource {
+	if p.mem {
+		return s.mem[p.t].r
+	}
+	return s.targets[p.t]
+}
+
+// readBack spreads b bytes over the targets and the mem servers in
+// proportion to what wrote and onMem (nil: no mem tier) say is on each;
+// nil if nothing is.
+func readBack(wrote, onMem []float64, b float64) []targetBytes {
 	var sum float64
 	for _, x := range wrote {
 		sum += x
+	}
+	for _, x := range onMem {
+		sum += max(0, x)
 	}
 	if sum <= 0 {
 		return nil
 	}
 	var out []targetBytes
+	for g, x := range onMem {
+		if x > 0 {
+			out = append(out, targetBytes{t: g, bytes: b * x / sum, mem: true})
+		}
+	}
 	for t, x := range wrote {
 		if x > 0 {
 			out = append(out, targetBytes{t: t, bytes: b * x / sum})
@@ -807,12 +925,20 @@ func readBack(wrote []float64, b float64) []targetBytes {
 // per target of the group.
 func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64, written func(t int) float64) []float64 {
 	T := s.m.Storage.Targets
-	out := make([]float64, T)
 	units := int(math.Ceil(nodes))
 	units = max(1, min(units, max(16, 16*T/max(1, len(j.perFwd)))))
 	if c := s.m.Storage.ChunkSize; c > 0 {
 		units = max(1, int(math.Ceil(bytes/c)))
 	}
+	return s.placeUnits(uint64(j.num)<<20, units, g, bytes, placed, written)
+}
+
+// placeUnits places bytes of file ino in units equal units over the
+// targets of group g (policy/place for each), charging placed, and
+// returns the bytes per target of the group.
+func (s *Sim) placeUnits(ino uint64, units, g int, bytes float64, placed []float64, written func(t int) float64) []float64 {
+	T := s.m.Storage.Targets
+	out := make([]float64, T)
 	unit := bytes / float64(units)
 	servers := make([]place.Server, T)
 	for u := 0; u < units; u++ {
@@ -827,7 +953,7 @@ func (s *Sim) place(j *job, g int, bytes, nodes float64, placed []float64, writt
 				Pending: uint64(math.Max(0, pending))}
 		}
 		s.seq++
-		d, err := place.Choose(servers, place.Chunk{Ino: uint64(j.num)<<20 | uint64(u), ChunkSize: int64(unit), StripeCount: 1,
+		d, err := place.Choose(servers, place.Chunk{Ino: ino | uint64(u), ChunkSize: int64(unit), StripeCount: 1,
 			Seq: s.seq, Policy: s.cfg.Placement})
 		k := u % T // (every target down: it waits for its target)
 		if err == nil && len(d.Servers) == 1 {
@@ -869,6 +995,14 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 		wrote = make([]float64, len(s.targets))
 	}
 	links := map[int]*flow.Resource{}
+	var mv *memView
+	if s.mem != nil {
+		// an empty mem tier of its own that never drains
+		mv = &memView{alone: true, used: make([]float64, len(s.mem))}
+		if j.spec.ReadBack {
+			mv.onMem = make([]float64, len(s.mem))
+		}
+	}
 	var total engine.Time
 	for _, ph := range j.phases {
 		if ph.setup {
@@ -880,11 +1014,14 @@ func (s *Sim) alone(j *job, per []fwdShare) float64 {
 				links[fwd] = fm.NewResource(fmt.Sprintf("links%d", fwd), nodes*s.nodeBW(j))
 			}
 			return links[fwd]
-		}, placed, wrote, nil, nil)
+		}, placed, wrote, mv, nil, nil)
 		e.Run(-1)
 		total += e.Now() - start
 		for i := range placed {
 			placed[i] = 0 // each phase placed afresh, alone: nothing pending
+		}
+		if mv != nil {
+			clear(mv.used)
 		}
 	}
 	return total.Seconds()
@@ -911,6 +1048,10 @@ func (s *Sim) nextPhase(j *job) {
 // startFlows starts (or, after a remap, restarts) the flows of j's
 // current I/O phase ph.
 func (s *Sim) startFlows(j *job, ph phase) {
+	var mv *memView
+	if s.mem != nil {
+		mv = &memView{onMem: j.onMem}
+	}
 	j.flows = s.flows(j, j.perFwd, ph, s.fm, func(r *flow.Resource) *flow.Resource { return r }, func(fwd int, nodes float64) *flow.Resource {
 		if j.links == nil {
 			j.links = map[int]*flow.Resource{}
@@ -919,20 +1060,28 @@ func (s *Sim) startFlows(j *job, ph phase) {
 			j.links[fwd] = s.fm.NewResource(fmt.Sprintf("%s.links%d", j.spec.ID, fwd), nodes*s.nodeBW(j))
 		}
 		return j.links[fwd]
-	}, s.placed, j.wrote, func(t int) float64 { return s.targets[t].Busy(s.e.Now()) }, func(_ *flow.Flow, now engine.Time) {
-		if j.pending--; j.pending == 0 {
-			if j.phases[j.next-1].setup {
-				j.setup += now - j.phStart
-			} else {
-				j.ioTime += now - j.phStart
-			}
-			j.inIO, j.flows = false, nil
-			s.nextPhase(j)
-		}
+	}, s.placed, j.wrote, mv, func(t int) float64 { return s.targets[t].Busy(s.e.Now()) }, func(_ *flow.Flow, now engine.Time) {
+		s.flowDone(j, now)
 	})
-	j.pending = len(j.flows)
+	j.pending = len(j.flows) + len(j.waiters)
 	if j.pending == 0 {
 		j.inIO = false
+		s.memClose(j, s.e.Now())
+		s.nextPhase(j)
+	}
+}
+
+// flowDone is the end of one of the flows (or waits) of j's phase: the
+// last ends the phase.
+func (s *Sim) flowDone(j *job, now engine.Time) {
+	if j.pending--; j.pending == 0 {
+		if j.phases[j.next-1].setup {
+			j.setup += now - j.phStart
+		} else {
+			j.ioTime += now - j.phStart
+		}
+		j.inIO, j.flows, j.memFlows = false, nil, nil
+		s.memClose(j, now)
 		s.nextPhase(j)
 	}
 }
@@ -946,6 +1095,7 @@ func (s *Sim) finish(j *job) {
 			break
 		}
 	}
+	s.memForget(j)
 	j.res.End = now.Seconds()
 	j.res.IOTime = j.ioTime.Seconds()
 	j.res.SetupTime = j.setup.Seconds()
@@ -1146,12 +1296,20 @@ func (s *Sim) remap(now engine.Time) int {
 		// the rest of the phase goes over the new forwarding nodes
 		cur := j.phases[j.next-1]
 		var bytes, ops float64
+		for _, w := range slices.Clone(j.waiters) {
+			// a write waiting for room is placed anew below
+			bytes += w.rest
+			s.memUnwait(w, now, false)
+		}
 		for _, f := range j.flows {
 			left := f.Remaining(now)
 			if s.isOps[f.Path[0].R] {
 				ops += left
 			} else {
 				bytes += left
+				if mf := j.memFlows[f]; mf != nil && !cur.read && left > 0 {
+					s.memUnplace(mf, left)
+				}
 				if j.wrote != nil && !cur.read && !cur.setup {
 					// not written where it was to go: placed anew below
 					for _, u := range f.Path {
@@ -1167,7 +1325,7 @@ func (s *Sim) remap(now engine.Time) int {
 			}
 			s.fm.Cancel(f)
 		}
-		j.flows, j.links = nil, nil
+		j.flows, j.links, j.memFlows = nil, nil, nil
 		s.startFlows(j, phase{bytes: bytes, ops: ops, read: cur.read, setup: cur.setup})
 	}
 	return len(moved)

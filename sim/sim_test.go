@@ -95,7 +95,8 @@ func TestInterference(t *testing.T) {
 	}
 }
 
-// TestDeterministic: the same input gives byte-identical results.
+// TestDeterministic: the same input gives byte-identical results, on
+// taihulight as described and with a mem tier.
 func TestDeterministic(t *testing.T) {
 	log, err := swf.ParseFile("testdata/NASA-iPSC-1993-3.1-cln.swf.gz")
 	if err != nil {
@@ -106,22 +107,33 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := FromSWF(log, m, GenOptions{Seed: 3, For: 48 * 3600})
-	out := func() []byte {
-		var b bytes.Buffer
-		r := run(t, Config{Machine: m, Jobs: jobs, Policy: "dfra"})
-		enc := json.NewEncoder(&b)
-		for _, j := range r.Jobs {
-			enc.Encode(j)
+	// as described, and with a mem tier (sim/memtier.go)
+	withMem := *m
+	withMem.MemTier = &machine.MemTier{Capacity: 64e9, BW: 10e9}
+	for _, m := range []*machine.Machine{m, &withMem} {
+		var mem *MemStats
+		out := func() []byte {
+			var b bytes.Buffer
+			r := run(t, Config{Machine: m, Jobs: jobs, Policy: "dfra"})
+			enc := json.NewEncoder(&b)
+			for _, j := range r.Jobs {
+				enc.Encode(j)
+			}
+			enc.Encode(r.Mem)
+			WriteTimeline(&b, r.Timeline)
+			mem = r.Mem
+			return b.Bytes()
 		}
-		WriteTimeline(&b, r.Timeline)
-		return b.Bytes()
-	}
-	a, b := out(), out()
-	if !bytes.Equal(a, b) {
-		t.Fatal("two runs of one input differ")
-	}
-	if len(jobs) < 20 || !bytes.Contains(a, []byte(`"policy":"dfra"`)) {
-		t.Fatalf("%d jobs, DFRA never changed an allocation", len(jobs))
+		a, b := out(), out()
+		if !bytes.Equal(a, b) {
+			t.Fatalf("mem tier %v: two runs of one input differ", m.MemTier != nil)
+		}
+		if len(jobs) < 20 || !bytes.Contains(a, []byte(`"policy":"dfra"`)) {
+			t.Fatalf("%d jobs, DFRA never changed an allocation", len(jobs))
+		}
+		if m.MemTier != nil && (mem.Written <= 0 || mem.Moves == 0 || mem.Looks == 0) {
+			t.Fatalf("mem tier unused: %+v", mem)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/policy/qos"
 	"github.com/sluice-hpc/sluice/sim"
@@ -51,6 +52,10 @@ func cmdSim(args []string) error {
 	interf := fs.String("interference", "", "forwarding-node interference pairs: the machine's (default: the DFRA slides'), or a DFRA pairwise experiment's raw results (bench/dfra/pairwise.jsonl: our own measurements)")
 	interfModel := fs.String("interference-model", "capacity", "with --interference FILE: capacity (a shared node delivers less to both jobs, symmetric) or factors (each job slowed by its own factor beyond its share, calibrated from the experiment's runs: sim.FactorsFromDFRA)")
 	metaLat := fs.Duration("meta-latency", -1, "what one metadata operation takes a process when nothing queues: each I/O node issues them one at a time (the machine's meta_latency; 0: not modelled; default: the machine's)")
+	memTier := fs.String("mem-tier", "", "a mem tier in front of the PFS: one mem data server of this capacity per storage group (machine's mem_tier; 0: none; default: the machine's)")
+	memTierBW := fs.Float64("mem-tier-mbps", 0, "with --mem-tier: a mem server's bandwidth, MB/s (default: the machine's, else 10,000)")
+	tieringMode := fs.String("tiering", "", "the mem tier's tiering: auto (policy/tiering moves files down by free space; writes wait at Cs-w) or manual (nothing moves; a full server spills); default: the machine's")
+	tierFree := fs.String("tier-free", "", "the mem servers' thresholds Cs-w,Cf-m,Cn-m (as sluice meta --tier-free; default: the machine's, else policy/tiering's)")
 	spread := fs.Float64("spread", 0, "age the machine's storage: targets' speeds spread evenly over this factor (Sunway: 5; 0: as described)")
 	placement := fs.String("placement", "perf", "how files are placed on a storage group's targets (policy/place): perf, rr or wrandom")
 	slowFwds := fs.Int("slow-fwds", 0, "forwarding nodes made fail-slow (spread over the fixed mapping's)")
@@ -104,6 +109,9 @@ func cmdSim(args []string) error {
 	}
 	if *spread > 0 {
 		m.Storage.Spread = *spread
+	}
+	if err := simMemTier(m, *memTier, *memTierBW, *tieringMode, *tierFree); err != nil {
+		return err
 	}
 	if *metaLat != -1 {
 		m.MetaLatency = metaLat.Seconds()
@@ -290,6 +298,11 @@ func cmdSim(args []string) error {
 				p, len(r.Changes), down, remaps)
 			summary[p+"_changes"] = r.Changes
 		}
+		if mt := r.Mem; mt != nil {
+			fmt.Printf("%-5s mem tier: %.1f TB written to it, %.1f TB spilled to the PFS, %.1f TB moved down (%d moves, %d of open files), %d writes waited %.0f s in all (%d spilled after the wait), %.1f TB read back from it, fullest server %.1f GB\n",
+				p, mt.Written/1e12, mt.Spilled/1e12, mt.Moved/1e12, mt.Moves, mt.Forced, mt.Stalls, mt.StallTime, mt.StallSpills, mt.ReadMem/1e12, mt.Peak/1e9)
+			summary[p+"_mem"] = mt
+		}
 		fmt.Printf("%-5s jobs %d  I/O time: mean %.1f s, median %.1f s, total %.1f h, I/O-intensive mean %.1f s  aggregate %.1f GB/s  slowdown (vs alone) median %.2f p95 %.2f  forwarding nodes per job mean %.1f  simulated %.1f h in %.1f s (%d events, %.0f/s)\n",
 			p, st.Jobs, st.MeanIO, st.MedianIO, st.TotalIO/3600, st.IntensiveMeanIO, st.MeanBW/1e9, st.MedianSlowdown, st.P95Slowdown, st.MeanFwds, r.End.Seconds()/3600, el.Seconds(), r.Events, float64(r.Events)/el.Seconds())
 		summary[p] = st
@@ -403,4 +416,47 @@ func simProfiles(path, darshanLogs string) ([]beacon.Profile, error) {
 		}
 	}
 	return out, nil
+}
+
+// simMemTier gives machine m the mem tier the flags describe (none set:
+// the machine's own).
+func simMemTier(m *machine.Machine, capacity string, mbps float64, mode, free string) error {
+	if capacity != "" {
+		c, err := size.Parse(capacity)
+		if err != nil || c < 0 {
+			return fmt.Errorf("--mem-tier %q: not a size", capacity)
+		}
+		if c == 0 {
+			m.MemTier = nil
+		} else {
+			if m.MemTier == nil {
+				m.MemTier = &machine.MemTier{BW: 10e9}
+			}
+			m.MemTier.Capacity = float64(c)
+		}
+	}
+	if m.MemTier == nil {
+		if mbps > 0 || mode != "" || free != "" {
+			return fmt.Errorf("--mem-tier-mbps, --tiering and --tier-free need a mem tier (--mem-tier SIZE)")
+		}
+		return nil
+	}
+	if mbps > 0 {
+		m.MemTier.BW = mbps * 1e6
+	}
+	switch mode {
+	case "":
+	case "auto", "manual":
+		m.MemTier.Manual = mode == "manual"
+	default:
+		return fmt.Errorf("--tiering %q: want auto or manual", mode)
+	}
+	if free != "" {
+		t, err := parseThresholds(free)
+		if err != nil {
+			return fmt.Errorf("--tier-free: %v", err)
+		}
+		m.MemTier.Thresholds = [3]float64{float64(t.StallWrite), float64(t.ForcedOut), float64(t.NormalOut)}
+	}
+	return m.Check()
 }

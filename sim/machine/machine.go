@@ -51,6 +51,9 @@ type Machine struct {
 
 	BurstBuffer *BurstBuffer `json:"burst_buffer,omitempty"`
 
+	// MemTier, if set, is a memory tier in front of the PFS (MemTier).
+	MemTier *MemTier `json:"mem_tier,omitempty"`
+
 	Interference Interference `json:"interference"`
 
 	// Changes are scheduled changes of capacity: maintenance, degraded
@@ -91,6 +94,31 @@ type BurstBuffer struct {
 	// DemoteMax × 0.05 as the testbed's 0.08 of 1.6 GB/s).
 	DemoteMax float64 `json:"demote_max,omitempty"`
 	DemoteMin float64 `json:"demote_min,omitempty"`
+}
+
+// MemTier is a memory tier in front of the PFS: one mem data server per
+// storage group beside its targets (ONFS's DS-m, sluice's `data --tier
+// mem`), reached through the group's forwarding nodes. New files land on
+// it while it has room above its write-stall threshold; policy/tiering
+// moves them down to the group's targets by its free space.
+type MemTier struct {
+	Capacity float64 `json:"capacity"` // bytes per server
+	BW       float64 `json:"bw"`       // a server's bandwidth, reads and writes together (bytes/s)
+	// Thresholds are the free bytes Cs-w, Cf-m, Cn-m of every server
+	// (sluice meta --tier-free); all 0: policy/tiering's defaults from
+	// the capacity, N and the files' mean size.
+	Thresholds [3]float64 `json:"thresholds,omitempty"`
+	// Manual: nothing moves down and a full server spills new files to
+	// the PFS at once (sluice meta --tiering manual); else the tiering
+	// manager runs policy/tiering and a write that finds the server at
+	// Cs-w waits for room, at most StallMax seconds (default 15, the
+	// forwarding daemon's), then spills.
+	Manual   bool    `json:"manual,omitempty"`
+	StallMax float64 `json:"stall_max,omitempty"`
+	// Every is the tiering manager's period, seconds (default 1); after a
+	// move ends it looks again at once, at most every 0.1 s, as
+	// manager/tiering does.
+	Every float64 `json:"every,omitempty"`
 }
 
 // BBRates are the whole buffer's figures for policy/bbos: bytes, and
@@ -255,6 +283,17 @@ func (m *Machine) Check() error {
 			if what == "pair" && (s[0] <= 0 || s[1] <= 0) || what == "factor" && (s[0] < 1 || s[1] < 1) {
 				bad = append(bad, fmt.Sprintf("interference %s %q: pairs must be > 0, factors ≥ 1", what, k))
 			}
+		}
+	}
+	if mt := m.MemTier; mt != nil {
+		pos("mem_tier.capacity", mt.Capacity)
+		pos("mem_tier.bw", mt.BW)
+		t := mt.Thresholds
+		if t != [3]float64{} && !(t[0] >= 0 && t[0] < t[1] && t[1] < t[2] && t[2] < mt.Capacity) {
+			bad = append(bad, "mem_tier.thresholds: want 0 ≤ Cs-w < Cf-m < Cn-m < capacity")
+		}
+		if mt.StallMax < 0 || mt.Every < 0 {
+			bad = append(bad, "mem_tier: stall_max and every must be ≥ 0")
 		}
 	}
 	if bb := m.BurstBuffer; bb != nil {
