@@ -639,33 +639,7 @@ func (s *Sim) start(j *job) {
 	if s.mem != nil {
 		j.onMem = make([]float64, len(s.mem))
 	}
-	// phases: the read, then computation and a write, Phases times
-	if sp.SetupBytes > 0 || sp.SetupRequests > 0 {
-		j.phases = append(j.phases, phase{bytes: sp.SetupBytes, reqs: sp.SetupRequests, setup: true})
-	}
-	per := sp.Compute / float64(sp.Phases)
-	parts := float64(sp.Phases)
-	var read phase
-	if sp.Read > 0 {
-		parts++
-		read = phase{bytes: sp.Read, ops: sp.MetaOps / parts, reqs: sp.Requests * sp.Read / (sp.Read + sp.Write), read: true}
-		if !sp.ReadBack {
-			j.phases = append(j.phases, read)
-		}
-	}
-	for k := 0; k < sp.Phases; k++ {
-		reqs := sp.Requests / float64(sp.Phases)
-		if sp.Read > 0 {
-			reqs = sp.Requests * sp.Write / (sp.Read + sp.Write) / float64(sp.Phases)
-		}
-		j.phases = append(j.phases, phase{compute: per, bytes: sp.Write / float64(sp.Phases), ops: sp.MetaOps / parts, reqs: reqs})
-	}
-	if sp.Read > 0 && sp.ReadBack {
-		j.phases = append(j.phases, read)
-	}
-	if sp.Lead > 0 && len(j.phases) > 0 {
-		j.phases[0].compute += sp.Lead
-	}
+	j.phases = phasesOf(sp)
 	j.res = JobResult{ID: sp.ID, App: sp.App, Nodes: sp.Nodes, IONodes: j.nIO, Pattern: sp.Pattern, Class: sp.Class,
 		Bytes: sp.Read + sp.Write, Submit: sp.Submit, Start: now.Seconds(), Wait: now.Seconds() - sp.Submit,
 		Fwds: len(j.a.Fwds), Policy: j.a.Policy, Warmup: sp.Warmup}
@@ -682,6 +656,49 @@ func (s *Sim) start(j *job) {
 	}
 	s.running = append(s.running, j)
 	s.nextPhase(j)
+}
+
+// phasesOf is job sp's phases: a setup phase, the read, then computation
+// and a write, Phases times (the computation before each burst of
+// BurstPhases), or the read at the end (ReadBack); Lead before the first.
+func phasesOf(sp Job) []phase {
+	var ph []phase
+	if sp.SetupBytes > 0 || sp.SetupRequests > 0 {
+		ph = append(ph, phase{bytes: sp.SetupBytes, reqs: sp.SetupRequests, setup: true})
+	}
+	per := sp.Compute / float64(sp.Phases)
+	burst := 1
+	if b := sp.BurstPhases; b > 1 {
+		burst = b
+		per = sp.Compute / math.Ceil(float64(sp.Phases)/float64(b))
+	}
+	parts := float64(sp.Phases)
+	var read phase
+	if sp.Read > 0 {
+		parts++
+		read = phase{bytes: sp.Read, ops: sp.MetaOps / parts, reqs: sp.Requests * sp.Read / (sp.Read + sp.Write), read: true}
+		if !sp.ReadBack {
+			ph = append(ph, read)
+		}
+	}
+	for k := 0; k < sp.Phases; k++ {
+		reqs := sp.Requests / float64(sp.Phases)
+		if sp.Read > 0 {
+			reqs = sp.Requests * sp.Write / (sp.Read + sp.Write) / float64(sp.Phases)
+		}
+		c := per
+		if k%burst != 0 {
+			c = 0 // within a burst
+		}
+		ph = append(ph, phase{compute: c, bytes: sp.Write / float64(sp.Phases), ops: sp.MetaOps / parts, reqs: reqs})
+	}
+	if sp.Read > 0 && sp.ReadBack {
+		ph = append(ph, read)
+	}
+	if sp.Lead > 0 && len(ph) > 0 {
+		ph[0].compute += sp.Lead
+	}
+	return ph
 }
 
 // spread is how many I/O nodes each forwarding node of a serves

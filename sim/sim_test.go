@@ -620,3 +620,26 @@ func TestMetaLatency(t *testing.T) {
 		t.Error("a negative meta_latency passed the check")
 	}
 }
+
+// TestBurstPhases: a job's write phases in bursts get its computation
+// before each burst only (Job.BurstPhases).
+func TestBurstPhases(t *testing.T) {
+	// 4 phases of 1 GB at a group's 500 MB/s (2 s each), 10 s of
+	// computation: before every phase (2.5 s each) or before each of two
+	// bursts (5 s each); the job ends after 8 s of I/O either way
+	for _, c := range []struct {
+		burst int
+		want  []float64
+	}{{0, []float64{2.5, 2.5, 2.5, 2.5}}, {2, []float64{5, 0, 5, 0}}, {3, []float64{5, 0, 0, 5}}} {
+		j := Job{ID: "b", App: "b", Nodes: 16, Compute: 10, Pattern: "N-N", Class: "bw", Write: 4e9, Phases: 4, BurstPhases: c.burst}
+		for i, p := range phasesOf(j) {
+			if math.Abs(p.compute-c.want[i]) > 1e-9 {
+				t.Errorf("burst_phases %d: phase %d computes %.2f s first, want %.2f", c.burst, i, p.compute, c.want[i])
+			}
+		}
+		got := run(t, Config{Machine: memMachine(t, 0, false), Jobs: []Job{j}, Policy: "ffm"}).Jobs[0]
+		if math.Abs(got.IOTime-8) > 1e-6 || math.Abs(got.End-18) > 1e-6 {
+			t.Errorf("burst_phases %d: I/O %.3f s, end %.3f s: want 8 and 18", c.burst, got.IOTime, got.End)
+		}
+	}
+}

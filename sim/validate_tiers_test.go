@@ -174,15 +174,17 @@ func abs(x int) int {
 	return x
 }
 
-// TestValidateMemTier replays the tiering experiment's stream runs (one
-// writer of 4 MiB files, each written, fsynced and closed, one after the
-// other: bench/tiers/threshold.jsonl) on a machine of one compute node,
+// TestValidateMemTier replays the tiering experiment's runs (one writer
+// of 4 MiB files, each written, fsynced and closed, one after the other,
+// as one stream or in bursts with 3 s pauses between:
+// bench/tiers/threshold.jsonl) on a machine of one compute node,
 // one forwarding node and one storage group whose one target is the ssd
 // tier, with the mem tier of the machine model (sim/memtier.go, not
-// SimulateTiers' model of its own): each file a write phase, the
-// writer's link its own speed (the same figure as TestValidateTiers).
-// The writer bandwidth of each configuration must be within 15 % of the
-// median of its runs, the configurations must rank as they do for real,
+// SimulateTiers' model of its own): each file a write phase (a burst's
+// files a burst of phases, the pause before it), the writer's link its
+// own speed (the same figure as TestValidateTiers). The writer bandwidth
+// of each configuration must be within 15 % of the median of its runs,
+// the configurations must rank per pattern as they do for real,
 // and each run must move down as many files as the real one did, within
 // 2.
 func TestValidateMemTier(t *testing.T) {
@@ -190,9 +192,6 @@ func TestValidateMemTier(t *testing.T) {
 	speed := writerSpeed(runs)
 	simBy, realBy := map[string][]float64{}, map[string][]float64{}
 	for _, r := range runs {
-		if r.Pattern != "stream" {
-			continue
-		}
 		cfg := tierConfigOf(t, r, speed)
 		m := tiny(t)
 		m.ComputeNodes, m.NodeBW, m.FwdNodes, m.FwdBW, m.FwdOps, m.FFMRatio, m.StaticFwds = 1, cfg.WriterRate, 1, 1e12, 1e9, 1, 0
@@ -205,33 +204,42 @@ func TestValidateMemTier(t *testing.T) {
 		}
 		files := int(cfg.Total / cfg.FileBytes)
 		job := Job{ID: "writer", App: "w", Nodes: 1, Pattern: "1-1", Class: "single", Write: float64(cfg.Total), Phases: files}
+		if r.Pattern == "bursts" {
+			// its files in bursts, a pause before each
+			job.BurstPhases = int(cfg.Burst / cfg.FileBytes)
+			job.Compute = cfg.Pause.Seconds() * math.Ceil(float64(files)/float64(job.BurstPhases))
+		}
 		res := run(t, Config{Machine: m, Jobs: []Job{job}, Policy: "ffm"})
 		mbps := float64(cfg.Total) / res.Jobs[0].IOTime / 1e6
 		mt := res.Mem
-		t.Logf("%-10s run %d: writer real %6.1f MB/s, machine model %6.1f (%+.0f %%); on mem %.0f MiB, spilled %.0f MiB, %d waits (%d spilled), %d moves (%d forced)",
-			r.Mode, r.Run, r.Writer.MBps, mbps, 100*(mbps/r.Writer.MBps-1), mt.Written/(1<<20), mt.Spilled/(1<<20), mt.Stalls, mt.StallSpills, mt.Moves, mt.Forced)
-		simBy[r.Mode] = append(simBy[r.Mode], mbps)
-		realBy[r.Mode] = append(realBy[r.Mode], r.Writer.MBps)
+		t.Logf("%-7s %-10s run %d: writer real %6.1f MB/s, machine model %6.1f (%+.0f %%); on mem %.0f MiB, spilled %.0f MiB, %d waits (%d spilled), %d moves (%d forced)",
+			r.Pattern, r.Mode, r.Run, r.Writer.MBps, mbps, 100*(mbps/r.Writer.MBps-1), mt.Written/(1<<20), mt.Spilled/(1<<20), mt.Stalls, mt.StallSpills, mt.Moves, mt.Forced)
+		key := r.Pattern + " " + r.Mode
+		simBy[key] = append(simBy[key], mbps)
+		realBy[key] = append(realBy[key], r.Writer.MBps)
 		if abs(mt.Moves-r.FilesMigrated) > 2 {
 			t.Errorf("%s run %d: %d files moved down by the machine model, %d for real: want within 2", r.Mode, r.Run, mt.Moves, r.FilesMigrated)
 		}
 	}
-	if len(realBy) != 3 {
-		t.Fatalf("stream configurations %v: want onfs, onfs-burst and spill", slices.Sorted(maps.Keys(realBy)))
+	if len(realBy) != 6 {
+		t.Fatalf("configurations %v: want onfs, onfs-burst and spill, stream and bursts", slices.Sorted(maps.Keys(realBy)))
 	}
-	for _, mode := range slices.Sorted(maps.Keys(realBy)) {
-		rm, sm := median(realBy[mode]), median(simBy[mode])
-		t.Logf("stream %-10s real median %6.1f MB/s (%.1f–%.1f), machine model %6.1f (%+.0f %%)", mode, rm, slices.Min(realBy[mode]), slices.Max(realBy[mode]), sm, 100*(sm/rm-1))
+	for _, key := range slices.Sorted(maps.Keys(realBy)) {
+		rm, sm := median(realBy[key]), median(simBy[key])
+		t.Logf("%-18s real median %6.1f MB/s (%.1f–%.1f), machine model %6.1f (%+.0f %%)", key, rm, slices.Min(realBy[key]), slices.Max(realBy[key]), sm, 100*(sm/rm-1))
 		if math.Abs(sm-rm) > 0.15*rm {
-			t.Errorf("stream %s: the machine model's writer bandwidth %.1f MB/s is not within 15 %% of the runs' median %.1f", mode, sm, rm)
+			t.Errorf("%s: the machine model's writer bandwidth %.1f MB/s is not within 15 %% of the runs' median %.1f", key, sm, rm)
 		}
 	}
-	rank := func(by map[string][]float64) []string {
-		modes := slices.Sorted(maps.Keys(by))
-		sort.SliceStable(modes, func(i, j int) bool { return median(by[modes[i]]) > median(by[modes[j]]) })
-		return modes
-	}
-	if rr, sr := rank(realBy), rank(simBy); !slices.Equal(rr, sr) {
-		t.Errorf("the configurations rank %v in the machine model, %v for real", sr, rr)
+	for _, pattern := range []string{"stream", "bursts"} {
+		rank := func(by map[string][]float64) []string {
+			modes := []string{"onfs", "onfs-burst", "spill"}
+			med := func(m string) float64 { return median(by[pattern+" "+m]) }
+			sort.SliceStable(modes, func(i, j int) bool { return med(modes[i]) > med(modes[j]) })
+			return modes
+		}
+		if rr, sr := rank(realBy), rank(simBy); !slices.Equal(rr, sr) {
+			t.Errorf("%s: the configurations rank %v in the machine model, %v for real", pattern, sr, rr)
+		}
 	}
 }

@@ -29,9 +29,13 @@ type Job struct {
 	Write   float64 `json:"write"`   // bytes written, in Phases equal phases
 	// ReadBack: its read comes after its writes (what it wrote, read
 	// back: `sluice workload`'s write-and-read behaviours).
-	ReadBack bool    `json:"read_back,omitempty"`
-	Phases   int     `json:"phases"` // write phases (checkpoints), ≥ 1
-	MetaOps  float64 `json:"meta_ops"`
+	ReadBack bool `json:"read_back,omitempty"`
+	Phases   int  `json:"phases"` // write phases (checkpoints), ≥ 1
+	// BurstPhases: its write phases come in bursts of this many, its
+	// computation split between the bursts, before each (a writer of
+	// files in bursts with pauses between; 0: before every phase).
+	BurstPhases int     `json:"burst_phases,omitempty"`
+	MetaOps     float64 `json:"meta_ops"`
 	// Requests are the operations its data I/O costs a forwarding node
 	// beyond the metadata operations (small requests; 0: not counted).
 	Requests float64 `json:"requests,omitempty"`
