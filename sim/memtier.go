@@ -178,11 +178,11 @@ func (s *Sim) memRoom(ms *memServer) float64 {
 	return math.Max(0, s.m.MemTier.Capacity-ms.used-s.memReserve(ms))
 }
 
-// memPlace places b bytes of j's write phase behind forwarding node fwd
-// (group g) on the mem tier: it returns the bytes on mem now, the file
+// memPlace places b bytes of j's write phase behind a forwarding node of
+// group g on the mem tier: it returns the bytes on mem now, the file
 // they are in (nil: none), and whether the rest waits for room (else it
 // spills to the PFS).
-func (s *Sim) memPlace(j *job, mv *memView, fwd, g int, b float64, now engine.Time) (onMem float64, file *memFile, wait bool) {
+func (s *Sim) memPlace(j *job, mv *memView, g int, b float64, now engine.Time) (onMem float64, file *memFile, wait bool) {
 	if mv.alone {
 		onMem = math.Min(b, math.Max(0, s.m.MemTier.Capacity-s.memEmptyReserve-mv.used[g]))
 		mv.used[g] += onMem

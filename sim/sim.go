@@ -819,7 +819,7 @@ func (s *Sim) flows(j *job, per []fwdShare, ph phase, fm *flow.Model, res func(*
 				out = append(out, toParts(parts, b)...)
 			case mv != nil && !ph.read && !ph.setup:
 				// the mem tier first (sim/memtier.go)
-				onMem, file, wait := s.memPlace(j, mv, fs.fwd, g, b, s.e.Now())
+				onMem, file, wait := s.memPlace(j, mv, g, b, s.e.Now())
 				toMem := func(x float64) *flow.Flow {
 					f := toParts([]targetBytes{{t: g, bytes: x, mem: true}}, x)[0]
 					if file != nil {
