@@ -1,17 +1,18 @@
 // Package sim is sluice's simulator (`sluice sim`): it runs the very
-// policy packages the daemons run (policy/dfra today; policy/place,
-// policy/qos, policy/tiering, policy/bbos and policy/failslow as the
-// scenarios grow) against a model of a machine (sim/machine) and a
-// workload of jobs (from an SWF job log or a JSON Lines file), on a
-// deterministic discrete-event engine (sim/engine) with a flow-level
-// max-min model of bandwidth and operation rates (sim/flow).
+// policy packages the daemons run (policy/dfra, policy/place,
+// policy/failslow, policy/qos, policy/tiering and policy/bbos) against a
+// model of a machine (sim/machine) and a workload of jobs (from an SWF
+// job log or a JSON Lines file), on a deterministic discrete-event engine
+// (sim/engine) with a flow-level max-min model of bandwidth and operation
+// rates (sim/flow).
 //
 // It owns the scenario: compute-node allocation, jobs' I/O phases as
-// flows over compute node → forwarding node → storage group paths,
-// Beacon-like profiles built from simulated runs, and the results. It
-// must not decide anything a policy decides: forwarding allocation is
-// dfra.Decide's and the node spread dfra.ShareAll's (a test fails if it
-// defines its own). It does no I/O but writing the results it is given
+// flows over compute node → forwarding node → storage group (or its mem
+// tier) paths, Beacon-like profiles built from simulated runs, and the
+// results. It must not decide anything a policy decides: forwarding
+// allocation is dfra.Decide's and the node spread dfra.ShareAll's, file
+// placement place.Choose's, moves down a mem tier tiering.Plan's (a test
+// fails if it defines its own). It does no I/O but writing the results it is given
 // a writer for, and never reads the wall clock.
 package sim
 
