@@ -160,6 +160,7 @@ sim-smoke:
 	SMOKE=1 bash bench/sim/qos.sh
 	SMOKE=1 bash bench/sim/failslow.sh
 	SMOKE=1 bash bench/sim/maintenance.sh
+	SMOKE=1 bash bench/sim/memtier.sh
 	SMOKE=1 bash bench/sim/liveqos.sh
 	SMOKE=1 bash bench/sim/liveslow.sh
 	SMOKE=1 bash bench/sim/liveday.sh

@@ -9,6 +9,7 @@
 # run's summary and its I/O-intensive jobs' I/O times go to OUT, one line
 # per run; bench/sim/memtier_report.py makes the tables.
 #   bash bench/sim/memtier.sh [OUT]   (default: bench/sim/memtier-results.jsonl; ~3 min)
+#   SMOKE=1 bash bench/sim/memtier.sh (one day, aged, no tier and 64 GiB; checked)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-bench/sim/memtier-results.jsonl}
@@ -19,6 +20,7 @@ DAYS=${DAYS:-168 336 504}
 SPREADS=${SPREADS:-1 5}
 SIZES=${SIZES:-0 64G 256G 1T}
 MEMBW=${MEMBW:-10000}
+if [ -n "${SMOKE:-}" ]; then DAYS=168 SPREADS=5 SIZES="0 64G" OUT=$TMP/smoke.jsonl; fi
 : > "$OUT"
 for d in $DAYS; do
 	for sp in $SPREADS; do
@@ -48,4 +50,8 @@ PY
 		done
 	done
 done
-echo "wrote $OUT"
+if [ -n "${SMOKE:-}" ]; then
+	python3 bench/sim/memtier_report.py "$OUT" --check
+else
+	echo "wrote $OUT"
+fi
