@@ -119,7 +119,6 @@ func (s *Sim) newMemTier() {
 		return
 	}
 	s.res.Mem = &MemStats{}
-	s.memOf = map[*flow.Resource]*memServer{}
 	chunk := uint64(4 << 20)
 	if c := s.m.Storage.ChunkSize; c > 0 {
 		chunk = uint64(c)
@@ -133,7 +132,6 @@ func (s *Sim) newMemTier() {
 		r.Grouped = len(s.cfg.QoS) > 0
 		ms := &memServer{g: g, r: r, calm: true}
 		s.mem = append(s.mem, ms)
-		s.memOf[r] = ms
 	}
 	s.memStall = engine.FromSeconds(15)
 	if mt.StallMax > 0 {

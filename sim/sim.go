@@ -314,7 +314,6 @@ type Sim struct {
 	// set for (-1: not), its last look; file numbers; an empty server's
 	// reserve
 	mem             []*memServer
-	memOf           map[*flow.Resource]*memServer
 	memCfg          tiering.Config
 	memStall        engine.Time
 	memEvery        engine.Time

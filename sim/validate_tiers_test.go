@@ -138,19 +138,27 @@ func TestValidateTiers(t *testing.T) {
 		realBy[key] = append(realBy[key], r.Writer.MBps)
 	}
 	t.Logf("writer bandwidth within 15 %% of the run: %d of %d runs; files left on mem within 2: %d of %d", within, len(runs), files, len(runs))
-	// the model is deterministic and a configuration's runs repeat the
-	// same conditions: it is held to the median of the repeats (the
-	// onfs-burst bursts runs spread 166–336 MB/s, 2×, among themselves)
-	for _, key := range slices.Sorted(maps.Keys(realBy)) {
-		rm, sm := median(realBy[key]), median(simBy[key])
-		t.Logf("%-18s real median %6.1f MB/s (%.1f–%.1f), sim %6.1f (%+.0f %%)", key, rm, slices.Min(realBy[key]), slices.Max(realBy[key]),
-			sm, 100*(sm/rm-1))
-		if math.Abs(sm-rm) > 0.15*rm {
-			t.Errorf("%s: the model's writer bandwidth %.1f MB/s is not within 15 %% of the runs' median %.1f", key, sm, rm)
-		}
-	}
 	if files*10 < 9*len(runs) {
 		t.Errorf("files left on mem within 2 of the run's in %d of %d runs: want 90 %%", files, len(runs))
+	}
+	checkTierConfigs(t, "SimulateTiers", realBy, simBy)
+}
+
+// checkTierConfigs holds a model's writer bandwidth per configuration
+// ("PATTERN MODE") to within 15 % of the median of the real runs (the
+// model is deterministic and a configuration's runs repeat the same
+// conditions; the onfs-burst bursts runs spread 166–336 MB/s, 2×, among
+// themselves) and the configurations to the real runs' ranking per
+// pattern.
+func checkTierConfigs(t *testing.T, model string, realBy, simBy map[string][]float64) {
+	t.Helper()
+	for _, key := range slices.Sorted(maps.Keys(realBy)) {
+		rm, sm := median(realBy[key]), median(simBy[key])
+		t.Logf("%-18s real median %6.1f MB/s (%.1f–%.1f), %s %6.1f (%+.0f %%)", key, rm, slices.Min(realBy[key]), slices.Max(realBy[key]),
+			model, sm, 100*(sm/rm-1))
+		if math.Abs(sm-rm) > 0.15*rm {
+			t.Errorf("%s: %s's writer bandwidth %.1f MB/s is not within 15 %% of the runs' median %.1f", key, model, sm, rm)
+		}
 	}
 	for _, pattern := range []string{"stream", "bursts"} {
 		rank := func(by map[string][]float64) []string {
@@ -160,9 +168,9 @@ func TestValidateTiers(t *testing.T) {
 			return modes
 		}
 		rr, sr := rank(realBy), rank(simBy)
-		t.Logf("%s: ranking real %v, sim %v", pattern, rr, sr)
+		t.Logf("%s: ranking real %v, %s %v", pattern, rr, model, sr)
 		if !slices.Equal(rr, sr) {
-			t.Errorf("%s: the configurations rank %v in the model, %v for real", pattern, sr, rr)
+			t.Errorf("%s: the configurations rank %v in %s, %v for real", pattern, sr, model, rr)
 		}
 	}
 }
@@ -224,22 +232,5 @@ func TestValidateMemTier(t *testing.T) {
 	if len(realBy) != 6 {
 		t.Fatalf("configurations %v: want onfs, onfs-burst and spill, stream and bursts", slices.Sorted(maps.Keys(realBy)))
 	}
-	for _, key := range slices.Sorted(maps.Keys(realBy)) {
-		rm, sm := median(realBy[key]), median(simBy[key])
-		t.Logf("%-18s real median %6.1f MB/s (%.1f–%.1f), machine model %6.1f (%+.0f %%)", key, rm, slices.Min(realBy[key]), slices.Max(realBy[key]), sm, 100*(sm/rm-1))
-		if math.Abs(sm-rm) > 0.15*rm {
-			t.Errorf("%s: the machine model's writer bandwidth %.1f MB/s is not within 15 %% of the runs' median %.1f", key, sm, rm)
-		}
-	}
-	for _, pattern := range []string{"stream", "bursts"} {
-		rank := func(by map[string][]float64) []string {
-			modes := []string{"onfs", "onfs-burst", "spill"}
-			med := func(m string) float64 { return median(by[pattern+" "+m]) }
-			sort.SliceStable(modes, func(i, j int) bool { return med(modes[i]) > med(modes[j]) })
-			return modes
-		}
-		if rr, sr := rank(realBy), rank(simBy); !slices.Equal(rr, sr) {
-			t.Errorf("%s: the configurations rank %v in the machine model, %v for real", pattern, sr, rr)
-		}
-	}
+	checkTierConfigs(t, "the machine model", realBy, simBy)
 }

@@ -23,9 +23,9 @@ for path in sys.argv[1:]:
         n = len(d["Checkpoint"])
         apps = len(d["Mix"]["Apps"])
         w = d.get("window") or 32 << 20
-        shared = w <= 32 << 20  # one mount's window shared by every application
+        shared = w <= 32 << 20  # one mount's window shared by every application (APP_WINDOW: 32 MiB each)
         rows[(d["Mix"]["Congestion"], d["label"], round(d["Mix"]["DWPP"], 2))].append(
-            (n, p["Phases"] / n, p["Preempted"], p["WaitedTotal"] / 1e9 / n, (w / apps if shared else w / apps) / (1 << 20), shared))
+            (n, p["Phases"] / n, p["Preempted"], p["WaitedTotal"] / 1e9 / n, w / apps / (1 << 20), shared))
     for (cong, pol, dwpp), v in sorted(rows.items()):
         ph = sorted(x[1] for x in v)
         print("| %s | %s | %s | %.2f | %d | %d | %.2f (%.2f–%.2f) | %d | %.3f | %.1f%s |" % (
