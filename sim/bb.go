@@ -90,6 +90,14 @@ type BBConfig struct {
 	// an equal part of it while they have bytes left (client/vfs).
 	WriteBehind  float64
 	SharedWindow bool
+	// Setup is what a checkpoint costs beside its bytes before its first
+	// write: its writer starting, creating the file and, at the end,
+	// closing it (0: none). `sluice bb replay` times a checkpoint from
+	// its schedule to the end of the dd that writes it; on bench/bbos's
+	// daemons that is 6.5 ms beside the bytes (bench/bbos/setup.sh).
+	// The application's next checkpoint waits for it as for the bytes;
+	// other applications write meanwhile.
+	Setup time.Duration
 }
 
 // BBCheckpoint is one checkpoint's fate.
@@ -249,6 +257,7 @@ type bbModel struct {
 	wTok, dTok, devTok float64
 	queue              []*bbVersion // checkpoints waiting or being written, in arrival order
 	pending            [][]int      // per app: events waiting for its previous checkpoint
+	starting           []bool       // per app: a checkpoint in its setup (Setup)
 	lastW              time.Duration
 	seq                int64
 }
@@ -300,6 +309,7 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 		return nil, err
 	}
 	m.pending = make([][]int, len(m.apps))
+	m.starting = make([]bool, len(m.apps))
 	m.lastW = -1 << 62
 	for _, ev := range cfg.Mix.Events() {
 		if !m.grant[ev.App] {
@@ -385,13 +395,29 @@ func (m *bbModel) arrive(ev workload.CkptEvent) {
 	a := m.apps[ev.App]
 	m.res.Checkpoints = append(m.res.Checkpoints, BBCheckpoint{App: a.Name, Version: ev.Version, Bytes: float64(a.Size), At: ev.At})
 	ck := len(m.res.Checkpoints) - 1
+	busy := m.starting[ev.App]
 	for _, q := range m.queue {
-		if q.app == ev.App {
-			m.pending[ev.App] = append(m.pending[ev.App], ck)
-			return
-		}
+		busy = busy || q.app == ev.App
 	}
-	m.begin(ev.App, ck)
+	if busy {
+		m.pending[ev.App] = append(m.pending[ev.App], ck)
+		return
+	}
+	m.launch(ev.App, ck, 0)
+}
+
+// launch begins checkpoint ck of application app after its setup, from
+// the engine's time plus after.
+func (m *bbModel) launch(app, ck int, after time.Duration) {
+	if m.cfg.Setup+after <= 0 {
+		m.begin(app, ck)
+		return
+	}
+	m.starting[app] = true
+	m.e.At(m.e.Now()+engine.Time(after+m.cfg.Setup), engine.Func(func(engine.Time) {
+		m.starting[app] = false
+		m.begin(app, ck)
+	}))
 }
 
 // begin starts checkpoint ck of application app.
@@ -781,7 +807,12 @@ func (m *bbModel) step() {
 	for _, app := range next {
 		ck := m.pending[app][0]
 		m.pending[app] = m.pending[app][1:]
-		m.begin(app, ck)
+		if m.cfg.Setup > 0 {
+			// after this one's end (the step's tick), as its writer
+			m.launch(app, ck, m.tick)
+		} else {
+			m.begin(app, ck)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -150,4 +151,46 @@ func TestBBSpill(t *testing.T) {
 		}
 		t.Logf("%s: %.0f MiB spilled, %.0f MiB demoted, %.0f MiB evicted", c.name, r.Spilled/mib, r.Demoted/mib, r.Evicted/mib)
 	}
+}
+
+// TestBBSetup: a checkpoint's setup (its writer starting, the file's
+// create and close) comes before its first write: alone it adds the setup
+// to the checkpoint's time; two applications due at once set up together,
+// so the second, served after the first by the I/O scheduler, is not
+// delayed by the first one's setup too.
+func TestBBSetup(t *testing.T) {
+	const mib = 1 << 20
+	rates := bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, DemoteMax: 56e6}
+	run := func(apps int, setup time.Duration) []time.Duration {
+		mix := workload.CkptMix{Buffer: 256 * mib, Period: 6 * time.Second, Periods: 1, DWPP: 1, Congestion: "low", Seed: 1}
+		for i := 0; i < apps; i++ {
+			// due 1 s in: the buckets full whether or not there is a setup
+			mix.Apps = append(mix.Apps, workload.CkptApp{Name: fmt.Sprintf("app%d", i), Size: 8 * mib, Period: 6 * time.Second, Offset: time.Second, MTBF: time.Hour})
+		}
+		r, err := RunBB(BBConfig{Mix: mix, Policy: bbos.MaxBW, S: 256 * mib, Rates: rates, AdmitAll: true, Setup: setup, Tick: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []time.Duration
+		for _, ck := range r.Checkpoints {
+			if ck.Done == 0 {
+				t.Fatalf("%s's checkpoint never finished", ck.App)
+			}
+			out = append(out, ck.Done-ck.At)
+		}
+		slices.Sort(out)
+		return out
+	}
+	near := func(got, want time.Duration) bool {
+		return got >= want-2*time.Millisecond && got <= want+2*time.Millisecond
+	}
+	one, oneSetup := run(1, 0), run(1, 10*time.Millisecond)
+	if !near(oneSetup[0], one[0]+10*time.Millisecond) {
+		t.Errorf("one checkpoint: %v without setup, %v with 10 ms", one[0], oneSetup[0])
+	}
+	two, twoSetup := run(2, 0), run(2, 10*time.Millisecond)
+	if len(two) != 2 || !near(twoSetup[1], two[1]+10*time.Millisecond) || !near(twoSetup[0], two[0]+10*time.Millisecond) {
+		t.Errorf("two at once: %v without setup, %v with 10 ms (want each 10 ms later, not the second 20)", two, twoSetup)
+	}
+	t.Logf("one: %v, %v with setup; two: %v, %v with setup", one, oneSetup, two, twoSetup)
 }
