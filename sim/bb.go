@@ -257,9 +257,13 @@ type bbModel struct {
 	wTok, dTok, devTok float64
 	queue              []*bbVersion // checkpoints waiting or being written, in arrival order
 	pending            [][]int      // per app: events waiting for its previous checkpoint
-	starting           []bool       // per app: a checkpoint in its setup (Setup)
-	lastW              time.Duration
-	seq                int64
+	// demotion's reads queued at the device behind owedBehind's head
+	// (checkpoint bytes of the device), served before the next head
+	owed       float64
+	owedBehind *bbVersion
+	starting   []bool // per app: a checkpoint in its setup (Setup)
+	lastW      time.Duration
+	seq        int64
 }
 
 // RunBB runs a burst-buffer workload.
@@ -727,6 +731,7 @@ func (m *bbModel) step() {
 		m.devTok -= n * k
 		devDem -= n * k
 		pfs -= n
+		m.owed = max(m.owed-n*k, 0)
 		m.res.Demoted += n
 		if v.demoted >= v.written {
 			v.onPFS = true
@@ -841,6 +846,14 @@ func (m *bbModel) restarts() {
 	}
 }
 
+// headBytes is how much of a checkpoint's writes reach the device at once
+// when it starts: the forwarding daemon's bound of 8 mebibyte requests
+// per job, class and server (fwd/backends.go), within the writer's window.
+const headBytes = 8 << 20
+
+// copyBlock is what each demotion stream reads at a time (data/mover.go).
+const copyBlock = 1 << 20
+
 // demoteCost is what a demoted byte costs the device in checkpoint bytes:
 // equation 1's slope (1 for bench/bbos's emulated device, where writes
 // and demotion reads share one bandwidth; 0.37 on the paper's testbed).
@@ -856,10 +869,15 @@ func (m *bbModel) demoteCost() float64 {
 // may take this step. Where writes (within their cap) and demotion
 // (within its cap and the PFS) ask together no more than the device
 // has, each gets what it asks; beyond, the device serves requests in the
-// order they come (the servers' bucket is a queue of reservations), so
-// each has the share its requests in flight give it — a block per
-// demotion stream, the writers' windows in mebibyte requests — and what
-// the other leaves of its share.
+// order they come (the servers' bucket is a queue of reservations). A
+// checkpoint's first requests reach the device at once (its head: its
+// window, at most the forwarding daemon's 8 per job, headBytes), ahead of
+// the reads demotion issues after them: while the head is written,
+// demotion has what the writer leaves, and the reads it asked for wait
+// (a block per stream at most) to go first once the head is through.
+// Otherwise each has the share its requests in flight give it — a block
+// per demotion stream, the writers' windows in mebibyte requests — and
+// what the other leaves of its share.
 func (m *bbModel) demotionShare(pfs float64) float64 {
 	k := m.demoteCost()
 	var demotable float64
@@ -883,7 +901,37 @@ func (m *bbModel) demotionShare(pfs float64) float64 {
 		return dem
 	}
 	w := m.writeRequests()
+	// the writer whose first requests are at the device ahead of
+	// demotion's next reads (its head), and what it can write this step
+	var head *bbVersion
+	for _, q := range m.queue {
+		if q.bypassed || q.written >= float64(q.Bytes) || q.waits && q.alloc <= q.written {
+			continue
+		}
+		if q.written < min(m.part(), headBytes) {
+			head = q
+			wr = max(min(m.wTok, q.alloc-q.written), 0)
+		}
+		if head != nil || m.cfg.Policy != bbos.Dedicated {
+			break
+		}
+	}
 	share := m.devTok * bbos.DemoteStreams / (bbos.DemoteStreams + w)
+	switch {
+	case m.owed > 0 && m.owedBehind != head:
+		// demotion's reads queued behind the last head go first
+		if head != nil {
+			share = 0
+		}
+		return min(dem, max(m.owed, share, m.devTok-wr))
+	case head != nil:
+		// behind the head: what it leaves, the rest of what demotion
+		// asks queued (a block per stream at most)
+		got := min(dem, max(m.devTok-wr, 0))
+		m.owed = min(m.owed+dem-got, bbos.DemoteStreams*copyBlock*k)
+		m.owedBehind = head
+		return got
+	}
 	return min(dem, max(share, m.devTok-wr))
 }
 
