@@ -411,9 +411,9 @@ func (m *bbModel) arrive(ev workload.CkptEvent) {
 }
 
 // launch begins checkpoint ck of application app after its setup, from
-// the engine's time plus after.
+// the engine's time plus after; with no setup, at once.
 func (m *bbModel) launch(app, ck int, after time.Duration) {
-	if m.cfg.Setup+after <= 0 {
+	if m.cfg.Setup <= 0 {
 		m.begin(app, ck)
 		return
 	}
@@ -812,12 +812,8 @@ func (m *bbModel) step() {
 	for _, app := range next {
 		ck := m.pending[app][0]
 		m.pending[app] = m.pending[app][1:]
-		if m.cfg.Setup > 0 {
-			// after this one's end (the step's tick), as its writer
-			m.launch(app, ck, m.tick)
-		} else {
-			m.begin(app, ck)
-		}
+		// after this one's end (the step's tick), as its writer
+		m.launch(app, ck, m.tick)
 	}
 }
 

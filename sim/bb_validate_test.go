@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -602,38 +601,23 @@ func rankByTime(t *testing.T, runs []realBBRun, sims []*BBResult) {
 // bench/bbos/setup-results.jsonl): the median time of its dd less the
 // median of the same bytes written from an open file in one process.
 func realSetup(t *testing.T) time.Duration {
-	setupOnce.Do(func() {
-		b, err := os.ReadFile("../bench/bbos/setup-results.jsonl")
-		if err != nil {
-			setupErr = err
-			return
-		}
-		by := map[string][]float64{}
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var r struct {
-				Way  string
-				Secs float64
-			}
-			if err := json.Unmarshal([]byte(l), &r); err != nil {
-				setupErr = err
-				return
-			}
-			by[r.Way] = append(by[r.Way], r.Secs)
-		}
-		if len(by["dd"]) < 10 || len(by["inproc"]) < 10 {
-			setupErr = fmt.Errorf("setup-results.jsonl: %d dd and %d in-process files", len(by["dd"]), len(by["inproc"]))
-			return
-		}
-		setup = time.Duration((median(by["dd"]) - median(by["inproc"])) * float64(time.Second))
-	})
-	if setupErr != nil {
-		t.Fatal(setupErr)
+	b, err := os.ReadFile("../bench/bbos/setup-results.jsonl")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return setup
+	by := map[string][]float64{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Way  string
+			Secs float64
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		by[r.Way] = append(by[r.Way], r.Secs)
+	}
+	if len(by["dd"]) < 10 || len(by["inproc"]) < 10 {
+		t.Fatalf("setup-results.jsonl: %d dd and %d in-process files", len(by["dd"]), len(by["inproc"]))
+	}
+	return time.Duration((median(by["dd"]) - median(by["inproc"])) * float64(time.Second))
 }
-
-var (
-	setupOnce sync.Once
-	setup     time.Duration
-	setupErr  error
-)
