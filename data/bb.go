@@ -1,6 +1,7 @@
 package data
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sync"
@@ -22,15 +23,12 @@ import (
 // bytes its jobs write, from which the manager learns the period's data
 // written so far (DWSF).
 
-// Scheduler defaults: a phase ends after 10 ms without a request of its
-// job; no job waits more than 10 s (a third of the callers' timeout). The
+// The scheduler's defaults are iosched's (DefaultGap, DefaultMaxWait). The
 // server is idle 20 ms after its jobs' last write; a demotion read held
 // while jobs write goes on at the writing rate after 5 s.
 const (
-	defaultGap     = 10 * time.Millisecond
-	defaultMaxWait = 10 * time.Second
-	defaultIdle    = 20 * time.Millisecond
-	maxHold        = 5 * time.Second
+	defaultIdle = 20 * time.Millisecond
+	maxHold     = 5 * time.Second
 )
 
 // uncapped is a bucket rate no device reaches.
@@ -168,14 +166,7 @@ func (s *Server) bbControl(payload []byte) ([]byte, error) {
 		if c.Sched != old.Sched || c.Sched && (c.Gap != old.Gap || c.MaxWait != old.MaxWait) {
 			var g *iosched.Gate
 			if c.Sched {
-				gap, wait := c.Gap, c.MaxWait
-				if gap == 0 {
-					gap = defaultGap
-				}
-				if wait == 0 {
-					wait = defaultMaxWait
-				}
-				g = iosched.NewGate(gap, wait, s.cfg.Now)
+				g = iosched.NewGate(cmp.Or(c.Gap, iosched.DefaultGap), cmp.Or(c.MaxWait, iosched.DefaultMaxWait), s.cfg.Now)
 			}
 			// requests inside the old gate finish there
 			s.bb.gate.Store(g)

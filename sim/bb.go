@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/iosched"
 	"github.com/sluice-hpc/sluice/policy/bbos"
 	"github.com/sluice-hpc/sluice/sim/engine"
 	"github.com/sluice-hpc/sluice/workload"
@@ -23,9 +25,11 @@ import (
 // Time advances in ticks (the manager's loop); within a tick the buffer
 // writes at the throttle's write rate and demotes at its demotion rate,
 // the two sharing the device as equation 1 says (demotionShare).
-// Checkpoints are served one application at a time (the I/O scheduler's
-// non-overlap) except under Dedicated, where they share the buffer
-// (DataWarp has no scheduler).
+// Checkpoints are served one application at a time by the buffer's I/O
+// scheduler, the data servers' own (internal/iosched: a phase ends once
+// its application has had nothing in flight for Gap, and the one that has
+// waited longest goes next), except under Dedicated, where they share the
+// buffer (DataWarp has no scheduler).
 
 // BBConfig is a burst-buffer run.
 type BBConfig struct {
@@ -98,6 +102,18 @@ type BBConfig struct {
 	// The application's next checkpoint waits for it as for the bytes;
 	// other applications write meanwhile.
 	Setup time.Duration
+	// Gap and MaxWait are the buffer's I/O scheduler's (iosched.Phases):
+	// a phase ends once its application has had nothing in flight for
+	// Gap (0: the data servers' 10 ms, at every scale), and an
+	// application waiting MaxWait takes the turn (0: period × 5/3, the
+	// servers' 10 s at bench/bbos's 6 s period; their 10 s is a third of
+	// their callers' timeout, which at the paper's scale, checkpoints of
+	// minutes, would interleave every burst's checkpoints). A writer has a
+	// request in flight in a step where it has room placed to write; one
+	// waiting for room has none, so its turn passes after Gap, and when
+	// it has room again it waits behind the applications that came to
+	// the scheduler before.
+	Gap, MaxWait time.Duration
 }
 
 // BBCheckpoint is one checkpoint's fate.
@@ -145,7 +161,10 @@ type BBResult struct {
 	PeriodWritten []float64
 	// MaxUsed is the most the buffer held at once, bytes
 	MaxUsed float64
-	Events  uint64
+	// Phases and Preempted are the I/O scheduler's: phases begun, and
+	// cut short by MaxWait (the data servers report the same)
+	Phases, Preempted uint64
+	Events            uint64
 }
 
 // Summary figures of a run.
@@ -262,6 +281,7 @@ type bbModel struct {
 	owed       float64
 	owedBehind *bbVersion
 	starting   []bool // per app: a checkpoint in its setup (Setup)
+	sched      iosched.Phases
 	lastW      time.Duration
 	seq        int64
 }
@@ -307,6 +327,7 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 	if m.cfg.WriteBehind <= 0 {
 		m.cfg.WriteBehind = 32 << 20
 	}
+	m.sched = iosched.Phases{Gap: cmp.Or(cfg.Gap, iosched.DefaultGap), MaxWait: cmp.Or(cfg.MaxWait, cfg.Mix.Period*5/3)}
 	m.known = map[uint64]bool{}
 	m.end = cfg.Mix.Period * time.Duration(cfg.Mix.Periods)
 	if err := m.admit(); err != nil {
@@ -341,6 +362,7 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 	m.restarts()
 	m.res.PeriodWritten = append(m.history, m.dwsf)
 	m.res.Events = m.e.Fired()
+	m.res.Phases, m.res.Preempted = m.sched.Phases, m.sched.Preempted
 	every := map[string]time.Duration{}
 	for _, a := range m.apps {
 		every[a.Name] = a.Period
@@ -756,20 +778,12 @@ func (m *bbModel) step() {
 			stopped = true
 		}
 	}
-	// writes to the buffer: the head of the queue (non-overlap), or all
-	// sharing (Dedicated), into the free space above the reserve, within
-	// the write cap and what the device has left; a writer waiting for
-	// room with nothing placed left to write has no requests at the
-	// servers: the next one's go in
-	var active []*bbVersion
-	for _, v := range m.queue {
-		if !v.bypassed && !(v.waits && v.alloc <= v.written) {
-			active = append(active, v)
-			if m.cfg.Policy != bbos.Dedicated {
-				break
-			}
-		}
-	}
+	// writes to the buffer: the application whose turn it is at the I/O
+	// scheduler (non-overlap), or all sharing (Dedicated), into the free
+	// space above the reserve, within the write cap and what the device
+	// has left; a writer waiting for room with nothing placed left to
+	// write has no requests at the servers
+	active := m.writers(now)
 	nBuf := len(active)
 	for _, v := range active {
 		left := float64(v.Bytes) - v.written - v.spilled
@@ -793,12 +807,19 @@ func (m *bbModel) step() {
 		v.spillW += ns
 		pfs -= ns
 	}
-	// finished checkpoints leave the queue; the application's next starts
+	if m.cfg.Policy != bbos.Dedicated {
+		for _, v := range active {
+			m.sched.Done(v.Job, bbTime(now+m.tick))
+		}
+	}
+	// finished checkpoints leave the queue (their phase ends: the
+	// writer's fsync); the application's next starts
 	var q []*bbVersion
 	var next []int
 	for _, v := range m.queue {
 		if v.written+v.spillW >= float64(v.Bytes) {
 			v.complete = true
+			m.sched.End(v.Job, bbTime(now+m.tick))
 			v.onPFS = v.bypassed
 			m.res.Checkpoints[v.ck].Done = now + m.tick
 			if len(m.pending[v.app]) > 0 {
@@ -815,6 +836,37 @@ func (m *bbModel) step() {
 		// after this one's end (the step's tick), as its writer
 		m.launch(app, ck, m.tick)
 	}
+}
+
+// writers are the checkpoints that write to the buffer in the step at
+// now: every one with room placed to write under Dedicated; otherwise the
+// one whose application has the I/O scheduler's turn, each of the others
+// asking for it (queued in the order they first ask).
+func (m *bbModel) writers(now time.Duration) []*bbVersion {
+	var ready []*bbVersion
+	for _, v := range m.queue {
+		if !v.bypassed && !(v.waits && v.alloc <= v.written) {
+			ready = append(ready, v)
+		}
+	}
+	if m.cfg.Policy == bbos.Dedicated {
+		return ready
+	}
+	at := bbTime(now)
+	var turn []*bbVersion
+	for _, v := range ready {
+		if m.sched.Ask(v.Job, at) {
+			turn = append(turn, v)
+		}
+	}
+	if len(turn) == 0 { // a later ask handed the turn to an earlier one
+		for _, v := range ready {
+			if v.Job == m.sched.Active() && m.sched.Ask(v.Job, at) {
+				turn = append(turn, v)
+			}
+		}
+	}
+	return turn
 }
 
 // restarts reads the newest checkpoints of the applications drawn to
@@ -970,3 +1022,7 @@ func (m *bbModel) writeRequests() float64 {
 	}
 	return w
 }
+
+// bbTime is the model's time as the scheduler's clock (iosched takes
+// times, not durations).
+func bbTime(d time.Duration) time.Time { return time.Unix(0, 0).Add(d) }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/iosched"
 	"github.com/sluice-hpc/sluice/policy/bbos"
 	"github.com/sluice-hpc/sluice/workload"
 )
@@ -235,5 +236,65 @@ func TestBBHead(t *testing.T) {
 	// the share by requests: two blocks against the writer's 24 left
 	if got, want := step(), 160e3*2/26.0; math.Abs(got-want) > 1 {
 		t.Errorf("with nothing queued demotion got %.0f, want its share by requests %.0f", got, want)
+	}
+}
+
+// TestBBScheduler: checkpoints go through the buffer's I/O scheduler, the
+// data servers' own (iosched.Phases). A writer that waits for room has
+// no request in flight: its turn passes once the gap has run out, and
+// with room again it waits behind the applications that came to the
+// scheduler before it (on the daemons, under high congestion, a
+// checkpoint's first chunk and the rest in two turns: 1.5-1.9 phases per
+// checkpoint).
+func TestBBScheduler(t *testing.T) {
+	const mib = 1 << 20
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	m := &bbModel{cfg: BBConfig{Policy: bbos.LRU}, sched: iosched.Phases{Gap: ms(10), MaxWait: 10 * time.Second}}
+	var vs []*bbVersion
+	for i, job := range []string{"a", "b", "c"} {
+		v := &bbVersion{Version: bbos.Version{ID: uint64(i + 1), Job: job, Bytes: 8 * mib}, alloc: 4 * mib}
+		vs = append(vs, v)
+	}
+	a, b, c := vs[0], vs[1], vs[2]
+	m.queue = vs
+	turn := func(now time.Duration) string {
+		w := m.writers(now)
+		if len(w) > 1 {
+			t.Fatalf("at %v %d writers have the turn", now, len(w))
+		}
+		for _, v := range w {
+			m.sched.Done(v.Job, bbTime(now+ms(1)))
+			return v.Job
+		}
+		return ""
+	}
+	for i := 0; i < 3; i++ {
+		if got := turn(ms(i)); got != "a" {
+			t.Fatalf("at %d ms the turn is %q's, want a's (first to ask)", i, got)
+		}
+	}
+	// a has written its room and waits for more: nothing in flight from 3 ms
+	a.written, a.waits = 4*mib, true
+	for i := 3; i < 13; i++ {
+		if got := turn(ms(i)); got != "" {
+			t.Fatalf("at %d ms, within a's gap, the turn is %q's", i, got)
+		}
+	}
+	if got := turn(ms(13)); got != "b" {
+		t.Fatalf("after a's gap the turn is %q's, want b's (waited longest)", got)
+	}
+	// a has room again: it waits behind c, which asked before it
+	a.alloc, a.waits = 8*mib, false
+	if got := turn(ms(14)); got != "b" {
+		t.Fatalf("b's phase goes on: the turn is %q's", got)
+	}
+	b.written = float64(b.Bytes)
+	m.sched.End("b", bbTime(ms(15)))
+	m.queue = []*bbVersion{a, c}
+	if got := turn(ms(15)); got != "c" {
+		t.Errorf("after b's checkpoint the turn is %q's, want c's (a came back after it)", got)
+	}
+	if m.sched.Phases != 3 {
+		t.Errorf("%d phases begun, want 3 (a, b, c)", m.sched.Phases)
 	}
 }

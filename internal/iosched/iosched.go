@@ -20,6 +20,14 @@ import (
 	"time"
 )
 
+// The data servers' defaults: a phase ends after 10 ms without a request
+// of its application; none waits more than 10 s (a third of the callers'
+// timeout, so a request at the gate never outlives its caller).
+const (
+	DefaultGap     = 10 * time.Millisecond
+	DefaultMaxWait = 10 * time.Second
+)
+
 // Phases orders the I/O phases of applications on one server. The zero
 // value is not usable: set Gap and MaxWait.
 type Phases struct {
