@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -167,6 +168,12 @@ func (s *Server) bbControl(payload []byte) ([]byte, error) {
 			var g *iosched.Gate
 			if c.Sched {
 				g = iosched.NewGate(cmp.Or(c.Gap, iosched.DefaultGap), cmp.Or(c.MaxWait, iosched.DefaultMaxWait), s.cfg.Now)
+				if log := s.cfg.Log; log.Enabled(context.Background(), slog.LevelDebug) {
+					// the turns as they change (bench/bbos/run.sh TRACE=1)
+					g.SetTrace(func(e iosched.Event) {
+						log.Debug("bb scheduler", "ev", e.Kind, "app", e.App, "at_us", e.At.UnixMicro())
+					})
+				}
 			}
 			// requests inside the old gate finish there
 			s.bb.gate.Store(g)

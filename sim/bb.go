@@ -114,6 +114,9 @@ type BBConfig struct {
 	// it has room again it waits behind the applications that came to
 	// the scheduler before.
 	Gap, MaxWait time.Duration
+	// Trace, if set, is told the I/O scheduler's decisions (iosched.Phases
+	// Trace), in the model's time from the run's start.
+	Trace func(iosched.Event)
 }
 
 // BBCheckpoint is one checkpoint's fate.
@@ -327,7 +330,7 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 	if m.cfg.WriteBehind <= 0 {
 		m.cfg.WriteBehind = 32 << 20
 	}
-	m.sched = iosched.Phases{Gap: cmp.Or(cfg.Gap, iosched.DefaultGap), MaxWait: cmp.Or(cfg.MaxWait, cfg.Mix.Period*5/3)}
+	m.sched = iosched.Phases{Gap: cmp.Or(cfg.Gap, iosched.DefaultGap), MaxWait: cmp.Or(cfg.MaxWait, cfg.Mix.Period*5/3), Trace: cfg.Trace}
 	m.known = map[uint64]bool{}
 	m.end = cfg.Mix.Period * time.Duration(cfg.Mix.Periods)
 	if err := m.admit(); err != nil {

@@ -44,6 +44,9 @@ type realBBRun struct {
 		// the buffer's I/O scheduler (sets kept since 2026-11-29)
 		Pools []struct{ Phases, Preempted uint64 }
 	}
+	// Sched is the scheduler's decisions, [kind, application, µs from
+	// the first] (bench/bbos/run.sh TRACE=1)
+	Sched [][3]any
 	// Window is the mount's write-behind window the applications shared
 	// (0: the 32 MiB of the sets made before it was recorded)
 	Window float64 `json:"window"`
@@ -88,8 +91,12 @@ var realBBRates = bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, D
 // do not rank BBOS as the daemons do then (docs/experiments/sim.md,
 // "The model's settings against the daemons'"); the switch is how that
 // is measured.
-func simOfReal(t *testing.T, r realBBRun) *BBResult {
-	cfg := BBConfig{Mix: r.Mix, Policy: bbos.Policy(r.Policy), S: float64(r.Mix.Buffer), Rates: realBBRates,
+func simOfReal(t *testing.T, r realBBRun) *BBResult { return simOfRealTraced(t, r, nil) }
+
+// simOfRealTraced is simOfReal with the model's scheduler decisions told
+// to trace (nil: none).
+func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *BBResult {
+	cfg := BBConfig{Trace: trace, Mix: r.Mix, Policy: bbos.Policy(r.Policy), S: float64(r.Mix.Buffer), Rates: realBBRates,
 		ReadBW: 160e6, PFSRead: 56e6, Bypass: r.Final.Bypass, NoVersions: r.Final.NoVersions, Restarts: 8,
 		WriteBehind: cmp.Or(r.Window, 32<<20), SharedWindow: true, Setup: realSetup(t)}
 	if os.Getenv("SIM_BB_DAEMON_SETTINGS") != "" {
@@ -139,6 +146,18 @@ func TestValidateBurstBuffer(t *testing.T) {
 	if d.ranked < 5 {
 		t.Errorf("only %d policy pairs ranked", d.ranked)
 	}
+	// the high-congestion runs again with the scheduler's decisions kept
+	// (bench/bbos/run.sh TRACE=1, 2026-12-02): reported
+	high := loadRealBB(t, "../bench/bbos/results-high-trace.jsonl.gz")
+	if len(high) < 30 {
+		t.Fatalf("%d traced runs", len(high))
+	}
+	t.Logf("high congestion, the scheduler's decisions kept (results-high-trace.jsonl.gz):")
+	hs := replayReal(t, high)
+	decisionsAgree(t, high, hs)
+	timesAgree(t, high, hs, "high")
+	phasesAgree(t, high, hs)
+	turnsAgree(t, high)
 }
 
 // replayReal replays each stored run in the model.
@@ -607,6 +626,83 @@ func phasesAgree(t *testing.T, runs []realBBRun, sims []*BBResult) (lowApart int
 	return lowApart
 }
 
+// schedEvents are run r's scheduler decisions as iosched Events.
+func schedEvents(r realBBRun) []iosched.Event {
+	var out []iosched.Event
+	for _, e := range r.Sched {
+		kind, _ := e[0].(string)
+		app, _ := e[1].(string)
+		us, _ := e[2].(float64)
+		out = append(out, iosched.Event{Kind: kind, App: app, At: time.Unix(0, 0).Add(time.Duration(us) * time.Microsecond)})
+	}
+	return out
+}
+
+// dryTurns are, for each phase the gap ended, how long its application
+// had nothing at the scheduler: from its last request's end to its next
+// arrival (queued, or its phase begun). On bench/bbos's daemons under
+// high congestion that is a writer waiting for room mid-checkpoint.
+func dryTurns(events []iosched.Event) []time.Duration {
+	var out []time.Duration
+	for i, e := range events {
+		if e.Kind != "gap" {
+			continue
+		}
+		for _, f := range events[i+1:] {
+			if f.App == e.App && (f.Kind == "queue" || f.Kind == "begin") {
+				out = append(out, f.At.Sub(e.At))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// turnsAgree logs, for the runs that kept the daemons' scheduler
+// decisions (Sched), per case, the turns the gap ended per checkpoint and
+// the median of how long those writers stayed away (dryTurns), on the
+// daemons and in the model's replay with the same scheduler.
+func turnsAgree(t *testing.T, runs []realBBRun) {
+	type key struct {
+		label string
+		dwpp  float64
+	}
+	type figs struct {
+		gaps, ck float64
+		dry      []float64
+	}
+	real, model := map[key]*figs{}, map[key]*figs{}
+	add := func(m map[key]*figs, k key, ev []iosched.Event, cks int) {
+		if m[k] == nil {
+			m[k] = &figs{}
+		}
+		d := dryTurns(ev)
+		m[k].gaps += float64(len(d))
+		m[k].ck += float64(cks)
+		for _, x := range d {
+			m[k].dry = append(m[k].dry, x.Seconds())
+		}
+	}
+	for _, r := range runs {
+		if len(r.Sched) == 0 {
+			continue
+		}
+		var ev []iosched.Event
+		s := simOfRealTraced(t, r, func(e iosched.Event) { ev = append(ev, e) })
+		k := key{r.Label, r.Mix.DWPP}
+		add(real, k, schedEvents(r), len(r.Checkpoint))
+		add(model, k, ev, len(s.Checkpoints))
+	}
+	keys := slices.SortedFunc(maps.Keys(real), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.label, b.label), cmp.Compare(a.dwpp, b.dwpp))
+	})
+	for _, k := range keys {
+		r, m := real[k], model[k]
+		t.Logf("%s at %.2f S: turns ended by the gap per checkpoint %.2f on the daemons, %.2f in the model; their writers away %.0f ms and %.0f ms (medians)",
+			k.label, k.dwpp, r.gaps/r.ck, m.gaps/m.ck, median(r.dry)*1000, median(m.dry)*1000)
+	}
+}
+
 // rankByTime logs, per policy and DWPP, the median over the repeats of
 // the time the checkpoints took in all on the daemons and in the model,
 // and fails where the model orders two policies of one DWPP the other
@@ -671,4 +767,18 @@ func realSetup(t *testing.T) time.Duration {
 		t.Fatalf("setup-results.jsonl: %d dd and %d in-process files", len(by["dd"]), len(by["inproc"]))
 	}
 	return time.Duration((median(by["dd"]) - median(by["inproc"])) * float64(time.Second))
+}
+
+// TestDryTurns: a writer whose turn the gap ended is away until it
+// queues again or its phase begins; one that never comes back counts
+// nothing.
+func TestDryTurns(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	ev := []iosched.Event{{Kind: "begin", App: "a", At: at(0)}, {Kind: "queue", App: "b", At: at(1)}, {Kind: "gap", App: "a", At: at(5)},
+		{Kind: "begin", App: "b", At: at(15)}, {Kind: "queue", App: "a", At: at(400)}, {Kind: "gap", App: "b", At: at(420)},
+		{Kind: "begin", App: "a", At: at(430)}, {Kind: "end", App: "a", At: at(450)}}
+	got := dryTurns(ev)
+	if len(got) != 1 || got[0] != 395*time.Millisecond {
+		t.Errorf("dry turns %v, want [395ms] (a away from 5 to 400 ms; b never back)", got)
+	}
 }

@@ -48,6 +48,12 @@
 #   # deleters (the tree of d29d7ed without SetOnStall), ~12 min
 #   EXPS=perf CONGS=high OUT=bench/bbos/results-high-stalledfile.jsonl.gz bash bench/bbos/run.sh
 #
+# TRACE=1: the daemons log at debug level, and each run keeps the buffer's
+# I/O scheduler's decisions (a phase's begin and end, an application's
+# arrival at its queue) as "Sched" (sim TestValidateBurstBuffer compares
+# the turns with the model's).
+#   TRACE=1 EXPS=perf CONGS=high OUT=bench/bbos/results-high-trace.jsonl.gz bash bench/bbos/run.sh
+#
 # APP_WINDOW=1: every application writes as from its own compute node.
 # All of them write through the one mount of `sluice up`, whose
 # write-behind window (32 MiB) is shared: while several jobs wait for
@@ -92,17 +98,22 @@ case_() {
 			--dwpp "$dwpp" --congestion "$cong" --mtbf-max "$(mtbf "$mtbfmin")" --seed "$run" "${cls[@]}" > "$WORK/mix.json"
 		window=32
 		[ "${APP_WINDOW:-0}" = 1 ] && window=$(python3 -c "import json,sys; print(32 * max(1, len(json.load(open(sys.argv[1]))['Apps'])))" "$WORK/mix.json")
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 0 --fwds 1 \
+		SLUICE_LOG_LEVEL=$([ "${TRACE:-0}" = 1 ] && echo debug || echo info) \
+			$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 0 --fwds 1 \
 			--data-max-mbps "$MEM_MBPS" --pfs-max-mbps "$PFS_MBPS" --device-burst 5ms \
 			--mount-flags "--write-behind ${window}M" \
 			--meta-flags "--bb-policy $policy --bb-rates $RATES --tier-free 1M,2M,4M $extra" >/dev/null
 		$S bb replay --dir "$WORK/state" --mount "$WORK/mnt" --mix "$WORK/mix.json" > "$WORK/replay.json"
-		python3 - "$exp" "$label" "$run" "$mtbfmin" "$WORK/replay.json" "$window" >> "$WORK/results.jsonl" <<'PY'
-import json, sys
-exp, label, run, mtbf, path, window = sys.argv[1:]
+		python3 - "$exp" "$label" "$run" "$mtbfmin" "$WORK/replay.json" "$window" "$WORK/state/logs/data-mem.log" >> "$WORK/results.jsonl" <<'PY'
+import json, re, sys
+exp, label, run, mtbf, path, window, log = sys.argv[1:]
 r = json.load(open(path))
 r["Final"].pop("Versions", None)  # the timeline and totals keep what matters
 r.update({"exp": exp, "label": label, "run": int(run), "mtbf_minutes": int(mtbf), "window": int(window) << 20})
+# TRACE=1: the buffer's I/O scheduler's decisions, [kind, app, µs from the first]
+ev = [(m[1], m[2], int(m[3])) for m in (re.search(r'msg="bb scheduler".* ev=(\w+) app=(\S+) at_us=(\d+)', l) for l in open(log)) if m]
+if ev:
+    r["Sched"] = [[k, a, t - ev[0][2]] for k, a, t in ev]
 print(json.dumps(r))
 PY
 		tail -n1 "$WORK/results.jsonl" | python3 bench/bbos/report.py --line

@@ -38,6 +38,10 @@ type Phases struct {
 	// the turn from a phase that goes on.
 	MaxWait time.Duration
 
+	// Trace, if set, is told each turn's change and each application's
+	// arrival at the queue, in order (Event); it must not call back.
+	Trace func(Event)
+
 	active   string         // the application whose phase runs ("": none)
 	closing  bool           // the active application said its phase is over (End)
 	idle     time.Time      // when the active application's last request ended (zero: one is in flight)
@@ -48,6 +52,24 @@ type Phases struct {
 	Preempted   uint64        // phases cut short by MaxWait
 	Waited      uint64        // requests that had to wait
 	WaitedTotal time.Duration // their waits, summed (as told by Admitted)
+}
+
+// Event is one of the scheduler's decisions, for Phases.Trace.
+type Event struct {
+	// Kind is "queue" (App asks while another's phase runs and waits),
+	// "begin" (App's phase begins), "gap" (App's phase ended, idle since
+	// At, for Gap), "end" (App ended its phase: End) or "preempt" (App's
+	// phase was cut short by a wait of MaxWait).
+	Kind string
+	App  string
+	At   time.Time
+}
+
+// trace tells Trace of an event, if it is set.
+func (p *Phases) trace(kind, app string, at time.Time) {
+	if p.Trace != nil {
+		p.Trace(Event{Kind: kind, App: app, At: at})
+	}
 }
 
 type waiter struct {
@@ -66,6 +88,7 @@ func (p *Phases) Ask(app string, now time.Time) bool {
 	if p.active != app {
 		if !p.queued(app) {
 			p.queue = append(p.queue, waiter{app, now})
+			p.trace("queue", app, now)
 		}
 		p.advance(now) // a wait that is long enough already
 		if p.active != app {
@@ -110,6 +133,7 @@ func (p *Phases) End(app string, now time.Time) {
 
 // finish ends the active phase at now.
 func (p *Phases) finish(now time.Time) {
+	p.trace("end", p.active, now)
 	p.active, p.closing = "", false
 	p.advance(now)
 }
@@ -156,6 +180,7 @@ func (p *Phases) advance(now time.Time) {
 		ended := time.Time{}
 		if p.active != "" && p.inflight[p.active] == 0 && !p.idle.IsZero() && now.Sub(p.idle) >= p.Gap {
 			ended = p.idle.Add(p.Gap)
+			p.trace("gap", p.active, p.idle)
 			p.active = ""
 		}
 		if len(p.queue) == 0 {
@@ -169,6 +194,7 @@ func (p *Phases) advance(now time.Time) {
 			p.begin(head.app, ended)
 		case now.Sub(head.since) >= p.MaxWait:
 			p.Preempted++
+			p.trace("preempt", p.active, head.since.Add(p.MaxWait))
 			p.begin(head.app, head.since.Add(p.MaxWait))
 		default:
 			return
@@ -185,6 +211,7 @@ func (p *Phases) begin(app string, now time.Time) {
 		}
 	}
 	p.active, p.closing = app, false
+	p.trace("begin", app, now)
 	p.Phases++
 	p.idle = now // until its first request is admitted
 	if p.inflight[app] > 0 {
@@ -216,6 +243,14 @@ func NewGate(gap, maxWait time.Duration, now func() time.Time) *Gate {
 		now = time.Now
 	}
 	return &Gate{now: now, p: Phases{Gap: gap, MaxWait: maxWait}, turn: make(chan struct{})}
+}
+
+// SetTrace has f told the gate's decisions (Phases.Trace), called with
+// the gate's lock held.
+func (g *Gate) SetTrace(f func(Event)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.p.Trace = f
 }
 
 // Enter waits for app's turn (or ctx's end: the request then goes on

@@ -192,3 +192,35 @@ func TestPhasesEnd(t *testing.T) {
 		t.Fatalf("%d phases, want 4", p.Phases)
 	}
 }
+
+// TestPhasesTrace: Trace is told each arrival at the queue and each
+// change of turn, in order, with the times they fell due (a gap's event
+// at the idle time it ran from).
+func TestPhasesTrace(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var got []Event
+	p := &Phases{Gap: 10 * time.Millisecond, MaxWait: 50 * time.Millisecond, Trace: func(e Event) { got = append(got, e) }}
+	p.Ask("a", at(0))
+	p.Ask("b", at(1))
+	p.Done("a", at(4))
+	p.Ask("b", at(20)) // a's gap ran out at 14: b's turn
+	p.Done("b", at(21))
+	p.End("b", at(22))
+	p.Ask("c", at(23))
+	p.Ask("a", at(24)) // queued behind c's phase
+	// at 100: a took the turn at 74 (MaxWait), did not claim it, and its
+	// gap ran out at 84; c, asking again, begins
+	p.Ask("c", at(100))
+	want := []Event{{"begin", "a", at(0)}, {"queue", "b", at(1)}, {"gap", "a", at(4)}, {"begin", "b", at(14)},
+		{"end", "b", at(22)}, {"begin", "c", at(23)}, {"queue", "a", at(24)}, {"preempt", "c", at(74)}, {"begin", "a", at(74)},
+		{"gap", "a", at(74)}, {"begin", "c", at(100)}}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || got[i].App != want[i].App || !got[i].At.Equal(want[i].At) {
+			t.Errorf("event %d: %s %s at %v, want %s %s at %v", i, got[i].Kind, got[i].App, got[i].At.Sub(t0), want[i].Kind, want[i].App, want[i].At.Sub(t0))
+		}
+	}
+}
