@@ -153,11 +153,15 @@ func TestValidateBurstBuffer(t *testing.T) {
 		t.Fatalf("%d traced runs", len(high))
 	}
 	t.Logf("high congestion, the scheduler's decisions kept (results-high-trace.jsonl.gz):")
-	hs := replayReal(t, high)
+	hs := make([]*BBResult, len(high))
+	traces := make([][]iosched.Event, len(high))
+	for i, r := range high {
+		hs[i] = simOfRealTraced(t, r, func(e iosched.Event) { traces[i] = append(traces[i], e) })
+	}
 	decisionsAgree(t, high, hs)
 	timesAgree(t, high, hs, "high")
 	phasesAgree(t, high, hs)
-	turnsAgree(t, high)
+	turnsAgree(t, high, hs, traces)
 }
 
 // replayReal replays each stored run in the model.
@@ -598,24 +602,17 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 // waiting for room, or with nothing in flight for the gap). It returns
 // how many of the cases under low congestion part by more than 0.1.
 func phasesAgree(t *testing.T, runs []realBBRun, sims []*BBResult) (lowApart int) {
-	type key struct {
-		cong, label string
-		dwpp        float64
-	}
-	real, model := map[key][]float64{}, map[key][]float64{}
+	real, model := map[caseKey][]float64{}, map[caseKey][]float64{}
 	for i, r := range runs {
 		if len(r.Final.Pools) == 0 || r.Policy == string(bbos.Dedicated) || len(r.Checkpoint) == 0 {
 			continue
 		}
-		k := key{r.Mix.Congestion, r.Label, r.Mix.DWPP}
+		k := caseOf(r)
 		n := float64(len(r.Checkpoint))
 		real[k] = append(real[k], float64(r.Final.Pools[0].Phases)/n)
 		model[k] = append(model[k], float64(sims[i].Phases)/n)
 	}
-	keys := slices.SortedFunc(maps.Keys(real), func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.cong, b.cong), cmp.Compare(a.label, b.label), cmp.Compare(a.dwpp, b.dwpp))
-	})
-	for _, k := range keys {
+	for _, k := range sortedCases(real) {
 		r, m := median(real[k]), median(model[k])
 		t.Logf("%s congestion, %s at %.2f S: the scheduler's phases per checkpoint %.2f on the daemons, %.2f in the model (medians of %d runs)",
 			k.cong, k.label, k.dwpp, r, m, len(real[k]))
@@ -626,6 +623,21 @@ func phasesAgree(t *testing.T, runs []realBBRun, sims []*BBResult) (lowApart int
 	return lowApart
 }
 
+// caseKey is a stored run's case: congestion, policy label and DWPP.
+type caseKey struct {
+	cong, label string
+	dwpp        float64
+}
+
+func caseOf(r realBBRun) caseKey { return caseKey{r.Mix.Congestion, r.Label, r.Mix.DWPP} }
+
+// sortedCases are m's cases in order of congestion, label and DWPP.
+func sortedCases[V any](m map[caseKey]V) []caseKey {
+	return slices.SortedFunc(maps.Keys(m), func(a, b caseKey) int {
+		return cmp.Or(cmp.Compare(a.cong, b.cong), cmp.Compare(a.label, b.label), cmp.Compare(a.dwpp, b.dwpp))
+	})
+}
+
 // schedEvents are run r's scheduler decisions as iosched Events.
 func schedEvents(r realBBRun) []iosched.Event {
 	var out []iosched.Event
@@ -633,7 +645,7 @@ func schedEvents(r realBBRun) []iosched.Event {
 		kind, _ := e[0].(string)
 		app, _ := e[1].(string)
 		us, _ := e[2].(float64)
-		out = append(out, iosched.Event{Kind: kind, App: app, At: time.Unix(0, 0).Add(time.Duration(us) * time.Microsecond)})
+		out = append(out, iosched.Event{Kind: kind, App: app, At: bbTime(time.Duration(us) * time.Microsecond)})
 	}
 	return out
 }
@@ -661,18 +673,15 @@ func dryTurns(events []iosched.Event) []time.Duration {
 // turnsAgree logs, for the runs that kept the daemons' scheduler
 // decisions (Sched), per case, the turns the gap ended per checkpoint and
 // the median of how long those writers stayed away (dryTurns), on the
-// daemons and in the model's replay with the same scheduler.
-func turnsAgree(t *testing.T, runs []realBBRun) {
-	type key struct {
-		label string
-		dwpp  float64
-	}
+// daemons and in the model's replays sims, whose scheduler decisions are
+// traces.
+func turnsAgree(t *testing.T, runs []realBBRun, sims []*BBResult, traces [][]iosched.Event) {
 	type figs struct {
 		gaps, ck float64
 		dry      []float64
 	}
-	real, model := map[key]*figs{}, map[key]*figs{}
-	add := func(m map[key]*figs, k key, ev []iosched.Event, cks int) {
+	real, model := map[caseKey]*figs{}, map[caseKey]*figs{}
+	add := func(m map[caseKey]*figs, k caseKey, ev []iosched.Event, cks int) {
 		if m[k] == nil {
 			m[k] = &figs{}
 		}
@@ -683,20 +692,14 @@ func turnsAgree(t *testing.T, runs []realBBRun) {
 			m[k].dry = append(m[k].dry, x.Seconds())
 		}
 	}
-	for _, r := range runs {
+	for i, r := range runs {
 		if len(r.Sched) == 0 {
 			continue
 		}
-		var ev []iosched.Event
-		s := simOfRealTraced(t, r, func(e iosched.Event) { ev = append(ev, e) })
-		k := key{r.Label, r.Mix.DWPP}
-		add(real, k, schedEvents(r), len(r.Checkpoint))
-		add(model, k, ev, len(s.Checkpoints))
+		add(real, caseOf(r), schedEvents(r), len(r.Checkpoint))
+		add(model, caseOf(r), traces[i], len(sims[i].Checkpoints))
 	}
-	keys := slices.SortedFunc(maps.Keys(real), func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.label, b.label), cmp.Compare(a.dwpp, b.dwpp))
-	})
-	for _, k := range keys {
+	for _, k := range sortedCases(real) {
 		r, m := real[k], model[k]
 		t.Logf("%s at %.2f S: turns ended by the gap per checkpoint %.2f on the daemons, %.2f in the model; their writers away %.0f ms and %.0f ms (medians)",
 			k.label, k.dwpp, r.gaps/r.ck, m.gaps/m.ck, median(r.dry)*1000, median(m.dry)*1000)
