@@ -124,7 +124,12 @@ func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *BBRe
 // agrees within 15 % in at least 90 % of the runs; checkpoint by
 // checkpoint and application by application the agreement is reported,
 // beside how far the daemons agree with themselves from one period to
-// the next.
+// the next. Checkpoint by checkpoint, over the cases repeated under a
+// policy blind to the seed, the model agrees with the runs at least as
+// often as one run with another (the 8 MiB checkpoints take 56 ms alone,
+// and from run to run the daemons' move by 10–20 ms one time in five:
+// no model judged checkpoint by checkpoint can reach the 90 %
+// on this set, docs/experiments/sim.md).
 func TestValidateBurstBuffer(t *testing.T) {
 	runs := loadRealBB(t, "../bench/bbos/results.jsonl.gz")
 	if len(runs) < 100 {
@@ -138,6 +143,10 @@ func TestValidateBurstBuffer(t *testing.T) {
 	}
 	if tm.run.short() {
 		t.Errorf("the checkpoints' time in all agrees in %d of %d runs under low congestion: want 90 %%", tm.run.ok, tm.run.n)
+	}
+	if tm.rerun.n == 0 || tm.rerun.pct() < tm.again.pct() {
+		t.Errorf("under low congestion the model's checkpoints agree with the runs' for %.0f %% (%d of %d), one run's with another's for %.0f %%: want at least as many",
+			tm.rerun.pct(), tm.rerun.ok, tm.rerun.n, tm.again.pct())
 	}
 	if d.hits.short() || d.high.short() || d.demoted.short() {
 		t.Errorf("failure hits agree in %d of %d runs under low congestion and %d of %d under high, demoted bytes in %d of %d: want 90 %%",
@@ -268,6 +277,9 @@ func (c *count) add(ok, n int) { c.ok, c.n = c.ok+ok, c.n+n }
 // short says whether fewer than nine in ten agreed (the bar).
 func (c count) short() bool { return c.ok*10 < c.n*9 }
 
+// pct is the share that agreed, in per cent.
+func (c count) pct() float64 { return 100 * float64(c.ok) / float64(max(c.n, 1)) }
+
 // timing is how far the model's checkpoint times agree with the
 // daemons' (within 15 % or 10 ms unless said): checkpoint by checkpoint
 // (ck, every run), and over the runs of one congestion the runs' time in all (run,
@@ -277,7 +289,15 @@ func (c count) short() bool { return c.ok*10 < c.n*9 }
 // daemons' runs against their own median (rself); and, for scale, how
 // many checkpoints a model without contention predicts (alone: each at
 // the buffer's full write rate).
-type timing struct{ ck, run, app, self, med, rself, alone count }
+//
+// Over the cases run more than once under a policy blind to the seed
+// (every one but BBOS: the repeats differ only in when the failures
+// came, which change nothing written), each checkpoint of a run
+// against the same checkpoint of every other run of its case is how far
+// one run of the daemons predicts another (again), and the model's
+// checkpoints of those runs against them (rerun): a model judged
+// checkpoint by checkpoint can do no better than the first.
+type timing struct{ ck, run, app, self, med, rself, alone, again, rerun count }
 
 // timesAgree measures and logs the timing of runs against their
 // replays sims; the measures over runs, applications and repeats take
@@ -314,14 +334,7 @@ func timesAgree(t *testing.T, runs []realBBRun, sims []*BBResult, cong string) t
 		}
 		tm.run.n++
 		tm.app.add(agreeApps(r, s))
-		// the repeats of a case differ by the seed of their failures
-		// (and the applications' MTBFs drawn from it)
-		mix := r.Mix
-		mix.Seed, mix.Apps = 0, slices.Clone(mix.Apps)
-		for i := range mix.Apps {
-			mix.Apps[i].MTBF = 0
-		}
-		c := fmt.Sprintf("%s %s %+v", r.Exp, r.Label, mix)
+		c := repeatCase(r)
 		if repeats[c] == nil {
 			repeats[c] = repeatedApps{}
 		}
@@ -329,6 +342,7 @@ func timesAgree(t *testing.T, runs []realBBRun, sims []*BBResult, cong string) t
 		tm.self.add(selfAgree(r))
 	}
 	tm.med.ok, tm.med.n, tm.rself.ok, tm.rself.n = agreeRepeats(repeats)
+	tm.again, tm.rerun = agreeAgain(runs, sims, cong)
 	t.Logf("checkpoint times within 15 %% or 10 ms: %d of %d (each at the buffer's full rate: %d)", tm.ck.ok, tm.ck.n, tm.alone.ok)
 	for _, k := range slices.Sorted(maps.Keys(byCase)) {
 		t.Logf("checkpoint times at %s: %d of %d within 15 %% or 10 ms", k, byCase[k].ok, byCase[k].n)
@@ -340,7 +354,59 @@ func timesAgree(t *testing.T, runs []realBBRun, sims []*BBResult, cong string) t
 		cong, tm.run.ok, tm.run.n, tm.app.ok, tm.app.n, tm.self.ok, tm.self.n)
 	t.Logf("%s congestion, applications run in repeated cases: the model's median time in all within 15 %% or 10 ms of the daemons' median for %d of %d; the daemons' runs within 15 %% or 10 ms of their own median for %d of %d (the bound run by run)",
 		cong, tm.med.ok, tm.med.n, tm.rself.ok, tm.rself.n)
+	t.Logf("%s congestion, cases run more than once under a policy blind to the seed: a checkpoint of one run within 15 %% or 10 ms of the same checkpoint of another run of its case %d of %d times (%.0f %%); the model's within 15 %% or 10 ms of those runs' for %d of %d (%.0f %%)",
+		cong, tm.again.ok, tm.again.n, tm.again.pct(), tm.rerun.ok, tm.rerun.n, tm.rerun.pct())
 	return tm
+}
+
+// repeatCase names the case of run r: its experiment, policy and mix
+// but for the seed of its failures (and the applications' MTBFs drawn
+// from it), by which the repeats of a case differ.
+func repeatCase(r realBBRun) string {
+	mix := r.Mix
+	mix.Seed, mix.Apps = 0, slices.Clone(mix.Apps)
+	for i := range mix.Apps {
+		mix.Apps[i].MTBF = 0
+	}
+	return fmt.Sprintf("%s %s %+v", r.Exp, r.Label, mix)
+}
+
+// agreeAgain counts, over the runs of congestion cong whose case was run
+// more than once under a policy that does not read the seed (not BBOS),
+// the checkpoints of each run within 15 % or 10 ms of the same
+// checkpoint of each other run of the case (again), and the model's
+// replays of those runs within 15 % or 10 ms of their run (rerun).
+func agreeAgain(runs []realBBRun, sims []*BBResult, cong string) (again, rerun count) {
+	cases := map[string][]int{}
+	for i, r := range runs {
+		if r.Mix.Congestion == cong && bbos.Policy(r.Policy) != bbos.BBOS {
+			c := repeatCase(r)
+			cases[c] = append(cases[c], i)
+		}
+	}
+	for _, is := range cases {
+		if len(is) < 2 {
+			continue
+		}
+		for _, i := range is {
+			rerun.add(agree(runs[i], sims[i]))
+			ti := daemonTimes(runs[i])
+			for _, j := range is {
+				if j == i {
+					continue
+				}
+				for k, tj := range daemonTimes(runs[j]) {
+					if x, found := ti[k]; found {
+						again.n++
+						if near(x, tj) {
+							again.ok++
+						}
+					}
+				}
+			}
+		}
+	}
+	return again, rerun
 }
 
 // agree counts the checkpoints whose time (schedule to end) the model
