@@ -240,6 +240,10 @@ type bbVersion struct {
 	bypassed bool
 	waits    bool // its writer waits for room (placement's stalled writer)
 	ck       int  // index in BBResult.Checkpoints
+	// its requests at the device (writeDevice): their bytes, and how
+	// many runs of them are queued there
+	inDev float64
+	reqs  int
 }
 
 type bbModel struct {
@@ -287,6 +291,9 @@ type bbModel struct {
 	sched      iosched.Phases
 	lastW      time.Duration
 	seq        int64
+	// the writers' requests at the device, in the order they reserved
+	// (writeDevice)
+	devQ []devReq
 }
 
 // RunBB runs a burst-buffer workload.
@@ -787,24 +794,8 @@ func (m *bbModel) step() {
 	// has left; a writer waiting for room with nothing placed left to
 	// write has no requests at the servers
 	active := m.writers(now)
-	nBuf := len(active)
+	m.writeDevice(now, active, order)
 	for _, v := range active {
-		left := float64(v.Bytes) - v.written - v.spilled
-		want := max(min(left, min(m.wTok, m.devTok)/float64(nBuf)), 0)
-		// the next chunks as the writer reaches them
-		for v.alloc-v.written < want && v.alloc+v.spilled < float64(v.Bytes) && m.place(v, order, want-(v.alloc-v.written)) {
-		}
-		n := min(want, v.alloc-v.written)
-		m.wTok -= n
-		m.devTok -= n
-		m.used += n
-		m.promised -= n
-		m.res.MaxUsed = max(m.res.MaxUsed, m.used)
-		m.dwsf += n
-		if n > 0 {
-			m.lastW = now
-		}
-		v.written += n
 		// its spilled chunks go to the PFS beside demotion
 		ns := min(v.spilled-v.spillW, max(pfs, 0))
 		v.spillW += ns
@@ -839,6 +830,95 @@ func (m *bbModel) step() {
 		// after this one's end (the step's tick), as its writer
 		m.launch(app, ck, m.tick)
 	}
+}
+
+// devReq is a writer's requests at the device, n bytes, in the order
+// they reserved.
+type devReq struct {
+	v *bbVersion
+	n float64
+}
+
+// writeDevice writes the step's checkpoint bytes. The device serves
+// requests in the order they reserved (the servers' bucket is a queue of
+// reservations): each writer let through (active) has its requests at
+// the device up to its window (its part of the mount's, at most the
+// forwarding daemon's headBytes), within the room placed for them (the
+// next chunks placed as its requests reach them), and the next join the
+// queue's end as the first are written. So a checkpoint that comes while
+// another's requests are queued waits for them, and those behind it for
+// its own: writers are served in turn by their windows, not all at once
+// (on the daemons, under the dedicated buffer, 8 MiB checkpoints of a
+// burst end one after another). A writer whose turn ended has its
+// requests at the device written still.
+func (m *bbModel) writeDevice(now time.Duration, active []*bbVersion, order []bbos.Version) {
+	tok := max(min(m.wTok, m.devTok), 0)
+	// a step tops up and writes in rounds; a window is at least a
+	// quarter of the step's bytes, so a step takes a few at any scale
+	win := max(min(m.part(), headBytes), tok/4)
+	for round := 0; tok > 0 && round < 64; round++ {
+		for _, v := range active {
+			dust := dustOf(v)
+			a := min(win-v.inDev, float64(v.Bytes)-v.written-v.spilled-v.inDev)
+			if a < dust {
+				continue
+			}
+			for v.alloc-v.written-v.inDev < a && v.alloc+v.spilled < float64(v.Bytes) {
+				was := v.alloc + v.spilled
+				if !m.place(v, order, a-(v.alloc-v.written-v.inDev)) || v.alloc+v.spilled <= was {
+					break
+				}
+			}
+			if a = min(a, v.alloc-v.written-v.inDev); a >= dust {
+				m.devQ = append(m.devQ, devReq{v, a})
+				v.inDev += a
+				v.reqs++
+			}
+		}
+		if len(m.devQ) == 0 {
+			return
+		}
+		served := 0
+		for ; served < len(m.devQ) && tok > 0; served++ {
+			r := &m.devQ[served]
+			x := min(tok, r.n)
+			tok -= x
+			if r.n -= x; r.n >= dustOf(r.v) {
+				m.wrote(now, r.v, x)
+				break // tok is spent
+			}
+			m.wrote(now, r.v, x+r.n)
+			r.v.reqs--
+			if r.v.reqs == 0 {
+				// all its placed room written but a rounding's dust
+				if left := r.v.alloc - r.v.written; left > 0 && left < dustOf(r.v) {
+					m.wrote(now, r.v, left)
+				}
+				r.v.inDev = 0
+			}
+		}
+		m.devQ = append(m.devQ[:0], m.devQ[served:]...)
+	}
+}
+
+
+// dustOf is what is left of checkpoint v's bytes by rounding alone.
+func dustOf(v *bbVersion) float64 { return max(float64(v.Bytes)*1e-12, 1e-6) }
+
+// wrote accounts n bytes of checkpoint v written to the buffer at now.
+func (m *bbModel) wrote(now time.Duration, v *bbVersion, n float64) {
+	if n <= 0 {
+		return
+	}
+	v.inDev -= n
+	m.wTok -= n
+	m.devTok -= n
+	m.used += n
+	m.promised -= n
+	m.res.MaxUsed = max(m.res.MaxUsed, m.used)
+	m.dwsf += n
+	m.lastW = now
+	v.written += n
 }
 
 // writers are the checkpoints that write to the buffer in the step at

@@ -298,3 +298,51 @@ func TestBBScheduler(t *testing.T) {
 		t.Errorf("%d phases begun, want 3 (a, b, c)", m.sched.Phases)
 	}
 }
+
+// TestBBDeviceOrder: the device serves requests in the order they
+// reserved, each writer's at most its window (the forwarding daemon's 8
+// requests): an 8 MiB checkpoint that comes while another's are queued
+// waits for them, not sharing the device with them (on the daemons,
+// under the dedicated buffer, the checkpoints of a burst end one after
+// another); 32 MiB checkpoints take turns by their windows.
+func TestBBDeviceOrder(t *testing.T) {
+	const mib = 1 << 20
+	run := func(size float64, lateBy int) (aDone, bDone int) {
+		m := &bbModel{cfg: BBConfig{Policy: bbos.Dedicated, WriteBehind: 32 * mib}, res: &BBResult{}}
+		a := &bbVersion{Version: bbos.Version{ID: 1, Job: "a", Bytes: uint64(size)}, alloc: size}
+		b := &bbVersion{Version: bbos.Version{ID: 2, Job: "b", Bytes: uint64(size)}, alloc: size}
+		m.queue = []*bbVersion{a}
+		for i := 1; a.written < size || b.written < size; i++ {
+			if i > 10000 {
+				t.Fatalf("%.0f MiB: not written after 10,000 steps (a %.0f, b %.0f)", size/mib, a.written, b.written)
+			}
+			if i == lateBy {
+				m.queue = append(m.queue, b)
+			}
+			m.wTok, m.devTok = 1e6, mib/4 // a quarter mebibyte a step
+			var active []*bbVersion
+			for _, v := range m.queue {
+				if v.written < size {
+					active = append(active, v)
+				}
+			}
+			m.writeDevice(time.Duration(i)*time.Millisecond, active, nil)
+			if aDone == 0 && a.written >= size {
+				aDone = i
+			}
+			if bDone == 0 && b.written >= size {
+				bDone = i
+			}
+		}
+		return aDone, bDone
+	}
+	// 8 MiB: 32 steps alone; b comes at step 10, behind a's whole window
+	if a, b := run(8*mib, 10); a != 32 || b != 64 {
+		t.Errorf("8 MiB checkpoints end at steps %d and %d, want 32 and 64 (one after the other)", a, b)
+	}
+	// 32 MiB: b's first window is served after a's first, then they
+	// alternate window by window: a ends a window before b
+	if a, b := run(32*mib, 10); a < 220 || a > 240 || b != 256 {
+		t.Errorf("32 MiB checkpoints end at steps %d and %d, want about 224 and 256 (in turn by windows)", a, b)
+	}
+}
