@@ -901,7 +901,6 @@ func (m *bbModel) writeDevice(now time.Duration, active []*bbVersion, order []bb
 	}
 }
 
-
 // dustOf is what is left of checkpoint v's bytes by rounding alone.
 func dustOf(v *bbVersion) float64 { return max(float64(v.Bytes)*1e-12, 1e-6) }
 
