@@ -141,10 +141,16 @@ type FS struct {
 	own *vfs.Owned
 	// bc keeps blocks of files for small reads (vfs.BlockCache; nil: off).
 	bc *vfs.BlockCache
+	// app places the writes of O_APPEND handles at the file's end
+	// (vfs.Appends).
+	app *vfs.Appends
 	// long is what the kernel may cache for the long timeout, srv the
 	// FUSE server that invalidates it (set by Follow; feed.go).
 	long longCached
 	srv  atomic.Pointer[fuse.Server]
+	// kern is the FUSE server once mounted (Mount), whether or not the
+	// feed is followed.
+	kern atomic.Pointer[fuse.Server]
 
 	pmu sync.Mutex // guards priv
 	// priv holds the inodes last seen with S_ISUID or S_ISGID set: a
@@ -196,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), cfg: cfg, log: cfg.Log,
 		ids: ident.Resolver{JobVar: cfg.JobVar, Node: cfg.Node, Now: cfg.Now}, attr: cfg.AttrTimeout, ent: cfg.EntryTimeout,
-		dirs: map[uint64][]wire.DirEntry{}, dc: vfs.NewDirCache(cfg.MetaCache > 0), priv: map[uint64]bool{}}
+		dirs: map[uint64][]wire.DirEntry{}, dc: vfs.NewDirCache(cfg.MetaCache > 0), app: vfs.NewAppends(), priv: map[uint64]bool{}}
 	fs.met = newClientMetrics(cfg.Metrics, fs)
 	addr := cfg.Fwd
 	if addr == "" {
@@ -268,6 +274,7 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fs.kern.Store(srv)
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()

@@ -111,6 +111,19 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	} else {
 		fs.bc.Drop(in.NodeId)
 	}
+	if !fs.dc.Fresh(resp.Gen) {
+		// the kernel may hold attributes from before another node's
+		// close that this mount has not heard of: an fstat or a seek to
+		// the end after this open must ask (close-to-open). Safe from
+		// here: without a range the kernel only marks them stale.
+		if srv := fs.kern.Load(); srv != nil {
+			srv.InodeNotify(in.NodeId, -1, 0)
+		}
+	}
+	if in.Flags&syscall.O_APPEND != 0 && writer && resp.Attr != nil {
+		// the kernel may not yet know the size another node's close left
+		fs.app.Opened(in.NodeId, fh, resp.Attr.Size)
+	}
 	fs.own.Track(in.NodeId, fh, writer)
 	out.Fh = fh
 	out.OpenFlags = fs.openFlags()
@@ -230,23 +243,39 @@ func (fs *FS) write(in *fuse.WriteIn, data []byte, release func()) (uint32, fuse
 			return 0, st
 		}
 	}
+	off := fs.app.Place(in.NodeId, in.Fh, in.Offset)
+	if off != in.Offset && fs.cfg.CacheData {
+		// the kernel's pages hold the bytes where it put them
+		defer fs.dropPages(in.NodeId)
+	}
 	fs.own.BeginWrite(in.NodeId)
-	err := fs.st.WriteKept(id, in.NodeId, in.Fh, in.Offset, data, release)
+	err := fs.st.WriteKept(id, in.NodeId, in.Fh, off, data, release)
 	// again, the write now in flight (a block fetch waits for it): a
 	// fetch that began before it was is not kept
 	fs.bc.Drop(in.NodeId)
-	fs.own.EndWrite(in.NodeId, in.Offset, data, err == nil)
+	fs.own.EndWrite(in.NodeId, off, data, err == nil)
+	if err == nil {
+		fs.app.Wrote(in.NodeId, off+uint64(len(data)))
+	}
 	if err != nil {
 		st = fuse.Status(rpc.Errno(err))
 		if st == fuse.EIO {
 			fs.log.Error("write failed", "ino", in.NodeId, "off", in.Offset, "err", err)
 		}
 	}
-	fs.record(&in.InHeader, id, beacon.OpWrite, in.NodeId, in.Offset, uint64(len(data)), start, st != fuse.OK)
+	fs.record(&in.InHeader, id, beacon.OpWrite, in.NodeId, off, uint64(len(data)), start, st != fuse.OK)
 	if st != fuse.OK {
 		return 0, st
 	}
 	return uint32(len(data)), fuse.OK
+}
+
+// dropPages drops ino's pages from the kernel's cache, in the background:
+// the kernel holds them locked while the write that asks is answered.
+func (fs *FS) dropPages(ino uint64) {
+	if srv := fs.kern.Load(); srv != nil {
+		go srv.InodeNotify(ino, 0, 0)
+	}
 }
 
 // killPriv clears the setuid and setgid bits of a file an unprivileged
@@ -303,6 +332,7 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 // Release implements fuse.RawFileSystem.
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.app.Released(in.Fh)
 	remote := fs.own.Release(in.Fh)
 	fs.st.Released(in.NodeId, in.Fh)
 	if !remote {

@@ -143,6 +143,7 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	}
 	if m.Mask&wire.SetSize != 0 {
 		fs.st.Truncated(in.NodeId, resp.Attr.Trunc)
+		fs.app.Truncated(in.NodeId, in.Size)
 		fs.bc.Drop(in.NodeId) // again: a fetch made meanwhile is not kept
 	}
 	fs.toAttr(resp.Attr, &out.Attr)

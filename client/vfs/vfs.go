@@ -12,7 +12,9 @@
 //     bytes the mount keeps, answering read-only opens and reads;
 //   - BlockCache (blockcache.go): blocks of files kept for small reads,
 //     dropped by writes, truncations and the change feed, in memory
-//     mapped outside the Go heap (blockmem.go).
+//     mapped outside the Go heap (blockmem.go);
+//   - Appends (appends.go): where the writes of O_APPEND handles go when
+//     the kernel's cached size is older than the open.
 //
 // Each component is a type with its own lock over a Caller and an injected
 // clock, so it is tested with a fake forwarding node, metadata service and
@@ -27,7 +29,7 @@
 //	wbDir.flushMu (one directory's batch on the wire)
 //	  → Creates.mu → Owned.mu → nothing
 //	  → DirCache.mu → nothing
-//	Streams.mu, Streams.emu, Router.mu, BlockCache.mu → nothing
+//	Streams.mu, Streams.emu, Router.mu, BlockCache.mu, Appends.mu → nothing
 //
 // DirCache.mu, Owned.mu, Streams.mu, Streams.emu, Router.mu and
 // BlockCache.mu are leaves, and Creates.mu takes only Owned.mu (a create

@@ -495,6 +495,69 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
+// TestAppendCloseToOpen: an O_APPEND open on one mount right after
+// another mount grew the file and closed it appends at the grown end,
+// even though its kernel still holds the old size (the change feed has
+// not reached it yet, or it does not follow the feed and caches
+// attributes for a second): the service's answer to the open gives the
+// size (vfs.Appends). Both mounts write in turns, through O_APPEND and
+// pwrite past the end, each round checked against the bytes expected.
+func TestAppendCloseToOpen(t *testing.T) {
+	for _, v := range []struct{ name, flags string }{{"feed", ""}, {"no-feed", "--meta-cache=0"}} {
+		t.Run(v.name, func(t *testing.T) {
+			c := startCluster(t)
+			mounts := []string{c.mnt, c.mount2(t, strings.Fields(v.flags)...)}
+			var want []byte
+			p := func(m int) string { return filepath.Join(mounts[m], "log") }
+			mustWrite(t, p(0), nil)
+			for i := 0; i < 40; i++ {
+				m := i % 2
+				rec := []byte(fmt.Sprintf("record %d from mount %d\n", i, m))
+				flags := os.O_WRONLY | os.O_APPEND
+				if i%3 == 2 {
+					flags = os.O_WRONLY // pwrite at the end this mount was told
+				}
+				f, err := os.OpenFile(p(m), flags, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if flags&os.O_APPEND != 0 {
+					_, err = f.Write(rec)
+				} else {
+					var st os.FileInfo
+					if st, err = f.Stat(); err == nil {
+						_, err = f.WriteAt(rec, st.Size())
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, rec...)
+				// read back on the writing mount, whose kernel caches the
+				// size it read (its own close's): the other mount's next
+				// write makes that stale before this mount's next open
+				got, err := os.ReadFile(p(m))
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("after write %d (mount %d, flags %#o): it reads %q (%v), want %q", i, m, flags, got, err, want)
+				}
+				// (a read marks the atime stale, so the next stat would
+				// ask anyway: this one leaves the attributes clean)
+				if st, err := os.Stat(p(m)); err != nil || st.Size() != int64(len(want)) {
+					t.Fatalf("after write %d: stat on the writing mount %v %v, want %d bytes", i, st, err, len(want))
+				}
+			}
+			for m := range mounts {
+				if got, err := os.ReadFile(p(m)); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("mount %d reads %q (%v), want %q", m, got, err, want)
+				}
+			}
+		})
+	}
+}
+
 // TestMetaCacheCoherent: two mounts cache lookups and attributes for a
 // minute (the default --meta-cache), yet each sees the other's creates,
 // renames, removals, chmods and growth at once: the change feed
