@@ -144,13 +144,11 @@ type FS struct {
 	// app places the writes of O_APPEND handles at the file's end
 	// (vfs.Appends).
 	app *vfs.Appends
-	// long is what the kernel may cache for the long timeout, srv the
-	// FUSE server that invalidates it (set by Follow; feed.go).
+	// long is what the kernel may cache for the long timeout (feed.go);
+	// srv is the FUSE server that invalidates the kernel's caches (set by
+	// Mount).
 	long longCached
 	srv  atomic.Pointer[fuse.Server]
-	// kern is the FUSE server once mounted (Mount), whether or not the
-	// feed is followed.
-	kern atomic.Pointer[fuse.Server]
 
 	pmu sync.Mutex // guards priv
 	// priv holds the inodes last seen with S_ISUID or S_ISGID set: a
@@ -274,7 +272,7 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs.kern.Store(srv)
+	fs.srv.Store(srv)
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()

@@ -142,7 +142,6 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 	if fs.mc == nil || fs.cfg.MetaCache <= 0 {
 		return
 	}
-	fs.srv.Store(srv)
 	wait := min(fs.cfg.Timeout/2, 10*time.Second)
 	var seen uint64
 	for ctx.Err() == nil {

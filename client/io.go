@@ -116,7 +116,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		// close that this mount has not heard of: an fstat or a seek to
 		// the end after this open must ask (close-to-open). Safe from
 		// here: without a range the kernel only marks them stale.
-		if srv := fs.kern.Load(); srv != nil {
+		if srv := fs.srv.Load(); srv != nil {
 			srv.InodeNotify(in.NodeId, -1, 0)
 		}
 	}
@@ -260,7 +260,7 @@ func (fs *FS) write(in *fuse.WriteIn, data []byte, release func()) (uint32, fuse
 	if err != nil {
 		st = fuse.Status(rpc.Errno(err))
 		if st == fuse.EIO {
-			fs.log.Error("write failed", "ino", in.NodeId, "off", in.Offset, "err", err)
+			fs.log.Error("write failed", "ino", in.NodeId, "off", off, "err", err)
 		}
 	}
 	fs.record(&in.InHeader, id, beacon.OpWrite, in.NodeId, off, uint64(len(data)), start, st != fuse.OK)
@@ -273,7 +273,7 @@ func (fs *FS) write(in *fuse.WriteIn, data []byte, release func()) (uint32, fuse
 // dropPages drops ino's pages from the kernel's cache, in the background:
 // the kernel holds them locked while the write that asks is answered.
 func (fs *FS) dropPages(ino uint64) {
-	if srv := fs.kern.Load(); srv != nil {
+	if srv := fs.srv.Load(); srv != nil {
 		go srv.InodeNotify(ino, 0, 0)
 	}
 }

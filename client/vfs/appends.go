@@ -1,6 +1,9 @@
 package vfs
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Appends places the writes of handles opened with O_APPEND at the end of
 // the file as this mount knows it, not where the kernel asks.
@@ -18,8 +21,10 @@ import "sync"
 // after the open is not seen, as with NFS: appends from several nodes at
 // once are not atomic.
 //
-// Only inodes with an append handle open are kept.
+// Only inodes with an append handle open are kept; with none open, a
+// write takes no lock here.
 type Appends struct {
+	open    atomic.Int64 // append handles open (len(handles), read without mu)
 	mu      sync.Mutex
 	handles map[uint64]uint64       // append handle → inode; guarded by mu
 	inodes  map[uint64]*appendInode // guarded by mu
@@ -44,6 +49,7 @@ func (a *Appends) Opened(ino, fh, size uint64) {
 		return
 	}
 	a.handles[fh] = ino
+	a.open.Add(1)
 	in := a.inodes[ino]
 	if in == nil {
 		in = &appendInode{}
@@ -56,6 +62,9 @@ func (a *Appends) Opened(ino, fh, size uint64) {
 // Place returns where a write of handle fh to ino that the kernel sent at
 // off goes: off, unless fh appends and the file's end lies past it.
 func (a *Appends) Place(ino, fh, off uint64) uint64 {
+	if a.open.Load() == 0 {
+		return off
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.handles[fh]; !ok {
@@ -69,6 +78,9 @@ func (a *Appends) Place(ino, fh, off uint64) uint64 {
 
 // Wrote records a write of this mount to ino that reached end.
 func (a *Appends) Wrote(ino, end uint64) {
+	if a.open.Load() == 0 {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if in := a.inodes[ino]; in != nil {
@@ -78,6 +90,9 @@ func (a *Appends) Wrote(ino, end uint64) {
 
 // Truncated records that this mount set ino's size.
 func (a *Appends) Truncated(ino, size uint64) {
+	if a.open.Load() == 0 {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if in := a.inodes[ino]; in != nil {
@@ -94,6 +109,7 @@ func (a *Appends) Released(fh uint64) {
 		return
 	}
 	delete(a.handles, fh)
+	a.open.Add(-1)
 	if in := a.inodes[ino]; in != nil {
 		if in.handles--; in.handles == 0 {
 			delete(a.inodes, ino)
@@ -101,8 +117,8 @@ func (a *Appends) Released(fh uint64) {
 	}
 }
 
-// Len returns the inodes kept.
-func (a *Appends) Len() int {
+// kept returns the inodes kept (tests).
+func (a *Appends) kept() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.inodes)

@@ -44,13 +44,13 @@ func TestAppends(t *testing.T) {
 		t.Fatalf("second handle's append at %d, want 20", got)
 	}
 	a.Released(11)
-	if a.Len() != 1 {
-		t.Fatalf("%d inodes kept with one append handle open, want 1", a.Len())
+	if a.kept() != 1 {
+		t.Fatalf("%d inodes kept with one append handle open, want 1", a.kept())
 	}
 	a.Released(12)
 	a.Released(12) // twice: nothing
-	if a.Len() != 0 {
-		t.Fatalf("%d inodes kept after every append handle closed", a.Len())
+	if a.kept() != 0 {
+		t.Fatalf("%d inodes kept after every append handle closed", a.kept())
 	}
 	if got := a.Place(1, 11, 7); got != 7 {
 		t.Fatalf("released handle placed at %d, want 7", got)
