@@ -149,6 +149,9 @@ type FS struct {
 	// Mount).
 	long longCached
 	srv  atomic.Pointer[fuse.Server]
+	// joined is the feed position Join took (0: none), where Follow
+	// begins; set before Follow starts.
+	joined uint64
 
 	pmu sync.Mutex // guards priv
 	// priv holds the inodes last seen with S_ISUID or S_ISGID set: a

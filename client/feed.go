@@ -134,6 +134,30 @@ func (fs *FS) invalidateLong(srv *fuse.Server) {
 	}
 }
 
+// Join takes the change feed's current position, before the mount
+// serves its first request (call it before Mount): from then on the
+// directory cache and the creates answered here work, and Follow goes on
+// from that position. Without it the mount served requests before
+// Follow's first answer, with nothing cached and creates sent to the
+// service, and that answer (from position 0: changes lost) emptied what
+// had been cached meanwhile. An unreachable service leaves it to Follow.
+func (fs *FS) Join(ctx context.Context) {
+	if fs.mc == nil || fs.cfg.MetaCache <= 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, fs.cfg.Timeout)
+	defer cancel()
+	// from position 0 the feed answers at once, with its position
+	resp, _, err := fs.mc.Call(cctx, &wire.Msg{Op: wire.OpWatch, Client: fs.dc.ID()}, nil, nil)
+	if err != nil {
+		return
+	}
+	fs.dc.Advance(resp.Gen, false, nil)
+	fs.bc.Applied(resp.Gen)
+	fs.joined = resp.Gen
+	fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)
+}
+
 // Follow follows the metadata service's change feed until ctx ends,
 // invalidating the kernel's cached names and attributes that other nodes
 // change. Without it (or with MetaCache 0) the mount caches for the short
@@ -143,7 +167,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 		return
 	}
 	wait := min(fs.cfg.Timeout/2, 10*time.Second)
-	var seen uint64
+	seen := fs.joined
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, wait+fs.cfg.Timeout)
 		resp, _, err := fs.mc.Call(cctx, &wire.Msg{Op: wire.OpWatch, Gen: seen, Client: fs.dc.ID(),

@@ -477,6 +477,7 @@ func cmdMount(args []string) error {
 	if err != nil {
 		return err
 	}
+	fsys.Join(ctx)
 	srv, err := fsys.Mount()
 	if err != nil {
 		return fmt.Errorf("mount %s: %v", mnt, err)
