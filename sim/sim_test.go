@@ -181,6 +181,33 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 	}
 }
 
+// TestSingleThreaded: the simulator and its packages start no goroutine
+// (the engine is one event loop), which is why `make unit` runs ./sim
+// without the race detector: under it the validation replays alone took
+// 410 of the package's 522 s, past go test's 10 min limit in CI. A
+// goroutine added here must bring ./sim back under -race.
+func TestSingleThreaded(t *testing.T) {
+	err := filepath.Walk(".", func(path string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if g, ok := n.(*ast.GoStmt); ok {
+				t.Errorf("%s: a go statement at offset %d: run ./sim under -race in the Makefile's unit target", path, g.Pos())
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestJobsRoundTrip: a workload written as JSON Lines reads back.
 func TestJobsRoundTrip(t *testing.T) {
 	jobs := []Job{{ID: "a", App: "x", Nodes: 4, Compute: 10, Pattern: "N-N", Class: "bw", Read: 1, Write: 2, Phases: 2},
