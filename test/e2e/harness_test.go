@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,6 +49,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	flag.Parse()
+	reapLeftovers()
+	guardTimeout()
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -72,6 +76,7 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 	base := t.TempDir()
 	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt"), helper: newShell(t)}
 	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s"}, flags...)
+	record(t, leftover{State: c.dir, Mounts: []string{c.mnt}})
 	t.Cleanup(func() {
 		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir, "--purge").CombinedOutput()
 		if err != nil {
@@ -140,6 +145,7 @@ func (c *cluster) mount2(t *testing.T, flags ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	record(t, leftover{Mounts: []string{mnt}, Procs: []proc{procOf(cmd.Process.Pid)}})
 	t.Cleanup(func() {
 		err := syscall.Unmount(mnt, 0)
 		for i := 0; err != nil && clusterpkg.Mounted(mnt) && i < 20; i++ { // busy for a moment

@@ -449,6 +449,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	record(t, leftover{Procs: []proc{procOf(cmd.Process.Pid)}})
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	var body string
 	eventually(t, 10*time.Second, func() bool {

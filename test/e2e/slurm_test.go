@@ -111,6 +111,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		record(t, leftover{Procs: []proc{procOf(cmd.Process.Pid)}})
 		t.Cleanup(func() {
 			cmd.Process.Kill()
 			cmd.Wait()
