@@ -51,9 +51,15 @@ func TestMain(m *testing.M) {
 	}
 	flag.Parse()
 	reapLeftovers()
+	binRecord, err := writeRecord(leftover{Dirs: []string{dir}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	guardTimeout()
 	code := m.Run()
 	os.RemoveAll(dir)
+	forget(binRecord)
 	os.Exit(code)
 }
 
@@ -76,7 +82,7 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 	base := t.TempDir()
 	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt"), helper: newShell(t)}
 	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s"}, flags...)
-	record(t, leftover{State: c.dir, Mounts: []string{c.mnt}})
+	record(t, leftover{State: c.dir, Mounts: []string{c.mnt}, Dirs: []string{filepath.Dir(base)}})
 	t.Cleanup(func() {
 		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir, "--purge").CombinedOutput()
 		if err != nil {
@@ -145,7 +151,7 @@ func (c *cluster) mount2(t *testing.T, flags ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	record(t, leftover{Mounts: []string{mnt}, Procs: []proc{procOf(cmd.Process.Pid)}})
+	record(t, leftover{Mounts: []string{mnt}, Procs: []proc{procOf(cmd.Process.Pid)}, Dirs: []string{filepath.Dir(mnt)}})
 	t.Cleanup(func() {
 		err := syscall.Unmount(mnt, 0)
 		for i := 0; err != nil && clusterpkg.Mounted(mnt) && i < 20; i++ { // busy for a moment

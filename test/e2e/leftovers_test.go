@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -39,6 +40,7 @@ type leftover struct {
 	State  string   `json:",omitempty"` // a `sluice up` state directory: `sluice down --purge` it
 	Mounts []string `json:",omitempty"` // FUSE mounts to abort and detach
 	Procs  []proc   `json:",omitempty"` // processes to kill
+	Dirs   []string `json:",omitempty"` // directories to remove, after the rest
 }
 
 // proc names a process by its pid and its start time, so that a pid
@@ -83,15 +85,25 @@ var leftovers struct {
 // things down, as cleanups run last registered first.
 func record(t *testing.T, l leftover) {
 	t.Helper()
+	name, err := writeRecord(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forget(name) })
+}
+
+// writeRecord writes l as this binary's and returns its file; an error
+// also when go test's -timeout is near.
+func writeRecord(l leftover) (string, error) {
 	l.Owner = os.Getpid()
 	b, err := json.Marshal(l)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	leftovers.mu.Lock()
 	if leftovers.closing {
 		leftovers.mu.Unlock()
-		t.Fatal("go test's -timeout is near: the clusters are being taken down")
+		return "", errors.New("go test's -timeout is near: the clusters are being taken down")
 	}
 	leftovers.seq++
 	name := filepath.Join(leftoversDir, fmt.Sprintf("%d-%d.json", l.Owner, leftovers.seq))
@@ -101,17 +113,17 @@ func record(t *testing.T, l leftover) {
 	leftovers.live[name] = l
 	leftovers.mu.Unlock()
 	if err := os.MkdirAll(leftoversDir, 0o755); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		leftovers.mu.Lock()
-		delete(leftovers.live, name)
-		leftovers.mu.Unlock()
-		os.Remove(name)
-	})
+	return name, os.WriteFile(name, b, 0o644)
+}
+
+// forget removes record name: what it names was taken down.
+func forget(name string) {
+	leftovers.mu.Lock()
+	delete(leftovers.live, name)
+	leftovers.mu.Unlock()
+	os.Remove(name)
 }
 
 // takeDown kills l's processes, takes its cluster down and detaches its
@@ -142,10 +154,46 @@ func takeDown(l leftover) string {
 	return strings.Join(did, "; ")
 }
 
+// removeDirs removes l's directories, but none with a mount inside (a
+// live mount's files are not a leftover's); it says what it did.
+func removeDirs(l leftover) string {
+	var did []string
+	for _, d := range l.Dirs {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		if m := mountUnder(d); m != "" {
+			did = append(did, fmt.Sprintf("kept %s: %s is mounted", d, m))
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			did = append(did, fmt.Sprintf("removing %s: %v", d, err))
+		} else {
+			did = append(did, "removed "+d)
+		}
+	}
+	return strings.Join(did, "; ")
+}
+
+// mountUnder is a mount point at or under dir ("" if none).
+func mountUnder(dir string) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return dir // cannot tell: keep it
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 5 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			return f[4]
+		}
+	}
+	return ""
+}
+
 // reapLeftovers takes down what earlier test binaries recorded and left
-// behind, once they are gone.
+// behind, once they are gone: everything first, then their directories.
 func reapLeftovers() {
 	files, _ := filepath.Glob(filepath.Join(leftoversDir, "*.json"))
+	dead := map[string]leftover{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		var l leftover
@@ -156,7 +204,13 @@ func reapLeftovers() {
 		if l.Owner > 0 && syscall.Kill(l.Owner, 0) != syscall.ESRCH {
 			continue // another run, still going
 		}
+		dead[f] = l
 		if did := takeDown(l); did != "" {
+			fmt.Fprintf(os.Stderr, "e2e: left behind by test binary %d: %s\n", l.Owner, did)
+		}
+	}
+	for f, l := range dead {
+		if did := removeDirs(l); did != "" {
 			fmt.Fprintf(os.Stderr, "e2e: left behind by test binary %d: %s\n", l.Owner, did)
 		}
 		os.Remove(f)
@@ -192,11 +246,15 @@ func guardTimeout() {
 		leftovers.mu.Unlock()
 		fmt.Fprintf(os.Stderr, "e2e: go test's -timeout %v is %v away: taking down %d recorded clusters and processes\n",
 			timeout, leftoversMargin(timeout), len(live))
+		// the directories stay (the binary, a test's files in use): the
+		// next run removes them by the records kept for them
 		for name, l := range live {
 			if did := takeDown(l); did != "" {
 				fmt.Fprintf(os.Stderr, "e2e: %s\n", did)
 			}
-			os.Remove(name)
+			if len(l.Dirs) == 0 {
+				os.Remove(name)
+			}
 		}
 	})
 }
@@ -221,7 +279,16 @@ func TestLeftoversReaped(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	l := leftover{Owner: gone.Process.Pid, State: state, Mounts: []string{mnt}, Procs: []proc{procOf(sleeper.Process.Pid)}}
+	// a directory to remove, and one with a live mount inside, to keep
+	junk, busy := filepath.Join(base, "junk"), filepath.Join(base, "busy")
+	os.MkdirAll(filepath.Join(junk, "a"), 0o755)
+	os.MkdirAll(filepath.Join(busy, "m"), 0o755)
+	if err := syscall.Mount("tmpfs", filepath.Join(busy, "m"), "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(filepath.Join(busy, "m"), syscall.MNT_DETACH) })
+	os.WriteFile(filepath.Join(busy, "m", "f"), []byte("x"), 0o644)
+	l := leftover{Owner: gone.Process.Pid, State: state, Mounts: []string{mnt}, Procs: []proc{procOf(sleeper.Process.Pid)}, Dirs: []string{junk, busy}}
 	b, _ := json.Marshal(l)
 	os.MkdirAll(leftoversDir, 0o755)
 	name := filepath.Join(leftoversDir, "test-reaped.json")
@@ -247,6 +314,12 @@ func TestLeftoversReaped(t *testing.T) {
 	sleeper.Wait()
 	if sleeper.ProcessState == nil || sleeper.ProcessState.Success() {
 		t.Errorf("the recorded process was not killed: %v", sleeper.ProcessState)
+	}
+	if _, err := os.Stat(junk); !os.IsNotExist(err) {
+		t.Errorf("the recorded directory %s is still there: %v", junk, err)
+	}
+	if _, err := os.Stat(filepath.Join(busy, "m", "f")); err != nil {
+		t.Errorf("a file on a mount inside a recorded directory was removed: %v", err)
 	}
 	if _, err := os.Stat(name); !os.IsNotExist(err) {
 		t.Errorf("the record %s is still there: %v", name, err)
