@@ -150,13 +150,15 @@ sim:
 	bash bench/sim/maintenance.sh
 	bash bench/sim/memtier.sh
 	bash bench/sim/liveqos.sh
+	bash bench/sim/livetiers.sh
 	bash bench/sim/liveslow.sh
 	bash bench/sim/liveday.sh
 
 # CI: the command line end to end on one simulated day of taihulight
 # after a week of warm-up; DFRA must speed some job up and slow few; the
 # burst-buffer, QoS and fail-slow scenarios small; one QoS run, one
-# fail-slow run and 20 minutes of the job log live, each replayed on the
+# fail-slow run, a writer through a local mem tier in front of an ssd tier
+# and 20 minutes of the job log live, each replayed on the
 # running cluster's description.
 sim-smoke:
 	SMOKE=1 bash bench/sim/run.sh /tmp/sluice-sim-smoke
@@ -167,6 +169,7 @@ sim-smoke:
 	SMOKE=1 bash bench/sim/memtier.sh
 	SMOKE=1 bash bench/sim/liveqos.sh
 	SMOKE=1 bash bench/sim/liveslow.sh
+	SMOKE=1 bash bench/sim/livetiers.sh
 	SMOKE=1 bash bench/sim/liveday.sh
 
 # The main job: a local cluster and a sample workload of several jobs.

@@ -15,21 +15,15 @@ error and has both times, the I/O time of all jobs together agrees
 within 25 %, at least half the jobs agree (three quarters pinned), and every job that waited
 for its nodes more than a second, live or simulated, waited at least
 half as long in the other."""
-import json
 import statistics
 import sys
 from collections import defaultdict
 
-
-def agrees(live, sim):
-    return abs(sim - live) <= max(0.15 * live, 0.010)
+from livecommon import agrees, load_args
 
 
 def main():
-    args = sys.argv[1:]
-    check = "--check" in args
-    args = [a for a in args if a != "--check"]
-    rows = [json.loads(l) for l in open(args[0]) if l.strip()]
+    check, rows = load_args()
     by = defaultdict(list)
     for r in rows:
         by[r["id"]].append(r)

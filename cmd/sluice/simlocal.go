@@ -20,7 +20,10 @@ import (
 // service's registry, the fixed mapping's ratio from the metadata
 // daemon's flags, the metadata latency from a probe of probeFiles files
 // through its mount (metaLatency; 0: none). Data servers of the fastest
-// tier it has are the storage (a local cluster's jobs write there).
+// tier it has are the storage (a local cluster's jobs write there), but
+// a mem tier in front of another tier is the machine's mem tier, with
+// the metadata service's thresholds and mode (--tier-free, --tiering),
+// and the tier behind it the storage.
 func localMachine(dir string, probeFiles int) (*machine.Machine, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("--machine local needs --dir, the state directory of a running local cluster (sluice up --dir)")
@@ -55,20 +58,38 @@ func localMachine(dir string, probeFiles int) (*machine.Machine, error) {
 					return nil, fmt.Errorf("meta --fwd-ratio %q: %w", r, err)
 				}
 			}
+			if v, ok := flagValue(d.Args, "--tier-free"); ok && v != "" {
+				th, err := parseThresholds(v)
+				if err != nil {
+					return nil, fmt.Errorf("meta --tier-free %q: %w", v, err)
+				}
+				l.MemThresholds = [3]float64{float64(th.StallWrite), float64(th.ForcedOut), float64(th.NormalOut)}
+			}
+			if v, _ := flagValue(d.Args, "--tiering"); v == "manual" {
+				l.MemManual = true
+			}
 		case strings.HasPrefix(d.Name, "fwd"):
 			l.Fwds = append(l.Fwds, machine.LocalServer{Name: d.Name, BW: flagFloat(d.Args, "--max-mbps") * 1e6, Ops: flagFloat(d.Args, "--max-iops")})
 		case len(d.Args) > 0 && d.Args[0] == "data":
 			tier, _ := flagValue(d.Args, "--tier")
 			addr, _ := flagValue(d.Args, "--listen")
 			tiers[tier] = append(tiers[tier], machine.LocalServer{Name: d.Name, BW: flagFloat(d.Args, "--max-mbps") * 1e6,
-				Ops: flagFloat(d.Args, "--max-iops"), Measured: measured[addr]})
+				Ops: flagFloat(d.Args, "--max-iops"), Measured: measured[addr], Capacity: flagFloat(d.Args, "--capacity")})
 		}
 	}
+	// jobs write to the fastest tier; a mem tier in front of another is
+	// the machine's mem tier, the other its storage
+	var present []string
 	for _, t := range []string{"mem", "ssd", "hdd", "pfs"} {
 		if len(tiers[t]) > 0 {
-			l.Data = tiers[t]
-			break
+			present = append(present, t)
 		}
+	}
+	if len(present) > 0 {
+		l.Data = tiers[present[0]]
+	}
+	if len(present) > 1 && present[0] == "mem" {
+		l.Mem, l.Data = tiers["mem"], tiers[present[1]]
 	}
 	if l.FFMRatio == 0 {
 		l.FFMRatio = 4 // sluice meta's default

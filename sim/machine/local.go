@@ -18,9 +18,20 @@ type Local struct {
 	FFMRatio     int // compute nodes per forwarding node (sluice meta --fwd-ratio)
 	Fwds         []LocalServer
 	// Data are the data servers of the tier jobs write to (one storage
-	// group: every forwarding node reaches every one of them).
-	Data    []LocalServer
-	MetaOps float64 // 0: Default.MetaOps
+	// group: every forwarding node reaches every one of them), or, with
+	// Mem, of the tier below the mem tier.
+	Data []LocalServer
+	// Mem, if set, are the mem tier's data servers in front of Data: the
+	// machine's mem tier (MemTier), all of them as one server of their
+	// capacities and bandwidths together (a local cluster is one storage
+	// group, and the simulator's mem tier is a server per group).
+	Mem []LocalServer
+	// MemThresholds are the free bytes Cs-w, Cf-m, Cn-m the cluster's
+	// metadata service keeps per server (sluice meta --tier-free; all 0:
+	// derived, as the daemons do); MemManual: --tiering manual.
+	MemThresholds [3]float64
+	MemManual     bool
+	MetaOps       float64 // 0: Default.MetaOps
 	// MetaLatency is what one metadata operation took a process through
 	// the cluster's mount, seconds (0: not modelled).
 	MetaLatency float64
@@ -31,11 +42,12 @@ type Local struct {
 }
 
 // LocalServer is one daemon's rate caps (0: not capped) and, for a data
-// server, the bandwidth it measured (its max_perf).
+// server, the bandwidth it measured (its max_perf) and its capacity.
 type LocalServer struct {
 	Name     string
 	BW, Ops  float64 // configured caps, bytes/s and requests/s
 	Measured float64 // bytes/s
+	Capacity float64 // bytes (0: unbounded)
 }
 
 // LocalDefaults are the figures FromLocal uses where the cluster sets no
@@ -66,15 +78,9 @@ func FromLocal(l Local) (*Machine, error) {
 		fbw = append(fbw, orDefault(f.BW, LocalDefaults.FwdBW))
 		fops = append(fops, orDefault(f.Ops, LocalDefaults.FwdOps))
 	}
-	// a data server runs at its cap, or what it measured if lower (or
-	// uncapped)
 	var tbw []float64
 	for _, d := range l.Data {
-		bw := orDefault(d.BW, LocalDefaults.DataBW)
-		if d.Measured > 0 && (d.BW <= 0 || d.Measured < bw) {
-			bw = d.Measured
-		}
-		tbw = append(tbw, bw)
+		tbw = append(tbw, d.rate())
 	}
 	slides, err := Load("tiny") // its interference is the DFRA slides'
 	if err != nil {
@@ -96,10 +102,32 @@ func FromLocal(l Local) (*Machine, error) {
 		MetaLatency:  l.MetaLatency,
 		Interference: slides.Interference,
 	}
+	if len(l.Mem) > 0 {
+		mt := &MemTier{Thresholds: l.MemThresholds, Manual: l.MemManual}
+		for _, d := range l.Mem {
+			if d.Capacity <= 0 {
+				return nil, fmt.Errorf("local machine: mem data server %s has no capacity", d.Name)
+			}
+			mt.Capacity += d.Capacity
+			mt.BW += d.rate()
+		}
+		m.MemTier = mt
+		m.Notes += fmt.Sprintf(" A mem tier of %d data servers in front of them, as one server of their capacity and bandwidth together.", len(l.Mem))
+	}
 	if err := m.Check(); err != nil {
 		return nil, fmt.Errorf("local machine: %w", err)
 	}
 	return m, nil
+}
+
+// rate is what data server d runs at: its cap, or what it measured if
+// lower (or uncapped).
+func (d LocalServer) rate() float64 {
+	bw := orDefault(d.BW, LocalDefaults.DataBW)
+	if d.Measured > 0 && (d.BW <= 0 || d.Measured < bw) {
+		bw = d.Measured
+	}
+	return bw
 }
 
 func orDefault(v, d float64) float64 {

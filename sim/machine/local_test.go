@@ -37,3 +37,34 @@ func TestFromLocal(t *testing.T) {
 		t.Fatalf("no data server: %v", err)
 	}
 }
+
+// A mem tier in front of another becomes the machine's mem tier: its
+// servers as one, of their capacities and rates together, with the
+// cluster's thresholds and mode; the tier behind it is the storage.
+func TestFromLocalMemTier(t *testing.T) {
+	l := Local{Fwds: []LocalServer{{}},
+		Mem:           []LocalServer{{Name: "data-mem", BW: 600e6, Capacity: 64 << 20}, {Name: "data-mem-1", Measured: 900e6, Capacity: 32 << 20}},
+		Data:          []LocalServer{{Name: "data-ssd", BW: 20e6, Measured: 19e6}},
+		MemThresholds: [3]float64{4 << 20, 12 << 20, 24 << 20}, MemManual: true}
+	m, err := FromLocal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := m.MemTier
+	if mt == nil || mt.Capacity != 96<<20 || mt.BW != 600e6+900e6 || !mt.Manual || mt.Thresholds != l.MemThresholds {
+		t.Fatalf("mem tier %+v", mt)
+	}
+	if m.Storage.Targets != 1 || m.Storage.TargetBWs[0] != 19e6 {
+		t.Fatalf("storage %+v: want the ssd at what it measured", m.Storage)
+	}
+	// without a mem tier, none
+	l.Mem = nil
+	if m, err = FromLocal(l); err != nil || m.MemTier != nil {
+		t.Fatalf("no mem servers: %v, mem tier %+v", err, m.MemTier)
+	}
+	// a mem server without a capacity is an error, not an endless tier
+	l.Mem = []LocalServer{{Name: "data-mem"}}
+	if _, err := FromLocal(l); err == nil || !strings.Contains(err.Error(), "data-mem") {
+		t.Fatalf("a mem server without capacity: %v", err)
+	}
+}
