@@ -147,32 +147,18 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 		banned[strings.ToLower(n)] = true
 	}
 	calls := map[string]bool{}
-	err := filepath.Walk(".", func(path string, fi os.FileInfo, err error) error {
-		if err != nil || fi.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch x := n.(type) {
-			case *ast.FuncDecl:
-				if x.Recv == nil && banned[strings.ToLower(x.Name.Name)] {
-					t.Errorf("%s: func %s looks like a policy decision: call policy/ instead", path, x.Name.Name)
-				}
-			case *ast.SelectorExpr:
-				if id, ok := x.X.(*ast.Ident); ok && (id.Name == "dfra" || id.Name == "place" || id.Name == "failslow" || id.Name == "bbos" || id.Name == "tiering" || id.Name == "qos") {
-					calls[id.Name+"."+x.Sel.Name] = true
-				}
+	inspectSources(t, func(path string, n ast.Node) {
+		switch x := n.(type) {
+		case *ast.FuncDecl:
+			if x.Recv == nil && banned[strings.ToLower(x.Name.Name)] {
+				t.Errorf("%s: func %s looks like a policy decision: call policy/ instead", path, x.Name.Name)
 			}
-			return true
-		})
-		return nil
+		case *ast.SelectorExpr:
+			if id, ok := x.X.(*ast.Ident); ok && (id.Name == "dfra" || id.Name == "place" || id.Name == "failslow" || id.Name == "bbos" || id.Name == "tiering" || id.Name == "qos") {
+				calls[id.Name+"."+x.Sel.Name] = true
+			}
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, need := range []string{"dfra.Decide", "dfra.ShareAll", "dfra.Remap", "place.Choose", "failslow.Detect",
 		"bbos.Admit", "bbos.PlanPeriod", "bbos.Throttle", "bbos.Order", "bbos.Bypass", "bbos.PeriodLoad", "bbos.PredictDWPP", "tiering.Plan", "qos.Classify"} {
 		if !calls[need] {
@@ -187,18 +173,27 @@ func TestPoliciesNotReimplemented(t *testing.T) {
 // 410 of the package's 522 s, past go test's 10 min limit in CI. A
 // goroutine added here must bring ./sim back under -race.
 func TestSingleThreaded(t *testing.T) {
+	inspectSources(t, func(path string, n ast.Node) {
+		if g, ok := n.(*ast.GoStmt); ok {
+			t.Errorf("%s: a go statement at offset %d: run ./sim under -race in the Makefile's unit target", path, g.Pos())
+		}
+	})
+}
+
+// inspectSources calls f on every node of the non-test Go sources under
+// sim/.
+func inspectSources(t *testing.T, f func(path string, n ast.Node)) {
+	t.Helper()
 	err := filepath.Walk(".", func(path string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 		if err != nil {
 			return err
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if g, ok := n.(*ast.GoStmt); ok {
-				t.Errorf("%s: a go statement at offset %d: run ./sim under -race in the Makefile's unit target", path, g.Pos())
-			}
+		ast.Inspect(file, func(n ast.Node) bool {
+			f(path, n)
 			return true
 		})
 		return nil

@@ -35,7 +35,7 @@ chunk=$((4 << 20))
 IFS='|' read -r -a cases <<< "$CASES"
 for run in $(seq 1 "$RUNS"); do
 	for c in "${cases[@]}"; do
-		mode=auto files=$((4 * MEM / 4))
+		mode=auto files=$MEM # 4 MiB files: four times the mem tier
 		case $c in
 		fits) files=$((MEM / 8)) ;; # half the mem tier
 		over) ;;

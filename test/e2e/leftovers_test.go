@@ -75,9 +75,8 @@ func (p proc) alive() bool { return p.Start != "" && procStart(p.Pid) == p.Start
 
 var leftovers struct {
 	mu      sync.Mutex
-	seq     int                 // guarded by mu
-	live    map[string]leftover // guarded by mu: this binary's records by file
-	closing bool                // guarded by mu: the -timeout is near, no new clusters
+	seq     int  // guarded by mu
+	closing bool // guarded by mu: the -timeout is near, no new clusters
 }
 
 // record writes l (owned by this binary) and registers its removal as a
@@ -107,10 +106,6 @@ func writeRecord(l leftover) (string, error) {
 	}
 	leftovers.seq++
 	name := filepath.Join(leftoversDir, fmt.Sprintf("%d-%d.json", l.Owner, leftovers.seq))
-	if leftovers.live == nil {
-		leftovers.live = map[string]leftover{}
-	}
-	leftovers.live[name] = l
 	leftovers.mu.Unlock()
 	if err := os.MkdirAll(leftoversDir, 0o755); err != nil {
 		return "", err
@@ -119,11 +114,22 @@ func writeRecord(l leftover) (string, error) {
 }
 
 // forget removes record name: what it names was taken down.
-func forget(name string) {
-	leftovers.mu.Lock()
-	delete(leftovers.live, name)
-	leftovers.mu.Unlock()
-	os.Remove(name)
+func forget(name string) { os.Remove(name) }
+
+// readRecords reads every record, by file; unreadable ones are removed.
+func readRecords() map[string]leftover {
+	files, _ := filepath.Glob(filepath.Join(leftoversDir, "*.json"))
+	recs := map[string]leftover{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		var l leftover
+		if err != nil || json.Unmarshal(b, &l) != nil {
+			os.Remove(f)
+			continue
+		}
+		recs[f] = l
+	}
+	return recs
 }
 
 // takeDown kills l's processes, takes its cluster down and detaches its
@@ -192,15 +198,8 @@ func mountUnder(dir string) string {
 // reapLeftovers takes down what earlier test binaries recorded and left
 // behind, once they are gone: everything first, then their directories.
 func reapLeftovers() {
-	files, _ := filepath.Glob(filepath.Join(leftoversDir, "*.json"))
 	dead := map[string]leftover{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		var l leftover
-		if err != nil || json.Unmarshal(b, &l) != nil {
-			os.Remove(f)
-			continue
-		}
+	for f, l := range readRecords() {
 		if l.Owner > 0 && syscall.Kill(l.Owner, 0) != syscall.ESRCH {
 			continue // another run, still going
 		}
@@ -237,13 +236,17 @@ func guardTimeout() {
 		return
 	}
 	time.AfterFunc(timeout-leftoversMargin(timeout), func() {
+		// no record is written from here on (one written a moment ago,
+		// after the read below, is the next run's to take down)
 		leftovers.mu.Lock()
 		leftovers.closing = true
-		live := make(map[string]leftover, len(leftovers.live))
-		for name, l := range leftovers.live {
-			live[name] = l
-		}
 		leftovers.mu.Unlock()
+		live := map[string]leftover{}
+		for name, l := range readRecords() {
+			if l.Owner == os.Getpid() {
+				live[name] = l
+			}
+		}
 		fmt.Fprintf(os.Stderr, "e2e: go test's -timeout %v is %v away: taking down %d recorded clusters and processes\n",
 			timeout, leftoversMargin(timeout), len(live))
 		// the directories stay (the binary, a test's files in use): the
