@@ -706,6 +706,7 @@ func (m *Manager) planLocked(p *pool) string {
 
 // run demotes or evicts v.
 func (m *Manager) run(ctx context.Context, v *version, evict bool) {
+	began := m.cfg.Now()
 	var n uint64
 	var chunks int
 	var err error
@@ -751,6 +752,7 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 		v.Demoted = true
 	}
 	m.mu.Unlock()
+	m.cfg.Log.Debug("burst buffer: done", "ino", v.ID, "evict", evict, "chunks", chunks, "bytes", n, "took", m.cfg.Now().Sub(began))
 	// the next demotion, or eviction, at once rather than at the tick
 	m.Kick()
 	if err != nil {
