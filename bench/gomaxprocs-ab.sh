@@ -19,6 +19,9 @@
 # Freed pages are held in the guest for the run (bench/holdpages.sh), so
 # new files measure the software rather than the host's page faults.
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-6} SIZE=${SIZE:-512m}
 HOLD_PAGES=${HOLD_PAGES-1}

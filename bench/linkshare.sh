@@ -10,6 +10,9 @@
 # time alone (fair: about 2, half the link); raw results: $OUT.
 #   bash bench/linkshare.sh            # 3 rounds of each build, ~5 min
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} MBPS=${MBPS:-40} REF=${REF:-7b94a40} OUT=${OUT:-bench/results/linkshare.jsonl}
 WORK=$(mktemp -d /tmp/sluice-linkshare.XXXXXX)

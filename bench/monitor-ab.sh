@@ -12,6 +12,9 @@
 #   bash bench/monitor-ab.sh [N [SIZE [ROUNDS]]]   # default 2000 files, 1g, 6
 #   OUT=bench/results/monitor-ab.txt ...            # where the raw lines go (one per round and side)
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 N=${1:-2000}
 SIZE=${2:-1g}

@@ -12,6 +12,9 @@
 #   HOLD_PAGES=1 bash bench/newchunks.sh
 #   HOLD_PAGES=1 SHM_BEFORE=1 bash bench/newchunks.sh
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} STREAMS=${STREAMS:-4} SIZE=${SIZE:-1g}
 SHM_BEFORE=${SHM_BEFORE:-}

@@ -10,6 +10,9 @@
 #
 # Prints one JSON line per phase and a Markdown summary.
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 SMOKE=${SMOKE:-0}
 SECS=${SECS:-10}

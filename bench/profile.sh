@@ -10,6 +10,9 @@
 #   bash bench/profile.sh [seqread|seqwrite|randread|create|unlink] [UP FLAGS...]   # default seqread
 #   bash bench/profile.sh unlink --mount-flags=--writeback-unlinks=false   # one round trip each
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 WL=${1:-seqread}
 shift || true

@@ -14,6 +14,9 @@
 #   MONITOR_AB=1 bash bench/randread.sh  # also sluice with Beacon's monitoring off
 #                                        # (sluice-nomon, block cache on): its cost per 4 KiB op
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m} RWS=${RWS:-randread randwrite} MONITOR_AB=${MONITOR_AB:-}
 OUT=${OUT:-bench/results/randread.jsonl}

@@ -18,6 +18,9 @@
 #   UPFLAGS=--mount-flags=--read-cache=2G bash bench/randread4.sh   # other `sluice up` flags
 #   SLUICE_BIN=/tmp/sluice-old bash bench/randread4.sh   # another build (e.g. the previous commit's)
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} PERF=${PERF:-} OUT_DIR=${OUT_DIR:-/tmp/sluice-randread4}
 UPFLAGS=${UPFLAGS:-}

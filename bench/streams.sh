@@ -26,6 +26,9 @@
 #
 # Results: one JSON line per phase in $OUT (default bench/results/streams.jsonl).
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 STREAMS=${STREAMS:-1 2 4}

@@ -91,6 +91,13 @@ type Options struct {
 	// with it at one). 0: the Go runtime's default, a thread per core in
 	// each process.
 	Procs int
+	// ExitWith, if set, ties the cluster to process ExitWith: a watcher
+	// takes it down (as `sluice down --purge`) when that process ends
+	// (watch.go).
+	ExitWith int
+	// ExitRemove has that watcher delete the state directory too, once
+	// the cluster is down.
+	ExitRemove bool
 }
 
 // Daemon is one process of the cluster.
@@ -126,6 +133,9 @@ type Cluster struct {
 	// mounting one failed (not saved).
 	MemFSErr string `json:"-"`
 	Daemons  []Daemon
+	// Watcher is the pid of the process that takes the cluster down
+	// when the one it was tied to ends (Options.ExitWith; 0: none).
+	Watcher int `json:",omitempty"`
 }
 
 // SecretFile is where the cluster secret lives.
@@ -404,6 +414,14 @@ func Up(o Options) (*Cluster, error) {
 	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, common...), mnt)})
 
 	picker.release()
+	if o.ExitWith > 0 {
+		// first, so that the daemons started are taken down even if
+		// the process dies while up starts the rest (each is recorded
+		// as it starts)
+		if err := c.startWatcher(o.ExitWith, o.ExitRemove); err != nil {
+			return nil, err
+		}
+	}
 	for i := range c.Daemons {
 		d := &c.Daemons[i]
 		if o.PprofBase > 0 {
@@ -423,6 +441,12 @@ func Up(o Options) (*Cluster, error) {
 		if err := c.start(d); err != nil {
 			c.stop()
 			return nil, err
+		}
+		if c.Watcher != 0 {
+			if err := c.save(); err != nil {
+				c.stop()
+				return nil, err
+			}
 		}
 		if d.Name == "meta" {
 			if err := waitListening(metaAddr, 10*time.Second); err != nil {

@@ -203,8 +203,12 @@ func AbortFuse(mnt string) {
 	syscall.Unmount(mnt, syscall.MNT_DETACH)
 }
 
-// stop unmounts and terminates every daemon, the client first.
+// stop unmounts and terminates every daemon, the client first, and the
+// watcher before them (unless it is the caller).
 func (c *Cluster) stop() {
+	if c.Watcher != 0 && c.Watcher != os.Getpid() && isWatcher(c.Watcher) {
+		stopPid(c.Watcher)
+	}
 	if Mounted(c.Mount) {
 		if err := syscall.Unmount(c.Mount, 0); err != nil {
 			AbortFuse(c.Mount)
@@ -213,6 +217,13 @@ func (c *Cluster) stop() {
 	for i := len(c.Daemons) - 1; i >= 0; i-- {
 		stopPid(c.Daemons[i].Pid)
 	}
+}
+
+// isWatcher says whether process pid is a cluster's watcher (and not
+// another process given its pid since).
+func isWatcher(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), "\x00--when-gone\x00")
 }
 
 func stopPid(pid int) {

@@ -8,6 +8,8 @@
 #
 #   STATE=/tmp/sluice-demo MNT=/tmp/sluice-demo-mnt bash examples/demo.sh
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its cluster down (sluice up --exit-with)
+export SLUICE_EXIT_WITH=$$
 cd "$(dirname "$0")/.."
 STATE=${STATE:-/tmp/sluice-demo}
 MNT=${MNT:-/tmp/sluice-demo-mnt}

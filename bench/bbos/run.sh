@@ -66,6 +66,9 @@
 #
 # Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FIRST_RUN=${FIRST_RUN:-1} EXPS=${EXPS:-perf bypass restart versions}

@@ -18,6 +18,9 @@
 #   bash bench/bbos/setup.sh           # 3 rounds of 10 files each way, ~1 min
 #   python3 bench/bbos/setup.py bench/bbos/setup-results.jsonl
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3} FILES=${FILES:-10} SIZE_MIB=${SIZE_MIB:-8}
 OUT=${OUT:-bench/bbos/setup-results.jsonl}

@@ -14,6 +14,9 @@
 #   bash bench/bbos/window.sh            # 3 rounds of 1M, 2M, 4M, 32M, 6 files of 8 MiB: ~3 min
 #   python3 bench/bbos/window.py bench/bbos/window-results.jsonl
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3} WINDOWS=${WINDOWS:-1M 2M 4M 32M} FILES=${FILES:-6} SIZE_MIB=${SIZE_MIB:-8}
 OUT=${OUT:-bench/bbos/window-results.jsonl}

@@ -15,6 +15,9 @@
 #
 # Prints a Markdown table (docs/experiments/dfra.md).
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then

@@ -24,6 +24,9 @@
 # before each repeat) and $MACHINE (the cluster as `sluice sim --machine
 # local` describes it); tables: python3 bench/dfra/scarce.py $OUT
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then

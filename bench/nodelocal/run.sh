@@ -30,6 +30,9 @@
 #
 # Raw results: bench/nodelocal/results.jsonl (OUT); table: report.py.
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} RANKS=${RANKS:-16} OPS=${OPS:-200} CAPS=${CAPS:-500 0} SERVERS=${SERVERS:-1 2 4}

@@ -22,6 +22,9 @@
 #
 # Raw results: bench/placement/results.jsonl (OUT); table: report.py.
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} NS=${NS:-8 16 32 64 128} POLICIES=${POLICIES:-perf rr wrandom}

@@ -17,6 +17,9 @@
 # simulated wait and I/O time), the jobs as run beside it (-jobs.jsonl);
 # tables: python3 bench/sim/liveday_report.py $OUT
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 CACHE=${CACHE:-0} # the mount's block cache: the simulator models none

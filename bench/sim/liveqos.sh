@@ -14,6 +14,9 @@
 # Raw results: $OUT (JSON Lines, one per job, case and run: the live I/O
 # time and the simulator's); tables: python3 bench/sim/liveqos_report.py $OUT
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FWD_MBPS=${FWD_MBPS:-40} MIB=${MIB:-96}

@@ -28,6 +28,9 @@
 # times, detection times), then a table; fails if the daemons did not
 # flag the slowed server.
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} DATA_MBPS=${DATA_MBPS:-40} FACTOR=${FACTOR:-10} MIB=${MIB:-256}

@@ -16,6 +16,9 @@
 # Raw results: $OUT (JSON Lines, one per case and run: the live I/O time
 # and the simulator's); the table: python3 bench/sim/livetiers_report.py $OUT
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} MEM=${MEM:-64} MEM_MBPS=${MEM_MBPS:-120} SSD_MBPS=${SSD_MBPS:-20}

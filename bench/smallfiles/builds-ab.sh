@@ -10,6 +10,9 @@
 #        go build -o /tmp/sluice-new ./cmd/sluice
 #        bash bench/smallfiles/builds-ab.sh /tmp/sluice-old /tmp/sluice-new
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 OLD=${1:?old binary} NEW=${2:?new binary}
 ROUNDS=${ROUNDS:-3} DIRS=${DIRS:-3} N=${N:-3000} BYTES=${BYTES:-4096}

@@ -21,6 +21,9 @@
 # server served, by kind (OUT/counts.json). Rates of that cluster are not
 # used (logging every request slows the mount).
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 N=${N:-3000}
 BYTES=${BYTES:-4096}

@@ -17,6 +17,9 @@
 #
 # Raw results: bench/tiers/prefetch.jsonl (OUT).
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FILES=${FILES:-20} MIB=${MIB:-8}
 HDD_MBPS=${HDD_MBPS:-20} MEM_MBPS=${MEM_MBPS:-300}

@@ -20,6 +20,9 @@
 #
 # Raw results: bench/tiers/threshold.jsonl (OUT); summary: report.py threshold.
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3}
 MEM=${MEM:-64}          # MiB

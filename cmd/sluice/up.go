@@ -44,6 +44,8 @@ func cmdUp(args []string) error {
 	localSockets := fs.Bool("local-sockets", true, "daemons also listen on unix sockets, which peers on this host use instead of TCP (false: every hop over TCP, as between hosts)")
 	fs.IntVar(&o.PprofBase, "pprof-base", 0, "serve each daemon's Go profiles on 127.0.0.1:PORT+i, i its index in cluster.json (0: off)")
 	memHuge := fs.Bool("mem-huge", true, "give the mem tier a tmpfs of its own with large folios (huge=within_size; root only, else /dev/shm's): a new chunk costs a quarter of the kernel's time")
+	exitWith := fs.String("exit-with", os.Getenv("SLUICE_EXIT_WITH"), "take the cluster down (as down --purge) when process `PID` ends, e.g. the script that started it, even if it is killed (default $SLUICE_EXIT_WITH; empty or 0: never)")
+	fs.BoolVar(&o.ExitRemove, "exit-remove", os.Getenv("SLUICE_EXIT_REMOVE") == "1", "with --exit-with: then delete the state directory too (default: $SLUICE_EXIT_REMOVE is 1)")
 	fs.IntVar(&o.Procs, "procs", 0, "GOMAXPROCS of every daemon (not the mount), which share this host's cores (0: the Go default, one per core each)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
@@ -52,6 +54,13 @@ func cmdUp(args []string) error {
 		return fmt.Errorf("--dir and --mount are required")
 	}
 	o.TCPOnly = !*localSockets
+	if *exitWith != "" {
+		pid, err := strconv.Atoi(*exitWith)
+		if err != nil || pid < 0 {
+			return fmt.Errorf("--exit-with %q: want a process id", *exitWith)
+		}
+		o.ExitWith = pid
+	}
 	switch o.ZeroCopy {
 	case "none", "data", "fwd", "all":
 	default:
@@ -108,6 +117,8 @@ func cmdDown(args []string) error {
 	fs, cfg := flagSet("down")
 	dir := fs.String("dir", "", "state directory")
 	purge := fs.Bool("purge", false, "also delete the mem tier's data (frees its memory)")
+	whenGone := fs.Int("when-gone", 0, "first wait until process `PID` has ended (the watcher `up --exit-with` starts)")
+	removeState := fs.Bool("remove-state", false, "then delete the state directory too (its ssd chunks, pfs directory and logs), unless the mount could not be taken down")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -115,7 +126,23 @@ func cmdDown(args []string) error {
 	if err != nil {
 		return err
 	}
-	return cluster.Down(d, *purge)
+	if *whenGone > 0 {
+		// SIGTERM (from a down meanwhile) ends the wait, and the process
+		if err := cluster.WaitGone(*whenGone); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "%s: process %d ended: taking the cluster in %s down\n", time.Now().Format(time.RFC3339), *whenGone, d)
+		if _, err := cluster.Load(d); err != nil {
+			return nil // never started, or its state is gone: nothing to stop
+		}
+	}
+	if err := cluster.Down(d, *purge); err != nil {
+		return err
+	}
+	if *removeState {
+		return os.RemoveAll(d)
+	}
+	return nil
 }
 
 func cmdRestart(args []string) error {

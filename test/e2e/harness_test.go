@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,7 +82,8 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 	t.Helper()
 	base := t.TempDir()
 	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt"), helper: newShell(t)}
-	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s"}, flags...)
+	// tied to this binary: a kill -9 of it leaves nothing mounted or running
+	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s", "--exit-with", strconv.Itoa(os.Getpid())}, flags...)
 	record(t, leftover{State: c.dir, Mounts: []string{c.mnt}, Dirs: []string{filepath.Dir(base)}})
 	t.Cleanup(func() {
 		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir, "--purge").CombinedOutput()

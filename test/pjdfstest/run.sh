@@ -8,6 +8,9 @@
 #
 #   bash test/pjdfstest/run.sh [TEST...]     e.g. tests/rename/09.t
 set -euo pipefail
+# a kill of this script, kill -9 too, takes its clusters down and removes
+# their state (sluice up --exit-with, --exit-remove)
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 tarball=${PJDFSTEST_TARBALL:-}
