@@ -22,8 +22,9 @@ import (
 //     or with the server stuck (not calm, nothing moving and nothing to
 //     move) there is no reserve, and a full server spills at once;
 //   - the tiering manager calls policy/tiering's Plan for each server
-//     every Every and, after a move ends, again at once but at most every
-//     100 ms (manager/tiering), and carries out its moves: a file's bytes
+//     every Every and, after a move ends or a writer begins to wait at
+//     Cs-w, again at once but at most every 100 ms (manager/tiering
+//     Kick), and carries out its moves: a file's bytes
 //     copied from the mem server to the group's targets (placed by
 //     policy/place), its room free when the copy ends;
 //   - a job's write phase is one file per forwarding node (its I/O
@@ -141,6 +142,10 @@ func (s *Sim) newMemTier() {
 	if mt.Every > 0 {
 		s.memEvery = engine.FromSeconds(mt.Every)
 	}
+	s.memPhase = s.memEvery / 2
+	if mt.Phase > 0 {
+		s.memPhase = engine.FromSeconds(mt.Phase) % s.memEvery
+	}
 	s.memTimer = s.e.NewTimer()
 	s.memAt = -1
 	// an empty server's reserve (a job alone meets an empty tier)
@@ -230,9 +235,7 @@ func (s *Sim) memDirty(ms *memServer, now engine.Time) {
 	if s.m.MemTier.Manual || s.memAt >= 0 {
 		return
 	}
-	// the manager ticks every Every from the start of the run
-	next := (now + s.memEvery - 1) / s.memEvery * s.memEvery
-	s.memSchedule(next)
+	s.memSchedule(s.memNextTick(now, true))
 }
 
 func (s *Sim) memSchedule(at engine.Time) {
@@ -241,6 +244,21 @@ func (s *Sim) memSchedule(at engine.Time) {
 	}
 	s.memAt = at
 	s.e.Set(s.memTimer, at, engine.Func(s.memTick))
+}
+
+// memNextTick is the manager's first tick at or after now (after, unless
+// atOrAfter): its ticks fall at memPhase + k × memEvery from the start of
+// the run (MemTier.Phase).
+func (s *Sim) memNextTick(now engine.Time, atOrAfter bool) engine.Time {
+	if now < s.memPhase || atOrAfter && now == s.memPhase {
+		return s.memPhase
+	}
+	k := (now - s.memPhase) / s.memEvery
+	next := s.memPhase + k*s.memEvery
+	if next < now || !atOrAfter {
+		next += s.memEvery
+	}
+	return next
 }
 
 // memKick is a move's end: the manager looks again at once, at most
@@ -265,8 +283,7 @@ func (s *Sim) memTick(now engine.Time) {
 		}
 	}
 	if again {
-		// the next tick in phase with the others
-		s.memSchedule((now/s.memEvery + 1) * s.memEvery)
+		s.memSchedule(s.memNextTick(now, false))
 	}
 }
 
@@ -398,6 +415,9 @@ func (s *Sim) memWait(j *job, ms *memServer, file *memFile, rest float64, now en
 	j.waiters = append(j.waiters, w)
 	s.res.Mem.Stalls++
 	s.memDirty(ms, now)
+	if !s.m.MemTier.Manual {
+		s.memKick(now) // a stalled writer kicks the manager (cmd/sluice: SetOnStall)
+	}
 	var timeout engine.Func
 	timeout = func(now engine.Time) {
 		if w.done {

@@ -317,6 +317,7 @@ type Sim struct {
 	memCfg          tiering.Config
 	memStall        engine.Time
 	memEvery        engine.Time
+	memPhase        engine.Time // the manager's ticks: memPhase + k × memEvery
 	memTimer        engine.Timer
 	memAt, memLast  engine.Time
 	memIno          uint64

@@ -20,8 +20,10 @@ import (
 //
 // What it mirrors of the daemons (each a place where the model and the
 // daemons could part; docs/sim.md):
-//   - the manager looks every Every (1 s) and, after a move ends, again
-//     at once but at most every 100 ms;
+//   - the manager looks every Every (1 s; at Phase, Every/2, and every
+//     Every after) and, after a move ends or a
+//     writer begins to wait at Cs-w, again at once but at most every
+//     100 ms;
 //   - the metadata service learns a server's usage from its heartbeats
 //     (every Heartbeat, 1 s), counts a chunk placed since as used and a
 //     moved chunk as gone at once;
@@ -55,6 +57,11 @@ type TierConfig struct {
 	// writer (default 3 s, the experiment's); Step the model's time step
 	// (default 1 ms); Sample the timeline's (default 250 ms).
 	Every, Heartbeat, Settle, Step, Sample time.Duration
+	// Phase: the manager's ticks fall at Phase + k × Every from the run's
+	// start (default Every/2: a daemon's ticker runs from the metadata
+	// daemon's start, at a phase the writer does not know, and half a
+	// period is the expected wait for its first look).
+	Phase time.Duration
 }
 
 // TierBurst is one burst of the writer.
@@ -156,7 +163,8 @@ func SimulateTiers(cfg TierConfig) (TierResult, error) {
 	def(&cfg.Settle, 3*time.Second)
 	def(&cfg.Step, time.Millisecond)
 	def(&cfg.Sample, 250*time.Millisecond)
-	m := &tierModel{cfg: cfg, e: engine.New(), stallSince: -1}
+	def(&cfg.Phase, cfg.Every/2)
+	m := &tierModel{cfg: cfg, e: engine.New(), stallSince: -1, nextLook: cfg.Phase % cfg.Every}
 	var step engine.Func
 	step = func(now engine.Time) {
 		m.step(time.Duration(now))
@@ -300,6 +308,7 @@ func (m *tierModel) place(f *tierFile, now time.Duration) bool {
 		if m.stallSince < 0 {
 			m.stallSince = now
 			m.res.Stalls++
+			m.kicked = true // a stalled writer kicks the manager (cmd/sluice: SetOnStall)
 		}
 		return false
 	default:
@@ -384,7 +393,7 @@ func (m *tierModel) stuck() bool {
 // look is the tiering manager's Tick on the mem server.
 func (m *tierModel) look(now time.Duration) {
 	if now >= m.nextLook {
-		m.nextLook = now + m.cfg.Every
+		m.nextLook += (now-m.nextLook)/m.cfg.Every*m.cfg.Every + m.cfg.Every
 	}
 	m.lastLook, m.kicked = now, false
 	var files []tiering.File

@@ -17,6 +17,8 @@
 #
 #   bash bench/tiers/threshold.sh            # 3 runs per case, ~8 min
 #   SMOKE=1 bash bench/tiers/threshold.sh    # 1 run, small sizes
+#   # more runs of some cases, numbered on (added to a copy of the set)
+#   PATTERNS=bursts FIRST_RUN=4 OUT=/tmp/more.jsonl bash bench/tiers/threshold.sh
 #
 # Raw results: bench/tiers/threshold.jsonl (OUT); summary: report.py threshold.
 set -euo pipefail
@@ -35,9 +37,9 @@ CSW=${FREE%%,*}
 FREE_BURST=${FREE_BURST:-$CSW,$((BURST / 4))M,$((BURST + ${CSW%M}))M}
 OUT=${OUT:-bench/tiers/threshold.jsonl}
 source "$(dirname "$0")/common.sh" tiers
-for run in $(seq 1 "$RUNS"); do
-	for pattern in stream bursts; do
-		for mode in onfs onfs-burst spill; do
+for run in $(seq "${FIRST_RUN:-1}" $((${FIRST_RUN:-1} + RUNS - 1))); do
+	for pattern in ${PATTERNS:-stream bursts}; do
+		for mode in ${MODES:-onfs onfs-burst spill}; do
 			tiering=auto free=$FREE
 			[ "$mode" = spill ] && tiering=manual
 			[ "$mode" = onfs-burst ] && free=$FREE_BURST

@@ -277,7 +277,9 @@ func cmdMeta(args []string) error {
 	defer ttick.Stop()
 	svc.SetStallReserve(func(si wire.ServerInfo) uint64 { return max(tmgr.StallReserve(si), bmgr.StallReserve(si)) })
 	svc.SetPlacementHint(bmgr.Hint)
-	svc.SetOnStall(func(string) { bmgr.Kick() })
+	// a writer that stalls has the burst buffer's deleters and the tiering
+	// manager look at once
+	svc.SetOnStall(func(string) { bmgr.Kick(); tmgr.Kick() })
 	go tmgr.Run(ctx, ttick.C)
 	btick := time.NewTicker(*bbEvery)
 	defer btick.Stop()

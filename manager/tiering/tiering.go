@@ -158,10 +158,10 @@ func New(cfg Config) *Manager {
 // makes lost chunk copies again and (Auto) runs the policy, until ctx
 // ends.
 //
-// A finished file migration also runs the policy (at most every 100 ms):
-// a server short of space then starts its next moves at once instead of
-// at the next tick, so writes waiting at Cs-w go on at the speed the moves
-// free space.
+// A finished file migration, and a writer that begins to wait at Cs-w,
+// also run the policy (Kick; at most every 100 ms): a server short of
+// space then starts its next moves at once instead of at the next tick,
+// so writes waiting at Cs-w go on at the speed the moves free space.
 func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 	m.cfg.NS.FinishMoves(ctx)
 	var last time.Time
@@ -305,6 +305,14 @@ func (m *Manager) done(from uint64, tier string, ino uint64) {
 	delete(m.migrating, ino)
 	m.mu.Unlock()
 	m.queue.WithLabelValues(tier).Dec()
+	m.Kick()
+}
+
+// Kick has Run look again now (at most every 100 ms) rather than at the
+// next tick: a migration ended, or a writer began to wait for room at
+// Cs-w (meta.Service.SetOnStall), whose wait the moves the look starts
+// shorten.
+func (m *Manager) Kick() {
 	select {
 	case m.kick <- struct{}{}:
 	default:

@@ -253,3 +253,32 @@ func waitNone(t *testing.T, m *Manager, busy func() int, what string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestKickLooks: between ticks, a Kick (a writer stalled at Cs-w,
+// cmd/sluice's SetOnStall) runs the policy at once: the moves start
+// without waiting for the next tick.
+func TestKickLooks(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	ns := &fakeNS{used: 80 << 20, closed: map[uint64]time.Time{}}
+	for ino := uint64(10); ino < 20; ino++ {
+		ns.closed[ino] = now.Add(-time.Duration(ino) * time.Minute)
+	}
+	m := New(Config{NS: ns, Auto: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
+		Policy: pol.Config{Thresholds: pol.Thresholds{StallWrite: 4 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 3}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	never := make(chan time.Time) // no tick comes
+	go m.Run(ctx, never)
+	time.Sleep(50 * time.Millisecond)
+	if st := m.Status(); st.Totals.Chunks != 0 {
+		t.Fatalf("moves before any tick or kick: %+v", st.Totals)
+	}
+	m.Kick()
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Status().Totals.Chunks < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no moves 5 s after a kick: %+v (moves %v)", m.Status().Totals, ns.moves)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

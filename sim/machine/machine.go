@@ -119,6 +119,11 @@ type MemTier struct {
 	// move ends it looks again at once, at most every 0.1 s, as
 	// manager/tiering does.
 	Every float64 `json:"every,omitempty"`
+	// Phase: its looks fall at phase + k × every seconds from the run's
+	// start (default every/2: a daemon's ticker runs from the metadata
+	// daemon's start, at a phase no job knows; half a period is the
+	// expected wait for its first look).
+	Phase float64 `json:"phase,omitempty"`
 }
 
 // BBRates are the whole buffer's figures for policy/bbos: bytes, and
