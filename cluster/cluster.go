@@ -254,8 +254,15 @@ func Up(o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if old, err := Load(dir); err == nil && old.alive() {
-		return nil, fmt.Errorf("a cluster is already running in %s (sluice down --dir %s)", dir, dir)
+	if old, err := Load(dir); err == nil {
+		if old.alive() {
+			return nil, fmt.Errorf("a cluster is already running in %s (sluice down --dir %s)", dir, dir)
+		}
+		// the watcher of the cluster that ran here (its daemons gone
+		// without a down) would take this one down with its process
+		if old.Watcher != 0 && isWatcher(old.Watcher, old.Dir) {
+			stopPid(old.Watcher)
+		}
 	}
 	for _, d := range []string{dir, filepath.Join(dir, "logs"), mnt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

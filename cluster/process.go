@@ -206,7 +206,7 @@ func AbortFuse(mnt string) {
 // stop unmounts and terminates every daemon, the client first, and the
 // watcher before them (unless it is the caller).
 func (c *Cluster) stop() {
-	if c.Watcher != 0 && c.Watcher != os.Getpid() && isWatcher(c.Watcher) {
+	if c.Watcher != 0 && c.Watcher != os.Getpid() && isWatcher(c.Watcher, c.Dir) {
 		stopPid(c.Watcher)
 	}
 	if Mounted(c.Mount) {
@@ -219,11 +219,11 @@ func (c *Cluster) stop() {
 	}
 }
 
-// isWatcher says whether process pid is a cluster's watcher (and not
-// another process given its pid since).
-func isWatcher(pid int) bool {
+// isWatcher says whether process pid is the watcher of the cluster in
+// dir (and not another process given its pid since).
+func isWatcher(pid int, dir string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains(string(b), "\x00--when-gone\x00")
+	return err == nil && strings.Contains(string(b), "\x00--when-gone\x00") && strings.Contains(string(b), "\x00--dir\x00"+dir+"\x00")
 }
 
 func stopPid(pid int) {

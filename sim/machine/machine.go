@@ -297,8 +297,8 @@ func (m *Machine) Check() error {
 		if t != [3]float64{} && !(t[0] >= 0 && t[0] < t[1] && t[1] < t[2] && t[2] < mt.Capacity) {
 			bad = append(bad, "mem_tier.thresholds: want 0 ≤ Cs-w < Cf-m < Cn-m < capacity")
 		}
-		if mt.StallMax < 0 || mt.Every < 0 {
-			bad = append(bad, "mem_tier: stall_max and every must be ≥ 0")
+		if mt.StallMax < 0 || mt.Every < 0 || mt.Phase < 0 {
+			bad = append(bad, "mem_tier: stall_max, every and phase must be ≥ 0")
 		}
 	}
 	if bb := m.BurstBuffer; bb != nil {
