@@ -250,11 +250,10 @@ func (s *Sim) memSchedule(at engine.Time) {
 // atOrAfter): its ticks fall at memPhase + k × memEvery from the start of
 // the run (MemTier.Phase).
 func (s *Sim) memNextTick(now engine.Time, atOrAfter bool) engine.Time {
-	if now < s.memPhase || atOrAfter && now == s.memPhase {
+	if now < s.memPhase {
 		return s.memPhase
 	}
-	k := (now - s.memPhase) / s.memEvery
-	next := s.memPhase + k*s.memEvery
+	next := s.memPhase + (now-s.memPhase)/s.memEvery*s.memEvery // the last at or before now
 	if next < now || !atOrAfter {
 		next += s.memEvery
 	}

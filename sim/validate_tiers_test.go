@@ -261,24 +261,22 @@ func TestValidateMemTier(t *testing.T) {
 func memTierRun(t *testing.T, r tierRun, speed, phase float64) (float64, *MemStats) {
 	t.Helper()
 	cfg := tierConfigOf(t, r, speed)
-	{
-		m := tiny(t)
-		m.ComputeNodes, m.NodeBW, m.FwdNodes, m.FwdBW, m.FwdOps, m.FFMRatio, m.StaticFwds = 1, cfg.WriterRate, 1, 1e12, 1e9, 1, 0
-		m.Storage = machine.Storage{Groups: 1, Targets: 1, TargetBW: cfg.SsdRate, ChunkSize: float64(cfg.FileBytes)}
-		th := cfg.Policy.Thresholds
-		m.MemTier = &machine.MemTier{Capacity: float64(cfg.MemBytes), BW: cfg.MemRate, Manual: !cfg.Auto, Phase: phase,
-			Thresholds: [3]float64{float64(th.StallWrite), float64(th.ForcedOut), float64(th.NormalOut)}}
-		if err := m.Check(); err != nil {
-			t.Fatal(err)
-		}
-		files := int(cfg.Total / cfg.FileBytes)
-		job := Job{ID: "writer", App: "w", Nodes: 1, Pattern: "1-1", Class: "single", Write: float64(cfg.Total), Phases: files}
-		if r.Pattern == "bursts" {
-			// its files in bursts, a pause before each
-			job.BurstPhases = int(cfg.Burst / cfg.FileBytes)
-			job.Compute = cfg.Pause.Seconds() * math.Ceil(float64(files)/float64(job.BurstPhases))
-		}
-		res := run(t, Config{Machine: m, Jobs: []Job{job}, Policy: "ffm"})
-		return float64(cfg.Total) / res.Jobs[0].IOTime / 1e6, res.Mem
+	m := tiny(t)
+	m.ComputeNodes, m.NodeBW, m.FwdNodes, m.FwdBW, m.FwdOps, m.FFMRatio, m.StaticFwds = 1, cfg.WriterRate, 1, 1e12, 1e9, 1, 0
+	m.Storage = machine.Storage{Groups: 1, Targets: 1, TargetBW: cfg.SsdRate, ChunkSize: float64(cfg.FileBytes)}
+	th := cfg.Policy.Thresholds
+	m.MemTier = &machine.MemTier{Capacity: float64(cfg.MemBytes), BW: cfg.MemRate, Manual: !cfg.Auto, Phase: phase,
+		Thresholds: [3]float64{float64(th.StallWrite), float64(th.ForcedOut), float64(th.NormalOut)}}
+	if err := m.Check(); err != nil {
+		t.Fatal(err)
 	}
+	files := int(cfg.Total / cfg.FileBytes)
+	job := Job{ID: "writer", App: "w", Nodes: 1, Pattern: "1-1", Class: "single", Write: float64(cfg.Total), Phases: files}
+	if r.Pattern == "bursts" {
+		// its files in bursts, a pause before each
+		job.BurstPhases = int(cfg.Burst / cfg.FileBytes)
+		job.Compute = cfg.Pause.Seconds() * math.Ceil(float64(files)/float64(job.BurstPhases))
+	}
+	res := run(t, Config{Machine: m, Jobs: []Job{job}, Policy: "ffm"})
+	return float64(cfg.Total) / res.Jobs[0].IOTime / 1e6, res.Mem
 }
