@@ -8,9 +8,14 @@
 # pages), as the passthrough does between sluice's rounds in
 # bench/streams.sh. Prints and appends to OUT one JSON line per phase:
 # the data server's CPU seconds (user + system, and system) per GB.
+# IDLE is how long each round waits after its removal (default 1 s, for
+# the removals to reach the data server): a checkpoint interval, over
+# which a hypervisor may take back the pages freed (docs/benchmarks.md,
+# "New files: pages the host took back"). UP adds `sluice up` flags.
 #
 #   HOLD_PAGES=1 bash bench/newchunks.sh
 #   HOLD_PAGES=1 SHM_BEFORE=1 bash bench/newchunks.sh
+#   IDLE=10 UP=--mem-keep-freed=-1s bash bench/newchunks.sh   # deleted chunks' pages not kept
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
 # their state (sluice up --exit-with, --exit-remove)
@@ -18,6 +23,7 @@ export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} STREAMS=${STREAMS:-4} SIZE=${SIZE:-1g}
 SHM_BEFORE=${SHM_BEFORE:-}
+IDLE=${IDLE:-1} UP=${UP:-}
 OUT=${OUT:-bench/results/newchunks.jsonl}
 # shellcheck source=bench/holdpages.sh
 . bench/holdpages.sh
@@ -26,7 +32,8 @@ go build -o bin/sluice ./cmd/sluice
 bench_dirs newchunks
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
-bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none >/dev/null
+# shellcheck disable=SC2086 # UP is flags
+bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none $UP >/dev/null
 DATA=$(python3 -c 'import json,sys; print([d["Pid"] for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"] == "data-mem"][0])' "$WORK/s/cluster.json")
 cpu() { python3 -c 'import sys; sys.path.insert(0, "bench"); from proc import cpu_seconds; print(*cpu_seconds(int(sys.argv[1])))' "$DATA"; }
 write() { # dir
@@ -39,13 +46,14 @@ phase() { # round phase
 	a=$(cpu)
 	w=$(write "$WORK/m/d")
 	b=$(cpu)
-	python3 - "$1" "$2" "$a" "$b" "$w" "$PAGES" "${SHM_BEFORE:+shm-before}" <<'PY' | tee -a "$OUT"
+	python3 - "$1" "$2" "$a" "$b" "$w" "$PAGES" "${SHM_BEFORE:+shm-before}" "$IDLE" "$UP" <<'PY' | tee -a "$OUT"
 import json, sys
-rnd, ph, a, b, w, pages, before = sys.argv[1:]
+rnd, ph, a, b, w, pages, before, idle, up = sys.argv[1:]
 (ua, sa), (ub, sb), (n, bw) = [map(float, x.split()) for x in (a, b, w)]
 gb = n / 1e9
 print(json.dumps({"round": int(rnd), "phase": ph, "mbps": round(bw / 1e6), "data_cpu_s_per_gb": round((ub - ua) / gb, 3),
-                  "data_sys_s_per_gb": round((sb - sa) / gb, 3), "pages": pages, "before": before}))
+                  "data_sys_s_per_gb": round((sb - sa) / gb, 3), "pages": pages, "before": before,
+                  "idle_s": float(idle), "up": up}))
 PY
 }
 mkdir -p "$WORK/m/d"
@@ -58,5 +66,5 @@ for r in $(seq "$ROUNDS"); do
 	phase "$r" new
 	phase "$r" overwrite
 	rm -rf "${WORK:?}/m/d/"*
-	sleep 1 # removals reach the data server
+	sleep "$IDLE" # removals reach the data server (and, the longer, the host takes the pages back)
 done

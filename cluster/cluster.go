@@ -54,6 +54,9 @@ type Options struct {
 	// DeviceBurst is how much of its cap an idle data server serves at
 	// once (0: the servers' default, 50 ms).
 	DeviceBurst time.Duration
+	// MemKeepFreed is the mem data servers' --keep-freed (0: theirs, 10m;
+	// < 0: none): how long deleted chunks' pages stay for new chunks.
+	MemKeepFreed time.Duration
 	// MetaFlags are extra flags of the metadata daemon (DFRA thresholds).
 	MetaFlags []string
 	// MountFlags are extra flags of the mount (--writeback-creates).
@@ -389,6 +392,9 @@ func Up(o Options) (*Cluster, error) {
 		}
 		if o.DeviceBurst > 0 {
 			args = append(args, "--burst", o.DeviceBurst.String())
+		}
+		if t.kind == "mem" && o.MemKeepFreed != 0 {
+			args = append(args, "--keep-freed", o.MemKeepFreed.String())
 		}
 		if t.kind == "mem" && o.DataIOPS > 0 {
 			args = append(args, "--max-iops", ftoa(o.DataIOPS))

@@ -45,7 +45,10 @@ type Config struct {
 	// chunks once it has gone unwritten this long, if it was not settled
 	// at its file's close before (tier.Config; default 1 s).
 	ReclaimAfter time.Duration
-	Listen       string // default 127.0.0.1:0
+	// KeepFreed is how long deleted chunks' pages stay with the store for
+	// new chunks (tier.Config.KeepFreed: 0 the kind's default, < 0 none).
+	KeepFreed time.Duration
+	Listen    string // default 127.0.0.1:0
 	// LocalSocket also listens on the unix socket clients on this host
 	// use instead of TCP (rpc.ListenOptions.Local).
 	LocalSocket bool
@@ -144,7 +147,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Burst <= 0 {
 		cfg.Burst = 50 * time.Millisecond
 	}
-	st, err := tier.Open(cfg.Kind, tier.Config{Dir: cfg.Dir, Capacity: cfg.Capacity, Now: cfg.Now, ReclaimAfter: cfg.ReclaimAfter})
+	st, err := tier.Open(cfg.Kind, tier.Config{Dir: cfg.Dir, Capacity: cfg.Capacity, Now: cfg.Now, ReclaimAfter: cfg.ReclaimAfter,
+		KeepFreed: cfg.KeepFreed})
 	if err != nil {
 		return nil, err
 	}
@@ -649,6 +653,14 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) {
 			func() float64 { c, _ := s.store.Usage(); return float64(c) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_data_used_bytes", Help: "Bytes reserved by chunks.", ConstLabels: labels},
 			func() float64 { _, u := s.store.Usage(); return float64(u) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_data_kept_freed_bytes",
+			Help: "Pages of deleted chunks kept for new chunks (--keep-freed), outside the used bytes.", ConstLabels: labels},
+			func() float64 {
+				if k, ok := s.store.(tier.FreedKeeper); ok {
+					return float64(k.KeptFreed())
+				}
+				return 0
+			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_data_sendfile_reads_total",
 			Help: "Chunk reads answered with sendfile from the chunk's file (--zero-copy).", ConstLabels: labels},
 			func() float64 { return float64(s.sendfiles.Load()) }),

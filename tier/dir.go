@@ -24,14 +24,32 @@ func init() {
 // DirStore keeps each chunk as a file <dir>/<ino mod 256>/<ino>/<idx>.
 // For the mem tier dir is on tmpfs, so chunks survive a crash of the data
 // server daemon (not of the node).
+//
+// Freed pages kept (Config.KeepFreed): a deleted chunk's file (a file
+// removed, a chunk demoted off this tier) is moved into <dir>/.sluice-freed
+// instead of being unlinked, while the pages kept and the chunks' room
+// together stay within the capacity, and for at most KeepFreed. A new chunk
+// unlinks kept files worth its reservation just before its first write, so
+// the kernel hands it pages that were in use a moment ago. Under a
+// hypervisor that takes back a guest's free memory (free page reporting,
+// ballooning) pages freed seconds earlier are gone from the host, and
+// writing into them costs several times a copy into pages that are
+// still there (docs/benchmarks.md, "New files: pages the host took back").
+// A new chunk never gets a kept file's bytes: it is a new, empty file.
 type DirStore struct {
 	kind string
 	dir  string
 
 	now     func() time.Time
 	reclaim time.Duration // see Config.ReclaimAfter
+	keepFor time.Duration // see Config.KeepFreed; 0: freed pages are not kept
 
-	mu       sync.Mutex // guards capacity, used, reserved, loans, files, lru
+	mu sync.Mutex // guards capacity, used, reserved, loans, files, lru, freed, kept, seq
+	// freed are the deleted chunks' files kept for their pages, oldest
+	// first; kept is their bytes (allocated); seq names the next one
+	freed    []freedFile
+	kept     int64
+	seq      uint64
 	capacity int64
 	used     int64
 	reserved map[ChunkID]int64 // bytes charged per chunk
@@ -49,6 +67,13 @@ type loan struct {
 	last time.Time // its last write
 }
 
+// freedFile is a deleted chunk's file kept for its pages.
+type freedFile struct {
+	path  string
+	bytes int64 // allocated
+	at    time.Time
+}
+
 type openFile struct {
 	id ChunkID
 	f  *os.File
@@ -61,7 +86,11 @@ var (
 	_ ChunkFiles   = (*DirStore)(nil)
 	_ Settler      = (*DirStore)(nil)
 	_ SourceWriter = (*DirStore)(nil)
+	_ FreedKeeper  = (*DirStore)(nil)
 )
+
+// freedDir is where a store keeps deleted chunks' files (under its dir).
+const freedDir = ".sluice-freed"
 
 // OpenDir opens (and scans) a directory store.
 func OpenDir(kind string, cfg Config) (*DirStore, error) {
@@ -79,6 +108,21 @@ func OpenDir(kind string, cfg Config) (*DirStore, error) {
 	if s.reclaim <= 0 {
 		s.reclaim = DefaultReclaimAfter
 	}
+	switch {
+	case cfg.KeepFreed > 0:
+		s.keepFor = cfg.KeepFreed
+	case cfg.KeepFreed == 0 && kind == "mem":
+		s.keepFor = DefaultKeepFreed
+	}
+	// pages kept by an earlier run are not worth a scan
+	if err := os.RemoveAll(filepath.Join(cfg.Dir, freedDir)); err != nil {
+		return nil, err
+	}
+	if s.keepFor > 0 {
+		if err := os.Mkdir(filepath.Join(cfg.Dir, freedDir), 0o700); err != nil {
+			return nil, err
+		}
+	}
 	if s.capacity == 0 {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(cfg.Dir, &st); err != nil {
@@ -88,8 +132,14 @@ func OpenDir(kind string, cfg Config) (*DirStore, error) {
 	}
 	// charge chunks left by an earlier run at their current size
 	err := filepath.WalkDir(cfg.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			if d.Name() == freedDir {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		ino, err1 := strconv.ParseUint(filepath.Base(filepath.Dir(p)), 10, 64)
 		idx, err2 := strconv.ParseUint(d.Name(), 10, 64)
@@ -120,51 +170,129 @@ func key(id ChunkID) ChunkID { return ChunkID{Ino: id.Ino, Idx: id.Idx} }
 
 // file returns an open file for the chunk, creating it (and charging
 // reserve) when create is set. It returns nil, nil for a missing chunk when
-// !create.
+// !create. A new chunk's share of the kept freed files is unlinked before
+// it returns, so the chunk's first write takes their pages.
 func (s *DirStore) file(id ChunkID, create bool, reserve int64) (*os.File, error) {
-	id = key(id)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	f, unkept, err := s.openLocked(key(id), create, reserve)
+	s.mu.Unlock()
+	removeFiles(unkept)
+	return f, err
+}
+
+// openLocked is file's work under s.mu; it also returns the kept freed
+// files to unlink once s.mu is released.
+func (s *DirStore) openLocked(id ChunkID, create bool, reserve int64) (*os.File, []string, error) {
 	if e, ok := s.files[id]; ok {
 		s.lru.MoveToFront(e)
-		return e.Value.(*openFile).f, nil
+		return e.Value.(*openFile).f, nil, nil
 	}
 	_, exists := s.reserved[id]
 	if !exists && !create {
 		f, err := os.OpenFile(s.path(id), os.O_RDWR, 0)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		s.cacheLocked(id, f)
-		return f, nil
+		return f, nil, nil
 	}
 	if !exists {
 		if s.used+reserve > s.capacity {
 			s.reclaimLocked()
 		}
 		if s.used+reserve > s.capacity {
-			return nil, fmt.Errorf("%s tier full (%d of %d bytes used): %w", s.kind, s.used, s.capacity, syscall.ENOSPC)
+			return nil, nil, fmt.Errorf("%s tier full (%d of %d bytes used): %w", s.kind, s.used, s.capacity, syscall.ENOSPC)
 		}
 		if err := os.MkdirAll(s.inoDir(id.Ino), 0o700); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	f, err := os.OpenFile(s.path(id), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var unkept []string
 	if !exists {
 		s.reserved[id] = reserve
 		s.used += reserve
 		if reserve > 0 {
 			s.loans[id] = &loan{last: s.now()}
 		}
+		unkept = s.unkeepLocked(max(reserve, 1))
 	}
 	s.cacheLocked(id, f)
-	return f, nil
+	return f, unkept, nil
+}
+
+// keepLocked disposes of a deleted chunk's file at path: kept for its
+// pages if that keeps the pages kept and the chunks' room within the
+// capacity, else unlinked. Caller holds s.mu (and has uncharged the chunk).
+func (s *DirStore) keepLocked(path string) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	bytes := st.Blocks * 512
+	now := s.now()
+	removeFiles(s.expireLocked(now))
+	if s.keepFor <= 0 || bytes == 0 || s.used+s.kept+bytes > s.capacity {
+		return os.Remove(path)
+	}
+	kept := filepath.Join(s.dir, freedDir, strconv.FormatUint(s.seq, 10))
+	if err := os.Rename(path, kept); err != nil {
+		return os.Remove(path)
+	}
+	s.seq++
+	s.freed = append(s.freed, freedFile{path: kept, bytes: bytes, at: now})
+	s.kept += bytes
+	return nil
+}
+
+// unkeepLocked takes kept files off the list, oldest first: those the
+// chunks' room no longer leaves space for, then at least need bytes more
+// (for a new chunk's writes), and returns them to unlink. Caller holds s.mu.
+func (s *DirStore) unkeepLocked(need int64) []string {
+	var out []string
+	for len(s.freed) > 0 && (s.used+s.kept > s.capacity || need > 0) {
+		f := s.freed[0]
+		s.freed = s.freed[1:]
+		s.kept -= f.bytes
+		need -= f.bytes
+		out = append(out, f.path)
+	}
+	return out
+}
+
+// expireLocked takes off the list the kept files older than s.keepFor and
+// returns them to unlink. Caller holds s.mu.
+func (s *DirStore) expireLocked(now time.Time) []string {
+	var out []string
+	for len(s.freed) > 0 && now.Sub(s.freed[0].at) >= s.keepFor {
+		s.kept -= s.freed[0].bytes
+		out = append(out, s.freed[0].path)
+		s.freed = s.freed[1:]
+	}
+	return out
+}
+
+// removeFiles unlinks kept files; one already gone does not matter.
+func removeFiles(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
+
+// KeptFreed implements FreedKeeper.
+func (s *DirStore) KeptFreed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept
 }
 
 // reclaimLocked takes back the room reserved past their bytes by chunks
@@ -309,11 +437,7 @@ func (s *DirStore) Truncate(id ChunkID, size int64) error {
 		s.used -= s.reserved[k]
 		delete(s.reserved, k)
 		delete(s.loans, k)
-		err := os.Remove(s.path(k))
-		if errors.Is(err, fs.ErrNotExist) {
-			err = nil
-		}
-		return err
+		return s.keepLocked(s.path(k))
 	}
 	// only ever shrink: a chunk never holds bytes past the file's size,
 	// and growing it would only make a sparse tail. By path, so a cached
@@ -368,12 +492,19 @@ var _ Holder = (*DirStore)(nil)
 func (s *DirStore) DeleteFile(ino uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var ids []ChunkID
 	for id, r := range s.reserved {
 		if id.Ino == ino {
 			s.forgetLocked(id)
 			s.used -= r
 			delete(s.reserved, id)
 			delete(s.loans, id)
+			ids = append(ids, id)
+		}
+	}
+	if s.keepFor > 0 {
+		for _, id := range ids {
+			s.keepLocked(s.path(id)) // what is not kept goes below
 		}
 	}
 	return os.RemoveAll(s.inoDir(ino))
@@ -412,9 +543,15 @@ func (s *DirStore) Sync(ino uint64) error {
 // Usage implements Store.
 func (s *DirStore) Usage() (int64, int64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.reclaimLocked()
-	return s.capacity, s.used
+	c, u := s.capacity, s.used
+	var expired []string
+	if s.keepFor > 0 {
+		expired = s.expireLocked(s.now())
+	}
+	s.mu.Unlock()
+	removeFiles(expired)
+	return c, u
 }
 
 // SetCapacity implements Store.
@@ -431,5 +568,7 @@ func (s *DirStore) Close() error {
 	for id := range s.files {
 		s.forgetLocked(id)
 	}
-	return nil
+	// the kept pages go back to the system with the store
+	s.freed, s.kept = nil, 0
+	return os.RemoveAll(filepath.Join(s.dir, freedDir))
 }

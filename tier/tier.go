@@ -140,6 +140,23 @@ type Config struct {
 	// its bytes may be given to other chunks (DefaultReclaimAfter when 0).
 	Now          func() time.Time
 	ReclaimAfter time.Duration
+	// KeepFreed is how long a directory store keeps a deleted chunk's
+	// file, for its pages, before it gives them back to the system (0:
+	// the kind's default, DefaultKeepFreed for mem and none for the
+	// others; < 0: none). See DirStore.
+	KeepFreed time.Duration
+}
+
+// DefaultKeepFreed is Config.KeepFreed's default for the mem tier: a
+// checkpoint every few minutes finds the room the last one's demotion
+// gave back still in memory.
+const DefaultKeepFreed = 10 * time.Minute
+
+// FreedKeeper is implemented by stores that keep deleted chunks' pages
+// (Config.KeepFreed): KeptFreed is the bytes kept, outside Usage's used
+// and within its capacity.
+type FreedKeeper interface {
+	KeptFreed() int64
 }
 
 // DefaultReclaimAfter is Config.ReclaimAfter's default: a writer that

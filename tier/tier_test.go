@@ -83,6 +83,23 @@ func TestConformance(t *testing.T) {
 			if !bytes.Equal(got, make([]byte, 10)) {
 				t.Fatal("data survived DeleteFile")
 			}
+			// a chunk created again holds only its new bytes (a store
+			// that keeps deleted chunks' pages never hands out their data)
+			if err := s.Write(id, 100, []byte("0123456789"), cs); err != nil {
+				t.Fatal(err)
+			}
+			got = make([]byte, cs)
+			if err := s.Read(id, 0, got); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, cs)
+			copy(want[100:], "0123456789")
+			if !bytes.Equal(got, want) {
+				t.Fatal("a chunk written again after DeleteFile holds old bytes")
+			}
+			if err := s.DeleteFile(7); err != nil {
+				t.Fatal(err)
+			}
 			if kind == "pfs" {
 				return
 			}

@@ -334,6 +334,7 @@ func cmdData(args []string) error {
 	zeroCopy := fs.Bool("zero-copy", true, "answer reads with sendfile from the chunk file instead of through a buffer")
 	maxPerf := fs.Float64("max-perf", 0, "the bandwidth placement counts on from this server, MB/s (max_perf; 0: measured by a write probe before registering)")
 	probeEvery := fs.Duration("probe-every", 10*time.Minute, "probe the device again this often, when it is idle (0: never)")
+	keepFreed := fs.Duration("keep-freed", 0, "how long a deleted chunk's pages stay with the tier for new chunks, within its capacity (0: 10m for mem, none for the others; <0: none)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
 	}
@@ -360,7 +361,7 @@ func cmdData(args []string) error {
 	}
 	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr,
 		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy, QoSSlots: *qosSlots,
-		MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery,
+		MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery, KeepFreed: *keepFreed,
 		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
 	if err != nil {
 		return err

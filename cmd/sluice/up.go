@@ -33,6 +33,7 @@ func cmdUp(args []string) error {
 	fs.Float64Var(&o.HDDMBps, "hdd-max-mbps", 0, "bandwidth cap of the hdd-tier data server, MB/s")
 	fs.Float64Var(&o.PFSMBps, "pfs-max-mbps", 0, "bandwidth cap of the pfs-tier data server, MB/s (an emulated disk-based PFS)")
 	fs.DurationVar(&o.DeviceBurst, "device-burst", 0, "how much of its cap an idle emulated device serves at once (0: 50ms)")
+	fs.DurationVar(&o.MemKeepFreed, "mem-keep-freed", 0, "how long the mem tier keeps deleted chunks' pages, within its size, for new chunks (0: 10m; <0: none)")
 	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
 	fwdFlags := fs.String("fwd-flags", "", "extra flags of every forwarding daemon, e.g. \"--workers 16,16,32\"")
 	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
