@@ -132,14 +132,8 @@ func OpenDir(kind string, cfg Config) (*DirStore, error) {
 	}
 	// charge chunks left by an earlier run at their current size
 	err := filepath.WalkDir(cfg.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+		if err != nil || d.IsDir() {
 			return err
-		}
-		if d.IsDir() {
-			if d.Name() == freedDir {
-				return filepath.SkipDir
-			}
-			return nil
 		}
 		ino, err1 := strconv.ParseUint(filepath.Base(filepath.Dir(p)), 10, 64)
 		idx, err2 := strconv.ParseUint(d.Name(), 10, 64)
@@ -232,26 +226,21 @@ func (s *DirStore) openLocked(id ChunkID, create bool, reserve int64) (*os.File,
 // capacity, else unlinked. Caller holds s.mu (and has uncharged the chunk).
 func (s *DirStore) keepLocked(path string) error {
 	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+	if s.keepFor > 0 && syscall.Stat(path, &st) == nil {
+		bytes := st.Blocks * 512
+		kept := filepath.Join(s.dir, freedDir, strconv.FormatUint(s.seq, 10))
+		if bytes > 0 && s.used+s.kept+bytes <= s.capacity && os.Rename(path, kept) == nil {
+			s.seq++
+			s.freed = append(s.freed, freedFile{path: kept, bytes: bytes, at: s.now()})
+			s.kept += bytes
 			return nil
 		}
-		return err
 	}
-	bytes := st.Blocks * 512
-	now := s.now()
-	removeFiles(s.expireLocked(now))
-	if s.keepFor <= 0 || bytes == 0 || s.used+s.kept+bytes > s.capacity {
-		return os.Remove(path)
+	err := os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
 	}
-	kept := filepath.Join(s.dir, freedDir, strconv.FormatUint(s.seq, 10))
-	if err := os.Rename(path, kept); err != nil {
-		return os.Remove(path)
-	}
-	s.seq++
-	s.freed = append(s.freed, freedFile{path: kept, bytes: bytes, at: now})
-	s.kept += bytes
-	return nil
+	return err
 }
 
 // unkeepLocked takes kept files off the list, oldest first: those the
@@ -260,13 +249,19 @@ func (s *DirStore) keepLocked(path string) error {
 func (s *DirStore) unkeepLocked(need int64) []string {
 	var out []string
 	for len(s.freed) > 0 && (s.used+s.kept > s.capacity || need > 0) {
-		f := s.freed[0]
-		s.freed = s.freed[1:]
-		s.kept -= f.bytes
-		need -= f.bytes
-		out = append(out, f.path)
+		need -= s.freed[0].bytes
+		out = append(out, s.popLocked())
 	}
 	return out
+}
+
+// popLocked takes the oldest kept file off the list and returns its path.
+// Caller holds s.mu.
+func (s *DirStore) popLocked() string {
+	f := s.freed[0]
+	s.freed = s.freed[1:]
+	s.kept -= f.bytes
+	return f.path
 }
 
 // expireLocked takes off the list the kept files older than s.keepFor and
@@ -274,9 +269,7 @@ func (s *DirStore) unkeepLocked(need int64) []string {
 func (s *DirStore) expireLocked(now time.Time) []string {
 	var out []string
 	for len(s.freed) > 0 && now.Sub(s.freed[0].at) >= s.keepFor {
-		s.kept -= s.freed[0].bytes
-		out = append(out, s.freed[0].path)
-		s.freed = s.freed[1:]
+		out = append(out, s.popLocked())
 	}
 	return out
 }
