@@ -68,6 +68,11 @@ type Config struct {
 	// MetaCache bounds them while the feed is followed (feed.go; default
 	// 60 s; negative: do not follow the feed).
 	MetaCache time.Duration
+	// FeedDelay is a fault: each batch of the change feed reaches this
+	// mount's caches and kernel this much later (a slow metadata service or
+	// network), so tests can widen the window in which another node's
+	// change is known to the service but not yet here. 0: none.
+	FeedDelay time.Duration
 	// CacheData lets the kernel cache file data (no direct I/O). Off by
 	// default: checkpoint semantics.
 	CacheData bool

@@ -153,6 +153,7 @@ func (fs *FS) Join(ctx context.Context) {
 		return
 	}
 	fs.dc.Advance(resp.Gen, false, nil)
+	fs.dc.Applied(resp.Gen)
 	fs.bc.Applied(resp.Gen)
 	fs.joined = resp.Gen
 	fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)
@@ -185,6 +186,12 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			}
 			continue
 		}
+		if fs.cfg.FeedDelay > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(fs.cfg.FeedDelay):
+			}
+		}
 		lost := resp.Flags&1 != 0
 		if lost && seen != 0 {
 			fs.log.Warn("metadata change feed lost changes (metadata service restarted, or this mount fell behind): names and attributes cached before may be stale for up to the cache timeout",
@@ -216,6 +223,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 				fs.bc.Drop(e.Ino)
 			}
 		}
+		fs.dc.Applied(resp.Gen)
 		fs.bc.Applied(resp.Gen)
 		seen = resp.Gen
 		if !wasLive && !lost {

@@ -111,11 +111,12 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	} else {
 		fs.bc.Drop(in.NodeId)
 	}
-	if !fs.dc.Fresh(resp.Gen) {
+	if fs.dc.Opened(in.NodeId, resp.Gen) {
 		// the kernel may hold attributes from before another node's
-		// close that this mount has not heard of: an fstat or a seek to
-		// the end after this open must ask (close-to-open). Safe from
-		// here: without a range the kernel only marks them stale.
+		// close that this mount has not yet applied from the feed: an
+		// fstat or a seek to the end after this open must ask
+		// (close-to-open), and the attributes kept here are gone. Safe
+		// from here: without a range the kernel only marks them stale.
 		if srv := fs.srv.Load(); srv != nil {
 			srv.InodeNotify(in.NodeId, -1, 0)
 		}

@@ -44,8 +44,9 @@ type DirCache struct {
 	enabled bool   // the mount caches metadata (Config.MetaCache > 0)
 	id      uint64 // this mount's origin id in the feed (random, odd)
 
-	sent atomic.Uint64 // feed position whose invalidations may have reached the kernel
-	live atomic.Bool   // the feed is followed
+	sent    atomic.Uint64 // feed position whose invalidations may have reached the kernel
+	applied atomic.Uint64 // feed position whose invalidations have all been sent (Applied)
+	live    atomic.Bool   // the feed is followed
 
 	mu    sync.Mutex // guards dirs, names, files, fileEpoch; held by Advance around each batch
 	dirs  map[uint64]*dirState
@@ -98,6 +99,31 @@ func (c *DirCache) Advance(gen uint64, lost bool, es []wire.DirEntry) (wasLive b
 	}
 	c.mu.Unlock()
 	return c.live.Swap(true)
+}
+
+// Applied says every invalidation of the feed's changes up to position gen
+// has been sent to the kernel (after Advance to gen and its notifies).
+func (c *DirCache) Applied(gen uint64) {
+	for {
+		old := c.applied.Load()
+		if gen <= old || c.applied.CompareAndSwap(old, gen) {
+			return
+		}
+	}
+}
+
+// Opened notes an open of file ino at the service, answered at feed
+// position gen. It reports whether this mount is behind that answer: the
+// feed is not followed, or changes up to gen (another node's close just
+// before the open) have not all been applied here. Then what the kernel
+// holds of the file may predate them, and so may the attributes kept here
+// (NoteFileAttr), which go: close-to-open.
+func (c *DirCache) Opened(ino, gen uint64) (behind bool) {
+	if c.followed() && gen <= c.applied.Load() {
+		return false
+	}
+	c.ForgetFile(ino)
+	return true
 }
 
 // Unfollowed says the feed cannot be followed: the cache empties and

@@ -187,3 +187,44 @@ func TestDirCacheFileAttrs(t *testing.T) {
 		t.Fatal("kept after the feed was lost")
 	}
 }
+
+// An open answered at a feed position this mount has not yet applied (the
+// feed has another node's close still to deliver) is behind: the file's
+// attributes kept here go, and the caller marks the kernel's stale. The
+// position the feed reached (Advance) is not enough: its invalidations
+// are sent after it moves, so only Applied counts. The CI's
+// TestAppendCloseToOpen failure: a pwrite at the size an fstat gave,
+// answered from attributes kept at this mount's own close.
+func TestDirCacheOpenedBehind(t *testing.T) {
+	c := NewDirCache(true)
+	f := &wire.Attr{Ino: 9, Mode: syscall.S_IFREG | 0o644, Size: 100}
+	if !c.Opened(9, 0) {
+		t.Fatal("an open before the feed was followed is not behind")
+	}
+	c.Advance(5, false, nil)
+	c.Applied(5)
+	c.NoteFileAttr(f, 5, c.FileEpoch())
+	if c.Opened(9, 5) {
+		t.Fatal("an open at the applied position is behind")
+	}
+	if _, ok := c.FileAttr(9); !ok {
+		t.Fatal("an open that is not behind dropped the kept attributes")
+	}
+	// another node's close at 6: its invalidation not yet sent
+	c.Advance(6, false, nil)
+	if !c.Opened(9, 6) {
+		t.Fatal("an open past the applied position (feed advanced, notifies not sent) is not behind")
+	}
+	if _, ok := c.FileAttr(9); ok {
+		t.Fatal("an open behind the feed kept the attributes from before the other node's close")
+	}
+	c.Applied(6)
+	c.Applied(4) // never backwards
+	if c.Opened(9, 6) {
+		t.Fatal("behind after Applied")
+	}
+	c.Unfollowed()
+	if !c.Opened(9, 6) {
+		t.Fatal("an open with the feed lost is not behind")
+	}
+}
