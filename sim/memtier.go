@@ -19,8 +19,9 @@ import (
 //     threshold (Cs-w) goes, the rest waits there for room in the order
 //     the writers came (meta/stallorder.go), at most StallMax, then
 //     spills to the group's targets (policy/place); with tiering manual,
-//     or with the server stuck (not calm, nothing moving and nothing to
-//     move) there is no reserve, and a full server spills at once;
+//     or with the server stuck (policy/tiering Stuck: not calm, and a look
+//     with nothing moving found nothing to move) there is no reserve, and
+//     a full server spills at once;
 //   - the tiering manager calls policy/tiering's Plan for each server
 //     every Every and, after a move ends or a writer begins to wait at
 //     Cs-w, again at once but at most every 100 ms (manager/tiering
@@ -159,9 +160,8 @@ func (s *Sim) newMemTier() {
 func simTime(t engine.Time) time.Time { return time.Unix(0, int64(t)) }
 
 // memReserve is the room a new write may not take on ms: Cs-w, unless
-// tiering is manual or the server is stuck (not calm, nothing moving,
-// nothing the last look could move), as the metadata service's
-// placement does.
+// tiering is manual or the server is stuck (policy/tiering Stuck), as
+// the metadata service's placement does.
 func (s *Sim) memReserve(ms *memServer) float64 {
 	if s.m.MemTier.Manual {
 		return 0
@@ -169,11 +169,10 @@ func (s *Sim) memReserve(ms *memServer) float64 {
 	if !ms.seen {
 		return s.memEmptyReserve
 	}
-	d := ms.decision
-	if d.Mode != tiering.Calm && len(d.Moves) == 0 && ms.inflight == 0 {
+	if tiering.Stuck(ms.decision, ms.inflight) {
 		return 0
 	}
-	return float64(d.Thresholds.StallWrite)
+	return float64(ms.decision.Thresholds.StallWrite)
 }
 
 // memRoom is what a new write may place on ms now.

@@ -387,7 +387,7 @@ func (m *tierModel) server(files []tiering.File) tiering.Server {
 }
 
 func (m *tierModel) stuck() bool {
-	return m.decision.Mode != tiering.Calm && len(m.decision.Moves) == 0 && m.server(nil).InFlight == 0
+	return tiering.Stuck(m.decision, m.server(nil).InFlight)
 }
 
 // look is the tiering manager's Tick on the mem server.

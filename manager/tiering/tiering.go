@@ -240,7 +240,7 @@ func (m *Manager) setDecision(id uint64, d pol.Decision) {
 	m.mu.Lock()
 	was, seen := m.last[id]
 	m.last[id] = d
-	wake := m.stuckLocked(d, id) && (!seen || !m.stuckLocked(was, id))
+	wake := pol.Stuck(d, m.inflight[id]) && (!seen || !pol.Stuck(was, m.inflight[id]))
 	m.mu.Unlock()
 	if wake {
 		m.cfg.NS.WakeStalled() // their wait is in vain now: let them spill
@@ -251,19 +251,13 @@ func (m *Manager) managed(ino uint64) bool {
 	return m.cfg.Managed != nil && m.cfg.Managed(ino)
 }
 
-// stuckLocked: server id is short of space and the policy found nothing
-// to move off it, with nothing moving.
-func (m *Manager) stuckLocked(d pol.Decision, id uint64) bool {
-	return d.Mode != pol.Calm && len(d.Moves) == 0 && m.inflight[id] == 0
-}
-
 // StallReserve is the free space placement keeps on data server si for
 // writes to wait at (meta.Service.SetStallReserve): its Cs-w, so that new
 // chunks wait for the space migration frees rather than take the
 // server's last bytes. It is 0 where waiting would be in vain: with
-// tiering manual, and while the policy found nothing to move off a server
-// short of space (new chunks then take the last free bytes and go on to a
-// lower tier). A server the policy has not looked at yet gets the Cs-w it
+// tiering manual, and while the policy, looking with nothing moving off a
+// server short of space, found nothing to move (pol.Stuck; new chunks then
+// take the last free bytes and go on to a lower tier). A server the policy has not looked at yet gets the Cs-w it
 // would decide, so that one filling before the first tick waits too.
 func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
 	if !m.cfg.Auto || si.Tier == "pfs" || si.Capacity == 0 {
@@ -283,7 +277,7 @@ func (m *Manager) StallReserve(si wire.ServerInfo) uint64 {
 func (m *Manager) decisionFor(si wire.ServerInfo) (d pol.Decision, stuck bool) {
 	m.mu.Lock()
 	d, seen := m.last[si.ID]
-	stuck = seen && m.stuckLocked(d, si.ID)
+	stuck = seen && pol.Stuck(d, m.inflight[si.ID])
 	m.mu.Unlock()
 	if !seen {
 		d = pol.Plan(m.cfg.Now(), m.cfg.Policy, m.observe(si, nil), si.Rank, nil)

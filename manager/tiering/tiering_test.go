@@ -282,3 +282,70 @@ func TestKickLooks(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// gatedNS is fakeNS whose moves wait for gate and whose moved files leave
+// the mem server's list.
+type gatedNS struct {
+	*fakeNS
+	gate  chan struct{}
+	moved map[uint64]bool // guarded by fakeNS.mu
+}
+
+func (g *gatedNS) MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (uint64, error) {
+	<-g.gate
+	n, err := g.fakeNS.MoveChunk(ctx, ino, idx, tier, servers)
+	g.mu.Lock()
+	g.moved[ino] = true
+	g.mu.Unlock()
+	return n, err
+}
+
+func (g *gatedNS) ServerFiles() (map[uint64][]meta.FileUse, error) {
+	all, _ := g.fakeNS.ServerFiles()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var left []meta.FileUse
+	for _, f := range all[1] {
+		if !g.moved[f.Ino] {
+			left = append(left, f)
+		}
+	}
+	return map[uint64][]meta.FileUse{1: left}, nil
+}
+
+// TestNotStuckWhileMovesEnd: a look that finds nothing new to move
+// because every movable file is moving already does not make the server
+// "stuck" once those moves end: until the next look, placement keeps its
+// Cs-w for writers to wait at instead of letting a new chunk take the
+// last bytes and the next one spill to a lower tier (the CI's
+// TestTieringWritesWait). A look with nothing moving that finds nothing
+// to move still does.
+func TestNotStuckWhileMovesEnd(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	ns := &gatedNS{fakeNS: &fakeNS{used: 86 << 20, closed: map[uint64]time.Time{}}, gate: make(chan struct{}), moved: map[uint64]bool{}}
+	for ino := uint64(10); ino < 13; ino++ { // 10, 11, 12 closed; the rest open
+		ns.closed[ino] = now.Add(-time.Duration(ino) * time.Minute)
+	}
+	m := New(Config{NS: ns, Auto: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
+		Policy: pol.Config{Thresholds: pol.Thresholds{StallWrite: 4 << 20, ForcedOut: 10 << 20, NormalOut: 30 << 20}, DefaultConcurrent: 3}})
+	mem := func() wire.ServerInfo { return ns.Servers()[0] }
+	m.Tick(context.Background()) // the three closed files start moving
+	m.Tick(context.Background()) // nothing new: they are all moving
+	if st := m.Status(); st.Servers[0].Mode != "normal-out" || st.Servers[0].InFlight != 3 {
+		t.Fatalf("with the moves in flight: %+v", st.Servers[0])
+	}
+	if r := m.StallReserve(mem()); r != 4<<20 {
+		t.Fatalf("moves in flight: reserve %d, want Cs-w", r)
+	}
+	close(ns.gate)
+	waitMoves(t, m)
+	// the moves ended and nobody looked since: writers still wait
+	if r := m.StallReserve(mem()); r != 4<<20 {
+		t.Fatalf("moves just ended, no look since: reserve %d, want Cs-w (a decision made while they were under way said nothing of what is left)", r)
+	}
+	// the next look finds every file left open: nothing can move now
+	m.Tick(context.Background())
+	if st, r := m.Status(), m.StallReserve(mem()); st.Servers[0].Mode != "normal-out" || r != 0 {
+		t.Fatalf("nothing movable and nothing moving (%+v): reserve %d, want 0", st.Servers[0], r)
+	}
+}

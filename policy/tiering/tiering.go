@@ -197,6 +197,24 @@ type Decision struct {
 	Moves       []Move
 	// Reason says why the moves stop where they do (for logs and Beacon).
 	Reason string
+	// InFlight is the moves off the server under way when the decision
+	// was made (Server.InFlight): see Stuck.
+	InFlight int
+}
+
+// Stuck says whether writers waiting at Cs-w on a server wait in vain, so
+// that placement should keep no reserve there (new chunks take its last
+// bytes, then go on to a lower tier): it is short of space (not calm),
+// the decision d found nothing to move off it, and nothing was moving off
+// it when d was made nor is now (moving). A decision without moves made
+// while moves were under way (N of them already, or every candidate among
+// them) says nothing of what is left once they end: until the next look,
+// writers keep waiting. Counting such a decision as stuck from the moment
+// its moves ended let a chunk placed in that window spill to a lower tier
+// (the CI's TestTieringWritesWait: one file of 24 on ssd). The daemons'
+// manager and the simulator's models both ask here.
+func Stuck(d Decision, moving int) bool {
+	return d.Mode != Calm && len(d.Moves) == 0 && d.InFlight == 0 && moving == 0
 }
 
 // Concurrency is ONFS's N = B(source write) / B(one destination write),
@@ -265,7 +283,7 @@ func Plan(now time.Time, cfg Config, s Server, srcRank uint32, targets []Target)
 			bw = t.StreamBW // the slowest stream bounds how many are useful
 		}
 	}
-	d := Decision{Concurrency: Concurrency(s.WriteBW, bw, cfg.DefaultConcurrent, cfg.MaxConcurrent)}
+	d := Decision{Concurrency: Concurrency(s.WriteBW, bw, cfg.DefaultConcurrent, cfg.MaxConcurrent), InFlight: s.InFlight}
 	d.Thresholds = cfg.Thresholds
 	if d.Thresholds == (Thresholds{}) {
 		d.Thresholds = DefaultThresholds(s.Capacity, cfg.ChunkSize, d.Concurrency, meanSize(s.Files))

@@ -193,3 +193,31 @@ func TestThresholdsOrdered(t *testing.T) {
 		}
 	}
 }
+
+// TestStuck: a server short of space whose look found nothing to move is
+// stuck only if nothing was moving off it at that look and nothing is now.
+func TestStuck(t *testing.T) {
+	s := Server{ID: 1, Tier: "mem", Capacity: 100 << 20, Used: 90 << 20}
+	cfg := Config{Thresholds: Thresholds{StallWrite: 4 << 20, ForcedOut: 8 << 20, NormalOut: 30 << 20}}
+	idle := Plan(time.Unix(1e6, 0), cfg, s, 0, nil) // no files: nothing to move
+	if idle.Mode == Calm || len(idle.Moves) != 0 || idle.InFlight != 0 {
+		t.Fatalf("idle look: %+v", idle)
+	}
+	if !Stuck(idle, 0) {
+		t.Fatal("nothing to move and nothing moving: not stuck")
+	}
+	if Stuck(idle, 1) {
+		t.Fatal("stuck with a move under way")
+	}
+	s.InFlight = 2
+	busy := Plan(time.Unix(1e6, 0), cfg, s, 0, nil)
+	if busy.InFlight != 2 || len(busy.Moves) != 0 {
+		t.Fatalf("busy look: %+v", busy)
+	}
+	if Stuck(busy, 0) {
+		t.Fatal("a look made with moves in flight counts as stuck once they end")
+	}
+	if calm := Plan(time.Unix(1e6, 0), cfg, Server{ID: 1, Capacity: 100 << 20, Used: 10 << 20}, 0, nil); Stuck(calm, 0) {
+		t.Fatal("a calm server is stuck")
+	}
+}

@@ -230,13 +230,16 @@ func TestTieringWritesWait(t *testing.T) {
 		t.Fatalf("no tiering totals in status:\n%s", out)
 	}
 	onMem := 0
+	var off []string // where the files off mem are (a spilled one among them)
 	for i := 0; i < n; i++ {
 		if ts := c.chunkTiers(t, c.path(fmt.Sprintf("f%02d", i))); len(ts) == 1 && ts[0] == "mem" {
 			onMem++
+		} else {
+			off = append(off, fmt.Sprintf("f%02d:%v", i, ts))
 		}
 	}
 	if moved, _ := strconv.Atoi(m[1]); moved+onMem != n {
-		t.Fatalf("%d files migrated off mem and %d still there, of %d: the rest spilled to ssd instead of waiting\n%s", moved, onMem, n, out)
+		t.Fatalf("%d files migrated off mem and %d still there, of %d: the rest spilled to ssd instead of waiting (off mem: %v)\n%s", moved, onMem, n, off, out)
 	}
 	t.Logf("wrote %d MiB in %v; queued %v in all; %d files on mem at the end\n%s", n*size>>20, took, rep.Queued, onMem, out[strings.Index(out, "TIERING"):])
 }
