@@ -45,6 +45,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 )
 
 // Config configures a mount.
@@ -97,6 +98,13 @@ type Config struct {
 	// Readahead is how far ahead of a sequential reader data is fetched,
 	// per open file (default 8 MiB; negative: no readahead).
 	Readahead int64
+	// SpliceReads: a readahead fetch a read takes whole goes from the
+	// forwarding node's socket into a pipe and from there into the FUSE
+	// device, without passing through the mount's memory (one copy fewer
+	// per byte read; vfs.StreamConfig.SpliceReads). Only where pipes can
+	// hold a 1 MiB reply (zerocopy.BigPipes: CAP_SYS_RESOURCE, as a root
+	// mount has); off otherwise.
+	SpliceReads bool
 	// ReadCache bounds the blocks of files kept for small reads
 	// (vfs.BlockCache; 0 or negative: off, the default until it passes
 	// the fsx model test's crash steps). Needs the change feed; off with
@@ -247,7 +255,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		fs.bc = vfs.NewBlockCache(blockCacheBlock, cfg.ReadCache)
 	}
 	fs.st = vfs.NewStreams(vfs.StreamConfig{WriteBehind: cfg.WriteBehind, Readahead: cfg.Readahead,
-		Route: fs.rt.Pick, Log: fs.log})
+		Route: fs.rt.Pick, Log: fs.log, SpliceReads: cfg.SpliceReads && zerocopy.BigPipes()})
 	if _, _, err := fs.fwd.Call(ctx, &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"syscall"
 
@@ -155,6 +156,10 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	fs.st.WaitWrites(in.NodeId, in.Offset, ^uint64(0))
 	if fs.cfg.Readahead > 0 {
 		if hit := fs.st.Readahead(id, in.NodeId, in.Fh, in.Offset, int(in.Size)); hit != nil {
+			if hit.Pipe != nil {
+				fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(hit.N), start, false)
+				return &pipeResult{h: hit, log: fs.log}, fuse.OK
+			}
 			fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(hit.Data)), start, false)
 			return raResult{hit}, fuse.OK
 		}
@@ -357,3 +362,38 @@ func (r raResult) Slices() ([][]byte, fuse.Status) { return [][]byte{r.h.Data}, 
 func (r raResult) Size() int { return len(r.h.Data) }
 
 func (r raResult) Done() { r.h.Release() }
+
+// pipeResult is a read that took a readahead buffer kept in a pipe whole:
+// go-fuse has it splice the reply into the device (fuse.ReplySplicer,
+// zerocopy.Pipe.SpliceReply), or, where it cannot, sends what Bytes reads
+// from the pipe; Done gives the buffer back.
+type pipeResult struct {
+	h   *vfs.Hit
+	log *slog.Logger
+}
+
+var _ fuse.ReplySplicer = (*pipeResult)(nil)
+
+func (r *pipeResult) SpliceReply(fd int, header []byte) (bool, error) {
+	ok, err := r.h.Pipe.SpliceReply(fd, header)
+	if ok && err != nil {
+		r.log.Warn("splicing a read's reply into the FUSE device failed", "err", err)
+	}
+	return ok, err
+}
+
+func (r *pipeResult) Bytes(buf []byte) ([]byte, fuse.Status) {
+	if cap(buf) < r.h.N {
+		buf = make([]byte, r.h.N)
+	}
+	buf = buf[:r.h.N]
+	if err := r.h.Pipe.ReadAt(buf, 0); err != nil {
+		r.log.Error("reading a readahead pipe failed", "err", err)
+		return nil, fuse.EIO
+	}
+	return buf, fuse.OK
+}
+
+func (r *pipeResult) Size() int { return r.h.N }
+
+func (r *pipeResult) Done() { r.h.Release() }

@@ -78,6 +78,9 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			func() float64 { return float64(fs.st.Kept()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_client_byref_writes_total",
 			Help: "Background writes whose payload went to the forwarding node by reference (vmsplice over a local socket)."},
-			func() float64 { return float64(fs.byRef.Load()) }))
+			func() float64 { return float64(fs.byRef.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_client_spliced_reads_total",
+			Help: "Reads that took a readahead buffer whole from its pipe: the reply spliced into the FUSE device (--splice-reads)."},
+			func() float64 { return float64(fs.st.Spliced()) }))
 	return m
 }

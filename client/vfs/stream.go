@@ -2,7 +2,11 @@ package vfs
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -50,6 +54,11 @@ type StreamConfig struct {
 	Readahead int64
 	Route     Route // where a request goes
 	Log       *slog.Logger
+	// SpliceReads keeps a readahead fetch that a read will take whole in
+	// a pipe (zerocopy.Pipe, through a route that is a SinkCaller): the
+	// bytes go from the forwarding node's socket to the FUSE device
+	// without passing through the mount (Hit.Pipe).
+	SpliceReads bool
 }
 
 // Streams is the mount's streaming I/O state.
@@ -67,7 +76,8 @@ type Streams struct {
 	wbJob  map[string]int64
 	wbWait map[string]int
 
-	kept atomic.Uint64 // background writes sent from the caller's buffer (WriteKept)
+	kept    atomic.Uint64 // background writes sent from the caller's buffer (WriteKept)
+	spliced atomic.Uint64 // readahead buffers taken whole from their pipe (Hit.Pipe)
 
 	emu sync.Mutex // guards written and the extents in it
 	// written maps each open file handle that wrote since its last flush
@@ -267,10 +277,16 @@ type readahead struct {
 // raBuf is one readahead fetch. off and size are fixed at creation; the
 // other fields are guarded by Streams.mu, done is closed when the fetch ends.
 type raBuf struct {
-	off     uint64
-	size    int
-	done    chan struct{}
-	data    []byte // pooled, len = bytes fetched; nil if the fetch failed
+	off  uint64
+	size int
+	// whole: made for reads of its size, so a read takes it whole and the
+	// fetch may keep it in a pipe (StreamConfig.SpliceReads)
+	whole bool
+	done  chan struct{}
+	data  []byte // pooled, len = bytes fetched; nil if the fetch failed (or pipe holds them)
+	// pipe holds the bytes fetched instead of data, until a read takes
+	// it whole (Hit.Pipe) or reads it into data
+	pipe    *zerocopy.Pipe
 	err     error
 	refs    int  // replies still sending from data
 	dropped bool // no longer in its handle's list
@@ -281,9 +297,15 @@ func (b *raBuf) end() uint64 { return b.off + uint64(b.size) }
 
 // freeLocked gives data back to the pool once nothing uses it.
 func (b *raBuf) freeLocked() {
-	if b.dropped && b.landed && b.refs == 0 && b.data != nil {
-		bufpool.Put(b.data)
-		b.data = nil
+	if b.dropped && b.landed && b.refs == 0 {
+		if b.data != nil {
+			bufpool.Put(b.data)
+			b.data = nil
+		}
+		if b.pipe != nil {
+			b.pipe.Release()
+			b.pipe = nil
+		}
 	}
 }
 
@@ -485,20 +507,31 @@ func (s *Streams) send(id ident.ID, ino, fh uint64, w *pendingWrite, data []byte
 }
 
 // Hit is a read served from a readahead buffer: Data stays valid, and the
-// buffer held, until Release.
+// buffer held, until Release. A read that takes a buffer kept in a pipe
+// whole gets the pipe instead (Pipe, N bytes; Data nil): the reply is
+// spliced from it (zerocopy.Pipe.SpliceReply), or read from it.
 type Hit struct {
 	s    *Streams
 	b    *raBuf
 	Data []byte
+	Pipe *zerocopy.Pipe
+	N    int
 }
 
 // Release gives the buffer back once the reply is sent.
 func (h *Hit) Release() {
+	if h.Pipe != nil {
+		h.Pipe.Release()
+	}
 	h.s.mu.Lock()
 	h.b.refs--
 	h.b.freeLocked()
 	h.s.mu.Unlock()
 }
+
+// Spliced returns how many reads took a readahead buffer whole from its
+// pipe (StreamConfig.SpliceReads).
+func (s *Streams) Spliced() uint64 { return s.spliced.Load() }
 
 // readahead serves a read from a fetched buffer if it can, and starts
 // fetches ahead of a sequential reader. It returns nil when the caller
@@ -558,7 +591,7 @@ func (s *Streams) Readahead(id ident.ID, ino, fh, off uint64, size int) *Hit {
 			if ra.eof != 0 && from >= ra.eof {
 				break
 			}
-			b := &raBuf{off: from, size: unit, done: make(chan struct{})}
+			b := &raBuf{off: from, size: unit, whole: unit == size, done: make(chan struct{})}
 			ra.bufs = append(ra.bufs, b)
 			s.raBytes += int64(unit)
 			fetch = append(fetch, b)
@@ -579,6 +612,22 @@ func (s *Streams) Readahead(id ident.ID, ino, fh, off uint64, size int) *Hit {
 	<-hit.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p := hit.pipe; p != nil {
+		if off == hit.off && size >= p.Len() && hit.refs == 1 {
+			// taken whole by this read: the buffer is spent
+			hit.pipe = nil
+			s.spliced.Add(1)
+			return &Hit{s: s, b: hit, Pipe: p, N: p.Len()}
+		}
+		// a read of part of it, or two at once: into memory
+		hit.data = bufpool.Get(max(p.Len(), 1))[:p.Len()]
+		if err := p.ReadAt(hit.data, 0); err != nil {
+			bufpool.Put(hit.data)
+			hit.data, hit.err = nil, err
+		}
+		p.Release()
+		hit.pipe = nil
+	}
 	if hit.err != nil || hit.data == nil {
 		hit.refs--
 		hit.freeLocked()
@@ -609,9 +658,14 @@ func (s *Streams) ReadPast(ino, fh, end uint64) {
 
 // fetch runs one readahead request.
 func (s *Streams) fetch(id ident.ID, ino, fh uint64, b *raBuf) {
-	buf := bufpool.Get(b.size)
 	m := &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: b.off, Size: uint64(b.size), Who: id}
-	_, p, err := s.cfg.Route(id, ino).Call(context.Background(), m, nil, buf)
+	c := s.cfg.Route(id, ino)
+	if sc, ok := c.(SinkCaller); ok && s.cfg.SpliceReads && b.whole {
+		s.fetchPipe(sc, m, ino, fh, b)
+		return
+	}
+	buf := bufpool.Get(b.size)
+	_, p, err := c.Call(context.Background(), m, nil, buf)
 	s.mu.Lock()
 	b.landed = true
 	if err != nil {
@@ -632,6 +686,73 @@ func (s *Streams) fetch(id ident.ID, ino, fh uint64, b *raBuf) {
 				if ra := st.ra[fh]; ra != nil && (ra.eof == 0 || b.off+uint64(len(p)) < ra.eof) {
 					ra.eof = b.off + uint64(len(p))
 				}
+			}
+		}
+	}
+	close(b.done)
+	b.freeLocked()
+	s.mu.Unlock()
+}
+
+// fetchPipe runs one readahead request whose answer goes into a pipe,
+// straight off the connection (into memory if no pipe can hold it).
+func (s *Streams) fetchPipe(sc SinkCaller, m *wire.Msg, ino, fh uint64, b *raBuf) {
+	var pipe *zerocopy.Pipe
+	var data []byte
+	_, err := sc.CallSink(context.Background(), m, nil, func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
+		if n > b.size {
+			return fmt.Errorf("a read of %d bytes answered with %d", b.size, n)
+		}
+		if p := zerocopy.NewPipe(n); p != nil {
+			err := p.Fill(prefix, conn, n)
+			if err == nil && p.Single() {
+				pipe = p
+				return nil
+			}
+			if err != nil && !errors.Is(err, zerocopy.ErrPipeFull) {
+				p.Release()
+				return err
+			}
+			// it took several pipes (small pieces): the bytes into memory
+			data = bufpool.Get(n)[:n]
+			got := p.Len()
+			rerr := p.ReadAt(data[:got], 0)
+			p.Release()
+			if rerr != nil {
+				return rerr
+			}
+			_, err = io.ReadFull(conn, data[got:])
+			return err
+		}
+		data = bufpool.Get(n)[:n]
+		k := copy(data, prefix)
+		_, err := io.ReadFull(conn, data[k:])
+		return err
+	})
+	s.mu.Lock()
+	b.landed = true
+	n := 0
+	switch {
+	case err != nil:
+		b.err = err
+		if pipe != nil {
+			pipe.Release()
+		}
+		if data != nil {
+			bufpool.Put(data)
+		}
+	case pipe != nil:
+		b.pipe, n = pipe, pipe.Len()
+	default:
+		if data == nil { // nothing past the end
+			data = bufpool.Get(1)[:0]
+		}
+		b.data, n = data, len(data)
+	}
+	if err == nil && n < b.size {
+		if st := s.io[ino]; st != nil {
+			if ra := st.ra[fh]; ra != nil && (ra.eof == 0 || b.off+uint64(n) < ra.eof) {
+				ra.eof = b.off + uint64(n)
 			}
 		}
 	}

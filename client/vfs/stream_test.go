@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"io"
 	"log/slog"
+	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -542,5 +546,98 @@ func TestWriteKept(t *testing.T) {
 		if !bytes.Equal(f.bytes(ino)[:len(tc.data)], tc.data) {
 			t.Errorf("%s: the bytes written differ", tc.name)
 		}
+	}
+}
+
+// sinkFwd is fakeFwd answering CallSink: a read's payload goes through a
+// real unix socket into the sink, as on the mount's connection.
+type sinkFwd struct {
+	*fakeFwd
+	t *testing.T
+}
+
+func (f sinkFwd) CallSink(ctx context.Context, req *wire.Msg, payload []byte, sink rpc.Sink) (*wire.Msg, error) {
+	buf := make([]byte, req.Size)
+	resp, p, err := f.Call(ctx, req, payload, buf)
+	if err != nil || len(p) == 0 {
+		return resp, err
+	}
+	dir := f.t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, "s"))
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	go func() {
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Write(p[100:]) // the first 100 bytes came with the frame's head
+	}()
+	conn, err := ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := sink(resp, len(p), p[:100], conn); err != nil {
+		return nil, &rpc.SinkError{Err: err}
+	}
+	return resp, nil
+}
+
+// TestReadaheadPipes: with SpliceReads, fetches made for reads of their
+// size land in pipes; a read that takes one whole gets the pipe (its
+// bytes right, the buffer spent: a second read of it goes direct), and a
+// read of part of one gets its bytes from memory.
+func TestReadaheadPipes(t *testing.T) {
+	if !zerocopy.BigPipes() {
+		t.Skip("pipes hold at most 1 MiB here (pipe-max-size, no CAP_SYS_RESOURCE)")
+	}
+	f := newFakeFwd("fwd")
+	data := fill(6 << 20)
+	f.files[ino] = data
+	s := NewStreams(StreamConfig{Readahead: 4 << 20, SpliceReads: true,
+		Route: func(ident.ID, uint64) Caller { return sinkFwd{f, t} }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	const fh, unit = 7, 1 << 20
+	piped := 0
+	for off := 0; off < 4<<20; off += unit {
+		h := s.Readahead(caller, ino, fh, uint64(off), unit)
+		if h == nil {
+			continue
+		}
+		got := h.Data
+		if h.Pipe != nil {
+			piped++
+			got = make([]byte, h.N)
+			if err := h.Pipe.ReadAt(got, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, data[off:off+unit]) {
+			t.Fatalf("read at %d: wrong bytes (pipe %v)", off, h.Pipe != nil)
+		}
+		h.Release()
+	}
+	if piped == 0 || s.Spliced() != uint64(piped) {
+		t.Fatalf("%d reads took a pipe whole, Spliced says %d", piped, s.Spliced())
+	}
+	// a read of the first half of a fetched buffer: from memory
+	time.Sleep(50 * time.Millisecond) // the fetches ahead land
+	h := s.Readahead(caller, ino, fh, 4<<20, unit/2)
+	if h == nil || h.Pipe != nil || !bytes.Equal(h.Data, data[4<<20:4<<20+unit/2]) {
+		t.Fatalf("a part of a piped buffer: %+v", h)
+	}
+	h.Release()
+	// and its second half from the same buffer, now in memory
+	h = s.Readahead(caller, ino, fh, 4<<20+unit/2, unit/2)
+	if h == nil || !bytes.Equal(h.Data, data[4<<20+unit/2:5<<20]) {
+		t.Fatalf("the rest of a buffer read into memory: %+v", h)
+	}
+	h.Release()
+	s.Released(ino, fh)
+	if _, ra := s.InFlight(); ra != 0 {
+		t.Fatalf("%d readahead bytes held after release", ra)
 	}
 }

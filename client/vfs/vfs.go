@@ -45,12 +45,19 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 // Caller sends one request and waits for its answer (an *rpc.Client).
 type Caller interface {
 	Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error)
+}
+
+// SinkCaller is a Caller that can hand an answer's payload to a sink
+// straight off the connection (rpc.Client.CallSink).
+type SinkCaller interface {
+	CallSink(ctx context.Context, req *wire.Msg, payload []byte, sink rpc.Sink) (*wire.Msg, error)
 }
 
 // PageCaller is a Caller that can send a payload by reference

@@ -422,6 +422,7 @@ func cmdMount(args []string) error {
 	cache := fs.Bool("cache-data", false, "let the kernel cache file data (default: direct I/O)")
 	writeBehind := fs.String("write-behind", "32M", "bytes of writes sent in the background before a write waits (0: every write waits for the forwarding node)")
 	readahead := fs.String("readahead", "8M", "how far ahead of a sequential reader to fetch, per open file (0: off)")
+	spliceReads := fs.Bool("splice-reads", true, "splice readahead replies from the forwarding node's socket into the FUSE device without copying them through the mount (where pipes can hold 1 MiB: root)")
 	readCache := fs.String("read-cache", "512M", "bytes of blocks of files kept for small reads, close-to-open consistent through the change feed (docs/metadata.md, \"The block cache\"; 0: off)")
 	wbCreates := fs.Bool("writeback-creates", true, "answer creates in directories this mount holds the delegation of at once and send them in batches (false: every create waits for the metadata service)")
 	wbUnlinks := fs.Bool("writeback-unlinks", true, "with --writeback-creates, also answer removals of files in those directories at once and send them with the creates")
@@ -475,7 +476,7 @@ func cmdMount(args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
 		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned, ReadCache: rc, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+		WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned, ReadCache: rc, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
 		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay})
 	cancel()
 	if err != nil {

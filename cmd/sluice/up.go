@@ -47,6 +47,7 @@ func cmdUp(args []string) error {
 	memHuge := fs.Bool("mem-huge", true, "give the mem tier a tmpfs of its own with large folios (huge=within_size; root only, else /dev/shm's): a new chunk costs a quarter of the kernel's time")
 	exitWith := fs.String("exit-with", os.Getenv("SLUICE_EXIT_WITH"), "take the cluster down (as down --purge) when process `PID` ends, e.g. the script that started it, even if it is killed (default $SLUICE_EXIT_WITH; empty or 0: never)")
 	fs.BoolVar(&o.ExitRemove, "exit-remove", os.Getenv("SLUICE_EXIT_REMOVE") == "1", "with --exit-with: then delete the state directory too (default: $SLUICE_EXIT_REMOVE is 1)")
+	pipeMax := fs.String("pipe-max-size", "4M", "as root, raise the kernel's fs.pipe-max-size to this if it is lower: pipes then hold a 1 MiB payload and a reply's header, so the mount splices reads into the FUSE device (--splice-reads) and payloads take one pipe (0: leave it)")
 	fs.IntVar(&o.Procs, "procs", 0, "GOMAXPROCS of every daemon (not the mount), which share this host's cores (0: the Go default, one per core each)")
 	if err := parse(fs, cfg, args); err != nil {
 		return err
@@ -97,6 +98,13 @@ func cmdUp(args []string) error {
 	}
 	if o.HDDBytes, err = size.Parse(*hdd); err != nil {
 		return fmt.Errorf("--hdd: %v", err)
+	}
+	pm, err := size.Parse(*pipeMax)
+	if err != nil {
+		return fmt.Errorf("--pipe-max-size: %v", err)
+	}
+	if was, raised := raisePipeMax(int64(pm)); raised {
+		fmt.Fprintf(os.Stderr, "sluice up: fs.pipe-max-size raised from %d to %d (zero-copy reads into the FUSE device; --pipe-max-size 0 leaves it)\n", was, pm)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -174,4 +182,30 @@ func stateDir(dir string) (string, error) {
 		return d, nil
 	}
 	return "", fmt.Errorf("--dir is required (no cluster started with 'sluice up' found)")
+}
+
+// pipeMaxPath is the kernel's bound on a pipe an unprivileged process
+// (or one without CAP_SYS_RESOURCE) may size with F_SETPIPE_SZ.
+const pipeMaxPath = "/proc/sys/fs/pipe-max-size"
+
+// raisePipeMax raises fs.pipe-max-size to want if it is lower and this
+// process may write it (root); it returns the value before and whether it
+// raised it. Lower or unwritable, it leaves it: the daemons and the mount
+// then chain smaller pipes or copy.
+func raisePipeMax(want int64) (was int64, raised bool) {
+	if want <= 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile(pipeMaxPath)
+	if err != nil {
+		return 0, false
+	}
+	was, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || was >= want {
+		return was, false
+	}
+	if err := os.WriteFile(pipeMaxPath, []byte(strconv.FormatInt(want, 10)), 0o644); err != nil {
+		return was, false
+	}
+	return was, true
 }

@@ -96,6 +96,18 @@ func putBigPipe(p *pipe) {
 	}
 }
 
+// BigPipes reports whether a payload pipe holds more than a 1 MiB payload
+// and a reply's header behind it (F_SETPIPE_SZ beyond pipe-max-size needs
+// CAP_SYS_RESOURCE): SpliceReply then takes 1 MiB reads whole.
+func BigPipes() bool {
+	p, err := getBigPipe()
+	if err != nil {
+		return false
+	}
+	defer putBigPipe(p)
+	return p.size > 1<<20
+}
+
 // NewPipe returns an empty Pipe for a payload of n bytes, or nil if the
 // system's pipes are too small for it (or no pipe can be had).
 func NewPipe(n int) *Pipe {
@@ -112,6 +124,9 @@ func NewPipe(n int) *Pipe {
 
 // Len is the number of bytes held.
 func (p *Pipe) Len() int { return p.n }
+
+// Single reports whether the bytes held are in one pipe.
+func (p *Pipe) Single() bool { return len(p.segs) <= 1 }
 
 // Fill moves n bytes into the pipe: prefix (bytes of the payload already
 // read from src) copied, the rest spliced from socket src. On an error
@@ -349,6 +364,57 @@ func (p *Pipe) WriteToFile(f *os.File, at int64, off, n int) error {
 		}
 		return serr
 	})
+}
+
+// SpliceReply writes head and then the whole payload to fd (a FUSE
+// device: the reply to a read) as one splice, without copying the
+// payload through the process: head is written into a pipe of its own,
+// the payload's segments teed in behind it, and that pipe spliced into
+// fd. The payload stays in p (Release drops it). ok false: the payload
+// did not fit one pipe behind head, and nothing was written (the caller
+// sends the reply from ReadAt). ok true with an error: the splice into fd
+// failed.
+func (p *Pipe) SpliceReply(fd int, head []byte) (ok bool, err error) {
+	q, err := getBigPipe()
+	if err != nil {
+		return false, nil
+	}
+	total := len(head) + p.n
+	if total > q.size {
+		putBigPipe(q)
+		return false, nil
+	}
+	if k, err := syscall.Write(q.w, head); err != nil || k != len(head) {
+		q.close()
+		return false, nil
+	}
+	for _, sg := range p.segs {
+		if sg.n == 0 {
+			continue
+		}
+		// one tee per segment: a second would duplicate its start again
+		if t, err := teeAll(sg.p.r, q.w, sg.n); err != nil || t != sg.n {
+			q.close() // the pipe's slots ran out (small pieces): not whole
+			return false, nil
+		}
+	}
+	for left := total; left > 0; {
+		// a FUSE device takes a reply whole from one splice
+		k, err := syscall.Splice(q.r, nil, fd, nil, left, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == nil && int(k) != left {
+			err = fmt.Errorf("zerocopy: spliced %d of a %d-byte reply", k, total)
+		}
+		if err != nil {
+			q.close()
+			return true, err
+		}
+		left = 0
+	}
+	putBigPipe(q)
+	return true, nil
 }
 
 // ReadAt copies bytes [off, off+len(b)) of the payload into b.

@@ -383,3 +383,50 @@ func TestSendPages(t *testing.T) {
 		t.Fatal("Detach of an unaligned slice did not fail")
 	}
 }
+
+// SpliceReply puts a reply's header and the whole payload into one splice
+// to its target (here a pipe read back; a FUSE device in the mount), and
+// leaves the payload in the Pipe; where the payload and header do not fit
+// one pipe it writes nothing and says so.
+func TestSpliceReply(t *testing.T) {
+	if !BigPipes() {
+		t.Skip("pipes hold at most 1 MiB here (pipe-max-size, no CAP_SYS_RESOURCE)")
+	}
+	for _, network := range []string{"unix", "tcp"} {
+		for _, c := range []struct{ n, prefix int }{{1 << 20, 0}, {1 << 20, 3000}, {4096, 4096}, {300_000, 17}} {
+			in, src := pair(t, network)
+			data := randomBytes(c.n, int64(c.n+c.prefix+1))
+			go in.Write(data[c.prefix:])
+			p := NewPipe(c.n)
+			if err := p.Fill(data[:c.prefix], src, c.n); err != nil {
+				t.Fatalf("%s n %d: fill: %v", network, c.n, err)
+			}
+			var fds [2]int
+			if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fcntl(fds[1], syscall.F_SETPIPE_SZ, 4<<20); err != nil {
+				t.Skip("no 4 MiB pipe to read the reply from")
+			}
+			head := []byte("sixteen byte hdr")
+			ok, err := p.SpliceReply(fds[1], head)
+			if !ok || err != nil {
+				t.Fatalf("%s n %d: spliced %v, %v", network, c.n, ok, err)
+			}
+			got := make([]byte, len(head)+c.n)
+			if _, err := io.ReadFull(os.NewFile(uintptr(fds[0]), "r"), got); err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(fds[1])
+			if !bytes.Equal(got[:len(head)], head) || !bytes.Equal(got[len(head):], data) {
+				t.Fatalf("%s n %d: the reply's bytes differ", network, c.n)
+			}
+			// the payload stays for another reader
+			b := make([]byte, c.n)
+			if err := p.ReadAt(b, 0); err != nil || !bytes.Equal(b, data) {
+				t.Fatalf("%s n %d: after the reply, ReadAt: %v", network, c.n, err)
+			}
+			p.Release()
+		}
+	}
+}

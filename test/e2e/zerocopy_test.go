@@ -79,11 +79,48 @@ func TestZeroCopyReads(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
+	// a sequential reader of 1 MiB reads: the readahead's fetches are
+	// taken whole, from pipes, their replies spliced into the FUSE device
+	// (the mount's --splice-reads, where `sluice up` could give pipes
+	// room for 1 MiB and a header)
+	seq := func() {
+		g, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		var got []byte
+		buf := make([]byte, 1<<20)
+		for {
+			k, err := g.Read(buf)
+			got = append(got, buf[:k]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("sequential read: %d bytes of %d, not the bytes written", len(got), len(want))
+		}
+	}
+	seq()
+	if pm, err := os.ReadFile("/proc/sys/fs/pipe-max-size"); err == nil {
+		if v, _ := strconv.Atoi(strings.TrimSpace(string(pm))); v > 1<<20 {
+			spliced := sumCounter(t, c, base, "sluice_client_spliced_reads_total")
+			t.Logf("reads spliced from readahead pipes into the FUSE device: %g", spliced)
+			if spliced == 0 {
+				t.Fatal("no sequential read was spliced into the FUSE device")
+			}
+		}
+	}
 	copy(want[10:], pattern(8, 5000))
 	if err := os.WriteFile(p, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	check(0, 1<<20)
+	seq() // the readahead of the file as it is now
 	sendfiles := sumCounter(t, c, base, "sluice_data_sendfile_reads_total")
 	splices := sumCounter(t, c, base, "sluice_fwd_spliced_reads_total")
 	t.Logf("reads answered by sendfile: %g, spliced by forwarding daemons: %g", sendfiles, splices)

@@ -23,6 +23,17 @@ func (r *fuseFD) write(req *request) Status {
 		if ws, ok := req.readResult.(withSlice); ok {
 			return r.writeWithSlice(req, ws)
 		}
+		// sluice patch: a result that splices its reply itself
+		if rs, ok := req.readResult.(ReplySplicer); ok && len(req.outDataBuf) == 0 && req.status.Ok() {
+			var done bool
+			var err error
+			if cerr := r.withFD(func(fd int) { done, err = rs.SpliceReply(fd, req.outHeaderBuf) }); cerr != nil {
+				return ToStatus(cerr)
+			}
+			if done {
+				return ToStatus(err)
+			}
+		}
 
 		if r.server.canSplice && !r.server.opts.DisableSplice {
 			err := r.trySplice(req, req.readResult)

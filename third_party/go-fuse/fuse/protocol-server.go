@@ -101,7 +101,8 @@ func (ms *protocolServer) handleRequest(h *operationHandler, req *request) {
 	if req.readResult != nil && ms.opts.DisableSplice {
 		_, vectored := req.readResult.(withSlice)
 		_, readv := req.readResult.(withReadv)
-		if !vectored && !(readv && ms.useReadv) {
+		_, splicer := req.readResult.(ReplySplicer) // sluice patch: it splices itself
+		if !vectored && !splicer && !(readv && ms.useReadv) {
 			req.outPayload, req.status = req.readResult.Bytes(req.outPayload)
 			req.readResult.Done()
 			req.readResult = nil

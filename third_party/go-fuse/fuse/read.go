@@ -57,6 +57,17 @@ type withReadv interface {
 	Readv(dst [][]byte) (int, Status)
 }
 
+// ReplySplicer is a ReadResult that writes its whole reply, header first,
+// to the FUSE device itself: a payload held in a pipe is spliced there
+// without passing through the process (sluice patch). header is the
+// reply's serialized header (its length counts Size() bytes of payload).
+// ok false: it could not (nothing was written), and the reply goes out
+// as usual, from Bytes; ok true with an error: the write to the device
+// failed, as a writev of the reply would have.
+type ReplySplicer interface {
+	SpliceReply(fd int, header []byte) (ok bool, err error)
+}
+
 // withSpliceFlags is a ReadResult carrying splice(2) flags for the write to
 // /dev/fuse.
 type withSpliceFlags interface {
