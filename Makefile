@@ -50,7 +50,7 @@ posix:
 # The streaming client and the concurrent paths once more with the race
 # detector in every daemon.
 e2e-race:
-	SLUICE_E2E_RACE=1 SLUICE_FSX=mem $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates|TestWritebackUnlinks|TestWritebackDirectories|TestWritebackTreeModel|TestOwnedFiles|TestOwnedModel|TestFsxModel' ./test/e2e
+	SLUICE_E2E_RACE=1 SLUICE_FSX=mem $(GO) test -count=1 -timeout 20m -run 'TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestMetaCacheCoherent|TestWritebackCreates|TestWritebackUnlinks|TestWritebackDirectories|TestWritebackTreeModel|TestOwnedFiles|TestOwnedModel|TestWritebackCloses|TestFsxModel' ./test/e2e
 
 # The data-path comparison (docs/benchmarks.md); the smoke run uses small
 # sizes so the harness never rots.

@@ -74,6 +74,11 @@ type Config struct {
 	// network), so tests can widen the window in which another node's
 	// change is known to the service but not yet here. 0: none.
 	FeedDelay time.Duration
+	// WritebackDelay is a fault: with WritebackCloses, a write in the
+	// background goes this much later (a slow forwarding node seen by
+	// those writes alone, and so by the closes' reports that wait for
+	// them; tests).
+	WritebackDelay time.Duration
 	// CacheData lets the kernel cache file data (no direct I/O). Off by
 	// default: checkpoint semantics.
 	CacheData bool
@@ -92,6 +97,12 @@ type Config struct {
 	// (vfs.Owned; default 64 MiB; negative: off). Needs WritebackCreates;
 	// off with CacheData.
 	OwnedCache int64
+	// WritebackCloses bounds the closes of owned files that return before
+	// their writes and size reach the service, which they then do in the
+	// background (vfs.Owned.DeferClose; default 256; negative: every close
+	// waits). With it a write of a file not yet sent does not wait for the
+	// batch that creates it either.
+	WritebackCloses int
 	// CreateFlush bounds how long such a create waits before it is sent
 	// (default 10 ms).
 	CreateFlush time.Duration
@@ -247,7 +258,8 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	fs.rt = vfs.NewRouter(rc)
 	cc.Route = fs.rt.Pick
 	if cfg.OwnedCache >= 0 && !cfg.CacheData && cfg.WritebackCreates {
-		fs.own = vfs.NewOwned(vfs.OwnedConfig{Budget: cfg.OwnedCache, Promote: fs.promote, Log: fs.log})
+		fs.own = vfs.NewOwned(vfs.OwnedConfig{Budget: cfg.OwnedCache, Promote: fs.promote,
+			MaxClosing: cfg.WritebackCloses, Log: fs.log})
 		cc.Owned = fs.own
 	}
 	fs.wb = vfs.NewCreates(cc)
@@ -305,10 +317,12 @@ func (fs *FS) Ship(ctx context.Context) {
 	}
 }
 
-// Close sends the creates not yet sent, drops the connections and gives
+// Close sends the creates not yet sent and the closes' reports on their
+// way, drops the connections and gives
 // back the block cache's memory.
 func (fs *FS) Close() {
 	fs.wb.DropAll()
+	fs.own.WaitAllClosed() // write-back closes: what DropAll's recalls did not wait for
 	fs.bc.DropAll()
 	fs.rt.Close()
 	if fs.mc != nil {
@@ -343,6 +357,14 @@ func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payloa
 // writes are recorded for Beacon by Read and Write (with the latency the
 // application saw), everything else here.
 func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
+	// a close of the file on its way goes first (write-back closes)
+	fs.own.WaitClosed(m.Ino)
+	return fs.send(h, id, m, payload, into)
+}
+
+// send is callAs without waiting for the closes of m's file on their way
+// (which is one of them).
+func (fs *FS) send(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
 	m.Who, m.Client = id, fs.dc.ID()
 	fs.wb.SettleFor(m)
 	// The kernel interrupts a request when the caller gets any signal (Go

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -151,6 +152,7 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 		}
 	}
 	fs.wb.Settle(in.NodeId)
+	fs.own.WaitClosed(in.NodeId)
 	// writes in flight that end past the read's start change what it
 	// returns: their bytes, or the size it is clamped to
 	fs.st.WaitWrites(in.NodeId, in.Offset, ^uint64(0))
@@ -240,7 +242,18 @@ func (fs *FS) write(in *fuse.WriteIn, data []byte, release func()) (uint32, fuse
 	id := fs.ident(&in.InHeader, wire.OpWrite)
 	fs.dc.ForgetFile(in.NodeId)
 	fs.bc.Drop(in.NodeId)
-	fs.wb.Settle(in.NodeId)
+	var before func() // the file's create, sent before the write goes
+	if fs.closesBehind() {
+		ino := in.NodeId // in is go-fuse's, reused once this returns
+		before = func() {
+			fs.wb.Settle(ino)
+			if d := fs.cfg.WritebackDelay; d > 0 {
+				time.Sleep(d) // fault injection
+			}
+		}
+	} else {
+		fs.wb.Settle(in.NodeId)
+	}
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 		if st := fs.killPriv(&in.InHeader, in.NodeId); st != fuse.OK {
 			if release != nil {
@@ -255,7 +268,7 @@ func (fs *FS) write(in *fuse.WriteIn, data []byte, release func()) (uint32, fuse
 		defer fs.dropPages(in.NodeId)
 	}
 	fs.own.BeginWrite(in.NodeId)
-	err := fs.st.WriteKept(id, in.NodeId, in.Fh, off, data, release)
+	err := fs.st.WriteAfter(id, in.NodeId, in.Fh, off, data, release, before)
 	// again, the write now in flight (a block fetch waits for it): a
 	// fetch that began before it was is not kept
 	fs.bc.Drop(in.NodeId)
@@ -302,24 +315,66 @@ func (fs *FS) killPriv(h *fuse.InHeader, ino uint64) fuse.Status {
 // another node that opens the file next sees them (close-to-open).
 // The attributes the report leaves the file with answer this node's next
 // stat (vfs.DirCache.NoteFileAttr), unless it changed meanwhile.
+//
+// A close of an owned file returns at once (write-back closes,
+// vfs.Owned.DeferClose): its writes and its report go in the background,
+// and the file stays owned (out of every other client's reach, and this
+// mount's own requests naming it wait) until they went. If they fail, the
+// error is logged and left on the file for its next write, close or
+// fsync.
 func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if _, w := fs.st.ExtentOf(in.Fh); !w {
 		return fuse.OK
 	}
 	epoch := fs.dc.FileEpoch()
-	if err := fs.st.Drain(in.NodeId); err != nil {
+	id := fs.ident(&in.InHeader, wire.OpFlush)
+	if fs.closesBehind() && !fs.st.Failed(in.NodeId) {
+		if done, ok := fs.own.DeferClose(in.NodeId); ok {
+			fs.met.wbCloses.Inc()
+			// in is go-fuse's, reused once this returns
+			h, ino, fh := in.InHeader, in.NodeId, in.Fh
+			go func() {
+				err := fs.flush(&h, id, ino, fh, epoch)
+				done()
+				if err != nil {
+					fs.log.Error("a close that returned before its writes reached the forwarding node failed: the file's data may be lost",
+						"ino", ino, "err", err)
+					fs.st.KeepErr(ino, err)
+					fs.own.Disown(ino)
+				}
+			}()
+			return fuse.OK
+		}
+	}
+	if err := fs.flush(&in.InHeader, id, in.NodeId, in.Fh, epoch); err != nil {
 		fs.own.Disown(in.NodeId) // the bytes kept here may not be the file's
 		return fuse.Status(rpc.Errno(err))
 	}
-	e, _ := fs.st.ExtentOf(in.Fh)
-	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFlush, Ino: in.NodeId, Size: e.End, Trunc: e.Gen}, nil, nil)
-	if st == fuse.OK {
-		fs.st.Flushed(in.Fh, e)
-		fs.dc.NoteFileAttr(resp.Attr, resp.Gen, epoch)
-	} else {
-		fs.own.Disown(in.NodeId)
+	return fuse.OK
+}
+
+// closesBehind says whether closes of owned files may return before their
+// report (and writes before their file's create is sent).
+func (fs *FS) closesBehind() bool {
+	return fs.own != nil && fs.cfg.WritebackCloses >= 0 && fs.cfg.WriteBehind > 0
+}
+
+// flush waits for ino's writes and reports the size handle fh's writes
+// reached to the service (close-to-open); the attributes the report
+// leaves the file with answer this node's next stat unless changes
+// after file epoch epoch came first.
+func (fs *FS) flush(h *fuse.InHeader, id ident.ID, ino, fh, epoch uint64) error {
+	if err := fs.st.Drain(ino); err != nil {
+		return err
 	}
-	return st
+	e, _ := fs.st.ExtentOf(fh)
+	resp, _, st := fs.send(h, id, &wire.Msg{Op: wire.OpFlush, Ino: ino, Size: e.End, Trunc: e.Gen}, nil, nil)
+	if st != fuse.OK {
+		return syscall.Errno(st)
+	}
+	fs.st.Flushed(fh, e)
+	fs.dc.NoteFileAttr(resp.Attr, resp.Gen, epoch)
+	return nil
 }
 
 // Fsync implements fuse.RawFileSystem: durable on the tier's medium.
@@ -338,6 +393,7 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 // Release implements fuse.RawFileSystem.
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	fs.own.WaitClosed(in.NodeId) // its close's report reads its extent
 	fs.app.Released(in.Fh)
 	remote := fs.own.Release(in.Fh)
 	fs.st.Released(in.NodeId, in.Fh)

@@ -38,6 +38,7 @@ type clientMetrics struct {
 	latency   *prometheus.HistogramVec // op
 	local     prometheus.Counter       // answered from the directory cache
 	wbLocal   prometheus.Counter       // creates answered here (write-back)
+	wbCloses  prometheus.Counter       // closes that returned before their report (write-back)
 	wbUnlinks prometheus.Counter       // removals answered here (write-back)
 	owned     prometheus.Counter       // opens and reads of owned files answered here
 	cached    prometheus.Counter       // reads answered from the block cache
@@ -56,6 +57,8 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 			Help: "Directory getattrs and lookups of absent names answered by the mount without a round trip."}),
 		wbLocal: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_writeback_creates_total",
 			Help: "Creates answered by the mount and sent to the metadata service in batches."}),
+		wbCloses: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_writeback_closes_total",
+			Help: "Closes of owned files that returned before their writes and size reached the service (sent in the background)."}),
 		wbUnlinks: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_writeback_unlinks_total",
 			Help: "Removals answered by the mount and sent to the metadata service in batches."}),
 		owned: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_client_owned_answers_total",
@@ -66,7 +69,8 @@ func newClientMetrics(reg prometheus.Registerer, fs *FS) clientMetrics {
 	stream := func(name, help string, v func() int64) prometheus.GaugeFunc {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
 	}
-	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbUnlinks, m.owned, m.cached,
+	reg.MustRegister(m.requests, m.latency, m.local, m.wbLocal, m.wbCloses, m.wbUnlinks, m.owned, m.cached,
+		stream("sluice_client_writeback_closing", "Closes of owned files whose writes and size are on their way.", func() int64 { return int64(fs.own.Closing()) }),
 		stream("sluice_client_block_cache_bytes", "Bytes the block cache holds.", func() int64 { b, _, _ := fs.bc.Stats(); return b }),
 		stream("sluice_client_block_cache_mapped_bytes", "Memory the block cache's blocks take outside the Go heap.", fs.bc.Mapped),
 		stream("sluice_client_owned_files", "Files this mount owns (their bytes kept here).", func() int64 { return int64(fs.own.Len()) }),

@@ -36,10 +36,12 @@ import (
 // and answers read-only opens and reads of it by itself
 // (client/vfs/owned.go). Nobody else can know the file before the batch,
 // and afterwards only by naming it in the directory (which recalls), or
-// from a change feed that told another mount the new name: so an open for
-// writing (or truncating) and a size change of an owned file by another
-// client recall the delegation too, and the holder gives the file up
-// before it gives the delegation back. The files go with the delegation.
+// from a change feed that told another mount the new name: so an open, a
+// getattr and a size change of an owned file by another client recall the
+// delegation too (the holder may have closed it with its writes and size
+// still on their way: write-back closes), and the holder sends those and
+// gives the file up before it gives the delegation back. The files go
+// with the delegation.
 //
 // Delegations live in memory: after a restart none is held, and a holder
 // that learns of it from the feed (changes lost) sends what it holds and
@@ -126,12 +128,15 @@ func namespaceOp(op wire.Op) bool {
 	return false
 }
 
-// ownedOp says whether m may change the bytes of a file it names without
-// naming a directory: an open for writing or truncating (a size change is
-// a setattr, a namespaceOp). Such a request recalls the delegation owning
-// the file, if another client holds it.
+// ownedOp says whether m reaches a file it names without naming a
+// directory, so as to see or change its bytes: an open, whatever its
+// flags. Such a request, a getattr and a size change (both namespaceOps)
+// recall the delegation owning the file, if another client holds it: its
+// holder may be changing the file, or have closed it with its writes and
+// size still on their way (write-back closes), and another client's open
+// or stat must see them (close-to-open).
 func ownedOp(m *wire.Msg) bool {
-	return m.Op == wire.OpOpen && (m.Flags&syscall.O_ACCMODE != syscall.O_RDONLY || m.Flags&syscall.O_TRUNC != 0)
+	return m.Op == wire.OpOpen
 }
 
 // othersDelegs returns the directories m names that are delegated to
@@ -151,7 +156,10 @@ func (s *Service) othersDelegs(m *wire.Msg) []uint64 {
 			held = append(held, dir)
 		}
 	}
-	if ownedOp(m) || m.Op == wire.OpSetattr && m.Mask&wire.SetSize != 0 {
+	// (a getattr without a client is a forwarding daemon's own, for a
+	// request that already passed here: a read after its open, or the
+	// holder's write)
+	if ownedOp(m) || m.Op == wire.OpGetattr && m.Client != 0 || m.Op == wire.OpSetattr && m.Mask&wire.SetSize != 0 {
 		if dir, ok := d.file[m.Ino]; ok {
 			if h := d.dir[dir]; h != nil && h.client != m.Client {
 				held = append(held, dir)

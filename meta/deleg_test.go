@@ -369,13 +369,20 @@ func TestOwnedFileRecall(t *testing.T) {
 			t.Fatalf("%v by client %d of inode %d ended the delegation", m.Op, m.Client, m.Ino)
 		}
 	}
-	// reading, the holder's own writing, and writing a file not owned
-	// leave the delegation alone
-	quick(&wire.Msg{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_RDONLY})
+	// the holder's own opens and stats, and another client's of a file
+	// not owned, leave the delegation alone
 	quick(&wire.Msg{Op: wire.OpOpen, Client: a, Ino: ino, Flags: syscall.O_RDWR})
+	quick(&wire.Msg{Op: wire.OpGetattr, Client: a, Ino: ino})
 	quick(&wire.Msg{Op: wire.OpOpen, Client: b, Ino: ino + 1, Flags: syscall.O_WRONLY})
+	quick(&wire.Msg{Op: wire.OpOpen, Client: b, Ino: ino + 1, Flags: syscall.O_RDONLY})
+	quick(&wire.Msg{Op: wire.OpGetattr, Client: b, Ino: ino + 1})
+	quick(&wire.Msg{Op: wire.OpGetattr, Ino: ino}) // a forwarding daemon's own
 	quick(&wire.Msg{Op: wire.OpSetattr, Client: b, Ino: ino + 1, Mask: wire.SetSize})
+	// another client's open or stat of an owned file recalls: the
+	// holder may have closed it with its writes on their way
 	for _, m := range []*wire.Msg{
+		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_RDONLY},
+		{Op: wire.OpGetattr, Client: b, Ino: ino},
 		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_WRONLY},
 		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_RDONLY | syscall.O_TRUNC},
 		{Op: wire.OpSetattr, Client: b, Ino: ino, Mask: wire.SetSize},

@@ -54,10 +54,14 @@ type DirCache struct {
 	// files are regular files' attributes as this mount's own size
 	// report at close left them (NoteFileAttr): a stat after a close is
 	// answered here. fileEpoch counts this mount's changes to files
-	// (ForgetFile, ForgetFiles): a report that a change overtook is not
-	// kept.
-	files     map[uint64]wire.Attr
-	fileEpoch uint64
+	// (ForgetFile, ForgetFiles); changed is the count at each file's last
+	// change (ForgetFile; at most FileCacheMax, then cleared), allChanged
+	// at the last change of them all: a report that a change to its file
+	// overtook is not kept.
+	files      map[uint64]wire.Attr
+	fileEpoch  uint64
+	changed    map[uint64]uint64
+	allChanged uint64
 }
 
 // FileCacheMax bounds the files' attributes held; past it they are dropped.
@@ -68,7 +72,7 @@ func NewDirCache(enabled bool) *DirCache {
 	var b [8]byte
 	rand.Read(b[:])
 	return &DirCache{enabled: enabled, id: binary.LittleEndian.Uint64(b[:])>>1 | 1, dirs: map[uint64]*dirState{},
-		files: map[uint64]wire.Attr{}}
+		files: map[uint64]wire.Attr{}, changed: map[uint64]uint64{}}
 }
 
 // ID is the mount's origin id in the change feed.
@@ -186,8 +190,8 @@ func (c *DirCache) FileEpoch() uint64 {
 
 // NoteFileAttr keeps a regular file's attributes that this mount's size
 // report at close returned (served at feed position gen), unless a change
-// of this mount's (since epoch FileEpoch) or of another node's (the feed)
-// came after it. The metadata service leaves that report's own change out
+// of this mount's to that file (since epoch FileEpoch) or of another
+// node's (the feed) came after it. The metadata service leaves that report's own change out
 // of this mount's feed (its origin is this mount), so the entry lives
 // until the file changes again.
 func (c *DirCache) NoteFileAttr(a *wire.Attr, gen, epoch uint64) {
@@ -196,7 +200,7 @@ func (c *DirCache) NoteFileAttr(a *wire.Attr, gen, epoch uint64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.validLocked(gen) || c.fileEpoch != epoch {
+	if !c.validLocked(gen) || c.allChanged > epoch || c.changed[a.Ino] > epoch {
 		return
 	}
 	if len(c.files) >= FileCacheMax {
@@ -219,6 +223,11 @@ func (c *DirCache) ForgetFile(ino uint64) {
 	c.mu.Lock()
 	c.fileEpoch++
 	delete(c.files, ino)
+	if len(c.changed) >= FileCacheMax {
+		c.changed = map[uint64]uint64{}
+		c.allChanged = c.fileEpoch
+	}
+	c.changed[ino] = c.fileEpoch
 	c.mu.Unlock()
 }
 
@@ -228,6 +237,7 @@ func (c *DirCache) ForgetFile(ino uint64) {
 func (c *DirCache) ForgetFiles() {
 	c.mu.Lock()
 	c.fileEpoch++
+	c.allChanged = c.fileEpoch
 	if len(c.files) > 0 {
 		c.files = map[uint64]wire.Attr{}
 	}

@@ -161,6 +161,15 @@ func TestDirCacheFileAttrs(t *testing.T) {
 	if _, ok := c.FileAttr(9); ok {
 		t.Fatal("a report overtaken by a write was kept")
 	}
+	// a write of another file meanwhile does not matter (write-back
+	// closes report long after their epoch)
+	e = c.FileEpoch()
+	c.ForgetFile(10)
+	c.NoteFileAttr(f, 5, e)
+	if _, ok := c.FileAttr(9); !ok {
+		t.Fatal("a report overtaken by another file's write was not kept")
+	}
+	c.ForgetFile(9)
 	// served before an invalidation that is out already: not kept
 	c.Advance(7, false, nil)
 	c.NoteFileAttr(f, 6, c.FileEpoch())

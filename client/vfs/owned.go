@@ -26,6 +26,13 @@ import (
 // (Promote), so an unlink that follows keeps the file for them, and their
 // reads go to the forwarding node from then on.
 //
+// Write-back closes: a close of an owned file may return before its
+// writes and its size reach the service (DeferClose; the client's Flush
+// sends them in the background). The file stays owned until they have:
+// Disown waits for them, so a recall (another client's open or getattr of
+// the file, or any request naming its directory) finds them sent, and the
+// mount's own requests naming the file wait for them (WaitClosed).
+//
 // Beacon still records every read and open answered here (the adapter
 // does); the forwarding node does not see them, so the file's last access
 // the service knows for coolness is its last write.
@@ -38,7 +45,10 @@ type OwnedConfig struct {
 	// Promote opens at the service a handle that was opened here; tag is
 	// what OpenLocal was given. False: it could not (logged by the caller).
 	Promote func(ino uint64, tag any) bool
-	Log     *slog.Logger
+	// MaxClosing bounds the closes of owned files whose report is on its
+	// way (DeferClose; default 256; negative: none deferred).
+	MaxClosing int
+	Log        *slog.Logger
 }
 
 type ownedFile struct {
@@ -47,6 +57,7 @@ type ownedFile struct {
 	data    []byte // the file's bytes (its size is len)
 	writers int    // open handles that may write
 	writing int    // writes under way
+	closing int    // closes whose report is on its way (DeferClose)
 }
 
 type ownedHandle struct {
@@ -76,6 +87,8 @@ type Owned struct {
 	byName  map[ownedName]uint64
 	handles map[uint64]*ownedHandle // file handle → handle, of files owned when opened
 	bytes   int64                   // held by files' data
+	closing int                     // closes on their way, of all files
+	closed  *sync.Cond              // on mu: a close's report went, or a file was forgotten
 }
 
 // NewOwned returns an empty set of owned files; nil configuration
@@ -87,11 +100,89 @@ func NewOwned(cfg OwnedConfig) *Owned {
 	if cfg.Budget == 0 {
 		cfg.Budget = 64 << 20
 	}
+	if cfg.MaxClosing == 0 {
+		cfg.MaxClosing = 256
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Owned{cfg: cfg, files: map[uint64]*ownedFile{}, byDir: map[uint64]map[uint64]bool{},
+	o := &Owned{cfg: cfg, files: map[uint64]*ownedFile{}, byDir: map[uint64]map[uint64]bool{},
 		byName: map[ownedName]uint64{}, handles: map[uint64]*ownedHandle{}}
+	o.closed = sync.NewCond(&o.mu)
+	return o
+}
+
+// DeferClose lets a close of owned file ino return before its report (its
+// writes, then its size) reaches the service: the file stays owned, so no
+// other client can open it or see its size, and this mount's own
+// requests naming it wait (WaitClosed), until done is called once the
+// report went (or failed). ok is false when ino is not owned or
+// MaxClosing closes are on their way already: the close then reports
+// before it returns.
+func (o *Owned) DeferClose(ino uint64) (done func(), ok bool) {
+	if o.Len() == 0 || o.cfg.MaxClosing < 0 {
+		return nil, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f := o.files[ino]
+	if f == nil || o.closing >= o.cfg.MaxClosing {
+		return nil, false
+	}
+	f.closing++
+	o.closing++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			o.mu.Lock()
+			f.closing--
+			o.closing--
+			o.mu.Unlock()
+			o.closed.Broadcast()
+		})
+	}, true
+}
+
+// WaitClosed waits until no close of ino is on its way (DeferClose).
+func (o *Owned) WaitClosed(ino uint64) {
+	if o.Len() == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.waitClosedLocked(ino)
+}
+
+// waitClosedLocked is WaitClosed. Caller holds mu.
+func (o *Owned) waitClosedLocked(ino uint64) {
+	for {
+		if f := o.files[ino]; f == nil || f.closing == 0 {
+			return
+		}
+		o.closed.Wait()
+	}
+}
+
+// WaitAllClosed waits until no close is on its way (the mount closes).
+func (o *Owned) WaitAllClosed() {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for o.closing > 0 {
+		o.closed.Wait()
+	}
+}
+
+// Closing is the number of closes whose report is on its way.
+func (o *Owned) Closing() int {
+	if o == nil {
+		return 0
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closing
 }
 
 // Len is the number of files owned.
@@ -337,6 +428,11 @@ func (o *Owned) disownAll(inos []uint64) {
 
 func (o *Owned) disown(ino uint64, promote bool) {
 	o.mu.Lock()
+	if promote {
+		// what the service is to see of it first: its closes' reports
+		// (a file forgotten has no service to see it)
+		o.waitClosedLocked(ino)
+	}
 	f := o.files[ino]
 	if f == nil {
 		o.mu.Unlock()
@@ -350,6 +446,9 @@ func (o *Owned) disown(ino uint64, promote bool) {
 	}
 	o.n.Add(-1)
 	o.bytes -= int64(len(f.data))
+	if f.closing > 0 {
+		o.closed.Broadcast() // forgotten: nobody waits for its reports
+	}
 	var local []*ownedHandle
 	for fh, h := range o.handles {
 		switch {

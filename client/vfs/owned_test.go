@@ -277,3 +277,75 @@ func TestOwnedModel(t *testing.T) {
 		}
 	}
 }
+
+// A close on its way (DeferClose) keeps the file owned: a recall, a
+// disown and WaitClosed wait for its report, MaxClosing bounds how many
+// are on their way, and a file forgotten (its create refused) releases
+// whoever waits.
+func TestOwnedDeferredClose(t *testing.T) {
+	b := newOwnedBed(t, 1<<10, 1<<20)
+	b.own.cfg.MaxClosing = 2
+	ino, _ := b.create(t, "a", 500)
+	b.write(t, ino, 0, "x")
+	done, ok := b.own.DeferClose(ino)
+	if !ok || b.own.Closing() != 1 {
+		t.Fatal("close of an owned file not deferred")
+	}
+	if _, ok := b.own.DeferClose(ino + 100); ok {
+		t.Fatal("close of a file not owned deferred")
+	}
+	done2, ok := b.own.DeferClose(ino)
+	if !ok {
+		t.Fatal("second close not deferred")
+	}
+	if _, ok := b.own.DeferClose(ino); ok {
+		t.Fatal("more closes on their way than MaxClosing")
+	}
+	waited := make(chan struct{})
+	go func() { b.own.WaitClosed(ino); close(waited) }()
+	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: strconv.FormatUint(b.dc.ID(), 10), Ino: 10}})
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-waited:
+		t.Fatal("WaitClosed returned with closes on their way")
+	default:
+	}
+	if !b.own.Owns(ino) {
+		t.Fatal("disowned (recalled) with closes on their way")
+	}
+	b.meta.mu.Lock()
+	undelegs := len(b.meta.undelegs)
+	b.meta.mu.Unlock()
+	if undelegs != 0 {
+		t.Fatal("delegation given back with closes on their way")
+	}
+	done()
+	done() // once only
+	if b.own.Closing() != 1 || !b.own.Owns(ino) {
+		t.Fatalf("after one report: %d on their way, owned %v", b.own.Closing(), b.own.Owns(ino))
+	}
+	done2()
+	<-waited
+	b.meta.waitOp(t, wire.OpUndelegate)
+	if b.own.Owns(ino) || b.own.Closing() != 0 {
+		t.Fatal("still owned after the reports and the recall")
+	}
+
+	// a forgotten file wakes its waiters
+	b2 := newOwnedBed(t, 1<<10, 1<<20)
+	ino2, _ := b2.create(t, "b", 500)
+	done3, _ := b2.own.DeferClose(ino2)
+	waited2 := make(chan struct{})
+	go func() { b2.own.WaitClosed(ino2); close(waited2) }()
+	time.Sleep(10 * time.Millisecond)
+	b2.own.Forget(ino2)
+	select {
+	case <-waited2:
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitClosed of a forgotten file did not return")
+	}
+	done3()
+	if b2.own.Closing() != 0 {
+		t.Fatal("closing count after a forgotten file's report")
+	}
+}

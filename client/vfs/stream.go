@@ -118,6 +118,14 @@ func (s *Streams) Write(id ident.ID, ino, fh, off uint64, data []byte) error {
 // background or data is not whole pages (the copy then goes), else once
 // the write is answered. data is not to be changed until then.
 func (s *Streams) WriteKept(id ident.ID, ino, fh, off uint64, data []byte, release func()) error {
+	return s.WriteAfter(id, ino, fh, off, data, release, nil)
+}
+
+// WriteAfter is WriteKept, with before (if not nil) called just before
+// the write is sent: in the background for a write in the background
+// (the creates the write depends on are sent there, Creates.Settle, so
+// the caller does not wait for them).
+func (s *Streams) WriteAfter(id ident.ID, ino, fh, off uint64, data []byte, release, before func()) error {
 	handed := release != nil
 	if !handed {
 		release = func() {}
@@ -130,6 +138,9 @@ func (s *Streams) WriteKept(id ident.ID, ino, fh, off uint64, data []byte, relea
 		return err
 	}
 	if !background {
+		if before != nil {
+			before()
+		}
 		err := s.send(id, ino, fh, w, data, false)
 		release()
 		return err
@@ -145,6 +156,9 @@ func (s *Streams) WriteKept(id ident.ID, ino, fh, off uint64, data []byte, relea
 		s.kept.Add(1)
 	}
 	go func() {
+		if before != nil {
+			before()
+		}
 		if err := s.send(id, ino, fh, w, buf, true); err != nil {
 			s.cfg.Log.Error("background write failed", "ino", ino, "off", off, "len", len(buf), "err", err)
 		}
@@ -366,6 +380,26 @@ func (s *Streams) Drain(ino uint64) error {
 	st.err = nil
 	s.tidyLocked(ino)
 	return err
+}
+
+// Failed reports whether a background write of ino failed and its error
+// was not yet returned.
+func (s *Streams) Failed(ino uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.io[ino]
+	return st != nil && st.err != nil
+}
+
+// KeepErr leaves err on ino for its next write, flush or fsync to return
+// (a close that returned before its writes failed: Drain took err), unless
+// another error waits there already.
+func (s *Streams) KeepErr(ino uint64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.ioLocked(ino); st.err == nil {
+		st.err = err
+	}
 }
 
 // HasWrites reports whether ino has writes in flight.

@@ -410,6 +410,15 @@ func noCacheIfZero(d time.Duration) time.Duration {
 	return d
 }
 
+// negativeIfZero maps a count flag's 0 (off) to the configuration's
+// negative off.
+func negativeIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 func cmdMount(args []string) error {
 	fs, cfg := flagSet("mount")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
@@ -428,11 +437,13 @@ func cmdMount(args []string) error {
 	wbUnlinks := fs.Bool("writeback-unlinks", true, "with --writeback-creates, also answer removals of files in those directories at once and send them with the creates")
 	createFlush := fs.Duration("create-flush", 10*time.Millisecond, "how long a write-back create may wait before it is sent")
 	ownedCache := fs.String("owned-cache", "64M", "with --writeback-creates, bytes kept of small files this mount created, which answer read-only opens and reads here until another node needs them (0: off)")
+	wbCloses := fs.Int("writeback-closes", 256, "with --owned-cache, closes of files this mount owns that may return before their writes and size reach the service, which they do in the background; the file stays out of other nodes' reach until then (0: every close waits)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	attrTO := fs.Duration("attr-timeout", time.Second, "how long the kernel may cache attributes (0: every stat reaches the metadata service)")
 	entryTO := fs.Duration("entry-timeout", time.Second, "how long the kernel may cache name lookups (0: no caching)")
 	metaCache := fs.Duration("meta-cache", 60*time.Second, "how long the kernel may cache lookups and attributes while the mount follows the metadata change feed (0: do not follow it; --attr-timeout and --entry-timeout apply)")
 	feedDelay := fs.Duration("fault-feed-delay", 0, "fault injection: apply each batch of the metadata change feed this much later (a slow metadata service; tests)")
+	wbDelay := fs.Duration("fault-writeback-delay", 0, "fault injection: with --writeback-closes, writes in the background go this much later, and so do the reports of the closes that returned before them (tests)")
 	mon := addMonitorFlags(fs)
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	if err := parse(fs, cfg, args); err != nil {
@@ -476,8 +487,8 @@ func cmdMount(args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
 		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned, ReadCache: rc, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
-		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay})
+		WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned, WritebackCloses: negativeIfZero(*wbCloses), ReadCache: rc, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay, WritebackDelay: *wbDelay})
 	cancel()
 	if err != nil {
 		return err

@@ -485,3 +485,97 @@ func firstDiff(x, y []byte) int {
 	}
 	return min(len(x), len(y))
 }
+
+// TestWritebackCloses: mount b closes small files it owns before their
+// writes and sizes reach the forwarding node (its background writes held
+// back 300 ms by a fault), and yet the other mount, whose lookup of a new
+// name recalls b's delegation, reads every file whole at once: b sends
+// the closes' writes and reports before it gives the delegation back.
+// b's own stat right after such a close sees the size, and an fsync
+// through a new handle after one finds the bytes there. Fails if a recall
+// does not wait for the reports (checked).
+func TestWritebackCloses(t *testing.T) {
+	c := startCluster(t)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	maddr := ln.Addr().String()
+	ln.Close()
+	a, b := c.mnt, c.mount2(t, "--metrics", maddr, "--fault-writeback-delay", "300ms")
+	if err := os.Mkdir(filepath.Join(b, "wbc"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// a holds the directory's complete (empty) listing; its recall of
+	// b's delegation, if any, cools down
+	if es, err := os.ReadDir(filepath.Join(a, "wbc")); err != nil || len(es) != 0 {
+		t.Fatalf("listing on a: %v %v", es, err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	content := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 1000+i*700) }
+	// the first create asks for the delegation
+	if err := os.WriteFile(filepath.Join(b, "wbc", "first"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() bool {
+		return metric(t, maddr, "sluice_client_writeback_creates_total") > 0
+	}, "b holds the delegation")
+	before := metric(t, maddr, "sluice_client_writeback_closes_total")
+	start := time.Now()
+	const n = 8
+	for i := 0; i < n; i++ {
+		if err := os.WriteFile(filepath.Join(b, "wbc", fmt.Sprint("f", i)), content(i), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Fatalf("%d closes took %v: they waited for their reports", n, d)
+	}
+	if got := metric(t, maddr, "sluice_client_writeback_closes_total") - before; got < n {
+		t.Fatalf("%d closes returned before their reports, want %d (creates answered by b %d, files owned %d)", got, n,
+			metric(t, maddr, "sluice_client_writeback_creates_total"), metric(t, maddr, "sluice_client_owned_files"))
+	}
+	// a opens names it learnt from the feed (ENOENT until then)
+	for i := n - 1; i >= 0; i-- {
+		var got []byte
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			got, err = os.ReadFile(filepath.Join(a, "wbc", fmt.Sprint("f", i)))
+			if !os.IsNotExist(err) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil || !bytes.Equal(got, content(i)) {
+			t.Fatalf("f%d read on a right after b's close: %d bytes, want %d (%v)", i, len(got), len(content(i)), err)
+		}
+	}
+	// b's own stat right after its close waits for the report (once the
+	// directory is b's again)
+	time.Sleep(1200 * time.Millisecond)
+	if _, err := os.ReadDir(filepath.Join(b, "wbc")); err != nil { // its complete listing
+		t.Fatal(err)
+	}
+	before = metric(t, maddr, "sluice_client_writeback_closes_total")
+	if err := os.WriteFile(filepath.Join(b, "wbc", "s"), content(5), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if metric(t, maddr, "sluice_client_writeback_closes_total") == before {
+		t.Fatal("the close of s waited for its report")
+	}
+	if st, err := os.Stat(filepath.Join(b, "wbc", "s")); err != nil || st.Size() != int64(len(content(5))) {
+		t.Fatalf("stat on b after its close: %v %v", st, err)
+	}
+	// a write-back close on b, then an fsync through a new handle
+	p := filepath.Join(b, "wbc", "g")
+	if err := os.WriteFile(p, content(3), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if got, err := os.ReadFile(filepath.Join(a, "wbc", "g")); err != nil || !bytes.Equal(got, content(3)) {
+		t.Fatalf("g on a after b's fsync: %d bytes (%v)", len(got), err)
+	}
+}
