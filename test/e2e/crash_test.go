@@ -132,6 +132,36 @@ func TestErrors(t *testing.T) {
 		mustWrite(t, c.path("small"), nil)
 	})
 
+	t.Run("a close that returned before its write failed: the next fsync says so", func(t *testing.T) {
+		c := startCluster(t, "--mem", "16M", "--ssd", "0", "--pfs", "none")
+		if err := os.Mkdir(c.path("wbc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// the first create there takes the directory's delegation
+		mustWrite(t, c.path("wbc/first"), nil)
+		f, err := os.Create(c.path("big"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunk := pattern(1, 1<<20)
+		var werr error
+		for i := 0; i < 64 && werr == nil; i++ {
+			_, werr = f.Write(chunk)
+		}
+		f.Close()
+		wantErrno(t, werr, syscall.ENOSPC, "filling the tier")
+		// the close returns before its write is placed (write-back close)
+		if err := os.WriteFile(c.path("wbc/small"), pattern(2, 4096), 0o644); err != nil {
+			t.Fatalf("close of a small file on a full tier: %v (a write-back close returns before its write)", err)
+		}
+		g, err := os.OpenFile(c.path("wbc/small"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		wantErrno(t, g.Sync(), syscall.ENOSPC, "fsync after a write-back close whose write found no room")
+	})
+
 	t.Run("full tier spills to the next tier down", func(t *testing.T) {
 		c := startCluster(t, "--mem", "16M", "--ssd", "256M", "--pfs", "none")
 		data := pattern(2, 48<<20)
