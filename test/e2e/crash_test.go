@@ -111,22 +111,28 @@ func writeSynced(p string, data []byte) error {
 	return f.Close()
 }
 
+// writeMiB writes up to n MiB to a new file p, stopping at the first
+// failed write, and closes it: the write's error and the close's.
+func writeMiB(t *testing.T, p string, n int) (werr, cerr error) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := pattern(1, 1<<20)
+	for i := 0; i < n && werr == nil; i++ {
+		_, werr = f.Write(chunk)
+	}
+	return werr, f.Close()
+}
+
 // TestErrors: a full tier gives ENOSPC, a dead data server gives EIO within
 // the timeout while the rest of the mount keeps working, and a bad flag
 // gives one line naming it.
 func TestErrors(t *testing.T) {
 	t.Run("ENOSPC when every tier is full", func(t *testing.T) {
 		c := startCluster(t, "--mem", "16M", "--ssd", "0", "--pfs", "none")
-		f, err := os.Create(c.path("big"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		chunk := pattern(1, 1<<20)
-		var werr error
-		for i := 0; i < 64 && werr == nil; i++ {
-			_, werr = f.Write(chunk)
-		}
+		werr, _ := writeMiB(t, c.path("big"), 64)
 		wantErrno(t, werr, syscall.ENOSPC, "write past the last tier")
 		// the mount still works
 		mustWrite(t, c.path("small"), nil)
@@ -139,16 +145,7 @@ func TestErrors(t *testing.T) {
 		}
 		// the first create there takes the directory's delegation
 		mustWrite(t, c.path("wbc/first"), nil)
-		f, err := os.Create(c.path("big"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		chunk := pattern(1, 1<<20)
-		var werr error
-		for i := 0; i < 64 && werr == nil; i++ {
-			_, werr = f.Write(chunk)
-		}
-		f.Close()
+		werr, _ := writeMiB(t, c.path("big"), 64)
 		wantErrno(t, werr, syscall.ENOSPC, "filling the tier")
 		// the close returns before its write is placed (write-back close)
 		if err := os.WriteFile(c.path("wbc/small"), pattern(2, 4096), 0o644); err != nil {

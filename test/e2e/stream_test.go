@@ -128,16 +128,7 @@ func TestStreaming(t *testing.T) {
 // reported by a later write or by close.
 func TestWriteBehindError(t *testing.T) {
 	c := startCluster(t, "--mem", "16M", "--ssd", "0", "--pfs", "none")
-	f, err := os.Create(c.path("big"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := pattern(1, 1<<20)
-	var werr error
-	for i := 0; i < 24 && werr == nil; i++ {
-		_, werr = f.Write(chunk)
-	}
-	cerr := f.Close()
+	werr, cerr := writeMiB(t, c.path("big"), 24)
 	if werr == nil {
 		wantErrno(t, cerr, syscall.ENOSPC, "close after writing past the last tier")
 	} else {
