@@ -119,8 +119,8 @@ func openMoves(dir string) (*moves, error) {
 	}
 	for _, e := range ents {
 		var ino, idx uint64
-		if _, err := fmt.Sscanf(e.Name(), "%d.%d", &ino, &idx); err != nil {
-			continue
+		if _, err := fmt.Sscanf(e.Name(), "%d.%d", &ino, &idx); err != nil || e.Name() != fmt.Sprintf("%d.%d", ino, idx) {
+			continue // a temporary file left by a crash (writeFile's .tmp, renamed only once whole)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "moving", e.Name()))
 		if err != nil {
