@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluice-hpc/sluice/internal/atomicfile"
 )
 
 // Job is one job's burst buffer on the node that runs its stages (the
@@ -155,28 +157,44 @@ func (j Job) mkParents(p string) error {
 	return nil
 }
 
-// copyFile copies src to dst (a new file owned by the job's user) and
-// fsyncs it.
-func (j Job) copyFile(src, dst string) error {
+// copyFile copies src to dst (a file owned by the job's user) and
+// fsyncs it. The bytes go to a temporary file beside dst, renamed over it
+// once whole: a copy that fails or is killed half-way leaves dst as it
+// was (a staged-out result's earlier version, or nothing), never a
+// truncated file under the name the user asked for.
+func (j Job) copyFile(src, dst string) (err error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".stage")
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+	defer func() {
+		if err != nil {
+			out.Close()
+			os.Remove(out.Name())
+		}
+	}()
+	if err = out.Chmod(0o644); err != nil {
 		return err
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
+	if _, err = io.Copy(out, in); err != nil {
 		return err
 	}
-	if err := out.Close(); err != nil {
+	if err = out.Sync(); err != nil {
 		return err
 	}
-	return os.Chown(dst, j.UID, j.GID)
+	if err = out.Chown(j.UID, j.GID); err != nil {
+		return err
+	}
+	if err = out.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(out.Name(), dst); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(filepath.Dir(dst))
 }

@@ -103,3 +103,40 @@ func TestCheckpointPath(t *testing.T) {
 		}
 	}
 }
+
+// TestStageOutCopyKeepsOldOnFailure: a stage-out copy that fails half-way
+// leaves the destination's earlier version whole and no temporary file
+// beside it.
+func TestStageOutCopyKeepsOldOnFailure(t *testing.T) {
+	mnt, outside := t.TempDir(), t.TempDir()
+	dst := filepath.Join(outside, "result")
+	os.WriteFile(dst, []byte("run 1's result"), 0o644)
+	j := Job{ID: "7", Mount: mnt, UID: os.Getuid(), GID: os.Getgid(),
+		Spec: Spec{StageOut: []Stage{{Source: "result", Destination: dst}}}}
+	if err := j.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	// a source that opens but cannot be read: a directory
+	if err := os.Mkdir(filepath.Join(j.Dir(), "result"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.StageOut(context.Background(), nil); err == nil {
+		t.Fatal("staging out an unreadable source succeeded")
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "run 1's result" {
+		t.Fatalf("destination after a failed copy: %q, want the earlier version", b)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+		t.Fatalf("%d entries beside the destination, want it alone", len(ents))
+	}
+	// and a good copy replaces it, with the job's owner and mode 0644
+	os.Remove(filepath.Join(j.Dir(), "result"))
+	os.WriteFile(filepath.Join(j.Dir(), "result"), []byte("run 2"), 0o600)
+	if err := j.StageOut(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dst)
+	if b, _ := os.ReadFile(dst); string(b) != "run 2" || err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("destination %q mode %v (%v), want run 2's at 0644", b, st.Mode(), err)
+	}
+}

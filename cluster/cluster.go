@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-hpc/sluice/internal/atomicfile"
 )
 
 // Options of a local cluster.
@@ -149,11 +151,7 @@ func (c *Cluster) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(c.Dir, "cluster.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(c.Dir, "cluster.json"))
+	return atomicfile.Write(filepath.Join(c.Dir, "cluster.json"), b, 0o600)
 }
 
 // Load reads a cluster's state.
@@ -223,7 +221,7 @@ func claimMemDir(mdir, d string) error {
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(parent, ownerFile), []byte(d), 0o600)
+	return atomicfile.Write(filepath.Join(parent, ownerFile), []byte(d), 0o600)
 }
 
 // sweepOrphanMem removes the mem tier directories under /dev/shm whose
@@ -276,7 +274,7 @@ func Up(o Options) (*Cluster, error) {
 	if _, err := os.Stat(secretFile); err != nil {
 		b := make([]byte, 32)
 		rand.Read(b)
-		if err := os.WriteFile(secretFile, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		if err := atomicfile.Write(secretFile, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -476,6 +474,6 @@ func Up(o Options) (*Cluster, error) {
 		return nil, fmt.Errorf("mount did not come up: %v%s", err, c.logTail("mount"))
 	}
 	os.MkdirAll(filepath.Dir(currentFile()), 0o700)
-	os.WriteFile(currentFile(), []byte(dir+"\n"), 0o600)
+	atomicfile.Write(currentFile(), []byte(dir+"\n"), 0o600)
 	return c, nil
 }

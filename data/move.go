@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/tier"
@@ -120,7 +121,7 @@ func openMoves(dir string) (*moves, error) {
 	for _, e := range ents {
 		var ino, idx uint64
 		if _, err := fmt.Sscanf(e.Name(), "%d.%d", &ino, &idx); err != nil || e.Name() != fmt.Sprintf("%d.%d", ino, idx) {
-			continue // a temporary file left by a crash (writeFile's .tmp, renamed only once whole)
+			continue // a temporary file left by a crash (atomicfile's, renamed only once whole)
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "moving", e.Name()))
 		if err != nil {
@@ -135,36 +136,9 @@ func openMoves(dir string) (*moves, error) {
 	return mv, nil
 }
 
-// writeFile replaces path with content, durably.
+// writeFile replaces path with content, durably (whole or not at all).
 func writeFile(path, content string) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, []byte(content), 0o600)
 }
 
 func (mv *moves) markerPath(k chunkKey) string {

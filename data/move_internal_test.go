@@ -20,7 +20,7 @@ func TestOpenMovesSkipsTornMarkers(t *testing.T) {
 		}
 	}
 	for name, content := range map[string]string{
-		"moving/4.0.tmp": "", "moving/5.1": "77\n", "moved/4.tmp": "", "moved/6": "2 9\n",
+		"moving/4.0.tmp": "", "moving/.4.0.tmp123": "", "moving/5.1": "77\n", "moved/4.tmp": "", "moved/.4.tmp9": "", "moved/6": "2 9\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 )
@@ -217,11 +218,7 @@ func writeAddr(file, addr string) error {
 	if file == "" {
 		return nil
 	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
+	return atomicfile.Write(file, []byte(addr+"\n"), 0o644)
 }
 
 func checkListen(addr string) error {

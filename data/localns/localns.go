@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
@@ -415,7 +416,9 @@ func (n *NS) setOwner(p, owner string) error {
 	if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
 		return errno(err)
 	}
-	if err := os.WriteFile(f, []byte(owner), 0o600); err != nil {
+	// the temporary file beside the DIRINO directories, where no name is
+	// taken for a directory's
+	if err := atomicfile.WriteVia(filepath.Join(n.root, ownersDir), f, []byte(owner), 0o600); err != nil {
 		return errno(err)
 	}
 	n.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
@@ -51,7 +52,7 @@ func (m *Member) Register(ctx context.Context) error {
 		return err
 	}
 	if resp.ID != id && m.IDFile != "" {
-		if err := os.WriteFile(m.IDFile, []byte(strconv.FormatUint(resp.ID, 10)+"\n"), 0o600); err != nil {
+		if err := atomicfile.Write(m.IDFile, []byte(strconv.FormatUint(resp.ID, 10)+"\n"), 0o600); err != nil {
 			return err
 		}
 	}
