@@ -26,6 +26,19 @@ import (
 // (Promote), so an unlink that follows keeps the file for them, and their
 // reads go to the forwarding node from then on.
 //
+// The budget (bytes, and MaxFiles files) is kept by letting the oldest
+// idle files go: a file born or grown past it makes the files owned
+// longest that no handle holds open, no write touches and no close report
+// is on its way stop being owned, oldest first (evictLocked), before the
+// new or growing file is refused. Such a file needs no promotion and no
+// request: its bytes and size have reached the service. A job creating
+// more small files than the budget holds thus keeps its creates, writes
+// and closes answered here (until 2026-12-04 every file born past the
+// budget was created, written and closed at the service before its
+// calls returned: mdtest's create phase fell from 2,500 to 760 files/s,
+// at three times the CPU per file, once 16,384 files of 4 KiB were
+// owned).
+//
 // Write-back closes: a close of an owned file may return before its
 // writes and its size reach the service (DeferClose; the client's Flush
 // sends them in the background). The file stays owned until they have:
@@ -42,6 +55,8 @@ type OwnedConfig struct {
 	// MaxFile is the largest size an owned file may reach (default 64
 	// KiB); Budget bounds the bytes all owned files hold (default 64 MiB).
 	MaxFile, Budget int64
+	// MaxFiles bounds the files owned (default 65,536).
+	MaxFiles int
 	// Promote opens at the service a handle that was opened here; tag is
 	// what OpenLocal was given. False: it could not (logged by the caller).
 	Promote func(ino uint64, tag any) bool
@@ -56,9 +71,13 @@ type ownedFile struct {
 	name    string
 	data    []byte // the file's bytes (its size is len)
 	writers int    // open handles that may write
+	opens   int    // open handles (Track, OpenLocal), writers among them
 	writing int    // writes under way
 	closing int    // closes whose report is on its way (DeferClose)
 }
+
+// idle says f may stop being owned without a promotion or a wait.
+func (f *ownedFile) idle() bool { return f.opens == 0 && f.writing == 0 && f.closing == 0 }
 
 type ownedHandle struct {
 	ino      uint64
@@ -89,6 +108,10 @@ type Owned struct {
 	bytes   int64                   // held by files' data
 	closing int                     // closes on their way, of all files
 	closed  *sync.Cond              // on mu: a close's report went, or a file was forgotten
+	// age holds the owned files' inodes oldest first (from head on),
+	// with inodes no longer owned among them, dropped as they come up
+	age  []uint64
+	head int
 }
 
 // NewOwned returns an empty set of owned files; nil configuration
@@ -102,6 +125,9 @@ func NewOwned(cfg OwnedConfig) *Owned {
 	}
 	if cfg.MaxClosing == 0 {
 		cfg.MaxClosing = 256
+	}
+	if cfg.MaxFiles == 0 {
+		cfg.MaxFiles = 1 << 16
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -212,10 +238,28 @@ func (o *Owned) born(ino, dir uint64, name string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := ownedName{dir, name}
-	if o.bytes >= o.cfg.Budget || o.files[ino] != nil || o.byName[k] != 0 {
+	if o.files[ino] != nil || o.byName[k] != 0 {
+		return false
+	}
+	if len(o.files) >= o.cfg.MaxFiles || o.bytes >= o.cfg.Budget {
+		o.evictLocked(max(0, len(o.files)-o.cfg.MaxFiles+1), max(0, o.bytes-o.cfg.Budget+1))
+	}
+	if len(o.files) >= o.cfg.MaxFiles || o.bytes >= o.cfg.Budget {
 		return false
 	}
 	o.files[ino] = &ownedFile{dir: dir, name: name}
+	if len(o.age)-o.head > 2*len(o.files)+1024 {
+		// mostly files disowned otherwise (unlinked, recalled): keep the
+		// owned ones, in order
+		kept := make([]uint64, 0, 2*len(o.files))
+		for _, i := range o.age[o.head:] {
+			if o.files[i] != nil {
+				kept = append(kept, i)
+			}
+		}
+		o.age, o.head = kept, 0
+	}
+	o.age = append(o.age, ino)
 	o.byName[k] = ino
 	if o.byDir[dir] == nil {
 		o.byDir[dir] = map[uint64]bool{}
@@ -248,6 +292,7 @@ func (o *Owned) Track(ino, fh uint64, writer bool) {
 		return
 	}
 	o.handles[fh] = &ownedHandle{ino: ino, writer: writer}
+	f.opens++
 	if writer {
 		f.writers++
 	}
@@ -267,6 +312,7 @@ func (o *Owned) OpenLocal(ino, fh uint64, tag any) bool {
 		return false
 	}
 	o.handles[fh] = &ownedHandle{ino: ino, local: true, tag: tag}
+	f.opens++
 	return true
 }
 
@@ -283,8 +329,9 @@ func (o *Owned) Release(fh uint64) (remote bool) {
 		return true
 	}
 	delete(o.handles, fh)
-	if h.writer {
-		if f := o.files[h.ino]; f != nil {
+	if f := o.files[h.ino]; f != nil {
+		f.opens--
+		if h.writer {
 			f.writers--
 		}
 	}
@@ -344,9 +391,12 @@ func (o *Owned) EndWrite(ino, off uint64, data []byte, ok bool) {
 		return
 	}
 	alone := f.writing == 1
-	f.writing--
 	end := off + uint64(len(data))
 	grow := int64(end) - int64(len(f.data))
+	if ok && alone && end <= uint64(o.cfg.MaxFile) && grow > 0 && o.bytes+grow > o.cfg.Budget {
+		o.evictLocked(0, o.bytes+grow-o.cfg.Budget) // f is being written: not among them
+	}
+	f.writing--
 	if ok && alone && end <= uint64(o.cfg.MaxFile) && (grow <= 0 || o.bytes+grow <= o.cfg.Budget) {
 		if grow > 0 {
 			f.data = append(f.data, make([]byte, grow)...)
@@ -438,14 +488,7 @@ func (o *Owned) disown(ino uint64, promote bool) {
 		o.mu.Unlock()
 		return
 	}
-	delete(o.files, ino)
-	delete(o.byName, ownedName{f.dir, f.name})
-	delete(o.byDir[f.dir], ino)
-	if len(o.byDir[f.dir]) == 0 {
-		delete(o.byDir, f.dir)
-	}
-	o.n.Add(-1)
-	o.bytes -= int64(len(f.data))
+	o.dropLocked(ino, f)
 	if f.closing > 0 {
 		o.closed.Broadcast() // forgotten: nobody waits for its reports
 	}
@@ -472,5 +515,48 @@ func (o *Owned) disown(ino uint64, promote bool) {
 		if !ok {
 			o.cfg.Log.Warn("a read-only open answered here could not be opened at the service: an unlink now frees the file under it", "ino", ino)
 		}
+	}
+}
+
+// dropLocked forgets owned file ino (f). Caller holds mu.
+func (o *Owned) dropLocked(ino uint64, f *ownedFile) {
+	delete(o.files, ino)
+	delete(o.byName, ownedName{f.dir, f.name})
+	delete(o.byDir[f.dir], ino)
+	if len(o.byDir[f.dir]) == 0 {
+		delete(o.byDir, f.dir)
+	}
+	o.n.Add(-1)
+	o.bytes -= int64(len(f.data))
+}
+
+// evictScan bounds the files evictLocked looks at in one call beyond
+// those it lets go, so a budget held by busy files costs little.
+const evictScan = 16
+
+// evictLocked lets the oldest idle owned files go until at least files of
+// them went and their bytes add up to at least bytes, looking at
+// evictScan busy files at most: busy ones go to the back of the line.
+// Caller holds mu.
+func (o *Owned) evictLocked(files int, bytes int64) {
+	busy := 0
+	for (files > 0 || bytes > 0) && o.head < len(o.age) && busy < evictScan {
+		ino := o.age[o.head]
+		o.head++
+		f := o.files[ino]
+		switch {
+		case f == nil: // no longer owned
+		case !f.idle():
+			o.age = append(o.age, ino)
+			busy++
+		default:
+			files--
+			bytes -= int64(len(f.data))
+			o.dropLocked(ino, f)
+		}
+	}
+	if o.head > len(o.age)/2 && o.head > 1024 { // keep the line's memory bounded
+		o.age = append(o.age[:0:0], o.age[o.head:]...)
+		o.head = 0
 	}
 }

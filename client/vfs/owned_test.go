@@ -209,38 +209,110 @@ func TestOwnedLimits(t *testing.T) {
 	if b.own.Owns(c) {
 		t.Fatal("owned past the file limit")
 	}
-	// past the budget (24): d takes 16, e may take 8 more, not 9
+	// past the budget (24): d takes 16, e may take 8 more; d held open
 	b.write(t, d, 0, "0123456789abcdef")
 	b.write(t, e, 0, "01234567")
 	if !b.own.Owns(e) || b.own.Bytes() != 24 {
 		t.Fatalf("within the budget: owned %v, %d bytes", b.own.Owns(e), b.own.Bytes())
 	}
-	b.write(t, e, 8, "8")
-	if b.own.Owns(e) || b.own.Bytes() != 16 {
-		t.Fatalf("past the budget: owned %v, %d bytes", b.own.Owns(e), b.own.Bytes())
+	if !b.own.OpenLocal(d, 9, "nine") {
+		t.Fatal("d not opened here")
 	}
-	// the budget full, a new file is not owned
-	b.write(t, f, 0, "abcdefgh")
-	if _, ok := b.create(t, "g", 500); !ok {
-		t.Fatal("create not answered here")
-	} else if b.own.Len() != 2 {
-		t.Fatalf("%d files owned, want d and f", b.own.Len())
+	// e's ninth byte: the oldest idle files go first (f, empty), d is
+	// held open, e is being written: e is disowned
+	b.write(t, e, 8, "8")
+	if b.own.Owns(e) || b.own.Owns(f) || !b.own.Owns(d) || b.own.Bytes() != 16 {
+		t.Fatalf("past the budget: e owned %v, f %v, d %v, %d bytes", b.own.Owns(e), b.own.Owns(f), b.own.Owns(d), b.own.Bytes())
+	}
+	// the budget full again (d 16, g 8): h's birth lets the oldest idle
+	// file go (g; d is open), and h is owned
+	g, _ := b.create(t, "g", 500)
+	b.write(t, g, 0, "abcdefgh")
+	h, ok := b.create(t, "h", 500)
+	if !ok || !b.own.Owns(h) || b.own.Owns(g) || !b.own.Owns(d) || b.own.Len() != 2 || b.own.Bytes() != 16 {
+		t.Fatalf("a birth past the budget: h owned %v, g %v, d %v; %d files, %d bytes", b.own.Owns(h), b.own.Owns(g), b.own.Owns(d), b.own.Len(), b.own.Bytes())
+	}
+	if r, ok := b.read(g, 0, 8); ok {
+		t.Fatalf("a file let go is read here: %q", r)
 	}
 	// a name removed
-	b.own.OpenLocal(d, 9, "nine")
 	b.w.flush(10)
 	b.own.DisownName(10, "d")
 	if b.own.Owns(d) || len(b.promotions()) != 1 {
 		t.Fatalf("after its unlink: owned %v, promotions %v", b.own.Owns(d), b.promotions())
 	}
 	// a refused create
-	b.own.OpenLocal(f, 11, "eleven")
-	b.own.Forget(f)
-	if b.own.Owns(f) || len(b.promotions()) != 1 || b.own.Release(11) {
+	b.own.OpenLocal(h, 11, "eleven")
+	b.own.Forget(h)
+	if b.own.Owns(h) || len(b.promotions()) != 1 || b.own.Release(11) {
 		t.Fatal("a forgotten file's local open was promoted or released at the service")
 	}
 	if b.own.Len() != 0 || b.own.Bytes() != 0 {
 		t.Fatalf("%d files, %d bytes left", b.own.Len(), b.own.Bytes())
+	}
+}
+
+// MaxFiles bounds the files owned: the oldest idle ones go, busy ones
+// (a write under way, a close on its way) stay, and a birth with every
+// owned file busy is not owned. The line of files by age does not grow
+// with files disowned otherwise.
+func TestOwnedEvictsOldest(t *testing.T) {
+	b := newOwnedBed(t, 16, 1<<20)
+	b.own.cfg.MaxFiles = 3
+	var inos []uint64
+	for i := 0; i < 3; i++ {
+		ino, _ := b.create(t, "f"+strconv.Itoa(i), 500)
+		inos = append(inos, ino)
+	}
+	b.own.BeginWrite(inos[0]) // busy: a write under way
+	done, ok := b.own.DeferClose(inos[1])
+	if !ok {
+		t.Fatal("close not deferred")
+	}
+	x, _ := b.create(t, "x", 500)
+	if !b.own.Owns(x) || !b.own.Owns(inos[0]) || !b.own.Owns(inos[1]) || b.own.Owns(inos[2]) {
+		t.Fatalf("after a birth at the limit: owned %v %v %v, new %v (want the idle f2 gone)",
+			b.own.Owns(inos[0]), b.own.Owns(inos[1]), b.own.Owns(inos[2]), b.own.Owns(x))
+	}
+	b.own.BeginWrite(x)
+	y, _ := b.create(t, "y", 500)
+	if b.own.Owns(y) || b.own.Len() != 3 {
+		t.Fatalf("a birth with every owned file busy: owned %v, %d files", b.own.Owns(y), b.own.Len())
+	}
+	b.own.EndWrite(x, 0, []byte("x"), true)
+	b.own.EndWrite(inos[0], 0, []byte("0"), true)
+	done()
+	// busy files went to the back of the line as they were passed over;
+	// idle again, one of them goes
+	z, _ := b.create(t, "z", 500)
+	if !b.own.Owns(z) || b.own.Len() != 3 {
+		t.Fatalf("once idle again: z owned %v, %d files", b.own.Owns(z), b.own.Len())
+	}
+	// idle files go oldest first
+	var more []uint64
+	for i := 0; i < 4; i++ {
+		ino, _ := b.create(t, "m"+strconv.Itoa(i), 500)
+		more = append(more, ino)
+	}
+	if b.own.Owns(z) || b.own.Owns(more[0]) || !b.own.Owns(more[1]) || !b.own.Owns(more[2]) || !b.own.Owns(more[3]) {
+		t.Fatalf("four births at the limit of 3: z %v, m0–m3 %v %v %v %v, want m1–m3 owned", b.own.Owns(z),
+			b.own.Owns(more[0]), b.own.Owns(more[1]), b.own.Owns(more[2]), b.own.Owns(more[3]))
+	}
+	// files born and disowned by their unlink, many times over
+	b.own.cfg.MaxFiles = 1 << 16
+	b.w.flush(10)
+	for i := 0; i < 1200; i++ { // the line is kept once 1,024 are gone
+		name := "u" + strconv.Itoa(i)
+		if _, ok := b.create(t, name, 500); !ok {
+			t.Fatal("create not answered here")
+		}
+		b.own.DisownName(10, name)
+	}
+	b.own.mu.Lock()
+	line := len(b.own.age) - b.own.head
+	b.own.mu.Unlock()
+	if line > 2*b.own.Len()+1024+1 {
+		t.Fatalf("%d inodes in the line by age for %d files owned", line, b.own.Len())
 	}
 }
 

@@ -436,7 +436,7 @@ func cmdMount(args []string) error {
 	wbCreates := fs.Bool("writeback-creates", true, "answer creates in directories this mount holds the delegation of at once and send them in batches (false: every create waits for the metadata service)")
 	wbUnlinks := fs.Bool("writeback-unlinks", true, "with --writeback-creates, also answer removals of files in those directories at once and send them with the creates")
 	createFlush := fs.Duration("create-flush", 10*time.Millisecond, "how long a write-back create may wait before it is sent")
-	ownedCache := fs.String("owned-cache", "64M", "with --writeback-creates, bytes kept of small files this mount created, which answer read-only opens and reads here until another node needs them (0: off)")
+	ownedCache := fs.String("owned-cache", "64M", "with --writeback-creates, bytes kept of small files this mount created, which answer read-only opens and reads here until another node needs them; when full, the files owned longest that nobody holds open go first (0: off)")
 	wbCloses := fs.Int("writeback-closes", 256, "with --owned-cache, closes of files this mount owns that may return before their writes and size reach the service, which they do in the background; the file stays out of other nodes' reach until then (0: every close waits)")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	attrTO := fs.Duration("attr-timeout", time.Second, "how long the kernel may cache attributes (0: every stat reaches the metadata service)")
