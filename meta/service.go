@@ -92,6 +92,10 @@ type Service struct {
 	onStall   func(tier string)
 	// dropMu is held while drops are delivered (replica.go deliverDrops).
 	dropMu sync.Mutex
+	// shortMu guards shortFrom, the chunk location the next ShortChunks
+	// reads from (nil: the first).
+	shortMu   sync.Mutex
+	shortFrom []byte
 	// qosMu orders changes of the QoS rules (qos.go) and guards
 	// qosChanged, closed (and replaced) by each change to wake watchers;
 	// qosVersion is their version, read by every heartbeat without it.
