@@ -44,7 +44,7 @@ type DirStore struct {
 	reclaim time.Duration // see Config.ReclaimAfter
 	keepFor time.Duration // see Config.KeepFreed; 0: freed pages are not kept
 
-	mu sync.Mutex // guards capacity, used, reserved, loans, files, lru, freed, kept, seq
+	mu sync.Mutex // guards capacity, used, reserved, byIno, loans, files, lru, freed, kept, seq
 	// freed are the deleted chunks' files kept for their pages, oldest
 	// first; kept is their bytes (allocated); seq names the next one
 	freed    []freedFile
@@ -53,6 +53,9 @@ type DirStore struct {
 	capacity int64
 	used     int64
 	reserved map[ChunkID]int64 // bytes charged per chunk
+	// byIno holds the chunks of reserved per file, so a file's sync or
+	// deletion looks at its own chunks, not every chunk of the tier
+	byIno map[uint64]map[uint64]struct{}
 	// loans are the chunks charged more than their bytes (a new chunk's
 	// reservation ahead of its writes), with their bytes and last write:
 	// only recently written tails, so a scan of them is short
@@ -101,7 +104,7 @@ func OpenDir(kind string, cfg Config) (*DirStore, error) {
 		return nil, err
 	}
 	s := &DirStore{kind: kind, dir: cfg.Dir, capacity: cfg.Capacity, now: cfg.Now, reclaim: cfg.ReclaimAfter,
-		reserved: map[ChunkID]int64{}, loans: map[ChunkID]*loan{}, files: map[ChunkID]*list.Element{}, lru: list.New()}
+		reserved: map[ChunkID]int64{}, byIno: map[uint64]map[uint64]struct{}{}, loans: map[ChunkID]*loan{}, files: map[ChunkID]*list.Element{}, lru: list.New()}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -144,11 +147,45 @@ func OpenDir(kind string, cfg Config) (*DirStore, error) {
 		if err != nil {
 			return err
 		}
-		s.reserved[ChunkID{Ino: ino, Idx: idx}] = info.Size()
-		s.used += info.Size()
+		s.chargeLocked(ChunkID{Ino: ino, Idx: idx}, info.Size())
 		return nil
 	})
 	return s, err
+}
+
+// chargeLocked records new chunk id, charged reserve bytes. Caller holds
+// mu.
+func (s *DirStore) chargeLocked(id ChunkID, reserve int64) {
+	s.reserved[id] = reserve
+	s.used += reserve
+	m := s.byIno[id.Ino]
+	if m == nil {
+		m = map[uint64]struct{}{}
+		s.byIno[id.Ino] = m
+	}
+	m[id.Idx] = struct{}{}
+}
+
+// unchargeLocked forgets chunk id's charge and loan. Caller holds mu.
+func (s *DirStore) unchargeLocked(id ChunkID) {
+	s.used -= s.reserved[id]
+	delete(s.reserved, id)
+	delete(s.loans, id)
+	if m := s.byIno[id.Ino]; m != nil {
+		delete(m, id.Idx)
+		if len(m) == 0 {
+			delete(s.byIno, id.Ino)
+		}
+	}
+}
+
+// chunksLocked lists the chunks of file ino. Caller holds mu.
+func (s *DirStore) chunksLocked(ino uint64) []ChunkID {
+	ids := make([]ChunkID, 0, len(s.byIno[ino]))
+	for idx := range s.byIno[ino] {
+		ids = append(ids, ChunkID{Ino: ino, Idx: idx})
+	}
+	return ids
 }
 
 func (s *DirStore) inoDir(ino uint64) string {
@@ -210,8 +247,7 @@ func (s *DirStore) openLocked(id ChunkID, create bool, reserve int64) (*os.File,
 	}
 	var unkept []string
 	if !exists {
-		s.reserved[id] = reserve
-		s.used += reserve
+		s.chargeLocked(id, reserve)
 		if reserve > 0 {
 			s.loans[id] = &loan{last: s.now()}
 		}
@@ -427,9 +463,7 @@ func (s *DirStore) Truncate(id ChunkID, size int64) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.forgetLocked(k)
-		s.used -= s.reserved[k]
-		delete(s.reserved, k)
-		delete(s.loans, k)
+		s.unchargeLocked(k)
 		return s.keepLocked(s.path(k))
 	}
 	// only ever shrink: a chunk never holds bytes past the file's size,
@@ -485,15 +519,10 @@ var _ Holder = (*DirStore)(nil)
 func (s *DirStore) DeleteFile(ino uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ids []ChunkID
-	for id, r := range s.reserved {
-		if id.Ino == ino {
-			s.forgetLocked(id)
-			s.used -= r
-			delete(s.reserved, id)
-			delete(s.loans, id)
-			ids = append(ids, id)
-		}
+	ids := s.chunksLocked(ino)
+	for _, id := range ids {
+		s.forgetLocked(id)
+		s.unchargeLocked(id)
 	}
 	if s.keepFor > 0 {
 		for _, id := range ids {
@@ -506,12 +535,7 @@ func (s *DirStore) DeleteFile(ino uint64) error {
 // Sync implements Store.
 func (s *DirStore) Sync(ino uint64) error {
 	s.mu.Lock()
-	var ids []ChunkID
-	for id := range s.reserved {
-		if id.Ino == ino {
-			ids = append(ids, id)
-		}
-	}
+	ids := s.chunksLocked(ino)
 	s.mu.Unlock()
 	for _, id := range ids {
 		f, err := s.file(id, false, 0)

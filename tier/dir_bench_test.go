@@ -58,3 +58,27 @@ func BenchmarkDirStoreWrite1MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDirStoreSmallFileLife: a small file's chunk written, synced
+// and deleted on a store holding 50,000 other files' chunks: the sync and
+// the deletion look at the file's own chunks (byIno), not the tier's.
+func BenchmarkDirStoreSmallFileLife(b *testing.B) {
+	s := benchStore(b)
+	for i := range 50_000 {
+		if err := s.Write(ChunkID{Ino: uint64(1 + i), ChunkSize: 4 << 20}, 0, []byte{1}, 4096); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		ino := uint64(1_000_000 + i)
+		if err := s.Write(ChunkID{Ino: ino, ChunkSize: 4 << 20}, 0, make([]byte, 4096), 4096); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Sync(ino); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.DeleteFile(ino); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
