@@ -2,6 +2,7 @@ package fwd
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -67,8 +68,7 @@ func (s *Server) opened(a *wire.Attr) {
 	s.fmu.Lock()
 	f := s.files[a.Ino]
 	if f == nil {
-		f = newFile(a)
-		s.files[a.Ino] = f
+		f = s.newFileLocked(a)
 	}
 	s.fmu.Unlock()
 	f.mu.Lock()
@@ -95,22 +95,127 @@ func newFile(a *wire.Attr) *file {
 	return f
 }
 
+// newFileLocked makes the state of file a.Ino from its attributes and
+// what unsynced kept of an earlier state. Caller holds fmu.
+func (s *Server) newFileLocked(a *wire.Attr) *file {
+	f := newFile(a)
+	for _, id := range s.unsynced[a.Ino] {
+		if id == 0 {
+			f.adopted = true
+		} else {
+			f.dirty[id] = true
+		}
+	}
+	delete(s.unsynced, a.Ino)
+	s.files[a.Ino] = f
+	return f
+}
+
 func (s *Server) release(ino uint64) {
 	s.fmu.Lock()
-	defer s.fmu.Unlock()
 	f := s.files[ino]
 	if f == nil {
+		s.fmu.Unlock()
 		return
 	}
 	f.mu.Lock()
 	f.opens--
-	// chunks that may still move (and writes to them) keep the state
-	// (an access not reported yet goes with it: the last access matters
-	// for open files, the close for closed ones)
-	drop := f.opens <= 0 && !f.pending && len(f.dirty) == 0 && len(f.fresh) == 0 && len(f.placing) == 0
 	f.mu.Unlock()
-	if drop {
-		delete(s.files, ino)
+	gone := s.retireLocked(ino, f)
+	s.fmu.Unlock()
+	s.syncLater(gone)
+}
+
+// unsyncedFile is a file let go of unsynced: its data servers are synced
+// in the background.
+type unsyncedFile struct {
+	ino uint64
+	ids []uint64
+}
+
+// retireLocked drops the state of closed file ino (f) if nothing keeps it:
+// an open, growth not reported, chunks that may still move (and writes
+// to them). An access not reported yet goes with it (the last access
+// matters for open files, the close for closed ones); the data servers
+// written since the last fsync go to unsynced. It returns the file let go
+// of unsynced to make room, if any, for syncLater. Only at a close: a
+// write between the writes of an open file may hold the state. Caller
+// holds fmu.
+func (s *Server) retireLocked(ino uint64, f *file) *unsyncedFile {
+	f.mu.Lock()
+	if f.opens > 0 || f.pending || len(f.fresh) > 0 || len(f.placing) > 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	var ids []uint64
+	for id := range f.dirty {
+		ids = append(ids, id)
+	}
+	if f.adopted && len(ids) > 0 {
+		ids = append(ids, 0)
+	}
+	f.mu.Unlock()
+	delete(s.files, ino)
+	if len(ids) == 0 {
+		return nil
+	}
+	s.unsynced[ino] = ids
+	if len(s.unsynced) <= s.cfg.MaxUnsynced {
+		return nil
+	}
+	for i, ids := range s.unsynced { // any other
+		if i != ino {
+			delete(s.unsynced, i)
+			return &unsyncedFile{i, ids}
+		}
+	}
+	return nil
+}
+
+// syncLater has the data servers of u synced in the background.
+func (s *Server) syncLater(u *unsyncedFile) {
+	if u == nil {
+		return
+	}
+	select {
+	case s.syncs <- *u:
+	case <-s.ctx.Done():
+	}
+}
+
+// syncLoop syncs the files let go of unsynced (their writes were never
+// promised to be durable, but an fsync through a later open could not
+// find their servers any more): all of them for a state that was adopted
+// (0 among the servers), from the file's layout.
+func (s *Server) syncLoop(ctx context.Context) {
+	for {
+		var u unsyncedFile
+		select {
+		case <-ctx.Done():
+			return
+		case u = <-s.syncs:
+		}
+		ids := u.ids
+		if slices.Contains(ids, 0) {
+			resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: u.ino}, nil, nil)
+			if err != nil {
+				s.log.Debug("background sync: no layout", "ino", u.ino, "err", err)
+				continue
+			}
+			ids = nil
+			for _, c := range resp.Chunks {
+				for _, id := range c.All() {
+					if !slices.Contains(ids, id) {
+						ids = append(ids, id)
+					}
+				}
+			}
+		}
+		for _, id := range ids {
+			if err := s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: u.ino}, nil, nil); err != nil {
+				s.log.Debug("background sync failed", "ino", u.ino, "server", id, "err", err)
+			}
+		}
 	}
 }
 
@@ -183,9 +288,8 @@ func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
 	defer s.fmu.Unlock()
 	f := s.files[ino]
 	if f == nil {
-		f = newFile(resp.Attr)
+		f = s.newFileLocked(resp.Attr)
 		f.adopted = true
-		s.files[ino] = f
 	}
 	return f, nil
 }
