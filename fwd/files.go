@@ -52,6 +52,11 @@ type file struct {
 	unclosed bool
 	dirty    map[uint64]bool // data servers written since the last fsync
 	opens    int
+	// writing counts the writes under way (holdFile): the state is not
+	// let go under them, whose servers would miss unsynced; closed says a
+	// close came meanwhile, so the last of them lets it go
+	writing int
+	closed  bool
 	// atime is the last read or write through this daemon (unix ns),
 	// reported to the metadata service for file coolness (reportAccess)
 	// once it is later than atimeSent
@@ -73,6 +78,7 @@ func (s *Server) opened(a *wire.Attr) {
 	s.fmu.Unlock()
 	f.mu.Lock()
 	f.opens++
+	f.closed = false
 	f.adoptLocked(a)
 	f.mu.Unlock()
 }
@@ -120,6 +126,7 @@ func (s *Server) release(ino uint64) {
 	}
 	f.mu.Lock()
 	f.opens--
+	f.closed = f.opens <= 0
 	f.mu.Unlock()
 	gone := s.retireLocked(ino, f)
 	s.fmu.Unlock()
@@ -143,7 +150,7 @@ type unsyncedFile struct {
 // holds fmu.
 func (s *Server) retireLocked(ino uint64, f *file) *unsyncedFile {
 	f.mu.Lock()
-	if f.opens > 0 || f.pending || len(f.fresh) > 0 || len(f.placing) > 0 {
+	if f.opens > 0 || f.writing > 0 || f.pending || len(f.fresh) > 0 || len(f.placing) > 0 {
 		f.mu.Unlock()
 		return nil
 	}
@@ -272,6 +279,59 @@ func (s *Server) refresh(ctx context.Context, ino uint64, f *file, stale uint64,
 		return rpc.Errorf(syscall.EIO, "inode %d: refused as truncated, but the metadata service knows no newer truncation: %v", ino, cause)
 	}
 	return nil
+}
+
+// retireClosed lets go the states a close left to writes under way, or
+// to growth the periodic report has sent since (flushLoop).
+func (s *Server) retireClosed() {
+	s.fmu.Lock()
+	var gone []*unsyncedFile
+	for ino, f := range s.files {
+		f.mu.Lock()
+		closed := f.closed
+		f.mu.Unlock()
+		if closed {
+			if u := s.retireLocked(ino, f); u != nil {
+				gone = append(gone, u)
+			}
+		}
+	}
+	s.fmu.Unlock()
+	for _, u := range gone {
+		s.syncLater(u)
+	}
+}
+
+// holdFile is fileFor for a write: the state returned is the file's
+// current one and is not let go (retireLocked) until done is called.
+func (s *Server) holdFile(ctx context.Context, ino uint64) (f *file, done func(), err error) {
+	for {
+		if f, err = s.fileFor(ctx, ino); err != nil {
+			return nil, nil, err
+		}
+		f.mu.Lock()
+		f.writing++
+		f.mu.Unlock()
+		done = func() {
+			f.mu.Lock()
+			f.writing--
+			last := f.writing == 0 && f.closed
+			f.mu.Unlock()
+			if last { // a close came during the write
+				s.fmu.Lock()
+				var gone *unsyncedFile
+				if s.files[ino] == f {
+					gone = s.retireLocked(ino, f)
+				}
+				s.fmu.Unlock()
+				s.syncLater(gone)
+			}
+		}
+		if s.lookupFile(ino) == f {
+			return f, done, nil
+		}
+		done() // let go (a close) between the two: the next one
+	}
 }
 
 // fileFor returns the file state, loading attributes when the daemon has

@@ -98,3 +98,46 @@ func TestClosedFilesLeaveNoState(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCloseDuringWrite: a close that comes while a write of the file is
+// under way (another handle's) leaves the state to that write, which
+// lets it go when it ends, its data server among the unsynced.
+func TestCloseDuringWrite(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, _ := stackFwd(t, 20, fwd.Config{Metrics: reg}) // 20 MB/s: 4 MiB take 200 ms
+	ctx := context.Background()
+	ino := create(t, c, "f")
+	// the chunk placed and written first: the write below is not to a
+	// fresh chunk, which would keep the state by itself
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096), nil); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4 << 20}, make([]byte, 4<<20), nil)
+		wrote <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRelease, Ino: ino}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := sum(t, reg, "sluice_fwd_file_states"); n != 1 {
+		t.Fatalf("%v file states while the write is under way, want 1", n)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	// its growth goes with the next periodic report (500 ms), then the
+	// state
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n, u := sum(t, reg, "sluice_fwd_file_states"), sum(t, reg, "sluice_fwd_unsynced_files")
+		if n == 0 && u == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the write: %v file states, %v unsynced; want 0 and 1", n, u)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
