@@ -2,7 +2,6 @@ package fwd
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"syscall"
 
@@ -52,11 +51,6 @@ type file struct {
 	unclosed bool
 	dirty    map[uint64]bool // data servers written since the last fsync
 	opens    int
-	// writing counts the writes under way (holdFile): the state is not
-	// let go under them, whose servers would miss unsynced; closed says a
-	// close came meanwhile, so the last of them lets it go
-	writing int
-	closed  bool
 	// atime is the last read or write through this daemon (unix ns),
 	// reported to the metadata service for file coolness (reportAccess)
 	// once it is later than atimeSent
@@ -73,12 +67,12 @@ func (s *Server) opened(a *wire.Attr) {
 	s.fmu.Lock()
 	f := s.files[a.Ino]
 	if f == nil {
-		f = s.newFileLocked(a)
+		f = newFile(a)
+		s.files[a.Ino] = f
 	}
 	s.fmu.Unlock()
 	f.mu.Lock()
 	f.opens++
-	f.closed = false
 	f.adoptLocked(a)
 	f.mu.Unlock()
 }
@@ -101,128 +95,22 @@ func newFile(a *wire.Attr) *file {
 	return f
 }
 
-// newFileLocked makes the state of file a.Ino from its attributes and
-// what unsynced kept of an earlier state. Caller holds fmu.
-func (s *Server) newFileLocked(a *wire.Attr) *file {
-	f := newFile(a)
-	for _, id := range s.unsynced[a.Ino] {
-		if id == 0 {
-			f.adopted = true
-		} else {
-			f.dirty[id] = true
-		}
-	}
-	delete(s.unsynced, a.Ino)
-	s.files[a.Ino] = f
-	return f
-}
-
 func (s *Server) release(ino uint64) {
 	s.fmu.Lock()
+	defer s.fmu.Unlock()
 	f := s.files[ino]
 	if f == nil {
-		s.fmu.Unlock()
 		return
 	}
 	f.mu.Lock()
 	f.opens--
-	f.closed = f.opens <= 0
+	// chunks that may still move (and writes to them) keep the state
+	// (an access not reported yet goes with it: the last access matters
+	// for open files, the close for closed ones)
+	drop := f.opens <= 0 && !f.pending && len(f.dirty) == 0 && len(f.fresh) == 0 && len(f.placing) == 0
 	f.mu.Unlock()
-	gone := s.retireLocked(ino, f)
-	s.fmu.Unlock()
-	s.syncLater(gone)
-}
-
-// unsyncedFile is a file let go of unsynced: its data servers are synced
-// in the background.
-type unsyncedFile struct {
-	ino uint64
-	ids []uint64
-}
-
-// retireLocked drops the state of closed file ino (f) if nothing keeps it:
-// an open, growth not reported, chunks that may still move (and writes
-// to them). An access not reported yet goes with it (the last access
-// matters for open files, the close for closed ones); the data servers
-// written since the last fsync go to unsynced. It returns the file let go
-// of unsynced to make room, if any, for syncLater. Only at a close: a
-// write between the writes of an open file may hold the state. Caller
-// holds fmu.
-func (s *Server) retireLocked(ino uint64, f *file) *unsyncedFile {
-	f.mu.Lock()
-	if f.opens > 0 || f.writing > 0 || f.pending || len(f.fresh) > 0 || len(f.placing) > 0 {
-		f.mu.Unlock()
-		return nil
-	}
-	var ids []uint64
-	for id := range f.dirty {
-		ids = append(ids, id)
-	}
-	if f.adopted && len(ids) > 0 {
-		ids = append(ids, 0)
-	}
-	f.mu.Unlock()
-	delete(s.files, ino)
-	if len(ids) == 0 {
-		return nil
-	}
-	s.unsynced[ino] = ids
-	if len(s.unsynced) <= s.cfg.MaxUnsynced {
-		return nil
-	}
-	for i, ids := range s.unsynced { // any other
-		if i != ino {
-			delete(s.unsynced, i)
-			return &unsyncedFile{i, ids}
-		}
-	}
-	return nil
-}
-
-// syncLater has the data servers of u synced in the background.
-func (s *Server) syncLater(u *unsyncedFile) {
-	if u == nil {
-		return
-	}
-	select {
-	case s.syncs <- *u:
-	case <-s.ctx.Done():
-	}
-}
-
-// syncLoop syncs the files let go of unsynced (their writes were never
-// promised to be durable, but an fsync through a later open could not
-// find their servers any more): all of them for a state that was adopted
-// (0 among the servers), from the file's layout.
-func (s *Server) syncLoop(ctx context.Context) {
-	for {
-		var u unsyncedFile
-		select {
-		case <-ctx.Done():
-			return
-		case u = <-s.syncs:
-		}
-		ids := u.ids
-		if slices.Contains(ids, 0) {
-			resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: u.ino}, nil, nil)
-			if err != nil {
-				s.log.Debug("background sync: no layout", "ino", u.ino, "err", err)
-				continue
-			}
-			ids = nil
-			for _, c := range resp.Chunks {
-				for _, id := range c.All() {
-					if !slices.Contains(ids, id) {
-						ids = append(ids, id)
-					}
-				}
-			}
-		}
-		for _, id := range ids {
-			if err := s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: u.ino}, nil, nil); err != nil {
-				s.log.Debug("background sync failed", "ino", u.ino, "server", id, "err", err)
-			}
-		}
+	if drop {
+		delete(s.files, ino)
 	}
 }
 
@@ -281,59 +169,6 @@ func (s *Server) refresh(ctx context.Context, ino uint64, f *file, stale uint64,
 	return nil
 }
 
-// retireClosed lets go the states a close left to writes under way, or
-// to growth the periodic report has sent since (flushLoop).
-func (s *Server) retireClosed() {
-	s.fmu.Lock()
-	var gone []*unsyncedFile
-	for ino, f := range s.files {
-		f.mu.Lock()
-		closed := f.closed
-		f.mu.Unlock()
-		if closed {
-			if u := s.retireLocked(ino, f); u != nil {
-				gone = append(gone, u)
-			}
-		}
-	}
-	s.fmu.Unlock()
-	for _, u := range gone {
-		s.syncLater(u)
-	}
-}
-
-// holdFile is fileFor for a write: the state returned is the file's
-// current one and is not let go (retireLocked) until done is called.
-func (s *Server) holdFile(ctx context.Context, ino uint64) (f *file, done func(), err error) {
-	for {
-		if f, err = s.fileFor(ctx, ino); err != nil {
-			return nil, nil, err
-		}
-		f.mu.Lock()
-		f.writing++
-		f.mu.Unlock()
-		done = func() {
-			f.mu.Lock()
-			f.writing--
-			last := f.writing == 0 && f.closed
-			f.mu.Unlock()
-			if last { // a close came during the write
-				s.fmu.Lock()
-				var gone *unsyncedFile
-				if s.files[ino] == f {
-					gone = s.retireLocked(ino, f)
-				}
-				s.fmu.Unlock()
-				s.syncLater(gone)
-			}
-		}
-		if s.lookupFile(ino) == f {
-			return f, done, nil
-		}
-		done() // let go (a close) between the two: the next one
-	}
-}
-
 // fileFor returns the file state, loading attributes when the daemon has
 // none (a client that opened the file through another daemon).
 func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
@@ -348,8 +183,9 @@ func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
 	defer s.fmu.Unlock()
 	f := s.files[ino]
 	if f == nil {
-		f = s.newFileLocked(resp.Attr)
+		f = newFile(resp.Attr)
 		f.adopted = true
+		s.files[ino] = f
 	}
 	return f, nil
 }

@@ -270,7 +270,6 @@ func (s *Server) flushLoop(ctx context.Context) {
 			if err := s.flushSizes(ctx, 0, false); err != nil && ctx.Err() == nil {
 				s.log.Warn("size report failed", "err", err)
 			}
-			s.retireClosed()
 			if err := s.reportAccess(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("access report failed", "err", err)
 			}

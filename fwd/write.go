@@ -187,11 +187,10 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, err
 	if err := s.payLink(ctx, float64(p.len())); err != nil {
 		return 0, err
 	}
-	f, done, err := s.holdFile(ctx, m.Ino)
+	f, err := s.fileFor(ctx, m.Ino)
 	if err != nil {
 		return 0, err
 	}
-	defer done()
 	spans := layout.Spans(int64(m.Offset), int64(p.len()), f.chunkSize)
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()
