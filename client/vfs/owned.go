@@ -248,17 +248,7 @@ func (o *Owned) born(ino, dir uint64, name string) bool {
 		return false
 	}
 	o.files[ino] = &ownedFile{dir: dir, name: name}
-	if len(o.age)-o.head > 2*len(o.files)+1024 {
-		// mostly files disowned otherwise (unlinked, recalled): keep the
-		// owned ones, in order
-		kept := make([]uint64, 0, 2*len(o.files))
-		for _, i := range o.age[o.head:] {
-			if o.files[i] != nil {
-				kept = append(kept, i)
-			}
-		}
-		o.age, o.head = kept, 0
-	}
+	o.compactAgeLocked()
 	o.age = append(o.age, ino)
 	o.byName[k] = ino
 	if o.byDir[dir] == nil {
@@ -555,8 +545,23 @@ func (o *Owned) evictLocked(files int, bytes int64) {
 			o.dropLocked(ino, f)
 		}
 	}
-	if o.head > len(o.age)/2 && o.head > 1024 { // keep the line's memory bounded
-		o.age = append(o.age[:0:0], o.age[o.head:]...)
-		o.head = 0
+	o.compactAgeLocked()
+}
+
+// compactAgeLocked keeps the age line's memory bounded: once most of it
+// is entries evictLocked went past, or entries of files disowned
+// otherwise (unlinked, recalled), it keeps only the owned files' entries,
+// in order. Caller holds mu.
+func (o *Owned) compactAgeLocked() {
+	live := len(o.age) - o.head
+	if (o.head <= 1024 || o.head <= len(o.age)/2) && live <= 2*len(o.files)+1024 {
+		return
 	}
+	kept := make([]uint64, 0, min(live, 2*len(o.files)+1))
+	for _, i := range o.age[o.head:] {
+		if o.files[i] != nil {
+			kept = append(kept, i)
+		}
+	}
+	o.age, o.head = kept, 0
 }
