@@ -162,39 +162,16 @@ func (j Job) mkParents(p string) error {
 // once whole: a copy that fails or is killed half-way leaves dst as it
 // was (a staged-out result's earlier version, or nothing), never a
 // truncated file under the name the user asked for.
-func (j Job) copyFile(src, dst string) (err error) {
+func (j Job) copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".stage")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			out.Close()
-			os.Remove(out.Name())
+	return atomicfile.WriteFrom(filepath.Dir(dst), dst, 0o644, func(out *os.File) error {
+		if _, err := io.Copy(out, in); err != nil {
+			return err
 		}
-	}()
-	if err = out.Chmod(0o644); err != nil {
-		return err
-	}
-	if _, err = io.Copy(out, in); err != nil {
-		return err
-	}
-	if err = out.Sync(); err != nil {
-		return err
-	}
-	if err = out.Chown(j.UID, j.GID); err != nil {
-		return err
-	}
-	if err = out.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(out.Name(), dst); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(filepath.Dir(dst))
+		return out.Chown(j.UID, j.GID)
+	})
 }

@@ -28,13 +28,23 @@ func Write(path string, data []byte, perm os.FileMode) error {
 // something to its reader (a file per private directory named after it),
 // where even a temporary name could be taken for one.
 func WriteVia(tmpDir, path string, data []byte, perm os.FileMode) error {
+	return WriteFrom(tmpDir, path, perm, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// WriteFrom is WriteVia for content fill writes into the temporary file
+// (a copy of another file, say), which it may also chown. Whatever fill
+// returns but nil leaves path as it was.
+func WriteFrom(tmpDir, path string, perm os.FileMode, fill func(*os.File) error) error {
 	f, err := os.CreateTemp(tmpDir, "."+filepath.Base(path)+".tmp")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	if err = f.Chmod(perm); err == nil {
-		_, err = f.Write(data)
+		err = fill(f)
 	}
 	if err == nil {
 		err = f.Sync()
