@@ -2,8 +2,10 @@ package fwd
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -51,6 +53,14 @@ type file struct {
 	unclosed bool
 	dirty    map[uint64]bool // data servers written since the last fsync
 	opens    int
+	// closed says the last open through this daemon was closed: the
+	// state goes once nothing else keeps it (retireLocked)
+	closed bool
+	// pins counts the requests under way that hold this state (holdFile
+	// to letGo): it is not let go under them, which would record a
+	// write's growth or servers in a state nobody reports or syncs any
+	// more. Guarded by the Server's fmu, not mu.
+	pins int
 	// atime is the last read or write through this daemon (unix ns),
 	// reported to the metadata service for file coolness (reportAccess)
 	// once it is later than atimeSent
@@ -63,16 +73,46 @@ func (s *Server) lookupFile(ino uint64) *file {
 	return s.files[ino]
 }
 
-func (s *Server) opened(a *wire.Attr) {
+// holdExisting returns ino's state, held (letGo lets it go), or nil if
+// the daemon has none.
+func (s *Server) holdExisting(ino uint64) *file {
 	s.fmu.Lock()
-	f := s.files[a.Ino]
-	if f == nil {
-		f = newFile(a)
-		s.files[a.Ino] = f
+	defer s.fmu.Unlock()
+	f := s.files[ino]
+	if f != nil {
+		f.pins++
+	}
+	return f
+}
+
+// letGo ends a hold of ino's state f (holdFile, holdExisting): the last
+// hold of a closed file's state retires it if nothing else keeps it.
+func (s *Server) letGo(ino uint64, f *file) {
+	s.fmu.Lock()
+	f.pins--
+	var gone *unsyncedFile
+	if f.pins == 0 && s.files[ino] == f {
+		f.mu.Lock()
+		closed := f.closed
+		f.mu.Unlock()
+		if closed {
+			gone = s.retireLocked(ino, f)
+		}
 	}
 	s.fmu.Unlock()
+	s.syncLater(gone)
+}
+
+func (s *Server) opened(a *wire.Attr) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	f := s.files[a.Ino]
+	if f == nil {
+		f = s.newFileLocked(a)
+	}
 	f.mu.Lock()
 	f.opens++
+	f.closed = false
 	f.adoptLocked(a)
 	f.mu.Unlock()
 }
@@ -95,22 +135,186 @@ func newFile(a *wire.Attr) *file {
 	return f
 }
 
-func (s *Server) release(ino uint64) {
+// newFileLocked makes the state of file a.Ino from its attributes and
+// what unsynced kept of an earlier state. Caller holds fmu.
+func (s *Server) newFileLocked(a *wire.Attr) *file {
+	f := newFile(a)
+	for _, id := range s.unsynced[a.Ino] {
+		if id == 0 {
+			f.adopted = true
+		} else {
+			f.dirty[id] = true
+		}
+	}
+	delete(s.unsynced, a.Ino)
+	if r, ok := s.recent[a.Ino]; ok {
+		if r.gen == a.Trunc && r.size > f.size {
+			f.size = r.size // a reply older than its last report
+		}
+		delete(s.recent, a.Ino)
+	}
+	s.files[a.Ino] = f
+	return f
+}
+
+// retired is what a state let go knew of its file (Server.recent).
+type retired struct {
+	size, gen uint64
+	mtime     int64
+	at        time.Time
+}
+
+type retiredAt struct {
+	ino uint64
+	at  time.Time
+}
+
+// rememberLocked records the size of the state of ino let go (recent).
+// Caller holds fmu.
+func (s *Server) rememberLocked(ino uint64, f *file) {
+	now := s.cfg.Now()
+	s.recent[ino] = retired{size: f.size, gen: f.gen, mtime: f.mtime, at: now}
+	s.recentAge = append(s.recentAge, retiredAt{ino, now})
+}
+
+// forgetRecent drops from recent the states let go more than two
+// Timeouts ago: every call to the metadata service that began before
+// has ended.
+func (s *Server) forgetRecent() {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
+	old := s.cfg.Now().Add(-2 * s.cfg.Timeout)
+	n := 0
+	for n < len(s.recentAge) && s.recentAge[n].at.Before(old) {
+		if r := s.recentAge[n]; s.recent[r.ino].at.Equal(r.at) {
+			delete(s.recent, r.ino)
+		}
+		n++
+	}
+	if n > 0 {
+		s.recentAge = append(s.recentAge[:0:0], s.recentAge[n:]...)
+	}
+}
+
+func (s *Server) release(ino uint64) {
+	s.fmu.Lock()
 	f := s.files[ino]
 	if f == nil {
+		s.fmu.Unlock()
 		return
 	}
 	f.mu.Lock()
 	f.opens--
-	// chunks that may still move (and writes to them) keep the state
-	// (an access not reported yet goes with it: the last access matters
-	// for open files, the close for closed ones)
-	drop := f.opens <= 0 && !f.pending && len(f.dirty) == 0 && len(f.fresh) == 0 && len(f.placing) == 0
+	f.closed = f.opens <= 0
 	f.mu.Unlock()
-	if drop {
-		delete(s.files, ino)
+	gone := s.retireLocked(ino, f)
+	s.fmu.Unlock()
+	s.syncLater(gone)
+}
+
+// unsyncedFile is a file let go of unsynced: its data servers are synced
+// in the background.
+type unsyncedFile struct {
+	ino uint64
+	ids []uint64
+}
+
+// retireLocked drops the state of closed file ino (f) if nothing keeps it:
+// an open, a request holding it (holdFile), growth not reported, a close
+// report owed (the room of its new chunks), chunks that may still move.
+// An access not reported yet goes with it (the last access matters for
+// open files, the close for closed ones); the data servers written since
+// the last fsync go to unsynced. It returns the file let go of unsynced
+// to make room, if any, for syncLater. The open count is not exact (a
+// file created in a write-back batch was opened at the metadata service,
+// not here; a job's forwarding nodes may change between an open and its
+// close), so a state may go while a handle is still open: holds, not
+// opens, keep a request's growth from landing in a state let go. Caller
+// holds fmu.
+func (s *Server) retireLocked(ino uint64, f *file) *unsyncedFile {
+	f.mu.Lock()
+	if f.opens > 0 || f.pins > 0 || f.pending || f.unclosed || len(f.fresh) > 0 || len(f.placing) > 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	var ids []uint64
+	for id := range f.dirty {
+		ids = append(ids, id)
+	}
+	if f.adopted && len(ids) > 0 {
+		ids = append(ids, 0)
+	}
+	s.rememberLocked(ino, f)
+	f.mu.Unlock()
+	delete(s.files, ino)
+	if len(ids) == 0 {
+		return nil
+	}
+	s.unsynced[ino] = ids
+	if len(s.unsynced) <= s.cfg.MaxUnsynced {
+		return nil
+	}
+	for i, ids := range s.unsynced { // any other
+		if i != ino {
+			delete(s.unsynced, i)
+			return &unsyncedFile{i, ids}
+		}
+	}
+	return nil
+}
+
+// isUnsynced says whether ino's state went with writes no fsync synced.
+func (s *Server) isUnsynced(ino uint64) bool {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	_, ok := s.unsynced[ino]
+	return ok
+}
+
+// syncLater has the data servers of u synced in the background.
+func (s *Server) syncLater(u *unsyncedFile) {
+	if u == nil {
+		return
+	}
+	select {
+	case s.syncs <- *u:
+	case <-s.ctx.Done():
+	}
+}
+
+// syncLoop syncs the files let go of unsynced (their writes were never
+// promised to be durable, but an fsync through a later open could not
+// find their servers any more): all of them for a state that was adopted
+// (0 among the servers), from the file's layout.
+func (s *Server) syncLoop(ctx context.Context) {
+	for {
+		var u unsyncedFile
+		select {
+		case <-ctx.Done():
+			return
+		case u = <-s.syncs:
+		}
+		ids := u.ids
+		if slices.Contains(ids, 0) {
+			resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: u.ino}, nil, nil)
+			if err != nil {
+				s.log.Debug("background sync: no layout", "ino", u.ino, "err", err)
+				continue
+			}
+			ids = nil
+			for _, c := range resp.Chunks {
+				for _, id := range c.All() {
+					if !slices.Contains(ids, id) {
+						ids = append(ids, id)
+					}
+				}
+			}
+		}
+		for _, id := range ids {
+			if err := s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: u.ino}, nil, nil); err != nil {
+				s.log.Debug("background sync failed", "ino", u.ino, "server", id, "err", err)
+			}
+		}
 	}
 }
 
@@ -136,10 +340,18 @@ func (f *file) adoptLocked(a *wire.Attr) {
 // mergeAttr adopts attributes the metadata service returned and raises
 // the reported size to what local writes of the same generation reached.
 func (s *Server) mergeAttr(a *wire.Attr) {
-	f := s.lookupFile(a.Ino)
+	s.fmu.Lock()
+	f := s.files[a.Ino]
 	if f == nil {
+		// the state went after this reply was served: what it knew
+		// reached the service maybe after that
+		if r, ok := s.recent[a.Ino]; ok && r.gen == a.Trunc {
+			a.Size, a.Mtime = max(a.Size, r.size), max(a.Mtime, r.mtime)
+		}
+		s.fmu.Unlock()
 		return
 	}
+	s.fmu.Unlock()
 	f.mu.Lock()
 	f.adoptLocked(a)
 	if a.Trunc == f.gen {
@@ -169,10 +381,11 @@ func (s *Server) refresh(ctx context.Context, ino uint64, f *file, stale uint64,
 	return nil
 }
 
-// fileFor returns the file state, loading attributes when the daemon has
-// none (a client that opened the file through another daemon).
-func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
-	if f := s.lookupFile(ino); f != nil {
+// holdFile returns ino's state, held until letGo, loading its
+// attributes when the daemon has none (a client that opened the file
+// through another daemon, or a state let go since).
+func (s *Server) holdFile(ctx context.Context, ino uint64) (*file, error) {
+	if f := s.holdExisting(ino); f != nil {
 		return f, nil
 	}
 	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
@@ -183,10 +396,21 @@ func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
 	defer s.fmu.Unlock()
 	f := s.files[ino]
 	if f == nil {
-		f = newFile(resp.Attr)
+		f = s.newFileLocked(resp.Attr)
 		f.adopted = true
-		s.files[ino] = f
 	}
+	f.pins++
+	return f, nil
+}
+
+// fileFor is holdFile for a request that records nothing in the state
+// that must not be lost if it goes meanwhile (a read: its access time).
+func (s *Server) fileFor(ctx context.Context, ino uint64) (*file, error) {
+	f, err := s.holdFile(ctx, ino)
+	if err != nil {
+		return nil, err
+	}
+	s.letGo(ino, f)
 	return f, nil
 }
 

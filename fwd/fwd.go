@@ -68,6 +68,11 @@ type Config struct {
 	// SizeFlush is how often unreported file growth is sent to the
 	// metadata service (default 500 ms).
 	SizeFlush time.Duration
+	// MaxUnsynced bounds the closed files whose writes through this
+	// daemon no fsync has synced yet that it remembers the data servers
+	// of (files.go, unsynced; default 262,144); past it the data servers
+	// of the one let go are synced in the background.
+	MaxUnsynced int
 	// Metrics receives the daemon's Prometheus series (nil: not exported).
 	Metrics prometheus.Registerer
 	// Monitor records every request for Beacon (nil: monitoring off);
@@ -106,8 +111,23 @@ type Server struct {
 	bmu      sync.Mutex // guards backends
 	backends map[uint64]*backend
 
-	fmu   sync.Mutex // guards files
+	fmu   sync.Mutex // guards files, unsynced and recent
 	files map[uint64]*file
+	// unsynced holds, for each file whose state went (closed, nothing
+	// else to do here) with writes no fsync synced yet, the data servers
+	// written (0 among them: the state was adopted, sync every holder):
+	// the file's next state starts from them (files.go)
+	unsynced map[uint64][]uint64
+	// recent holds the size and generation of the states let go within
+	// the last two Timeouts, oldest first in recentAge: attributes the
+	// metadata service served before the last report of such a file
+	// reached it may still be on their way back through this daemon
+	// (mergeAttr raises them, as a state would)
+	recent    map[uint64]retired
+	recentAge []retiredAt
+	// syncs takes the files let go of unsynced past MaxUnsynced, synced
+	// in the background (syncLoop)
+	syncs chan unsyncedFile
 
 	jobs jobTable
 	met  *metrics
@@ -140,6 +160,9 @@ func New(cfg Config) *Server {
 	if cfg.StallMax <= 0 {
 		cfg.StallMax = cfg.Timeout / 2
 	}
+	if cfg.MaxUnsynced <= 0 {
+		cfg.MaxUnsynced = 1 << 18
+	}
 	if cfg.Failover <= 0 {
 		cfg.Failover = min(time.Second, cfg.Timeout/4)
 	}
@@ -163,6 +186,7 @@ func New(cfg Config) *Server {
 		iops = 1e9
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, backends: map[uint64]*backend{}, files: map[uint64]*file{},
+		unsynced: map[uint64][]uint64{}, syncs: make(chan unsyncedFile, 1024), recent: map[uint64]retired{},
 		bw: throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now), ops: throttle.New(iops, iops/20, cfg.Now)}
 	s.meta = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
 	for c := range s.gates {
@@ -216,6 +240,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		}
 	}()
 	go s.flushLoop(ctx)
+	go s.syncLoop(ctx)
 	if s.cfg.Monitor != nil {
 		beaconrpc.Ship(ctx, s.cfg.Monitor, s.meta, s.log)
 	}

@@ -30,6 +30,20 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Help: "File data moved per job through this forwarding daemon."}, []string{"job", "dir"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.bytes, m.jobBytes)
+	files := func(unsynced bool) func() float64 {
+		return func() float64 {
+			s.fmu.Lock()
+			defer s.fmu.Unlock()
+			if unsynced {
+				return float64(len(s.unsynced))
+			}
+			return float64(len(s.files))
+		}
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_fwd_file_states",
+		Help: "Files the forwarding daemon holds state of (open, or closed with work left)."}, files(false)))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_fwd_unsynced_files",
+		Help: "Closed files whose writes through this daemon no fsync synced yet, whose data servers it remembers for a later fsync."}, files(true)))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fwd_spliced_reads_total",
 		Help: "Reads whose data was spliced from the data server's socket into the reply (--zero-copy)."},
 		func() float64 { return float64(s.relays.Load()) }))

@@ -20,10 +20,11 @@ func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 	if end == 0 {
 		return nil
 	}
-	f, err := s.fileFor(ctx, ino)
+	f, err := s.holdFile(ctx, ino)
 	if err != nil {
 		return err
 	}
+	defer s.letGo(ino, f)
 	f.mu.Lock()
 	behind := gen > f.gen
 	f.mu.Unlock()
@@ -60,8 +61,17 @@ func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 // service with a synchronous commit. The syncs carry who, the caller: a
 // burst-buffer server ends the job's I/O phase there (data/bb.go).
 func (s *Server) fsync(ctx context.Context, ino uint64, who wire.Who) error {
-	f := s.lookupFile(ino)
+	f := s.holdExisting(ino)
+	if f == nil && s.isUnsynced(ino) {
+		// its state went with writes no fsync synced: a new one starts
+		// from the servers they went to
+		var err error
+		if f, err = s.holdFile(ctx, ino); err != nil {
+			return err
+		}
+	}
 	if f != nil {
+		defer s.letGo(ino, f)
 		f.mu.Lock()
 		ids := make([]uint64, 0, len(f.dirty))
 		for id := range f.dirty {
@@ -203,7 +213,15 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 			inos, fs = append(inos, i), append(fs, f)
 		}
 	}
+	for _, f := range fs {
+		f.pins++ // a report that fails puts the growth back in the state
+	}
 	s.fmu.Unlock()
+	defer func() {
+		for i, f := range fs {
+			s.letGo(inos[i], f)
+		}
+	}()
 	var errs []error
 	reported := false
 	for i, f := range fs {
@@ -212,8 +230,10 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 		// its way in another report (the periodic one, retrying against
 		// a restarting metadata service)
 		f.report.Lock()
-		closing := ino != 0 && !sync // a flush or release: the writer is done
 		f.mu.Lock()
+		// a flush or release: the writer is done; so it is for a file
+		// closed during a write the periodic report finds ended
+		closing := ino != 0 && !sync || ino == 0 && f.closed
 		pending, size, mtime, gen := f.pending, f.size, f.mtime, f.gen
 		owed := closing && f.unclosed
 		f.pending = false
@@ -273,6 +293,7 @@ func (s *Server) flushLoop(ctx context.Context) {
 			if err := s.reportAccess(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("access report failed", "err", err)
 			}
+			s.forgetRecent()
 		}
 	}
 }

@@ -187,10 +187,11 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, err
 	if err := s.payLink(ctx, float64(p.len())); err != nil {
 		return 0, err
 	}
-	f, err := s.fileFor(ctx, m.Ino)
+	f, err := s.holdFile(ctx, m.Ino)
 	if err != nil {
 		return 0, err
 	}
+	defer s.letGo(m.Ino, f)
 	spans := layout.Spans(int64(m.Offset), int64(p.len()), f.chunkSize)
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()

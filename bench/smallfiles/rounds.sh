@@ -2,8 +2,9 @@
 # Many small files in one cluster (docs/benchmarks.md, "Small files past
 # the owned budget"): ROUNDS rounds of mdtest's create phase, N files of
 # BYTES each in a new directory per round, the files of earlier rounds kept.
-# Per round: files/s, the CPU microseconds each process spent per file and
-# the requests each daemon served per file, by kind. A rate or cost that
+# Per round: files/s, the CPU microseconds each process spent per file,
+# the requests each daemon served per file, by kind, and each daemon's
+# resident memory after the round. A rate or cost that
 # grows with the files already made shows up as a trend across rounds.
 #
 #   bash bench/smallfiles/rounds.sh                       # ROUNDS=8 N=10000 BYTES=4096
@@ -46,6 +47,15 @@ def counters():
             if l.startswith(series[k] + "{"):
                 c[k + ":" + re.search(r'op="([^"]*)"', l).group(1)] += float(l.rsplit(" ", 1)[1])
     return c
+def rss():
+    """Each daemon's resident memory in MiB (the largest of a kind)."""
+    m = {}
+    for d in ds:
+        for l in open("/proc/%d/status" % d["Pid"]):
+            if l.startswith("VmRSS:"):
+                k = kind(d["Name"])
+                m[k] = max(m.get(k, 0), round(int(l.split()[1]) / 1024))
+    return m
 with open(out, "a") as f:
     for r in range(rounds):
         d = "%s/m/r%d" % (W, r)
@@ -58,10 +68,11 @@ with open(out, "a") as f:
         dl = {k: c1[k] - c0[k] for k in c1 if c1[k] - c0[k] > 0}
         line = {"build": binary, "round": r + 1, "files_before": r * n, "n": n, "bytes": int(nbytes), "rate": float(rate),
                 "cpu_us": {k[4:]: round(v / n * 1e6) for k, v in dl.items() if k.startswith("cpu:")},
-                "requests": {k: round(v / n, 2) for k, v in sorted(dl.items()) if not k.startswith("cpu:")}}
+                "requests": {k: round(v / n, 2) for k, v in sorted(dl.items()) if not k.startswith("cpu:")},
+                "rss_mib": rss()}
         f.write(json.dumps(line) + "\n")
         cpu = line["cpu_us"]
-        print("round %d (%d files before): %s files/s, CPU us per file %s (all %d), create batches per file %s" % (
+        print("round %d (%d files before): %s files/s, CPU us per file %s (all %d), create batches per file %s, RSS MiB %s" % (
             r + 1, r * n, rate, " ".join("%s %d" % kv for kv in sorted(cpu.items())), sum(cpu.values()),
-            line["requests"].get("fwd:create-batch", 0)))
+            line["requests"].get("fwd:create-batch", 0), " ".join("%s %d" % kv for kv in sorted(line["rss_mib"].items()))))
 PY

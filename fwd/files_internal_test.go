@@ -1,0 +1,64 @@
+package fwd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+)
+
+// TestRetiredStateRaisesLateReplies: attributes the metadata service
+// served before a file's last report reached it, on their way back
+// through the daemon after the file's state went (a stat racing the
+// close's release), are raised to what the state knew, as the state
+// would have raised them, for two Timeouts; a newer generation (a
+// truncate) is not raised. A new state starts from what the old one
+// knew.
+func TestRetiredStateRaisesLateReplies(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := New(Config{Meta: "127.0.0.1:1", Timeout: time.Second, Now: func() time.Time { return now }})
+	s.opened(&wire.Attr{Ino: 9, Trunc: 3, Size: 100})
+	f := s.holdExisting(9)
+	f.mu.Lock()
+	f.size, f.mtime = 500, 77 // a write's growth, reported since
+	f.mu.Unlock()
+	s.release(9)
+	if s.lookupFile(9) == nil {
+		t.Fatal("the state went while a request held it")
+	}
+	s.letGo(9, f)
+	if s.lookupFile(9) != nil {
+		t.Fatal("the state of a closed file stayed after its last hold")
+	}
+
+	a := &wire.Attr{Ino: 9, Trunc: 3, Size: 100, Mtime: 5}
+	s.mergeAttr(a)
+	if a.Size != 500 || a.Mtime != 77 {
+		t.Fatalf("a late reply of the same generation: size %d mtime %d, want 500 and 77", a.Size, a.Mtime)
+	}
+	b := &wire.Attr{Ino: 9, Trunc: 4, Size: 50}
+	s.mergeAttr(b)
+	if b.Size != 50 {
+		t.Fatalf("a reply after a truncate: size %d, want 50", b.Size)
+	}
+
+	s.opened(&wire.Attr{Ino: 9, Trunc: 3, Size: 100})
+	if g := s.lookupFile(9); g == nil || g.size != 500 {
+		t.Fatalf("a new state from a late open reply: %+v, want size 500", g)
+	}
+	s.release(9)
+
+	now = now.Add(2*time.Second + time.Millisecond)
+	s.forgetRecent()
+	c := &wire.Attr{Ino: 9, Trunc: 3, Size: 100}
+	s.mergeAttr(c)
+	if c.Size != 100 {
+		t.Fatalf("two Timeouts after: size %d, want the reply's 100", c.Size)
+	}
+	s.fmu.Lock()
+	n, m := len(s.recent), len(s.recentAge)
+	s.fmu.Unlock()
+	if n != 0 || m != 0 {
+		t.Fatalf("recent kept %d entries (%d in line) after two Timeouts", n, m)
+	}
+}
