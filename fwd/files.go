@@ -160,7 +160,6 @@ func (s *Server) newFileLocked(a *wire.Attr) *file {
 // retired is what a state let go knew of its file (Server.recent).
 type retired struct {
 	size, gen uint64
-	mtime     int64
 	at        time.Time
 }
 
@@ -173,7 +172,7 @@ type retiredAt struct {
 // Caller holds fmu.
 func (s *Server) rememberLocked(ino uint64, f *file) {
 	now := s.cfg.Now()
-	s.recent[ino] = retired{size: f.size, gen: f.gen, mtime: f.mtime, at: now}
+	s.recent[ino] = retired{size: f.size, gen: f.gen, at: now}
 	s.recentAge = append(s.recentAge, retiredAt{ino, now})
 }
 
@@ -345,8 +344,10 @@ func (s *Server) mergeAttr(a *wire.Attr) {
 	if f == nil {
 		// the state went after this reply was served: what it knew
 		// reached the service maybe after that
+		// (not the mtime: a setattr may have set it back since, and
+		// what the state knew of it went with its last report)
 		if r, ok := s.recent[a.Ino]; ok && r.gen == a.Trunc {
-			a.Size, a.Mtime = max(a.Size, r.size), max(a.Mtime, r.mtime)
+			a.Size = max(a.Size, r.size)
 		}
 		s.fmu.Unlock()
 		return
