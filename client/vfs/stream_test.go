@@ -501,17 +501,21 @@ func TestWriteKept(t *testing.T) {
 	c := &ptrCaller{fakeFwd: f}
 	route := func(ident.ID, uint64) Caller { return c }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mem := make([]byte, 4*4096)
+	mem := make([]byte, KeepMin+4*4096)
 	al := mem[4096-int(uintptr(unsafe.Pointer(&mem[0]))%4096):] // on a page
+	for i := range al {
+		al[i] = byte(i * 7)
+	}
 	for _, tc := range []struct {
 		name        string
 		writeBehind int64
 		data        []byte
 		kept        bool // sent from data itself, released after the answer
 	}{
-		{"background, whole pages", 1 << 20, al[:6000], true},
-		{"background, not on a page", 1 << 20, al[1:6001], false},
-		{"foreground", 0, al[:6000], false},
+		{"background, whole pages", 1 << 20, al[:KeepMin+100], true},
+		{"background, small", 1 << 20, al[:6000], false},
+		{"background, not on a page", 1 << 20, al[1 : KeepMin+101], false},
+		{"foreground", 0, al[:KeepMin+100], false},
 	} {
 		s := NewStreams(StreamConfig{WriteBehind: tc.writeBehind, Route: route, Log: log})
 		var released atomic.Int32
