@@ -89,18 +89,40 @@ func (s *Server) holdExisting(ino uint64) *file {
 // hold of a closed file's state retires it if nothing else keeps it.
 func (s *Server) letGo(ino uint64, f *file) {
 	s.fmu.Lock()
-	f.pins--
-	var gone *unsyncedFile
-	if f.pins == 0 && s.files[ino] == f {
-		f.mu.Lock()
-		closed := f.closed
-		f.mu.Unlock()
-		if closed {
-			gone = s.retireLocked(ino, f)
+	gone := s.letGoLocked(ino, f)
+	s.fmu.Unlock()
+	s.syncLater(gone)
+}
+
+// letGoAll is letGo for the states fs of files inos, under one lock.
+func (s *Server) letGoAll(inos []uint64, fs []*file) {
+	var gone []*unsyncedFile
+	s.fmu.Lock()
+	for i, f := range fs {
+		if u := s.letGoLocked(inos[i], f); u != nil {
+			gone = append(gone, u)
 		}
 	}
 	s.fmu.Unlock()
-	s.syncLater(gone)
+	for _, u := range gone {
+		s.syncLater(u)
+	}
+}
+
+// letGoLocked ends a hold of ino's state f and returns what retiring it
+// left to sync (retireLocked). Caller holds fmu.
+func (s *Server) letGoLocked(ino uint64, f *file) *unsyncedFile {
+	f.pins--
+	if f.pins > 0 || s.files[ino] != f {
+		return nil
+	}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if !closed {
+		return nil
+	}
+	return s.retireLocked(ino, f)
 }
 
 func (s *Server) opened(a *wire.Attr) {
@@ -262,59 +284,88 @@ func (s *Server) retireLocked(ino uint64, f *file) *unsyncedFile {
 	return nil
 }
 
-// isUnsynced says whether ino's state went with writes no fsync synced.
-func (s *Server) isUnsynced(ino uint64) bool {
+// holdForSync returns ino's state, held (letGo lets it go), or nil if
+// the daemon has none; unsynced says whether then its state went with
+// writes no fsync synced.
+func (s *Server) holdForSync(ino uint64) (f *file, unsynced bool) {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
-	_, ok := s.unsynced[ino]
-	return ok
+	if f = s.files[ino]; f != nil {
+		f.pins++
+		return f, false
+	}
+	_, unsynced = s.unsynced[ino]
+	return nil, unsynced
 }
 
-// syncLater has the data servers of u synced in the background.
+// syncLater has the data servers of u synced in the background; if the
+// background is a full queue behind, by the caller (files let go
+// unsynced faster than they are synced slow their writers down rather
+// than wait in memory).
 func (s *Server) syncLater(u *unsyncedFile) {
 	if u == nil {
 		return
 	}
 	select {
 	case s.syncs <- *u:
-	case <-s.ctx.Done():
+	default:
+		s.syncUnsynced(s.ctx, *u)
 	}
 }
 
-// syncLoop syncs the files let go of unsynced (their writes were never
-// promised to be durable, but an fsync through a later open could not
-// find their servers any more): all of them for a state that was adopted
-// (0 among the servers), from the file's layout.
+// syncLoop syncs the files let go of unsynced in the background.
 func (s *Server) syncLoop(ctx context.Context) {
 	for {
-		var u unsyncedFile
 		select {
 		case <-ctx.Done():
 			return
-		case u = <-s.syncs:
+		case u := <-s.syncs:
+			s.syncUnsynced(ctx, u)
 		}
-		ids := u.ids
-		if slices.Contains(ids, 0) {
-			resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: u.ino}, nil, nil)
-			if err != nil {
-				s.log.Debug("background sync: no layout", "ino", u.ino, "err", err)
-				continue
-			}
-			ids = nil
-			for _, c := range resp.Chunks {
-				for _, id := range c.All() {
-					if !slices.Contains(ids, id) {
-						ids = append(ids, id)
-					}
-				}
-			}
+	}
+}
+
+// syncUnsynced syncs the data servers of a file let go of unsynced (its
+// writes were never promised to be durable, but an fsync through a later
+// open could not find its servers any more); every server holding it for
+// a state that was adopted (0 among the servers).
+func (s *Server) syncUnsynced(ctx context.Context, u unsyncedFile) {
+	ids := u.ids
+	if i := slices.Index(ids, 0); i >= 0 {
+		ids = slices.Delete(slices.Clone(ids), i, i+1)
+		var err error
+		if ids, err = s.withLayoutServers(ctx, u.ino, ids); err != nil {
+			s.log.Debug("background sync: no layout", "ino", u.ino, "err", err)
+			return
 		}
-		for _, id := range ids {
-			if err := s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: u.ino}, nil, nil); err != nil {
-				s.log.Debug("background sync failed", "ino", u.ino, "server", id, "err", err)
+	}
+	for _, id := range ids {
+		if err := s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: u.ino}, nil, nil); err != nil {
+			s.log.Debug("background sync failed", "ino", u.ino, "server", id, "err", err)
+		}
+	}
+}
+
+// withLayoutServers adds to ids every data server that holds a copy of a
+// chunk of ino in its layout at the metadata service.
+func (s *Server) withLayoutServers(ctx context.Context, ino uint64, ids []uint64) ([]uint64, error) {
+	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+	if err != nil {
+		return ids, err
+	}
+	seen := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
+	}
+	for _, c := range resp.Chunks {
+		for _, id := range c.All() {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
 			}
 		}
 	}
+	return ids, nil
 }
 
 // adoptLocked brings the state up to date with attributes the metadata

@@ -1,6 +1,8 @@
 package fwd
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -62,5 +64,27 @@ func TestRetiredStateRaisesLateReplies(t *testing.T) {
 	s.fmu.Unlock()
 	if n != 0 || m != 0 {
 		t.Fatalf("recent kept %d entries (%d in line) after two Timeouts", n, m)
+	}
+}
+
+// TestSyncLaterFullQueue: a file let go of unsynced when the background
+// sync queue is full is synced by the caller (a request ending, letGo),
+// which returns once that sync is done or failed; it waited for the queue
+// before 2026-12-05, for as long as the background took.
+func TestSyncLaterFullQueue(t *testing.T) {
+	s := New(Config{Meta: "127.0.0.1:1", Timeout: 200 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.ctx = ctx
+	s.syncs = make(chan unsyncedFile) // nobody takes from it: always full
+	done := make(chan struct{})
+	go func() {
+		s.syncLater(&unsyncedFile{ino: 9, ids: []uint64{5}})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("syncLater waited for a full queue")
 	}
 }

@@ -61,8 +61,8 @@ func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 // service with a synchronous commit. The syncs carry who, the caller: a
 // burst-buffer server ends the job's I/O phase there (data/bb.go).
 func (s *Server) fsync(ctx context.Context, ino uint64, who wire.Who) error {
-	f := s.holdExisting(ino)
-	if f == nil && s.isUnsynced(ino) {
+	f, unsynced := s.holdForSync(ino)
+	if unsynced {
 		// its state went with writes no fsync synced: a new one starts
 		// from the servers they went to
 		var err error
@@ -80,21 +80,9 @@ func (s *Server) fsync(ctx context.Context, ino uint64, who wire.Who) error {
 		adopted := f.adopted
 		f.mu.Unlock()
 		if adopted {
-			resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
-			if err != nil {
+			var err error
+			if ids, err = s.withLayoutServers(ctx, ino, ids); err != nil {
 				return err
-			}
-			seen := map[uint64]bool{}
-			for _, id := range ids {
-				seen[id] = true
-			}
-			for _, c := range resp.Chunks {
-				for _, id := range c.All() {
-					if !seen[id] {
-						seen[id] = true
-						ids = append(ids, id)
-					}
-				}
 			}
 		}
 		f.mu.Lock()
@@ -217,11 +205,7 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 		f.pins++ // a report that fails puts the growth back in the state
 	}
 	s.fmu.Unlock()
-	defer func() {
-		for i, f := range fs {
-			s.letGo(inos[i], f)
-		}
-	}()
+	defer s.letGoAll(inos, fs)
 	var errs []error
 	reported := false
 	for i, f := range fs {
