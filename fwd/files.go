@@ -139,6 +139,29 @@ func (s *Server) opened(a *wire.Attr) {
 	f.mu.Unlock()
 }
 
+// openedInBatch counts the opens of the files a write-back batch created
+// open (es, but for those the service refused), as opened counts an
+// open through this daemon.
+func (s *Server) openedInBatch(es, refused []wire.DirEntry) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	for _, e := range es {
+		if e.Mode&wire.CreateOpen == 0 || e.Mode&(wire.BatchRemove|syscall.S_IFDIR) != 0 ||
+			slices.ContainsFunc(refused, func(r wire.DirEntry) bool { return r.Ino == e.Ino }) {
+			continue
+		}
+		f := s.files[e.Ino]
+		if f == nil {
+			s.batchOpens[e.Ino]++
+			continue
+		}
+		f.mu.Lock()
+		f.opens++
+		f.closed = false
+		f.mu.Unlock()
+	}
+}
+
 func newFile(a *wire.Attr) *file {
 	f := &file{chunkSize: int64(a.ChunkSize), stripeUnit: int64(a.StripeUnit), size: a.Size, gen: a.Trunc,
 		chunks: map[uint64]wire.ChunkLoc{}, dirty: map[uint64]bool{}, placing: map[uint64]chan struct{}{},
@@ -169,6 +192,10 @@ func (s *Server) newFileLocked(a *wire.Attr) *file {
 		}
 	}
 	delete(s.unsynced, a.Ino)
+	if n := s.batchOpens[a.Ino]; n > 0 {
+		f.opens = n
+		delete(s.batchOpens, a.Ino)
+	}
 	if r, ok := s.recent[a.Ino]; ok {
 		if r.gen == a.Trunc && r.size > f.size {
 			f.size = r.size // a reply older than its last report
@@ -221,6 +248,11 @@ func (s *Server) release(ino uint64) {
 	s.fmu.Lock()
 	f := s.files[ino]
 	if f == nil {
+		if n := s.batchOpens[ino]; n > 1 {
+			s.batchOpens[ino] = n - 1
+		} else {
+			delete(s.batchOpens, ino)
+		}
 		s.fmu.Unlock()
 		return
 	}
@@ -247,9 +279,8 @@ type unsyncedFile struct {
 // open files, the close for closed ones); the data servers written since
 // the last fsync go to unsynced. It returns the file let go of unsynced
 // to make room, if any, for syncLater. The open count is not exact (a
-// file created in a write-back batch was opened at the metadata service,
-// not here; a job's forwarding nodes may change between an open and its
-// close), so a state may go while a handle is still open: holds, not
+// job's forwarding nodes may change between an open and its close), so a
+// state may go while a handle is still open: holds, not
 // opens, keep a request's growth from landing in a state let go. Caller
 // holds fmu.
 func (s *Server) retireLocked(ino uint64, f *file) *unsyncedFile {
@@ -449,7 +480,9 @@ func (s *Server) holdFile(ctx context.Context, ino uint64) (*file, error) {
 	f := s.files[ino]
 	if f == nil {
 		f = s.newFileLocked(resp.Attr)
-		f.adopted = true
+		// a file a batch created open through this daemon had all its
+		// writes through it since
+		f.adopted = f.opens == 0
 	}
 	f.pins++
 	return f, nil

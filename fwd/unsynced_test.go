@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
 )
 
 // sum adds up the values of the series named name whose labels include
@@ -139,5 +140,64 @@ func TestCloseDuringWrite(t *testing.T) {
 			t.Fatalf("after the write: %v file states, %v unsynced; want 0 and 1", n, u)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestBatchCreatedOpensCount: a file a write-back batch created open
+// (OpCreateBatch, CreateOpen) through the daemon counts as open there
+// (the open reached the metadata service in the batch, not as an
+// OpOpen): another handle's close does not let its state go while the
+// batch's handle is open, and its state is not adopted (an fsync asks
+// the service for no layout). Before 2026-12-05 its release counted the
+// other handle's open away.
+func TestBatchCreatedOpensCount(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, _ := stackFwd(t, 0, fwd.Config{Metrics: reg})
+	ctx := context.Background()
+	call := func(m *wire.Msg, payload []byte) *wire.Msg {
+		t.Helper()
+		resp, _, err := c.Call(ctx, m, payload, nil)
+		if err != nil {
+			t.Fatalf("%v: %v", m.Op, err)
+		}
+		return resp
+	}
+	const client = 7
+	dir := call(&wire.Msg{Op: wire.OpMkdir, Parent: meta.RootIno, Name: "d", Mode: 0o755}, nil).Attr.Ino
+	grant := call(&wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: client}, nil)
+	ino, idle := grant.ID, grant.ID+1
+	resp := call(&wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Client: client, Entries: []wire.DirEntry{
+		{Name: "f", Ino: ino, Mode: 0o644 | wire.CreateOpen}, {Name: "idle", Ino: idle, Mode: 0o644 | wire.CreateOpen}}}, nil)
+	if len(resp.Entries) != 0 {
+		t.Fatalf("batch refused %+v", resp.Entries)
+	}
+	layouts := func() float64 { return sum(t, reg, "sluice_meta_requests_total", "op", "layout") }
+
+	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096))
+	before := layouts()
+	call(&wire.Msg{Op: wire.OpFsync, Ino: ino}, nil)
+	if n := layouts() - before; n != 0 {
+		t.Fatalf("the fsync of a file the batch created asked for its layout %v times: its state was adopted", n)
+	}
+	call(&wire.Msg{Op: wire.OpOpen, Ino: ino}, nil) // a second handle
+	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: 4096, Size: 4096}, make([]byte, 4096))
+	call(&wire.Msg{Op: wire.OpFlush, Ino: ino}, nil)
+	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
+	if n := sum(t, reg, "sluice_fwd_file_states"); n != 1 {
+		t.Fatalf("%v file states after one of two handles closed, want 1", n)
+	}
+	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
+	if n, u := sum(t, reg, "sluice_fwd_file_states"), sum(t, reg, "sluice_fwd_unsynced_files"); n != 0 || u != 1 {
+		t.Fatalf("after both closed: %v file states, %v unsynced; want 0 and 1", n, u)
+	}
+	// a file the batch created open and nobody wrote: its release takes
+	// the count back, so a later open and write keep the state
+	call(&wire.Msg{Op: wire.OpRelease, Ino: idle}, nil)
+	call(&wire.Msg{Op: wire.OpOpen, Ino: idle}, nil)
+	call(&wire.Msg{Op: wire.OpWrite, Ino: idle, Size: 4096}, make([]byte, 4096))
+	call(&wire.Msg{Op: wire.OpFlush, Ino: idle}, nil)
+	call(&wire.Msg{Op: wire.OpRelease, Ino: idle}, nil)
+	if n := sum(t, reg, "sluice_fwd_file_states"); n != 0 {
+		t.Fatalf("%v file states after the idle file's only open closed, want 0", n)
 	}
 }
