@@ -6,6 +6,8 @@
 #
 #   bash bench/smallfiles/run.sh            # N=3000 files of BYTES=4096, ROUNDS=3
 #   N=500 ROUNDS=1 bash bench/smallfiles/run.sh   # smoke
+#   SLUICE_BIN=/tmp/sluice-old COUNT=0 OUT=... bash bench/smallfiles/run.sh
+#                                    # rates of another build, no round trips
 #
 # Rates: per round, both targets in turn (the order alternates), one
 # mdtest run each with phases create (open O_CREAT|O_EXCL, write BYTES,
@@ -32,7 +34,9 @@ COUNTN=${COUNTN:-500}
 OUT=${OUT:-bench/results/smallfiles}
 UPFLAGS=${UPFLAGS:-}
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
+COUNT=${COUNT:-1}
 go build -o bin/sluice ./cmd/sluice
+BIN=${SLUICE_BIN:-bin/sluice} # the build the rates are of
 go build -o bin/mdtest ./bench/mdtest
 WORK=$(mktemp -d /tmp/sluice-small.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-small.XXXXXX)
@@ -40,7 +44,7 @@ SHM=$(mktemp -d /dev/shm/sluice-small.XXXXXX)
 . bench/passthrough.sh
 cleanup() {
 	set +e
-	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
+	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
 	bin/sluice down --dir "$WORK/c" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
@@ -50,7 +54,7 @@ mkdir -p "$OUT"
 : > "$OUT/rates.jsonl"
 start_passthrough "$WORK/pt" "$SHM/pt"
 # shellcheck disable=SC2086
-bin/sluice up --dir "$WORK/s" --mount "$WORK/sm" --mem 4G --ssd 0 --pfs none $UPFLAGS >/dev/null
+"$BIN" up --dir "$WORK/s" --mount "$WORK/sm" --mem 4G --ssd 0 --pfs none $UPFLAGS >/dev/null
 declare -A DIRS=([passthrough]=$WORK/pt [sluice]=$WORK/sm)
 PHASES=create,stat,read,unlink,mkdir,rmdir
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -67,7 +71,8 @@ print(json.dumps({"target": sys.argv[1], "round": int(sys.argv[2]), "n": int(sys
 	done
 done
 mkdir -p "$OUT/logs" && cp "$WORK"/s/logs/*.log "$OUT/logs/" # (kept: a slow round can be looked into)
-bin/sluice down --dir "$WORK/s" --purge >/dev/null
+"$BIN" down --dir "$WORK/s" --purge >/dev/null
+[ "$COUNT" = 1 ] || exit 0
 
 # round trips per operation, on a cluster that counts them
 # shellcheck disable=SC2086

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Tables of bench/before-after.sh: per row, the old build's and this
+one's MB/s (or ops/s), ratio to the passthrough of the same round and CPU
+seconds per GB over every sluice process, medians (min-max).
+
+    python3 bench/before_after.py STREAMS.jsonl SMALLDIR
+"""
+import glob
+import json
+import statistics
+import sys
+
+
+def fmt(xs, digits=0):
+    m = statistics.median(xs)
+    if min(xs) == max(xs):
+        return f"{m:,.{digits}f}"
+    return f"{m:,.{digits}f} ({min(xs):,.{digits}f}–{max(xs):,.{digits}f})"
+
+
+def streams(path):
+    rows = [json.loads(line) for line in open(path)]
+    rows = [r for r in rows if not r.get("profiled")]
+    # a round: one streams.sh invocation's sluice run and the passthrough's
+    # beside it (same up label, same phase and streams, in file order)
+    cells = {}
+    for r in rows:
+        up = r.get("up", "")
+        build = "old" if "bin=" in up else "new" if up == "" else None
+        if build is None:
+            continue  # other flags (an A/B in the same file)
+        key = (build, r["phase"], r["streams"])
+        cells.setdefault(key, {"passthrough": [], "sluice": []})[r["target"]].append(r)
+    print("| phase | streams | old MB/s | old / passthrough | old CPU s/GB | new MB/s | new / passthrough | new CPU s/GB | passthrough CPU s/GB (old's rounds, new's) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for phase in ("new", "overwrite", "read"):
+        for n in sorted({k[2] for k in cells}):
+            out = []
+            pcpu = []
+            for build in ("old", "new"):
+                c = cells.get((build, phase, n))
+                if not c:
+                    out += ["-"] * 3
+                    continue
+                sl, pt = c["sluice"], c["passthrough"]
+                gb = lambda r: r["bytes"] / 1e9  # every stream's
+                out.append(fmt([r["mbps"] for r in sl]))
+                out.append(fmt([s["mbps"] / p["mbps"] for s, p in zip(sl, pt)], 2))
+                out.append(fmt([sum(r["cpu_s"].values()) / gb(r) for r in sl], 2))
+                pcpu.append(fmt([sum(r["cpu_s"].values()) / gb(r) for r in pt], 2))
+            print(f"| {phase} | {n} | " + " | ".join(out) + " | " + "; ".join(pcpu) + " |")
+
+
+def small(d):
+    res = {}
+    for build in ("old", "new"):
+        for f in sorted(glob.glob(f"{d}/{build}-*/rates.jsonl")):
+            rows = [json.loads(line) for line in open(f)]
+            pt = next(r for r in rows if r["target"] == "passthrough")["rates"]
+            sl = next(r for r in rows if r["target"] == "sluice")["rates"]
+            for ph, v in sl.items():
+                res.setdefault((build, ph), []).append((v, v / pt[ph]))
+    print("| phase | old ops/s | old / passthrough | new ops/s | new / passthrough |")
+    print("|---|---|---|---|---|")
+    for ph in ("create", "stat", "read", "unlink", "mkdir", "rmdir", "tree-create", "tree-remove"):
+        o, n = res.get(("old", ph)), res.get(("new", ph))
+        if not o or not n:
+            continue
+        print(f"| {ph} | {fmt([x[0] for x in o])} | {fmt([x[1] for x in o], 2)} | {fmt([x[0] for x in n])} | {fmt([x[1] for x in n], 2)} |")
+
+
+if __name__ == "__main__":
+    streams(sys.argv[1])
+    print()
+    small(sys.argv[2])
