@@ -141,8 +141,14 @@ func (s *Server) opened(a *wire.Attr) {
 
 // openedInBatch counts the opens of the files a write-back batch created
 // open (es, but for those the service refused), as opened counts an
-// open through this daemon.
-func (s *Server) openedInBatch(es, refused []wire.DirEntry) {
+// open through this daemon. Their state starts empty from the attributes
+// of their directory (dir, whose layout they took), so their first write
+// asks the service nothing but the place of its chunk. Without dir (the
+// service could not read it back) they are left uncounted.
+func (s *Server) openedInBatch(es, refused []wire.DirEntry, dir *wire.Attr) {
+	if dir == nil {
+		return
+	}
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
 	for _, e := range es {
@@ -152,8 +158,7 @@ func (s *Server) openedInBatch(es, refused []wire.DirEntry) {
 		}
 		f := s.files[e.Ino]
 		if f == nil {
-			s.batchOpens[e.Ino]++
-			continue
+			f = s.newFileLocked(&wire.Attr{Ino: e.Ino, ChunkSize: dir.ChunkSize, StripeCnt: dir.StripeCnt, StripeUnit: dir.StripeUnit})
 		}
 		f.mu.Lock()
 		f.opens++
@@ -192,10 +197,6 @@ func (s *Server) newFileLocked(a *wire.Attr) *file {
 		}
 	}
 	delete(s.unsynced, a.Ino)
-	if n := s.batchOpens[a.Ino]; n > 0 {
-		f.opens = n
-		delete(s.batchOpens, a.Ino)
-	}
 	if r, ok := s.recent[a.Ino]; ok {
 		if r.gen == a.Trunc && r.size > f.size {
 			f.size = r.size // a reply older than its last report
@@ -248,11 +249,6 @@ func (s *Server) release(ino uint64) {
 	s.fmu.Lock()
 	f := s.files[ino]
 	if f == nil {
-		if n := s.batchOpens[ino]; n > 1 {
-			s.batchOpens[ino] = n - 1
-		} else {
-			delete(s.batchOpens, ino)
-		}
 		s.fmu.Unlock()
 		return
 	}
@@ -480,9 +476,7 @@ func (s *Server) holdFile(ctx context.Context, ino uint64) (*file, error) {
 	f := s.files[ino]
 	if f == nil {
 		f = s.newFileLocked(resp.Attr)
-		// a file a batch created open through this daemon had all its
-		// writes through it since
-		f.adopted = f.opens == 0
+		f.adopted = true
 	}
 	f.pins++
 	return f, nil

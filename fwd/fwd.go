@@ -111,13 +111,8 @@ type Server struct {
 	bmu      sync.Mutex // guards backends
 	backends map[uint64]*backend
 
-	fmu   sync.Mutex // guards files, batchOpens, unsynced and recent
+	fmu   sync.Mutex // guards files, unsynced and recent
 	files map[uint64]*file
-	// batchOpens counts the opens of files a write-back batch created
-	// open through this daemon (OpCreateBatch, wire.CreateOpen) that it
-	// has no state of yet: the file's next state starts with them, and
-	// a release without a state takes one back
-	batchOpens map[uint64]int
 	// unsynced holds, for each file whose state went (closed, nothing
 	// else to do here) with writes no fsync synced yet, the data servers
 	// written (0 among them: the state was adopted, sync every holder):
@@ -191,7 +186,7 @@ func New(cfg Config) *Server {
 		iops = 1e9
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, backends: map[uint64]*backend{}, files: map[uint64]*file{},
-		batchOpens: map[uint64]int{}, unsynced: map[uint64][]uint64{}, syncs: make(chan unsyncedFile, 1024), recent: map[uint64]retired{},
+		unsynced: map[uint64][]uint64{}, syncs: make(chan unsyncedFile, 1024), recent: map[uint64]retired{},
 		bw: throttle.New(mbps*1e6, mbps*1e6/20, cfg.Now), ops: throttle.New(iops, iops/20, cfg.Now)}
 	s.meta = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
 	for c := range s.gates {
@@ -480,7 +475,7 @@ func (s *Server) metaOp(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
 		return s.redirected(ctx, m, resp)
 	}
 	if m.Op == wire.OpCreateBatch {
-		s.openedInBatch(m.Entries, resp.Entries)
+		s.openedInBatch(m.Entries, resp.Entries, resp.Attr)
 	}
 	if a := resp.Attr; a != nil {
 		switch {

@@ -147,9 +147,11 @@ func TestCloseDuringWrite(t *testing.T) {
 // (OpCreateBatch, CreateOpen) through the daemon counts as open there
 // (the open reached the metadata service in the batch, not as an
 // OpOpen): another handle's close does not let its state go while the
-// batch's handle is open, and its state is not adopted (an fsync asks
-// the service for no layout). Before 2026-12-05 its release counted the
-// other handle's open away.
+// batch's handle is open; its state starts from the batch's reply (the
+// directory's layout: its first write asks the service for no
+// attributes) and is not adopted (an fsync asks the service for no
+// layout). Before 2026-12-05 its release counted the other handle's open
+// away.
 func TestBatchCreatedOpensCount(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c, _ := stackFwd(t, 0, fwd.Config{Metrics: reg})
@@ -172,9 +174,18 @@ func TestBatchCreatedOpensCount(t *testing.T) {
 		t.Fatalf("batch refused %+v", resp.Entries)
 	}
 	layouts := func() float64 { return sum(t, reg, "sluice_meta_requests_total", "op", "layout") }
+	getattrs := func() float64 { return sum(t, reg, "sluice_meta_requests_total", "op", "getattr") }
+	states := func() float64 { return sum(t, reg, "sluice_fwd_file_states") }
+	if n := states(); n != 2 {
+		t.Fatalf("%v file states after the batch, want 2 (both files open)", n)
+	}
 
+	before := getattrs()
 	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096))
-	before := layouts()
+	if n := getattrs() - before; n != 0 {
+		t.Fatalf("the first write of a file the batch created asked the service for its attributes %v times", n)
+	}
+	before = layouts()
 	call(&wire.Msg{Op: wire.OpFsync, Ino: ino}, nil)
 	if n := layouts() - before; n != 0 {
 		t.Fatalf("the fsync of a file the batch created asked for its layout %v times: its state was adopted", n)
@@ -183,21 +194,16 @@ func TestBatchCreatedOpensCount(t *testing.T) {
 	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: 4096, Size: 4096}, make([]byte, 4096))
 	call(&wire.Msg{Op: wire.OpFlush, Ino: ino}, nil)
 	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
-	if n := sum(t, reg, "sluice_fwd_file_states"); n != 1 {
-		t.Fatalf("%v file states after one of two handles closed, want 1", n)
+	if n := states(); n != 2 {
+		t.Fatalf("%v file states after one of two handles of f closed, want 2 (f, idle)", n)
 	}
 	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
-	if n, u := sum(t, reg, "sluice_fwd_file_states"), sum(t, reg, "sluice_fwd_unsynced_files"); n != 0 || u != 1 {
-		t.Fatalf("after both closed: %v file states, %v unsynced; want 0 and 1", n, u)
+	if n, u := states(), sum(t, reg, "sluice_fwd_unsynced_files"); n != 1 || u != 1 {
+		t.Fatalf("after both of f closed: %v file states, %v unsynced; want 1 (idle) and 1", n, u)
 	}
-	// a file the batch created open and nobody wrote: its release takes
-	// the count back, so a later open and write keep the state
+	// the file nobody wrote: its close lets its state go
 	call(&wire.Msg{Op: wire.OpRelease, Ino: idle}, nil)
-	call(&wire.Msg{Op: wire.OpOpen, Ino: idle}, nil)
-	call(&wire.Msg{Op: wire.OpWrite, Ino: idle, Size: 4096}, make([]byte, 4096))
-	call(&wire.Msg{Op: wire.OpFlush, Ino: idle}, nil)
-	call(&wire.Msg{Op: wire.OpRelease, Ino: idle}, nil)
-	if n := sum(t, reg, "sluice_fwd_file_states"); n != 0 {
-		t.Fatalf("%v file states after the idle file's only open closed, want 0", n)
+	if n := states(); n != 0 {
+		t.Fatalf("%v file states after the idle file closed, want 0", n)
 	}
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"slices"
 	"syscall"
 	"time"
 
@@ -115,7 +116,14 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if err != nil {
 			return nil, ch, err
 		}
-		return &wire.Msg{Entries: failed}, ch, nil
+		resp := &wire.Msg{Entries: failed}
+		if slices.ContainsFunc(m.Entries, func(e wire.DirEntry) bool { return e.Mode&wire.CreateOpen != 0 }) {
+			// the directory's layout, which its new files took: a
+			// forwarding daemon starts the state of those still open
+			// from it (fwd/files.go, openedInBatch)
+			resp.Attr, _ = s.Getattr(m.Parent)
+		}
+		return resp, ch, nil
 	case wire.OpLookup:
 		a, err = s.Lookup(m.Parent, m.Name)
 	case wire.OpGetattr:

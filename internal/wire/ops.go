@@ -51,7 +51,7 @@ const (
 	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
 	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
 	OpUndelegate
-	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen, CreateOwned or BatchRemove), Uid, Gid, Mtime
+	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen, CreateOwned or BatchRemove), Uid, Gid, Mtime; reply Entries refused (errno in Mode), Attr the directory's when an entry had CreateOpen
 	OpTrims       // a data server (ID) asks for the truncations it has not applied (of Ino, or of every file if 0); reply Trims and, for one file, Trunc = its generation
 	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
 	OpPfsGrow     // pfs tier: make file Ino's plain file at least Size bytes (a truncate up)
