@@ -38,8 +38,9 @@ import (
 // was refused or recalled (the service's cool-down).
 const wbCooldown = wire.DelegCooldown
 
-// wbBatchMax is how many creates a directory holds before they are sent at
-// once.
+// wbBatchMax is how many creates and removals a directory holds before
+// they are sent at once, in the background; twice as many (the service
+// behind) are sent before the request that queued the last goes on.
 const wbBatchMax = 512
 
 type wbEntry struct {
@@ -187,9 +188,9 @@ func (w *Creates) create(who func() ident.ID, parent uint64, name string, perm, 
 		w.held[e.ino] = &wbDir{}
 		w.active.Add(1)
 	}
-	schedule, full := w.queueLocked(parent, d, e)
+	schedule, due := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
-	w.queued(parent, e, pattr, newDir, schedule, full)
+	w.queued(parent, e, pattr, newDir, schedule, due)
 	return a, true
 }
 
@@ -253,9 +254,9 @@ func (w *Creates) remove(who func() ident.ID, parent uint64, name string, dir bo
 		w.active.Add(-1)
 		e.sub = c
 	}
-	schedule, full := w.queueLocked(parent, d, e)
+	schedule, due := w.queueLocked(parent, d, e)
 	w.mu.Unlock()
-	w.queued(parent, e, pattr, nil, schedule, full)
+	w.queued(parent, e, pattr, nil, schedule, due)
 	if dir {
 		dc.ForgetDir(ino)
 	}
@@ -263,19 +264,35 @@ func (w *Creates) remove(who func() ident.ID, parent uint64, name string, dir bo
 }
 
 // queueLocked appends e to the entries of d (directory dir) not yet sent;
-// schedule says a flush must be set off, full that the batch is due now.
-func (w *Creates) queueLocked(dir uint64, d *wbDir, e *wbEntry) (schedule, full bool) {
+// schedule says a flush must be set off, due how: batchFull (sent in the
+// background) or batchBehind (sent before the caller goes on).
+func (w *Creates) queueLocked(dir uint64, d *wbDir, e *wbEntry) (schedule bool, due batchDue) {
 	d.entries = append(d.entries, e)
 	w.pending[e.ino] = &wbPending{dir: dir, e: e}
 	schedule = !d.scheduled
 	d.scheduled = true
-	return schedule, len(d.entries) >= wbBatchMax
+	switch n := len(d.entries); {
+	case n >= 2*wbBatchMax:
+		due = batchBehind
+	case n == wbBatchMax:
+		due = batchFull
+	}
+	return schedule, due
 }
+
+// batchDue says whether a directory's entries not yet sent are due now.
+type batchDue int
+
+const (
+	batchLater  batchDue = iota // at the flush interval
+	batchFull                   // a batch's worth: sent in the background
+	batchBehind                 // two batches' worth (the service is behind the one on its way): the caller sends them
+)
 
 // queued records a queued create or removal in the directory cache, with
 // the directory's attributes pattr as it changes them (newDir: the
 // attributes of a directory made), and sets off its sending.
-func (w *Creates) queued(dir uint64, e *wbEntry, pattr wire.Attr, newDir *wire.Attr, schedule, full bool) {
+func (w *Creates) queued(dir uint64, e *wbEntry, pattr wire.Attr, newDir *wire.Attr, schedule bool, due batchDue) {
 	pattr.Mtime, pattr.Ctime = e.t, e.t
 	switch {
 	case e.dir && e.remove:
@@ -291,7 +308,12 @@ func (w *Creates) queued(dir uint64, e *wbEntry, pattr wire.Attr, newDir *wire.A
 	if schedule {
 		time.AfterFunc(w.cfg.Flush, func() { w.flush(dir) })
 	}
-	if full {
+	switch due {
+	case batchFull:
+		// the caller does not wait for it (a removal a batch of 512 made
+		// wait for all of them, the service removing one at a time)
+		go w.flush(dir)
+	case batchBehind:
 		w.flush(dir)
 	}
 }

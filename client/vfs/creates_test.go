@@ -26,6 +26,7 @@ type fakeMeta struct {
 	refuseIno map[uint64]syscall.Errno // creates the service refuses
 	gen       uint64                   // feed position a grant carries
 	arrived   chan wire.Op
+	gate      chan struct{} // if set, a batch waits until it is closed
 }
 
 func newFakeMeta() *fakeMeta {
@@ -34,6 +35,11 @@ func newFakeMeta() *fakeMeta {
 
 func (m *fakeMeta) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
 	m.mu.Lock()
+	if gate := m.gate; gate != nil && req.Op == wire.OpCreateBatch {
+		m.mu.Unlock()
+		<-gate
+		m.mu.Lock()
+	}
 	defer func() { m.mu.Unlock(); m.arrived <- req.Op }()
 	switch req.Op {
 	case wire.OpDelegate:
@@ -205,6 +211,93 @@ func TestCreatesOwnersAndUnlinks(t *testing.T) {
 	last := bs[1].Entries
 	if len(last) != 2 || last[1].Name != "old" || last[1].Mode != wire.BatchRemove {
 		t.Fatalf("second batch %+v: want b then the removal of old", last)
+	}
+}
+
+// A full batch (wbBatchMax) is sent in the background: the removal that
+// filled it does not wait for the service (which removes one name at a
+// time); only two batches' worth queued behind one still on its way make
+// the request that queued the last wait. Every removal arrives, in order.
+func TestCreatesFullBatchInBackground(t *testing.T) {
+	b := newCreateBed(time.Hour)
+	b.create(t, "a", 500) // the delegation
+	b.w.Settle(10)
+	const n = 3 * wbBatchMax
+	for i := range n {
+		b.dc.Changed(10, "f"+strconv.Itoa(i), uint64(5000+i), true, dirAttr(10), 1, nil)
+	}
+	gate := make(chan struct{})
+	b.meta.mu.Lock()
+	b.meta.gate = gate
+	b.meta.mu.Unlock()
+	unlinks := func(from, to int) bool { // [from, to) returned within 5 s
+		done := make(chan struct{})
+		go func() {
+			for i := from; i < to; i++ {
+				if !b.w.Unlink(who, 10, "f"+strconv.Itoa(i)) {
+					t.Errorf("removal %d went to the service", i)
+				}
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+			return true
+		case <-time.After(5 * time.Second):
+			return false
+		}
+	}
+	if !unlinks(0, wbBatchMax) {
+		close(gate)
+		t.Fatal("the removal that filled a batch waited for the service")
+	}
+	// the batch is on its way (held at the gate)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.w.mu.Lock()
+		left := len(b.w.held[10].entries)
+		b.w.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(gate)
+			t.Fatal("a full batch was not sent")
+		}
+	}
+	if !unlinks(wbBatchMax, n-1) {
+		close(gate)
+		t.Fatal("removals waited while less than two batches' worth queued behind the one on its way")
+	}
+	last := make(chan struct{})
+	go func() {
+		b.w.Unlink(who, 10, "f"+strconv.Itoa(n-1))
+		close(last)
+	}()
+	select {
+	case <-last:
+		close(gate)
+		t.Fatal("the removal that queued two batches' worth behind one on its way did not wait")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	<-last
+	b.w.Settle(10)
+	var names []string
+	for _, m := range b.meta.sent()[1:] {
+		for _, e := range m.Entries {
+			if e.Mode != wire.BatchRemove {
+				t.Fatalf("entry %+v, want a removal", e)
+			}
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) != n {
+		t.Fatalf("%d removals reached the service, want %d", len(names), n)
+	}
+	for i, name := range names {
+		if name != "f"+strconv.Itoa(i) {
+			t.Fatalf("removal %d is of %s: out of order", i, name)
+		}
 	}
 }
 

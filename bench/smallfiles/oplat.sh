@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Creates' and unlinks' latency through a write-back directory, another
+# build (SLUICE_BIN) and this one alternating, a fresh `sluice up` (mem
+# tier) each round (docs/benchmarks.md, "A full batch in the background").
+#
+#   SLUICE_BIN=/tmp/sluice-old ROUNDS=3 N=10000 bash bench/smallfiles/oplat.sh
+set -euo pipefail
+export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
+cd "$(dirname "$0")/../.."
+OLD=${SLUICE_BIN:?SLUICE_BIN=another build}
+ROUNDS=${ROUNDS:-3}
+N=${N:-10000}
+go build -o bin/sluice ./cmd/sluice
+for ((r = 1; r <= ROUNDS; r++)); do
+	if ((r % 2)); then order=("$OLD" bin/sluice); else order=(bin/sluice "$OLD"); fi
+	for b in "${order[@]}"; do
+		w=$(mktemp -d /tmp/sluice-oplat.XXXXXX)
+		"$b" up --dir "$w/s" --mount "$w/m" --mem 4G --ssd 0 --pfs none >/dev/null
+		python3 bench/smallfiles/oplat.py "$w/m/d" "$N" | sed "s|^|round $r $b |"
+		"$b" down --dir "$w/s" --purge >/dev/null
+		rm -rf "$w"
+	done
+done
