@@ -43,12 +43,37 @@ def streams(path):
                     out += ["-"] * 3
                     continue
                 sl, pt = c["sluice"], c["passthrough"]
-                gb = lambda r: r["bytes"] / 1e9  # every stream's
                 out.append(fmt([r["mbps"] for r in sl]))
                 out.append(fmt([s["mbps"] / p["mbps"] for s, p in zip(sl, pt)], 2))
-                out.append(fmt([sum(r["cpu_s"].values()) / gb(r) for r in sl], 2))
-                pcpu.append(fmt([sum(r["cpu_s"].values()) / gb(r) for r in pt], 2))
+                out.append(fmt([sum(r["cpu_s"].values()) / (r["bytes"] / 1e9) for r in sl], 2))
+                pcpu.append(fmt([sum(r["cpu_s"].values()) / (r["bytes"] / 1e9) for r in pt], 2))
             print(f"| {phase} | {n} | " + " | ".join(out) + " | " + "; ".join(pcpu) + " |")
+    # each process's share of the CPU per GB (medians)
+    print()
+    print("| phase | streams | old: mount, fwd, data, meta CPU s/GB | new: mount, fwd, data, meta |")
+    print("|---|---|---|---|")
+    for phase in ("new", "overwrite", "read"):
+        for n in sorted({k[2] for k in cells}):
+            out = []
+            for build in ("old", "new"):
+                c = cells.get((build, phase, n))
+                if not c:
+                    out.append("-")
+                    continue
+                shares = []
+                for kind in ("mount", "fwd", "data", "meta"):
+                    xs = [sum(v for k, v in r["cpu_s"].items() if role(k) == kind) / (r["bytes"] / 1e9) for r in c["sluice"]]
+                    shares.append(f"{statistics.median(xs):.2f}")
+                out.append(", ".join(shares))
+            print(f"| {phase} | {n} | " + " | ".join(out) + " |")
+
+
+def role(name):
+    if name.startswith("fwd"):
+        return "fwd"
+    if name in ("mount", "meta"):
+        return name
+    return "data"
 
 
 def small(d):
