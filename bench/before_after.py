@@ -7,15 +7,16 @@ seconds per GB over every sluice process, medians (min-max).
 """
 import glob
 import json
+import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from streams import fmt as streams_fmt, med, role  # noqa: E402  (as streams.py counts and prints them)
+
 
 def fmt(xs, digits=0):
-    m = statistics.median(xs)
-    if min(xs) == max(xs):
-        return f"{m:,.{digits}f}"
-    return f"{m:,.{digits}f} ({min(xs):,.{digits}f}–{max(xs):,.{digits}f})"
+    return streams_fmt(med(xs), digits)
 
 
 def streams(path):
@@ -66,14 +67,6 @@ def streams(path):
                     shares.append(f"{statistics.median(xs):.2f}")
                 out.append(", ".join(shares))
             print(f"| {phase} | {n} | " + " | ".join(out) + " |")
-
-
-def role(name):
-    if name.startswith("fwd"):
-        return "fwd"
-    if name in ("mount", "meta"):
-        return name
-    return "data"
 
 
 def small(d):
