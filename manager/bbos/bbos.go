@@ -23,6 +23,7 @@ package bbos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -128,7 +129,7 @@ type Manager struct {
 	pools    map[string]*pool     // by tier
 	versions map[uint64]*version  // checkpoint files seen by the last scan
 	dirs     map[uint64][]ckptSeq // checkpoint directories: their sequences
-	hints    map[uint64]string    // files placement asked about: "pfs" (bypassed) or ""
+	hints    map[uint64]string    // checkpoints placement asked about: "pfs" (bypassed) or ""
 	bypassed map[uint64]uint64    // bypassed files and their sizes as last scanned
 	busy     map[uint64]bool      // files being demoted or evicted
 	streams  map[string]int       // demotions running, by pool
@@ -601,6 +602,16 @@ func (m *Manager) act(ctx context.Context) {
 		why   string
 	}
 	var jobs []job
+	// placement's view of each server's room (its usage as last reported,
+	// the chunks promised since counted whole, the evictions done since
+	// taken off): what a writer waiting for room waits on. Read before
+	// m.mu (placement calls Hint with its lock held).
+	placeFree := map[uint64]float64{}
+	for _, si := range m.cfg.NS.Servers() {
+		if si.Role == "data" && si.Alive {
+			placeFree[si.ID] = float64(si.Capacity - min(si.Used, si.Capacity))
+		}
+	}
 	m.mu.Lock()
 	for _, p := range m.pools {
 		var resident, demotable []pol.Version
@@ -663,7 +674,16 @@ func (m *Manager) act(ctx context.Context) {
 			room *= float64(1 + st.StalledWriters(p.Name))
 		}
 		room = min(room, p.S/2) + float64(m.cfg.Reserve)
-		if free := p.Free + p.freeing; free < room {
+		// the free space is the servers' at the last tick plus what was
+		// evicted since, or placement's now if less: at a burst's start
+		// the writes since the tick have taken what the tick saw, and
+		// a kick (a writer stalled) between ticks evicted one
+		// checkpoint per stalled writer while the rest waited
+		free := p.Free
+		if pf, ok := sumOf(placeFree, p.servers); ok {
+			free = min(free, pf)
+		}
+		if free += p.freeing; free < room {
 			need := room - free
 			for _, v := range order {
 				if need <= 0 {
@@ -685,6 +705,19 @@ func (m *Manager) act(ctx context.Context) {
 		m.logDecision(j.v.JobID, map[bool]string{false: "demote", true: "evict"}[j.evict], j.why)
 		go m.run(ctx, j.v, j.evict)
 	}
+}
+
+// sumOf is the sum of byID over ids; false if one is missing.
+func sumOf(byID map[uint64]float64, ids []uint64) (float64, bool) {
+	var sum float64
+	for _, id := range ids {
+		v, ok := byID[id]
+		if !ok {
+			return 0, false
+		}
+		sum += v
+	}
+	return sum, len(ids) > 0
 }
 
 // first is the first of vs that ok takes.
@@ -723,7 +756,9 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 		p.freeing -= float64(v.Bytes)
 	case p != nil:
 		m.streams[v.Pool]--
-		p.demoteFailed = err != nil
+		// a file moving already (EBUSY) is on its way down: not a
+		// demotion that fails
+		p.demoteFailed = err != nil && !errors.Is(err, syscall.EBUSY)
 	default:
 		m.streams[v.Pool]--
 	}
@@ -752,13 +787,15 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 		v.Demoted = true
 	}
 	m.mu.Unlock()
+	if err != nil {
+		// at the next tick: kicked now, the same file would be picked
+		// and fail again at once, round and round
+		m.cfg.Log.Info("burst buffer: not done; tried again at the next tick", "ino", v.ID, "evict", evict, "err", err)
+		return
+	}
 	m.cfg.Log.Debug("burst buffer: done", "ino", v.ID, "evict", evict, "chunks", chunks, "bytes", n, "took", m.cfg.Now().Sub(began))
 	// the next demotion, or eviction, at once rather than at the tick
 	m.Kick()
-	if err != nil {
-		m.cfg.Log.Info("burst buffer: not done; tried again later", "ino", v.ID, "evict", evict, "err", err)
-		return
-	}
 	if evict {
 		m.evictedC.Add(float64(n))
 	} else {
@@ -768,12 +805,11 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 
 // Hint is placement's hint for a new chunk of file ino (parent, name: its
 // entry): "pfs" for a checkpoint the policy classifies cold on arrival
-// (bypass), decided once per file at its first chunk. It is called with
-// the metadata service's registry lock held and calls nothing back.
+// (bypass), decided once per file at its first chunk. A checkpoint of a
+// granted sequence is the manager's from that chunk on (Managed). It is
+// called with the metadata service's registry lock held and calls nothing
+// back.
 func (m *Manager) Hint(ino, parent uint64, name string) string {
-	if !m.cfg.Bypass || m.cfg.Policy != pol.BBOS {
-		return ""
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if d, ok := m.hints[ino]; ok {
@@ -783,8 +819,12 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		if ok, _ := path.Match(seq.match, name); !ok {
 			continue
 		}
+		// a checkpoint from its first chunk on, under every policy: the
+		// tiering manager leaves it to this one (Managed) before a scan
+		// has seen it
+		m.hints[ino] = ""
 		p := m.pools[seq.grant.Pool]
-		if p == nil {
+		if p == nil || !m.cfg.Bypass || m.cfg.Policy != pol.BBOS {
 			return ""
 		}
 		// the pool's sequences: which newest versions the buffer keeps
@@ -847,7 +887,8 @@ func (m *Manager) Managed(ino uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.versions[ino]
-	return ok || m.hints[ino] != ""
+	_, hinted := m.hints[ino]
+	return ok || hinted
 }
 
 // StallReserve is the free space placement keeps on data server si for
