@@ -256,9 +256,13 @@ type bbModel struct {
 	grant []bool
 
 	// the period state (manager/bbos's pool)
-	start    time.Duration
-	dwsf     float64
-	placed   float64 // checkpoints begun on the buffer this period, bytes
+	start  time.Duration
+	dwsf   float64
+	placed float64 // checkpoints begun on the buffer this period, bytes
+	// the bypassing writers in the PFS's queue (writePFS), and what they
+	// left of the step's PFS bytes
+	pfsQ     []*pfsTurn
+	pfsLeft  float64
 	bypassed float64 // checkpoints sent straight to the PFS this period, bytes
 	history  []float64
 	loads    []float64 // the periods' checkpoint bytes, bypassed ones included (bbos.PeriodLoad)
@@ -738,13 +742,9 @@ func (m *bbModel) step() {
 			w += m.requests(float64(v.Bytes) - v.spillW)
 		}
 		demShare := min(m.dTok, m.devTok/m.demoteCost(), demotable, pfs*bbos.DemoteStreams/(bbos.DemoteStreams+w))
-		per := (pfs - max(demShare, 0)) / float64(len(bypassing))
-		for _, v := range bypassing {
-			n := min(float64(v.Bytes)-v.written, per)
-			v.written += n
-			pfs -= n
-			m.res.Bypassed += n
-		}
+		give := pfs - max(demShare, 0)
+		m.writePFS(bypassing, give)
+		pfs -= give - m.pfsLeft
 	}
 	order := m.order()
 	devDem := m.demotionShare(pfs)
@@ -830,6 +830,59 @@ func (m *bbModel) step() {
 		// after this one's end (the step's tick), as its writer
 		m.launch(app, ck, m.tick)
 	}
+}
+
+// writePFS gives the bypassing writers n bytes of the PFS in the order
+// their requests came: each writer's requests in flight (its part of the
+// mount's window, at most the forwarding daemon's 8 per job, headBytes)
+// queue behind those issued before them, and the bytes of those served
+// are issued again at the back. With 8 MiB checkpoints and windows of
+// their own the writers go one after the other in the order they began;
+// with small windows, or larger checkpoints, they take turns a window
+// (or 8 MiB) at a time. pfsLeft is what they left of n.
+func (m *bbModel) writePFS(bypassing []*bbVersion, n float64) {
+	in := map[*bbVersion]bool{}
+	for _, v := range bypassing {
+		in[v] = true
+	}
+	// the queue: writers still bypassing, then newcomers in the order
+	// they began
+	var q []*pfsTurn
+	for _, t := range m.pfsQ {
+		if in[t.v] && t.v.written < float64(t.v.Bytes) {
+			q = append(q, t)
+			delete(in, t.v)
+		}
+	}
+	for _, v := range bypassing {
+		if in[v] {
+			q = append(q, &pfsTurn{v: v, left: min(m.part(), headBytes, float64(v.Bytes)-v.written)})
+		}
+	}
+	for n > 0 && len(q) > 0 {
+		t := q[0]
+		g := min(n, t.left, float64(t.v.Bytes)-t.v.written)
+		t.v.written += g
+		t.left -= g
+		n -= g
+		m.res.Bypassed += g
+		switch rest := float64(t.v.Bytes) - t.v.written; {
+		case rest < 1: // done (the window and the rest part by rounding)
+			t.v.written = float64(t.v.Bytes)
+			q = q[1:]
+		case t.left <= 0:
+			t.left = min(m.part(), headBytes, rest)
+			q = append(q[1:], t)
+		}
+	}
+	m.pfsQ, m.pfsLeft = q, max(n, 0)
+}
+
+// pfsTurn is a bypassing writer in the PFS's queue and the bytes of its
+// window's requests there.
+type pfsTurn struct {
+	v    *bbVersion
+	left float64
 }
 
 // devReq is a writer's requests at the device, n bytes, in the order

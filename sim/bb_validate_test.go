@@ -184,14 +184,15 @@ func TestValidateBurstBuffer(t *testing.T) {
 // window as from its own compute node (bench/bbos/run.sh APP_WINDOW=1;
 // bench/bbos/results-appwindow.jsonl.gz, all four experiments, 153 runs),
 // each replayed with the setup of a checkpoint measured on the same
-// daemons (setup-results-20261205.jsonl). Asserted: the runs' time in
-// all within 15 % for 90 % of the runs under low congestion; the
-// failure hits, the bytes demoted and the policies' ranking as in
-// TestValidateBurstBuffer; the scheduler's phases per checkpoint within
-// 0.1 under low congestion. The bar checkpoint by checkpoint and
-// application by application (90 % within 15 % or 10 ms) is not met on
-// this set (87 % and 90 %/84 %, docs/experiments/sim.md); the test keeps
-// them from falling below 85 % and 80 %.
+// daemons (setup-results-20261205.jsonl). Asserted at the bar
+// (90 %): the runs' time in all within 15 % under both congestions; each
+// application's checkpoints' time in all (its I/O time) within 15 % or
+// 10 ms under low congestion; the failure hits, the bytes demoted and
+// the policies' ranking as in TestValidateBurstBuffer; the scheduler's
+// phases per checkpoint within 0.1 under low congestion. Not met, and
+// kept from falling: checkpoint by checkpoint (88 %, at least 85 %
+// asserted) and application by application under high congestion (86 %,
+// at least 80 %; docs/experiments/sim.md).
 func TestValidateBurstBufferOwnWindow(t *testing.T) {
 	runs := loadRealBB(t, "../bench/bbos/results-appwindow.jsonl.gz")
 	if len(runs) < 150 {
@@ -207,8 +208,11 @@ func TestValidateBurstBufferOwnWindow(t *testing.T) {
 	for _, cong := range []string{"low", "high"} {
 		tm := timesAgree(t, runs, sims, cong)
 		ck = tm.ck // every run's, whichever the congestion
-		if cong == "low" && tm.run.short() {
-			t.Errorf("low congestion: runs' times in all agree for %d of %d: want 90 %%", tm.run.ok, tm.run.n)
+		if tm.run.short() {
+			t.Errorf("%s congestion: runs' times in all agree for %d of %d: want 90 %%", cong, tm.run.ok, tm.run.n)
+		}
+		if cong == "low" && tm.app.short() {
+			t.Errorf("low congestion: applications' times in all agree for %d of %d: want 90 %%", tm.app.ok, tm.app.n)
 		}
 		if tm.app.ok*10 < tm.app.n*8 {
 			t.Errorf("%s congestion: applications' times in all agree for %d of %d: want at least 80 %% (the bar is 90)", cong, tm.app.ok, tm.app.n)
