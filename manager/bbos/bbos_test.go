@@ -460,10 +460,17 @@ func TestKickFreesRoom(t *testing.T) {
 	defer cancel()
 	go m.Run(ctx, nil) // no ticks
 	m.Kick()
+	waitEvicted(t, f, 2, "after a kick, want the two coldest evicted")
+}
+
+// waitEvicted waits until f has seen n evictions; why says what was
+// wanted if they do not come.
+func waitEvicted(t *testing.T, f *fakeNS, n int, why string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(f.movesSoFar(), "evict") < 2 {
+	for strings.Count(f.movesSoFar(), "evict") < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("moves %q after a kick, want the two coldest evicted", f.movesSoFar())
+			t.Fatalf("moves %q %s", f.movesSoFar(), why)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -486,13 +493,7 @@ func TestKickSeesPlacement(t *testing.T) {
 	m.Kick()
 	// room for 3 checkpoints above the reserve (28 MiB) with nothing
 	// free: the four coldest
-	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(f.movesSoFar(), "evict") < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("moves %q after a kick with placement's room gone, want four evicted", f.movesSoFar())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitEvicted(t, f, 4, "after a kick with placement's room gone, want four evicted")
 	time.Sleep(20 * time.Millisecond)
 	if n := strings.Count(f.movesSoFar(), "evict"); n != 4 {
 		t.Fatalf("%d evicted (%q), want four", n, f.movesSoFar())
