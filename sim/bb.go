@@ -238,6 +238,7 @@ type bbVersion struct {
 	onPFS    bool    // fully demoted: the buffer's copy is a clean cache
 	resident bool    // on the buffer
 	bypassed bool
+	atPFS    bool // in the PFS's queue of bypassing writers (writePFS)
 	waits    bool // its writer waits for room (placement's stalled writer)
 	ck       int  // index in BBResult.Checkpoints
 	// its requests at the device (writeDevice): their bytes, and how
@@ -256,14 +257,11 @@ type bbModel struct {
 	grant []bool
 
 	// the period state (manager/bbos's pool)
-	start  time.Duration
-	dwsf   float64
-	placed float64 // checkpoints begun on the buffer this period, bytes
-	// the bypassing writers in the PFS's queue (writePFS), and what they
-	// left of the step's PFS bytes
-	pfsQ     []*pfsTurn
-	pfsLeft  float64
-	bypassed float64 // checkpoints sent straight to the PFS this period, bytes
+	start    time.Duration
+	dwsf     float64
+	placed   float64    // checkpoints begun on the buffer this period, bytes
+	pfsQ     []*pfsTurn // the bypassing writers in the PFS's queue (writePFS)
+	bypassed float64    // checkpoints sent straight to the PFS this period, bytes
 	history  []float64
 	loads    []float64 // the periods' checkpoint bytes, bypassed ones included (bbos.PeriodLoad)
 	declared float64
@@ -743,8 +741,7 @@ func (m *bbModel) step() {
 		}
 		demShare := min(m.dTok, m.devTok/m.demoteCost(), demotable, pfs*bbos.DemoteStreams/(bbos.DemoteStreams+w))
 		give := pfs - max(demShare, 0)
-		m.writePFS(bypassing, give)
-		pfs -= give - m.pfsLeft
+		pfs -= give - m.writePFS(bypassing, give)
 	}
 	order := m.order()
 	devDem := m.demotionShare(pfs)
@@ -839,23 +836,14 @@ func (m *bbModel) step() {
 // are issued again at the back. With 8 MiB checkpoints and windows of
 // their own the writers go one after the other in the order they began;
 // with small windows, or larger checkpoints, they take turns a window
-// (or 8 MiB) at a time. pfsLeft is what they left of n.
-func (m *bbModel) writePFS(bypassing []*bbVersion, n float64) {
-	in := map[*bbVersion]bool{}
+// (or 8 MiB) at a time. It returns what they left of n.
+func (m *bbModel) writePFS(bypassing []*bbVersion, n float64) float64 {
+	// the queue: writers still bypassing (a writer leaves it when it is
+	// done), then newcomers in the order they began
+	q := m.pfsQ
 	for _, v := range bypassing {
-		in[v] = true
-	}
-	// the queue: writers still bypassing, then newcomers in the order
-	// they began
-	var q []*pfsTurn
-	for _, t := range m.pfsQ {
-		if in[t.v] && t.v.written < float64(t.v.Bytes) {
-			q = append(q, t)
-			delete(in, t.v)
-		}
-	}
-	for _, v := range bypassing {
-		if in[v] {
+		if !v.atPFS {
+			v.atPFS = true
 			q = append(q, &pfsTurn{v: v, left: min(m.part(), headBytes, float64(v.Bytes)-v.written)})
 		}
 	}
@@ -875,7 +863,8 @@ func (m *bbModel) writePFS(bypassing []*bbVersion, n float64) {
 			q = append(q[1:], t)
 		}
 	}
-	m.pfsQ, m.pfsLeft = q, max(n, 0)
+	m.pfsQ = q
+	return max(n, 0)
 }
 
 // pfsTurn is a bypassing writer in the PFS's queue and the bytes of its

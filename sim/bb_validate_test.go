@@ -478,7 +478,7 @@ func agreeAgain(runs []realBBRun, sims []*BBResult, cong string) (again, rerun c
 // agree counts the checkpoints whose time (schedule to end) the model
 // predicts within 15 % or 10 ms.
 func agree(r realBBRun, s *BBResult) (ok, n int) {
-	checkpointTimes(r, s, func(_ string, rt, mt float64, found bool) {
+	checkpointTimes(r, s, func(_ ckKey, rt, mt float64, found bool) {
 		n++
 		if found && near(mt, rt) {
 			ok++
@@ -503,19 +503,13 @@ func agreeTied(r realBBRun, s *BBResult) (ok, n int) {
 		byKey[ckKey{c.App, c.Version}] = at{int64(math.Round(c.At * 1e6)), c.Bytes}
 	}
 	real, model := map[at][]float64{}, map[at][]float64{}
-	sim := map[ckKey]float64{}
-	for _, c := range s.Checkpoints {
-		if c.Done > 0 {
-			sim[ckKey{c.App, c.Version}] = (c.Done - c.At).Seconds()
-		}
-	}
-	for k, rt := range daemonTimes(r) {
+	checkpointTimes(r, s, func(k ckKey, rt, mt float64, found bool) {
 		g := byKey[k]
 		real[g] = append(real[g], rt)
-		if mt, found := sim[k]; found {
+		if found {
 			model[g] = append(model[g], mt)
 		}
-	}
+	})
 	for g, rts := range real {
 		mts := model[g]
 		slices.Sort(rts)
@@ -557,7 +551,7 @@ func near(x, ref float64) bool {
 // checkpointTimes pairs each checkpoint the daemons finished with the
 // model's time for it (schedule to end, seconds; found false: the model
 // did not finish it).
-func checkpointTimes(r realBBRun, s *BBResult, each func(app string, real, model float64, found bool)) {
+func checkpointTimes(r realBBRun, s *BBResult, each func(k ckKey, real, model float64, found bool)) {
 	sim := map[ckKey]float64{}
 	for _, c := range s.Checkpoints {
 		if c.Done > 0 {
@@ -566,14 +560,14 @@ func checkpointTimes(r realBBRun, s *BBResult, each func(app string, real, model
 	}
 	for k, rt := range daemonTimes(r) {
 		d, found := sim[k]
-		each(k.app, rt, d, found)
+		each(k, rt, d, found)
 	}
 }
 
 // runTimes is the time the run's checkpoints took in all, on the daemons
 // and in the model (the checkpoints both finished).
 func runTimes(r realBBRun, s *BBResult) (real, model float64) {
-	checkpointTimes(r, s, func(_ string, rt, mt float64, found bool) {
+	checkpointTimes(r, s, func(_ ckKey, rt, mt float64, found bool) {
 		if found {
 			real += rt
 			model += mt
@@ -586,7 +580,8 @@ func runTimes(r realBBRun, s *BBResult) (real, model float64) {
 // daemons and in the model (+Inf: the model did not finish one of them).
 func appTimes(r realBBRun, s *BBResult) (real, model map[string]float64) {
 	real, model = map[string]float64{}, map[string]float64{}
-	checkpointTimes(r, s, func(app string, rt, mt float64, found bool) {
+	checkpointTimes(r, s, func(k ckKey, rt, mt float64, found bool) {
+		app := k.app
 		real[app] += rt
 		if found {
 			model[app] += mt
