@@ -117,6 +117,18 @@ type BBConfig struct {
 	// Trace, if set, is told the I/O scheduler's decisions (iosched.Phases
 	// Trace), in the model's time from the run's start.
 	Trace func(iosched.Event)
+	// Phase is when, from the run's start, the manager's first period
+	// began (0: with the run; negative: before it), and Ticks how long
+	// after that its ticker first ticks (0: then; less than Every). The
+	// manager looks on that ticker, every Every (manager/bbos runs on a
+	// time.Ticker, which does not drift), and its periods roll on those
+	// looks, or at a checkpoint's bypass decision past the period's end
+	// (manager/bbos Hint). On the daemons the pool's period begins with
+	// the first grant, and `sluice bb replay` starts its clock after the
+	// last: a run records it (its timeline's samples' T less the pool's
+	// Elapsed). Their ticker's phase against it is chance (Every/2 on
+	// average), recorded nowhere.
+	Phase, Ticks time.Duration
 }
 
 // BBCheckpoint is one checkpoint's fate.
@@ -341,6 +353,7 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 	}
 	m.sched = iosched.Phases{Gap: cmp.Or(cfg.Gap, iosched.DefaultGap), MaxWait: cmp.Or(cfg.MaxWait, cfg.Mix.Period*5/3), Trace: cfg.Trace}
 	m.known = map[uint64]bool{}
+	m.start = cfg.Phase
 	m.end = cfg.Mix.Period * time.Duration(cfg.Mix.Periods)
 	if err := m.admit(); err != nil {
 		return nil, err
@@ -468,6 +481,11 @@ func (m *bbModel) begin(app, ck int) {
 	// bypass is decided at the file's first chunk, against what the
 	// period has written or will have once the checkpoints begun on the
 	// buffer are written (manager/bbos Hint)
+	bypass := m.cfg.Bypass && m.cfg.Policy == bbos.BBOS
+	if bypass {
+		// in the period it begins in, rolled or not by a look
+		m.roll(time.Duration(now))
+	}
 	in := bbos.Sequence{Job: a.Name, MTBF: a.MTBF.Seconds(), Bytes: uint64(a.Size)}
 	var queued float64 // bypassed checkpoints still writing the PFS
 	writing := 0
@@ -480,7 +498,7 @@ func (m *bbModel) begin(app, ck int) {
 	at := bbos.Period{DWPP: bbos.PeriodLoad(m.loads, m.declared, m.dwsf, m.bypassed), DWSF: max(m.dwsf, m.placed), Load: m.declared,
 		S: m.cfg.S, T: m.period.Seconds(), Left: (m.start + m.period - time.Duration(now)).Seconds(), PFS: m.cfg.Rates.DemoteMax,
 		Queued: queued, Bypassing: writing}
-	if m.cfg.Bypass && m.cfg.Policy == bbos.BBOS && bbos.Bypass(m.sequences(), in, at) {
+	if bypass && bbos.Bypass(m.sequences(), in, at) {
 		v.bypassed = true
 		m.res.Checkpoints[ck].Bypassed = true
 		m.bypassed += float64(a.Size)
@@ -539,18 +557,23 @@ func (m *bbModel) newest(app int) *bbVersion {
 	return best
 }
 
-// look is the manager's loop (manager/bbos Tick): the period rolls, the
-// plan and its rates are set on the servers, the finished checkpoints are
-// learnt, and demoted copies are evicted, coldest first, until the free
-// space it believes there is (what the servers said, plus what it
-// evicted since) reaches its room.
-func (m *bbModel) look(now time.Duration, writing bool) {
+// roll starts the periods over by now (manager/bbos rollLocked).
+func (m *bbModel) roll(now time.Duration) {
 	for now >= m.start+m.period {
 		m.history = append(m.history, m.dwsf)
 		m.loads = append(m.loads, m.dwsf+m.bypassed)
 		m.start += m.period
 		m.dwsf, m.placed, m.bypassed = 0, 0, 0
 	}
+}
+
+// look is the manager's loop (manager/bbos Tick): the period rolls, the
+// plan and its rates are set on the servers, the finished checkpoints are
+// learnt, and demoted copies are evicted, coldest first, until the free
+// space it believes there is (what the servers said, plus what it
+// evicted since) reaches its room.
+func (m *bbModel) look(now time.Duration, writing bool) {
+	m.roll(now)
 	dwpp := max(bbos.PredictDWPP(m.history, m.declared), m.dwsf)
 	pl, err := bbos.PlanPeriod(m.cfg.Policy, dwpp, m.cfg.S, m.cfg.Rates)
 	if err == nil {
@@ -695,7 +718,13 @@ func (m *bbModel) step() {
 	writing := m.lastW >= 0 && now-m.lastW < m.cfg.ServerIdle
 	if now >= m.nextLook {
 		m.look(now, writing)
-		m.nextLook = now + m.cfg.Every
+		// the next tick of the manager's ticker, begun at Phase
+		first := m.cfg.Phase + m.cfg.Ticks
+		k := (now - first) / m.cfg.Every
+		if now < first {
+			k = -((first - now + m.cfg.Every - 1) / m.cfg.Every) // floor
+		}
+		m.nextLook = first + m.cfg.Every*(k+1)
 	}
 	// demotion: the servers pick the rate by their own writing state,
 	// and demote the manager's known files, coldest first (a demoted copy

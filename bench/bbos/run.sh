@@ -47,6 +47,11 @@
 #   # come (meta StalledFile) but before a stalled writer kicked the
 #   # deleters (the tree of d29d7ed without SetOnStall), ~12 min
 #   EXPS=perf CONGS=high OUT=bench/bbos/results-high-stalledfile.jsonl.gz bash bench/bbos/run.sh
+#   # the 8 MiB set, each application its own window, ~51 min; then its
+#   # BBOS cases again after the manager began to roll the period at a
+#   # bypass decision (2026-12-05; the bypass-off runs come along), ~19 min
+#   APP_WINDOW=1 OUT=bench/bbos/results-appwindow.jsonl.gz bash bench/bbos/run.sh
+#   APP_WINDOW=1 POLICIES=bbos RPOLICIES=bbos DEDICATED=0 OUT=bench/bbos/results-appwindow-roll.jsonl.gz bash bench/bbos/run.sh
 #
 # TRACE=1: the daemons log at debug level, and each run keeps the buffer's
 # I/O scheduler's decisions (a phase's begin and end, an application's
@@ -76,6 +81,9 @@ MEM=${MEM:-128} MEM_MBPS=${MEM_MBPS:-160} PFS_MBPS=${PFS_MBPS:-56} RATES=${RATES
 SIZE=${SIZE:-8M} PERIOD=${PERIOD:-6} PERIODS=${PERIODS:-3}
 OUT=${OUT:-bench/bbos/results.jsonl.gz}
 POLICIES=${POLICIES:-maxbw maxeff lru fifo bbos}
+# the restart experiment's policies; DEDICATED=0 leaves out the dedicated
+# buffer's cases of the perf experiment
+RPOLICIES=${RPOLICIES:-lru fifo bbos} DEDICATED=${DEDICATED:-1}
 if [ "$SMOKE" = 1 ]; then
 	RUNS=1 MEM=48 SIZE=4M PERIOD=4 PERIODS=2 EXPS=${SMOKE_EXPS:-perf} POLICIES="maxbw bbos"
 fi
@@ -128,13 +136,13 @@ for exp in $EXPS; do
 	case $exp in
 	perf)
 		for cong in ${CONGS:-low high}; do
-			case_ perf dedicated 1.0 "$cong" 100 "" "" dedicated
+			[ "$DEDICATED" = 1 ] && case_ perf dedicated 1.0 "$cong" 100 "" "" dedicated
 			dwpps="1.3 1.9"
 			[ "$cong" = low ] && dwpps="1.3 1.9 2.14"
 			for dwpp in $dwpps; do
 				[ "$SMOKE" = 1 ] && [ "$dwpp" != 1.9 ] && continue
 				# dedicated admits S at most: the rest of the mix waits
-				[ "$dwpp" = 1.9 ] && case_ perf dedicated "$dwpp" "$cong" 100 "" "" dedicated
+				[ "$dwpp" = 1.9 ] && [ "$DEDICATED" = 1 ] && case_ perf dedicated "$dwpp" "$cong" 100 "" "" dedicated
 				for p in $POLICIES; do
 					case_ perf "$p" "$dwpp" "$cong" 100 "" "" "$p"
 				done
@@ -151,7 +159,7 @@ for exp in $EXPS; do
 	restart)
 		for dwpp in 1.9 2.1; do
 			for m in 20 100; do
-				for p in lru fifo bbos; do
+				for p in $RPOLICIES; do
 					case_ restart "$p" "$dwpp" low "$m" "" "" "$p"
 				done
 			done

@@ -805,7 +805,8 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 
 // Hint is placement's hint for a new chunk of file ino (parent, name: its
 // entry): "pfs" for a checkpoint the policy classifies cold on arrival
-// (bypass), decided once per file at its first chunk. A checkpoint of a
+// (bypass), decided once per file at its first chunk, in the period the
+// chunk comes in (it rolls the period if the last tick did not). A checkpoint of a
 // granted sequence is the manager's from that chunk on (Managed). It is
 // called with the metadata service's registry lock held and calls nothing
 // back.
@@ -827,6 +828,12 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		if p == nil || !m.cfg.Bypass || m.cfg.Policy != pol.BBOS {
 			return ""
 		}
+		// a checkpoint that begins past the period's end begins the next
+		// one, whether or not a tick has rolled it yet (a tick comes up
+		// to --bb-every late, or one more late when it runs a hair
+		// earlier into its interval than the one that began the period)
+		now := m.cfg.Now()
+		m.rollLocked(p, now)
 		// the pool's sequences: which newest versions the buffer keeps
 		var seqs []pol.Sequence
 		for _, ds := range m.dirs {
@@ -846,7 +853,7 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		}
 		load := pol.PeriodLoad(p.loads, p.declared, p.dwsf, p.bypassed)
 		at := pol.Period{DWPP: load, DWSF: max(p.dwsf, p.placed), Load: p.declared, S: p.S, T: p.period.Seconds(),
-			Left: p.start.Add(p.period).Sub(m.cfg.Now()).Seconds(), PFS: m.cfg.Rates.DemoteMax, Queued: queued, Bypassing: len(p.bypassing)}
+			Left: p.start.Add(p.period).Sub(now).Seconds(), PFS: m.cfg.Rates.DemoteMax, Queued: queued, Bypassing: len(p.bypassing)}
 		d := ""
 		if pol.Bypass(seqs, in, at) {
 			d = "pfs"

@@ -659,16 +659,25 @@ func TestBypass(t *testing.T) {
 	}
 }
 
-// TestBypassEveryPeriod: a period whose bypassed checkpoint kept the
-// buffer's share within S is followed by one that bypasses from its start
-// too: the period's load counts the bypassed checkpoints (pol.PeriodLoad),
-// not the buffer's writes alone, which would say the next period fits.
-func TestBypassEveryPeriod(t *testing.T) {
+// threeApps is bypassing with three applications of 16 MiB checkpoints
+// through the 40 MiB buffer, a likeliest to restart, c the least, each
+// with its first checkpoint begun (inodes 10, 11, 12), after a tick.
+func threeApps(t *testing.T) (*fakeNS, *Manager, *clock) {
+	t.Helper()
 	f, m, clk := bypassing(t, ckptGrant("1", "a", 600), ckptGrant("2", "b", 1200), ckptGrant("3", "c", 7200))
 	f.ckpt(10, "a", "a1", 0, 1)
 	f.ckpt(11, "b", "b1", 0, 1)
 	f.ckpt(12, "c", "c1", 0, 1)
 	tick(t, m)
+	return f, m, clk
+}
+
+// TestBypassEveryPeriod: a period whose bypassed checkpoint kept the
+// buffer's share within S is followed by one that bypasses from its start
+// too: the period's load counts the bypassed checkpoints (pol.PeriodLoad),
+// not the buffer's writes alone, which would say the next period fits.
+func TestBypassEveryPeriod(t *testing.T) {
+	f, m, clk := threeApps(t)
 	cdir := f.dirs["c"]
 	if got := m.Hint(12, cdir, "c1"); got != "pfs" {
 		t.Fatalf("period 1, declared 48 MiB through 40: c's checkpoint hint %q, want pfs", got)
@@ -693,6 +702,33 @@ func TestBypassEveryPeriod(t *testing.T) {
 	}
 	if st := m.Status().Pools[0]; st.Bypassed != 16*mib {
 		t.Errorf("period 2 bypassed %d bytes, want 16 MiB", st.Bypassed)
+	}
+}
+
+// TestBypassRollsThePeriod: a checkpoint that begins past its period's
+// end, before a tick has rolled the period, is judged in the period it
+// begins in: the last period's load says it bypasses, where the old
+// period, over, would have said it cannot end in time.
+func TestBypassRollsThePeriod(t *testing.T) {
+	f, m, clk := threeApps(t)
+	if got := m.Hint(12, f.dirs["c"], "c1"); got != "pfs" {
+		t.Fatalf("period 1: c's checkpoint hint %q, want pfs", got)
+	}
+	f.state.JobWritten = 32 * mib // a's and b's on the buffer
+	f.state.LastJobWrite = clk.t.UnixNano()
+	tick(t, m)
+	clk.t = clk.t.Add(100*time.Second + time.Millisecond) // no tick since
+	f.ckpt(13, "c", "c2", 0, 2)
+	if got := m.Hint(13, f.dirs["c"], "c2"); got != "pfs" {
+		t.Fatalf("period 2's first checkpoint before a tick: hint %q, want pfs", got)
+	}
+	st := m.Status().Pools[0]
+	if st.Elapsed != time.Millisecond || !slices.Equal(st.Loads, []uint64{48 * mib}) || st.Bypassed != 16*mib {
+		t.Fatalf("after the hint: %v into the period, loads %v, %d bypassed; want 1ms, [48 MiB], 16 MiB", st.Elapsed, st.Loads, st.Bypassed)
+	}
+	tick(t, m)
+	if st := m.Status().Pools[0]; len(st.Loads) != 1 {
+		t.Fatalf("the tick rolled the period again: loads %v", st.Loads)
 	}
 }
 
