@@ -130,6 +130,8 @@ type Manager struct {
 	versions map[uint64]*version  // checkpoint files seen by the last scan
 	dirs     map[uint64][]ckptSeq // checkpoint directories: their sequences
 	hints    map[uint64]string    // checkpoints placement asked about: "pfs" (bypassed) or ""
+	hinted   map[uint64]uint64    // each hint's scans begun when it was given (scans)
+	scans    uint64               // scans begun
 	bypassed map[uint64]uint64    // bypassed files and their sizes as last scanned
 	busy     map[uint64]bool      // files being demoted or evicted
 	streams  map[string]int       // demotions running, by pool
@@ -219,7 +221,7 @@ func New(cfg Config) *Manager {
 		cfg.Idle = 500 * time.Millisecond
 	}
 	m := &Manager{cfg: cfg, pools: map[string]*pool{}, versions: map[uint64]*version{}, dirs: map[uint64][]ckptSeq{},
-		hints: map[uint64]string{}, bypassed: map[uint64]uint64{}, busy: map[uint64]bool{}, streams: map[string]int{},
+		hints: map[uint64]string{}, hinted: map[uint64]uint64{}, bypassed: map[uint64]uint64{}, busy: map[uint64]bool{}, streams: map[string]int{},
 		kick: make(chan struct{}, 1)}
 	m.demotedC = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_bb_demoted_bytes_total",
 		Help: "Checkpoint bytes demoted from the burst buffer to the PFS."})
@@ -472,6 +474,10 @@ func (m *Manager) send(ctx context.Context, p *pool, ids []uint64, ctl wire.BBCo
 // scan reads the grants' checkpoint files: their sequences, sizes, where
 // their chunks are and whether they are open.
 func (m *Manager) scan(grants []meta.BBGrant) {
+	m.mu.Lock()
+	m.scans++
+	scan := m.scans
+	m.mu.Unlock()
 	dirs := map[uint64][]ckptSeq{}
 	vs := map[uint64]*version{}
 	for _, g := range grants {
@@ -519,9 +525,14 @@ func (m *Manager) scan(grants []meta.BBGrant) {
 			m.bypassed[ino] = v.Bytes
 		}
 	}
+	// a hint given before the scan began is of a file that was there
+	// to list (its entry is made before its first chunk): not listed, it
+	// is gone; one given since may be of a file made after the listing,
+	// seen by the next scan
 	for ino := range m.hints {
-		if _, ok := vs[ino]; !ok && !m.busy[ino] {
-			delete(m.hints, ino) // gone, or seen next scan
+		if _, ok := vs[ino]; !ok && !m.busy[ino] && m.hinted[ino] < scan {
+			delete(m.hints, ino)
+			delete(m.hinted, ino)
 		}
 	}
 	// a bypassed checkpoint closed (or gone) no longer holds the PFS
@@ -823,7 +834,7 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		// a checkpoint from its first chunk on, under every policy: the
 		// tiering manager leaves it to this one (Managed) before a scan
 		// has seen it
-		m.hints[ino] = ""
+		m.hints[ino], m.hinted[ino] = "", m.scans
 		p := m.pools[seq.grant.Pool]
 		if p == nil || !m.cfg.Bypass || m.cfg.Policy != pol.BBOS {
 			return ""

@@ -48,6 +48,10 @@ type fakeNS struct {
 	hold     chan struct{}      // if set, a demotion waits for it to close
 	busyIno  uint64             // if set, demoting it fails: it is migrating already
 	promised uint64             // bytes placement promised on mem since its report
+	// listed, if set, is called once after directory listedDir has been
+	// listed (not under mu), and cleared
+	listed    func()
+	listedDir uint64
 }
 
 func (f *fakeNS) StalledWriters(tier string) int {
@@ -116,12 +120,19 @@ func (f *fakeNS) Getattr(ino uint64) (*wire.Attr, error) {
 
 func (f *fakeNS) Readdir(dir uint64, after string, max int) ([]wire.DirEntry, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	var out []wire.DirEntry
 	for ino, ff := range f.files {
 		if ff.parent == dir && ff.name > after {
 			out = append(out, wire.DirEntry{Name: ff.name, Ino: ino, Mode: syscall.S_IFREG})
 		}
+	}
+	var listed func()
+	if dir == f.listedDir {
+		listed, f.listed = f.listed, nil
+	}
+	f.mu.Unlock()
+	if listed != nil {
+		listed()
 	}
 	return out, nil
 }
@@ -729,6 +740,52 @@ func TestBypassRollsThePeriod(t *testing.T) {
 	tick(t, m)
 	if st := m.Status().Pools[0]; len(st.Loads) != 1 {
 		t.Fatalf("the tick rolled the period again: loads %v", st.Loads)
+	}
+}
+
+// TestHintDuringScan: a checkpoint whose first chunk is placed while a
+// scan lists the directories, after its own was listed, keeps its hint
+// through the scan's end: it stays the manager's, and a bypassed one
+// stays bypassed, counted once, holding the PFS. (Until 2026-12-05 the
+// scan dropped every hint of a file it had not listed.)
+func TestHintDuringScan(t *testing.T) {
+	f, m, _ := threeApps(t)
+	cdir := f.dirs["c"]
+	f.listedDir = cdir
+	f.listed = func() {
+		f.ckpt(13, "c", "c2", 0, 2)
+		f.mu.Lock()
+		f.files[13].open = true // being written
+		f.mu.Unlock()
+		if got := m.Hint(13, cdir, "c2"); got != "pfs" {
+			t.Errorf("c's second checkpoint: hint %q, want pfs", got)
+		}
+	}
+	tick(t, m)
+	if !m.Managed(13) {
+		t.Fatal("a checkpoint hinted during the scan is not the manager's after it")
+	}
+	if got := m.Hint(13, cdir, "c2"); got != "pfs" {
+		t.Fatalf("its next chunk: hint %q, want the same pfs", got)
+	}
+	st := m.Status()
+	if st.Totals.BypassedFiles != 1 {
+		t.Fatalf("%d files bypassed, want 1", st.Totals.BypassedFiles)
+	}
+	m.mu.Lock()
+	_, holds := m.pools["mem"].bypassing[13]
+	m.mu.Unlock()
+	if !holds {
+		t.Fatal("the bypassed checkpoint no longer counts at the PFS")
+	}
+	tick(t, m) // listed now: seen by the scan
+	if !m.Managed(13) {
+		t.Fatal("not the manager's once listed")
+	}
+	delete(f.files, 13) // removed: the next scan forgets it
+	tick(t, m)
+	if m.Managed(13) {
+		t.Fatal("a removed checkpoint is still the manager's")
 	}
 }
 
