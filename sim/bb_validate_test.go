@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1032,6 +1033,9 @@ func rankByTime(t *testing.T, runs []realBBRun, sims []*BBResult) {
 // median time of its dd less the median of the same bytes written from
 // an open file in one process.
 func realSetup(t *testing.T, path string) time.Duration {
+	if d, ok := setups.Load(path); ok {
+		return d.(time.Duration)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -1050,8 +1054,13 @@ func realSetup(t *testing.T, path string) time.Duration {
 	if len(by["dd"]) < 10 || len(by["inproc"]) < 10 {
 		t.Fatalf("setup-results.jsonl: %d dd and %d in-process files", len(by["dd"]), len(by["inproc"]))
 	}
-	return time.Duration((median(by["dd"]) - median(by["inproc"])) * float64(time.Second))
+	d := time.Duration((median(by["dd"]) - median(by["inproc"])) * float64(time.Second))
+	setups.Store(path, d)
+	return d
 }
+
+// setups holds realSetup's answers by file, read once.
+var setups sync.Map
 
 // TestDryTurns: a writer whose turn the gap ended is away until it
 // queues again or its phase begins; one that never comes back counts
