@@ -53,7 +53,7 @@ type realBBRun struct {
 	// (ns)
 	Timeline []struct {
 		T    float64
-		Pool struct{ Elapsed float64 }
+		Pool struct{ Elapsed, Ticked float64 }
 	}
 	// Window is the mount's write-behind window the applications shared
 	// (0: the 32 MiB of the sets made before it was recorded)
@@ -124,6 +124,32 @@ func (r realBBRun) phase() time.Duration {
 	return time.Duration(first * float64(time.Second))
 }
 
+// ticks is when after the period's start the run's manager ticked first
+// (BBConfig.Ticks), for a model that looks every every: from the
+// timeline's samples of the last tick (the pool's Ticked, kept since
+// 2026-12-05), as an offset within every; in the sets made before, half
+// the daemons' --bb-every (250 ms in every set): their ticker's phase
+// against the period is chance, and that is its mean.
+func (r realBBRun) ticks(every time.Duration) time.Duration {
+	phase := r.phase().Seconds()
+	at := math.Inf(1)
+	for _, s := range r.Timeline {
+		if s.Pool.Ticked > 0 && s.T >= 1 { // past the grants' own ticks
+			// a sample's T is taken after the manager answered: the
+			// earliest offset is the nearest
+			off := math.Mod(s.T-s.Pool.Ticked/1e9-phase, every.Seconds())
+			if off < 0 {
+				off += every.Seconds()
+			}
+			at = min(at, off)
+		}
+	}
+	if math.IsInf(at, 1) {
+		return 125 * time.Millisecond
+	}
+	return time.Duration(at * float64(time.Second))
+}
+
 // simOfRealTraced is simOfReal with the model's scheduler decisions told
 // to trace (nil: none).
 func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *BBResult {
@@ -137,10 +163,7 @@ func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *BBRe
 		cfg.Every, cfg.ServerIdle, cfg.DeviceBurst, cfg.Tick = 250*time.Millisecond, 20*time.Millisecond, 5*time.Millisecond, time.Millisecond
 		cfg.MaxWait = iosched.DefaultMaxWait
 	}
-	// the daemons' ticker (--bb-every, 250 ms in every set) first ticks
-	// at a point of its interval after the period began that is chance,
-	// recorded nowhere: half of it on average
-	cfg.Ticks = 125 * time.Millisecond
+	cfg.Ticks = r.ticks(cmp.Or(cfg.Every, r.Mix.Period/24))
 	res, err := RunBB(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1073,5 +1096,32 @@ func TestDryTurns(t *testing.T) {
 	got := dryTurns(ev)
 	if len(got) != 1 || got[0] != 395*time.Millisecond {
 		t.Errorf("dry turns %v, want [395ms] (a away from 5 to 400 ms; b never back)", got)
+	}
+}
+
+// TestReplayTicks: a replay's manager ticks where the run's last ticks
+// put it against the period (the samples' T less Ticked, from the
+// period's start, within a look), or half the daemons' 250 ms for a run
+// that did not record them.
+func TestReplayTicks(t *testing.T) {
+	var r realBBRun
+	r.Mix.Period = 6 * time.Second
+	add := func(at, elapsed, ticked float64) {
+		r.Timeline = append(r.Timeline, struct {
+			T    float64
+			Pool struct{ Elapsed, Ticked float64 }
+		}{T: at, Pool: struct{ Elapsed, Ticked float64 }{elapsed * 1e9, ticked * 1e9}})
+	}
+	add(0.2, 0.22, 0)
+	if got := r.ticks(250 * time.Millisecond); got != 125*time.Millisecond {
+		t.Fatalf("no ticks recorded: %v, want 125ms", got)
+	}
+	if got := r.phase(); got < -21*time.Millisecond || got > -19*time.Millisecond {
+		t.Fatalf("phase %v, want -20ms", got)
+	}
+	add(1.2, 1.22, 0.1)   // ticked at 1.1: 1.12 from the period's start
+	add(2.21, 2.23, 0.36) // at 1.85 (2.21 late by its answer): 1.87
+	if got := r.ticks(250 * time.Millisecond); got < 119*time.Millisecond || got > 121*time.Millisecond {
+		t.Fatalf("ticks %v, want 120ms", got)
 	}
 }

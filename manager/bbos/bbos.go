@@ -132,6 +132,7 @@ type Manager struct {
 	hints    map[uint64]string    // checkpoints placement asked about: "pfs" (bypassed) or ""
 	hinted   map[uint64]uint64    // each hint's scans begun when it was given (scans)
 	scans    uint64               // scans begun
+	ticked   time.Time            // when the last Tick began
 	bypassed map[uint64]uint64    // bypassed files and their sizes as last scanned
 	busy     map[uint64]bool      // files being demoted or evicted
 	streams  map[string]int       // demotions running, by pool
@@ -282,6 +283,7 @@ func (m *Manager) Tick(ctx context.Context) {
 	}
 	servers := m.cfg.NS.Servers()
 	m.mu.Lock()
+	m.ticked = now
 	names := make([]string, 0, len(m.pools))
 	for name := range m.pools {
 		names = append(names, name)
@@ -965,6 +967,10 @@ type PoolStatus struct {
 	// the servers' I/O scheduler, summed
 	Phases, Preempted, Waited uint64
 	WaitedTotal               time.Duration
+	// Ticked is how long ago the manager's last tick began: with
+	// Elapsed, where its ticker stands against the period (a replay of
+	// the run in the simulator takes it, sim.BBConfig.Ticks)
+	Ticked time.Duration
 }
 
 // VersionStatus is one checkpoint file.
@@ -993,7 +999,7 @@ func (m *Manager) Status() Status {
 	st := Status{Policy: m.cfg.Policy, Bypass: m.cfg.Bypass && m.cfg.Policy == pol.BBOS, NoVersions: m.cfg.NoVersions, Totals: m.totals}
 	for _, p := range m.pools {
 		ps := PoolStatus{Pool: p.Name, Servers: len(p.servers), Capacity: uint64(p.S), Free: uint64(max(p.Free, 0)),
-			Period: p.period, Elapsed: now.Sub(p.start), DWSF: uint64(p.dwsf), DWPP: uint64(p.dwpp), Declared: uint64(p.declared),
+			Period: p.period, Elapsed: now.Sub(p.start), Ticked: now.Sub(m.ticked), DWSF: uint64(p.dwsf), DWPP: uint64(p.dwpp), Declared: uint64(p.declared),
 			Pattern: p.plan.Pattern.String(), Start: uint64(p.plan.Start), Full: uint64(p.plan.Full),
 			Write: p.write, Demote: p.demote, Writing: p.writing, Demoting: m.streams[p.Name]}
 		for _, h := range p.history {

@@ -734,6 +734,9 @@ func TestBypassRollsThePeriod(t *testing.T) {
 		t.Fatalf("period 2's first checkpoint before a tick: hint %q, want pfs", got)
 	}
 	st := m.Status().Pools[0]
+	if st.Ticked != 100*time.Second+time.Millisecond {
+		t.Errorf("the last tick %v ago, want 100.001s", st.Ticked)
+	}
 	if st.Elapsed != time.Millisecond || !slices.Equal(st.Loads, []uint64{48 * mib}) || st.Bypassed != 16*mib {
 		t.Fatalf("after the hint: %v into the period, loads %v, %d bypassed; want 1ms, [48 MiB], 16 MiB", st.Elapsed, st.Loads, st.Bypassed)
 	}
