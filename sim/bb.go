@@ -127,7 +127,8 @@ type BBConfig struct {
 	// the first grant, and `sluice bb replay` starts its clock after the
 	// last: a run records it (its timeline's samples' T less the pool's
 	// Elapsed). Their ticker's phase against it is chance (Every/2 on
-	// average), recorded nowhere.
+	// average); runs record it since 2026-12-05 (the pool's Ticked in
+	// manager/bbos's status).
 	Phase, Ticks time.Duration
 }
 
