@@ -109,9 +109,6 @@ func simOfReal(t *testing.T, r realBBRun) *BBResult { return simOfRealTraced(t, 
 // timeline's samples of the first period (a sample's T is taken after
 // the manager answered, so the earliest is the nearest).
 func (r realBBRun) phase() time.Duration {
-	if os.Getenv("ZZP") != "" {
-		return 0
-	}
 	first := math.Inf(1)
 	for _, s := range r.Timeline {
 		if at := s.T - s.Pool.Elapsed/1e9; at < r.Mix.Period.Seconds()/2 {
@@ -692,47 +689,45 @@ func runTimes(r realBBRun, s *BBResult) (real, model float64) {
 // appTimes is each application's checkpoints' time in all, on the
 // daemons and in the model (+Inf: the model did not finish one of them).
 func appTimes(r realBBRun, s *BBResult) (real, model map[string]float64) {
-	real, model = map[string]float64{}, map[string]float64{}
-	checkpointTimes(r, s, func(k ckKey, rt, mt float64, found bool) {
-		app := k.app
-		real[app] += rt
+	m := map[ckKey]float64{}
+	checkpointTimes(r, s, func(k ckKey, _, mt float64, found bool) {
 		if found {
-			model[app] += mt
-		} else {
-			model[app] = math.Inf(1)
+			m[k] = mt
 		}
 	})
-	return real, model
+	return appTimesOf(r, m)
+}
+
+// appTimesOf is appTimes with the model's time of each checkpoint given
+// (model; one missing: the model did not finish it).
+func appTimesOf(r realBBRun, model map[ckKey]float64) (real, apps map[string]float64) {
+	real, apps = map[string]float64{}, map[string]float64{}
+	for k, rt := range daemonTimes(r) {
+		real[k.app] += rt
+		if mt, found := model[k]; found {
+			apps[k.app] += mt
+		} else {
+			apps[k.app] = math.Inf(1)
+		}
+	}
+	return real, apps
 }
 
 // agreeApps counts the applications whose checkpoints' time in all the
 // model predicts within 15 % or 10 ms.
-func agreeApps(r realBBRun, s *BBResult) (ok, n int) {
-	real, model := appTimes(r, s)
-	for app, rt := range real {
-		n++
-		if near(model[app], rt) {
-			ok++
-		}
-	}
-	return ok, n
-}
+func agreeApps(r realBBRun, s *BBResult) (ok, n int) { return nearApps(appTimes(r, s)) }
 
 // agreeAppsTied is agreeApps with the model's checkpoint times paired in
 // order within the groups scheduled at the same instant (tiedModel):
 // which application of a group the daemons serve first is a race
 // between its writers' processes, and so is which one pays the wait.
 func agreeAppsTied(r realBBRun, s *BBResult) (ok, n int) {
-	tied := tiedModel(r, s)
-	real, model := map[string]float64{}, map[string]float64{}
-	for k, rt := range daemonTimes(r) {
-		real[k.app] += rt
-		if mt, found := tied[k]; found {
-			model[k.app] += mt
-		} else {
-			model[k.app] = math.Inf(1)
-		}
-	}
+	return nearApps(appTimesOf(r, tiedModel(r, s)))
+}
+
+// nearApps counts the applications whose time in all in model is within
+// 15 % or 10 ms of theirs in real.
+func nearApps(real, model map[string]float64) (ok, n int) {
 	for app, rt := range real {
 		n++
 		if near(model[app], rt) {
