@@ -129,8 +129,7 @@ type Manager struct {
 	pools    map[string]*pool     // by tier
 	versions map[uint64]*version  // checkpoint files seen by the last scan
 	dirs     map[uint64][]ckptSeq // checkpoint directories: their sequences
-	hints    map[uint64]string    // checkpoints placement asked about: "pfs" (bypassed) or ""
-	hinted   map[uint64]uint64    // each hint's scans begun when it was given (scans)
+	hints    map[uint64]hint      // checkpoints placement asked about
 	scans    uint64               // scans begun
 	ticked   time.Time            // when the last Tick began
 	bypassed map[uint64]uint64    // bypassed files and their sizes as last scanned
@@ -222,7 +221,7 @@ func New(cfg Config) *Manager {
 		cfg.Idle = 500 * time.Millisecond
 	}
 	m := &Manager{cfg: cfg, pools: map[string]*pool{}, versions: map[uint64]*version{}, dirs: map[uint64][]ckptSeq{},
-		hints: map[uint64]string{}, hinted: map[uint64]uint64{}, bypassed: map[uint64]uint64{}, busy: map[uint64]bool{}, streams: map[string]int{},
+		hints: map[uint64]hint{}, bypassed: map[uint64]uint64{}, busy: map[uint64]bool{}, streams: map[string]int{},
 		kick: make(chan struct{}, 1)}
 	m.demotedC = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_bb_demoted_bytes_total",
 		Help: "Checkpoint bytes demoted from the burst buffer to the PFS."})
@@ -532,15 +531,14 @@ func (m *Manager) scan(grants []meta.BBGrant) {
 	// is gone; one given since may be of a file made after the listing,
 	// seen by the next scan
 	for ino := range m.hints {
-		if _, ok := vs[ino]; !ok && !m.busy[ino] && m.hinted[ino] < scan {
+		if _, ok := vs[ino]; !ok && !m.busy[ino] && m.hints[ino].scan < scan {
 			delete(m.hints, ino)
-			delete(m.hinted, ino)
 		}
 	}
 	// a bypassed checkpoint closed (or gone) no longer holds the PFS
 	for _, p := range m.pools {
 		for ino := range p.bypassing {
-			if v, ok := vs[ino]; !ok && m.hints[ino] == "" || ok && !v.Open {
+			if v, ok := vs[ino]; !ok && m.hints[ino].tier == "" || ok && !v.Open {
 				delete(p.bypassing, ino)
 			}
 		}
@@ -826,8 +824,8 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 func (m *Manager) Hint(ino, parent uint64, name string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if d, ok := m.hints[ino]; ok {
-		return d
+	if h, ok := m.hints[ino]; ok {
+		return h.tier
 	}
 	for _, seq := range m.dirs[parent] {
 		if ok, _ := path.Match(seq.match, name); !ok {
@@ -836,7 +834,7 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		// a checkpoint from its first chunk on, under every policy: the
 		// tiering manager leaves it to this one (Managed) before a scan
 		// has seen it
-		m.hints[ino], m.hinted[ino] = "", m.scans
+		m.hints[ino] = hint{scan: m.scans}
 		p := m.pools[seq.grant.Pool]
 		if p == nil || !m.cfg.Bypass || m.cfg.Policy != pol.BBOS {
 			return ""
@@ -883,7 +881,7 @@ func (m *Manager) Hint(ino, parent uint64, name string) string {
 		if d == "" {
 			p.placed += float64(seq.grant.Size)
 		}
-		m.hints[ino] = d
+		m.hints[ino] = hint{tier: d, scan: m.scans}
 		return d
 	}
 	return ""
@@ -899,6 +897,13 @@ func hotter(seqs []pol.Sequence, in pol.Sequence, s float64) int {
 		}
 	}
 	return n
+}
+
+// hint is placement's hint for a checkpoint: its tier ("pfs": bypassed,
+// "": none) and the scans begun when it was given (Manager.scans).
+type hint struct {
+	tier string
+	scan uint64
 }
 
 // Managed says whether file ino is a checkpoint the manager moves (the
