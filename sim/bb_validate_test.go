@@ -122,19 +122,19 @@ func (r realBBRun) phase() time.Duration {
 }
 
 // ticks is when after the period's start the run's manager ticked first
-// (BBConfig.Ticks), for a model that looks every every: from the
+// (BBConfig.Ticks), for a model that looks every every and a period that
+// began at phase (realBBRun.phase): from the
 // timeline's samples of the last tick (the pool's Ticked, kept since
 // 2026-12-05), as an offset within every; in the sets made before, half
 // the daemons' --bb-every (250 ms in every set): their ticker's phase
 // against the period is chance, and that is its mean.
-func (r realBBRun) ticks(every time.Duration) time.Duration {
-	phase := r.phase().Seconds()
+func (r realBBRun) ticks(every, phase time.Duration) time.Duration {
 	at := math.Inf(1)
 	for _, s := range r.Timeline {
 		if s.Pool.Ticked > 0 && s.T >= 1 { // past the grants' own ticks
 			// a sample's T is taken after the manager answered: the
 			// earliest offset is the nearest
-			off := math.Mod(s.T-s.Pool.Ticked/1e9-phase, every.Seconds())
+			off := math.Mod(s.T-s.Pool.Ticked/1e9-phase.Seconds(), every.Seconds())
 			if off < 0 {
 				off += every.Seconds()
 			}
@@ -160,7 +160,7 @@ func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *BBRe
 		cfg.Every, cfg.ServerIdle, cfg.DeviceBurst, cfg.Tick = 250*time.Millisecond, 20*time.Millisecond, 5*time.Millisecond, time.Millisecond
 		cfg.MaxWait = iosched.DefaultMaxWait
 	}
-	cfg.Ticks = r.ticks(cmp.Or(cfg.Every, r.Mix.Period/24))
+	cfg.Ticks = r.ticks(cmp.Or(cfg.Every, r.Mix.Period/24), cfg.Phase)
 	res, err := RunBB(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1108,7 +1108,7 @@ func TestReplayTicks(t *testing.T) {
 		}{T: at, Pool: struct{ Elapsed, Ticked float64 }{elapsed * 1e9, ticked * 1e9}})
 	}
 	add(0.2, 0.22, 0)
-	if got := r.ticks(250 * time.Millisecond); got != 125*time.Millisecond {
+	if got := r.ticks(250*time.Millisecond, r.phase()); got != 125*time.Millisecond {
 		t.Fatalf("no ticks recorded: %v, want 125ms", got)
 	}
 	if got := r.phase(); got < -21*time.Millisecond || got > -19*time.Millisecond {
@@ -1116,7 +1116,7 @@ func TestReplayTicks(t *testing.T) {
 	}
 	add(1.2, 1.22, 0.1)   // ticked at 1.1: 1.12 from the period's start
 	add(2.21, 2.23, 0.36) // at 1.85 (2.21 late by its answer): 1.87
-	if got := r.ticks(250 * time.Millisecond); got < 119*time.Millisecond || got > 121*time.Millisecond {
+	if got := r.ticks(250*time.Millisecond, r.phase()); got < 119*time.Millisecond || got > 121*time.Millisecond {
 		t.Fatalf("ticks %v, want 120ms", got)
 	}
 }
