@@ -87,6 +87,15 @@ func (s *Server) admitBB(ctx context.Context, m *wire.Msg) (done func()) {
 				s.bb.writing.Add(-1)
 				leave()
 			}
+			if log := s.cfg.Log; log.Enabled(ctx, slog.LevelDebug) {
+				// each write's arrival and end (bench/bbos/run.sh TRACE=1)
+				at, leave := s.cfg.Now(), done
+				done = func() {
+					leave()
+					log.Debug("bb write", "app", job, "ino", m.Ino, "chunk", m.Idx, "off", m.Offset, "len", m.Size,
+						"at_us", at.UnixMicro(), "end_us", s.cfg.Now().UnixMicro())
+				}
+			}
 			s.bb.ckpt.Wait(ctx, float64(m.Size))
 		}
 	} else if m.Job == wire.MigrationJob && m.Op == wire.OpChunkRead {

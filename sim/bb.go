@@ -258,6 +258,12 @@ type bbVersion struct {
 	// many runs of them are queued there
 	inDev float64
 	reqs  int
+	// its chunks on the buffer (in the order placed) whose first request
+	// was issued to the device (heads) and written (landed), and the
+	// bytes of the other requests of landed chunks issued (body): a
+	// chunk's first write goes alone (fwd chunkForWrite)
+	heads, landed int
+	body          float64
 }
 
 type bbModel struct {
@@ -905,10 +911,13 @@ type pfsTurn struct {
 }
 
 // devReq is a writer's requests at the device, n bytes, in the order
-// they reserved.
+// they reserved: the first requests of heads of its chunks from chunk
+// first on (each of reqBytes, the last maybe less), or (heads 0) other
+// requests of chunks whose first landed. done is what of it was written.
 type devReq struct {
-	v *bbVersion
-	n float64
+	v            *bbVersion
+	n, done      float64
+	first, heads int
 }
 
 // writeDevice writes the step's checkpoint bytes. The device serves
@@ -923,6 +932,17 @@ type devReq struct {
 // (on the daemons, under the dedicated buffer, 8 MiB checkpoints of a
 // burst end one after another). A writer whose turn ended has its
 // requests at the device written still.
+//
+// A chunk's first write goes alone: the forwarding daemon holds a fresh
+// chunk's other writes until it lands (fwd chunkForWrite: a fresh chunk
+// may still move), so a writer's first requests at the device are the
+// first of each chunk its window reaches, and the rest of a chunk join
+// the queue's end once its first is written (issue). Under the dedicated
+// buffer the next writers' first requests are queued by then, and the
+// writers of a burst share the device in part (on the daemons the first
+// few of a burst's 8 MiB checkpoints end later than they would one
+// after another, and the last ones closer together: bench/bbos TRACE=1's
+// Writes).
 func (m *bbModel) writeDevice(now time.Duration, active []*bbVersion, order []bbos.Version) {
 	tok := max(min(m.wTok, m.devTok), 0)
 	// a step tops up and writes in rounds; a window is at least a
@@ -930,22 +950,7 @@ func (m *bbModel) writeDevice(now time.Duration, active []*bbVersion, order []bb
 	win := max(min(m.part(), headBytes), tok/4)
 	for round := 0; tok > 0 && round < 64; round++ {
 		for _, v := range active {
-			dust := dustOf(v)
-			a := min(win-v.inDev, float64(v.Bytes)-v.written-v.spilled-v.inDev)
-			if a < dust {
-				continue
-			}
-			for v.alloc-v.written-v.inDev < a && v.alloc+v.spilled < float64(v.Bytes) {
-				was := v.alloc + v.spilled
-				if !m.place(v, order, a-(v.alloc-v.written-v.inDev)) || v.alloc+v.spilled <= was {
-					break
-				}
-			}
-			if a = min(a, v.alloc-v.written-v.inDev); a >= dust {
-				m.devQ = append(m.devQ, devReq{v, a})
-				v.inDev += a
-				v.reqs++
-			}
+			m.issue(v, order, win)
 		}
 		if len(m.devQ) == 0 {
 			return
@@ -955,11 +960,17 @@ func (m *bbModel) writeDevice(now time.Duration, active []*bbVersion, order []bb
 			r := &m.devQ[served]
 			x := min(tok, r.n)
 			tok -= x
+			r.done += x
+			if r.heads > 0 {
+				// its chunks' first requests land one by one
+				r.v.landed = max(r.v.landed, r.first+min(int(r.done/min(reqBytes, m.cfg.Chunk)+1e-9), r.heads))
+			}
 			if r.n -= x; r.n >= dustOf(r.v) {
 				m.wrote(now, r.v, x)
 				break // tok is spent
 			}
 			m.wrote(now, r.v, x+r.n)
+			r.v.landed = max(r.v.landed, r.first+r.heads)
 			r.v.reqs--
 			if r.v.reqs == 0 {
 				// all its placed room written but a rounding's dust
@@ -972,6 +983,56 @@ func (m *bbModel) writeDevice(now time.Duration, active []*bbVersion, order []bb
 		m.devQ = append(m.devQ[:0], m.devQ[served:]...)
 	}
 }
+
+// issue queues writer v's next requests at the device, within its window
+// win there and the bytes its writer has sent (its window of the mount's
+// beyond what it wrote, at least win): first the first request of each
+// chunk those bytes reach (the chunk placed now if it was not), then the
+// other requests of chunks whose first was written.
+func (m *bbModel) issue(v *bbVersion, order []bbos.Version, win float64) {
+	dust := dustOf(v)
+	room := win - v.inDev
+	if room < dust {
+		return
+	}
+	c := m.cfg.Chunk
+	req := min(reqBytes, c)
+	sent := min(v.written+max(m.part(), win), float64(v.Bytes)-v.spilled)
+	// the chunks its sent bytes reach whose first request is not issued
+	if n := min(int(math.Ceil(sent/c-1e-9))-v.heads, int((room+dust)/req)); n > 0 {
+		last := float64(v.heads+n-1) * c
+		for v.alloc <= last && v.alloc+v.spilled < float64(v.Bytes) {
+			was := v.alloc + v.spilled
+			if !m.place(v, order, last+1-v.alloc) || v.alloc+v.spilled <= was {
+				break
+			}
+		}
+		// those placed on the buffer (a spilled one goes to the PFS)
+		if n = min(n, int(math.Ceil(v.alloc/c-1e-9))-v.heads); n > 0 {
+			b := float64(n-1)*req + min(req, v.alloc-float64(v.heads+n-1)*c)
+			m.devQ = append(m.devQ, devReq{v: v, n: b, first: v.heads, heads: n})
+			v.heads += n
+			v.inDev += b
+			v.reqs++
+			room -= b
+		}
+	}
+	// the other requests of its landed chunks, as far as its writer sent
+	if l := v.landed; l > 0 && room >= dust {
+		lastAt := float64(l-1) * c
+		body := float64(l-1)*(c-req) + max(min(c, v.alloc-lastAt, sent-lastAt)-req, 0)
+		if b := min(body-v.body, room); b >= dust {
+			m.devQ = append(m.devQ, devReq{v: v, n: b})
+			v.body += b
+			v.inDev += b
+			v.reqs++
+		}
+	}
+}
+
+// reqBytes is the mount's write request (client/vfs): a chunk's first
+// write is one.
+const reqBytes = 1 << 20
 
 // dustOf is what is left of checkpoint v's bytes by rounding alone.
 func dustOf(v *bbVersion) float64 { return max(float64(v.Bytes)*1e-12, 1e-6) }

@@ -302,13 +302,15 @@ func TestBBScheduler(t *testing.T) {
 // TestBBDeviceOrder: the device serves requests in the order they
 // reserved, each writer's at most its window (the forwarding daemon's 8
 // requests): an 8 MiB checkpoint that comes while another's are queued
-// waits for them, not sharing the device with them (on the daemons,
-// under the dedicated buffer, the checkpoints of a burst end one after
-// another); 32 MiB checkpoints take turns by their windows.
+// waits for them, not sharing the device with them, except that a
+// chunk's first request goes alone: one that comes while the other's
+// chunks' first requests are being written has its own first requests
+// queued ahead of the rest of the other's chunks; 32 MiB checkpoints
+// take turns by their windows.
 func TestBBDeviceOrder(t *testing.T) {
 	const mib = 1 << 20
 	run := func(size float64, lateBy int) (aDone, bDone int) {
-		m := &bbModel{cfg: BBConfig{Policy: bbos.Dedicated, WriteBehind: 32 * mib}, res: &BBResult{}}
+		m := &bbModel{cfg: BBConfig{Policy: bbos.Dedicated, WriteBehind: 32 * mib, Chunk: 4 * mib}, res: &BBResult{}}
 		a := &bbVersion{Version: bbos.Version{ID: 1, Job: "a", Bytes: uint64(size)}, alloc: size}
 		b := &bbVersion{Version: bbos.Version{ID: 2, Job: "b", Bytes: uint64(size)}, alloc: size}
 		m.queue = []*bbVersion{a}
@@ -339,6 +341,12 @@ func TestBBDeviceOrder(t *testing.T) {
 	// 8 MiB: 32 steps alone; b comes at step 10, behind a's whole window
 	if a, b := run(8*mib, 10); a != 32 || b != 64 {
 		t.Errorf("8 MiB checkpoints end at steps %d and %d, want 32 and 64 (one after the other)", a, b)
+	}
+	// b comes at step 2, while a's chunks' first requests are written:
+	// the rest of a's chunks join the queue behind b's first requests
+	// (a chunk's first write goes alone), 2 MiB of b's ahead of them
+	if a, b := run(8*mib, 2); a != 40 || b != 64 {
+		t.Errorf("8 MiB checkpoints end at steps %d and %d, want 40 and 64 (the rest of a's chunks behind b's first requests)", a, b)
 	}
 	// 32 MiB: b's first window is served after a's first, then they
 	// alternate window by window: a ends a window before b

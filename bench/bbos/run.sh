@@ -56,8 +56,14 @@
 # TRACE=1: the daemons log at debug level, and each run keeps the buffer's
 # I/O scheduler's decisions (a phase's begin and end, an application's
 # arrival at its queue) as "Sched" (sim TestValidateBurstBuffer compares
-# the turns with the model's).
+# the turns with the model's), and each checkpoint write's arrival at the
+# buffer's data server and its end as "Writes" (since 2026-12-05; from
+# the run's start, "Started").
 #   TRACE=1 EXPS=perf CONGS=high OUT=bench/bbos/results-high-trace.jsonl.gz bash bench/bbos/run.sh
+#   # the dedicated buffer's cases under high congestion, ~3 min (its
+#   # writes showed a fresh chunk's first write going alone: sim
+#   # TestValidateBurstBufferDedicatedTrace)
+#   TRACE=1 APP_WINDOW=1 EXPS=perf CONGS=high POLICIES=" " OUT=bench/bbos/results-dedicated-trace.jsonl.gz bash bench/bbos/run.sh
 #
 # APP_WINDOW=1: every application writes as from its own compute node.
 # All of them write through the one mount of `sluice up`, whose
@@ -125,6 +131,12 @@ r.update({"exp": exp, "label": label, "run": int(run), "mtbf_minutes": int(mtbf)
 ev = [(m[1], m[2], int(m[3])) for m in (re.search(r'msg="bb scheduler".* ev=(\w+) app=(\S+) at_us=(\d+)', l) for l in open(log)) if m]
 if ev:
     r["Sched"] = [[k, a, t - ev[0][2]] for k, a, t in ev]
+# TRACE=1: each checkpoint write at the buffer's server, [app, bytes,
+# arrival, end] (µs from the run's start, "Started")
+wr = [(m[1], int(m[2]), int(m[3]), int(m[4])) for m in (re.search(r'msg="bb write".* app=(\S+) .* len=(\d+) at_us=(\d+) end_us=(\d+)', l) for l in open(log)) if m]
+if wr:
+    t0 = r["Started"]
+    r["Writes"] = [[a, n, t - t0, e - t0] for a, n, t, e in wr]
 print(json.dumps(r))
 PY
 		tail -n1 "$WORK/results.jsonl" | python3 bench/bbos/report.py --line

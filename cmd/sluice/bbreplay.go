@@ -40,6 +40,9 @@ type replayResult struct {
 	Restarts   []restartRecord
 	Timeline   []timelineSample
 	Final      bbmgr.Status
+	// Started is when the run began (Unix µs), the origin of the times
+	// above: the daemons' logs give theirs in Unix µs
+	Started int64
 }
 
 type ckptRecord struct {
@@ -115,6 +118,7 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 		res.Policy = string(st.Policy)
 	}
 	start := time.Now()
+	res.Started = start.UnixMicro()
 	since := func() float64 { return time.Since(start).Seconds() }
 	var mu sync.Mutex // guards latest, newest, res.Checkpoint, res.Timeline
 	var latest bbmgr.Status
