@@ -99,6 +99,14 @@ func (s *Server) admitBB(ctx context.Context, m *wire.Msg) (done func()) {
 			s.bb.ckpt.Wait(ctx, float64(m.Size))
 		}
 	} else if m.Job == wire.MigrationJob && m.Op == wire.OpChunkRead {
+		if log := s.cfg.Log; log.Enabled(ctx, slog.LevelDebug) {
+			// each demotion read's arrival and end (TRACE=1)
+			at := s.cfg.Now()
+			done = func() {
+				log.Debug("bb read", "ino", m.Ino, "chunk", m.Idx, "off", m.Offset, "len", m.Size,
+					"at_us", at.UnixMicro(), "end_us", s.cfg.Now().UnixMicro())
+			}
+		}
 		s.demoteWait(ctx, float64(m.Size))
 	}
 	return done

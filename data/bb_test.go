@@ -1,12 +1,18 @@
 package data_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
@@ -254,4 +260,62 @@ func TestQueuedChunksCountAsUsed(t *testing.T) {
 	if u := used(); u < 4<<20 || u > base2+4<<20 {
 		t.Fatalf("after the write: used %d, want 4 MiB to %d", u, base2+4<<20)
 	}
+}
+
+// TestBBTraceLog: at debug level the server logs each job's chunk write
+// and each demotion read with its arrival and end, in the form
+// bench/bbos/run.sh TRACE=1 reads back ("Writes", "Reads").
+func TestBBTraceLog(t *testing.T) {
+	var buf safeBuffer
+	r := newFenceRig(t, func(c *data.Config) {
+		c.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	p := make([]byte, 64<<10)
+	if err := r.writeAs(wire.Who{Job: "bb-app07"}, 0, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.readAs(wire.Who{Job: wire.MigrationJob}, len(p)); err != nil {
+		t.Fatal(err)
+	}
+	// run.sh's patterns
+	write := regexp.MustCompile(`msg="bb write".* app=(\S+) ino=(\d+) .* len=(\d+) at_us=(\d+) end_us=(\d+)`)
+	read := regexp.MustCompile(`msg="bb read".* ino=(\d+) .* len=(\d+) at_us=(\d+) end_us=(\d+)`)
+	var w, rd []string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if m := write.FindStringSubmatch(l); m != nil {
+			w = m
+		}
+		if m := read.FindStringSubmatch(l); m != nil {
+			rd = m
+		}
+	}
+	if w == nil || rd == nil {
+		t.Fatalf("no write or no read record in the log:\n%s", buf.String())
+	}
+	ino := fmt.Sprint(r.ino)
+	if w[1] != "bb-app07" || w[2] != ino || w[3] != fmt.Sprint(len(p)) || w[4] > w[5] {
+		t.Errorf("write record %q: want app bb-app07, inode %s, %d bytes, arrival before end", w[0], ino, len(p))
+	}
+	if rd[1] != ino || rd[2] != fmt.Sprint(len(p)) || rd[3] > rd[4] {
+		t.Errorf("read record %q: want inode %s, %d bytes, arrival before end", rd[0], ino, len(p))
+	}
+}
+
+// safeBuffer is a bytes.Buffer for a logger written from several
+// goroutines.
+type safeBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -56,14 +56,19 @@
 # TRACE=1: the daemons log at debug level, and each run keeps the buffer's
 # I/O scheduler's decisions (a phase's begin and end, an application's
 # arrival at its queue) as "Sched" (sim TestValidateBurstBuffer compares
-# the turns with the model's), and each checkpoint write's arrival at the
-# buffer's data server and its end as "Writes" (since 2026-12-05; from
-# the run's start, "Started").
+# the turns with the model's), and each checkpoint write's and each
+# demotion read's arrival at the buffer's data server and its end as
+# "Writes" and "Reads" (since 2026-12-05; from the run's start,
+# "Started"; bench/bbos/trace.py sums them up).
 #   TRACE=1 EXPS=perf CONGS=high OUT=bench/bbos/results-high-trace.jsonl.gz bash bench/bbos/run.sh
 #   # the dedicated buffer's cases under high congestion, ~3 min (its
 #   # writes showed a fresh chunk's first write going alone: sim
-#   # TestValidateBurstBufferDedicatedTrace)
+#   # TestValidateBurstBufferTraced)
 #   TRACE=1 APP_WINDOW=1 EXPS=perf CONGS=high POLICIES=" " OUT=bench/bbos/results-dedicated-trace.jsonl.gz bash bench/bbos/run.sh
+#   # FIFO's restart cases once each, demotion reading the buffer beside
+#   # the writes, ~2 min (bench/bbos/trace.py: the checkpoints' time by the
+#   # demotion reads that overlapped them)
+#   TRACE=1 APP_WINDOW=1 EXPS=restart RPOLICIES=fifo RUNS=1 OUT=bench/bbos/results-fifo-trace.jsonl.gz bash bench/bbos/run.sh
 #
 # APP_WINDOW=1: every application writes as from its own compute node.
 # All of them write through the one mount of `sluice up`, whose
@@ -132,11 +137,17 @@ ev = [(m[1], m[2], int(m[3])) for m in (re.search(r'msg="bb scheduler".* ev=(\w+
 if ev:
     r["Sched"] = [[k, a, t - ev[0][2]] for k, a, t in ev]
 # TRACE=1: each checkpoint write at the buffer's server, [app, bytes,
-# arrival, end] (µs from the run's start, "Started")
-wr = [(m[1], int(m[2]), int(m[3]), int(m[4])) for m in (re.search(r'msg="bb write".* app=(\S+) .* len=(\d+) at_us=(\d+) end_us=(\d+)', l) for l in open(log)) if m]
+# arrival, end, inode] (µs from the run's start, "Started"; the inode
+# since the reads below)
+wr = [(m[1], int(m[3]), int(m[4]), int(m[5]), int(m[2])) for m in (re.search(r'msg="bb write".* app=(\S+) ino=(\d+) .* len=(\d+) at_us=(\d+) end_us=(\d+)', l) for l in open(log)) if m]
 if wr:
     t0 = r["Started"]
-    r["Writes"] = [[a, n, t - t0, e - t0] for a, n, t, e in wr]
+    r["Writes"] = [[a, n, t - t0, e - t0, i] for a, n, t, e, i in wr]
+# ... and each demotion read there, [inode, bytes, arrival, end]
+rd = [(int(m[1]), int(m[2]), int(m[3]), int(m[4])) for m in (re.search(r'msg="bb read".* ino=(\d+) .* len=(\d+) at_us=(\d+) end_us=(\d+)', l) for l in open(log)) if m]
+if rd:
+    t0 = r["Started"]
+    r["Reads"] = [[i, n, t - t0, e - t0] for i, n, t, e in rd]
 print(json.dumps(r))
 PY
 		tail -n1 "$WORK/results.jsonl" | python3 bench/bbos/report.py --line
