@@ -239,21 +239,20 @@ func TestValidateBurstBuffer(t *testing.T) {
 // TestValidateBurstBufferOwnWindow: the 8 MiB set run again with the
 // daemons of 2026-12-05, every application writing through its own
 // window as from its own compute node (bench/bbos/run.sh APP_WINDOW=1;
-// bench/bbos/results-appwindow.jsonl.gz, all four experiments, 153 runs,
+// bench/bbos/results-appwindow.jsonl.gz, all four experiments, 153 runs;
 // the 48 of BBOS with bypass run again after the manager began to roll
-// the period at a bypass decision, results-appwindow-roll: loadAppWindow),
-// each replayed with the setup of a checkpoint measured on the same
-// daemons (setup-results-20261205.jsonl). Asserted at the issue's bar
-// (90 %): the runs' time in all within 15 % under both congestions; each
+// the period at a bypass decision, results-appwindow-roll, and the 12 of
+// the versions experiment after `sluice bb replay` began to start
+// checkpoints due at one instant in order, results-appwindow-versions:
+// loadAppWindow), each replayed with the setup of a checkpoint measured
+// on the same daemons (setup-results-20261205.jsonl). Asserted at the
+// issue's bar (90 %): the runs' time in all within 15 % and each
 // application's checkpoints' time in all (its I/O time) within 15 % or
-// 10 ms under high congestion, and under low congestion with the
-// checkpoints scheduled in the same microsecond paired in order
-// (agreeAppsTied: which of them the daemons serve first is a race; 88.8 %
-// unpaired, at least 85 % asserted); the failure hits, the bytes demoted
-// and the policies' ranking as in TestValidateBurstBuffer; the
-// scheduler's phases per checkpoint within 0.1 under low congestion. Not
-// met, and kept from falling: checkpoint by checkpoint (86.9 %, at least
-// 85 % asserted; docs/experiments/sim.md).
+// 10 ms, under both congestions; the failure hits, the bytes demoted and
+// the policies' ranking as in TestValidateBurstBuffer; the scheduler's
+// phases per checkpoint within 0.1 under low congestion. Not met, and
+// kept from falling: checkpoint by checkpoint (88.6 %, at least 87 %
+// asserted; docs/experiments/sim.md).
 func TestValidateBurstBufferOwnWindow(t *testing.T) {
 	runs := loadAppWindow(t)
 	if len(runs) < 150 {
@@ -272,18 +271,12 @@ func TestValidateBurstBufferOwnWindow(t *testing.T) {
 		if tm.run.short() {
 			t.Errorf("%s congestion: runs' times in all agree for %d of %d: want 90 %%", cong, tm.run.ok, tm.run.n)
 		}
-		if cong == "low" && tm.appTied.short() {
-			t.Errorf("low congestion: applications' times in all agree for %d of %d with those scheduled together paired in order: want 90 %%", tm.appTied.ok, tm.appTied.n)
-		}
-		if cong == "high" && tm.app.short() {
-			t.Errorf("high congestion: applications' times in all agree for %d of %d: want 90 %%", tm.app.ok, tm.app.n)
-		}
-		if tm.app.ok*100 < tm.app.n*85 {
-			t.Errorf("%s congestion: applications' times in all agree for %d of %d: want at least 85 %% (the bar is 90)", cong, tm.app.ok, tm.app.n)
+		if tm.app.short() {
+			t.Errorf("%s congestion: applications' times in all agree for %d of %d: want 90 %%", cong, tm.app.ok, tm.app.n)
 		}
 	}
-	if ck.ok*100 < ck.n*85 {
-		t.Errorf("checkpoints' times agree for %d of %d: want at least 85 %% (the bar is 90)", ck.ok, ck.n)
+	if ck.ok*100 < ck.n*87 {
+		t.Errorf("checkpoints' times agree for %d of %d: want at least 87 %% (the bar is 90)", ck.ok, ck.n)
 	}
 	if d.hits.short() || d.high.short() || d.demoted.short() {
 		t.Errorf("failure hits agree in %d of %d runs under low congestion and %d of %d under high, demoted bytes in %d of %d: want 90 %%",
@@ -341,24 +334,36 @@ func TestValidateBurstBufferTraced(t *testing.T) {
 // by their runs of results-appwindow-roll, made after the manager began
 // to roll the period at a bypass decision past the period's end
 // (manager/bbos Hint; before, the period rolled at the manager's first
-// tick past its end, up to 250 ms later). No other run takes that path.
+// tick past its end, up to 250 ms later; no other run takes that path),
+// and the versions experiment's by those of
+// results-appwindow-versions, made after `sluice bb replay` began to
+// start the checkpoints due at one instant in the mix's order (before,
+// which reached the buffer first was a race between their writers).
 func loadAppWindow(t *testing.T) []realBBRun {
 	runs := loadRealBB(t, "../bench/bbos/results-appwindow.jsonl.gz")
-	again := map[string]realBBRun{}
-	for _, r := range loadRealBB(t, "../bench/bbos/results-appwindow-roll.jsonl.gz") {
-		if r.Final.Bypass {
-			again[runKey(r)] = r
+	for _, again := range []struct {
+		file string
+		of   func(realBBRun) bool
+	}{
+		{"results-appwindow-roll", func(r realBBRun) bool { return r.Final.Bypass }},
+		{"results-appwindow-versions", func(r realBBRun) bool { return r.Exp == "versions" }},
+	} {
+		by := map[string]realBBRun{}
+		for _, r := range loadRealBB(t, "../bench/bbos/"+again.file+".jsonl.gz") {
+			if again.of(r) {
+				by[runKey(r)] = r
+			}
 		}
-	}
-	var replaced int
-	for i, r := range runs {
-		if a, ok := again[runKey(r)]; ok && r.Final.Bypass {
-			runs[i] = a
-			replaced++
+		var replaced int
+		for i, r := range runs {
+			if a, ok := by[runKey(r)]; ok && again.of(r) {
+				runs[i] = a
+				replaced++
+			}
 		}
-	}
-	if replaced != len(again) {
-		t.Fatalf("%d runs of the roll set, %d replaced", len(again), replaced)
+		if replaced != len(by) {
+			t.Fatalf("%s: %d runs, %d replaced", again.file, len(by), replaced)
+		}
 	}
 	return runs
 }

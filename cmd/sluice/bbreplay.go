@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,8 +24,10 @@ import (
 // jobs: every application asks for its grant (a refused one does not
 // run), writes each checkpoint at its time as a process of its job (direct
 // I/O, fsynced; an application is blocked while its previous checkpoint is
-// written), and fails at the mix's failure times, when the newest
-// checkpoint it finished is looked up: a hit if the buffer holds all of it.
+// written; checkpoints due at the same instant start in the mix's order,
+// each once the one before has created its file), and fails at the mix's
+// failure times, when the newest checkpoint it finished is looked up: a
+// hit if the buffer holds all of it.
 // After the run, the applications the mix draws restart: their newest
 // checkpoints are read and timed. It prints what happened as JSON, with
 // the manager's state sampled every second (docs/experiments/bbos.md).
@@ -45,14 +48,35 @@ type replayResult struct {
 	Started int64
 }
 
+// tieWait is how long the next of the checkpoints due at one instant
+// waits at most for the one before to create its file.
+const tieWait = 20 * time.Millisecond
+
+// awaitFile closes opened once file p exists, or after tieWait, and
+// says how long it waited (0: the file did not come).
+func awaitFile(p string, opened chan<- struct{}) time.Duration {
+	defer close(opened)
+	start := time.Now()
+	for end := start.Add(tieWait); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
+		if _, err := os.Stat(p); err == nil {
+			return time.Since(start)
+		}
+	}
+	return 0
+}
+
 type ckptRecord struct {
 	App     string
 	Version int
 	Bytes   int64
 	At      float64 // scheduled, seconds from the start
 	Start   float64 // when its process started (later if the previous one ran late)
-	End     float64
-	Err     string `json:",omitempty"`
+	// Opened is, for one of checkpoints due at the same instant, how long
+	// after its start its file was seen (the next waited for it; 0: not
+	// within tieWait)
+	Opened float64 `json:",omitempty"`
+	End    float64
+	Err    string `json:",omitempty"`
 }
 
 type failureRecord struct {
@@ -198,11 +222,24 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 			}
 		}
 	}
-	for _, e := range events {
+	// checkpoints due at the same instant start in the mix's order, each
+	// once the one before has created its file (or after tieWait):
+	// otherwise which of them reaches the buffer first is a race between
+	// their writers' processes, which no model of the run can follow
+	prevAt, prevOpened := time.Duration(-1), make(chan struct{})
+	for i, e := range events {
 		if !admitted[e.App] {
 			continue
 		}
 		wait(e.At)
+		if e.At == prevAt {
+			select {
+			case <-prevOpened:
+			case <-time.After(tieWait):
+			}
+		}
+		opened := make(chan struct{})
+		prevAt, prevOpened = e.At, opened
 		a := mix.Apps[e.App]
 		wg.Add(1)
 		go func(e workload.CkptEvent) {
@@ -213,8 +250,27 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 			p := filepath.Join(root, a.Name, ckptName(e.Version))
 			cmd := exec.Command("dd", "if=/dev/zero", "of="+p, "bs=1M", fmt.Sprintf("count=%d", a.Size>>20), "oflag=direct", "conv=fsync")
 			cmd.Env = append(os.Environ(), "SLURM_JOB_ID=bb-"+a.Name, "SLUICE_APP="+a.Name)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				rec.Err = fmt.Sprintf("%v: %s", err, strings.TrimSpace(string(out)))
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Start()
+			tied := i+1 < len(events) && events[i+1].At == e.At
+			var seen chan time.Duration
+			switch {
+			case err == nil && tied:
+				seen = make(chan time.Duration, 1)
+				go func() { seen <- awaitFile(p, opened) }()
+				err = cmd.Wait()
+			case err == nil:
+				close(opened)
+				err = cmd.Wait()
+			default:
+				close(opened)
+			}
+			if seen != nil {
+				rec.Opened = (<-seen).Seconds()
+			}
+			if err != nil {
+				rec.Err = fmt.Sprintf("%v: %s", err, strings.TrimSpace(out.String()))
 			}
 			rec.End = since()
 			mu.Lock()
