@@ -23,7 +23,8 @@
 # Results are also written as JSON lines to $OUT (default bench/results.jsonl).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice up --exit-with, --exit-remove), and the passthrough
+# baseline's mount (bench/passthrough.sh)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 SMOKE=${SMOKE:-0}
