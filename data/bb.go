@@ -87,29 +87,31 @@ func (s *Server) admitBB(ctx context.Context, m *wire.Msg) (done func()) {
 				s.bb.writing.Add(-1)
 				leave()
 			}
-			if log := s.cfg.Log; log.Enabled(ctx, slog.LevelDebug) {
-				// each write's arrival and end (bench/bbos/run.sh TRACE=1)
-				at, leave := s.cfg.Now(), done
-				done = func() {
-					leave()
-					log.Debug("bb write", "app", job, "ino", m.Ino, "chunk", m.Idx, "off", m.Offset, "len", m.Size,
-						"at_us", at.UnixMicro(), "end_us", s.cfg.Now().UnixMicro())
-				}
-			}
+			done = s.traced(ctx, "bb write", m, done)
 			s.bb.ckpt.Wait(ctx, float64(m.Size))
 		}
 	} else if m.Job == wire.MigrationJob && m.Op == wire.OpChunkRead {
-		if log := s.cfg.Log; log.Enabled(ctx, slog.LevelDebug) {
-			// each demotion read's arrival and end (TRACE=1)
-			at := s.cfg.Now()
-			done = func() {
-				log.Debug("bb read", "ino", m.Ino, "chunk", m.Idx, "off", m.Offset, "len", m.Size,
-					"at_us", at.UnixMicro(), "end_us", s.cfg.Now().UnixMicro())
-			}
-		}
+		done = s.traced(ctx, "bb read", m, done)
 		s.demoteWait(ctx, float64(m.Size))
 	}
 	return done
+}
+
+// traced is done, which ends request m, logging at debug level when m
+// came (now) and when it ended, as msg: each checkpoint write ("bb
+// write") and demotion read ("bb read") of the buffer's server, which
+// bench/bbos/run.sh TRACE=1 keeps with each run.
+func (s *Server) traced(ctx context.Context, msg string, m *wire.Msg, done func()) func() {
+	log := s.cfg.Log
+	if !log.Enabled(ctx, slog.LevelDebug) {
+		return done
+	}
+	at := s.cfg.Now()
+	return func() {
+		done()
+		log.Debug(msg, "app", m.Job, "ino", m.Ino, "chunk", m.Idx, "off", m.Offset, "len", m.Size,
+			"at_us", at.UnixMicro(), "end_us", s.cfg.Now().UnixMicro())
+	}
 }
 
 // demoteWait paces a demotion read of n bytes: at the idle rate while no

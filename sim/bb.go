@@ -963,7 +963,7 @@ func (m *bbModel) writeDevice(now time.Duration, active []*bbVersion, order []bb
 			r.done += x
 			if r.heads > 0 {
 				// its chunks' first requests land one by one
-				r.v.landed = max(r.v.landed, r.first+min(int(r.done/min(reqBytes, m.cfg.Chunk)+1e-9), r.heads))
+				r.v.landed = max(r.v.landed, r.first+min(int(r.done/m.reqSize()+1e-9), r.heads))
 			}
 			if r.n -= x; r.n >= dustOf(r.v) {
 				m.wrote(now, r.v, x)
@@ -995,8 +995,7 @@ func (m *bbModel) issue(v *bbVersion, order []bbos.Version, win float64) {
 	if room < dust {
 		return
 	}
-	c := m.cfg.Chunk
-	req := min(reqBytes, c)
+	c, req := m.cfg.Chunk, m.reqSize()
 	sent := min(v.written+max(m.part(), win), float64(v.Bytes)-v.spilled)
 	// the chunks its sent bytes reach whose first request is not issued
 	if n := min(int(math.Ceil(sent/c-1e-9))-v.heads, int((room+dust)/req)); n > 0 {
@@ -1033,6 +1032,9 @@ func (m *bbModel) issue(v *bbVersion, order []bbos.Version, win float64) {
 // reqBytes is the mount's write request (client/vfs): a chunk's first
 // write is one.
 const reqBytes = 1 << 20
+
+// reqSize is a chunk's first write: a request, at most the chunk.
+func (m *bbModel) reqSize() float64 { return min(reqBytes, m.cfg.Chunk) }
 
 // dustOf is what is left of checkpoint v's bytes by rounding alone.
 func dustOf(v *bbVersion) float64 { return max(float64(v.Bytes)*1e-12, 1e-6) }
