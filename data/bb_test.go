@@ -280,13 +280,17 @@ func TestBBTraceLog(t *testing.T) {
 	// run.sh's patterns
 	write := regexp.MustCompile(`msg="bb write".* app=(\S+) ino=(\d+) .* len=(\d+) at_us=(\d+) end_us=(\d+)`)
 	read := regexp.MustCompile(`msg="bb read".* ino=(\d+) .* len=(\d+) at_us=(\d+) end_us=(\d+)`)
+	// a request's record is written as it ends, which may be after its
+	// reply reached the caller
 	var w, rd []string
-	for _, l := range strings.Split(buf.String(), "\n") {
-		if m := write.FindStringSubmatch(l); m != nil {
-			w = m
-		}
-		if m := read.FindStringSubmatch(l); m != nil {
-			rd = m
+	for deadline := time.Now().Add(5 * time.Second); (w == nil || rd == nil) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, l := range strings.Split(buf.String(), "\n") {
+			if m := write.FindStringSubmatch(l); m != nil {
+				w = m
+			}
+			if m := read.FindStringSubmatch(l); m != nil {
+				rd = m
+			}
 		}
 	}
 	if w == nil || rd == nil {
