@@ -1210,7 +1210,7 @@ func (m *bbModel) inFlight(v *bbVersion) float64 {
 // requests is how many requests a writer with bytes left to write has on
 // their way: up to its write-behind window, in the mount's mebibytes.
 func (m *bbModel) requests(bytes float64) float64 {
-	return math.Ceil(min(max(bytes, 0), m.part()) / (1 << 20))
+	return math.Ceil(min(max(bytes, 0), m.part()) / reqBytes)
 }
 
 // part is the write-behind window each writer has: WriteBehind, or with

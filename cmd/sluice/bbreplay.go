@@ -253,18 +253,15 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			err := cmd.Start()
-			tied := i+1 < len(events) && events[i+1].At == e.At
 			var seen chan time.Duration
-			switch {
-			case err == nil && tied:
+			if tied := i+1 < len(events) && events[i+1].At == e.At; err == nil && tied {
 				seen = make(chan time.Duration, 1)
 				go func() { seen <- awaitFile(p, opened) }()
-				err = cmd.Wait()
-			case err == nil:
+			} else {
 				close(opened)
+			}
+			if err == nil {
 				err = cmd.Wait()
-			default:
-				close(opened)
 			}
 			if seen != nil {
 				rec.Opened = (<-seen).Seconds()
