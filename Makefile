@@ -32,6 +32,12 @@ unit:
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 500000x ./internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzHeader$$' -fuzztime 500000x ./internal/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 300000x ./internal/wire/chunk
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 100000x ./internal/wire/ns
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 200000x ./beacon/beaconrpc
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 200000x ./fwdmap
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 100000x ./api
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAdmin$$' -fuzztime 200000x ./api
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime 60000x ./meta/engine
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime 50000x ./beacon
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./internal/size

@@ -27,7 +27,7 @@ package client
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -233,12 +233,11 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	if addr == "" {
 		fs.mc = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
 		// the home node: the manager's fixed mapping of this node
-		_, p, err := fs.mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallMap, Who: wire.Who{Node: cfg.Node}}, nil, nil)
-		var pl fwdmap.Placement
-		if err == nil {
-			err = json.Unmarshal(p, &pl)
+		pl, err := rpc.Do(ctx, fs.mc, fwdmap.Map, &fwdmap.MapReq{Node: cfg.Node})
+		if err == nil && len(pl.Fwds) == 0 {
+			err = errors.New("the fixed mapping names none")
 		}
-		if err != nil || len(pl.Fwds) == 0 {
+		if err != nil {
 			fs.mc.Close()
 			return nil, fmt.Errorf("no forwarding node for %s: %v", cfg.Node, err)
 		}

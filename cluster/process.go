@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"net"
 	"os"
 	"os/exec"
@@ -81,7 +82,7 @@ func (c *Cluster) waitRegistered(n int, d time.Duration) error {
 	defer mc.Close()
 	deadline := time.Now().Add(d)
 	for {
-		resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpServers}, nil, nil)
+		resp, err := rpc.Do(context.Background(), mc, api.Servers, &wire.Empty{})
 		if err != nil {
 			return err
 		}

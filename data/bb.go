@@ -3,7 +3,7 @@ package data
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -42,8 +42,8 @@ type bbState struct {
 	demoteIdle *throttle.Bucket // migrations' reads while none does
 	gate       atomic.Pointer[iosched.Gate]
 
-	mu  sync.Mutex     // guards ctl
-	ctl wire.BBControl // as last set
+	mu  sync.Mutex    // guards ctl
+	ctl api.BBControl // as last set
 
 	written   atomic.Uint64 // bytes of jobs' writes served
 	writing   atomic.Int64  // jobs' writes in flight
@@ -55,53 +55,54 @@ func newBBState(now func() time.Time) *bbState {
 		demoteIdle: throttle.New(uncapped, uncapped, now)}
 }
 
-func (b *bbState) control() wire.BBControl {
+func (b *bbState) control() api.BBControl {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.ctl
 }
 
-// jobIO says whether m is a job's chunk read or write (not a migration's,
+// jobIO says whether a request of who is a job's (not a migration's,
 // not untagged), and the key of its job's queue.
-func jobIO(m *wire.Msg) (string, bool) {
-	if m.Job == "" || m.Job == wire.MigrationJob {
+func jobIO(who wire.Who) (string, bool) {
+	if who.Job == "" || who.Job == wire.MigrationJob {
 		return "", false
 	}
-	return m.Job, true
+	return who.Job, true
 }
 
-// admitBB runs a chunk request through the burst-buffer controls before
+// admitBB runs a read or write through the burst-buffer controls before
 // the device's own limits: a job's request waits for its job's turn in
-// the I/O scheduler, then a write pays the checkpoint cap; a migration's
-// read pays the demotion cap. The returned function ends the request.
-func (s *Server) admitBB(ctx context.Context, m *wire.Msg) (done func()) {
+// the I/O scheduler, then a chunk write pays the checkpoint cap; a
+// migration's chunk read pays the demotion cap. The returned function ends
+// the request.
+func (s *Server) admitBB(ctx context.Context, io ioReq) (done func()) {
 	done = func() {}
-	if job, ok := jobIO(m); ok {
+	if job, ok := jobIO(io.who); ok {
 		if g := s.bb.gate.Load(); g != nil {
 			done = g.Enter(ctx, job)
 		}
-		if m.Op == wire.OpChunkWrite {
+		if io.write && io.at != nil {
 			s.bb.writing.Add(1)
 			leave := done
 			done = func() {
 				s.bb.writing.Add(-1)
 				leave()
 			}
-			done = s.traced(ctx, "bb write", m, done)
-			s.bb.ckpt.Wait(ctx, float64(m.Size))
+			done = s.traced(ctx, "bb write", io, done)
+			s.bb.ckpt.Wait(ctx, float64(io.n))
 		}
-	} else if m.Job == wire.MigrationJob && m.Op == wire.OpChunkRead {
-		done = s.traced(ctx, "bb read", m, done)
-		s.demoteWait(ctx, float64(m.Size))
+	} else if io.who.Job == wire.MigrationJob && !io.write && io.at != nil {
+		done = s.traced(ctx, "bb read", io, done)
+		s.demoteWait(ctx, float64(io.n))
 	}
 	return done
 }
 
-// traced is done, which ends request m, logging at debug level when m
+// traced is done, which ends request io, logging at debug level when io
 // came (now) and when it ended, as msg: each checkpoint write ("bb
 // write") and demotion read ("bb read") of the buffer's server, which
 // bench/bbos/run.sh TRACE=1 keeps with each run.
-func (s *Server) traced(ctx context.Context, msg string, m *wire.Msg, done func()) func() {
+func (s *Server) traced(ctx context.Context, msg string, io ioReq, done func()) func() {
 	log := s.cfg.Log
 	if !log.Enabled(ctx, slog.LevelDebug) {
 		return done
@@ -109,7 +110,7 @@ func (s *Server) traced(ctx context.Context, msg string, m *wire.Msg, done func(
 	at := s.cfg.Now()
 	return func() {
 		done()
-		log.Debug(msg, "app", m.Job, "ino", m.Ino, "chunk", m.Idx, "off", m.Offset, "len", m.Size,
+		log.Debug(msg, "app", io.who.Job, "ino", io.at.Ino, "chunk", io.at.Idx, "off", io.at.Off, "len", io.n,
 			"at_us", at.UnixMicro(), "end_us", s.cfg.Now().UnixMicro())
 	}
 }
@@ -147,29 +148,26 @@ func (s *Server) demoteWait(ctx context.Context, n float64) {
 // syncedBB ends the phase of the job whose fsync m is in the I/O
 // scheduler (the end of a checkpoint: the next job goes without waiting
 // for the gap).
-func (s *Server) syncedBB(m *wire.Msg) {
-	if job, ok := jobIO(m); ok {
+func (s *Server) syncedBB(who wire.Who) {
+	if job, ok := jobIO(who); ok {
 		s.bb.gate.Load().End(job)
 	}
 }
 
-// wroteBB counts a job's write served.
-func (s *Server) wroteBB(m *wire.Msg) {
-	if _, ok := jobIO(m); ok {
-		s.bb.written.Add(m.Size)
+// wroteBB counts a job's write of n bytes served.
+func (s *Server) wroteBB(who wire.Who, n uint64) {
+	if _, ok := jobIO(who); ok {
+		s.bb.written.Add(n)
 		s.bb.lastWrite.Store(s.cfg.Now().UnixNano())
 	}
 }
 
-// bbControl applies an OpBBServer's controls (payload empty: none) and
-// returns the server's state.
-func (s *Server) bbControl(payload []byte) ([]byte, error) {
+// bbControl applies controls set (nil: none; api.BBServer) and returns
+// the server's state.
+func (s *Server) bbControl(set *api.BBControl) (*api.BBServerState, error) {
 	b := s.bb
-	if len(payload) > 0 {
-		var c wire.BBControl
-		if err := json.Unmarshal(payload, &c); err != nil {
-			return nil, rpc.Errorf(syscall.EINVAL, "burst-buffer controls: %v", err)
-		}
+	if set != nil {
+		c := *set
 		if c.WriteCap < 0 || c.DemoteCap < 0 || c.Gap < 0 || c.MaxWait < 0 {
 			return nil, rpc.Errorf(syscall.EINVAL, "burst-buffer controls: negative figures %+v", c)
 		}
@@ -199,13 +197,13 @@ func (s *Server) bbControl(payload []byte) ([]byte, error) {
 		}
 	}
 	b.mu.Lock()
-	st := wire.BBServerState{BBControl: b.ctl, JobWritten: b.written.Load(), LastJobWrite: b.lastWrite.Load()}
+	st := api.BBServerState{BBControl: b.ctl, JobWritten: b.written.Load(), LastJobWrite: b.lastWrite.Load()}
 	b.mu.Unlock()
 	c, u := s.store.Usage()
 	st.Capacity, st.Used = uint64(c), uint64(u)
 	gs := b.gate.Load().Stats()
 	st.Phases, st.Preempted, st.Waited, st.WaitedTotal, st.Active = gs.Phases, gs.Preempted, gs.Waited, gs.WaitedTotal, gs.Active
-	return json.Marshal(st)
+	return &st, nil
 }
 
 // setCap sets a bucket's rate in bytes/s (0: no cap), with 50 ms of burst.

@@ -3,7 +3,6 @@ package data_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -12,36 +11,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/data"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
-func (r *fenceRig) bbControl(c *wire.BBControl) wire.BBServerState {
+func (r *fenceRig) bbControl(c *api.BBControl) api.BBServerState {
 	r.t.Helper()
-	var p []byte
-	if c != nil {
-		p, _ = json.Marshal(c)
-	}
-	_, out, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpBBServer}, p, nil)
+	st, err := rpc.Do(context.Background(), r.c, api.BBServer, &api.BBServerReq{Set: c})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	var st wire.BBServerState
-	if err := json.Unmarshal(out, &st); err != nil {
-		r.t.Fatal(err)
-	}
-	return st
+	return *st
 }
 
 func (r *fenceRig) writeAs(who wire.Who, off int, p []byte) error {
-	_, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkWrite, Ino: r.ino, ChunkSize: 1 << 20,
-		Offset: uint64(off), Size: uint64(len(p)), Cap: 1 << 20, Who: who}, p, nil)
+	_, _, err := rpc.DoPayload(context.Background(), r.c, chunk.Write, &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: r.ino, ChunkSize: 1 << 20},
+		Off: uint64(off), Len: uint64(len(p))}, Reserve: 1 << 20, Who: who}, p, nil)
 	return err
 }
 
 func (r *fenceRig) readAs(who wire.Who, n int) error {
-	_, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkRead, Ino: r.ino, ChunkSize: 1 << 20,
-		Size: uint64(n), Who: who}, nil, nil)
+	_, _, err := rpc.DoPayload(context.Background(), r.c, chunk.Read, &chunk.ReadReq{At: chunk.At{ID: chunk.ID{Ino: r.ino, ChunkSize: 1 << 20},
+		Len: uint64(n)}, Who: who}, nil, nil)
 	return err
 }
 
@@ -61,7 +55,7 @@ func TestBBCaps(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	st := r.bbControl(&wire.BBControl{WriteCap: 4e6, DemoteCap: 50e6, IdleDemoteCap: 2e6})
+	st := r.bbControl(&api.BBControl{WriteCap: 4e6, DemoteCap: 50e6, IdleDemoteCap: 2e6})
 	if st.WriteCap != 4e6 || st.DemoteCap != 50e6 || st.IdleDemoteCap != 2e6 || st.Sched {
 		t.Fatalf("controls not kept: %+v", st)
 	}
@@ -80,7 +74,7 @@ func TestBBCaps(t *testing.T) {
 	if d := timed(func() error { return r.readAs(job, len(p)) }, 8); d > 500*time.Millisecond {
 		t.Fatalf("job reads paid the demotion cap: %v", d)
 	}
-	st = r.bbControl(&wire.BBControl{})
+	st = r.bbControl(&api.BBControl{})
 	if st.JobWritten != 16*uint64(len(p)) || st.LastJobWrite == 0 {
 		t.Fatalf("counted %d bytes of job writes, want %d (migrations not counted)", st.JobWritten, 16*len(p))
 	}
@@ -88,11 +82,11 @@ func TestBBCaps(t *testing.T) {
 		t.Fatalf("cap removed, still slow: %v", d)
 	}
 	// no payload: the controls stay
-	r.bbControl(&wire.BBControl{WriteCap: 1e6})
+	r.bbControl(&api.BBControl{WriteCap: 1e6})
 	if st := r.bbControl(nil); st.WriteCap != 1e6 {
 		t.Fatalf("a look changed the controls: %+v", st)
 	}
-	if _, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpBBServer}, []byte(`{"WriteCap":-1}`), nil); err == nil {
+	if _, err := rpc.Do(context.Background(), r.c, api.BBServer, &api.BBServerReq{Set: &api.BBControl{WriteCap: -1}}); err == nil {
 		t.Fatal("a negative cap was taken")
 	}
 }
@@ -104,7 +98,7 @@ func TestBBScheduler(t *testing.T) {
 	r := newFenceRig(t)
 	p := make([]byte, 64<<10)
 	run := func(sched bool) (aEnd, bStart, bEnd time.Time) {
-		r.bbControl(&wire.BBControl{Sched: sched, Gap: 100 * time.Millisecond, MaxWait: 5 * time.Second, WriteCap: 8e6})
+		r.bbControl(&api.BBControl{Sched: sched, Gap: 100 * time.Millisecond, MaxWait: 5 * time.Second, WriteCap: 8e6})
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
@@ -139,19 +133,19 @@ func TestBBScheduler(t *testing.T) {
 	}
 }
 
-// TestBBSchedulerSyncEndsPhase: a job's fsync (OpChunkSync with its job)
+// TestBBSchedulerSyncEndsPhase: a job's fsync (chunk.Sync with its job)
 // ends its phase, so a job waiting behind it goes at once rather than a
 // gap later; another job's sync does not end it.
 func TestBBSchedulerSyncEndsPhase(t *testing.T) {
 	r := newFenceRig(t)
-	r.bbControl(&wire.BBControl{Sched: true, Gap: 2 * time.Second, MaxWait: 10 * time.Second})
+	r.bbControl(&api.BBControl{Sched: true, Gap: 2 * time.Second, MaxWait: 10 * time.Second})
 	p := make([]byte, 64<<10)
 	a, b := wire.Who{Job: "a"}, wire.Who{Job: "b"}
 	if err := r.writeAs(a, 0, p); err != nil {
 		t.Fatal(err)
 	}
 	sync := func(who wire.Who) {
-		if _, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkSync, Ino: r.ino, Who: who}, nil, nil); err != nil {
+		if _, err := rpc.Do(context.Background(), r.c, chunk.Sync, &chunk.SyncReq{Ino: r.ino, Who: who}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,7 +174,7 @@ func TestBBSchedulerSyncEndsPhase(t *testing.T) {
 // writes and goes once the server is idle.
 func TestBBDemoteHold(t *testing.T) {
 	r := newFenceRig(t)
-	r.bbControl(&wire.BBControl{DemoteHold: true, WriteCap: 4e6, Idle: 20 * time.Millisecond})
+	r.bbControl(&api.BBControl{DemoteHold: true, WriteCap: 4e6, Idle: 20 * time.Millisecond})
 	p := make([]byte, 64<<10)
 	var writerEnd time.Time
 	var wg sync.WaitGroup
@@ -227,7 +221,7 @@ func TestQueuedChunksCountAsUsed(t *testing.T) {
 		return 0
 	}
 	base := used()
-	r.bbControl(&wire.BBControl{WriteCap: 4e5})
+	r.bbControl(&api.BBControl{WriteCap: 4e5})
 	job := wire.Who{Job: "7"}
 	r.writeAs(job, 0, make([]byte, 64<<10)) // takes the cap's burst
 	base2 := used()
@@ -235,8 +229,8 @@ func TestQueuedChunksCountAsUsed(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// a new chunk of another file: ~2.6 s at the 400 kB/s cap
-		_, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkWrite, Ino: r.ino + 1, ChunkSize: 1 << 20,
-			Size: uint64(len(p)), Cap: 4 << 20, Who: job}, p, nil)
+		_, _, err := rpc.DoPayload(context.Background(), r.c, chunk.Write, &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: r.ino + 1, ChunkSize: 1 << 20},
+			Len: uint64(len(p))}, Reserve: 4 << 20, Who: job}, p, nil)
 		done <- err
 	}()
 	deadline := time.Now().Add(2 * time.Second) // a heartbeat a second

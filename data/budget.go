@@ -1,7 +1,9 @@
 package data
 
 import (
+	"context"
 	"errors"
+	"github.com/sluice-hpc/sluice/api"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
-	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 // Memory borrowing (ONFS): a mem-tier server's budget can shrink while the
@@ -49,17 +50,17 @@ func (s *Server) loadBudget() error {
 	return nil
 }
 
-// setBudget answers OpBudget.
-func (s *Server) setBudget(m *wire.Msg) (*wire.Msg, error) {
+// setBudget answers api.Budget.
+func (s *Server) setBudget(_ context.Context, q *api.BudgetReq) (*api.BudgetRep, error) {
 	if s.cfg.Capacity <= 0 {
 		return nil, rpc.Errorf(syscall.EINVAL, "the %s tier's data server has no budget to lend", s.cfg.Kind)
 	}
 	budget := s.cfg.Capacity
-	if m.Name != "release" {
-		if m.Size == 0 || m.Size > uint64(s.cfg.Capacity) {
-			return nil, rpc.Errorf(syscall.EINVAL, "budget %d bytes: want more than 0 and at most the configured %d", m.Size, s.cfg.Capacity)
+	if !q.Release {
+		if q.Size == 0 || q.Size > uint64(s.cfg.Capacity) {
+			return nil, rpc.Errorf(syscall.EINVAL, "budget %d bytes: want more than 0 and at most the configured %d", q.Size, s.cfg.Capacity)
 		}
-		budget = int64(m.Size)
+		budget = int64(q.Size)
 	}
 	if p := s.budgetFile(); p != "" {
 		var err error
@@ -77,5 +78,5 @@ func (s *Server) setBudget(m *wire.Msg) (*wire.Msg, error) {
 	s.store.SetCapacity(budget)
 	c, u := s.store.Usage()
 	s.cfg.Log.Info("budget changed", "budget", budget, "configured", s.cfg.Capacity, "used", u)
-	return &wire.Msg{Cap: uint64(c), Used: uint64(u)}, nil
+	return &api.BudgetRep{Capacity: uint64(c), Used: uint64(u)}, nil
 }

@@ -7,14 +7,11 @@ package data
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,15 +21,13 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/data/localns"
-	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/faultpoint"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/qosgate"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/internal/zerocopy"
-	"github.com/sluice-hpc/sluice/policy/qos"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -128,6 +123,8 @@ type Server struct {
 	bb     *bbState     // burst-buffer controls (bb.go)
 	queued queuedChunks // the room of new chunks whose first writes wait here (queued.go; its own lock)
 
+	// ops answers each operation (ops.go)
+	ops      *rpc.Table
 	requests *prometheus.CounterVec   // op
 	latency  *prometheus.HistogramVec // op
 	bytes    *prometheus.CounterVec   // dir
@@ -197,6 +194,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.registerMetrics(cfg.Metrics)
+	s.ops = s.operations()
 	return s, nil
 }
 
@@ -237,11 +235,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		w, r := s.meter.rates(s.cfg.Now())
 		return wire.ServerInfo{Role: "data", Tier: s.cfg.Kind, Addr: s.addr, Capacity: uint64(c), Used: uint64(u), Node: s.cfg.Node,
 			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain, MaxPerf: s.maxPerf(), Written: s.meter.written.Load()}
-	}, Replied: func(r *wire.Msg) {
-		if r.Flags&wire.RegisterHasTrims != 0 {
+	}, Replied: func(r *api.RegisterRep) {
+		if r.HasTrims {
 			go s.pullTrims(ctx)
 		}
-		follow.Seen(r.Handle)
+		follow.Seen(r.QoSVersion)
 	}}
 	go func() {
 		for ctx.Err() == nil {
@@ -285,17 +283,12 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 
 // TakesBody implements rpc.BodyTaker: a chunk write's payload stays in the
 // kernel (a pipe) until it is spliced into the chunk's file.
-func (s *Server) TakesBody(m *wire.Msg) bool {
+func (s *Server) TakesBody(r *rpc.Request) bool {
 	_, ok := s.store.(tier.SourceWriter)
-	return ok && s.cfg.ZeroCopy && m.Op == wire.OpChunkWrite
+	return ok && s.cfg.ZeroCopy && r.Op == chunk.OpWrite
 }
 
 var _ rpc.BodyTaker = (*Server)(nil)
-
-// chunkOf is the chunk request m is about.
-func chunkOf(m *wire.Msg) tier.ChunkID {
-	return tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
-}
 
 // usage is the store's budget and use, with the room of the new chunks
 // whose first writes are queued here (queuedChunks): what placement must
@@ -305,335 +298,22 @@ func (s *Server) usage() (capacity, used int64) {
 	return capacity, used + s.queued.bytes()
 }
 
-// Handle implements rpc.Handler.
+// Handle implements rpc.Handler: each request in a goroutine of its own.
 func (s *Server) Handle(r *rpc.Request) {
 	go s.serve(r)
 }
 
 func (s *Server) serve(r *rpc.Request) {
-	m := r.Msg
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if d := s.stall.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
-	if m.Op == wire.OpMoveCopy {
-		// long, and its own reads and writes (some to this server) take
-		// worker slots: it holds none
-		start := s.cfg.Now()
-		n, err := s.moveCopy(ctx, m)
-		s.reply(r, start, rpc.ToMsg(&wire.Msg{Size: uint64(n)}, err), nil)
+	if r.Msg != nil && s.local != nil && localns.Handles(r.Msg) {
+		s.serveLocal(ctx, r)
 		return
 	}
-	// Emulated device limits: bulk transfers pay the bandwidth bucket,
-	// every request pays the IOPS bucket; small requests are not queued
-	// behind bulk bandwidth debt, as a device with command queueing
-	// serves a 4 KiB read between large transfers.
-	local := s.local != nil && localns.Handles(m)
-	var written *uint64 // the bytes a chunk write wrote, for max_perf
-	if m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite || local && (m.Op == wire.OpRead || m.Op == wire.OpWrite) {
-		if h, ok := s.store.(tier.Holder); ok && m.Op == wire.OpChunkWrite && !h.Holds(chunkOf(m)) {
-			// a new chunk: its room counts as used from now (queuedChunks)
-			defer s.queued.enter(chunkOf(m), int64(m.Cap))()
-		}
-		// the burst buffer's I/O scheduler and caps come first (bb.go),
-		// then the QoS rules' shares and caps
-		defer s.admitBB(ctx, m)()
-		leave, waited, err := s.qos.Enter(ctx, qos.ReqOf(m, m.Size))
-		r.Gated = waited
-		if err != nil {
-			s.reply(r, s.cfg.Now(), rpc.ToMsg(&wire.Msg{}, rpc.Errorf(syscall.ETIMEDOUT, "data server %d: QoS queue: %v", s.mem.ID(), err)), nil)
-			return
-		}
-		defer leave()
-		if m.Op == wire.OpChunkWrite {
-			// busy from the device limits to the store's reply (max_perf)
-			done := s.perf.begin(s.cfg.Now)
-			var wrote uint64
-			defer func() { done(wrote) }()
-			written = &wrote
-		}
-		s.iops.Wait(ctx, 1)
-		if m.Size > wire.SmallIOMax {
-			s.bw.Wait(ctx, float64(m.Size))
-		}
-	}
-	s.sem <- struct{}{}
-	defer func() { <-s.sem }()
-	start := s.cfg.Now()
-	if local {
-		// a node-local namespace's operation (docs/nodelocal.md): every
-		// one is an operation on this server's device
-		switch m.Op {
-		case wire.OpRead, wire.OpWrite, wire.OpOpen, wire.OpRelease, wire.OpFlush:
-			// data: paid above; open, release, flush: no device work
-		default:
-			s.iops.Wait(ctx, 1)
-		}
-		resp, p, err := s.local.Serve(m, r.Payload)
-		if resp == nil {
-			resp = &wire.Msg{}
-		}
-		s.reply(r, start, rpc.ToMsg(resp, err), p)
-		return
-	}
-	id := chunkOf(m)
-	var err error
-	switch m.Op {
-	case wire.OpPing:
-	case wire.OpChunkWrite:
-		if uint64(r.PayloadLen()) != m.Size {
-			err = rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", r.PayloadLen(), m.Size)
-			break
-		}
-		var l *sync.RWMutex
-		if l, err = s.admitChunk(ctx, m, true); err != nil {
-			break
-		}
-		if r.Body != nil {
-			// received into a pipe (TakesBody): spliced into the chunk
-			err = s.store.(tier.SourceWriter).WriteFrom(id, int64(m.Offset), r.Body, int64(m.Cap))
-			s.splicedWrites.Add(1)
-		} else {
-			err = s.store.Write(id, int64(m.Offset), r.Payload, int64(m.Cap))
-		}
-		l.RUnlock()
-		if rpc.Errno(err) == syscall.ENOSPC || errors.Is(err, syscall.ENOSPC) {
-			s.cfg.Log.Info("no room for a chunk", "ino", m.Ino, "chunk", m.Idx, "layout gen", m.Gen, "trunc gen", m.Trunc,
-				"off", m.Offset, "len", m.Size, "err", err)
-		}
-		if err == nil {
-			s.meter.written.Add(m.Size)
-			if written != nil {
-				*written = m.Size
-			}
-			s.wroteBB(m)
-		}
-	case wire.OpChunkRead:
-		if m.Size > wire.MaxPayload {
-			err = rpc.Errorf(syscall.EINVAL, "read of %d bytes too large", m.Size)
-			break
-		}
-		var l *sync.RWMutex
-		if l, err = s.admitChunk(ctx, m, false); err != nil {
-			break
-		}
-		s.meter.read.Add(m.Size)
-		if cf, ok := s.store.(tier.ChunkFiles); ok && s.cfg.ZeroCopy {
-			err = s.sendChunk(r, start, cf, id)
-			l.RUnlock()
-			if err == nil {
-				return
-			}
-			break
-		}
-		buf := bufpool.Get(int(m.Size))
-		err = s.store.Read(id, int64(m.Offset), buf)
-		l.RUnlock()
-		if err == nil {
-			s.reply(r, start, &wire.Msg{Size: m.Size}, buf)
-			bufpool.Put(buf)
-			return
-		}
-		bufpool.Put(buf)
-	case wire.OpChunkTrunc:
-		l := s.fence.lock(m.Ino)
-		l.Lock()
-		err = s.applyTrimsLocked(m.Ino, m.Trims, 0)
-		l.Unlock()
-	case wire.OpChunkDelete:
-		err = s.store.DeleteFile(m.Ino)
-		s.fence.drop(m.Ino)
-		s.moves.drop(m.Ino)
-	case wire.OpMoveBegin, wire.OpMoveStop:
-		var resp *wire.Msg
-		if m.Op == wire.OpMoveBegin {
-			resp, err = s.moveBegin(m)
-		} else {
-			resp, err = s.moveStop(m)
-		}
-		if err == nil {
-			s.reply(r, start, resp, nil)
-			return
-		}
-	case wire.OpMoveEnd:
-		err = s.moveEnd(m)
-	case wire.OpChunkFence:
-		var resp *wire.Msg
-		if resp, err = s.chunkFence(m); err == nil {
-			s.reply(r, start, resp, nil)
-			return
-		}
-	case wire.OpChunkSettle:
-		if st, ok := s.store.(tier.Settler); ok {
-			for _, e := range m.Entries {
-				st.Settle(tier.ChunkID{Ino: e.Ino, Idx: uint64(e.Mode)})
-			}
-		}
-	case wire.OpChunkSync:
-		err = s.store.Sync(m.Ino)
-		s.syncedBB(m)
-	case wire.OpStat:
-		c, u := s.store.Usage()
-		s.reply(r, start, &wire.Msg{Cap: uint64(c), Used: uint64(u), Tier: s.cfg.Kind}, nil)
-		return
-	case wire.OpPfsLink, wire.OpPfsRename, wire.OpPfsUnlink, wire.OpPfsGrow:
-		pv, ok := s.store.(tier.PathView)
-		if !ok {
-			err = rpc.Errorf(syscall.EINVAL, "%s tier keeps no namespace view", s.cfg.Kind)
-			break
-		}
-		switch m.Op {
-		case wire.OpPfsLink:
-			err = pv.Link(m.Ino, m.Path)
-			if err == nil && m.Size > 0 {
-				err = pv.Grow(m.Ino, int64(m.Size)) // as long as the file
-			}
-			if as, ok := s.store.(tier.AttrSetter); ok && err == nil && m.Attr != nil {
-				a := m.Attr
-				err = as.SetAttrs(m.Ino, a.Mode, a.Uid, a.Gid, a.Atime, a.Mtime)
-			}
-		case wire.OpPfsRename:
-			err = pv.Rename(m.Path, m.NewName)
-		case wire.OpPfsGrow:
-			err = pv.Grow(m.Ino, int64(m.Size))
-		default:
-			err = pv.Unlink(m.Path)
-		}
-	case wire.OpFault:
-		err = s.fault(m)
-	case wire.OpQos:
-		if m.Name != "stats" {
-			err = rpc.Errorf(syscall.EINVAL, "data server: qos call %q (stats only)", m.Name)
-			break
-		}
-		out, _ := json.Marshal([]qos.GateStats{s.qos.GateStats("data", "chunk")})
-		s.reply(r, start, &wire.Msg{}, out)
-		return
-	case wire.OpBBServer:
-		var out []byte
-		if out, err = s.bbControl(r.Payload); err == nil {
-			s.reply(r, start, &wire.Msg{}, out)
-			return
-		}
-	case wire.OpBudget:
-		var resp *wire.Msg
-		if resp, err = s.setBudget(m); err == nil {
-			s.reply(r, start, resp, nil)
-			return
-		}
-	default:
-		err = rpc.Errorf(syscall.ENOSYS, "data server: unsupported operation %v", m.Op)
-	}
-	if err != nil && rpc.Errno(err) == syscall.EIO {
-		err = fmt.Errorf("data server %d (%s): %w", s.mem.ID(), s.cfg.Kind, err)
-	}
-	s.reply(r, start, rpc.ToMsg(&wire.Msg{}, err), nil)
-}
-
-// sendChunk answers a chunk read with sendfile from the chunk's file, so
-// the bytes go from the tier's pages to the socket without a copy through
-// this process. An error before the answer began is returned for an error
-// reply; after it began, the connection is closed and nil returned.
-func (s *Server) sendChunk(r *rpc.Request, start time.Time, cf tier.ChunkFiles, id tier.ChunkID) error {
-	m := r.Msg
-	f, err := cf.ChunkFile(id)
-	if err != nil {
-		return err
-	}
-	resp := &wire.Msg{Size: m.Size}
-	// the read is the send: an injected slowdown scales it by what a
-	// send of this size has been taking here
-	s.slowdown(start, time.Duration(s.sendCost.Load()*int64(m.Size)>>10))
-	sent := s.cfg.Now()
-	err = r.ReplySend(resp, int(m.Size), func(c net.Conn) error {
-		err := zerocopy.SendFile(c, f, int64(m.Offset), int(m.Size))
-		if errors.Is(err, os.ErrClosed) {
-			// evicted from the store's open files meanwhile: nothing
-			// was sent, ask again
-			if f, err = cf.ChunkFile(id); err == nil {
-				err = zerocopy.SendFile(c, f, int64(m.Offset), int(m.Size))
-			}
-		}
-		return err
-	})
-	if err != nil {
-		s.cfg.Log.Warn("chunk read cut short; connection closed", "ino", m.Ino, "chunk", m.Idx, "peer", r.Peer, "err", err)
-	} else {
-		s.sendfiles.Add(1)
-		s.learnSend(s.cfg.Now().Sub(sent), m.Size)
-	}
-	s.account(r, start, resp, int(m.Size))
-	return nil
-}
-
-// learnSend folds a send of n bytes that took d into sendCost (an
-// exponentially weighted mean, an eighth for the newest).
-func (s *Server) learnSend(d time.Duration, n uint64) {
-	if n == 0 || d <= 0 {
-		return
-	}
-	c := int64(d) << 10 / int64(n)
-	for {
-		old := s.sendCost.Load()
-		nw := c
-		if old > 0 {
-			nw = old + (c-old)/8
-		}
-		if s.sendCost.CompareAndSwap(old, nw) {
-			return
-		}
-	}
-}
-
-// reply answers r and accounts for it: a read once its data went (the
-// send is part of a read's service, as it is with sendfile), anything
-// else before its answer, so that a caller holding the answer finds the
-// request counted.
-func (s *Server) reply(r *rpc.Request, start time.Time, m *wire.Msg, payload []byte) {
-	s.slowdown(start, 0)
-	if op := r.Msg.Op; (op == wire.OpChunkRead || op == wire.OpRead) && m.Errno == 0 {
-		r.Reply(m, payload)
-		s.account(r, start, m, len(payload))
-		return
-	}
-	s.account(r, start, m, len(payload))
-	r.Reply(m, payload)
-}
-
-// slowdown waits, under an injected slowdown of f, so that a request
-// takes f times its real service time: the time since start and ahead,
-// what is still to do (a send).
-func (s *Server) slowdown(start time.Time, ahead time.Duration) {
-	if f := s.slow.Load(); f > 100 {
-		time.Sleep((s.cfg.Now().Sub(start) + ahead) * time.Duration(f-100) / 100)
-	}
-}
-
-// account records an answer of n payload bytes for Beacon and the metrics.
-func (s *Server) account(r *rpc.Request, start time.Time, m *wire.Msg, n int) {
-	op := r.Msg.Op
-	if mon := s.cfg.Monitor; mon != nil {
-		if name := beaconrpc.OpName(op); name != "" {
-			mm := r.Msg
-			size := mm.Size
-			if op == wire.OpChunkRead {
-				size = uint64(n) // what was read: less than asked at the end of a chunk
-			}
-			mon.Add(beacon.Op{Start: start, Who: mm.Who, Name: name, Ino: mm.Ino,
-				Off: mm.Offset, Size: size, Lat: s.cfg.Now().Sub(start), Wait: start.Sub(r.At), QoSWait: r.Gated, Err: m.Errno != 0})
-		}
-	}
-	s.requests.WithLabelValues(op.String()).Inc()
-	s.latency.WithLabelValues(op.String()).Observe(s.cfg.Now().Sub(start).Seconds())
-	if m.Errno == 0 {
-		switch op {
-		case wire.OpChunkRead:
-			s.bytes.WithLabelValues("read").Add(float64(n))
-		case wire.OpChunkWrite:
-			s.bytes.WithLabelValues("write").Add(float64(r.Msg.Size))
-		}
-	}
+	s.ops.Dispatch(ctx, r)
 }
 
 func (s *Server) registerMetrics(reg prometheus.Registerer) {
@@ -670,24 +350,24 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) {
 }
 
 // fault applies an injected fault.
-func (s *Server) fault(m *wire.Msg) error {
-	switch m.Name {
-	case "slow":
-		f := float64(m.Size) / 100
-		s.slow.Store(int64(m.Size))
-		s.bw.SetSlowdown(f)
-		s.iops.SetSlowdown(f)
-	case "fill":
-		s.store.SetCapacity(int64(m.Size))
-	case "stall":
-		s.stall.Store(int64(time.Duration(m.Size) * time.Millisecond))
-	case "pause":
-		s.faults.Arm(m.Tier)
-	case "resume":
-		s.faults.Release(m.Tier)
+func (s *Server) fault(f *api.FaultReq) error {
+	switch f.Kind {
+	case api.FaultSlow:
+		x := float64(f.Value) / 100
+		s.slow.Store(int64(f.Value))
+		s.bw.SetSlowdown(x)
+		s.iops.SetSlowdown(x)
+	case api.FaultFill:
+		s.store.SetCapacity(int64(f.Value))
+	case api.FaultStall:
+		s.stall.Store(int64(time.Duration(f.Value) * time.Millisecond))
+	case api.FaultPause:
+		s.faults.Arm(f.Point)
+	case api.FaultResume:
+		s.faults.Release(f.Point)
 	default:
-		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", m.Name)
+		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", f.Kind)
 	}
-	s.cfg.Log.Warn("fault injected", "fault", m.Name, "value", m.Size)
+	s.cfg.Log.Warn("fault injected", "fault", f.Kind, "value", f.Value, "point", f.Point)
 	return nil
 }

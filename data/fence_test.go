@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -93,15 +94,15 @@ func newFenceRig(t *testing.T, tweak ...func(*data.Config)) *fenceRig {
 }
 
 func (r *fenceRig) write(gen uint64, off int, p []byte) error {
-	_, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkWrite, Ino: r.ino, ChunkSize: 1 << 20,
-		Offset: uint64(off), Size: uint64(len(p)), Cap: 1 << 20, Trunc: gen}, p, nil)
+	_, _, err := rpc.DoPayload(context.Background(), r.c, chunk.Write, &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: r.ino, ChunkSize: 1 << 20},
+		Off: uint64(off), Len: uint64(len(p)), Trunc: gen}, Reserve: 1 << 20}, p, nil)
 	return err
 }
 
 func (r *fenceRig) read(gen uint64, n int) []byte {
 	r.t.Helper()
-	_, p, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkRead, Ino: r.ino, ChunkSize: 1 << 20,
-		Size: uint64(n), Trunc: gen}, nil, nil)
+	_, p, err := rpc.DoPayload(context.Background(), r.c, chunk.Read, &chunk.ReadReq{At: chunk.At{ID: chunk.ID{Ino: r.ino, ChunkSize: 1 << 20},
+		Len: uint64(n), Trunc: gen}}, nil, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -161,8 +162,8 @@ func TestFences(t *testing.T) {
 	if err := r.write(g3, 1000, []byte("zz")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.c.Call(context.Background(), &wire.Msg{Op: wire.OpChunkTrunc, Ino: r.ino,
-		Trims: []wire.Trim{{Ino: r.ino, Idx: 0, Keep: 150, Gen: g2, ChunkSize: 1 << 20}}}, nil, nil); err != nil {
+	if _, err := rpc.Do(context.Background(), r.c, chunk.Trunc, &chunk.TruncReq{Ino: r.ino,
+		Trims: []wire.Trim{{Ino: r.ino, Idx: 0, Keep: 150, Gen: g2, ChunkSize: 1 << 20}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.read(g3, 4096); !bytes.Equal(got[1000:1002], []byte("zz")) {

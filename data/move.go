@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -21,14 +22,14 @@ import (
 // protocol; meta/move.go the coordinator's side).
 //
 // The source S of a chunk moving to destination group D:
-//   - OpMoveBegin opens a session: from then on S notes the local range of
+//   - MoveBegin opens a session: from then on S notes the local range of
 //     every write to the chunk and whether it was truncated, while it goes
 //     on serving reads and writes from the chunk itself.
-//   - OpMoveStop (after the mover's first copy) stops the chunk: a marker
+//   - MoveStop (after the mover's first copy) stops the chunk: a marker
 //     file makes the stop survive a crash, and every request for the chunk
-//     waits, except the mover's reads (wire.MoveRead with the session).
+//     waits, except the mover's reads (chunk.ReadReq with the session).
 //     The reply hands over the ranges written since Begin.
-//   - OpMoveEnd says how it ended. Committed: S keeps a moved fence (the
+//   - MoveEnd says how it ended. Committed: S keeps a moved fence (the
 //     chunk's new layout generation, on disk) and drops its copy; requests
 //     of an older generation get EREMCHG, and the forwarding daemon loads
 //     the new location and sends them there. Aborted: S serves the chunk
@@ -40,7 +41,7 @@ import (
 // location. Until then requests for it wait, bounded by stopWait, and
 // are answered EREMCHG so the forwarding daemon asks again.
 //
-// The mover is the destination group's first member (OpMoveCopy): it
+// The mover is the destination group's first member (MoveCopy): it
 // copies the chunk from S's members into D's, stops S, copies what was
 // written meanwhile, and fsyncs D before it answers. A chunk truncated
 // during the copy is not moved (the coordinator tries again later).
@@ -61,9 +62,9 @@ type chunkKey struct{ ino, idx uint64 }
 // session is one migration of one chunk away from this server.
 type session struct {
 	id        uint64
-	dirty     []wire.DirEntry // local ranges written: Ino the offset, Mode the length
-	all       bool            // too many ranges: everything is dirty
-	cut       bool            // truncated since Begin
+	dirty     []chunk.Run // local ranges written
+	all       bool        // too many ranges: everything is dirty
+	cut       bool        // truncated since Begin
 	stopped   bool
 	stoppedAt time.Time
 	restored  bool          // stopped by an earlier run of the server (marker)
@@ -200,18 +201,18 @@ func (mv *moves) putMovedLocked(k chunkKey, gen uint64) error {
 	return nil
 }
 
-// chunkFence fences chunk Idx of Ino at layout generation Gen if this
-// server holds nothing of it (OpChunkFence): the metadata service then
+// chunkFence fences chunk q.ID at layout generation q.Layout if this
+// server holds nothing of it (chunk.Fence): the metadata service then
 // places it elsewhere, and a write that still comes here with the old
 // location gets EREMCHG and looks the chunk up again, so no byte can land
 // in a place the layout has left. A chunk that holds bytes here is not
-// fenced (EEXIST), nor one being migrated (EBUSY). The reply's Offset is
-// the fence before (for FenceUndo, which lowers the fence back to Offset
-// if it is still at Gen: the metadata service gave the move up).
-func (s *Server) chunkFence(m *wire.Msg) (*wire.Msg, error) {
-	k := chunkKey{m.Ino, m.Idx}
-	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
-	l := s.fence.lock(m.Ino)
+// fenced (EEXIST), nor one being migrated (EBUSY). The reply is the fence
+// before (for Undo, which lowers the fence back to UndoTo if it is still
+// at Layout: the metadata service gave the move up).
+func (s *Server) chunkFence(_ context.Context, q *chunk.FenceReq) (*chunk.FenceRep, error) {
+	k := chunkKey{q.Ino, q.Idx}
+	id := tier.ChunkID{Ino: q.Ino, Idx: q.Idx, ChunkSize: q.ChunkSize}
+	l := s.fence.lock(q.Ino)
 	l.Lock()
 	defer l.Unlock()
 	mv := s.moves
@@ -219,30 +220,30 @@ func (s *Server) chunkFence(m *wire.Msg) (*wire.Msg, error) {
 	prev := mv.moved[k.ino][k.idx]
 	busy := mv.sessions[k] != nil
 	mv.mu.Unlock()
-	if m.Flags&wire.FenceUndo != 0 {
-		if prev != m.Gen {
-			return &wire.Msg{Offset: prev}, nil // raised since, or never
+	if q.Undo {
+		if prev != q.Layout {
+			return &chunk.FenceRep{Before: prev}, nil // raised since, or never
 		}
-		return &wire.Msg{Offset: prev}, mv.putMovedLocked(k, m.Offset)
+		return &chunk.FenceRep{Before: prev}, mv.putMovedLocked(k, q.UndoTo)
 	}
 	if busy {
-		return nil, rpc.Errorf(syscall.EBUSY, "data server %d: chunk %d of inode %d is migrating", s.mem.ID(), m.Idx, m.Ino)
+		return nil, rpc.Errorf(syscall.EBUSY, "data server %d: chunk %d of inode %d is migrating", s.mem.ID(), q.Idx, q.Ino)
 	}
-	if prev >= m.Gen {
-		return &wire.Msg{Offset: prev}, nil // fenced already (a retry)
+	if prev >= q.Layout {
+		return &chunk.FenceRep{Before: prev}, nil // fenced already (a retry)
 	}
 	n, err := s.localSize(id)
 	if err != nil {
 		return nil, err
 	}
 	if n > 0 {
-		return nil, rpc.Errorf(syscall.EEXIST, "data server %d: chunk %d of inode %d holds %d bytes here", s.mem.ID(), m.Idx, m.Ino, n)
+		return nil, rpc.Errorf(syscall.EEXIST, "data server %d: chunk %d of inode %d holds %d bytes here", s.mem.ID(), q.Idx, q.Ino, n)
 	}
 	// an empty chunk file may hold a reservation: given back
 	if err := tier.Discard(s.store, id); err != nil {
 		return nil, err
 	}
-	return &wire.Msg{Offset: prev}, mv.putMovedLocked(k, m.Gen)
+	return &chunk.FenceRep{Before: prev}, mv.putMovedLocked(k, q.Layout)
 }
 
 // drop forgets everything of ino (the file was deleted): its sessions are
@@ -272,29 +273,30 @@ func (mv *moves) cutFrom(ino, idx uint64) {
 	mv.mu.Unlock()
 }
 
-// check admits one chunk request against the chunk's moved fence and
-// migration session. It returns a channel to wait on when the chunk is
-// stopped. A write is noted in the session. Caller holds the inode's
-// fence lock shared.
-func (s *Server) checkMoveLocked(m *wire.Msg, write bool) (<-chan struct{}, error) {
+// checkMoveLocked admits one chunk request against the chunk's moved
+// fence and migration session. It returns a channel to wait on when the
+// chunk is stopped. A write is noted in the session. session is the
+// migration a mover's read belongs to (0: not a mover's). Caller holds the
+// inode's fence lock shared.
+func (s *Server) checkMoveLocked(at *chunk.At, session uint64, write bool) (<-chan struct{}, error) {
 	mv := s.moves
-	k := chunkKey{m.Ino, m.Idx}
+	k := chunkKey{at.Ino, at.Idx}
 	mv.mu.Lock()
 	defer mv.mu.Unlock()
-	if g, ok := mv.moved[m.Ino][m.Idx]; ok && m.Gen < g {
+	if g, ok := mv.moved[at.Ino][at.Idx]; ok && at.Layout < g {
 		return nil, rpc.Errorf(syscall.EREMCHG, "data server %d: chunk %d of inode %d moved (layout generation %d, request's %d)",
-			s.mem.ID(), m.Idx, m.Ino, g, m.Gen)
+			s.mem.ID(), at.Idx, at.Ino, g, at.Layout)
 	}
 	ss := mv.sessions[k]
 	switch {
 	case ss == nil:
 	case ss.stopped:
-		if m.Flags&wire.MoveRead != 0 && m.Handle == ss.id {
+		if session != 0 && session == ss.id {
 			return nil, nil
 		}
 		return ss.done, nil
 	case write && !ss.all:
-		ss.dirty = append(ss.dirty, wire.DirEntry{Ino: m.Offset, Mode: uint32(m.Size)})
+		ss.dirty = append(ss.dirty, chunk.Run{Off: at.Off, Len: at.Len})
 		if len(ss.dirty) > maxDirty {
 			ss.all, ss.dirty = true, nil
 		}
@@ -305,15 +307,15 @@ func (s *Server) checkMoveLocked(m *wire.Msg, write bool) (<-chan struct{}, erro
 // admitChunk admits a chunk read or write: truncation fence (admit), then
 // moved fence and migration stop. It returns the inode's lock, held
 // shared.
-func (s *Server) admitChunk(ctx context.Context, m *wire.Msg, write bool) (*sync.RWMutex, error) {
+func (s *Server) admitChunk(ctx context.Context, at *chunk.At, session uint64, write bool) (*sync.RWMutex, error) {
 	deadline := time.NewTimer(stopWait)
 	defer deadline.Stop()
 	for {
-		l, err := s.admit(ctx, m.Ino, m.Trunc, write)
+		l, err := s.admit(ctx, at.Ino, at.Trunc, write)
 		if err != nil {
 			return nil, err
 		}
-		wait, err := s.checkMoveLocked(m, write)
+		wait, err := s.checkMoveLocked(at, session, write)
 		if err != nil || wait == nil {
 			if err != nil {
 				l.RUnlock()
@@ -327,7 +329,7 @@ func (s *Server) admitChunk(ctx context.Context, m *wire.Msg, write bool) (*sync
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-deadline.C:
-			return nil, rpc.Errorf(syscall.EREMCHG, "data server %d: chunk %d of inode %d is migrating", s.mem.ID(), m.Idx, m.Ino)
+			return nil, rpc.Errorf(syscall.EREMCHG, "data server %d: chunk %d of inode %d is migrating", s.mem.ID(), at.Idx, at.Ino)
 		}
 	}
 }
@@ -340,46 +342,46 @@ func (s *Server) localSize(id tier.ChunkID) (int64, error) {
 	return sz.LocalSize(id)
 }
 
-// moveBegin opens a migration session for the chunk (OpMoveBegin).
-func (s *Server) moveBegin(m *wire.Msg) (*wire.Msg, error) {
-	l := s.fence.lock(m.Ino)
+// moveBegin opens a migration session for the chunk (chunk.MoveBegin).
+func (s *Server) moveBegin(_ context.Context, q *chunk.MoveReq) (*chunk.MoveBeginRep, error) {
+	l := s.fence.lock(q.Ino)
 	l.Lock() // writes under way finish first: later ones are noted
 	defer l.Unlock()
-	k := chunkKey{m.Ino, m.Idx}
+	k := chunkKey{q.Ino, q.Idx}
 	mv := s.moves
 	mv.mu.Lock()
 	if ss := mv.sessions[k]; ss != nil && ss.stopped {
 		mv.mu.Unlock()
-		return nil, rpc.Errorf(syscall.EBUSY, "data server %d: chunk %d of inode %d is stopped by migration %d", s.mem.ID(), m.Idx, m.Ino, ss.id)
+		return nil, rpc.Errorf(syscall.EBUSY, "data server %d: chunk %d of inode %d is stopped by migration %d", s.mem.ID(), q.Idx, q.Ino, ss.id)
 	} else if ss != nil {
 		close(ss.done) // a mover that gave up: its session is replaced
 	}
-	mv.sessions[k] = &session{id: m.Handle, done: make(chan struct{})}
+	mv.sessions[k] = &session{id: q.Session, done: make(chan struct{})}
 	mv.mu.Unlock()
-	n, err := s.localSize(tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize})
-	return &wire.Msg{Size: uint64(n)}, err
+	n, err := s.localSize(tier.ChunkID{Ino: q.Ino, Idx: q.Idx, ChunkSize: q.ChunkSize})
+	return &chunk.MoveBeginRep{Len: uint64(n)}, err
 }
 
-// moveStop stops the chunk for the switch (OpMoveStop) and hands over
-// what was written since Begin.
-func (s *Server) moveStop(m *wire.Msg) (*wire.Msg, error) {
-	l := s.fence.lock(m.Ino)
+// moveStop stops the chunk for the switch (chunk.MoveStop) and hands
+// over what was written since Begin.
+func (s *Server) moveStop(_ context.Context, q *chunk.MoveReq) (*chunk.MoveStopRep, error) {
+	l := s.fence.lock(q.Ino)
 	l.Lock()
 	defer l.Unlock()
-	k := chunkKey{m.Ino, m.Idx}
+	k := chunkKey{q.Ino, q.Idx}
 	mv := s.moves
 	mv.mu.Lock()
 	ss := mv.sessions[k]
 	mv.mu.Unlock()
-	if ss == nil || ss.id != m.Handle {
-		return nil, rpc.Errorf(syscall.ENOENT, "data server %d: no migration %d of chunk %d of inode %d", s.mem.ID(), m.Handle, m.Idx, m.Ino)
+	if ss == nil || ss.id != q.Session {
+		return nil, rpc.Errorf(syscall.ENOENT, "data server %d: no migration %d of chunk %d of inode %d", s.mem.ID(), q.Session, q.Idx, q.Ino)
 	}
 	if mv.dir != "" && !ss.stopped {
 		if err := writeFile(mv.markerPath(k), strconv.FormatUint(ss.id, 10)+"\n"); err != nil {
-			return nil, fmt.Errorf("data server %d: keeping the migration stop of chunk %d of inode %d: %w", s.mem.ID(), m.Idx, m.Ino, err)
+			return nil, fmt.Errorf("data server %d: keeping the migration stop of chunk %d of inode %d: %w", s.mem.ID(), q.Idx, q.Ino, err)
 		}
 	}
-	n, err := s.localSize(tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize})
+	n, err := s.localSize(tier.ChunkID{Ino: q.Ino, Idx: q.Idx, ChunkSize: q.ChunkSize})
 	if err != nil {
 		return nil, err
 	}
@@ -388,32 +390,28 @@ func (s *Server) moveStop(m *wire.Msg) (*wire.Msg, error) {
 	if !ss.stopped {
 		ss.stopped, ss.stoppedAt = true, s.cfg.Now()
 	}
-	r := &wire.Msg{Size: uint64(n), Entries: ss.dirty}
+	r := &chunk.MoveStopRep{Len: uint64(n), Written: ss.dirty, Cut: ss.cut}
 	if ss.all {
-		r.Entries = []wire.DirEntry{{Ino: 0, Mode: uint32(n)}}
-	}
-	if ss.cut {
-		r.Flags |= wire.MoveCut
+		r.Written = []chunk.Run{{Off: 0, Len: uint64(n)}}
 	}
 	ss.dirty, ss.all = nil, false
 	return r, nil
 }
 
-// moveEnd ends a migration on a source (Name "src") or destination
-// ("dst") member (OpMoveEnd).
-func (s *Server) moveEnd(m *wire.Msg) error {
-	committed := m.Flags&wire.MoveCommitted != 0
-	id := tier.ChunkID{Ino: m.Ino, Idx: m.Idx, ChunkSize: m.ChunkSize}
-	l := s.fence.lock(m.Ino)
+// moveEnd ends a migration on a source or destination member
+// (chunk.MoveEnd).
+func (s *Server) moveEnd(q *chunk.MoveEndReq) error {
+	id := tier.ChunkID{Ino: q.Ino, Idx: q.Idx, ChunkSize: q.ChunkSize}
+	l := s.fence.lock(q.Ino)
 	l.Lock()
 	defer l.Unlock()
-	if m.Name == "dst" {
-		if committed {
+	if !q.Source {
+		if q.Committed {
 			return nil
 		}
 		return tier.Discard(s.store, id) // the abandoned copy
 	}
-	return s.endSourceLocked(chunkKey{m.Ino, m.Idx}, m.Handle, committed, m.Flags&wire.MoveKeep != 0, m.Gen, m.ChunkSize)
+	return s.endSourceLocked(chunkKey{q.Ino, q.Idx}, q.Session, q.Committed, q.Keep, q.Layout, q.ChunkSize)
 }
 
 // endSourceLocked ends the source side of migration h of chunk k: fence

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/layout"
 )
 
@@ -55,58 +56,62 @@ func (p *peers) close() {
 	p.conns = nil
 }
 
-// copyJob is one OpMoveCopy.
+// copyJob is one chunk.MoveCopy.
 type copyJob struct {
 	s          *Server
-	m          *wire.Msg
+	q          *chunk.MoveCopyReq
 	src, dst   wire.ChunkLoc
 	addr       map[uint64]string
 	unit, size int64 // stripe unit, chunk size
 }
 
-func (j *copyJob) call(ctx context.Context, id uint64, req *wire.Msg, payload, into []byte) (*wire.Msg, error) {
+// call sends operation d of the copy to member id.
+func call[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](ctx context.Context, j *copyJob, id uint64, d wire.Def[Q, R], req PQ, payload, into []byte) (PR, error) {
 	addr, ok := j.addr[id]
 	if !ok {
 		return nil, rpc.Errorf(syscall.EINVAL, "migration names data server %d without its address", id)
 	}
-	req.Ino, req.Idx, req.ChunkSize, req.Handle, req.Who = j.m.Ino, j.m.Idx, j.m.ChunkSize, j.m.Handle, MigrationWho
-	resp, _, err := j.s.peers.get(addr).Call(ctx, req, payload, into)
+	rep, _, err := rpc.DoPayload[Q, R, PQ, PR](ctx, j.s.peers.get(addr), d, req, payload, into)
 	if err != nil {
-		return nil, fmt.Errorf("migration of chunk %d of inode %d: %w", j.m.Idx, j.m.Ino, err)
+		return nil, fmt.Errorf("migration of chunk %d of inode %d: %w", j.q.Idx, j.q.Ino, err)
 	}
-	return resp, nil
+	return rep, nil
 }
 
-// moveCopy copies chunk m.Idx of m.Ino from m.Chunks[0] to m.Chunks[1]
-// (OpMoveCopy): begin at the sources, copy, stop the sources, copy what
-// was written meanwhile, fsync the destinations. It returns the chunk's
-// length, or with MoveClean (the destination has the chunk's bytes
-// already: only what is written meanwhile is copied) the bytes copied.
-func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
-	if len(m.Chunks) != 2 || len(m.Chunks[0].Servers) == 0 || len(m.Chunks[1].Servers) == 0 {
+// session is the migration's request to a source.
+func (j *copyJob) session() *chunk.MoveReq {
+	return &chunk.MoveReq{ID: j.q.ID, Session: j.q.Session, Who: MigrationWho}
+}
+
+// moveCopy copies chunk q.ID from q.From to q.To (chunk.MoveCopy): begin
+// at the sources, copy, stop the sources, copy what was written
+// meanwhile, fsync the destinations. It returns the chunk's length, or
+// with Clean (the destination has the chunk's bytes already: only what is
+// written meanwhile is copied) the bytes copied.
+func (s *Server) moveCopy(ctx context.Context, q *chunk.MoveCopyReq) (int64, error) {
+	if len(q.From.Servers) == 0 || len(q.To.Servers) == 0 {
 		return 0, rpc.Errorf(syscall.EINVAL, "migration needs a source and a destination group")
 	}
-	j := &copyJob{s: s, m: m, src: m.Chunks[0], dst: m.Chunks[1], addr: map[uint64]string{},
-		unit: int64(m.StripeUnit), size: int64(m.ChunkSize)}
+	j := &copyJob{s: s, q: q, src: q.From, dst: q.To, addr: map[uint64]string{},
+		unit: int64(q.StripeUnit), size: int64(q.ChunkSize)}
 	if j.size <= 0 || j.unit <= 0 || j.unit > j.size {
 		return 0, rpc.Errorf(syscall.EINVAL, "migration: chunk size %d, stripe unit %d", j.size, j.unit)
 	}
-	for _, si := range m.Servers {
+	for _, si := range q.Servers {
 		j.addr[si.ID] = si.Addr
 	}
 	gs := len(j.src.Servers)
 	var end int64
 	for i, id := range j.src.Servers {
-		r, err := j.call(ctx, id, &wire.Msg{Op: wire.OpMoveBegin}, nil, nil)
+		r, err := call(ctx, j, id, chunk.MoveBegin, j.session(), nil, nil)
 		if err != nil {
 			return 0, err
 		}
-		end = max(end, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
+		end = max(end, layout.ChunkLen(i, gs, j.unit, int64(r.Len)))
 	}
 	s.faults.Pass(ctx, s.cfg.Log, "move-begun")
-	clean := m.Flags&wire.MoveClean != 0
 	var copied int64
-	if !clean {
+	if !q.Clean {
 		half := end / 2
 		if err := j.copy(ctx, 0, half); err != nil {
 			return 0, err
@@ -119,20 +124,20 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 	var runs []layout.Run
 	var end2 int64
 	for i, id := range j.src.Servers {
-		r, err := j.call(ctx, id, &wire.Msg{Op: wire.OpMoveStop}, nil, nil)
+		r, err := call(ctx, j, id, chunk.MoveStop, j.session(), nil, nil)
 		if err != nil {
 			return 0, err
 		}
-		if r.Flags&wire.MoveCut != 0 {
-			return 0, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d was truncated during its migration", m.Idx, m.Ino)
+		if r.Cut {
+			return 0, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d was truncated during its migration", q.Idx, q.Ino)
 		}
-		end2 = max(end2, layout.ChunkLen(i, gs, j.unit, int64(r.Size)))
-		for _, e := range r.Entries {
-			runs = append(runs, layout.Logical(i, gs, j.unit, int64(e.Ino), int64(e.Mode))...)
+		end2 = max(end2, layout.ChunkLen(i, gs, j.unit, int64(r.Len)))
+		for _, w := range r.Written {
+			runs = append(runs, layout.Logical(i, gs, j.unit, int64(w.Off), int64(w.Len))...)
 		}
 	}
 	if end2 < end {
-		return 0, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d shrank during its migration", m.Idx, m.Ino)
+		return 0, rpc.Errorf(syscall.EAGAIN, "chunk %d of inode %d shrank during its migration", q.Idx, q.Ino)
 	}
 	if end2 > end {
 		runs = append(runs, layout.Run{Off: end, Len: end2 - end})
@@ -149,11 +154,11 @@ func (s *Server) moveCopy(ctx context.Context, m *wire.Msg) (int64, error) {
 	}
 	s.faults.Pass(ctx, s.cfg.Log, "move-stopped")
 	for _, id := range j.dst.Servers {
-		if _, err := j.call(ctx, id, &wire.Msg{Op: wire.OpChunkSync}, nil, nil); err != nil {
+		if _, err := call(ctx, j, id, chunk.Sync, &chunk.SyncReq{Ino: q.Ino, Who: MigrationWho}, nil, nil); err != nil {
 			return 0, err
 		}
 	}
-	if clean {
+	if q.Clean {
 		return copied, nil
 	}
 	return end2, nil
@@ -217,9 +222,9 @@ func (j *copyJob) copy(ctx context.Context, off, n int64) error {
 // read reads the chunk's logical range [off, off+len(b)) from the sources.
 func (j *copyJob) read(ctx context.Context, off int64, b []byte) error {
 	for _, pc := range layout.Pieces(off, int64(len(b)), len(j.src.Servers), j.unit) {
-		req := &wire.Msg{Op: wire.OpChunkRead, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
-			Gen: j.src.Gen, Trunc: j.m.Trunc, Flags: wire.MoveRead}
-		if _, err := j.call(ctx, j.src.Servers[pc.Member], req, nil, b[pc.BufOff:pc.BufOff+pc.Len]); err != nil {
+		req := &chunk.ReadReq{At: chunk.At{ID: j.q.ID, Off: uint64(pc.LocalOff), Len: uint64(pc.Len),
+			Layout: j.src.Gen, Trunc: j.q.Trunc}, Session: j.q.Session, Who: MigrationWho}
+		if _, err := call(ctx, j, j.src.Servers[pc.Member], chunk.Read, req, nil, b[pc.BufOff:pc.BufOff+pc.Len]); err != nil {
 			return err
 		}
 	}
@@ -230,9 +235,9 @@ func (j *copyJob) read(ctx context.Context, off int64, b []byte) error {
 func (j *copyJob) write(ctx context.Context, off int64, b []byte) error {
 	gd := len(j.dst.Servers)
 	for _, pc := range layout.Pieces(off, int64(len(b)), gd, j.unit) {
-		req := &wire.Msg{Op: wire.OpChunkWrite, Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
-			Cap: uint64(layout.LocalSize(pc.Member, gd, j.unit, j.size)), Gen: j.dst.Gen, Trunc: j.m.Trunc}
-		if _, err := j.call(ctx, j.dst.Servers[pc.Member], req, b[pc.BufOff:pc.BufOff+pc.Len], nil); err != nil {
+		req := &chunk.WriteReq{At: chunk.At{ID: j.q.ID, Off: uint64(pc.LocalOff), Len: uint64(pc.Len),
+			Layout: j.dst.Gen, Trunc: j.q.Trunc}, Reserve: uint64(layout.LocalSize(pc.Member, gd, j.unit, j.size)), Who: MigrationWho}
+		if _, err := call(ctx, j, j.dst.Servers[pc.Member], chunk.Write, req, b[pc.BufOff:pc.BufOff+pc.Len], nil); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,8 @@ package data_test
 
 import (
 	"context"
+	"github.com/sluice-hpc/sluice/api"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"math"
 	"sort"
 	"testing"
@@ -11,7 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-hpc/sluice/data"
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
 // TestSlowZeroCopyReads: a server slowed by an injected fault is slow for
@@ -32,7 +34,7 @@ func TestSlowZeroCopyReads(t *testing.T) {
 		}
 		for _, mf := range mfs {
 			for _, m := range mf.GetMetric() {
-				if mf.GetName() == "sluice_data_request_duration_seconds" && hasLabel(m, "op", wire.OpChunkRead.String()) {
+				if mf.GetName() == "sluice_data_request_duration_seconds" && hasLabel(m, "op", chunk.OpRead.String()) {
 					h := m.GetHistogram()
 					for _, b := range h.GetBucket() {
 						cum = append(cum, b.GetCumulativeCount())
@@ -108,11 +110,11 @@ func TestSlowZeroCopyReads(t *testing.T) {
 		t.Fatalf("healthy reads: the server's median latency is at most %gs for 4 KiB and %gs for 1 MiB: the send is left out", small, large)
 	}
 	ctx := context.Background()
-	if _, _, err := r.c.Call(ctx, &wire.Msg{Op: wire.OpFault, Name: "slow", Size: 2000}, nil, nil); err != nil {
+	if _, err := rpc.Do(ctx, r.c, api.Fault, &api.FaultReq{Kind: api.FaultSlow, Value: 2000}); err != nil {
 		t.Fatal(err)
 	}
 	c1, s1, _ := reads(n, size)
-	r.c.Call(ctx, &wire.Msg{Op: wire.OpFault, Name: "slow", Size: 100}, nil, nil)
+	rpc.Do(ctx, r.c, api.Fault, &api.FaultReq{Kind: api.FaultSlow, Value: 100})
 	t.Logf("1 MiB reads: healthy %v at the client, %v recorded (median ≤ %gs, 4 KiB ≤ %gs); slowed ×20 %v, %v", c0, s0, large, small, c1, s1)
 	if sf := sendfiles(); sf != 3*n {
 		t.Fatalf("%v reads answered with sendfile, want %d: the slowed server stopped using it", sf, 3*n)

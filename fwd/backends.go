@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"sync"
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
 // backend is one data server as seen from this daemon: a connection and
@@ -41,7 +43,7 @@ func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
 	if b != nil {
 		return b, nil
 	}
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpServers}, nil, nil)
+	resp, err := rpc.Do(ctx, s.meta, api.Servers, &wire.Empty{})
 	if err != nil {
 		return nil, err
 	}
@@ -69,29 +71,41 @@ func (s *Server) backend(ctx context.Context, id uint64) (*backend, error) {
 	return b, nil
 }
 
-func (s *Server) callData(ctx context.Context, id uint64, m *wire.Msg, payload, into []byte) error {
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
-		_, _, err := c.Call(ctx, m, payload, into)
+// syncData makes file ino's chunks on data server id durable (who: for
+// whom, in the server's records and its burst-buffer scheduler).
+func (s *Server) syncData(ctx context.Context, id, ino uint64, who wire.Who) error {
+	q := &chunk.SyncReq{Ino: ino, Who: who}
+	return s.callDataWith(ctx, id, q, func(c *rpc.Client) error {
+		_, err := rpc.Do(ctx, c, chunk.Sync, q)
 		return err
 	})
 }
 
-// callDataWrite is callData for a write of p.
-func (s *Server) callDataWrite(ctx context.Context, id uint64, m *wire.Msg, p payload) error {
-	if p.body == nil {
-		return s.callData(ctx, id, m, p.b, nil)
-	}
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
-		_, _, err := c.CallBody(ctx, m, rpc.Body{Pipe: p.body, Off: p.off, N: p.n}, nil)
+// readData reads a chunk's piece from data server id into into.
+func (s *Server) readData(ctx context.Context, id uint64, q *chunk.ReadReq, into []byte) error {
+	return s.callDataWith(ctx, id, q, func(c *rpc.Client) error {
+		_, _, err := rpc.DoPayload(ctx, c, chunk.Read, q, nil, into)
 		return err
 	})
 }
 
-// callDataSink is callData for a read whose answer goes to sink.
-func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink rpc.Sink) error {
-	return s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
-		_, err := c.CallSink(ctx, m, nil, sink)
+// writeData writes p at a chunk's piece of data server id.
+func (s *Server) writeData(ctx context.Context, id uint64, q *chunk.WriteReq, p payload) error {
+	return s.callDataWith(ctx, id, q, func(c *rpc.Client) error {
+		var err error
+		if p.body == nil {
+			_, err = c.Invoke(ctx, chunk.OpWrite, q, &wire.Empty{}, p.b, nil)
+		} else {
+			_, err = c.InvokeBody(ctx, chunk.OpWrite, q, &wire.Empty{}, rpc.Body{Pipe: p.body, Off: p.off, N: p.n}, nil)
+		}
 		return err
+	})
+}
+
+// readDataSink is readData for a read whose answer goes to sink.
+func (s *Server) readDataSink(ctx context.Context, id uint64, q *chunk.ReadReq, sink rpc.Sink) error {
+	return s.callDataWith(ctx, id, q, func(c *rpc.Client) error {
+		return c.InvokeSink(ctx, chunk.OpRead, q, &chunk.ReadRep{}, nil, sink)
 	})
 }
 
@@ -100,16 +114,17 @@ func (s *Server) callDataSink(ctx context.Context, id uint64, m *wire.Msg, sink 
 // bound for the class, the request's worker given back),
 // bounded by the timeout (the request has a little more: a write refused
 // by a dead server can still move its chunk).
-func (s *Server) callDataWith(ctx context.Context, id uint64, m *wire.Msg, call func(c *rpc.Client) error) error {
+func (s *Server) callDataWith(ctx context.Context, id uint64, q wire.Classed, call func(c *rpc.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	b, err := s.backend(ctx, id)
 	if err != nil {
 		return err
 	}
-	class := wire.ClassOf(m)
+	class := q.Class()
 	sem := b.sem[class]
-	if job := m.Job; (m.Op == wire.OpChunkRead || m.Op == wire.OpChunkWrite) && job != "" && job != wire.MigrationJob {
+	if io, ok := q.(chunk.IO); ok && io.Identity().Job != "" && io.Identity().Job != wire.MigrationJob {
+		job := io.Identity().Job
 		releaseWorker(ctx)
 		k := jobClass{job, class}
 		sem = b.jobs.get(k, s.cfg.BackendInflight)

@@ -3,8 +3,8 @@ package fwd_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"slices"
 	"strings"
 	"sync"
@@ -32,22 +32,14 @@ func TestScheduledServerTurns(t *testing.T) {
 	ctx := context.Background()
 	dc := rpc.NewClient(ds.Addr(), secret, rpc.ClientOptions{Timeout: 10 * time.Second})
 	defer dc.Close()
-	bb := func(ctl *wire.BBControl) wire.BBServerState {
-		var p []byte
-		if ctl != nil {
-			p, _ = json.Marshal(ctl)
-		}
-		_, out, err := dc.Call(ctx, &wire.Msg{Op: wire.OpBBServer}, p, nil)
+	bb := func(ctl *api.BBControl) api.BBServerState {
+		st, err := rpc.Do(ctx, dc, api.BBServer, &api.BBServerReq{Set: ctl})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st wire.BBServerState
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
+		return *st
 	}
-	bb(&wire.BBControl{Sched: true})
+	bb(&api.BBControl{Sched: true})
 	inos := make([]uint64, jobs)
 	for j := range inos {
 		inos[j] = create(t, c, fmt.Sprintf("ckpt%d", j))

@@ -367,7 +367,7 @@ func (s *Server) syncUnsynced(ctx context.Context, u unsyncedFile) {
 		}
 	}
 	for _, id := range ids {
-		if err := s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: u.ino}, nil, nil); err != nil {
+		if err := s.syncData(ctx, id, u.ino, wire.Who{}); err != nil {
 			s.log.Debug("background sync failed", "ino", u.ino, "server", id, "err", err)
 		}
 	}

@@ -13,7 +13,6 @@ package fwd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
@@ -131,6 +131,8 @@ type Server struct {
 
 	jobs jobTable
 	met  *metrics
+	// own answers the daemon's own typed operations (operations)
+	own *rpc.Table
 
 	// Depth and served count per class, for status and tests.
 	Depth  [wire.NumClasses]atomic.Int64
@@ -201,6 +203,7 @@ func New(cfg Config) *Server {
 		reg = prometheus.NewRegistry()
 	}
 	s.met = newMetrics(reg, s)
+	s.own = s.operations()
 	return s
 }
 
@@ -224,7 +227,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	go follow.Watch(ctx, 20*time.Second)
 	s.mem = &member.Member{Meta: s.meta, IDFile: idFile, Log: s.log, Info: func() wire.ServerInfo {
 		return wire.ServerInfo{Role: "fwd", Addr: s.addr, Node: s.cfg.Node}
-	}, Replied: func(r *wire.Msg) { follow.Seen(r.Handle) }}
+	}, Replied: func(r *api.RegisterRep) { follow.Seen(r.QoSVersion) }}
 	go func() {
 		for ctx.Err() == nil {
 			if err := s.mem.Register(ctx); err == nil {
@@ -260,11 +263,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 // TakesBody implements rpc.BodyTaker: a write's payload stays in the
 // kernel (a pipe) and is spliced on to its data servers, not copied in and
 // out of this process; a node-local write goes to its data server as bytes.
-func (s *Server) TakesBody(m *wire.Msg) bool {
-	if m.Op != wire.OpWrite || !s.cfg.ZeroCopy {
+func (s *Server) TakesBody(r *rpc.Request) bool {
+	if r.Op != wire.OpWrite || !s.cfg.ZeroCopy {
 		return false
 	}
-	_, local, err := localTarget(m)
+	_, local, err := localTarget(r.Msg)
 	return err == nil && !local
 }
 
@@ -272,8 +275,18 @@ var _ rpc.BodyTaker = (*Server)(nil)
 
 // Handle implements rpc.Handler: it classifies the request and queues it
 // in its class's QoS gate, which hands the class's workers to the flows in
-// turn (policy/qos: fair between jobs, shares and caps by rule).
+// turn (policy/qos: fair between jobs, shares and caps by rule). The
+// monitoring service's requests (a mount's records) are relayed to the
+// metadata daemon as they come.
 func (s *Server) Handle(r *rpc.Request) {
+	if s.own.Has(r.Op) {
+		go s.own.Dispatch(s.ctx, r)
+		return
+	}
+	if r.Msg == nil {
+		go s.relay(r)
+		return
+	}
 	c := wire.ClassOf(r.Msg)
 	s.Depth[c].Add(1)
 	go s.queued(c, r)
@@ -346,7 +359,7 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout+5*time.Second)
 	defer cancel()
 	switch m.Op {
-	case wire.OpJobStats, wire.OpPing, wire.OpFault, wire.OpRead, wire.OpBeacon:
+	case wire.OpPing, wire.OpRead:
 		// reads are counted with the bytes they returned, below
 	default:
 		s.jobs.record(m, uint64(r.PayloadLen()))
@@ -359,8 +372,6 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 		return
 	}
 	switch m.Op {
-	case wire.OpJobStats:
-		r.Reply(&wire.Msg{Entries: EncodeJobs(s.jobs.snapshot())}, nil)
 	case wire.OpWrite:
 		p := bytesPayload(r.Payload)
 		if r.Body != nil {
@@ -407,31 +418,8 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 			a, gen, err = s.reportSizes(ctx, m.Ino, false, m.Client)
 		}
 		r.Reply(rpc.ToMsg(&wire.Msg{Attr: a, Gen: gen}, err), nil)
-	case wire.OpFault:
-		r.Reply(rpc.ToMsg(&wire.Msg{}, s.fault(m)), nil)
 	case wire.OpPing:
 		r.Reply(&wire.Msg{ID: s.mem.ID()}, nil)
-	case wire.OpQos:
-		if m.Name != "stats" {
-			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "forwarding daemon: qos call %q (stats only)", m.Name))
-			return
-		}
-		var st []qos.GateStats
-		for c, g := range s.gates {
-			st = append(st, g.GateStats("fwd", wire.Class(c).String()))
-		}
-		out, _ := json.Marshal(st)
-		r.Reply(&wire.Msg{}, out)
-	case wire.OpBeacon:
-		// monitoring records and questions from clients: relayed
-		resp, p, err := s.meta.Call(ctx, m, r.Payload, nil)
-		if resp == nil {
-			resp = &wire.Msg{}
-		}
-		r.Reply(rpc.ToMsg(resp, err), p)
-		if p != nil {
-			bufpool.Put(p)
-		}
 	default:
 		resp, err := s.metaOp(ctx, m)
 		if resp == nil {
@@ -441,17 +429,55 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	}
 }
 
-func (s *Server) fault(m *wire.Msg) error {
-	switch m.Name {
-	case "stall":
-		s.stall.Store(int64(time.Duration(m.Size) * time.Millisecond))
-	case "slow":
-		s.slow.Store(int64(m.Size))
-		s.bw.SetSlowdown(float64(m.Size) / 100)
-	default:
-		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", m.Name)
+// relay sends a request of the monitoring service on to the metadata
+// daemon and its answer back; other operations this daemon does not
+// serve are refused.
+func (s *Server) relay(r *rpc.Request) {
+	spec := wire.SpecOf(r.Op)
+	if spec == nil || spec.Service != wire.Monitor {
+		r.ReplyErr(rpc.Errorf(syscall.ENOSYS, "forwarding daemon %s: unsupported operation %v", s.addr, r.Op))
+		return
 	}
-	s.log.Warn("fault injected", "fault", m.Name, "value", m.Size)
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
+	defer cancel()
+	rep := spec.NewReply()
+	p, err := s.meta.Invoke(ctx, r.Op, r.Req, rep, r.Payload, nil)
+	r.Answer(rep, err, p)
+	if p != nil {
+		bufpool.Put(p)
+	}
+}
+
+// operations is the table of the daemon's own typed operations: its
+// counters, its QoS gates, injected faults. They are answered at once,
+// outside the pipeline (a stalled daemon takes its stall away).
+func (s *Server) operations() *rpc.Table {
+	t := &rpc.Table{Name: "forwarding daemon"}
+	rpc.On(t, api.JobStats, func(context.Context, *wire.Empty) (*api.JobStatsRep, error) {
+		return &api.JobStatsRep{Jobs: s.jobs.snapshot()}, nil
+	})
+	rpc.On(t, api.QoSStats, func(context.Context, *wire.Empty) (*api.QoSStatsRep, error) {
+		var st []qos.GateStats
+		for c, g := range s.gates {
+			st = append(st, g.GateStats("fwd", wire.Class(c).String()))
+		}
+		return &api.QoSStatsRep{Gates: st}, nil
+	})
+	rpc.On(t, api.Fault, func(_ context.Context, f *api.FaultReq) (*wire.Empty, error) { return &wire.Empty{}, s.fault(f) })
+	return t
+}
+
+func (s *Server) fault(f *api.FaultReq) error {
+	switch f.Kind {
+	case api.FaultStall:
+		s.stall.Store(int64(time.Duration(f.Value) * time.Millisecond))
+	case api.FaultSlow:
+		s.slow.Store(int64(f.Value))
+		s.bw.SetSlowdown(float64(f.Value) / 100)
+	default:
+		return rpc.Errorf(syscall.EINVAL, "unknown fault %q", f.Kind)
+	}
+	s.log.Warn("fault injected", "fault", f.Kind, "value", f.Value)
 	return nil
 }
 

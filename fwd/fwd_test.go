@@ -3,6 +3,7 @@ package fwd_test
 import (
 	"bytes"
 	"context"
+	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"os"
 	"strconv"
@@ -239,7 +240,7 @@ func TestInjectedSlowdown(t *testing.T) {
 	}
 	measure()
 	healthy := measure()
-	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpFault, Name: "slow", Size: 2000}, nil, nil); err != nil {
+	if _, err := rpc.Do(ctx, c, api.Fault, &api.FaultReq{Kind: api.FaultSlow, Value: 2000}); err != nil {
 		t.Fatal(err)
 	}
 	slow := measure()
@@ -247,7 +248,7 @@ func TestInjectedSlowdown(t *testing.T) {
 	if slow < 4*healthy {
 		t.Fatalf("slowdown ×20 made requests only %.1f× slower", float64(slow)/float64(healthy))
 	}
-	c.Call(ctx, &wire.Msg{Op: wire.OpFault, Name: "slow", Size: 100}, nil, nil)
+	rpc.Do(ctx, c, api.Fault, &api.FaultReq{Kind: api.FaultSlow, Value: 100})
 	if again := measure(); again > 3*healthy+time.Millisecond {
 		t.Fatalf("clearing the fault did not restore speed: %v", again)
 	}

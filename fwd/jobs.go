@@ -2,10 +2,9 @@ package fwd
 
 import (
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
@@ -66,23 +65,12 @@ func (t *jobTable) record(m *wire.Msg, n uint64) {
 	}
 }
 
-// JobCounters is one job's line of a job-stats answer. It travels as a
-// wire.DirEntry: Name carries "job ops metaops read written", Path-free,
-// and the rank and node sets follow as text.
-type JobCounters struct {
-	Job                   string
-	Ops, MetaOps          uint64
-	ReadBytes, WriteBytes uint64
-	Ranks                 []int32
-	Nodes                 []string
-}
-
-func (t *jobTable) snapshot() []JobCounters {
+func (t *jobTable) snapshot() []api.JobCounters {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []JobCounters
+	var out []api.JobCounters
 	for name, j := range t.jobs {
-		c := JobCounters{Job: name, Ops: j.ops, MetaOps: j.metaOps, ReadBytes: j.readB, WriteBytes: j.writeB}
+		c := api.JobCounters{Job: name, Ops: j.ops, MetaOps: j.metaOps, ReadBytes: j.readB, WriteBytes: j.writeB}
 		for r := range j.ranks {
 			c.Ranks = append(c.Ranks, r)
 		}
@@ -94,48 +82,5 @@ func (t *jobTable) snapshot() []JobCounters {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Job < out[b].Job })
-	return out
-}
-
-// EncodeJobs packs counters into directory entries (one per job) so they
-// travel in the existing message type.
-func EncodeJobs(cs []JobCounters) []wire.DirEntry {
-	var out []wire.DirEntry
-	for _, c := range cs {
-		ranks := make([]string, len(c.Ranks))
-		for i, r := range c.Ranks {
-			ranks[i] = strconv.Itoa(int(r))
-		}
-		fields := []string{c.Job, strconv.FormatUint(c.Ops, 10), strconv.FormatUint(c.MetaOps, 10),
-			strconv.FormatUint(c.ReadBytes, 10), strconv.FormatUint(c.WriteBytes, 10),
-			strings.Join(ranks, ","), strings.Join(c.Nodes, ",")}
-		out = append(out, wire.DirEntry{Name: strings.Join(fields, "\t")})
-	}
-	return out
-}
-
-// DecodeJobs is the inverse of EncodeJobs; malformed entries are skipped.
-func DecodeJobs(es []wire.DirEntry) []JobCounters {
-	var out []JobCounters
-	for _, e := range es {
-		f := strings.Split(e.Name, "\t")
-		if len(f) != 7 {
-			continue
-		}
-		c := JobCounters{Job: f[0]}
-		c.Ops, _ = strconv.ParseUint(f[1], 10, 64)
-		c.MetaOps, _ = strconv.ParseUint(f[2], 10, 64)
-		c.ReadBytes, _ = strconv.ParseUint(f[3], 10, 64)
-		c.WriteBytes, _ = strconv.ParseUint(f[4], 10, 64)
-		for _, r := range strings.Split(f[5], ",") {
-			if v, err := strconv.Atoi(r); err == nil {
-				c.Ranks = append(c.Ranks, int32(v))
-			}
-		}
-		if f[6] != "" {
-			c.Nodes = strings.Split(f[6], ",")
-		}
-		out = append(out, c)
-	}
 	return out
 }

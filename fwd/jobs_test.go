@@ -23,7 +23,4 @@ func TestJobTableCounts(t *testing.T) {
 		len(j.Ranks) != 2 || len(j.Nodes) != 2 {
 		t.Fatalf("job 7: %+v (want 5 requests, 1 lookup + 5 batched creates, 8192 read, 4096 written, 2 ranks, 2 nodes)", j)
 	}
-	if back := DecodeJobs(EncodeJobs(got)); len(back) != 2 || back[1].MetaOps != 6 || back[1].ReadBytes != 8192 {
-		t.Fatalf("round trip: %+v", back)
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"math/rand"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -241,15 +243,15 @@ func TestMovedFenceSurvivesRestart(t *testing.T) {
 	if err != nil || loc.Tier != "mem" {
 		t.Fatalf("alloc: %+v %v", loc, err)
 	}
-	call := func(addr string, m *wire.Msg, p, into []byte) error {
+	call := func(addr string, op wire.Op, m wire.Message, p, into []byte) error {
 		cl := rpc.NewClient(addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second})
 		defer cl.Close()
-		_, _, err := cl.Call(ctx, m, p, into)
+		_, err := cl.Invoke(ctx, op, m, &chunk.ReadRep{}, p, into)
 		return err
 	}
 	payload := bytes.Repeat([]byte("x"), 8192)
-	w := &wire.Msg{Op: wire.OpChunkWrite, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192, Cap: uint64(a.ChunkSize)}
-	if err := call(src.Addr(), w, payload, nil); err != nil {
+	w := &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: a.Ino, ChunkSize: a.ChunkSize}, Len: 8192}, Reserve: uint64(a.ChunkSize)}
+	if err := call(src.Addr(), chunk.OpWrite, w, payload, nil); err != nil {
 		t.Fatal(err)
 	}
 	ssd := serversOf(svc, "ssd")
@@ -258,16 +260,16 @@ func TestMovedFenceSurvivesRestart(t *testing.T) {
 	}
 	check := func() {
 		t.Helper()
-		rd := &wire.Msg{Op: wire.OpChunkRead, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192}
-		if err := call(src.Addr(), rd, nil, make([]byte, 8192)); rpc.Errno(err) != syscall.EREMCHG {
+		rd := &chunk.ReadReq{At: chunk.At{ID: chunk.ID{Ino: a.Ino, ChunkSize: a.ChunkSize}, Len: 8192}}
+		if err := call(src.Addr(), chunk.OpRead, rd, nil, make([]byte, 8192)); rpc.Errno(err) != syscall.EREMCHG {
 			t.Fatalf("read at the old place: %v, want EREMCHG", err)
 		}
-		if err := call(src.Addr(), w, payload, nil); rpc.Errno(err) != syscall.EREMCHG {
+		if err := call(src.Addr(), chunk.OpWrite, w, payload, nil); rpc.Errno(err) != syscall.EREMCHG {
 			t.Fatalf("write at the old place: %v, want EREMCHG", err)
 		}
 		got := make([]byte, 8192)
-		rd.Gen = 1
-		if err := call(dst.Addr(), rd, nil, got); err != nil || !bytes.Equal(got, payload) {
+		rd.Layout = 1
+		if err := call(dst.Addr(), chunk.OpRead, rd, nil, got); err != nil || !bytes.Equal(got, payload) {
 			t.Fatalf("read at the new place: %v, equal %v", err, bytes.Equal(got, payload))
 		}
 	}
@@ -326,15 +328,15 @@ func TestAbortedEvictionKeepsTheHome(t *testing.T) {
 	if err != nil || loc.Tier != "mem" {
 		t.Fatalf("alloc: %+v %v", loc, err)
 	}
-	call := func(addr string, m *wire.Msg, p, into []byte) error {
+	call := func(addr string, op wire.Op, m wire.Message, p, into []byte) error {
 		cl := rpc.NewClient(addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second})
 		defer cl.Close()
-		_, _, err := cl.Call(ctx, m, p, into)
+		_, err := cl.Invoke(ctx, op, m, &chunk.ReadRep{}, p, into)
 		return err
 	}
 	payload := bytes.Repeat([]byte("home"), 2048)
-	w := &wire.Msg{Op: wire.OpChunkWrite, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192, Cap: uint64(a.ChunkSize)}
-	if err := call(src.Addr(), w, payload, nil); err != nil {
+	w := &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: a.Ino, ChunkSize: a.ChunkSize}, Len: 8192}, Reserve: uint64(a.ChunkSize)}
+	if err := call(src.Addr(), chunk.OpWrite, w, payload, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Extend(a.Ino, 8192, 0, 0); err != nil {
@@ -368,8 +370,8 @@ func TestAbortedEvictionKeepsTheHome(t *testing.T) {
 	}
 	locs, _ = svc.Layout(a.Ino)
 	got := make([]byte, 8192)
-	rd := &wire.Msg{Op: wire.OpChunkRead, Ino: a.Ino, ChunkSize: a.ChunkSize, Size: 8192, Gen: locs[0].Gen}
-	if err := call(pfs.Addr(), rd, nil, got); err != nil {
+	rd := &chunk.ReadReq{At: chunk.At{ID: chunk.ID{Ino: a.Ino, ChunkSize: a.ChunkSize}, Len: 8192, Layout: locs[0].Gen}}
+	if err := call(pfs.Addr(), chunk.OpRead, rd, nil, got); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, payload) {
@@ -395,14 +397,21 @@ func TestFullServerEmptyChunkMoves(t *testing.T) {
 	if err != nil || loc.Tier != "mem" {
 		t.Fatalf("alloc: %+v %v", loc, err)
 	}
-	call := func(addr string, m *wire.Msg, p, into []byte) (*wire.Msg, error) {
+	write := func(addr string, w *chunk.WriteReq, p []byte) error {
 		cl := rpc.NewClient(addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second})
 		defer cl.Close()
-		r, _, err := cl.Call(ctx, m, p, into)
-		return r, err
+		_, _, err := rpc.DoPayload(ctx, cl, chunk.Write, w, p, nil)
+		return err
+	}
+	fenceAt := func(addr string, f *chunk.FenceReq) (*chunk.FenceRep, error) {
+		cl := rpc.NewClient(addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+		defer cl.Close()
+		return rpc.Do(ctx, cl, chunk.Fence, f)
 	}
 	// the mem server fills up: no room for a new chunk
-	if _, err := call(mem.Addr(), &wire.Msg{Op: wire.OpFault, Name: "fill", Size: 1 << 20}, nil, nil); err != nil {
+	mc := rpc.NewClient(mem.Addr(), secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+	defer mc.Close()
+	if _, err := rpc.Do(ctx, mc, api.Fault, &api.FaultReq{Kind: api.FaultFill, Value: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	p := bytes.Repeat([]byte("sluice!!"), 8192)
@@ -422,8 +431,8 @@ func TestFullServerEmptyChunkMoves(t *testing.T) {
 	}
 	// the old place is fenced: a write there with the old location is
 	// turned away
-	w := &wire.Msg{Op: wire.OpChunkWrite, Ino: ino, ChunkSize: loc0Size(svc, ino), Size: 8, Cap: 8, Gen: loc.Gen}
-	if _, err := call(mem.Addr(), w, p[:8], nil); rpc.Errno(err) != syscall.EREMCHG {
+	w := &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: ino, ChunkSize: loc0Size(svc, ino)}, Len: 8, Layout: loc.Gen}, Reserve: 8}
+	if err := write(mem.Addr(), w, p[:8]); rpc.Errno(err) != syscall.EREMCHG {
 		t.Fatalf("a write of the old location at the fenced server: %v, want EREMCHG", err)
 	}
 
@@ -438,8 +447,8 @@ func TestFullServerEmptyChunkMoves(t *testing.T) {
 	if len(gl) != 1 || gl[0].Tier != "ssd" {
 		t.Fatalf("g: %+v", gl)
 	}
-	fence := &wire.Msg{Op: wire.OpChunkFence, Ino: g, ChunkSize: loc0Size(svc, g), Gen: gl[0].Gen + 1}
-	if _, err := call(ssd.Addr(), fence, nil, nil); rpc.Errno(err) != syscall.EEXIST {
+	fence := &chunk.FenceReq{ID: chunk.ID{Ino: g, ChunkSize: loc0Size(svc, g)}, Layout: gl[0].Gen + 1}
+	if _, err := fenceAt(ssd.Addr(), fence); rpc.Errno(err) != syscall.EEXIST {
 		t.Fatalf("fence of a chunk holding bytes: %v, want EEXIST", err)
 	}
 	h := create(t, c, "h")
@@ -447,21 +456,21 @@ func TestFullServerEmptyChunkMoves(t *testing.T) {
 	if err != nil || hl.Tier != "ssd" {
 		t.Fatalf("alloc h: %+v %v", hl, err)
 	}
-	fence = &wire.Msg{Op: wire.OpChunkFence, Ino: h, ChunkSize: loc0Size(svc, h), Gen: hl.Gen + 1}
-	r, err := call(ssd.Addr(), fence, nil, nil)
+	fence = &chunk.FenceReq{ID: chunk.ID{Ino: h, ChunkSize: loc0Size(svc, h)}, Layout: hl.Gen + 1}
+	r, err := fenceAt(ssd.Addr(), fence)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w = &wire.Msg{Op: wire.OpChunkWrite, Ino: h, ChunkSize: fence.ChunkSize, Size: 8, Cap: 8, Gen: hl.Gen}
-	if _, err := call(ssd.Addr(), w, p[:8], nil); rpc.Errno(err) != syscall.EREMCHG {
+	w = &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: h, ChunkSize: fence.ChunkSize}, Len: 8, Layout: hl.Gen}, Reserve: 8}
+	if err := write(ssd.Addr(), w, p[:8]); rpc.Errno(err) != syscall.EREMCHG {
 		t.Fatalf("write behind a fence: %v, want EREMCHG", err)
 	}
 	undo := *fence
-	undo.Flags, undo.Offset = wire.FenceUndo, r.Offset
-	if _, err := call(ssd.Addr(), &undo, nil, nil); err != nil {
+	undo.Undo, undo.UndoTo = true, r.Before
+	if _, err := fenceAt(ssd.Addr(), &undo); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := call(ssd.Addr(), w, p[:8], nil); err != nil {
+	if err := write(ssd.Addr(), w, p[:8]); err != nil {
 		t.Fatalf("write after the fence was undone: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/layout"
 )
@@ -117,9 +118,9 @@ func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf 
 	})
 }
 
-func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.Piece, gen uint64) *wire.Msg {
-	return &wire.Msg{Op: wire.OpChunkRead, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(rp.f.chunkSize),
-		Offset: uint64(pc.LocalOff), Size: uint64(pc.Len), Trunc: rp.gen, Gen: gen, Who: m.Who}
+func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.Piece, gen uint64) *chunk.ReadReq {
+	return &chunk.ReadReq{At: chunk.At{ID: chunk.ID{Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(rp.f.chunkSize)},
+		Off: uint64(pc.LocalOff), Len: uint64(pc.Len), Layout: gen, Trunc: rp.gen}, Who: m.Who}
 }
 
 // relayRead answers a read that one data server serves whole by splicing
@@ -142,8 +143,8 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 	}
 	// a server that cannot be reached is left to the copying path, which
 	// reads the replica or learns where the chunk is now
-	err = s.callDataSink(rpc.WithRetryLimit(ctx, s.cfg.Failover), loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0], loc.Gen),
-		func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
+	err = s.readDataSink(rpc.WithRetryLimit(ctx, s.cfg.Failover), loc.Servers[pieces[0].Member], s.chunkRead(m, rp, sp, pieces[0], loc.Gen),
+		func(n int, prefix []byte, conn net.Conn) error {
 			if int64(n) != rp.n {
 				return fmt.Errorf("data server answered %d bytes for a read of %d", n, rp.n)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
 // Replicated chunks (meta/replica.go): a chunk with a replica group is
@@ -48,14 +49,13 @@ func unreachable(err error) bool {
 // or down) makes the whole chunk move (refusedErr). patient: retry a
 // server that cannot be reached for the whole timeout (it may be
 // restarting), not only for Failover.
-func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *wire.Msg, p payload, placer, patient bool) error {
+func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *chunk.WriteReq, p payload, placer, patient bool) error {
 	errs := make([]error, len(ids))
 	if !patient {
 		ctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
 	}
 	s.parallel(len(ids), func(k int) error {
-		r := *req
-		errs[k] = s.callDataWrite(ctx, ids[k], &r, p)
+		errs[k] = s.writeData(ctx, ids[k], req, p)
 		if errs[k] == nil {
 			f.mu.Lock()
 			f.dirty[ids[k]] = true
@@ -93,7 +93,7 @@ func (s *Server) writeCopies(ctx context.Context, f *file, ids []uint64, req *wi
 // none). When none can, the caller looks up the chunk's location again
 // (this daemon's may be old) and then tries again, patient: retrying for
 // the whole timeout, not only Failover.
-func (s *Server) readCopies(ctx context.Context, ids []uint64, req *wire.Msg, into []byte, patient bool) (lost uint64, err error) {
+func (s *Server) readCopies(ctx context.Context, ids []uint64, req *chunk.ReadReq, into []byte, patient bool) (lost uint64, err error) {
 	switch {
 	case patient:
 	case len(ids) > 1:
@@ -104,8 +104,7 @@ func (s *Server) readCopies(ctx context.Context, ids []uint64, req *wire.Msg, in
 		ctx = rpc.WithRetryLimit(ctx, s.cfg.Failover)
 	}
 	for i, id := range ids {
-		r := *req
-		if err = s.callData(ctx, id, &r, nil, into); err == nil || !unreachable(err) {
+		if err = s.readData(ctx, id, req, into); err == nil || !unreachable(err) {
 			return lost, err
 		}
 		if i+1 < len(ids) {

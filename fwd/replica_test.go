@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	chunkwire "github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/manager/tiering"
 	"github.com/sluice-hpc/sluice/meta"
 )
@@ -261,10 +262,10 @@ func TestReplicaLoss(t *testing.T) {
 	back, _ := replicaServer(t, metaAddr, nodes[first].dir, nodes[first].domain)
 	cl := rpc.NewClient(back.Addr(), secret, rpc.ClientOptions{Timeout: 5 * time.Second})
 	defer cl.Close()
-	rd := &wire.Msg{Op: wire.OpChunkRead, Ino: ino, Idx: 0, ChunkSize: chunk, Size: 4096}
+	rd := &chunkwire.ReadReq{At: chunkwire.At{ID: chunkwire.ID{Ino: ino, Idx: 0, ChunkSize: chunk}, Len: 4096}}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		_, _, err := cl.Call(ctx, rd, nil, make([]byte, 4096))
+		_, _, err := rpc.DoPayload(ctx, cl, chunkwire.Read, rd, nil, make([]byte, 4096))
 		if rpc.Errno(err) == syscall.EREMCHG {
 			break
 		}

@@ -3,11 +3,11 @@ package fwd
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // sizeHint applies the client's account of how far its writes of
@@ -107,7 +107,7 @@ func (s *Server) fsync(ctx context.Context, ino uint64, who wire.Who) error {
 			// restarting, and is tried for the whole timeout. This
 			// daemon's layout may be old (a lost copy made again since,
 			// by the tiering manager): it is read again before waiting.
-			err := s.callData(rpc.WithRetryLimit(ctx, s.cfg.Failover), id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino, Who: who}, nil, nil)
+			err := s.syncData(rpc.WithRetryLimit(ctx, s.cfg.Failover), id, ino, who)
 			if err != nil && unreachable(err) && !h.allCopied {
 				if s.loadLayout(ctx, ino, f) == nil {
 					h = s.holding(f, []uint64{id})[id]
@@ -116,7 +116,7 @@ func (s *Server) fsync(ctx context.Context, ino uint64, who wire.Who) error {
 					return nil
 				}
 				if !h.allCopied {
-					err = s.callData(ctx, id, &wire.Msg{Op: wire.OpChunkSync, Ino: ino, Who: who}, nil, nil)
+					err = s.syncData(ctx, id, ino, who)
 				}
 			}
 			if err != nil && unreachable(err) && s.syncLost(ctx, ino, f, id, err) {
@@ -137,7 +137,7 @@ func (s *Server) fsync(ctx context.Context, ino uint64, who wire.Who) error {
 }
 
 // reportAccess tells the metadata service which files were read or
-// written since the last report, and when (OpAccess): the ONFS policy
+// written since the last report, and when (ns.Access): the ONFS policy
 // orders open files by their last access (forced out).
 func (s *Server) reportAccess(ctx context.Context) error {
 	now := s.cfg.Now().UnixNano()
@@ -145,14 +145,13 @@ func (s *Server) reportAccess(ctx context.Context) error {
 		f  *file
 		at int64
 	}
-	var entries []wire.DirEntry
+	var entries []ns.FileAccess
 	var done []sent
 	s.fmu.Lock()
 	for ino, f := range s.files {
 		f.mu.Lock()
 		if f.atime > f.atimeSent {
-			age := min((now-f.atime)/int64(time.Millisecond), math.MaxUint32)
-			entries = append(entries, wire.DirEntry{Ino: ino, Mode: uint32(max(age, 0))})
+			entries = append(entries, ns.FileAccess{Ino: ino, Ago: time.Duration(max(now-f.atime, 0))})
 			done = append(done, sent{f, f.atime})
 		}
 		f.mu.Unlock()
@@ -161,7 +160,7 @@ func (s *Server) reportAccess(ctx context.Context) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	if _, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpAccess, Mtime: now, Entries: entries}, nil, nil); err != nil {
+	if _, err := rpc.Do(ctx, s.meta, ns.Access, &ns.AccessReq{At: now, Files: entries}); err != nil {
 		return err
 	}
 	for _, d := range done {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/layout"
 )
@@ -259,10 +260,9 @@ func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.
 		pieces := layout.Pieces(sp.Off, sp.Len, g, f.stripeUnit)
 		err = s.parallel(len(pieces), func(i int) error {
 			pc := pieces[i]
-			req := &wire.Msg{Op: wire.OpChunkWrite, Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize),
-				Offset: uint64(pc.LocalOff), Size: uint64(pc.Len),
-				Cap:   uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)),
-				Trunc: gen, Gen: loc.Gen, Who: m.Who}
+			req := &chunk.WriteReq{At: chunk.At{ID: chunk.ID{Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(f.chunkSize)},
+				Off: uint64(pc.LocalOff), Len: uint64(pc.Len), Layout: loc.Gen, Trunc: gen},
+				Reserve: uint64(layout.LocalSize(pc.Member, g, f.stripeUnit, f.chunkSize)), Who: m.Who}
 			// only a write to a fresh chunk may move it: nothing of
 			// anyone else's is in it yet
 			return s.writeCopies(ctx, f, copiesOf(loc, pc.Member), req, p.slice(int(pc.BufOff), int(pc.Len)), placer, patient)

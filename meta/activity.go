@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // File activity: the open/close history of each file since the service
@@ -61,13 +62,13 @@ func (s *Service) closedLocked(ino uint64, t time.Time) {
 }
 
 // Accessed notes the reads and writes a forwarding daemon reports: each
-// entry's Ino was last accessed Mode milliseconds before at (OpAccess).
-// Files without a record (opened before the service started) get one.
-func (s *Service) Accessed(at int64, entries []wire.DirEntry) {
+// file was last accessed its Ago before at (ns.Access). Files without a
+// record (opened before the service started) get one.
+func (s *Service) Accessed(at int64, files []ns.FileAccess) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range entries {
-		t := at - int64(e.Mode)*int64(time.Millisecond)
+	for _, e := range files {
+		t := at - int64(e.Ago)
 		a := s.activity[e.Ino]
 		if a == nil {
 			if _, err := s.getInode(e.Ino); err != nil {

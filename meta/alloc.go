@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/place"
 )
@@ -174,7 +175,7 @@ func (s *Service) linkPfs(ctx context.Context, ino uint64, loc wire.ChunkLoc, pa
 		return
 	}
 	for _, id := range loc.Servers {
-		if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Size: size}); err != nil {
+		if _, err := callData(ctx, &s.reg, id, chunk.PfsLink, &chunk.PfsLinkReq{Ino: ino, Path: path, Size: size}); err != nil {
 			s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", err)
 		}
 	}

@@ -1,9 +1,12 @@
 package meta
 
 import (
+	"context"
 	"encoding/json"
+	"github.com/sluice-hpc/sluice/api"
 	"math"
 	"syscall"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -15,37 +18,13 @@ import (
 // per job, kept under 'B' keys, admitted by policy/bbos (Config.BBPolicy)
 // against the capacity of the tier the job asked for (its pool).
 
-// BBGrant is one job's claim on a burst-buffer pool.
-type BBGrant struct {
-	Job    string
-	Pool   string  // the tier: mem or ssd
-	Size   uint64  // bytes per I/O phase (the directive's capacity)
-	Period float64 `json:",omitempty"` // seconds between its I/O phases (0: unknown)
-	UID    uint32
-	Since  int64 // unix ns
-	// App names the job's application (`app=`; "": the job alone).
-	App string `json:",omitempty"`
-	// Checkpoint is the glob of the job's checkpoint files, a path in the
-	// namespace whose last element may hold wildcards (`checkpoint=`; the
-	// job's buffer directory's files by default): its versions, in the
-	// order they were created, for cold-data selection (manager/bbos).
-	Checkpoint string `json:",omitempty"`
-	// MTBF is the application's mean time between failures in seconds
-	// (`mtbf=`; 0: the manager's default): a low MTBF means a restart,
-	// which reads the newest version, is likely soon.
-	MTBF float64 `json:",omitempty"`
-}
-
-// BBPool is a pool as grants see it.
-type BBPool struct {
-	Pool     string
-	Capacity uint64 // the live data servers' capacity
-	// Limit is the most the policy admits per period (bbos.Limit over the
-	// grants' longest period: Capacity for dedicated; capped at 64×).
-	Limit   uint64
-	Granted uint64 // the grants' sizes, summed
-	Policy  bbos.Policy
-}
+// BBGrant is one job's claim on a burst-buffer pool; BBPool a pool as
+// grants see it; BBReply the pools and grants.
+type (
+	BBGrant = api.Grant
+	BBPool  = api.BBPool
+	BBReply = api.BBPools
+)
 
 func grantKey(job string) []byte { return append([]byte{pGrant}, job...) }
 
@@ -141,7 +120,7 @@ func (s *Service) BBPools() ([]BBPool, error) {
 		if c == 0 {
 			continue
 		}
-		bp := BBPool{Pool: pool, Capacity: c, Policy: p}
+		bp := BBPool{Pool: pool, Capacity: c, Policy: string(p)}
 		var period float64
 		for _, g := range grants {
 			if g.Pool == pool {
@@ -159,34 +138,28 @@ func (s *Service) BBPools() ([]BBPool, error) {
 	return out, nil
 }
 
-// BBCall answers an OpBB call (`sluice bb`): grants, releases, pools.
-func (s *Service) BBCall(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
-	out, err := s.bbCall(m, p)
-	return rpc.ToMsg(&wire.Msg{}, err), out
-}
-
-// BBReply is the answer to OpBB "pools".
-type BBReply struct {
-	Pools  []BBPool
-	Grants []BBGrant
-}
-
-func (s *Service) bbCall(m *wire.Msg, p []byte) ([]byte, error) {
-	switch m.Name {
-	case "grant":
-		var g BBGrant
-		if err := json.Unmarshal(p, &g); err != nil {
-			return nil, errno(syscall.EINVAL, "grant: %v", err)
-		}
-		a, err := s.Grant(g)
+// serveGrants adds the burst-buffer grants' operations to t (`sluice
+// bb`): a grant or release is answered once the grant hook (the
+// burst-buffer manager's tick) has run, so a job starts with its buffer's
+// rates and scheduler in place.
+func (s *Service) serveGrants(t *rpc.Table) {
+	serveOp(s, t, api.BBGrantOp, func(ctx context.Context, g *api.Grant) (*api.Admission, error) {
+		a, err := s.Grant(*g)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(a)
-	case "release":
-		return nil, s.ReleaseGrant(m.Who.Job)
-	case "pools":
-		var r BBReply
+		s.grantHook(ctx)
+		return &api.Admission{OK: a.OK, Load: a.Load, Limit: a.Limit, Period: a.Period, Reason: a.Reason}, nil
+	})
+	serveOp(s, t, api.BBRelease, func(ctx context.Context, j *api.JobRef) (*wire.Empty, error) {
+		if err := s.ReleaseGrant(j.Job); err != nil {
+			return nil, err
+		}
+		s.grantHook(ctx)
+		return &wire.Empty{}, nil
+	})
+	serveOp(s, t, api.BBPoolsOp, func(context.Context, *wire.Empty) (*api.BBPools, error) {
+		var r api.BBPools
 		var err error
 		if r.Pools, err = s.BBPools(); err != nil {
 			return nil, err
@@ -194,7 +167,25 @@ func (s *Service) bbCall(m *wire.Msg, p []byte) ([]byte, error) {
 		if r.Grants, err = s.Grants(); err != nil {
 			return nil, err
 		}
-		return json.Marshal(r)
+		return &r, nil
+	})
+}
+
+// OnGrant sets what runs after every grant and release, before its
+// answer (the burst-buffer manager's tick).
+func (s *Service) OnGrant(f func(context.Context)) {
+	s.grantMu.Lock()
+	defer s.grantMu.Unlock()
+	s.onGrant = f
+}
+
+func (s *Service) grantHook(ctx context.Context) {
+	s.grantMu.Lock()
+	f := s.onGrant
+	s.grantMu.Unlock()
+	if f != nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		f(cctx)
+		cancel()
 	}
-	return nil, errno(syscall.EINVAL, "unknown burst-buffer call %q", m.Name)
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -80,7 +80,7 @@ func (s *Service) collect(ctx context.Context, from uint64) (int, uint64) {
 		}
 		ok := true
 		for id := range servers {
-			if err := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpChunkDelete, Ino: ino, Flags: wire.ChunkDeleteAll}); err != nil {
+			if _, err := callData(ctx, &s.reg, id, chunk.Delete, &chunk.DeleteReq{Ino: ino}); err != nil {
 				s.log.Warn("gc: delete failed, will retry", "ino", ino, "server", id, "err", err)
 				ok = false
 			}

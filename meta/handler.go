@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"github.com/sluice-hpc/sluice/api"
 	"slices"
 	"syscall"
 	"time"
@@ -10,10 +11,55 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
-// Handler adapts the Service to rpc: one goroutine per request.
+// Serve adds the service's typed operations to t: the namespace
+// service's (internal/wire/ns) and the administration service's it
+// answers (api: daemons, pools, QoS rules, burst-buffer grants).
+func (s *Service) Serve(t *rpc.Table) {
+	serveOp(s, t, api.Register, s.register)
+	serveOp(s, t, api.Servers, func(context.Context, *wire.Empty) (*api.ServersRep, error) {
+		return &api.ServersRep{Servers: s.Servers()}, nil
+	})
+	serveOp(s, t, api.Fault, func(_ context.Context, f *api.FaultReq) (*wire.Empty, error) { return &wire.Empty{}, s.fault(f) })
+	s.servePools(t)
+	s.serveQoS(t)
+	s.serveGrants(t)
+	serveOp(s, t, ns.Access, func(_ context.Context, q *ns.AccessReq) (*wire.Empty, error) {
+		s.Accessed(q.At, q.Files)
+		return &wire.Empty{}, nil
+	})
+	serveOp(s, t, ns.Activity, func(_ context.Context, q *ns.FileReq) (*wire.Activity, error) {
+		act, err := s.Activity(q.Ino)
+		if err != nil {
+			return nil, err
+		}
+		return &act, nil
+	})
+}
+
+// serveOp serves operation d with f, timed in the service's metrics.
+func serveOp[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](s *Service, t *rpc.Table, d wire.Def[Q, R], f func(ctx context.Context, q PQ) (PR, error)) {
+	rpc.On[Q, R, PQ, PR](t, d, func(ctx context.Context, q PQ) (PR, error) {
+		start := time.Now()
+		defer func() {
+			s.met.requests.WithLabelValues(d.Op.String()).Inc()
+			s.met.latency.WithLabelValues(d.Op.String()).Observe(time.Since(start).Seconds())
+		}()
+		return f(ctx, q)
+	})
+}
+
+// Handler adapts the Service to rpc: one goroutine per request, the
+// typed operations by their table (Serve), the others by Dispatch.
 func (s *Service) Handler() rpc.Handler {
+	t := &rpc.Table{Name: "metadata service"}
+	s.Serve(t)
+	return &rpc.Mux{Tables: []*rpc.Table{t}, Default: s.legacyHandler()}
+}
+
+func (s *Service) legacyHandler() rpc.Handler {
 	return rpc.HandlerFunc(func(m *wire.Msg, _ []byte) (*wire.Msg, []byte) {
 		start := time.Now()
 		defer func() {
@@ -186,9 +232,6 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpStatfs:
 		c, u := s.Statfs()
 		return &wire.Msg{Cap: c, Used: u}, nil, nil
-	case wire.OpActivity:
-		act, err := s.Activity(m.Ino)
-		return wire.ActivityMsg(act), nil, err
 	case wire.OpLayout:
 		var cs []wire.ChunkLoc
 		cs, err = s.Layout(m.Ino)
@@ -227,35 +270,9 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 			r.Flags = wire.AllocPlaced
 		}
 		return r, nil, nil
-	case wire.OpRegister:
-		var id uint64
-		si := wire.ServerInfo{ID: m.ID, Role: m.Name, Tier: m.Tier, Addr: m.Addr, Capacity: m.Cap, Used: m.Used, Node: m.Node}
-		if len(m.Servers) == 1 { // the figures of the heartbeat
-			x := m.Servers[0]
-			si.WriteBW, si.ReadBW, si.Domain, si.MaxPerf, si.Written = x.WriteBW, x.ReadBW, x.Domain, x.MaxPerf, x.Written
-		}
-		back := si.Role == "data" && si.ID != 0 && !s.reg.alive(si.ID)
-		id, err = s.Register(si)
-		r := &wire.Msg{ID: id, Handle: s.QoSVersion()} // a daemon with older QoS rules asks for them
-		if back && err == nil {
-			// a data server coming back drops the copies given up
-			// while it was away before it is asked for them again
-			go func() {
-				dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				s.DeliverDrops(dctx)
-			}()
-		}
-		if err == nil && si.Role == "data" && s.hasPendingTrims(id) {
-			r.Flags = wire.RegisterHasTrims
-		}
-		return r, nil, err
 	case wire.OpTrims:
 		ts, gen, err := s.PendingTrims(m.ID, m.Ino)
 		return &wire.Msg{Trims: ts, Trunc: gen}, nil, err
-	case wire.OpAccess:
-		s.Accessed(m.Mtime, m.Entries)
-		return &wire.Msg{}, nil, nil
 	case wire.OpDirty:
 		c, err := s.Dirty(ctx, m.Ino, m.Idx, m.Gen)
 		if err != nil {
@@ -272,8 +289,6 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		return s.MoveStateOf(m.ID, m.Ino, m.Idx, m.Handle), nil, nil
 	case wire.OpTrimsDone:
 		return &wire.Msg{}, nil, s.TrimsDone(m.ID, m.Trims)
-	case wire.OpServers:
-		return &wire.Msg{Servers: s.Servers()}, nil, nil
 	case wire.OpSetLayout:
 		if m.Flags&(wire.LayoutLocal|wire.LayoutGlobal) != 0 {
 			a, err = s.SetLocal(m.Ino, m.Tier, m.Flags&wire.LayoutLocal != 0)
@@ -281,8 +296,6 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		}
 		a, err = s.SetLayout(m.Ino, m.ChunkSize, m.StripeCnt, m.StripeUnit)
 		ch = []wire.DirEntry{attrChange(m.Ino)}
-	case wire.OpFault:
-		return &wire.Msg{}, nil, s.fault(m)
 	default:
 		return nil, nil, rpc.Errorf(syscall.ENOSYS, "metadata service: unsupported operation %v", m.Op)
 	}
@@ -316,4 +329,24 @@ func newServiceMetrics(reg prometheus.Registerer) serviceMetrics {
 	}
 	reg.MustRegister(m.requests, m.latency, m.degraded, m.replicated)
 	return m
+}
+
+// register answers a daemon's registration or heartbeat.
+func (s *Service) register(_ context.Context, si *wire.ServerInfo) (*api.RegisterRep, error) {
+	back := si.Role == "data" && si.ID != 0 && !s.reg.alive(si.ID)
+	id, err := s.Register(*si)
+	if err != nil {
+		return nil, err
+	}
+	if back {
+		// a data server coming back drops the copies given up while it
+		// was away before it is asked for them again
+		go func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s.DeliverDrops(dctx)
+		}()
+	}
+	// a daemon with older QoS rules asks for them
+	return &api.RegisterRep{ID: id, QoSVersion: s.QoSVersion(), HasTrims: si.Role == "data" && s.hasPendingTrims(id)}, nil
 }

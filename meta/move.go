@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
@@ -20,7 +21,7 @@ import (
 //  1. Intent: 'M' ino idx records the move (session, source and
 //     destination groups, state Copying) in a commit of its own, synced.
 //  2. The destination group's first member copies the chunk
-//     (OpMoveCopy): it opens a session at the sources, copies, stops the
+//     (chunk.MoveCopy): it opens a session at the sources, copies, stops the
 //     sources, copies what was written meanwhile and fsyncs.
 //  3. Commit: in one batch, the chunk's location becomes the destination
 //     with the layout generation plus one, and the intent's state
@@ -80,25 +81,19 @@ func moveKey(ino, idx uint64) []byte {
 	return binary.BigEndian.AppendUint64(key1(pMove, ino), idx)
 }
 
-func (mi MoveIntent) encode() []byte {
-	m := wire.Msg{Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, Flags: uint32(mi.State), Trunc: mi.Trunc,
-		ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}}
-	switch {
-	case mi.Keep:
-		m.Name = "keep"
-	case mi.Clean:
-		m.Name = "clean"
-	}
-	return m.Append(nil)
-}
+func (mi MoveIntent) encode() []byte { return encodeRecord(&mi) }
 
 func decodeMove(b []byte) (MoveIntent, error) {
-	m, err := wire.Decode(b)
-	if err != nil || len(m.Chunks) != 2 {
-		return MoveIntent{}, errCorrupt
-	}
-	return MoveIntent{Ino: m.Ino, Idx: m.Idx, Session: m.Handle, State: MoveState(m.Flags), Trunc: m.Trunc,
-		ChunkSize: m.ChunkSize, StripeUnit: m.StripeUnit, From: m.Chunks[0], To: m.Chunks[1], Keep: m.Name == "keep", Clean: m.Name == "clean"}, nil
+	var mi MoveIntent
+	err := decodeRecord(b, &mi, func(m *legacyMsg) error {
+		if len(m.Chunks) != 2 {
+			return errCorrupt
+		}
+		mi = MoveIntent{Ino: m.Ino, Idx: m.Idx, Session: m.Handle, State: MoveState(m.Flags), Trunc: m.Trunc,
+			ChunkSize: m.ChunkSize, StripeUnit: m.StripeUnit, From: m.Chunks[0], To: m.Chunks[1], Keep: m.Name == "keep", Clean: m.Name == "clean"}
+		return nil
+	})
+	return mi, err
 }
 
 func (s *Service) getMove(ino, idx uint64) (MoveIntent, bool, error) {
@@ -350,13 +345,8 @@ func (s *Service) moveChunkAs(ctx context.Context, ino, idx uint64, tier string,
 			who = append(who, wire.ServerInfo{ID: si.ID, Addr: si.Addr})
 		}
 	}
-	var resp *wire.Msg
-	var flags uint32
-	if clean {
-		flags = wire.MoveClean
-	}
-	resp, err = s.reg.callDataReply(ctx, servers[0], &wire.Msg{Op: wire.OpMoveCopy, Flags: flags, Ino: ino, Idx: idx, Handle: mi.Session,
-		Trunc: mi.Trunc, ChunkSize: mi.ChunkSize, StripeUnit: mi.StripeUnit, Chunks: []wire.ChunkLoc{mi.From, mi.To}, Servers: who})
+	resp, err := callData(ctx, &s.reg, servers[0], chunk.MoveCopy, &chunk.MoveCopyReq{ID: chunk.ID{Ino: ino, Idx: idx, ChunkSize: mi.ChunkSize},
+		StripeUnit: mi.StripeUnit, Session: mi.Session, Trunc: mi.Trunc, From: mi.From, To: mi.To, Servers: who, Clean: clean})
 	var path string
 	if err == nil {
 		if path, err = s.commitMove(mi); err == nil {
@@ -384,7 +374,7 @@ func (s *Service) moveChunkAs(ctx context.Context, ino, idx uint64, tier string,
 			attr, size = &n.Attr, n.Size
 		}
 		for _, id := range mi.To.Servers {
-			if lerr := s.reg.callData(ctx, id, &wire.Msg{Op: wire.OpPfsLink, Ino: ino, Path: path, Attr: attr, Size: size}); lerr != nil {
+			if _, lerr := callData(ctx, &s.reg, id, chunk.PfsLink, &chunk.PfsLinkReq{Ino: ino, Path: path, Attr: attr, Size: size}); lerr != nil {
 				s.log.Warn("pfs link failed", "ino", ino, "path", path, "err", lerr)
 			}
 		}
@@ -402,20 +392,15 @@ func (s *Service) moveChunkAs(ctx context.Context, ino, idx uint64, tier string,
 	} else {
 		s.reg.moved(nil, mi.To.Servers, int64(mi.ChunkSize), int64(mi.StripeUnit))
 	}
-	return resp.Size, nil
+	return resp.Len, nil
 }
 
 // finishMove delivers mi's ends and forgets it once every server has
 // acknowledged; otherwise it stays for FinishMoves.
 func (s *Service) finishMove(ctx context.Context, mi MoveIntent) bool {
 	committed := mi.State == MoveCommitted
-	end := wire.Msg{Op: wire.OpMoveEnd, Ino: mi.Ino, Idx: mi.Idx, Handle: mi.Session, ChunkSize: mi.ChunkSize, Gen: mi.To.Gen}
-	if committed {
-		end.Flags = wire.MoveCommitted
-		if mi.Keep {
-			end.Flags |= wire.MoveKeep
-		}
-	}
+	end := chunk.MoveEndReq{ID: chunk.ID{Ino: mi.Ino, Idx: mi.Idx, ChunkSize: mi.ChunkSize}, Session: mi.Session,
+		Committed: committed, Keep: committed && mi.Keep, Layout: mi.To.Gen}
 	ok := true
 	owed := s.pendingDrops(mi.Ino, mi.Idx)
 	send := func(id uint64, role string) {
@@ -423,8 +408,8 @@ func (s *Service) finishMove(ctx context.Context, mi MoveIntent) bool {
 			return // its copy was given up: the drop it is owed ends everything there
 		}
 		m := end
-		m.Name = role
-		if err := s.reg.callData(ctx, id, &m); err != nil {
+		m.Source = role == "src"
+		if _, err := callData(ctx, &s.reg, id, chunk.MoveEnd, &m); err != nil {
 			s.log.Warn("migration end not delivered; will retry", "ino", mi.Ino, "chunk", mi.Idx, "server", id, "role", role, "err", err)
 			ok = false
 		}

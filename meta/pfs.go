@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
 // The pfs tier keeps each file's data in an object named by inode and makes
@@ -83,33 +84,35 @@ func (s *Service) pathOfLocked(ino uint64) string {
 
 // pfsEach sends a namespace-view update to every pfs server, skipping
 // servers that are down (the view is best effort; the data is by inode).
-func (s *Service) pfsEach(m *wire.Msg) {
+// pfsEach sends operation d with req to every pfs-tier server (what for,
+// in its logs: a path or file).
+func pfsEach[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](s *Service, d wire.Def[Q, R], req PQ, what string) {
 	for _, id := range s.pfsServers() {
 		if !s.reg.alive(id) {
-			s.log.Warn("pfs namespace update skipped: server down", "op", m.Op, "path", m.Path, "server", id)
+			s.log.Warn("pfs namespace update skipped: server down", "op", d.Op, "of", what, "server", id)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-		err := s.reg.callData(ctx, id, m)
+		_, err := callData[Q, R, PQ, PR](ctx, &s.reg, id, d, req)
 		cancel()
 		var te *rpc.TransportError
 		if errors.As(err, &te) {
 			s.reg.suspect(id)
 		}
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			s.log.Warn("pfs namespace update failed", "op", m.Op, "path", m.Path, "server", id, "err", err)
+			s.log.Warn("pfs namespace update failed", "op", d.Op, "of", what, "server", id, "err", err)
 		}
 	}
 }
 
 func (s *Service) pfsUnlink(path string) {
 	if path != "" {
-		s.pfsEach(&wire.Msg{Op: wire.OpPfsUnlink, Path: path})
+		pfsEach(s, chunk.PfsUnlink, &chunk.PfsUnlinkReq{Path: path}, path)
 	}
 }
 
 func (s *Service) pfsRename(oldPath, newPath string) {
 	if oldPath != "" && newPath != "" {
-		s.pfsEach(&wire.Msg{Op: wire.OpPfsRename, Path: oldPath, NewName: newPath})
+		pfsEach(s, chunk.PfsRename, &chunk.PfsRenameReq{From: oldPath, To: newPath}, oldPath)
 	}
 }

@@ -1,9 +1,11 @@
 package meta
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"slices"
 	"sort"
 	"strings"
@@ -23,32 +25,11 @@ import (
 // beside them (a job's binding lasts the job: it is dropped when the job
 // ends or with `sluice pool unbind --job`).
 
-// Pool is a resource pool.
-type Pool struct {
-	Name    string
-	Servers []uint64
-	// Perf is the pool's max_perf of some of its servers, MB/s (missing:
-	// what the server measured).
-	Perf map[uint64]float64 `json:",omitempty"`
-}
-
-// PoolCall is the payload of an OpPool call: Name "create" (Pool), "rm"
-// (Pool.Name), "bind"/"unbind" (Pool.Name with Ino, a directory, or Job),
-// "list" (reply PoolList).
-type PoolCall struct {
-	Pool Pool
-	Ino  uint64 `json:",omitempty"`
-	Job  string `json:",omitempty"`
-}
-
-// PoolList answers "list": the pools, the directories and jobs bound to
-// them, and the placement policy.
-type PoolList struct {
-	Placement string
-	Pools     []Pool
-	DirPools  map[uint64]string `json:",omitempty"` // directory ino → pool
-	Jobs      map[string]string `json:",omitempty"` // job → pool
-}
+// Pool is a resource pool; PoolList the pools and their bindings.
+type (
+	Pool     = api.Pool
+	PoolList = api.PoolList
+)
 
 const (
 	qPool = 'p' // second byte of 'Q' keys: pool name → Pool (JSON)
@@ -195,42 +176,28 @@ func (s *Service) Pools() PoolList {
 	return out
 }
 
-// PoolHandler answers OpPool calls (`sluice pool`).
-func (s *Service) PoolHandler() rpc.Handler {
-	return rpc.HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
-		out, err := s.poolCall(m, p)
-		return rpc.ToMsg(&wire.Msg{}, err), out
-	})
-}
-
-func (s *Service) poolCall(m *wire.Msg, payload []byte) ([]byte, error) {
-	var c PoolCall
-	if len(payload) > 0 {
-		if err := json.Unmarshal(payload, &c); err != nil {
-			return nil, errno(syscall.EINVAL, "pool call: %v", err)
+// servePools adds the resource pools' operations to t; each answers
+// with the pools and bindings after it.
+func (s *Service) servePools(t *rpc.Table) {
+	list := func(err error) (*api.PoolList, error) {
+		if err != nil {
+			return nil, err
 		}
+		l := s.Pools()
+		return &l, nil
 	}
-	var err error
-	switch m.Name {
-	case "create":
-		err = s.CreatePool(c.Pool)
-	case "rm":
-		err = s.RemovePool(c.Pool.Name)
-	case "bind":
-		if c.Pool.Name == "" {
+	serveOp(s, t, api.PoolCreate, func(_ context.Context, p *api.Pool) (*api.PoolList, error) { return list(s.CreatePool(*p)) })
+	serveOp(s, t, api.PoolRemove, func(_ context.Context, p *api.PoolRef) (*api.PoolList, error) { return list(s.RemovePool(p.Name)) })
+	serveOp(s, t, api.PoolBind, func(_ context.Context, b *api.PoolBinding) (*api.PoolList, error) {
+		if b.Pool == "" {
 			return nil, errno(syscall.EINVAL, "bind: no pool named")
 		}
-		err = s.BindPool(c.Ino, c.Job, c.Pool.Name)
-	case "unbind":
-		err = s.BindPool(c.Ino, c.Job, "")
-	case "list":
-	default:
-		return nil, errno(syscall.EINVAL, "pool: unknown call %q", m.Name)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(s.Pools())
+		return list(s.BindPool(b.Ino, b.Job, b.Pool))
+	})
+	serveOp(s, t, api.PoolUnbind, func(_ context.Context, b *api.PoolBinding) (*api.PoolList, error) {
+		return list(s.BindPool(b.Ino, b.Job, ""))
+	})
+	serveOp(s, t, api.PoolLs, func(context.Context, *wire.Empty) (*api.PoolList, error) { return list(nil) })
 }
 
 // loadPools reads the pools and directory bindings (at start).

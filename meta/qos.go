@@ -1,8 +1,10 @@
 package meta
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"syscall"
 	"time"
 
@@ -14,25 +16,14 @@ import (
 
 // QoS rules (docs/qos.md): the cluster's ordered list of policy/qos rules,
 // kept under one 'Q' key with a version raised by every change. Every
-// forwarding daemon and data server holds a watch open (OpQos "watch"
+// forwarding daemon and data server holds a watch open (api.QoSWatch
 // with the version it runs), answered as soon as the rules change, so a
 // change is in force everywhere within a round trip. Heartbeat replies
-// carry the version too (OpRegister reply Handle): a daemon whose watch
-// failed asks for the rules (OpQos "list") within a heartbeat.
+// carry the version too (api.RegisterRep): a daemon whose watch failed
+// asks for the rules (api.QoSList) within a heartbeat.
 
 // QoSRules is the rule list and its version.
 type QoSRules = qos.RuleSet
-
-// QoSCall is the payload of an OpQos call: Name "add" (Rule; Before, if
-// set, names the rule it goes in front of; a rule of the same name is
-// replaced in place), "rm" (Rule.Name), "list", "watch" (no payload; the
-// message's Handle is the version the caller runs: the reply comes when
-// the rules in force are another version, or after QoSWatchFor). The
-// reply is QoSRules.
-type QoSCall struct {
-	Rule   qos.Rule
-	Before string `json:",omitempty"`
-}
 
 // QoSWatchFor bounds how long a watch is held open with nothing to say.
 var QoSWatchFor = 20 * time.Second
@@ -156,33 +147,23 @@ func (s *Service) RemoveQoS(name string) (QoSRules, error) {
 	})
 }
 
-// QoSHandler answers OpQos calls (`sluice qos`).
-func (s *Service) QoSHandler() rpc.HandlerFunc {
-	return rpc.HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
-		var c QoSCall
-		if len(p) > 0 {
-			if err := json.Unmarshal(p, &c); err != nil {
-				return rpc.ToMsg(&wire.Msg{}, errno(syscall.EINVAL, "QoS call: %v", err)), nil
-			}
-		}
-		var r QoSRules
-		var err error
-		switch m.Name {
-		case "add":
-			r, err = s.AddQoS(c.Rule, c.Before)
-		case "rm":
-			r, err = s.RemoveQoS(c.Rule.Name)
-		case "list":
-			r, err = s.QoS()
-		case "watch":
-			r, err = s.WatchQoS(m.Handle, QoSWatchFor)
-		default:
-			err = errno(syscall.EINVAL, "qos: unknown call %q", m.Name)
-		}
+// serveQoS adds the QoS rules' operations to t; each answers with the
+// rules in force after it.
+func (s *Service) serveQoS(t *rpc.Table) {
+	rules := func(r QoSRules, err error) (*QoSRules, error) {
 		if err != nil {
-			return rpc.ToMsg(&wire.Msg{}, err), nil
+			return nil, err
 		}
-		out, _ := json.Marshal(r)
-		return &wire.Msg{Handle: r.Version}, out
+		return &r, nil
+	}
+	serveOp(s, t, api.QoSAdd, func(_ context.Context, q *api.QoSAddReq) (*QoSRules, error) {
+		return rules(s.AddQoS(q.Rule, q.Before))
+	})
+	serveOp(s, t, api.QoSRemove, func(_ context.Context, q *api.RuleRef) (*QoSRules, error) {
+		return rules(s.RemoveQoS(q.Name))
+	})
+	serveOp(s, t, api.QoSList, func(context.Context, *wire.Empty) (*QoSRules, error) { return rules(s.QoS()) })
+	serveOp(s, t, api.QoSWatch, func(_ context.Context, q *api.QoSWatchReq) (*QoSRules, error) {
+		return rules(s.WatchQoS(q.Have, QoSWatchFor))
 	})
 }

@@ -1,7 +1,7 @@
 package meta
 
 import (
-	"encoding/json"
+	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -9,11 +9,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/qos"
 )
+
+// qosCall is a QoS request in the test's table of calls.
+type qosCall struct {
+	Rule   qos.Rule
+	Before string
+}
+
+// badRule is a rule whose field 1 (the rule, a message) is sent as a
+// number: a request that does not decode.
+type badRule struct{}
+
+func (badRule) Fields(c *wire.Codec) {
+	x := uint64(7)
+	c.Uint64(1, &x)
+}
 
 // TestQoSRules: rules go in order (replaced in place, put in front of
 // another), every change raises the version, bad rules and names are
@@ -21,21 +37,25 @@ import (
 func TestQoSRules(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, open func() *Service) {
 		s := open()
-		h := s.QoSHandler()
-		call := func(name string, c QoSCall) (QoSRules, error) {
-			b, _ := json.Marshal(c)
-			m, p := h(&wire.Msg{Op: wire.OpQos, Name: name}, b)
-			if err := rpc.FromMsg(m); err != nil {
+		c := serveOn(t, s)
+		call := func(name string, q qosCall) (QoSRules, error) {
+			var r *QoSRules
+			var err error
+			ctx := context.Background()
+			switch name {
+			case "add":
+				r, err = rpc.Do(ctx, c, api.QoSAdd, &api.QoSAddReq{Rule: q.Rule, Before: q.Before})
+			case "rm":
+				r, err = rpc.Do(ctx, c, api.QoSRemove, &api.RuleRef{Name: q.Rule.Name})
+			case "list":
+				r, err = rpc.Do(ctx, c, api.QoSList, &wire.Empty{})
+			default:
+				t.Fatalf("no call %q", name)
+			}
+			if err != nil {
 				return QoSRules{}, err
 			}
-			var r QoSRules
-			if err := json.Unmarshal(p, &r); err != nil {
-				t.Fatal(err)
-			}
-			if m.Handle != r.Version {
-				t.Fatalf("reply names version %d, rules %d", m.Handle, r.Version)
-			}
-			return r, nil
+			return *r, nil
 		}
 		rule := func(name, words string) qos.Rule {
 			r, err := qos.ParseRule(name, strings.Fields(words))
@@ -51,41 +71,41 @@ func TestQoSRules(t *testing.T) {
 			}
 			return strings.Join(n, ",")
 		}
-		if r, err := call("list", QoSCall{}); err != nil || r.Version != 0 || len(r.Rules) != 0 || s.QoSVersion() != 0 {
+		if r, err := call("list", qosCall{}); err != nil || r.Version != 0 || len(r.Rules) != 0 || s.QoSVersion() != 0 {
 			t.Fatalf("a new service: %+v %v", r, err)
 		}
-		call("add", QoSCall{Rule: rule("a", "job=1 share=3")})
-		call("add", QoSCall{Rule: rule("b", "job=2 rate=10M")})
-		r, err := call("add", QoSCall{Rule: rule("c", "op=meta iops=100"), Before: "b"})
+		call("add", qosCall{Rule: rule("a", "job=1 share=3")})
+		call("add", qosCall{Rule: rule("b", "job=2 rate=10M")})
+		r, err := call("add", qosCall{Rule: rule("c", "op=meta iops=100"), Before: "b"})
 		if err != nil || names(r) != "a,c,b" || r.Version != 3 {
 			t.Fatalf("after three adds: %s v%d %v", names(r), r.Version, err)
 		}
 		// the same name replaces in place
-		if r, _ = call("add", QoSCall{Rule: rule("a", "job=1 share=5")}); names(r) != "a,c,b" || r.Rules[0].Share != 5 || r.Version != 4 {
+		if r, _ = call("add", qosCall{Rule: rule("a", "job=1 share=5")}); names(r) != "a,c,b" || r.Rules[0].Share != 5 || r.Version != 4 {
 			t.Fatalf("replacing a: %s %+v", names(r), r.Rules[0])
 		}
-		if _, err := call("add", QoSCall{Rule: rule("d", "job=4 share=1"), Before: "zz"}); rpc.Errno(err) != syscall.ENOENT {
+		if _, err := call("add", qosCall{Rule: rule("d", "job=4 share=1"), Before: "zz"}); rpc.Errno(err) != syscall.ENOENT {
 			t.Fatalf("in front of a rule that is not there: %v", err)
 		}
 		// a rule that does not parse back (sent by hand) is refused
-		if _, err := call("add", QoSCall{Rule: qos.Rule{Name: "e", Uid: -1, Gid: -1}}); rpc.Errno(err) != syscall.EINVAL {
+		if _, err := call("add", qosCall{Rule: qos.Rule{Name: "e", Uid: -1, Gid: -1}}); rpc.Errno(err) != syscall.EINVAL {
 			t.Fatalf("a rule with no match and no action: %v", err)
 		}
-		if _, err := call("rm", QoSCall{Rule: qos.Rule{Name: "zz"}}); rpc.Errno(err) != syscall.ENOENT {
+		if _, err := call("rm", qosCall{Rule: qos.Rule{Name: "zz"}}); rpc.Errno(err) != syscall.ENOENT {
 			t.Fatalf("removing a rule that is not there: %v", err)
 		}
-		if r, _ = call("rm", QoSCall{Rule: qos.Rule{Name: "c"}}); names(r) != "a,b" || r.Version != 5 || s.QoSVersion() != 5 {
+		if r, _ = call("rm", qosCall{Rule: qos.Rule{Name: "c"}}); names(r) != "a,b" || r.Version != 5 || s.QoSVersion() != 5 {
 			t.Fatalf("after rm c: %s v%d", names(r), r.Version)
 		}
-		if _, err := call("drop", QoSCall{}); rpc.Errno(err) != syscall.EINVAL {
-			t.Fatalf("an unknown call: %v", err)
+		if _, err := c.Invoke(context.Background(), api.OpQoSAdd, badRule{}, &QoSRules{}, nil, nil); rpc.Errno(err) != syscall.EINVAL {
+			t.Fatalf("a rule that does not decode: %v", err)
 		}
 		if strings.HasSuffix(t.Name(), "/mem") {
 			return // nothing survives the in-memory engine
 		}
 		s = open()
-		h = s.QoSHandler()
-		if r, _ = call("list", QoSCall{}); names(r) != "a,b" || r.Version != 5 || s.QoSVersion() != 5 || r.Rules[1].Rate != 10<<20 {
+		c = serveOn(t, s)
+		if r, _ = call("list", qosCall{}); names(r) != "a,b" || r.Version != 5 || s.QoSVersion() != 5 || r.Rules[1].Rate != 10<<20 {
 			t.Fatalf("after a restart: %+v", r)
 		}
 	})

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"sort"
 	"sync"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/place"
@@ -47,7 +49,7 @@ type registry struct {
 	// wakes RunSettle (settle.go); promiseSweep is the size of promises
 	// past which a report sweeps the stale ones.
 	promises     map[chunkKey][]promise
-	settleQ      map[uint64][]wire.DirEntry
+	settleQ      map[uint64][]chunk.ID
 	settleKick   chan struct{}
 	promiseSweep int
 	// stallQ are the new chunks waiting for room on a stalled tier, in
@@ -69,7 +71,7 @@ func (r *registry) init(s *Service) {
 	r.clients = map[uint64]*rpc.Client{}
 	r.backlog = map[uint64]*place.Backlog{}
 	r.pools, r.dirPools, r.jobPools = map[string]Pool{}, map[uint64]string{}, map[string]string{}
-	r.promises, r.settleQ, r.settleKick = map[chunkKey][]promise{}, map[uint64][]wire.DirEntry{}, make(chan struct{}, 1)
+	r.promises, r.settleQ, r.settleKick = map[chunkKey][]promise{}, map[uint64][]chunk.ID{}, make(chan struct{}, 1)
 }
 
 func (r *registry) load() error {
@@ -228,7 +230,11 @@ func (r *registry) reachable(ctx context.Context, id uint64) bool {
 	}
 	ctx, cancel := context.WithTimeout(rpc.WithRetryLimit(ctx, 200*time.Millisecond), time.Second)
 	defer cancel()
-	if err := r.callData(ctx, id, &wire.Msg{Op: wire.OpPing}); err != nil {
+	c, err := r.client(id)
+	if err == nil {
+		_, _, err = c.Call(ctx, &wire.Msg{Op: wire.OpPing}, nil, nil)
+	}
+	if err != nil {
 		r.suspect(id)
 		return false
 	}
@@ -261,27 +267,17 @@ func (r *registry) client(id uint64) (*rpc.Client, error) {
 	return c, nil
 }
 
-// CallData sends m with payload to data server id and returns the
-// reply's payload (the burst-buffer manager's OpBBServer).
-func (s *Service) CallData(ctx context.Context, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
-	c, err := s.reg.client(id)
-	if err != nil {
-		return nil, err
-	}
-	_, out, err := c.Call(ctx, m, payload, nil)
-	return out, err
+// BBServer sets burst-buffer data server id's controls (nil: leaves them
+// as they are) and returns its state (the burst-buffer manager's).
+func (s *Service) BBServer(ctx context.Context, id uint64, set *api.BBControl) (*api.BBServerState, error) {
+	return callData(ctx, &s.reg, id, api.BBServer, &api.BBServerReq{Set: set})
 }
 
-func (r *registry) callData(ctx context.Context, id uint64, m *wire.Msg) error {
-	_, err := r.callDataReply(ctx, id, m)
-	return err
-}
-
-func (r *registry) callDataReply(ctx context.Context, id uint64, m *wire.Msg) (*wire.Msg, error) {
+// callData calls operation d of data server id.
+func callData[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](ctx context.Context, r *registry, id uint64, d wire.Def[Q, R], req PQ) (PR, error) {
 	c, err := r.client(id)
 	if err != nil {
 		return nil, err
 	}
-	resp, _, err := c.Call(ctx, m, nil, nil)
-	return resp, err
+	return rpc.Do[Q, R, PQ, PR](ctx, c, d, req)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -18,7 +19,7 @@ import (
 // used to fail with ENOSPC although lower tiers had room. RelocateEmpty
 // moves such a chunk: it fences every server of the chunk's group at the
 // next layout generation, each only if it holds no byte of the chunk
-// (OpChunkFence, atomic with the server's chunk I/O), then commits a new
+// (chunk.Fence, atomic with the server's chunk I/O), then commits a new
 // location at that generation. A write that lands on an old server
 // before its fence makes the fence fail (EEXIST): the chunk then stays,
 // and the writer writes there again (the chunk now holds its room). One
@@ -73,8 +74,8 @@ func (s *Service) RelocateEmpty(ctx context.Context, ino, idx, gen, refusedBy ui
 	var prev []uint64
 	undo := func() {
 		for i, id := range fenced {
-			m := &wire.Msg{Op: wire.OpChunkFence, Flags: wire.FenceUndo, Ino: ino, Idx: idx, ChunkSize: n.ChunkSize, Gen: next.Gen, Offset: prev[i]}
-			if err := s.reg.callData(ctx, id, m); err != nil {
+			q := &chunk.FenceReq{ID: chunk.ID{Ino: ino, Idx: idx, ChunkSize: n.ChunkSize}, Layout: next.Gen, Undo: true, UndoTo: prev[i]}
+			if _, err := callData(ctx, &s.reg, id, chunk.Fence, q); err != nil {
 				// its writes get EREMCHG and ask for the chunk's location:
 				// answered by moving it (below) on their next refusal
 				s.log.Warn("relocating an empty chunk: undoing a fence failed", "ino", ino, "chunk", idx, "server", id, "err", err)
@@ -82,7 +83,7 @@ func (s *Service) RelocateEmpty(ctx context.Context, ino, idx, gen, refusedBy ui
 		}
 	}
 	for _, id := range cur.All() {
-		r, err := s.reg.callDataReply(ctx, id, &wire.Msg{Op: wire.OpChunkFence, Ino: ino, Idx: idx, ChunkSize: n.ChunkSize, Gen: next.Gen})
+		r, err := callData(ctx, &s.reg, id, chunk.Fence, &chunk.FenceReq{ID: chunk.ID{Ino: ino, Idx: idx, ChunkSize: n.ChunkSize}, Layout: next.Gen})
 		if err != nil {
 			undo()
 			switch rpc.Errno(err) {
@@ -93,7 +94,7 @@ func (s *Service) RelocateEmpty(ctx context.Context, ino, idx, gen, refusedBy ui
 			}
 			return cur, false, err
 		}
-		fenced, prev = append(fenced, id), append(prev, r.Offset)
+		fenced, prev = append(fenced, id), append(prev, r.Before)
 	}
 	s.mu.Lock()
 	now, err := s.chunkLocAny(ino, idx)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/place"
 )
@@ -22,7 +23,7 @@ import (
 // location keeps only the other group, with the layout generation plus
 // one, and the lost group is owed a drop ('R' keys): when it can be
 // reached again it fences the chunk at the new generation and deletes its
-// stale copy (OpMoveEnd, committed, Handle 0). Re-replication
+// stale copy (chunk.MoveEnd, committed, session 0). Re-replication
 // (Replicate) copies the chunk from its group to a new replica group with
 // the migration protocol (move.go) while writes go on; at the commit the
 // source keeps the chunk and fences requests of the old generation, so
@@ -173,8 +174,8 @@ func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int)
 			cs = n.ChunkSize
 		}
 		if cs != 0 && s.reg.alive(d.server) {
-			err := s.reg.callData(ctx, d.server, &wire.Msg{Op: wire.OpMoveEnd, Name: "src", Ino: d.ino, Idx: d.idx,
-				Flags: wire.MoveCommitted, Gen: d.gen, ChunkSize: cs})
+			_, err := callData(ctx, &s.reg, d.server, chunk.MoveEnd, &chunk.MoveEndReq{ID: chunk.ID{Ino: d.ino, Idx: d.idx, ChunkSize: cs},
+				Source: true, Committed: true, Layout: d.gen})
 			if err != nil {
 				pending++
 				continue

@@ -73,19 +73,21 @@ type inode struct {
 	Name   string // primary name
 }
 
-// encode reuses the wire codec: the record is a Msg with Attr, Path
-// (target), Parent and Name set.
-func (n *inode) encode() []byte {
-	a := n.Attr
-	return (&wire.Msg{Attr: &a, Path: n.Target, Parent: n.Parent, Name: n.Name}).Append(nil)
-}
+func (n *inode) encode() []byte { return encodeRecord(n) }
 
 func decodeInode(b []byte) (*inode, error) {
-	m, err := wire.Decode(b)
-	if err != nil || m.Attr == nil {
-		return nil, errCorrupt
+	n := &inode{}
+	err := decodeRecord(b, n, func(m *legacyMsg) error {
+		if m.Attr == nil {
+			return errCorrupt
+		}
+		*n = inode{Attr: *m.Attr, Target: m.Path, Parent: m.Parent, Name: m.Name}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return &inode{Attr: *m.Attr, Target: m.Path, Parent: m.Parent, Name: m.Name}, nil
+	return n, nil
 }
 
 func encodeDentry(ino uint64, mode uint32) []byte {
@@ -100,9 +102,7 @@ func decodeDentry(b []byte) (uint64, uint32, error) {
 	return binary.BigEndian.Uint64(b), binary.BigEndian.Uint32(b[8:]), nil
 }
 
-func encodeChunk(c wire.ChunkLoc) []byte {
-	return (&wire.Msg{Chunks: []wire.ChunkLoc{c}}).Append(nil)
-}
+func encodeChunk(c wire.ChunkLoc) []byte { return encodeRecord(&chunkRecord{c}) }
 
 // cutMark is what a chunk's location becomes when a truncate cuts the
 // whole chunk away: no servers, only its layout generation, so a place
@@ -117,21 +117,27 @@ func cutMark(c wire.ChunkLoc) wire.ChunkLoc {
 func isCut(c wire.ChunkLoc) bool { return len(c.Servers) == 0 }
 
 func decodeChunk(b []byte) (wire.ChunkLoc, error) {
-	m, err := wire.Decode(b)
-	if err != nil || len(m.Chunks) != 1 {
-		return wire.ChunkLoc{}, errCorrupt
-	}
-	return m.Chunks[0], nil
+	var r chunkRecord
+	err := decodeRecord(b, &r, func(m *legacyMsg) error {
+		if len(m.Chunks) != 1 {
+			return errCorrupt
+		}
+		r.ChunkLoc = m.Chunks[0]
+		return nil
+	})
+	return r.ChunkLoc, err
 }
 
-func encodeServer(s wire.ServerInfo) []byte {
-	return (&wire.Msg{Servers: []wire.ServerInfo{s}}).Append(nil)
-}
+func encodeServer(s wire.ServerInfo) []byte { return encodeRecord(&serverRecord{s}) }
 
 func decodeServer(b []byte) (wire.ServerInfo, error) {
-	m, err := wire.Decode(b)
-	if err != nil || len(m.Servers) != 1 {
-		return wire.ServerInfo{}, errCorrupt
-	}
-	return m.Servers[0], nil
+	var r serverRecord
+	err := decodeRecord(b, &r, func(m *legacyMsg) error {
+		if len(m.Servers) != 1 {
+			return errCorrupt
+		}
+		r.ServerInfo = m.Servers[0]
+		return nil
+	})
+	return r.ServerInfo, err
 }

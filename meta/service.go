@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/bbos"
@@ -83,8 +86,10 @@ type Service struct {
 	reg registry
 	met serviceMetrics
 
-	// grantMu orders burst-buffer grant admissions (judge, then commit).
+	// grantMu orders burst-buffer grant admissions (judge, then commit),
+	// and guards onGrant (OnGrant).
 	grantMu sync.Mutex
+	onGrant func(context.Context)
 	// stalledMu guards stalled, the chunk allocations waiting now for
 	// room per tier and file (alloc.go waitStalled), and onStall.
 	stalledMu sync.Mutex
@@ -186,16 +191,16 @@ func New(cfg Config) (*Service, error) {
 // fault arms ("pause") or releases ("resume") the pause point m.Tier
 // (OpFault; crash tests): "move-committed" holds a migration after its
 // commit, before the servers hear of it.
-func (s *Service) fault(m *wire.Msg) error {
-	switch m.Name {
-	case "pause":
-		s.faults.Arm(m.Tier)
-	case "resume":
-		s.faults.Release(m.Tier)
+func (s *Service) fault(f *api.FaultReq) error {
+	switch f.Kind {
+	case api.FaultPause:
+		s.faults.Arm(f.Point)
+	case api.FaultResume:
+		s.faults.Release(f.Point)
 	default:
-		return errno(syscall.EINVAL, "unknown fault %q for the metadata service", m.Name)
+		return errno(syscall.EINVAL, "unknown fault %q for the metadata service", f.Kind)
 	}
-	s.log.Warn("fault injected", "fault", m.Name, "point", m.Tier)
+	s.log.Warn("fault injected", "fault", f.Kind, "point", f.Point)
 	return nil
 }
 
@@ -743,7 +748,7 @@ func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) 
 	s.sendTrims(ctx, n.Ino, trimServers)
 	if m.Mask&wire.SetSize != 0 && s.hasPfsData(n.Ino) {
 		// the plain file in the PFS shows a truncate up too
-		s.pfsEach(&wire.Msg{Op: wire.OpPfsGrow, Ino: n.Ino, Size: m.Size})
+		pfsEach(s, chunk.PfsGrow, &chunk.PfsGrowReq{Ino: n.Ino, Size: m.Size}, fmt.Sprintf("inode %d", n.Ino))
 	}
 	return &n.Attr, nil
 }

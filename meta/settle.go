@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
 // Settling new chunks' reservations. A data server reserves a whole
@@ -15,7 +16,7 @@ import (
 // at 1,024 files per GiB. When a file is closed its size is reported
 // (OpExtend with wire.ExtendClose); if its tail chunk was placed since its
 // servers' last reports, the promise drops to the chunk's bytes at once
-// and the servers are asked, in batches (OpChunkSettle, RunSettle), to
+// and the servers are asked, in batches (chunk.Settle, RunSettle), to
 // give back what the chunk reserved past its bytes. A chunk that is never
 // settled this way (a file left open, a striped file) gives the room back
 // by itself once it has gone unwritten for a second (tier.Config).
@@ -109,7 +110,7 @@ func (r *registry) settle(ino, idx, bytes uint64) bool {
 			}
 			r.backlogLocked(p.server).Settle(r.s.now(), p.charge-bytes, m.info.MaxPerf)
 		}
-		r.settleQ[p.server] = append(r.settleQ[p.server], wire.DirEntry{Ino: ino, Mode: uint32(idx)})
+		r.settleQ[p.server] = append(r.settleQ[p.server], chunk.ID{Ino: ino, Idx: idx})
 	}
 	r.spaceChangedLocked()
 	select {
@@ -130,7 +131,7 @@ func (s *Service) settleTail(a *wire.Attr) {
 	s.reg.settle(a.Ino, idx, a.Size-idx*cs)
 }
 
-// settleBatch bounds the chunks of one OpChunkSettle.
+// settleBatch bounds the chunks of one chunk.Settle.
 const settleBatch = 4096
 
 // RunSettle sends the queued settlements to the data servers until ctx
@@ -145,13 +146,13 @@ func (s *Service) RunSettle(ctx context.Context) {
 		}
 		r.mu.Lock()
 		q := r.settleQ
-		r.settleQ = map[uint64][]wire.DirEntry{}
+		r.settleQ = map[uint64][]chunk.ID{}
 		r.mu.Unlock()
 		for id, es := range q {
 			for len(es) > 0 {
 				n := min(len(es), settleBatch)
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				if err := r.callData(cctx, id, &wire.Msg{Op: wire.OpChunkSettle, Entries: es[:n]}); err != nil && ctx.Err() == nil {
+				if _, err := callData(cctx, r, id, chunk.Settle, &chunk.SettleReq{Chunks: es[:n]}); err != nil && ctx.Err() == nil {
 					// the server's own reclaim gives the room back a second later
 					s.log.Debug("settling chunks failed", "server", id, "chunks", n, "err", err)
 				}

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"github.com/sluice-hpc/sluice/api"
 	"strings"
 	"syscall"
 
@@ -15,23 +16,12 @@ import (
 // TierPolicy is a directory's tiering policy. The zero value is "no
 // policy": the ONFS policy alone decides, and files drain to the PFS as
 // the tiering manager's default says.
-type TierPolicy struct {
-	// Pin: files never move below this tier ("mem" or "ssd").
-	Pin string
-	// Drain says when files move down to the pfs tier: "now", "on-close"
-	// (once closed), "cool" (closed and not reopened for the manager's
-	// drain age) or "never".
-	Drain string
-	// KeepCache: a drained file's fast copy stays as a clean cache of its
-	// copy on the PFS, dropped with nothing to copy when space is needed
-	// (BBOS's deleters), instead of the drain moving the data.
-	KeepCache bool `json:",omitempty"`
-}
+type TierPolicy = api.TierPolicy
 
 // DrainModes are the valid TierPolicy.Drain values.
 var DrainModes = []string{"now", "on-close", "cool", "never"}
 
-func (p TierPolicy) encode() []byte {
+func encodePolicy(p TierPolicy) []byte {
 	s := p.Pin + "|" + p.Drain
 	if p.KeepCache {
 		s += "|keep-cache"
@@ -66,7 +56,7 @@ func (s *Service) SetTierPolicy(dir uint64, p TierPolicy) error {
 	if p == (TierPolicy{}) {
 		b.Del(policyKey(dir))
 	} else {
-		b.Set(policyKey(dir), p.encode())
+		b.Set(policyKey(dir), encodePolicy(p))
 	}
 	return s.e.Apply(&b, true)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
@@ -228,7 +229,7 @@ func (s *Service) sendTrims(ctx context.Context, ino uint64, servers []uint64) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, trimTimeout)
 			defer cancel()
-			if err := s.reg.callData(cctx, id, &wire.Msg{Op: wire.OpChunkTrunc, Ino: ino, Trims: ts}); err != nil {
+			if _, err := callData(cctx, &s.reg, id, chunk.Trunc, &chunk.TruncReq{Ino: ino, Trims: ts}); err != nil {
 				s.log.Warn("truncate: data server did not apply its trims; they stay pending until it does",
 					"ino", ino, "server", id, "err", err)
 				var te *rpc.TransportError

@@ -3,39 +3,46 @@ package beaconrpc
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
 // OpName names a request for Beacon: "read", "write", "meta:<op>", or ""
-// for requests that are not application I/O (pings, registration,
-// monitoring itself, fault injection). Names are built once: this runs for
-// every request of every daemon.
+// for requests that are not application I/O (pings, monitoring itself,
+// administration: registration, fault injection, pools, rules). Names are built once, when first
+// asked (every operation is registered by then): this runs for every
+// request of every daemon.
 func OpName(op wire.Op) string {
-	if int(op) < len(opNames) {
-		return opNames[op]
+	names := opNames()
+	if int(op) < len(names) {
+		return names[op]
 	}
 	return ""
 }
 
-var opNames = func() []string {
-	var names []string
-	for op := wire.Op(0); op.Valid() || op == 0; op++ {
-		switch op {
-		case wire.OpRead, wire.OpChunkRead:
-			names = append(names, beacon.OpRead)
-		case wire.OpWrite, wire.OpChunkWrite:
-			names = append(names, beacon.OpWrite)
-		case 0, wire.OpPing, wire.OpRegister, wire.OpServers, wire.OpFault, wire.OpJobStats, wire.OpBeacon, wire.OpJob, wire.OpStat, wire.OpBBServer:
-			names = append(names, "")
+var opNames = sync.OnceValue(func() []string {
+	specs := wire.Specs()
+	names := make([]string, int(specs[len(specs)-1].Op)+1)
+	for _, s := range specs {
+		if s.Service == wire.Monitor || s.Service == wire.Admin {
+			continue // monitoring itself, administration
+		}
+		switch s.Op {
+		case wire.OpRead, chunk.OpRead:
+			names[s.Op] = beacon.OpRead
+		case wire.OpWrite, chunk.OpWrite:
+			names[s.Op] = beacon.OpWrite
+		case wire.OpPing:
 		default:
-			names = append(names, "meta:"+op.String())
+			names[s.Op] = "meta:" + s.Name
 		}
 	}
 	return names
-}()
+})
 
 // Ship sends col's closed windows to the Beacon service through caller
 // once per window, in the background, until ctx ends (then once more).

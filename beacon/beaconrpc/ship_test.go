@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 )
 
 func TestOpName(t *testing.T) {
-	for op, want := range map[wire.Op]string{wire.OpRead: "read", wire.OpChunkWrite: "write", wire.OpMknod: "meta:mknod",
-		wire.OpPing: "", wire.OpBeacon: "", wire.OpJob: "", wire.Op(60000): ""} {
+	for op, want := range map[wire.Op]string{wire.OpRead: "read", chunk.OpWrite: "write", chunk.OpSync: "meta:chunk-sync", wire.OpMknod: "meta:mknod",
+		wire.OpPing: "", OpPut: "", OpQuery: "", wire.Op(60000): ""} {
 		if got := OpName(op); got != want {
 			t.Errorf("%v: %q, want %q", op, got, want)
 		}

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -172,18 +171,19 @@ func (m *fakeManager) set(version uint64, addrs ...string) {
 	}
 }
 
-func (m *fakeManager) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+func (m *fakeManager) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.asked++
-	if req.Op != wire.OpJob || req.Name != fwdmap.CallMap {
-		return nil, nil, errors.New("fakeManager: unexpected request")
+	pl, ok := rep.(*fwdmap.Placement)
+	if op != fwdmap.OpMap || !ok {
+		return nil, errors.New("fakeManager: unexpected request")
 	}
 	if m.err != nil {
-		return nil, nil, m.err
+		return nil, m.err
 	}
-	p, _ := json.Marshal(m.pl)
-	return &wire.Msg{}, p, nil
+	*pl = m.pl
+	return nil, nil
 }
 
 func (m *fakeManager) count() int {

@@ -2,7 +2,7 @@ package vfs
 
 import (
 	"context"
-	"encoding/json"
+
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/ident"
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 )
 
 // Routing: which forwarding node a request goes to.
@@ -32,7 +32,7 @@ const RouteTTL = 2 * time.Second
 type RouterConfig struct {
 	Home     Caller                   // the mount's home forwarding node
 	HomeAddr string                   // its address (its client is pooled too)
-	Manager  Caller                   // the forwarding-map manager (nil: always home)
+	Manager  rpc.Invoker              // the forwarding-map manager (nil: always home)
 	Dial     func(addr string) Caller // a client of a forwarding node (pooled by the router)
 	Now      Clock
 	Log      *slog.Logger
@@ -137,11 +137,7 @@ func (r *Router) Pick(id ident.ID, ino uint64) Caller {
 func (r *Router) refresh(job, node string, rt *route) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, p, err := r.cfg.Manager.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallMap, Who: wire.Who{Job: job, Node: node}}, nil, nil)
-	var pl fwdmap.Placement
-	if err == nil {
-		err = json.Unmarshal(p, &pl)
-	}
+	pl, err := rpc.Do(ctx, r.cfg.Manager, fwdmap.Map, &fwdmap.MapReq{Job: job, Node: node})
 	var targets []Caller
 	var ids []string
 	if err == nil {

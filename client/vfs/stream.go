@@ -742,7 +742,7 @@ func (s *Streams) fetch(id ident.ID, ino, fh uint64, b *raBuf) {
 func (s *Streams) fetchPipe(sc SinkCaller, m *wire.Msg, ino, fh uint64, b *raBuf) {
 	var pipe *zerocopy.Pipe
 	var data []byte
-	_, err := sc.CallSink(context.Background(), m, nil, func(_ *wire.Msg, n int, prefix []byte, conn net.Conn) error {
+	_, err := sc.CallSink(context.Background(), m, nil, func(n int, prefix []byte, conn net.Conn) error {
 		if n > b.size {
 			return fmt.Errorf("a read of %d bytes answered with %d", b.size, n)
 		}

@@ -585,7 +585,7 @@ func (f sinkFwd) CallSink(ctx context.Context, req *wire.Msg, payload []byte, si
 		return nil, err
 	}
 	defer conn.Close()
-	if err := sink(resp, len(p), p[:100], conn); err != nil {
+	if err := sink(len(p), p[:100], conn); err != nil {
 		return nil, &rpc.SinkError{Err: err}
 	}
 	return resp, nil

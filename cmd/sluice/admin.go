@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	_ "net/http/pprof"
@@ -13,15 +12,13 @@ import (
 	"syscall"
 	"time"
 
-	tiermgr "github.com/sluice-hpc/sluice/manager/tiering"
-	"github.com/sluice-hpc/sluice/meta"
-
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/cluster"
-	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/policy/tiering"
 )
 
@@ -161,12 +158,8 @@ func cmdStatus(args []string) error {
 // printTiering shows each server's free-space mode against its thresholds
 // and the migrations in flight (the tiering manager's latest decisions).
 func printTiering(mc *rpc.Client) error {
-	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpMigrate, Name: "status"}, nil, nil)
+	st, err := rpc.Do(context.Background(), mc, api.TierStatus, &wire.Empty{})
 	if err != nil {
-		return err
-	}
-	var st tiermgr.Status
-	if err := json.Unmarshal(p, &st); err != nil {
 		return err
 	}
 	fmt.Printf("\nTIERING  %d files, %d chunks, %s migrated; %d chunk moves aborted; %d files drained to the PFS\n", st.Totals.Files, st.Totals.Chunks,
@@ -222,15 +215,15 @@ func cmdPrefetch(args []string) error {
 	if *job == "" || len(paths) == 0 {
 		return fmt.Errorf("want --job and at least one file (arguments or --list)")
 	}
-	m := &wire.Msg{Op: wire.OpMigrate, Name: "prefetch", Who: wire.Who{Job: *job}}
+	q := &api.PrefetchReq{Job: *job}
 	for _, p := range paths {
 		var st syscall.Stat_t
 		if err := syscall.Stat(p, &st); err != nil {
 			return fmt.Errorf("%s: %v", p, err)
 		}
-		m.Entries = append(m.Entries, wire.DirEntry{Ino: st.Ino})
+		q.Files = append(q.Files, st.Ino)
 	}
-	if _, _, err := mc.Call(context.Background(), m, nil, nil); err != nil {
+	if _, err := rpc.Do(context.Background(), mc, api.Prefetch, q); err != nil {
 		return err
 	}
 	fmt.Printf("prefetching %d files for job %s (sluice status shows progress)\n", len(paths), *job)
@@ -268,20 +261,16 @@ func migrate(ctx context.Context, mc *rpc.Client, path, tier string, wait bool) 
 	if err := syscall.Stat(path, &st); err != nil {
 		return 0, fmt.Errorf("%s: %v", path, err)
 	}
-	m := &wire.Msg{Op: wire.OpMigrate, Ino: st.Ino, Tier: tier}
-	if wait {
-		m.Flags = wire.MoveWait
-	}
-	r, _, err := mc.Call(ctx, m, nil, nil)
+	r, err := rpc.Do(ctx, mc, api.Migrate, &api.MigrateReq{Ino: st.Ino, Tier: tier, Wait: wait})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %v", path, err)
 	}
-	return r.Size, nil
+	return r.Chunks, nil
 }
 
 // listServers asks the metadata service for every registered daemon.
 func listServers(mc *rpc.Client) ([]wire.ServerInfo, error) {
-	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpServers}, nil, nil)
+	resp, err := rpc.Do(context.Background(), mc, api.Servers, &wire.Empty{})
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +286,7 @@ func cmdJobs(args []string) error {
 	defer mc.Close()
 	ctx := context.Background()
 	type agg struct {
-		fwd.JobCounters
+		api.JobCounters
 		fwds  []string
 		ranks map[int32]bool
 		nodes map[string]bool
@@ -309,15 +298,15 @@ func cmdJobs(args []string) error {
 			continue
 		}
 		fc := rpc.NewClient(si.Addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "forwarding node " + si.Addr})
-		r, _, err := fc.Call(ctx, &wire.Msg{Op: wire.OpJobStats}, nil, nil)
+		r, err := rpc.Do(ctx, fc, api.JobStats, &wire.Empty{})
 		fc.Close()
 		if err != nil {
 			return err
 		}
-		for _, c := range fwd.DecodeJobs(r.Entries) {
+		for _, c := range r.Jobs {
 			a := jobs[c.Job]
 			if a == nil {
-				a = &agg{JobCounters: fwd.JobCounters{Job: c.Job}, ranks: map[int32]bool{}, nodes: map[string]bool{}}
+				a = &agg{JobCounters: api.JobCounters{Job: c.Job}, ranks: map[int32]bool{}, nodes: map[string]bool{}}
 				jobs[c.Job] = a
 			}
 			a.Ops += c.Ops
@@ -388,24 +377,21 @@ func cmdStat(args []string) error {
 		}
 		fmt.Printf("  chunk %-6d tier %-4s servers %v%s generation %d\n", c.Idx, c.Tier, c.Servers, reps, c.Gen)
 	}
-	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "file", Ino: st.Ino}, nil, nil); err == nil {
-		var fst tiermgr.FileState
-		if json.Unmarshal(p, &fst) == nil {
-			state := "none"
-			if fst.Migrating {
-				state = "moving now"
-			}
-			fmt.Printf("migration:   %s\n", state)
-			for _, c := range fst.Chunks {
-				fmt.Printf("  chunk %-6d %s → %s %v, %s\n", c.Idx, c.From, c.To, c.Servers, c.State)
-			}
+	if fst, err := rpc.Do(ctx, mc, api.FileMigration, &api.FileRef{Ino: st.Ino}); err == nil {
+		state := "none"
+		if fst.Migrating {
+			state = "moving now"
+		}
+		fmt.Printf("migration:   %s\n", state)
+		for _, c := range fst.Chunks {
+			fmt.Printf("  chunk %-6d %s → %s %v, %s\n", c.Idx, c.From, c.To, c.Servers, c.State)
 		}
 	}
-	r, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpActivity, Ino: st.Ino}, nil, nil)
+	act, err := rpc.Do(ctx, mc, ns.Activity, &ns.FileReq{Ino: st.Ino})
 	if err != nil {
 		return err
 	}
-	printActivity(wire.ActivityOf(r), time.Now())
+	printActivity(*act, time.Now())
 	return nil
 }
 
@@ -507,15 +493,15 @@ func cmdFault(args []string) error {
 	}
 	defer mc.Close()
 	ctx := context.Background()
-	point := &wire.Msg{Op: wire.OpFault, Name: "pause", Tier: *pause}
+	point := &api.FaultReq{Kind: api.FaultPause, Point: *pause}
 	if *resume != "" {
-		point.Name, point.Tier = "resume", *resume
+		point.Kind, point.Point = api.FaultResume, *resume
 	}
 	if *toMeta {
-		if point.Tier == "" {
+		if point.Point == "" {
 			return fmt.Errorf("--meta-service takes --pause or --resume")
 		}
-		_, _, err := mc.Call(ctx, point, nil, nil)
+		_, err := rpc.Do(ctx, mc, api.Fault, point)
 		return err
 	}
 	var target *wire.ServerInfo
@@ -527,26 +513,26 @@ func cmdFault(args []string) error {
 	if target == nil || target.Role == "client" {
 		return fmt.Errorf("--server %d: no such data server or forwarding node", *id)
 	}
-	m := &wire.Msg{Op: wire.OpFault}
+	var m *api.FaultReq
 	switch {
 	case *slow > 0:
-		m.Name, m.Size = "slow", uint64(*slow*100)
+		m = &api.FaultReq{Kind: api.FaultSlow, Value: uint64(*slow * 100)}
 	case *fill != "":
 		n, err := size.Parse(*fill)
 		if err != nil {
 			return fmt.Errorf("--fill: %v", err)
 		}
-		m.Name, m.Size = "fill", uint64(n)
+		m = &api.FaultReq{Kind: api.FaultFill, Value: uint64(n)}
 	case *stall >= 0:
-		m.Name, m.Size = "stall", uint64(*stall)
-	case point.Tier != "":
+		m = &api.FaultReq{Kind: api.FaultStall, Value: uint64(*stall)}
+	case point.Point != "":
 		m = point
 	default:
 		return fmt.Errorf("give one of --slow, --fill, --stall, --pause, --resume")
 	}
 	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("server %d", *id)})
 	defer sc.Close()
-	_, _, err = sc.Call(ctx, m, nil, nil)
+	_, err = rpc.Do(ctx, sc, api.Fault, m)
 	return err
 }
 
@@ -607,10 +593,10 @@ func cmdTier(args []string) error {
 	if target == nil {
 		return fmt.Errorf("--server %d: no such data server", *id)
 	}
-	m := &wire.Msg{Op: wire.OpBudget}
+	m := &api.BudgetReq{}
 	switch {
 	case *release:
-		m.Name = "release"
+		m.Release = true
 	case fs.NArg() == 1:
 		n, err := size.Parse(fs.Arg(0))
 		if err != nil {
@@ -622,11 +608,11 @@ func cmdTier(args []string) error {
 	}
 	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("data server %d", *id)})
 	defer sc.Close()
-	r, _, err := sc.Call(context.Background(), m, nil, nil)
+	r, err := rpc.Do(context.Background(), sc, api.Budget, m)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("data server %d (%s): budget %s, holding %s\n", *id, target.Tier, size.Format(r.Cap), size.Format(r.Used))
+	fmt.Printf("data server %d (%s): budget %s, holding %s\n", *id, target.Tier, size.Format(r.Capacity), size.Format(r.Used))
 	if *release || *wait == 0 {
 		return nil
 	}
@@ -643,12 +629,12 @@ func cmdTier(args []string) error {
 			if si.ID != *id {
 				continue
 			}
-			if si.Capacity == r.Cap && si.Used <= si.Capacity {
+			if si.Capacity == r.Capacity && si.Used <= si.Capacity {
 				fmt.Printf("data server %d holds %s: within its budget\n", *id, size.Format(si.Used))
 				return nil
 			}
 			if time.Since(last) > 2*time.Second {
-				fmt.Printf("  holding %s of %s, moving files off\n", size.Format(si.Used), size.Format(r.Cap))
+				fmt.Printf("  holding %s of %s, moving files off\n", size.Format(si.Used), size.Format(r.Capacity))
 				last = time.Now()
 			}
 		}
@@ -669,13 +655,11 @@ func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string, k
 	}
 	ctx := context.Background()
 	if sub == "set" {
-		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "tier-get", Ino: st.Ino}, nil, nil)
+		cur, err := rpc.Do(ctx, mc, api.TierGet, &api.FileRef{Ino: st.Ino})
 		if err != nil {
 			return err
 		}
-		var cur tiermgr.PolicyView
-		json.Unmarshal(p, &cur)
-		pol := meta.TierPolicy{}
+		pol := api.TierPolicy{}
 		if cur.From == st.Ino {
 			pol = cur.TierPolicy // change only what the flags name
 		}
@@ -688,17 +672,12 @@ func tierPolicy(mc *rpc.Client, sub string, paths []string, pin, drain string, k
 		if keepCache != nil {
 			pol.KeepCache = *keepCache
 		}
-		b, _ := json.Marshal(pol)
-		if _, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "tier-set", Ino: st.Ino}, b, nil); err != nil {
+		if _, err := rpc.Do(ctx, mc, api.TierSet, &api.TierSetReq{Ino: st.Ino, Policy: pol}); err != nil {
 			return fmt.Errorf("%s: %v", paths[0], err)
 		}
 	}
-	_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpMigrate, Name: "tier-get", Ino: st.Ino}, nil, nil)
+	got, err := rpc.Do(ctx, mc, api.TierGet, &api.FileRef{Ino: st.Ino})
 	if err != nil {
-		return err
-	}
-	var got tiermgr.PolicyView
-	if err := json.Unmarshal(p, &got); err != nil {
 		return err
 	}
 	pinS, drainS := got.Pin, got.Drain

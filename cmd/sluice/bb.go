@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"os"
 	"slices"
 	"sort"
@@ -17,8 +19,6 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	bbmgr "github.com/sluice-hpc/sluice/manager/bbos"
-	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/policy/bbos"
 )
 
@@ -64,9 +64,9 @@ func cmdBB(args []string) error {
 	}
 	if sub == "status" {
 		if *asJSON {
-			_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpBB, Name: "status"}, nil, nil)
+			st, err := rpc.Do(ctx, mc, api.BBStatus, &wire.Empty{})
 			if err == nil {
-				_, err = os.Stdout.Write(append(p, '\n'))
+				err = json.NewEncoder(os.Stdout).Encode(st)
 			}
 			return err
 		}
@@ -117,7 +117,7 @@ func cmdBB(args []string) error {
 			j.Teardown()
 			return err
 		}
-		g := meta.BBGrant{Job: j.ID, Pool: spec.Pool, Size: uint64(spec.Capacity), Period: spec.Period.Seconds(), UID: uint32(*uid),
+		g := api.Grant{Job: j.ID, Pool: spec.Pool, Size: uint64(spec.Capacity), Period: spec.Period.Seconds(), UID: uint32(*uid),
 			App: spec.App, Checkpoint: ckpt, MTBF: spec.MTBF.Seconds()}
 		if err := bbGrant(ctx, mc, g, *wait); err != nil {
 			j.Teardown()
@@ -141,8 +141,7 @@ func cmdBB(args []string) error {
 		if spec.App = j.Spec.App; spec.App != "" {
 			spec.App = "tag:" + spec.App
 		}
-		b, _ := json.Marshal(spec)
-		_, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallStart}, b, nil)
+		_, err := rpc.Do(ctx, mc, fwdmap.Start, &spec)
 		return err
 	case "post-run":
 		return nil
@@ -152,11 +151,10 @@ func cmdBB(args []string) error {
 		// the buffer goes at once either way; in a hurry (a cancelled
 		// job) an unreachable metadata service does not hold it up
 		err := j.Teardown()
-		for _, m := range []*wire.Msg{{Op: wire.OpBB, Name: "release", Who: wire.Who{Job: j.ID}},
-			{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: j.ID}}} {
-			if _, _, e := mc.Call(ctx, m, nil, nil); e != nil && err == nil && !*hurry {
-				err = e
-			}
+		_, e1 := rpc.Do(ctx, mc, api.BBRelease, &api.JobRef{Job: j.ID})
+		_, e2 := rpc.Do(ctx, mc, fwdmap.End, &fwdmap.JobRef{Job: j.ID})
+		if e := errors.Join(e1, e2); e != nil && err == nil && !*hurry {
+			err = e
 		}
 		return err
 	}
@@ -187,16 +185,11 @@ func bbFromProfile(ctx context.Context, mc *rpc.Client, spec *burstbuf.Spec) err
 
 // bbGrant asks the metadata service for g, again every second for up to
 // wait while the policy refuses it.
-func bbGrant(ctx context.Context, mc *rpc.Client, g meta.BBGrant, wait time.Duration) error {
-	b, _ := json.Marshal(g)
+func bbGrant(ctx context.Context, mc *rpc.Client, g api.Grant, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
-		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpBB, Name: "grant"}, b, nil)
+		a, err := rpc.Do(ctx, mc, api.BBGrantOp, &g)
 		if err != nil {
-			return err
-		}
-		var a bbos.Admission
-		if err := json.Unmarshal(p, &a); err != nil {
 			return err
 		}
 		if a.OK {
@@ -210,13 +203,8 @@ func bbGrant(ctx context.Context, mc *rpc.Client, g meta.BBGrant, wait time.Dura
 }
 
 // bbPoolsOf asks the metadata service for the pools and grants.
-func bbPoolsOf(mc *rpc.Client) (meta.BBReply, error) {
-	var r meta.BBReply
-	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpBB, Name: "pools"}, nil, nil)
-	if err != nil {
-		return r, err
-	}
-	return r, json.Unmarshal(p, &r)
+func bbPoolsOf(mc *rpc.Client) (*api.BBPools, error) {
+	return rpc.Do(context.Background(), mc, api.BBPoolsOp, &wire.Empty{})
 }
 
 // bbPools prints the pools for slurm_bb_pools: one per buffer tier, in
@@ -260,8 +248,7 @@ func bbStatus(mc *rpc.Client, mount string) error {
 		}
 		fmt.Printf(" (uid %d, since %s)\n", g.UID, time.Unix(0, g.Since).Format(time.DateTime))
 	}
-	var st bbmgr.Status
-	if _, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpBB, Name: "status"}, nil, nil); err == nil && json.Unmarshal(p, &st) == nil {
+	if st, err := rpc.Do(context.Background(), mc, api.BBStatus, &wire.Empty{}); err == nil {
 		for _, p := range st.Pools {
 			fmt.Printf("pool %s period %s (%s in): written %s of %s expected (%s), demotion %s; checkpoints at %s/s, demotion at %s/s; %d phases, %d requests waited %s\n",
 				p.Pool, p.Period, p.Elapsed.Round(time.Second), size.Format(p.DWSF), size.Format(p.DWPP), map[bool]string{true: "writing", false: "idle"}[p.Writing],

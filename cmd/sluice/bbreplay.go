@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +15,6 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	bbmgr "github.com/sluice-hpc/sluice/manager/bbos"
-	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/workload"
 )
 
@@ -42,7 +41,7 @@ type replayResult struct {
 	Failures   []failureRecord
 	Restarts   []restartRecord
 	Timeline   []timelineSample
-	Final      bbmgr.Status
+	Final      api.BBState
 	// Started is when the run began (Unix µs), the origin of the times
 	// above: the daemons' logs give theirs in Unix µs
 	Started int64
@@ -96,8 +95,8 @@ type restartRecord struct {
 
 type timelineSample struct {
 	T        float64
-	Pool     bbmgr.PoolStatus
-	Totals   bbmgr.Totals
+	Pool     api.BBPoolState
+	Totals   api.BBTotals
 	Buffered int // checkpoints wholly on the buffer
 }
 
@@ -121,7 +120,7 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 		if err := os.MkdirAll(filepath.Join(root, a.Name), 0o755); err != nil {
 			return err
 		}
-		g := meta.BBGrant{Job: "bb-" + a.Name, Pool: pool, Size: uint64(a.Size), Period: a.Period.Seconds(), App: a.Name,
+		g := api.Grant{Job: "bb-" + a.Name, Pool: pool, Size: uint64(a.Size), Period: a.Period.Seconds(), App: a.Name,
 			Checkpoint: "/bbos/" + a.Name + "/ckpt.*", MTBF: a.MTBF.Seconds()}
 		if err := bbGrant(ctx, mc, g, 0); err != nil {
 			res.Refused = append(res.Refused, a.Name)
@@ -130,13 +129,12 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 		admitted[i] = true
 		res.Admitted = append(res.Admitted, a.Name)
 	}
-	status := func() (bbmgr.Status, error) {
-		var st bbmgr.Status
-		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpBB, Name: "status"}, nil, nil)
-		if err == nil {
-			err = json.Unmarshal(p, &st)
+	status := func() (api.BBState, error) {
+		st, err := rpc.Do(ctx, mc, api.BBStatus, &wire.Empty{})
+		if err != nil {
+			return api.BBState{}, err
 		}
-		return st, err
+		return *st, nil
 	}
 	if st, err := status(); err == nil {
 		res.Policy = string(st.Policy)
@@ -145,7 +143,7 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 	res.Started = start.UnixMicro()
 	since := func() float64 { return time.Since(start).Seconds() }
 	var mu sync.Mutex // guards latest, newest, res.Checkpoint, res.Timeline
-	var latest bbmgr.Status
+	var latest api.BBState
 	newest := make([]int, len(mix.Apps)) // each application's newest finished version
 	// the manager's state, sampled
 	stop := make(chan struct{})
@@ -308,7 +306,7 @@ func cmdBBReplay(mc *rpc.Client, mount, mixFile, pool string, restarts int) erro
 		return err
 	}
 	for _, a := range res.Admitted {
-		mc.Call(ctx, &wire.Msg{Op: wire.OpBB, Name: "release", Who: wire.Who{Job: "bb-" + a}}, nil, nil)
+		rpc.Do(ctx, mc, api.BBRelease, &api.JobRef{Job: "bb-" + a})
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"io"
 	"os"
 	"os/exec"
@@ -18,7 +19,6 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	tiermgr "github.com/sluice-hpc/sluice/manager/tiering"
 )
 
 // cmdJob registers and unregisters jobs with the forwarding-map manager
@@ -44,33 +44,24 @@ func cmdJob(args []string) error {
 		if *app != "" {
 			spec.App = "tag:" + *app
 		}
-		b, _ := json.Marshal(spec)
-		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallStart}, b, nil)
+		pl, err := rpc.Do(ctx, mc, fwdmap.Start, &spec)
 		if err != nil {
 			return err
 		}
-		var pl fwdmap.Placement
-		if err := json.Unmarshal(p, &pl); err != nil {
-			return err
-		}
-		printPlacement(os.Stdout, pl)
+		printPlacement(os.Stdout, *pl)
 		return nil
 	case "end":
 		if fs.NArg() != 1 {
 			return fmt.Errorf("want one job id")
 		}
-		_, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: fs.Arg(0)}}, nil, nil)
+		_, err := rpc.Do(ctx, mc, fwdmap.End, &fwdmap.JobRef{Job: fs.Arg(0)})
 		return err
 	case "list":
-		_, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallList}, nil, nil)
+		l, err := rpc.Do(ctx, mc, fwdmap.List, &wire.Empty{})
 		if err != nil {
 			return err
 		}
-		var pls []fwdmap.Placement
-		if err := json.Unmarshal(p, &pls); err != nil {
-			return err
-		}
-		for _, pl := range pls {
+		for _, pl := range l.Placements {
 			printPlacement(os.Stdout, pl)
 		}
 		return nil
@@ -85,8 +76,8 @@ func cmdJob(args []string) error {
 		return err
 	}
 	var decisions []fwdmap.Decision
-	if _, p, err := mc.Call(ctx, &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallHistory, Who: wire.Who{Job: job}}, nil, nil); err == nil {
-		json.Unmarshal(p, &decisions)
+	if h, err := rpc.Do(ctx, mc, fwdmap.History, &fwdmap.JobRef{Job: job}); err == nil {
+		decisions = h.Decisions
 	}
 	if len(recs) == 0 {
 		if len(decisions) > 0 && !*asJSON {
@@ -114,12 +105,8 @@ func cmdJob(args []string) error {
 
 // printJobPrefetch prints what pre-migration did for job, if anything.
 func printJobPrefetch(mc *rpc.Client, job string) {
-	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpMigrate, Name: "status"}, nil, nil)
+	st, err := rpc.Do(context.Background(), mc, api.TierStatus, &wire.Empty{})
 	if err != nil {
-		return
-	}
-	var st tiermgr.Status
-	if json.Unmarshal(p, &st) != nil {
 		return
 	}
 	for _, pf := range st.Prefetch {

@@ -306,10 +306,16 @@ func cmdMeta(args []string) error {
 	mtick := time.NewTicker(2 * time.Second)
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
-	srv := rpc.NewServer(secret, &rpc.Mux{Ops: map[wire.Op]rpc.Handler{wire.OpBeacon: bsvc.Handler(), wire.OpJob: mgr.Handler(),
-		wire.OpMigrate: tmgr.Handler(), wire.OpBB: bmgr.Handler(svc.BBCall), wire.OpPool: svc.PoolHandler(),
-		wire.OpQos: svc.QoSHandler()},
-		Default: svc.Handler()}, log)
+	// the managers' operations; the service's own (svc.Handler) after
+	// them. A grant or release is answered once the burst-buffer
+	// manager's controls follow it.
+	managers := &rpc.Table{Name: "metadata daemon"}
+	bsvc.Serve(managers)
+	mgr.Serve(managers)
+	tmgr.Serve(managers)
+	bmgr.Serve(managers)
+	svc.OnGrant(bmgr.Tick)
+	srv := rpc.NewServer(secret, &rpc.Mux{Tables: []*rpc.Table{managers}, Default: svc.Handler()}, log)
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"os"
 	"sort"
 	"strconv"
@@ -13,7 +14,6 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 )
 
 // cmdPool manages resource pools (meta/pool.go, docs/placement.md): a
@@ -31,7 +31,13 @@ func cmdPool(args []string) error {
 	}
 	defer mc.Close()
 	rest := fs.Args()
-	var c meta.PoolCall
+	ctx := context.Background()
+	var c struct {
+		Pool api.Pool
+		Ino  uint64
+		Job  string
+	}
+	var l *api.PoolList
 	switch sub {
 	case "create":
 		if len(rest) != 1 {
@@ -89,8 +95,18 @@ func cmdPool(args []string) error {
 	default:
 		return fmt.Errorf("want: pool create|rm|bind|unbind|list")
 	}
-	b, _ := json.Marshal(c)
-	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpPool, Name: sub}, b, nil)
+	switch sub {
+	case "create":
+		l, err = rpc.Do(ctx, mc, api.PoolCreate, &c.Pool)
+	case "rm":
+		l, err = rpc.Do(ctx, mc, api.PoolRemove, &api.PoolRef{Name: c.Pool.Name})
+	case "bind":
+		l, err = rpc.Do(ctx, mc, api.PoolBind, &api.PoolBinding{Pool: c.Pool.Name, Ino: c.Ino, Job: c.Job})
+	case "unbind":
+		l, err = rpc.Do(ctx, mc, api.PoolUnbind, &api.PoolBinding{Ino: c.Ino, Job: c.Job})
+	default:
+		l, err = rpc.Do(ctx, mc, api.PoolLs, &wire.Empty{})
+	}
 	if err != nil {
 		return err
 	}
@@ -98,19 +114,14 @@ func cmdPool(args []string) error {
 		return nil
 	}
 	if *asJSON {
-		os.Stdout.Write(append(p, '\n'))
-		return nil
+		return json.NewEncoder(os.Stdout).Encode(l)
 	}
-	return printPools(mc, p)
+	return printPools(mc, l)
 }
 
 // printPools shows the pools with each member's max_perf (the pool's or
 // measured) and estimated backlog, and the bindings.
-func printPools(mc *rpc.Client, p []byte) error {
-	var l meta.PoolList
-	if err := json.Unmarshal(p, &l); err != nil {
-		return err
-	}
+func printPools(mc *rpc.Client, l *api.PoolList) error {
 	servers, err := listServers(mc)
 	if err != nil {
 		return err

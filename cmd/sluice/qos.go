@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"os"
 	"sort"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/policy/qos"
 )
 
@@ -29,41 +29,36 @@ func cmdQoS(args []string) error {
 	}
 	defer mc.Close()
 	rest := fs.Args()
-	var c meta.QoSCall
+	ctx := context.Background()
+	var rs *qos.RuleSet
 	switch sub {
 	case "add":
 		if len(rest) < 2 {
 			return fmt.Errorf("want: qos add NAME [job=J] [uid=U] [gid=G] [node=N] [app=A] [op=read|write|meta] [rate=BYTES/s] [iops=N] [share=W] [--before RULE]")
 		}
-		r, err := qos.ParseRule(rest[0], rest[1:])
-		if err != nil {
-			return err
+		r, perr := qos.ParseRule(rest[0], rest[1:])
+		if perr != nil {
+			return perr
 		}
-		c.Rule, c.Before = r, *before
+		rs, err = rpc.Do(ctx, mc, api.QoSAdd, &api.QoSAddReq{Rule: r, Before: *before})
 	case "rm":
 		if len(rest) != 1 {
 			return fmt.Errorf("want: qos rm NAME")
 		}
-		c.Rule.Name = rest[0]
+		rs, err = rpc.Do(ctx, mc, api.QoSRemove, &api.RuleRef{Name: rest[0]})
 	case "list", "ls":
 		sub = "list"
+		rs, err = rpc.Do(ctx, mc, api.QoSList, &wire.Empty{})
 	case "stats":
 		return qosStats(mc, mustSecret(fs), *asJSON)
 	default:
 		return fmt.Errorf("want: qos add|rm|list|stats")
 	}
-	b, _ := json.Marshal(c)
-	_, p, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpQos, Name: sub}, b, nil)
 	if err != nil {
 		return err
 	}
-	var rs qos.RuleSet
-	if err := json.Unmarshal(p, &rs); err != nil {
-		return err
-	}
 	if sub == "list" && *asJSON {
-		os.Stdout.Write(append(p, '\n'))
-		return nil
+		return json.NewEncoder(os.Stdout).Encode(rs)
 	}
 	if sub != "list" {
 		fmt.Printf("QoS rules version %d\n", rs.Version)
@@ -76,7 +71,7 @@ func cmdQoS(args []string) error {
 	return nil
 }
 
-// qosServerStats is one server's answer to OpQos "stats".
+// qosServerStats is one server's answer to api.QoSStats.
 type qosServerStats struct {
 	ID    uint64
 	Addr  string
@@ -96,16 +91,12 @@ func qosStats(mc *rpc.Client, secret []byte, asJSON bool) error {
 			continue
 		}
 		c := rpc.NewClient(si.Addr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: si.Role + " server " + si.Addr})
-		_, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpQos, Name: "stats"}, nil, nil)
+		r, err := rpc.Do(context.Background(), c, api.QoSStats, &wire.Empty{})
 		c.Close()
 		if err != nil {
 			return err
 		}
-		st := qosServerStats{ID: si.ID, Addr: si.Addr}
-		if err := json.Unmarshal(p, &st.Gates); err != nil {
-			return fmt.Errorf("%s server %s: %v", si.Role, si.Addr, err)
-		}
-		all = append(all, st)
+		all = append(all, qosServerStats{ID: si.ID, Addr: si.Addr, Gates: r.Gates})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
 	if asJSON {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
-	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/workload"
 )
 
@@ -186,13 +186,12 @@ func registerJob(state, job, app string, nodes []string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(fwdmap.JobSpec{ID: job, App: "tag:" + app, User: uint32(os.Getuid()), Nodes: nodes})
-	if _, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallStart}, b, nil); err != nil {
+	if _, err := rpc.Do(context.Background(), mc, fwdmap.Start, &fwdmap.JobSpec{ID: job, App: "tag:" + app, User: uint32(os.Getuid()), Nodes: nodes}); err != nil {
 		mc.Close()
 		return nil, err
 	}
 	return func() {
-		mc.Call(context.Background(), &wire.Msg{Op: wire.OpJob, Name: fwdmap.CallEnd, Who: wire.Who{Job: job}}, nil, nil)
+		rpc.Do(context.Background(), mc, fwdmap.End, &fwdmap.JobRef{Job: job})
 		mc.Close()
 	}, nil
 }

@@ -48,7 +48,7 @@ func TestLocalNamespace(t *testing.T) {
 	if !wire.IsLocal(d.Ino) || wire.LocalServer(d.Ino) != 9 || d.Mode != syscall.S_IFDIR|0o750 || d.Uid != 1000 || d.Gid != 100 {
 		t.Fatalf("private directory %+v", d)
 	}
-	if !Handles(&wire.Msg{Op: wire.OpLookup, Parent: dirIno, Flags: redirect}) || Handles(&wire.Msg{Op: wire.OpChunkWrite, Ino: 5, Flags: redirect}) {
+	if !Handles(&wire.Msg{Op: wire.OpLookup, Parent: dirIno, Flags: redirect}) || Handles(&wire.Msg{Op: wire.OpWrite, Ino: 5, Flags: redirect}) {
 		t.Fatal("Handles")
 	}
 	r, _ = must(t, n, &wire.Msg{Op: wire.OpMknod, Parent: d.Ino, Name: "f", Mode: 0o640, Flags: syscall.O_EXCL | wire.CreateOpen}, nil)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -26,7 +27,7 @@ type Member struct {
 	Every  time.Duration
 	// Replied, if set, sees every registration reply (a data server learns
 	// there that truncations are waiting for it).
-	Replied func(*wire.Msg)
+	Replied func(*api.RegisterRep)
 
 	// id is read by request handlers while heartbeats may set it.
 	id atomic.Uint64
@@ -45,9 +46,8 @@ func (m *Member) Register(ctx context.Context) error {
 	}
 	id := m.id.Load()
 	si := m.Info()
-	resp, _, err := m.Meta.Call(ctx, &wire.Msg{Op: wire.OpRegister, ID: id, Name: si.Role, Tier: si.Tier,
-		Addr: si.Addr, Cap: si.Capacity, Used: si.Used, Who: wire.Who{Node: si.Node},
-		Servers: []wire.ServerInfo{{WriteBW: si.WriteBW, ReadBW: si.ReadBW, Domain: si.Domain, MaxPerf: si.MaxPerf, Written: si.Written}}}, nil, nil)
+	si.ID = id
+	resp, err := rpc.Do(ctx, m.Meta, api.Register, &si)
 	if err != nil {
 		return err
 	}

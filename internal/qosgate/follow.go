@@ -2,12 +2,12 @@ package qosgate
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/policy/qos"
@@ -15,9 +15,9 @@ import (
 
 // Follower keeps a daemon's gates on the metadata service's rules. Watch
 // holds a call open that the metadata service answers as soon as the
-// rules change (OpQos "watch"); every heartbeat reply names the version in
-// force too (OpRegister reply Handle), and a version the gates do not run
-// is fetched (OpQos "list"): the fallback while a watch is being redone.
+// rules change (api.QoSWatch); every heartbeat reply names the version in
+// force too (api.RegisterRep), and a version the gates do not run is
+// fetched (api.QoSList): the fallback while a watch is being redone.
 type Follower struct {
 	Meta  *rpc.Client
 	Gates []*Gate
@@ -58,7 +58,12 @@ func (f *Follower) Seen(version uint64) {
 
 // Fetch gets the rules in force and puts them in the gates.
 func (f *Follower) Fetch(ctx context.Context) error {
-	return f.call(ctx, "list", 0)
+	rs, err := rpc.Do(ctx, f.Meta, api.QoSList, &wire.Empty{})
+	if err != nil {
+		return err
+	}
+	f.apply(*rs)
+	return nil
 }
 
 // Watch keeps a watch open until ctx ends, putting each new version in
@@ -67,7 +72,10 @@ func (f *Follower) Fetch(ctx context.Context) error {
 func (f *Follower) Watch(ctx context.Context, hold time.Duration) {
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, hold+10*time.Second)
-		err := f.call(cctx, "watch", f.version())
+		rs, err := rpc.Do(cctx, f.Meta, api.QoSWatch, &api.QoSWatchReq{Have: f.version()})
+		if err == nil {
+			f.apply(*rs)
+		}
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			f.Log.Debug("QoS watch failed; watching again in a second", "err", err)
@@ -77,19 +85,6 @@ func (f *Follower) Watch(ctx context.Context, hold time.Duration) {
 			}
 		}
 	}
-}
-
-func (f *Follower) call(ctx context.Context, name string, have uint64) error {
-	_, p, err := f.Meta.Call(ctx, &wire.Msg{Op: wire.OpQos, Name: name, Handle: have}, nil, nil)
-	if err != nil {
-		return err
-	}
-	var rs qos.RuleSet
-	if err := json.Unmarshal(p, &rs); err != nil {
-		return err
-	}
-	f.apply(rs)
-	return nil
 }
 
 // apply puts rs in the gates unless it is older than what they run (a

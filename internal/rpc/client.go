@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
@@ -61,9 +62,9 @@ type Client struct {
 // bulk I/O.
 const laneSmall = 0
 
-func (c *Client) laneOf(m *wire.Msg) int {
-	if wire.ClassOf(m) == wire.ClassBulk {
-		return 1 + int(m.Ino%uint64(c.opt.BulkConns))
+func (c *Client) laneOf(op wire.Op, m wire.Message) int {
+	if wire.Classify(op, m) == wire.ClassBulk {
+		return 1 + int(wire.LaneKey(m)%uint64(c.opt.BulkConns))
 	}
 	return laneSmall
 }
@@ -72,8 +73,9 @@ func (c *Client) laneOf(m *wire.Msg) int {
 // daemon that relays it without copying it through its memory
 // (zerocopy.Relay). prefix holds the payload bytes already buffered; the
 // other n-len(prefix) are the next bytes of conn. A Sink must consume
-// exactly those or fail; after a failure the connection is dropped.
-type Sink func(resp *wire.Msg, n int, prefix []byte, conn net.Conn) error
+// exactly those or fail; after a failure the connection is dropped. It is
+// called only for an answer that is not an error and has a payload.
+type Sink func(n int, prefix []byte, conn net.Conn) error
 
 // SinkError is a Sink's failure as CallSink returns it; the call is not
 // retried, since the sink may have acted.
@@ -87,7 +89,8 @@ type call struct {
 	pages   bool  // the payload may go by reference (CallPages)
 	sink    Sink
 	into    []byte
-	resp    *wire.Msg
+	flags   uint8  // the answer's frame flags
+	resp    []byte // the answer's body, encoded
 	payload []byte
 	kept    bool // the answer said FlagPagesKept
 	err     error
@@ -197,14 +200,72 @@ func (c *Client) drop(cc *clientConn) {
 	c.mu.Unlock()
 }
 
-// Call sends req with an optional payload and waits for the response. If
-// into is large enough the response payload is read into it; otherwise a
-// pooled buffer is returned, which the caller may give back with
-// bufpool.Put. A remote error status is returned as *Error alongside the
-// response. Connection failures are retried (with a fresh connection) until
-// the timeout; they surface as *TransportError naming the server.
+// Invoke sends a request of operation op with an optional payload, waits
+// for the answer and decodes it into rep. If into is large enough the
+// answer's payload is read into it; otherwise a pooled buffer is
+// returned, which the caller may give back with bufpool.Put. A remote
+// error comes back as *Error. Connection failures are retried (with a
+// fresh connection) until the timeout; they surface as *TransportError
+// naming the server.
+func (c *Client) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
+	return c.invoke(ctx, op, req, rep, payload, &call{into: into})
+}
+
+// InvokeBody is Invoke with the request's payload in b.
+func (c *Client) InvokeBody(ctx context.Context, op wire.Op, req, rep wire.Message, b Body, into []byte) ([]byte, error) {
+	return c.invoke(ctx, op, req, rep, nil, &call{into: into, body: &b})
+}
+
+// InvokeSink is Invoke for an answer whose payload, if it has one, goes
+// to sink, called on the connection's reading goroutine before
+// InvokeSink returns. A sink's failure comes back as *SinkError.
+func (c *Client) InvokeSink(ctx context.Context, op wire.Op, req, rep wire.Message, payload []byte, sink Sink) error {
+	_, err := c.invoke(ctx, op, req, rep, payload, &call{sink: sink})
+	return err
+}
+
+// InvokePages is Invoke for a payload handed to the kernel by reference
+// where the connection allows it (a local unix socket:
+// zerocopy.SendPages), saving the process's copy of it into the socket.
+// payload must be page-aligned and own its pages whole (a bufpool buffer),
+// and stay unchanged until InvokePages returns. After an attempt that
+// fails, the connection's queue may still hold references to payload's
+// pages: the call goes on with a copy, and payload's pages are detached
+// (zerocopy.Detach), so the caller may reuse payload afterwards whatever
+// happened, but not read it (it may read as zeroes).
+func (c *Client) InvokePages(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
+	return c.invoke(ctx, op, req, rep, payload, &call{into: into, pages: true})
+}
+
+// invoke runs a call and decodes its answer into rep.
+func (c *Client) invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload []byte, proto *call) ([]byte, error) {
+	flags, body, p, err := c.call(ctx, op, req, payload, proto)
+	if err != nil {
+		return nil, err
+	}
+	if flags&wire.FlagError != 0 {
+		var st wire.Status
+		if err := wire.Decode(body, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.opt.Name, err)
+		}
+		if st.Errno == 0 {
+			st.Errno = uint32(syscall.EIO)
+		}
+		return nil, &Error{Errno: syscall.Errno(st.Errno), Msg: st.Msg}
+	}
+	if rep != nil {
+		if err := wire.Decode(body, rep); err != nil {
+			return nil, fmt.Errorf("%s: answer to %v: %w", c.opt.Name, op, err)
+		}
+	}
+	return p, nil
+}
+
+// Call sends req, an operation that speaks wire.Msg, as Invoke does. A
+// remote error is returned as *Error alongside a response holding it
+// (Errno, ErrMsg).
 func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
-	return c.call(ctx, req, payload, &call{into: into})
+	return c.legacy(ctx, req, payload, &call{into: into})
 }
 
 // Body is a request payload kept in the kernel: bytes [Off, Off+N) of
@@ -217,28 +278,37 @@ type Body struct {
 
 // CallBody is Call with the request's payload in b.
 func (c *Client) CallBody(ctx context.Context, req *wire.Msg, b Body, into []byte) (*wire.Msg, []byte, error) {
-	return c.call(ctx, req, nil, &call{into: into, body: &b})
+	return c.legacy(ctx, req, nil, &call{into: into, body: &b})
 }
 
-// CallSink is Call for a response whose payload, if it has one, goes to
-// sink, called on the connection's reading goroutine before CallSink
-// returns. A sink's failure comes back as *SinkError.
+// CallSink is Call with InvokeSink's sink.
 func (c *Client) CallSink(ctx context.Context, req *wire.Msg, payload []byte, sink Sink) (*wire.Msg, error) {
-	resp, _, err := c.call(ctx, req, payload, &call{sink: sink})
+	resp, _, err := c.legacy(ctx, req, payload, &call{sink: sink})
 	return resp, err
 }
 
-// CallPages is Call for a payload handed to the kernel by reference
-// where the connection allows it (a local unix socket:
-// zerocopy.SendPages), saving the process's copy of it into the socket.
-// payload must be page-aligned and own its pages whole (a bufpool buffer),
-// and stay unchanged until CallPages returns. After an attempt that fails,
-// the connection's queue may still hold references to payload's pages: the
-// call goes on with a copy, and payload's pages are detached
-// (zerocopy.Detach), so the caller may reuse payload afterwards whatever
-// happened, but not read it (it may read as zeroes).
+// CallPages is Call with InvokePages's payload.
 func (c *Client) CallPages(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
-	return c.call(ctx, req, payload, &call{into: into, pages: true})
+	return c.legacy(ctx, req, payload, &call{into: into, pages: true})
+}
+
+func (c *Client) legacy(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, error) {
+	rep := &wire.Msg{Op: req.Op}
+	p, err := c.invoke(ctx, req.Op, req, rep, payload, proto)
+	var re *Error
+	if errors.As(err, &re) && !isTransport(err) {
+		rep.Errno, rep.ErrMsg = uint32(re.Errno), re.Msg
+		return rep, nil, err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep, p, nil
+}
+
+func isTransport(err error) bool {
+	var te *TransportError
+	return errors.As(err, &te)
 }
 
 type retryKey struct{}
@@ -253,11 +323,11 @@ func WithRetryLimit(ctx context.Context, d time.Duration) context.Context {
 
 // call runs one call, retrying on fresh connections; proto carries the
 // call's into or sink.
-func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, error) {
+func (c *Client) call(ctx context.Context, op wire.Op, req wire.Message, payload []byte, proto *call) (uint8, []byte, []byte, error) {
 	ctx, cancel := withTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	backoff := 20 * time.Millisecond
-	lane := c.laneOf(req)
+	lane := c.laneOf(op, req)
 	var giveUp time.Time
 	if d, ok := ctx.Value(retryKey{}).(time.Duration); ok && d > 0 {
 		giveUp = time.Now().Add(d)
@@ -272,15 +342,15 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 	for {
 		cc, err := c.conn(ctx, lane)
 		if err == nil {
-			var resp *wire.Msg
-			var p []byte
+			var flags uint8
+			var resp, p []byte
 			var sent, exposed bool
-			resp, p, sent, exposed, err = cc.do(ctx, req, payload, proto)
+			flags, resp, p, sent, exposed, err = cc.do(ctx, op, req, payload, proto)
 			if err == nil {
 				if exposed { // answered, but a relay of it may still read its pages
 					_ = zerocopy.Detach(payload)
 				}
-				return resp, p, FromMsg(resp)
+				return flags, resp, p, nil
 			}
 			if exposed {
 				// the connection's queue may still read payload's
@@ -292,21 +362,21 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 			}
 			c.drop(cc)
 			if se := (*SinkError)(nil); errors.As(err, &se) {
-				return nil, nil, err
+				return 0, nil, nil, err
 			}
 			if sent && ctx.Err() != nil {
-				return nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("no answer: %w", ctx.Err())}
+				return 0, nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("no answer: %w", ctx.Err())}
 			}
 		}
-		if errors.Is(err, ErrAuth) || errors.Is(err, errClosed) {
-			return nil, nil, &TransportError{Server: c.opt.Name, Err: err}
+		if errors.Is(err, ErrAuth) || errors.Is(err, ErrVersion) || errors.Is(err, errClosed) {
+			return 0, nil, nil, &TransportError{Server: c.opt.Name, Err: err}
 		}
 		if !giveUp.IsZero() && time.Now().After(giveUp) {
-			return nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("unreachable: %v", err)}
+			return 0, nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("unreachable: %v", err)}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("unreachable: %v", err)}
+			return 0, nil, nil, &TransportError{Server: c.opt.Name, Err: fmt.Errorf("unreachable: %v", err)}
 		case <-time.After(backoff):
 		}
 		if backoff < time.Second {
@@ -319,13 +389,13 @@ func (c *Client) call(ctx context.Context, req *wire.Msg, payload []byte, proto 
 // have reached the server, exposed whether its payload went by reference
 // and something may still read its pages (the call failed, or the answer
 // said wire.FlagPagesKept).
-func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (resp *wire.Msg, p []byte, sent, exposed bool, err error) {
+func (cc *clientConn) do(ctx context.Context, op wire.Op, req wire.Message, payload []byte, proto *call) (flags uint8, resp, p []byte, sent, exposed bool, err error) {
 	cl := &call{into: proto.into, sink: proto.sink, body: proto.body, done: make(chan struct{})}
 	cc.mu.Lock()
 	if cc.err != nil {
 		err := cc.err
 		cc.mu.Unlock()
-		return nil, nil, false, false, err
+		return 0, nil, nil, false, false, err
 	}
 	cc.nextID++
 	id := cc.nextID
@@ -333,10 +403,11 @@ func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, pro
 	cc.mu.Unlock()
 
 	byRef := false
+	h := wire.Header{Kind: wire.KindRequest, Op: op, ReqID: id}
 	cc.wmu.Lock()
 	switch b := proto.body; {
 	case b != nil:
-		cc.scratch = frameHead(cc.scratch, wire.KindRequest, 0, id, req, b.N)
+		cc.scratch = frameHead(cc.scratch, h, req, b.N)
 		if _, err = cc.c.Write(cc.scratch); err == nil {
 			err = b.Pipe.SendTo(cc.c, b.Off, b.N)
 		}
@@ -345,12 +416,12 @@ func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, pro
 		if cc.byRef != nil {
 			cc.byRef.Add(1)
 		}
-		cc.scratch = frameHead(cc.scratch, wire.KindRequest, 0, id, req, len(payload))
+		cc.scratch = frameHead(cc.scratch, h, req, len(payload))
 		if _, err = cc.c.Write(cc.scratch); err == nil {
 			err = zerocopy.SendPages(cc.c, payload)
 		}
 	default:
-		cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.KindRequest, 0, id, req, payload)
+		cc.scratch, err = writeFrame(cc.c, cc.scratch, h, req, payload)
 	}
 	cc.wmu.Unlock()
 	if err != nil {
@@ -358,14 +429,14 @@ func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, pro
 		if proto.body != nil {
 			proto.body.Pipe.MarkKept()
 		}
-		return nil, nil, true, byRef, err
+		return 0, nil, nil, true, byRef, err
 	}
 	select {
 	case <-cl.done:
 		if (cl.kept || cl.err != nil) && proto.body != nil {
 			proto.body.Pipe.MarkKept() // whoever sent it to us is told in turn
 		}
-		return cl.resp, cl.payload, true, byRef && (cl.err != nil || cl.kept), cl.err
+		return cl.flags, cl.resp, cl.payload, true, byRef && (cl.err != nil || cl.kept), cl.err
 	case <-ctx.Done():
 		cc.mu.Lock()
 		_, mine := cc.pending[id]
@@ -380,7 +451,7 @@ func (cc *clientConn) do(ctx context.Context, req *wire.Msg, payload []byte, pro
 		if proto.body != nil {
 			proto.body.Pipe.MarkKept()
 		}
-		return nil, nil, true, byRef, ctx.Err()
+		return 0, nil, nil, true, byRef, ctx.Err()
 	}
 }
 
@@ -428,12 +499,13 @@ func (cc *clientConn) readLoop() {
 		cc.mu.Unlock()
 		if cl != nil {
 			cl.kept = h.Flags&wire.FlagPagesKept != 0
+			cl.flags = h.Flags
 		}
-		if cl != nil && cl.sink != nil && h.PayloadLen > 0 {
+		if cl != nil && cl.sink != nil && h.PayloadLen > 0 && h.Flags&wire.FlagError == 0 {
 			n := int(h.PayloadLen)
 			k := min(fr.r.Buffered(), n)
 			prefix, _ := fr.r.Peek(k)
-			err := cl.sink(m, n, prefix, cc.c)
+			err := cl.sink(n, prefix, cc.c)
 			fr.r.Discard(k)
 			if err != nil {
 				cl.err = &SinkError{Err: err}

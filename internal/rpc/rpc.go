@@ -10,6 +10,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +22,13 @@ import (
 )
 
 const (
-	helloMagic       = "SLH1"
+	// helloMagic starts a server's hello, which goes on with the
+	// server's protocol version (wire.Version, two big-endian uint16s):
+	// kept by every version, so peers of different major versions can
+	// name each other's.
+	helloMagic       = "SLHV"
 	nonceLen         = 32
+	versionLen       = 4
 	handshakeTimeout = 5 * time.Second
 	// readBufSize holds many small frames per read, while the share of
 	// a large payload that lands in it with the frame's head, and is
@@ -34,6 +40,10 @@ const (
 
 // ErrAuth is returned when the peer does not prove knowledge of the secret.
 var ErrAuth = errors.New("rpc: authentication failed")
+
+// ErrVersion is returned when the peer speaks another major version of
+// the protocol; the error names both versions.
+var ErrVersion = errors.New("rpc: protocol version mismatch")
 
 // Error is a non-zero status returned by the remote handler.
 type Error struct {
@@ -108,43 +118,83 @@ func mac(secret []byte, label string, a, b []byte) []byte {
 	return h.Sum(nil)
 }
 
-// serverHandshake authenticates a client: both sides prove they hold the
-// secret without sending it.
-func serverHandshake(c net.Conn, secret []byte) error {
+func putVersion(b []byte, v wire.Version) []byte {
+	b = binary.BigEndian.AppendUint16(b, v.Major)
+	return binary.BigEndian.AppendUint16(b, v.Minor)
+}
+
+func getVersion(b []byte) wire.Version {
+	return wire.Version{Major: binary.BigEndian.Uint16(b), Minor: binary.BigEndian.Uint16(b[2:])}
+}
+
+// versionError says that a peer's major version is not ours.
+func versionError(who string, theirs wire.Version) error {
+	return fmt.Errorf("%w: %s speaks protocol %v, this build %v", ErrVersion, who, theirs, wire.Ours)
+}
+
+// serverHandshake authenticates a client and checks its protocol version:
+// both sides prove they hold the secret without sending it, each proof
+// covering the versions sent, so neither can be altered on the way. It
+// returns the client's version.
+//
+//	server: "SLHV" version nonce
+//	client: version nonce proof
+//	server: proof (or a refusal: rejected, wrong secret; refusedVersion)
+func serverHandshake(c net.Conn, secret []byte) (wire.Version, error) {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer c.SetDeadline(time.Time{})
+	hello := putVersion([]byte(helloMagic), wire.Ours)
 	sn := make([]byte, nonceLen)
 	rand.Read(sn)
-	if _, err := c.Write(append([]byte(helloMagic), sn...)); err != nil {
-		return err
+	hello = append(hello, sn...)
+	if _, err := c.Write(hello); err != nil {
+		return wire.Version{}, err
 	}
-	in := make([]byte, nonceLen+sha256.Size)
+	in := make([]byte, versionLen+nonceLen+sha256.Size)
 	if _, err := io.ReadFull(c, in); err != nil {
-		return err
+		return wire.Version{}, err
 	}
-	cn, proof := in[:nonceLen], in[nonceLen:]
-	if !hmac.Equal(proof, mac(secret, "client", sn, cn)) {
+	theirs := getVersion(in)
+	cn, proof := in[:versionLen+nonceLen], in[versionLen+nonceLen:]
+	if !hmac.Equal(proof, mac(secret, "client", hello[len(helloMagic):], cn)) {
 		c.Write(rejected[:]) // the client tells a refusal from a server gone
-		return ErrAuth
+		return theirs, ErrAuth
 	}
-	_, err := c.Write(mac(secret, "server", sn, cn))
-	return err
+	if theirs.Major != wire.Major {
+		c.Write(refusedVersion[:])
+		return theirs, versionError("the client", theirs)
+	}
+	_, err := c.Write(mac(secret, "server", hello[len(helloMagic):], cn))
+	return theirs, err
 }
 
 func clientHandshake(c net.Conn, secret []byte) error {
 	c.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer c.SetDeadline(time.Time{})
-	hello := make([]byte, len(helloMagic)+nonceLen)
-	if _, err := io.ReadFull(c, hello); err != nil {
+	hello := make([]byte, len(helloMagic)+versionLen+nonceLen)
+	if _, err := io.ReadFull(c, hello[:len(helloMagic)]); err != nil {
 		return err
 	}
-	if string(hello[:len(helloMagic)]) != helloMagic {
+	switch string(hello[:len(helloMagic)]) {
+	case helloMagic:
+	case "SLH1": // the hello of protocol 1, which had no version
+		return versionError("the server", wire.Version{Major: 1})
+	default:
 		return fmt.Errorf("rpc: not a sluice server")
 	}
-	sn := hello[len(helloMagic):]
-	cn := make([]byte, nonceLen)
-	rand.Read(cn)
-	if _, err := c.Write(append(cn, mac(secret, "client", sn, cn)...)); err != nil {
+	if _, err := io.ReadFull(c, hello[len(helloMagic):]); err != nil {
+		return err
+	}
+	theirs := getVersion(hello[len(helloMagic):])
+	if theirs.Major != wire.Major {
+		return versionError("the server", theirs)
+	}
+	sv := hello[len(helloMagic):] // the server's version and nonce
+	cn := putVersion(nil, wire.Ours)
+	nonce := make([]byte, nonceLen)
+	rand.Read(nonce)
+	cn = append(cn, nonce...)
+	if _, err := c.Write(append(cn, mac(secret, "client", sv, cn)...)); err != nil {
 		return err
 	}
 	proof := make([]byte, sha256.Size)
@@ -156,15 +206,22 @@ func clientHandshake(c net.Conn, secret []byte) error {
 	if hmac.Equal(proof, rejected[:]) {
 		return fmt.Errorf("%w (the server refused our proof: wrong cluster secret?)", ErrAuth)
 	}
-	if !hmac.Equal(proof, mac(secret, "server", sn, cn)) {
+	if hmac.Equal(proof, refusedVersion[:]) {
+		return versionError("the server", theirs)
+	}
+	if !hmac.Equal(proof, mac(secret, "server", sv, cn)) {
 		return ErrAuth
 	}
 	return nil
 }
 
 // rejected is what a server sends in place of its proof when the
-// client's proof is wrong: an HMAC is never all zeroes.
-var rejected [sha256.Size]byte
+// client's proof is wrong, refusedVersion when the client's major version
+// is not its own: an HMAC is never all zeroes or all ones.
+var (
+	rejected       [sha256.Size]byte
+	refusedVersion = [sha256.Size]byte{0: 0xff, 31: 0xff}
+)
 
 // frameReader reads frames from a buffered connection.
 type frameReader struct {
@@ -176,8 +233,9 @@ func newFrameReader(c net.Conn) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(c, readBufSize)}
 }
 
-// next reads a header and body; the payload is left for the caller.
-func (f *frameReader) next() (wire.Header, *wire.Msg, error) {
+// next reads a header and body (still encoded); the payload is left for
+// the caller.
+func (f *frameReader) next() (wire.Header, []byte, error) {
 	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
 		return wire.Header{}, nil, err
 	}
@@ -189,17 +247,13 @@ func (f *frameReader) next() (wire.Header, *wire.Msg, error) {
 	if _, err := io.ReadFull(f.r, body); err != nil {
 		return h, nil, err
 	}
-	m, err := wire.Decode(body)
-	if err != nil {
-		return h, nil, err
-	}
-	return h, m, nil
+	return h, body, nil
 }
 
 // writeFrame sends one frame with a single writev. The caller serialises
 // writes on c.
-func writeFrame(c net.Conn, scratch []byte, kind, flags uint8, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
-	scratch = frameHead(scratch, kind, flags, id, m, len(payload))
+func writeFrame(c net.Conn, scratch []byte, h wire.Header, m wire.Message, payload []byte) ([]byte, error) {
+	scratch = frameHead(scratch, h, m, len(payload))
 	if len(payload) == 0 {
 		_, err := c.Write(scratch)
 		return scratch, err
@@ -209,14 +263,28 @@ func writeFrame(c net.Conn, scratch []byte, kind, flags uint8, id uint64, m *wir
 	return scratch, err
 }
 
-// frameHead encodes the header and body of a frame whose payload is n
-// bytes into scratch.
-func frameHead(scratch []byte, kind, flags uint8, id uint64, m *wire.Msg, n int) []byte {
+// frameHead encodes the header and body (m, nil: none) of a frame whose
+// payload is n bytes into scratch.
+func frameHead(scratch []byte, h wire.Header, m wire.Message, n int) []byte {
 	scratch = append(scratch[:0], make([]byte, wire.HeaderSize)...)
-	scratch = m.Append(scratch)
-	wire.PutHeader(scratch, wire.Header{Kind: kind, Flags: flags, ReqID: id,
-		BodyLen: uint32(len(scratch) - wire.HeaderSize), PayloadLen: uint32(n)})
+	if m != nil {
+		scratch = wire.Encode(scratch, m)
+	}
+	h.BodyLen, h.PayloadLen = uint32(len(scratch)-wire.HeaderSize), uint32(n)
+	wire.PutHeader(scratch, h)
 	return scratch
+}
+
+// reply returns the frame flags and body of an answer: an error (a Msg
+// with a status, or err) goes as a Status.
+func replyBody(m wire.Message, err error) (uint8, wire.Message) {
+	if lm, ok := m.(*wire.Msg); ok && err == nil && lm.Errno != 0 {
+		return wire.FlagError, &wire.Status{Errno: lm.Errno, Msg: lm.ErrMsg}
+	}
+	if err != nil {
+		return wire.FlagError, &wire.Status{Errno: uint32(Errno(err)), Msg: err.Error()}
+	}
+	return 0, m
 }
 
 // withTimeout returns ctx bounded by d unless it already has a deadline.

@@ -260,7 +260,7 @@ func TestCallSink(t *testing.T) {
 			}
 			var got []byte
 			resp, err := c.CallSink(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: uint64(i), Size: uint64(n)}, nil,
-				func(resp *wire.Msg, n int, prefix []byte, conn net.Conn) error {
+				func(n int, prefix []byte, conn net.Conn) error {
 					got = append(got, prefix...)
 					rest := make([]byte, n-len(prefix))
 					_, err := io.ReadFull(conn, rest)
@@ -275,7 +275,7 @@ func TestCallSink(t *testing.T) {
 	wg.Wait()
 	calls := 0
 	_, err := c.CallSink(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: 1, Size: 5000}, nil,
-		func(*wire.Msg, int, []byte, net.Conn) error { calls++; return errors.New("downstream gone") })
+		func(int, []byte, net.Conn) error { calls++; return errors.New("downstream gone") })
 	var se *SinkError
 	if !errors.As(err, &se) || calls != 1 {
 		t.Fatalf("failing sink: %v after %d calls, want a SinkError after 1", err, calls)
@@ -303,8 +303,8 @@ func TestServerGoneInHandshake(t *testing.T) {
 			if err != nil {
 				return
 			}
-			c.Write(append([]byte(helloMagic), make([]byte, nonceLen)...))
-			io.ReadFull(c, make([]byte, nonceLen+32))
+			c.Write(append(putVersion([]byte(helloMagic), wire.Ours), make([]byte, nonceLen)...))
+			io.ReadFull(c, make([]byte, versionLen+nonceLen+32))
 			c.Close()
 		}
 		s := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))

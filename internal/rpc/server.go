@@ -1,12 +1,14 @@
 package rpc
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
@@ -17,6 +19,11 @@ import (
 // Request is one incoming request. The handler must call Reply exactly once,
 // from any goroutine; Reply releases Payload.
 type Request struct {
+	Op wire.Op
+	// Req is the request, decoded into its operation's request type
+	// (wire.Spec); Msg is the same for the operations that still speak
+	// wire.Msg, else nil.
+	Req     wire.Message
 	Msg     *wire.Msg
 	Payload []byte // request payload; valid until Reply
 	// Body holds the payload instead, in the kernel, when the handler
@@ -52,14 +59,29 @@ func (r *Request) release() {
 	}
 }
 
-// Reply sends the response and releases the request payload. respPayload is
-// not retained after Reply returns. It must not be (part of) r.Payload: the
-// payload's buffer is given back first and may be refilled by the next
-// request while the answer is written.
-func (r *Request) Reply(resp *wire.Msg, respPayload []byte) {
+// Reply sends the response (a *wire.Msg with a non-zero Errno goes as an
+// error) and releases the request payload. respPayload is not retained
+// after Reply returns. It must not be (part of) r.Payload: the payload's
+// buffer is given back first and may be refilled by the next request
+// while the answer is written.
+func (r *Request) Reply(resp wire.Message, respPayload []byte) {
+	r.answer(resp, nil, respPayload)
+}
+
+// Answer sends resp, or err (then resp and payload are not sent), and
+// releases the request payload, as Reply.
+func (r *Request) Answer(resp wire.Message, err error, payload []byte) {
+	r.answer(resp, err, payload)
+}
+
+func (r *Request) answer(resp wire.Message, err error, payload []byte) {
 	flags := r.flags()
 	r.release()
-	r.sc.reply(r.id, flags, resp, respPayload)
+	f, body := replyBody(resp, err)
+	if f != 0 {
+		payload = nil
+	}
+	r.sc.reply(wire.Header{Kind: wire.KindResponse, Flags: flags | f, Op: r.Op, ReqID: r.id}, body, payload)
 }
 
 // flags are the response's frame flags: FlagPagesKept if a relay of the
@@ -76,7 +98,7 @@ func (r *Request) flags() uint8 {
 // connection's write lock. send must write exactly n bytes; if it fails the
 // connection is closed, so that the peer never takes a cut frame for a
 // whole one, and the error is returned. Like Reply it releases Payload.
-func (r *Request) ReplySend(resp *wire.Msg, n int, send func(c net.Conn) error) error {
+func (r *Request) ReplySend(resp wire.Message, n int, send func(c net.Conn) error) error {
 	flags := r.flags()
 	r.release()
 	sc := r.sc
@@ -84,7 +106,7 @@ func (r *Request) ReplySend(resp *wire.Msg, n int, send func(c net.Conn) error) 
 		return net.ErrClosed
 	}
 	sc.wmu.Lock()
-	sc.scratch = frameHead(sc.scratch, wire.KindResponse, flags, r.id, resp, n)
+	sc.scratch = frameHead(sc.scratch, wire.Header{Kind: wire.KindResponse, Flags: flags, Op: r.Op, ReqID: r.id}, resp, n)
 	_, err := sc.c.Write(sc.scratch)
 	if err == nil {
 		err = send(sc.c)
@@ -98,7 +120,10 @@ func (r *Request) ReplySend(resp *wire.Msg, n int, send func(c net.Conn) error) 
 
 // ReplyErr sends an error response.
 func (r *Request) ReplyErr(err error) {
-	r.Reply(ToMsg(&wire.Msg{}, err), nil)
+	if err == nil {
+		err = errors.New("no error given")
+	}
+	r.answer(nil, err, nil)
 }
 
 // Handler receives requests. Handle must not block for long: it either
@@ -111,7 +136,7 @@ type Handler interface {
 // pipe, received without a copy) rather than as Payload: those it relays
 // or writes to a file without reading them.
 type BodyTaker interface {
-	TakesBody(m *wire.Msg) bool
+	TakesBody(r *Request) bool
 }
 
 // MinBody is the smallest payload taken as a Body (below it a copy costs
@@ -229,10 +254,12 @@ func (s *Server) serveConn(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	if err := serverHandshake(c, s.secret); err != nil {
+	if _, err := serverHandshake(c, s.secret); err != nil {
 		s.AuthFailures.Add(1)
 		if errors.Is(err, ErrAuth) {
 			s.log.Warn("rejected connection: wrong cluster secret", "peer", peerName(c))
+		} else if errors.Is(err, ErrVersion) {
+			s.log.Warn("rejected connection", "peer", peerName(c), "err", err)
 		} else {
 			s.log.Debug("connection closed during handshake", "peer", peerName(c), "err", err)
 		}
@@ -258,33 +285,63 @@ func (s *Server) serveConn(c net.Conn) {
 	fr := newFrameReader(c)
 	peer := peerName(c)
 	for {
-		h, m, err := fr.next()
+		h, body, err := fr.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.log.Warn("closing connection", "peer", peer, "err", err)
 			}
 			return
 		}
-		if h.Kind != wire.KindRequest || !m.Op.Valid() {
-			s.log.Warn("closing connection: unexpected frame", "peer", peer, "kind", h.Kind, "op", m.Op)
+		if h.Kind != wire.KindRequest {
+			s.log.Warn("closing connection: unexpected frame", "peer", peer, "kind", h.Kind, "op", h.Op)
 			return
 		}
-		req := &Request{Msg: m, Peer: peer, id: h.ReqID, sc: sc}
+		req := &Request{Op: h.Op, Peer: peer, id: h.ReqID, sc: sc}
+		refusal := s.decode(req, body)
 		if h.PayloadLen > 0 {
-			if err := s.readPayload(fr, c, req, int(h.PayloadLen)); err != nil {
+			if refusal != nil {
+				// read past it and answer with the refusal
+				if _, err := fr.r.Discard(int(h.PayloadLen)); err != nil {
+					return
+				}
+			} else if err := s.readPayload(fr, c, req, int(h.PayloadLen)); err != nil {
 				s.log.Debug("closing connection: reading a payload", "peer", peer, "err", err)
 				return
 			}
+		}
+		if refusal != nil {
+			req.ReplyErr(refusal)
+			continue
 		}
 		req.At = s.now()
 		s.h.Handle(req)
 	}
 }
 
+// decode fills req's message from body, or returns why the request is
+// refused: an operation this build does not know (a peer of a later minor
+// version), or a body that does not decode.
+func (s *Server) decode(req *Request, body []byte) error {
+	spec := wire.SpecOf(req.Op)
+	if spec == nil {
+		return Errorf(syscall.ENOSYS, "operation %d unknown to this server (protocol %v)", req.Op, wire.Ours)
+	}
+	m := spec.NewRequest()
+	if err := wire.Decode(body, m); err != nil {
+		return Errorf(syscall.EINVAL, "%s request: %v", spec.Name, err)
+	}
+	req.Req = m
+	if lm, ok := m.(*wire.Msg); ok {
+		lm.Op = req.Op
+		req.Msg = lm
+	}
+	return nil
+}
+
 // readPayload reads a request's n payload bytes: into a pipe (Body) if
 // the handler takes this request's that way, else into a pooled buffer.
 func (s *Server) readPayload(fr *frameReader, c net.Conn, req *Request, n int) error {
-	if bt, ok := s.h.(BodyTaker); ok && n >= MinBody && bt.TakesBody(req.Msg) {
+	if bt, ok := s.h.(BodyTaker); ok && n >= MinBody && bt.TakesBody(req) {
 		if s.bodies.Add(1) <= MaxBodies {
 			if p := zerocopy.NewPipe(n); p != nil {
 				k := min(fr.r.Buffered(), n)
@@ -326,28 +383,37 @@ func (s *Server) readPayload(fr *frameReader, c net.Conn, req *Request, n int) e
 	return nil
 }
 
-func (sc *serverConn) reply(id uint64, flags uint8, m *wire.Msg, payload []byte) {
+func (sc *serverConn) reply(h wire.Header, m wire.Message, payload []byte) {
 	if sc.dead.Load() {
 		return
 	}
 	sc.wmu.Lock()
 	var err error
-	sc.scratch, err = writeFrame(sc.c, sc.scratch, wire.KindResponse, flags, id, m, payload)
+	sc.scratch, err = writeFrame(sc.c, sc.scratch, h, m, payload)
 	sc.wmu.Unlock()
 	if err != nil {
 		sc.c.Close()
 	}
 }
 
-// Mux sends requests to a handler by operation, the others to Default.
+// Mux sends requests to a handler by operation: to the first of Tables
+// that serves it (in a goroutine of its own), else to the handler in Ops,
+// else to Default.
 type Mux struct {
+	Tables  []*Table
 	Ops     map[wire.Op]Handler
 	Default Handler
 }
 
 // Handle implements Handler.
 func (m *Mux) Handle(r *Request) {
-	if h, ok := m.Ops[r.Msg.Op]; ok {
+	for _, t := range m.Tables {
+		if t.Has(r.Op) {
+			go t.Dispatch(context.Background(), r)
+			return
+		}
+	}
+	if h, ok := m.Ops[r.Op]; ok {
 		h.Handle(r)
 		return
 	}

@@ -171,7 +171,7 @@ type bodyRelay struct {
 	to *Client
 }
 
-func (h bodyRelay) TakesBody(m *wire.Msg) bool { return m.Op == wire.OpWrite }
+func (h bodyRelay) TakesBody(r *Request) bool { return r.Op == wire.OpWrite }
 
 func (h bodyRelay) Handle(r *Request) {
 	go func() {

@@ -3,10 +3,14 @@ package wire
 import "time"
 
 // Op numbers every operation of the protocol. Values are part of the wire
-// format: append, never renumber.
+// format within a major version: append, never renumber. Each service's
+// package numbers its own (internal/wire/chunk: 100-149); the operations
+// below still speak Msg (Spec.Legacy). A blank is a number an operation
+// left when it moved to its service's package: not used again in this
+// major version.
 type Op uint16
 
-// Client ↔ forwarding node and forwarding node ↔ metadata service.
+// The operations that still speak Msg.
 const (
 	OpInvalid Op = iota
 	OpPing
@@ -32,48 +36,46 @@ const (
 	OpLayout    // get chunk locations of a file
 	OpAlloc     // allocate a chunk (meta)
 	OpExtend    // raise a file's size to at least Size (meta)
-	OpRegister  // a daemon registers/heartbeats with meta; reply ID its id, Handle the version of the QoS rules (OpQos)
-	OpServers   // list registered daemons
+	_           // register: api.OpRegister
+	_           // servers: api.OpServers
 	OpSetLayout // set a directory's chunk size and striping
-	OpChunkWrite
-	OpChunkRead
-	OpChunkTrunc
-	OpChunkDelete
-	OpChunkSync
-	OpPfsLink   // pfs tier: make a namespace path point at an object (Size: grow it to the file size; Attr: give it the file's mode, owner, times)
-	OpPfsRename // pfs tier: rename a namespace path
-	OpPfsUnlink // pfs tier: remove a namespace path
-	OpStat      // data server: capacity and usage
-	OpFault     // inject a fault: Name "slow" (Size = factor ×100), "fill" (Size = capacity), "stall" (Size = ms)
-	OpJobStats  // forwarding node: per-job request counters (Entries: one per job)
-	OpBeacon    // monitoring store (in the metadata daemon): Name is the call, payload its argument (beacon/beaconrpc is the contract, manager/monitor the service)
-	OpJob       // forwarding-map manager (in the metadata daemon): Name is the call (fwdmap)
+	_           // chunk-write: chunk.OpWrite
+	_           // chunk-read: chunk.OpRead
+	_           // chunk-trunc: chunk.OpTrunc
+	_           // chunk-delete: chunk.OpDelete
+	_           // chunk-sync: chunk.OpSync
+	_           // pfs-link: chunk.OpPfsLink
+	_           // pfs-rename: chunk.OpPfsRename
+	_           // pfs-unlink: chunk.OpPfsUnlink
+	_           // stat: unused, gone
+	_           // fault: api.OpFault
+	_           // job-stats: api.OpJobStats
+	_           // beacon: beaconrpc's operations
+	_           // job: fwdmap's operations
 	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
 	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
 	OpUndelegate
 	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen, CreateOwned or BatchRemove), Uid, Gid, Mtime; reply Entries refused (errno in Mode), Attr the directory's when an entry had CreateOpen
 	OpTrims       // a data server (ID) asks for the truncations it has not applied (of Ino, or of every file if 0); reply Trims and, for one file, Trunc = its generation
 	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
-	OpPfsGrow     // pfs tier: make file Ino's plain file at least Size bytes (a truncate up)
-	OpActivity    // a file's open/close history in the metadata service (reply: ActivityMsg)
-	// Chunk migration (data/move.go, meta/move.go, manager/tiering). Handle
-	// is the migration's session id throughout.
-	OpMoveBegin   // source data server: start noting writes and cuts of chunk Idx of Ino; reply Size = its local size
-	OpMoveStop    // source: stop serving the chunk (durably) until OpMoveEnd; reply Entries: the local ranges written since OpMoveBegin (Ino the offset, Mode the length), Size = local size, Flags MoveCut if it was truncated
-	OpMoveEnd     // source or destination: the migration ended; Flags MoveCommitted (Gen = the new layout generation) or not (aborted)
-	OpMoveCopy    // destination data server (the mover): copy chunk Idx of Ino from Chunks[0] to Chunks[1]; Servers = the addresses of both groups
-	OpMoveState   // a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
-	OpMigrate     // tiering manager (in the metadata daemon): move file Ino to tier Tier (Flags MoveWait: answer when done)
-	OpBudget      // data server: lend memory to the node (Size = the budget now, at most the configured one) or take it back (Name "release"); reply Cap, Used
+	_             // pfs-grow: chunk.OpPfsGrow
+	_             // activity: ns.OpActivity
+	_             // move-begin: chunk.OpMoveBegin
+	_             // move-stop: chunk.OpMoveStop
+	_             // move-end: chunk.OpMoveEnd
+	_             // move-copy: chunk.OpMoveCopy
+	OpMoveState   // chunk migration: a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
+	_             // migrate: api.OpMigrate
+	_             // budget: api.OpBudget
 	OpDegrade     // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
-	OpAccess      // metadata service: a forwarding daemon's recent accesses: Entries Ino read or written Mode milliseconds before Mtime (unix ns)
+	_             // access: ns.OpAccess
 	OpDirty       // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
-	OpBB          // metadata service: burst-buffer grants (meta/bbgrant.go): Name "grant" (payload a grant, JSON; reply payload the admission), "release" (Who.Job's), "pools" (reply payload pools and grants), "status" (the buffer manager's state)
-	OpBBServer    // data server of a burst-buffer pool: payload BBControl (JSON; none: leave the controls as they are); reply payload BBServerState (JSON)
-	OpPool        // metadata service: resource pools (meta/pool.go): Name "create", "rm", "bind", "unbind", "list"; payload and reply JSON
-	OpQos         // metadata service: QoS rules (meta/qos.go): Name "add", "rm", "list", payload and reply JSON, reply Handle the rules' version; forwarding daemon or data server: Name "stats", reply payload its flows (JSON)
-	OpChunkFence  // data server: fence chunk Idx of Ino at layout generation Gen if it holds no byte of it here (EEXIST if it does); Flags FenceUndo: lower a fence this op raised to Gen back to Offset (meta/alloc.go, relocating an empty chunk)
-	OpChunkSettle // data server: give back the room chunks reserved past their bytes (Entries: Ino and, in Mode, the chunk index; meta/settle.go)
+	_             // bb: api.OpBBGrant…
+	_             // bb-server: api.OpBBServer
+	_             // pool: api.OpPool…
+	_             // qos: api.OpQoS…
+	_             // chunk-fence: chunk.OpFence
+	_             // chunk-settle: chunk.OpSettle
 	opMax
 )
 
@@ -93,18 +95,15 @@ type Activity struct {
 	LastAccess int64
 }
 
-// ActivityMsg is the reply to OpActivity: ID handles open now, Size times
-// opened, Atime and Mtime the last open and close, Offset and Idx the mean
-// T_co and T_oc in ns, Gen the last access.
-func ActivityMsg(a Activity) *Msg {
-	return &Msg{ID: uint64(a.Open), Size: a.Opened, Atime: a.LastOpen, Mtime: a.LastClose,
-		Offset: uint64(a.MeanTco), Idx: uint64(a.MeanToc), Gen: uint64(a.LastAccess)}
-}
-
-// ActivityOf reads an OpActivity reply.
-func ActivityOf(m *Msg) Activity {
-	return Activity{Open: int(m.ID), Opened: m.Size, LastOpen: m.Atime, LastClose: m.Mtime,
-		MeanTco: time.Duration(m.Offset), MeanToc: time.Duration(m.Idx), LastAccess: int64(m.Gen)}
+// Fields implements Message.
+func (a *Activity) Fields(c *Codec) {
+	c.Int(1, &a.Open)
+	c.Uint64(2, &a.Opened)
+	c.Int64(3, &a.LastOpen)
+	c.Int64(4, &a.LastClose)
+	c.Duration(5, &a.MeanTco)
+	c.Duration(6, &a.MeanToc)
+	c.Int64(7, &a.LastAccess)
 }
 
 // Change kinds of the metadata change feed, in DirEntry.Mode of an OpWatch
@@ -121,23 +120,24 @@ const (
 var opNames = [...]string{
 	"invalid", "ping", "lookup", "getattr", "setattr", "mknod", "mkdir", "unlink", "rmdir",
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
-	"fsync", "flush", "statfs", "layout", "alloc", "extend", "register", "servers",
-	"setlayout", "chunk-write", "chunk-read", "chunk-trunc", "chunk-delete", "chunk-sync",
-	"pfs-link", "pfs-rename", "pfs-unlink", "stat", "fault", "job-stats", "beacon", "job", "watch",
-	"delegate", "undelegate", "create-batch", "trims", "trims-done", "pfs-grow", "activity",
-	"move-begin", "move-stop", "move-end", "move-copy", "move-state", "migrate", "budget",
-	"degrade", "access", "dirty", "bb", "bb-server", "pool", "qos", "chunk-fence", "chunk-settle",
+	"fsync", "flush", "statfs", "layout", "alloc", "extend", "", "",
+	"setlayout", "", "", "", "", "",
+	"", "", "", "", "", "", "", "", "watch",
+	"delegate", "undelegate", "create-batch", "trims", "trims-done", "", "",
+	"", "", "", "", "move-state", "", "",
+	"degrade", "", "dirty", "", "", "", "", "", "",
 }
 
+// String is the operation's registered name ("op?" if there is none).
 func (o Op) String() string {
-	if int(o) < len(opNames) {
+	if int(o) < len(opNames) && opNames[o] != "" {
 		return opNames[o]
+	}
+	if s := SpecOf(o); s != nil {
+		return s.Name
 	}
 	return "op?"
 }
-
-// Valid reports whether o is a known operation.
-func (o Op) Valid() bool { return o > OpInvalid && o < opMax }
 
 // Class is the forwarding pipeline queue a request belongs to.
 type Class uint8
@@ -153,23 +153,63 @@ const (
 // SmallIOMax is the largest read or write that still counts as small I/O.
 const SmallIOMax = 64 << 10
 
-// ClassOf returns the pipeline class of a request.
-func ClassOf(m *Msg) Class {
-	switch m.Op {
-	case OpRead, OpChunkRead:
-		if m.Size > SmallIOMax {
-			return ClassBulk
-		}
-		return ClassSmall
-	case OpWrite, OpChunkWrite:
-		if m.Size > SmallIOMax {
-			return ClassBulk
-		}
-		return ClassSmall
-	case OpFsync, OpFlush, OpChunkSync:
+// ClassOf returns the pipeline class of a request that speaks Msg.
+func ClassOf(m *Msg) Class { return classOf(m.Op, m.Size) }
+
+// Class implements Classed.
+func (m *Msg) Class() Class { return ClassOf(m) }
+
+func classOf(op Op, size uint64) Class {
+	switch op {
+	case OpRead, OpWrite:
+		return IOClass(size)
+	case OpFsync, OpFlush:
 		return ClassSmall
 	}
 	return ClassMeta
+}
+
+// IOClass is the pipeline class of a read or write of size bytes.
+func IOClass(size uint64) Class {
+	if size > SmallIOMax {
+		return ClassBulk
+	}
+	return ClassSmall
+}
+
+// Classed is implemented by the requests whose pipeline class is not
+// ClassMeta: reads, writes and syncs.
+type Classed interface {
+	Class() Class
+}
+
+// OfFile is implemented by requests about one file's data: a connection
+// of bulk requests is picked by the file.
+type OfFile interface {
+	FileIno() uint64
+}
+
+// Classify returns the pipeline class of request m of operation op.
+func Classify(op Op, m Message) Class {
+	switch r := m.(type) {
+	case *Msg:
+		return classOf(op, r.Size)
+	case Classed:
+		return r.Class()
+	}
+	return ClassMeta
+}
+
+// LaneKey returns the file a request is about (0: none), which picks its
+// bulk connection.
+func LaneKey(m Message) uint64 {
+	switch r := m.(type) {
+	case *Msg:
+		return r.Ino
+	case OfFile:
+		return r.FileIno()
+	}
+	return 0
 }
 
 func (c Class) String() string {
@@ -227,10 +267,6 @@ const (
 	RenameExchange  uint32 = 2
 )
 
-// ChunkDeleteAll in the Flags of OpChunkDelete removes every chunk of the
-// inode on that server.
-const ChunkDeleteAll = 1
-
 // Delegations of directories to mounts (meta/deleg.go, client/wbcreate.go).
 const (
 	// DelegCooldown is how long a recalled or refused directory is not
@@ -251,16 +287,14 @@ const RegisterHasTrims uint32 = 1
 // decisions are recorded under in Beacon.
 const MigrationJob = "sluice-migration"
 
-// Migration flags (Msg.Flags of the OpMove* operations and OpMigrate).
+// Migration flags (Msg.Flags of OpMoveState's reply and of OpMigrate).
+// The values keep their protocol-1 bits.
 const (
-	MoveCommitted uint32 = 1 << iota // OpMoveEnd, OpMoveState: the chunk's location is the destination now
-	MoveAborted                      // OpMoveState: the chunk stays where it was
-	MovePending                      // OpMoveState: not decided yet; ask again
-	MoveCut                          // OpMoveStop reply: the chunk was truncated during the copy
-	MoveRead                         // OpChunkRead: the mover's read of a stopped chunk (Handle: its session)
-	MoveWait                         // OpMigrate: reply when the file has moved
-	MoveKeep                         // OpMoveEnd, OpMoveState with MoveCommitted: the chunk was copied (re-replication, a drain with --keep-cache), not moved: the source keeps it and fences only older generations
-	MoveClean                        // OpMoveCopy: the destination holds the chunk's bytes already (its home): copy only what is written during the move
+	MoveCommitted uint32 = 1 << 0 // OpMoveState: the chunk's location is the destination now
+	MoveAborted   uint32 = 1 << 1 // OpMoveState: the chunk stays where it was
+	MovePending   uint32 = 1 << 2 // OpMoveState: not decided yet; ask again
+	MoveWait      uint32 = 1 << 5 // OpMigrate: reply when the file has moved
+	MoveKeep      uint32 = 1 << 6 // OpMoveState with MoveCommitted: the chunk was copied (re-replication, a drain with --keep-cache), not moved: the source keeps it and fences only older generations
 )
 
 // AllocPlaced in the Flags of an OpAlloc reply says the chunk was placed
@@ -283,9 +317,6 @@ const (
 	// location (AllocPlaced if moved; otherwise where to write again).
 	AllocEmpty uint32 = 1 << 3
 )
-
-// FenceUndo in the Flags of an OpChunkFence request lowers the fence.
-const FenceUndo uint32 = 1
 
 // NameMax is the longest name of a directory entry, in bytes (NAME_MAX).
 const NameMax = 255

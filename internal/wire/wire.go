@@ -4,13 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-
-	"github.com/sluice-hpc/sluice/internal/varbuf"
 )
 
-// Magic starts every frame ("SLC1").
-const Magic uint32 = 0x534c4331
+// Magic starts every frame ("SLC2": the frames of protocol major version
+// 2).
+const Magic uint32 = 0x534c4332
 
 // HeaderSize is the size of a frame header in bytes.
 const HeaderSize = 24
@@ -37,12 +35,19 @@ const (
 	// reference (zerocopy.SendPages) must not write into them again
 	// before detaching them (zerocopy.Detach).
 	FlagPagesKept uint8 = 1 << 0
+	// FlagError, on a response, says that its body is a Status: the
+	// request failed and there is no reply message.
+	FlagError uint8 = 1 << 1
 )
 
-// Header is a decoded frame header.
+// Header is a decoded frame header: the frame's kind and flags, the
+// operation (a response carries its request's), the request's id on the
+// connection, and the lengths of the body (an encoded Message) and of the
+// raw payload after it.
 type Header struct {
 	Kind       uint8
 	Flags      uint8
+	Op         Op
 	ReqID      uint64
 	BodyLen    uint32
 	PayloadLen uint32
@@ -56,7 +61,7 @@ func PutHeader(b []byte, h Header) {
 	binary.BigEndian.PutUint32(b[0:4], Magic)
 	b[4] = h.Kind
 	b[5] = h.Flags
-	b[6], b[7] = 0, 0
+	binary.BigEndian.PutUint16(b[6:8], uint16(h.Op))
 	binary.BigEndian.PutUint64(b[8:16], h.ReqID)
 	binary.BigEndian.PutUint32(b[16:20], h.BodyLen)
 	binary.BigEndian.PutUint32(b[20:24], h.PayloadLen)
@@ -73,6 +78,7 @@ func ParseHeader(b []byte) (Header, error) {
 	h := Header{
 		Kind:       b[4],
 		Flags:      b[5],
+		Op:         Op(binary.BigEndian.Uint16(b[6:8])),
 		ReqID:      binary.BigEndian.Uint64(b[8:16]),
 		BodyLen:    binary.BigEndian.Uint32(b[16:20]),
 		PayloadLen: binary.BigEndian.Uint32(b[20:24]),
@@ -202,12 +208,13 @@ type Who struct {
 	User, Group uint32
 }
 
-// Msg is the one message type of the protocol. Each operation uses a subset
-// of the fields; zero fields are not sent.
+// Msg is the message of the operations that have no types of their own
+// yet (Spec.Legacy): each uses a subset of the fields; zero fields are not
+// sent.
 type Msg struct {
-	Op     Op
-	Errno  uint32 // response status: 0 or a syscall errno
-	ErrMsg string // human-readable detail for a non-zero Errno
+	Op     Op     `wire:"-"` // in the frame header, not a field
+	Errno  uint32 `wire:"-"` // a reply's status: 0 or a syscall errno (sent as Status)
+	ErrMsg string `wire:"-"` // human-readable detail for a non-zero Errno
 
 	Ino, Parent, NewParent, Handle uint64
 	Name, NewName, Path            string
@@ -255,514 +262,130 @@ type Msg struct {
 	Rdev uint32
 }
 
-// field tags
-const (
-	tOp byte = iota + 1
-	tErrno
-	tErrMsg
-	tIno
-	tParent
-	tNewParent
-	tHandle
-	tName
-	tNewName
-	tPath
-	tMode
-	tUid
-	tGid
-	tFlags
-	tMask
-	tOffset
-	tSize
-	tIdx
-	tChunkSize
-	tStripeCnt
-	tStripeUnit
-	tAtime
-	tMtime
-	tJob
-	tRank
-	tNode
-	tAttr
-	tEntries
-	tChunks
-	tServers
-	tSync
-	tTier
-	tAddr
-	tID
-	tUsed
-	tCap
-	tGen
-	tClient
-	tParentAttr
-	tTrunc
-	tTrims
-	tRdev
-	tApp
-	tChunkGens  // ChunkLoc.Gen of each of Chunks, in order (added after tChunks, which stays as it was)
-	tServerX    // WriteBW, ReadBW and Domain of each of Servers, in order
-	tReplicas   // ChunkLoc.Replicas of each of Chunks, in order
-	tHome       // ChunkLoc.Home of each of Chunks, in order
-	tServerPerf // MaxPerf, Pending and Written of each of Servers, in order
-	tUser       // Who.User
-	tGroup      // Who.Group
-)
-
-// Encoder appends tagged fields to a byte slice.
-type encoder struct{ b []byte }
-
-func (e *encoder) uv(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
-func (e *encoder) sv(v int64)   { e.b = binary.AppendVarint(e.b, v) }
-func (e *encoder) str(s string) { e.b = varbuf.AppendStr(e.b, s) }
-func (e *encoder) tag(t byte)   { e.b = append(e.b, t) }
-
-// attr appends a tagged attribute record (nothing when a is nil).
-func (e *encoder) attr(t byte, a *Attr) {
-	if a == nil {
-		return
-	}
-	e.tag(t)
-	e.uv(a.Ino)
-	e.uv(uint64(a.Mode))
-	e.uv(uint64(a.Nlink))
-	e.uv(uint64(a.Uid))
-	e.uv(uint64(a.Gid))
-	e.uv(a.Size)
-	e.sv(a.Atime)
-	e.sv(a.Mtime)
-	e.sv(a.Ctime)
-	e.uv(uint64(a.ChunkSize))
-	e.uv(uint64(a.StripeCnt))
-	e.uv(uint64(a.StripeUnit))
-	e.uv(uint64(a.Rdev))
-	e.uv(a.Trunc)
-}
-func (e *encoder) u(t byte, v uint64) {
-	if v != 0 {
-		e.tag(t)
-		e.uv(v)
-	}
-}
-func (e *encoder) s(t byte, v int64) {
-	if v != 0 {
-		e.tag(t)
-		e.sv(v)
-	}
-}
-func (e *encoder) st(t byte, v string) {
-	if v != "" {
-		e.tag(t)
-		e.str(v)
-	}
+// Fields implements Message. Op travels in the frame header, Errno and
+// ErrMsg as the reply's Status (an error frame): neither is a field.
+func (m *Msg) Fields(c *Codec) {
+	c.Uint64(4, &m.Ino)
+	c.Uint64(5, &m.Parent)
+	c.Uint64(6, &m.NewParent)
+	c.Uint64(7, &m.Handle)
+	c.String(8, &m.Name)
+	c.String(9, &m.NewName)
+	c.String(10, &m.Path)
+	c.Uint32(11, &m.Mode)
+	c.Uint32(12, &m.Uid)
+	c.Uint32(13, &m.Gid)
+	c.Uint32(14, &m.Flags)
+	c.Uint32(15, &m.Mask)
+	c.Uint64(16, &m.Offset)
+	c.Uint64(17, &m.Size)
+	c.Uint64(18, &m.Idx)
+	c.Uint32(19, &m.ChunkSize)
+	c.Uint32(20, &m.StripeCnt)
+	c.Uint32(21, &m.StripeUnit)
+	c.Int64(22, &m.Atime)
+	c.Int64(23, &m.Mtime)
+	Embed(c, 24, &m.Who)
+	Opt(c, 27, &m.Attr)
+	List(c, 28, &m.Entries)
+	List(c, 29, &m.Chunks)
+	List(c, 30, &m.Servers)
+	c.Bool(31, &m.Sync)
+	c.String(32, &m.Tier)
+	c.String(33, &m.Addr)
+	c.Uint64(34, &m.ID)
+	c.Uint64(35, &m.Used)
+	c.Uint64(36, &m.Cap)
+	c.Uint64(37, &m.Gen)
+	c.Uint64(38, &m.Client)
+	Opt(c, 39, &m.ParentAttr)
+	c.Uint64(40, &m.Trunc)
+	List(c, 41, &m.Trims)
+	c.Uint32(42, &m.Rdev)
 }
 
-// Append encodes m and appends it to b.
-func (m *Msg) Append(b []byte) []byte {
-	e := encoder{b: b}
-	e.u(tOp, uint64(m.Op))
-	e.u(tErrno, uint64(m.Errno))
-	e.st(tErrMsg, m.ErrMsg)
-	e.u(tIno, m.Ino)
-	e.u(tParent, m.Parent)
-	e.u(tNewParent, m.NewParent)
-	e.u(tHandle, m.Handle)
-	e.st(tName, m.Name)
-	e.st(tNewName, m.NewName)
-	e.st(tPath, m.Path)
-	e.u(tMode, uint64(m.Mode))
-	e.u(tUid, uint64(m.Uid))
-	e.u(tGid, uint64(m.Gid))
-	e.u(tFlags, uint64(m.Flags))
-	e.u(tMask, uint64(m.Mask))
-	e.u(tOffset, m.Offset)
-	e.u(tSize, m.Size)
-	e.u(tIdx, m.Idx)
-	e.u(tChunkSize, uint64(m.ChunkSize))
-	e.u(tStripeCnt, uint64(m.StripeCnt))
-	e.u(tStripeUnit, uint64(m.StripeUnit))
-	e.s(tAtime, m.Atime)
-	e.s(tMtime, m.Mtime)
-	e.st(tJob, m.Job)
-	e.s(tRank, int64(m.Rank))
-	e.st(tNode, m.Node)
-	e.attr(tAttr, m.Attr)
-	if len(m.Entries) > 0 {
-		e.tag(tEntries)
-		e.uv(uint64(len(m.Entries)))
-		for _, d := range m.Entries {
-			e.str(d.Name)
-			e.uv(d.Ino)
-			e.uv(uint64(d.Mode))
-		}
-	}
-	if len(m.Chunks) > 0 {
-		e.tag(tChunks)
-		e.uv(uint64(len(m.Chunks)))
-		for _, c := range m.Chunks {
-			e.uv(c.Idx)
-			e.str(c.Tier)
-			e.uv(uint64(len(c.Servers)))
-			for _, s := range c.Servers {
-				e.uv(s)
-			}
-		}
-	}
-	if len(m.Servers) > 0 {
-		e.tag(tServers)
-		e.uv(uint64(len(m.Servers)))
-		for _, s := range m.Servers {
-			e.uv(s.ID)
-			e.str(s.Role)
-			e.str(s.Tier)
-			e.str(s.Addr)
-			e.uv(s.Capacity)
-			e.uv(s.Used)
-			e.str(s.Node)
-			if s.Alive {
-				e.uv(1)
-			} else {
-				e.uv(0)
-			}
-			e.uv(uint64(s.Rank))
-		}
-	}
-	if m.Sync {
-		e.tag(tSync)
-	}
-	e.st(tTier, m.Tier)
-	e.st(tAddr, m.Addr)
-	e.u(tID, m.ID)
-	e.u(tUsed, m.Used)
-	e.u(tCap, m.Cap)
-	e.u(tGen, m.Gen)
-	e.u(tClient, m.Client)
-	e.attr(tParentAttr, m.ParentAttr)
-	e.u(tTrunc, m.Trunc)
-	if len(m.Trims) > 0 {
-		e.tag(tTrims)
-		e.uv(uint64(len(m.Trims)))
-		for _, t := range m.Trims {
-			e.uv(t.Ino)
-			e.uv(t.Idx)
-			e.uv(t.Keep)
-			e.uv(t.Gen)
-			e.uv(uint64(t.ChunkSize))
-		}
-	}
-	e.u(tRdev, uint64(m.Rdev))
-	e.st(tApp, m.App) // tags go in increasing order
-	if chunkGens(m.Chunks) {
-		e.tag(tChunkGens)
-		e.uv(uint64(len(m.Chunks)))
-		for _, c := range m.Chunks {
-			e.uv(c.Gen)
-		}
-	}
-	if serverX(m.Servers) {
-		e.tag(tServerX)
-		e.uv(uint64(len(m.Servers)))
-		for _, s := range m.Servers {
-			e.uv(s.WriteBW)
-			e.uv(s.ReadBW)
-			e.str(s.Domain)
-		}
-	}
-	if anyIDs(m.Chunks, func(c ChunkLoc) []uint64 { return c.Replicas }) {
-		e.chunkIDs(tReplicas, m.Chunks, func(c ChunkLoc) []uint64 { return c.Replicas })
-	}
-	if anyIDs(m.Chunks, func(c ChunkLoc) []uint64 { return c.Home }) {
-		e.chunkIDs(tHome, m.Chunks, func(c ChunkLoc) []uint64 { return c.Home })
-	}
-	if serverPerf(m.Servers) {
-		e.tag(tServerPerf)
-		e.uv(uint64(len(m.Servers)))
-		for _, s := range m.Servers {
-			e.uv(s.MaxPerf)
-			e.uv(s.Pending)
-			e.uv(s.Written)
-		}
-	}
-	e.u(tUser, uint64(m.User))
-	e.u(tGroup, uint64(m.Group))
-	return e.b
+// Fields implements Message.
+func (w *Who) Fields(c *Codec) {
+	c.String(1, &w.Job)
+	c.Int32(2, &w.Rank)
+	c.String(3, &w.Node)
+	c.String(4, &w.App)
+	c.Uint32(5, &w.User)
+	c.Uint32(6, &w.Group)
 }
 
-// decoder reads tagged fields; the first error sticks.
-type decoder struct{ varbuf.Reader }
-
-func (d *decoder) attr() *Attr {
-	a := &Attr{}
-	a.Ino = d.Uvarint()
-	a.Mode = d.u32()
-	a.Nlink = d.u32()
-	a.Uid = d.u32()
-	a.Gid = d.u32()
-	a.Size = d.Uvarint()
-	a.Atime = d.Varint()
-	a.Mtime = d.Varint()
-	a.Ctime = d.Varint()
-	a.ChunkSize = d.u32()
-	a.StripeCnt = d.u32()
-	a.StripeUnit = d.u32()
-	a.Rdev = d.u32()
-	a.Trunc = d.Uvarint()
-	return a
+// Fields implements Message.
+func (a *Attr) Fields(c *Codec) {
+	c.Uint64(1, &a.Ino)
+	c.Uint32(2, &a.Mode)
+	c.Uint32(3, &a.Nlink)
+	c.Uint32(4, &a.Uid)
+	c.Uint32(5, &a.Gid)
+	c.Uint64(6, &a.Size)
+	c.Int64(7, &a.Atime)
+	c.Int64(8, &a.Mtime)
+	c.Int64(9, &a.Ctime)
+	c.Uint32(10, &a.ChunkSize)
+	c.Uint32(11, &a.StripeCnt)
+	c.Uint32(12, &a.StripeUnit)
+	c.Uint32(13, &a.Rdev)
+	c.Uint64(14, &a.Trunc)
 }
 
-func newDecoder(b []byte) decoder { return decoder{varbuf.Reader{B: b, Bad: ErrMalformed}} }
-
-func (d *decoder) u32() uint32 {
-	v := d.Uvarint()
-	if v > math.MaxUint32 {
-		d.Fail()
-		return 0
-	}
-	return uint32(v)
+// Fields implements Message.
+func (t *Trim) Fields(c *Codec) {
+	c.Uint64(1, &t.Ino)
+	c.Uint64(2, &t.Idx)
+	c.Uint64(3, &t.Keep)
+	c.Uint64(4, &t.Gen)
+	c.Uint32(5, &t.ChunkSize)
 }
 
-// Decode parses an encoded Msg. Unknown tags are an error: both ends are the
-// same binary version within a cluster.
-func Decode(b []byte) (*Msg, error) {
-	m := &Msg{}
-	d := newDecoder(b)
-	var last byte
-	for len(d.B) > 0 && d.Err == nil {
-		t := d.B[0]
-		d.B = d.B[1:]
-		if t <= last {
-			return nil, fmt.Errorf("%w: tag %d out of order", ErrMalformed, t)
-		}
-		last = t
-		switch t {
-		case tOp:
-			v := d.Uvarint()
-			if v > math.MaxUint16 {
-				d.Fail()
-			}
-			m.Op = Op(v)
-		case tErrno:
-			m.Errno = d.u32()
-		case tErrMsg:
-			m.ErrMsg = d.Str()
-		case tIno:
-			m.Ino = d.Uvarint()
-		case tParent:
-			m.Parent = d.Uvarint()
-		case tNewParent:
-			m.NewParent = d.Uvarint()
-		case tHandle:
-			m.Handle = d.Uvarint()
-		case tName:
-			m.Name = d.Str()
-		case tNewName:
-			m.NewName = d.Str()
-		case tPath:
-			m.Path = d.Str()
-		case tMode:
-			m.Mode = d.u32()
-		case tUid:
-			m.Uid = d.u32()
-		case tGid:
-			m.Gid = d.u32()
-		case tFlags:
-			m.Flags = d.u32()
-		case tMask:
-			m.Mask = d.u32()
-		case tOffset:
-			m.Offset = d.Uvarint()
-		case tSize:
-			m.Size = d.Uvarint()
-		case tIdx:
-			m.Idx = d.Uvarint()
-		case tChunkSize:
-			m.ChunkSize = d.u32()
-		case tStripeCnt:
-			m.StripeCnt = d.u32()
-		case tStripeUnit:
-			m.StripeUnit = d.u32()
-		case tAtime:
-			m.Atime = d.Varint()
-		case tMtime:
-			m.Mtime = d.Varint()
-		case tJob:
-			m.Job = d.Str()
-		case tRank:
-			v := d.Varint()
-			if v < math.MinInt32 || v > math.MaxInt32 {
-				d.Fail()
-			}
-			m.Rank = int32(v)
-		case tNode:
-			m.Node = d.Str()
-		case tApp:
-			m.App = d.Str()
-		case tAttr:
-			m.Attr = d.attr()
-		case tParentAttr:
-			m.ParentAttr = d.attr()
-		case tEntries:
-			n := d.Count(3)
-			m.Entries = make([]DirEntry, 0, n)
-			for i := 0; i < n && d.Err == nil; i++ {
-				m.Entries = append(m.Entries, DirEntry{Name: d.Str(), Ino: d.Uvarint(), Mode: d.u32()})
-			}
-		case tChunks:
-			n := d.Count(3)
-			m.Chunks = make([]ChunkLoc, 0, n)
-			for i := 0; i < n && d.Err == nil; i++ {
-				c := ChunkLoc{Idx: d.Uvarint(), Tier: d.Str()}
-				k := d.Count(1)
-				for j := 0; j < k && d.Err == nil; j++ {
-					c.Servers = append(c.Servers, d.Uvarint())
-				}
-				m.Chunks = append(m.Chunks, c)
-			}
-		case tServers:
-			n := d.Count(9)
-			m.Servers = make([]ServerInfo, 0, n)
-			for i := 0; i < n && d.Err == nil; i++ {
-				s := ServerInfo{ID: d.Uvarint(), Role: d.Str(), Tier: d.Str(), Addr: d.Str(),
-					Capacity: d.Uvarint(), Used: d.Uvarint(), Node: d.Str()}
-				s.Alive = d.Uvarint() == 1
-				s.Rank = d.u32()
-				m.Servers = append(m.Servers, s)
-			}
-		case tSync:
-			m.Sync = true
-		case tTier:
-			m.Tier = d.Str()
-		case tAddr:
-			m.Addr = d.Str()
-		case tID:
-			m.ID = d.Uvarint()
-		case tUsed:
-			m.Used = d.Uvarint()
-		case tCap:
-			m.Cap = d.Uvarint()
-		case tGen:
-			m.Gen = d.Uvarint()
-		case tClient:
-			m.Client = d.Uvarint()
-		case tTrunc:
-			m.Trunc = d.Uvarint()
-		case tTrims:
-			n := d.Count(5)
-			m.Trims = make([]Trim, 0, n)
-			for i := 0; i < n && d.Err == nil; i++ {
-				m.Trims = append(m.Trims, Trim{Ino: d.Uvarint(), Idx: d.Uvarint(), Keep: d.Uvarint(),
-					Gen: d.Uvarint(), ChunkSize: d.u32()})
-			}
-		case tRdev:
-			m.Rdev = d.u32()
-		case tChunkGens:
-			if d.Count(1) != len(m.Chunks) {
-				d.Fail()
-			}
-			for i := range m.Chunks {
-				m.Chunks[i].Gen = d.Uvarint()
-			}
-		case tServerX:
-			if d.Count(3) != len(m.Servers) {
-				d.Fail()
-			}
-			for i := range m.Servers {
-				m.Servers[i].WriteBW, m.Servers[i].ReadBW, m.Servers[i].Domain = d.Uvarint(), d.Uvarint(), d.Str()
-			}
-		case tReplicas:
-			d.chunkIDs(m.Chunks, func(c *ChunkLoc, id uint64) { c.Replicas = append(c.Replicas, id) })
-		case tHome:
-			d.chunkIDs(m.Chunks, func(c *ChunkLoc, id uint64) { c.Home = append(c.Home, id) })
-		case tServerPerf:
-			if d.Count(3) != len(m.Servers) {
-				d.Fail()
-			}
-			for i := range m.Servers {
-				m.Servers[i].MaxPerf, m.Servers[i].Pending, m.Servers[i].Written = d.Uvarint(), d.Uvarint(), d.Uvarint()
-			}
-		case tUser, tGroup:
-			v := d.Uvarint()
-			if v > math.MaxUint32 {
-				d.Fail()
-			}
-			if t == tUser {
-				m.User = uint32(v)
-			} else {
-				m.Group = uint32(v)
-			}
-		default:
-			return nil, fmt.Errorf("%w: unknown tag %d", ErrMalformed, t)
-		}
-	}
-	if d.Err != nil {
-		return nil, d.Err
-	}
-	return m, nil
+// Fields implements Message.
+func (d *DirEntry) Fields(c *Codec) {
+	c.String(1, &d.Name)
+	c.Uint64(2, &d.Ino)
+	c.Uint32(3, &d.Mode)
 }
 
-// chunkGens reports whether any location has a layout generation to send
-// (records written before generations existed decode with 0).
-func chunkGens(cs []ChunkLoc) bool {
-	for _, c := range cs {
-		if c.Gen != 0 {
-			return true
-		}
-	}
-	return false
+// Fields implements Message.
+func (l *ChunkLoc) Fields(c *Codec) {
+	c.Uint64(1, &l.Idx)
+	c.String(2, &l.Tier)
+	c.Uint64s(3, &l.Servers)
+	c.Uint64(4, &l.Gen)
+	c.Uint64s(5, &l.Replicas)
+	c.Uint64s(6, &l.Home)
 }
 
-// anyIDs reports whether any location has a list of server ids (of) to
-// send.
-func anyIDs(cs []ChunkLoc, of func(ChunkLoc) []uint64) bool {
-	for _, c := range cs {
-		if len(of(c)) > 0 {
-			return true
-		}
-	}
-	return false
+// Fields implements Message.
+func (s *ServerInfo) Fields(c *Codec) {
+	c.Uint64(1, &s.ID)
+	c.String(2, &s.Role)
+	c.String(3, &s.Tier)
+	c.String(4, &s.Addr)
+	c.Uint64(5, &s.Capacity)
+	c.Uint64(6, &s.Used)
+	c.String(7, &s.Node)
+	c.Bool(8, &s.Alive)
+	c.Uint32(9, &s.Rank)
+	c.Uint64(10, &s.WriteBW)
+	c.Uint64(11, &s.ReadBW)
+	c.String(12, &s.Domain)
+	c.Uint64(13, &s.MaxPerf)
+	c.Uint64(14, &s.Pending)
+	c.Uint64(15, &s.Written)
 }
 
-// chunkIDs appends field t: a list of server ids (of) per location.
-func (e *encoder) chunkIDs(t byte, cs []ChunkLoc, of func(ChunkLoc) []uint64) {
-	e.tag(t)
-	e.uv(uint64(len(cs)))
-	for _, c := range cs {
-		ids := of(c)
-		e.uv(uint64(len(ids)))
-		for _, id := range ids {
-			e.uv(id)
-		}
-	}
+// Status is the body of an error reply (a frame with FlagError): the
+// errno a file system call should return and a message for people.
+type Status struct {
+	Errno uint32
+	Msg   string
 }
 
-// chunkIDs reads a field written by encoder.chunkIDs into cs (decoded
-// already: the counts must match), adding each id with add.
-func (d *decoder) chunkIDs(cs []ChunkLoc, add func(*ChunkLoc, uint64)) {
-	if d.Count(1) != len(cs) {
-		d.Fail()
-	}
-	for i := range cs {
-		n := d.Count(1)
-		for j := 0; j < n && d.Err == nil; j++ {
-			add(&cs[i], d.Uvarint())
-		}
-	}
-}
-
-func serverPerf(ss []ServerInfo) bool {
-	for _, s := range ss {
-		if s.MaxPerf != 0 || s.Pending != 0 || s.Written != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func serverX(ss []ServerInfo) bool {
-	for _, s := range ss {
-		if s.WriteBW != 0 || s.ReadBW != 0 || s.Domain != "" {
-			return true
-		}
-	}
-	return false
+// Fields implements Message.
+func (s *Status) Fields(c *Codec) {
+	c.Uint32(1, &s.Errno)
+	c.String(2, &s.Msg)
 }

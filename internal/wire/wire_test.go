@@ -1,152 +1,264 @@
-package wire
+package wire_test
 
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/wiretest"
 )
 
-func sample() *Msg {
-	return &Msg{
-		Op: OpWrite, Errno: 5, ErrMsg: "data server 3 (127.0.0.1:9) unreachable",
-		Ino: 42, Parent: 1, NewParent: 7, Handle: 99, Name: "a", NewName: "b", Path: "/x/y",
-		Mode: 0o100644, Uid: 1000, Gid: 100, Flags: 0x241, Mask: 3,
-		Offset: 5 << 32, Size: 1 << 20, Idx: 1280, ChunkSize: 4 << 20, StripeCnt: 2, StripeUnit: 1 << 20,
-		Atime: -5, Mtime: 1700000000123456789,
-		Attr:       &Attr{Ino: 42, Mode: 0o100600, Nlink: 1, Uid: 1, Gid: 2, Size: 3, Atime: 4, Mtime: 5, Ctime: 6, ChunkSize: 7, StripeCnt: 8, StripeUnit: 9, Rdev: 0x0801, Trunc: 12},
-		ParentAttr: &Attr{Ino: 1, Mode: 0o40755, Nlink: 3, Mtime: -5, Ctime: 11},
-		Entries:    []DirEntry{{Name: "f", Ino: 3, Mode: 0o40755}, {Name: "g", Ino: 4, Mode: 0o100644}},
-		Chunks:     []ChunkLoc{{Idx: 0, Tier: "mem", Servers: []uint64{1, 2}, Replicas: []uint64{5, 6}, Home: []uint64{9}}, {Idx: 9, Tier: "pfs", Servers: []uint64{3}, Gen: 7}},
-		Servers:    []ServerInfo{{ID: 1, Role: "data", Tier: "mem", Addr: "127.0.0.1:1", Capacity: 10, Used: 3, Node: "n", Alive: true, Rank: 0, WriteBW: 5e8, Domain: "cab1", MaxPerf: 3e8, Pending: 4 << 20, Written: 7}},
-		Sync:       true, Tier: "ssd", Addr: "127.0.0.1:2", ID: 8, Used: 9, Cap: 10, Gen: 11,
-		Trunc: 13, Rdev: 0x0103, Trims: []Trim{{Ino: 42, Idx: 3, Keep: 100, Gen: 13, ChunkSize: 4 << 20}, {Ino: 42, Idx: 4}}, Who: Who{Job: "4711", Rank: -1, Node: "cn001", App: "tag:ior", User: 1000, Group: 100}}
-}
-
-func TestRoundTrip(t *testing.T) {
-	for _, m := range []*Msg{{}, {Op: OpPing}, sample()} {
-		b := m.Append(nil)
-		got, err := Decode(b)
-		if err != nil {
-			t.Fatalf("decode: %v", err)
-		}
-		if !reflect.DeepEqual(normal(got), normal(m)) {
-			t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
-		}
-	}
-}
-
-// normal makes empty slices nil so DeepEqual compares content.
-func normal(m *Msg) *Msg {
-	c := *m
-	if len(c.Entries) == 0 {
-		c.Entries = nil
-	}
-	if len(c.Chunks) == 0 {
-		c.Chunks = nil
-	}
-	if len(c.Servers) == 0 {
-		c.Servers = nil
-	}
-	if len(c.Trims) == 0 {
-		c.Trims = nil
-	}
-	return &c
-}
-
 func TestHeader(t *testing.T) {
-	var b [HeaderSize]byte
-	h := Header{Kind: KindResponse, Flags: 1, ReqID: 1 << 40, BodyLen: 100, PayloadLen: 1 << 20}
-	PutHeader(b[:], h)
-	got, err := ParseHeader(b[:])
+	var b [wire.HeaderSize]byte
+	h := wire.Header{Kind: wire.KindResponse, Flags: 1, Op: wire.OpWrite, ReqID: 1 << 40, BodyLen: 100, PayloadLen: 1 << 20}
+	wire.PutHeader(b[:], h)
+	got, err := wire.ParseHeader(b[:])
 	if err != nil || got != h {
 		t.Fatalf("header %+v %v", got, err)
 	}
 	b[0] = 'X'
-	if _, err := ParseHeader(b[:]); !errors.Is(err, ErrMalformed) {
+	if _, err := wire.ParseHeader(b[:]); !errors.Is(err, wire.ErrMalformed) {
 		t.Fatalf("bad magic accepted")
 	}
-	PutHeader(b[:], Header{Kind: KindRequest, PayloadLen: MaxPayload + 1})
-	if _, err := ParseHeader(b[:]); err == nil {
+	wire.PutHeader(b[:], wire.Header{Kind: wire.KindRequest, PayloadLen: wire.MaxPayload + 1})
+	if _, err := wire.ParseHeader(b[:]); err == nil {
 		t.Fatalf("oversized payload accepted")
 	}
 }
 
-func TestDecodeRejects(t *testing.T) {
-	good := sample().Append(nil)
-	for i := 1; i < len(good); i++ {
-		// every strict prefix that ends inside a field must fail or decode
-		// to something that re-encodes to exactly that prefix
-		m, err := Decode(good[:i])
-		if err == nil && !bytes.Equal(m.Append(nil), good[:i]) {
-			t.Fatalf("prefix %d decoded to a different message", i)
-		}
+// TestLegacyOperations: the operations that still speak Msg carry every
+// field of it, and read what every earlier minor version encoded
+// (testdata/v*/); so does Status.
+func TestLegacyOperations(t *testing.T) {
+	wiretest.Operations(t, "testdata", 0)
+	wiretest.RoundTrip(t, &wire.Status{})
+	wiretest.Golden(t, "testdata", "legacy-msg", &wire.Msg{})
+	wiretest.Golden(t, "testdata", "status", &wire.Status{})
+}
+
+// v20 and v21 are one message as minor versions 0 and 1 of a major
+// version have it: 1 adds fields, among them a list and a nested message.
+type v20 struct {
+	A uint64
+	B string
+	D []wire.ChunkLoc
+}
+
+func (m *v20) Fields(c *wire.Codec) {
+	c.Uint64(1, &m.A)
+	c.String(3, &m.B)
+	wire.List(c, 7, &m.D)
+}
+
+type v21 struct {
+	A  uint64
+	X  int64
+	B  string
+	Y  []wire.DirEntry
+	Z  *wire.Attr
+	D  []wire.ChunkLoc
+	F  float64
+	XS []string
+}
+
+func (m *v21) Fields(c *wire.Codec) {
+	c.Uint64(1, &m.A)
+	c.Int64(2, &m.X)
+	c.String(3, &m.B)
+	wire.List(c, 4, &m.Y)
+	wire.Opt(c, 5, &m.Z)
+	wire.List(c, 7, &m.D)
+	c.Float64(8, &m.F)
+	c.Strings(9, &m.XS)
+}
+
+// TestMinorVersions: a message of a later minor version decodes in an
+// earlier one with the fields it knows intact, and the other way round.
+func TestMinorVersions(t *testing.T) {
+	newer := &v21{A: 7, X: -3, B: "b", Y: []wire.DirEntry{{Name: "y", Ino: 2}}, Z: &wire.Attr{Ino: 9},
+		D: []wire.ChunkLoc{{Idx: 1, Tier: "mem", Servers: []uint64{3, 300}}}, F: 2.5, XS: []string{"p", ""}}
+	var old v20
+	if err := wire.Decode(wire.Encode(nil, newer), &old); err != nil {
+		t.Fatalf("older decoder: %v", err)
 	}
-	if _, err := Decode([]byte{tName, 0xff, 0xff, 0xff, 0xff, 0x0f}); err == nil {
-		t.Fatal("huge string length accepted")
+	if want := (v20{A: 7, B: "b", D: newer.D}); !reflect.DeepEqual(old, want) {
+		t.Fatalf("older decoder read %+v, want %+v", old, want)
 	}
-	if _, err := Decode([]byte{tEntries, 0xff, 0xff, 0xff, 0xff, 0x0f}); err == nil {
-		t.Fatal("huge list length accepted")
+	var back v21
+	if err := wire.Decode(wire.Encode(nil, &old), &back); err != nil {
+		t.Fatalf("newer decoder: %v", err)
 	}
-	if _, err := Decode([]byte{tIno, 1, tOp, 1}); err == nil {
-		t.Fatal("out of order tags accepted")
-	}
-	if _, err := Decode([]byte{200}); err == nil {
-		t.Fatal("unknown tag accepted")
+	if want := (v21{A: 7, B: "b", D: newer.D}); !reflect.DeepEqual(back, want) {
+		t.Fatalf("newer decoder read %+v, want %+v", back, want)
 	}
 }
 
+func TestLongValues(t *testing.T) {
+	// lengths that take more than one byte move the value up (Codec.close)
+	long := strings.Repeat("x", 70000)
+	m := &v21{B: long, Y: make([]wire.DirEntry, 300), XS: []string{long, "z"}, Z: &wire.Attr{}}
+	for i := range m.Y {
+		m.Y[i] = wire.DirEntry{Name: strings.Repeat("n", i), Ino: uint64(i) << 40, Mode: 0o100644}
+	}
+	var got v21
+	if err := wire.Decode(wire.Encode(nil, m), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, m) {
+		t.Fatal("long values changed")
+	}
+	if got.Z == nil {
+		t.Fatal("an optional message with no field set decoded as nil")
+	}
+}
+
+func TestValues(t *testing.T) {
+	type all struct {
+		u64 uint64
+		i64 int64
+		f   float64
+		d   time.Duration
+	}
+	for _, v := range []all{{math.MaxUint64, math.MinInt64, math.Inf(-1), -time.Hour}, {1, math.MaxInt64, math.Copysign(0, -1), 1}} {
+		in := &numbers{v.u64, v.i64, v.f, v.d, true}
+		var out numbers
+		if err := wire.Decode(wire.Encode(nil, in), &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.U != in.U || out.I != in.I || math.Float64bits(out.F) != math.Float64bits(in.F) || out.D != in.D || !out.B {
+			t.Fatalf("%+v came back as %+v", in, out)
+		}
+	}
+}
+
+type numbers struct {
+	U uint64
+	I int64
+	F float64
+	D time.Duration
+	B bool
+}
+
+func (m *numbers) Fields(c *wire.Codec) {
+	c.Uint64(1, &m.U)
+	c.Int64(2, &m.I)
+	c.Float64(3, &m.F)
+	c.Duration(4, &m.D)
+	c.Bool(5, &m.B)
+}
+
+type small struct{ A uint32 }
+
+func (m *small) Fields(c *wire.Codec) { c.Uint32(1, &m.A) }
+
+func TestDecodeRejects(t *testing.T) {
+	good := wire.Encode(nil, &v21{A: 1, B: "bee", Y: []wire.DirEntry{{Name: "y"}}, F: 1})
+	for i := 1; i < len(good); i++ {
+		// a prefix that ends inside a field fails; one that ends
+		// between fields is a message with fewer of them
+		var m v21
+		if err := wire.Decode(good[:i], &m); err == nil && !bytes.Equal(wire.Encode(nil, &m), good[:i]) {
+			t.Fatalf("prefix %d decoded to a different message", i)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"huge string":        {3<<2 | 2, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"huge list":          {4<<2 | 2, 5, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"out of order":       {3<<2 | 2, 0, 1 << 2, 1},
+		"repeated":           {1 << 2, 1, 1 << 2, 1},
+		"wrong type":         {1<<2 | 2, 0},
+		"field zero":         {0, 1},
+		"too big for uint32": {1 << 2, 0xff, 0xff, 0xff, 0xff, 0x1f},
+		"bool of 2":          {5 << 2, 2},
+		"truncated float":    {8<<2 | 3, 1, 2},
+	} {
+		var m v21
+		var s small
+		var n numbers
+		err := wire.Decode(b, &m)
+		if name == "too big for uint32" {
+			err = wire.Decode(b, &s)
+		}
+		if name == "bool of 2" {
+			err = wire.Decode(b, &n)
+		}
+		if !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("%s: accepted (%v)", name, err)
+		}
+	}
+}
+
+func TestFieldOrderChecked(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("fields visited out of order were encoded")
+		}
+	}()
+	wire.Encode(nil, &backwards{A: 1, B: 2})
+}
+
+type backwards struct{ A, B uint64 }
+
+func (m *backwards) Fields(c *wire.Codec) {
+	c.Uint64(2, &m.B)
+	c.Uint64(1, &m.A)
+}
+
 func TestClass(t *testing.T) {
-	if ClassOf(&Msg{Op: OpWrite, Size: 1 << 20}) != ClassBulk || ClassOf(&Msg{Op: OpRead, Size: 4096}) != ClassSmall || ClassOf(&Msg{Op: OpGetattr}) != ClassMeta {
+	if wire.ClassOf(&wire.Msg{Op: wire.OpWrite, Size: 1 << 20}) != wire.ClassBulk || wire.ClassOf(&wire.Msg{Op: wire.OpRead, Size: 4096}) != wire.ClassSmall || wire.ClassOf(&wire.Msg{Op: wire.OpGetattr}) != wire.ClassMeta {
 		t.Fatal("classification")
 	}
 }
 
-// FuzzDecode: the decoder never panics, and whatever it accepts re-encodes to
-// a message that decodes to the same value.
-func FuzzDecode(f *testing.F) {
-	f.Add(sample().Append(nil))
-	f.Add((&Msg{Op: OpLookup, Parent: 1, Name: "x"}).Append(nil))
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := Decode(b)
-		if err != nil {
-			return
-		}
-		again, err := Decode(m.Append(nil))
-		if err != nil {
-			t.Fatalf("re-encoded message does not decode: %v", err)
-		}
-		if !reflect.DeepEqual(normal(again), normal(m)) {
-			t.Fatalf("re-encode changed the message")
-		}
-	})
-}
+// FuzzDecode: the decoders of the operations that still speak Msg, and
+// of Status (wiretest.Fuzz).
+func FuzzDecode(f *testing.F) { wiretest.Fuzz(f, 0) }
 
 // FuzzHeader: header parsing never panics and accepted headers round-trip.
 func FuzzHeader(f *testing.F) {
-	var b [HeaderSize]byte
-	PutHeader(b[:], Header{Kind: KindRequest, ReqID: 1, BodyLen: 10})
+	var b [wire.HeaderSize]byte
+	wire.PutHeader(b[:], wire.Header{Kind: wire.KindRequest, Op: wire.OpLookup, ReqID: 1, BodyLen: 10})
 	f.Add(b[:])
 	f.Fuzz(func(t *testing.T, in []byte) {
-		h, err := ParseHeader(in)
+		h, err := wire.ParseHeader(in)
 		if err != nil {
 			return
 		}
-		var out [HeaderSize]byte
-		PutHeader(out[:], h)
-		h2, err := ParseHeader(out[:])
+		var out [wire.HeaderSize]byte
+		wire.PutHeader(out[:], h)
+		h2, err := wire.ParseHeader(out[:])
 		if err != nil || h2 != h {
 			t.Fatalf("header round trip")
 		}
 	})
 }
 
-// TestOpNames: every operation has a name (metrics and logs use them).
-func TestOpNames(t *testing.T) {
-	for o := OpInvalid + 1; o < opMax; o++ {
-		if o.String() == "op?" || o.String() == "" {
-			t.Errorf("operation %d has no name", o)
+type withMaps struct {
+	A map[string]uint64
+	B map[uint64]wire.Attr
+}
+
+func (m *withMaps) Fields(c *wire.Codec) {
+	wire.Map(c, 1, &m.A, (*wire.Codec).String, (*wire.Codec).Uint64)
+	wire.Map(c, 2, &m.B, (*wire.Codec).Uint64, wire.Embed[wire.Attr])
+}
+
+func TestMaps(t *testing.T) {
+	wiretest.RoundTrip(t, &withMaps{})
+	m := &withMaps{A: map[string]uint64{"z": 1, "a": 2, "m": 0}}
+	first := wire.Encode(nil, m)
+	for i := 0; i < 20; i++ {
+		if !bytes.Equal(wire.Encode(nil, m), first) {
+			t.Fatal("a map's encoding changed between runs")
 		}
+	}
+	var back withMaps
+	if err := wire.Decode(first, &back); err != nil || len(back.A) != 3 || back.A["m"] != 0 || back.A["a"] != 2 {
+		t.Fatalf("%+v %v", back, err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"path"
 	"slices"
@@ -53,7 +54,7 @@ type Namespace interface {
 	Readdir(ino uint64, after string, max int) ([]wire.DirEntry, error)
 	Layout(ino uint64) ([]wire.ChunkLoc, error)
 	Activity(ino uint64) (wire.Activity, error)
-	CallData(ctx context.Context, id uint64, m *wire.Msg, payload []byte) ([]byte, error)
+	BBServer(ctx context.Context, id uint64, set *api.BBControl) (*api.BBServerState, error)
 }
 
 var _ Namespace = (*meta.Service)(nil)
@@ -174,7 +175,7 @@ type pool struct {
 	period  time.Duration
 	start   time.Time
 	base    map[uint64]uint64 // each server's JobWritten at the period's start
-	last    map[uint64]wire.BBServerState
+	last    map[uint64]api.BBServerState
 	history []float64 // DWPP measured in past periods, oldest first
 	loads   []float64 // past periods' checkpoint bytes, bypassed ones included, oldest first (pol.PeriodLoad)
 	grants  []meta.BBGrant
@@ -183,7 +184,7 @@ type pool struct {
 	plan                 pol.Plan
 	write, demote        float64
 	writing              bool
-	ctl                  wire.BBControl
+	ctl                  api.BBControl
 	placed               float64            // checkpoints sent to the buffer this period, their grants' sizes
 	bypassing            map[uint64]float64 // checkpoints sent to the PFS and still being written: their grants' sizes
 	bypassed             float64            // checkpoints sent to the PFS this period, their grants' sizes
@@ -192,13 +193,8 @@ type pool struct {
 	demoteFailed         bool               // its last demotion failed (the PFS may be down)
 }
 
-// Totals are the manager's running figures.
-type Totals struct {
-	Demoted, DemotedFiles   uint64 // bytes and files copied to the PFS
-	Evicted, EvictedFiles   uint64 // bytes and files of buffer copies dropped
-	Bypassed, BypassedFiles uint64 // checkpoints sent to the PFS on arrival
-	Failed                  uint64 // demotions and evictions that failed
-}
+// Totals counts what the manager did.
+type Totals = api.BBTotals
 
 // New returns a manager.
 func New(cfg Config) *Manager {
@@ -320,7 +316,7 @@ func (m *Manager) control(ctx context.Context, now time.Time, name string, grant
 	m.mu.Lock()
 	p := m.pools[name]
 	if p == nil {
-		p = &pool{Name: name, start: now, base: map[uint64]uint64{}, last: map[uint64]wire.BBServerState{}}
+		p = &pool{Name: name, start: now, base: map[uint64]uint64{}, last: map[uint64]api.BBServerState{}}
 		m.pools[name] = p
 	}
 	if len(grants) == 0 {
@@ -328,7 +324,7 @@ func (m *Manager) control(ctx context.Context, now time.Time, name string, grant
 	}
 	m.mu.Unlock()
 	if len(grants) == 0 {
-		m.send(ctx, p, ids, wire.BBControl{}) // lift the controls
+		m.send(ctx, p, ids, api.BBControl{}) // lift the controls
 		return
 	}
 	// the period and what the grants declare
@@ -361,7 +357,7 @@ func (m *Manager) control(ctx context.Context, now time.Time, name string, grant
 }
 
 // recordStates keeps what pool p's servers answered.
-func (m *Manager) recordStates(p *pool, states map[uint64]wire.BBServerState) {
+func (m *Manager) recordStates(p *pool, states map[uint64]api.BBServerState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var free float64
@@ -406,7 +402,7 @@ func (m *Manager) rollLocked(p *pool, now time.Time) {
 
 // controlLocked computes pool p's DWSF, DWPP, plan and rates now, and the
 // controls for each of its servers. Caller holds m.mu.
-func (m *Manager) controlLocked(p *pool, now time.Time) wire.BBControl {
+func (m *Manager) controlLocked(p *pool, now time.Time) api.BBControl {
 	var dwsf float64
 	writing := false
 	for id, st := range p.last {
@@ -421,7 +417,7 @@ func (m *Manager) controlLocked(p *pool, now time.Time) wire.BBControl {
 	r := m.cfg.Rates
 	// the servers switch demotion between the rate while jobs write and
 	// the idle rate themselves, at the pace of their own writes
-	ctl := wire.BBControl{Sched: m.cfg.Policy != pol.Dedicated, Gap: m.cfg.Gap, MaxWait: m.cfg.MaxWait, Idle: m.cfg.ServerIdle}
+	ctl := api.BBControl{Sched: m.cfg.Policy != pol.Dedicated, Gap: m.cfg.Gap, MaxWait: m.cfg.MaxWait, Idle: m.cfg.ServerIdle}
 	if r.Validate() != nil {
 		// no rates (dedicated without --bb-rates): no caps; demotion
 		// while idle
@@ -449,22 +445,17 @@ func (m *Manager) controlLocked(p *pool, now time.Time) wire.BBControl {
 }
 
 // send sets ctl on the servers ids and returns their states.
-func (m *Manager) send(ctx context.Context, p *pool, ids []uint64, ctl wire.BBControl) map[uint64]wire.BBServerState {
-	b, _ := json.Marshal(ctl)
-	out := map[uint64]wire.BBServerState{}
+func (m *Manager) send(ctx context.Context, p *pool, ids []uint64, ctl api.BBControl) map[uint64]api.BBServerState {
+	out := map[uint64]api.BBServerState{}
 	for _, id := range ids {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		reply, err := m.cfg.NS.CallData(cctx, id, &wire.Msg{Op: wire.OpBBServer}, b)
+		st, err := m.cfg.NS.BBServer(cctx, id, &ctl)
 		cancel()
 		if err != nil {
 			m.cfg.Log.Info("burst buffer: a pool server did not take its controls", "pool", p.Name, "server", id, "err", err)
 			continue
 		}
-		var st wire.BBServerState
-		if err := json.Unmarshal(reply, &st); err != nil {
-			continue
-		}
-		out[id] = st
+		out[id] = *st
 	}
 	m.mu.Lock()
 	p.ctl = ctl
@@ -944,64 +935,20 @@ func (m *Manager) logDecision(job, event, reason string) {
 }
 
 // Status is what `sluice bb status` and `scontrol show bbstat` show of the
-// manager.
-type Status struct {
-	Policy     pol.Policy
-	Bypass     bool
-	NoVersions bool
-	Pools      []PoolStatus
-	Totals     Totals
-	Versions   []VersionStatus
-}
-
-// PoolStatus is one pool's period and plan now.
-type PoolStatus struct {
-	Pool                 string
-	Servers              int
-	Capacity, Free       uint64
-	Period, Elapsed      time.Duration
-	DWSF, DWPP, Declared uint64
-	History              []uint64 // DWPP measured in past periods
-	Loads                []uint64 // past periods' checkpoint bytes, bypassed ones included
-	Bypassed             uint64   // checkpoints sent straight to the PFS this period, their grants' sizes
-	Pattern              string
-	Start, Full          uint64  // DWSF at which demotion starts and reaches full speed while writing
-	Write, Demote        float64 // bytes/s now
-	Writing              bool
-	Demoting             int
-	// the servers' I/O scheduler, summed
-	Phases, Preempted, Waited uint64
-	WaitedTotal               time.Duration
-	// Ticked is how long ago the manager's last tick began: with
-	// Elapsed, where its ticker stands against the period (a replay of
-	// the run in the simulator takes it, sim.BBConfig.Ticks)
-	Ticked time.Duration
-}
-
-// VersionStatus is one checkpoint file.
-type VersionStatus struct {
-	Ino      uint64
-	Name     string
-	Job      string // the grant's job
-	Sequence string // the checkpoint glob
-	Seq      int
-	Bytes    uint64
-	MTBF     float64
-	OnBuffer bool
-	Demoted  bool
-	Open     bool
-	Bypassed bool
-	// Chunks are its chunks with data, Buffered those on the buffer: a
-	// restart reads it from the buffer when they are equal
-	Chunks, Buffered int
-}
+// Status is the manager's state; PoolStatus a pool's period and plan,
+// VersionStatus a checkpoint file (api carries them).
+type (
+	Status        = api.BBState
+	PoolStatus    = api.BBPoolState
+	VersionStatus = api.BBVersion
+)
 
 // Status returns the manager's state.
 func (m *Manager) Status() Status {
 	now := m.cfg.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := Status{Policy: m.cfg.Policy, Bypass: m.cfg.Bypass && m.cfg.Policy == pol.BBOS, NoVersions: m.cfg.NoVersions, Totals: m.totals}
+	st := Status{Policy: string(m.cfg.Policy), Bypass: m.cfg.Bypass && m.cfg.Policy == pol.BBOS, NoVersions: m.cfg.NoVersions, Totals: m.totals}
 	for _, p := range m.pools {
 		ps := PoolStatus{Pool: p.Name, Servers: len(p.servers), Capacity: uint64(p.S), Free: uint64(max(p.Free, 0)),
 			Period: p.period, Elapsed: now.Sub(p.start), Ticked: now.Sub(m.ticked), DWSF: uint64(p.dwsf), DWPP: uint64(p.dwpp), Declared: uint64(p.declared),
@@ -1035,22 +982,10 @@ func (m *Manager) Status() Status {
 	return st
 }
 
-// Handler answers OpBB: "status" (the Status as JSON) here, every other
-// call by grants (the metadata service's BBCall). A grant or release is
-// answered once the pools' controls follow it, so a job starts with its
-// buffer's rates and scheduler in place.
-func (m *Manager) Handler(grants func(*wire.Msg, []byte) (*wire.Msg, []byte)) rpc.Handler {
-	return rpc.HandlerFunc(func(msg *wire.Msg, payload []byte) (*wire.Msg, []byte) {
-		if msg.Name == "status" {
-			b, err := json.Marshal(m.Status())
-			return rpc.ToMsg(&wire.Msg{}, err), b
-		}
-		resp, out := grants(msg, payload)
-		if resp.Errno == 0 && (msg.Name == "grant" || msg.Name == "release") {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			m.Tick(ctx)
-			cancel()
-		}
-		return resp, out
+// Serve adds the manager's operation (api.BBStatus) to t.
+func (m *Manager) Serve(t *rpc.Table) {
+	rpc.On(t, api.BBStatus, func(context.Context, *wire.Empty) (*api.BBState, error) {
+		st := m.Status()
+		return &st, nil
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"slices"
 	"strings"
 	"sync"
@@ -40,14 +41,14 @@ type fakeNS struct {
 	grants   []meta.BBGrant
 	dirs     map[string]uint64 // name under the root → ino
 	files    map[uint64]*fakeFile
-	state    wire.BBServerState // what server 1 answers
-	controls []wire.BBControl   // what it was sent
-	moves    []string           // demote/evict calls, in order
-	stalled  int                // writers waiting for room on mem
-	stalledF map[uint64]bool    // the files they write
-	hold     chan struct{}      // if set, a demotion waits for it to close
-	busyIno  uint64             // if set, demoting it fails: it is migrating already
-	promised uint64             // bytes placement promised on mem since its report
+	state    api.BBServerState // what server 1 answers
+	controls []api.BBControl   // what it was sent
+	moves    []string          // demote/evict calls, in order
+	stalled  int               // writers waiting for room on mem
+	stalledF map[uint64]bool   // the files they write
+	hold     chan struct{}     // if set, a demotion waits for it to close
+	busyIno  uint64            // if set, demoting it fails: it is migrating already
+	promised uint64            // bytes placement promised on mem since its report
 	// listed, if set, is called once after directory listedDir has been
 	// listed (not under mu), and cleared
 	listed    func()
@@ -152,17 +153,15 @@ func (f *fakeNS) Activity(ino uint64) (wire.Activity, error) {
 	return wire.Activity{LastClose: f.files[ino].mtime}, nil
 }
 
-func (f *fakeNS) CallData(_ context.Context, id uint64, m *wire.Msg, payload []byte) ([]byte, error) {
+func (f *fakeNS) BBServer(_ context.Context, id uint64, set *api.BBControl) (*api.BBServerState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if id != 1 || m.Op != wire.OpBBServer {
-		return nil, fmt.Errorf("unexpected call to %d: %v", id, m.Op)
+	if id != 1 {
+		return nil, fmt.Errorf("unexpected call to %d", id)
 	}
-	var c wire.BBControl
-	if err := json.Unmarshal(payload, &c); err != nil {
-		return nil, err
+	if set != nil {
+		f.controls = append(f.controls, *set)
 	}
-	f.controls = append(f.controls, c)
 	st := f.state
 	st.Capacity = f.s
 	for _, ff := range f.files {
@@ -172,7 +171,7 @@ func (f *fakeNS) CallData(_ context.Context, id uint64, m *wire.Msg, payload []b
 			}
 		}
 	}
-	return json.Marshal(st)
+	return &st, nil
 }
 
 func (f *fakeNS) Demote(_ context.Context, ino uint64) (uint64, error) {
@@ -230,7 +229,7 @@ func (f *fakeNS) ckpt(ino uint64, dir, name string, size uint64, mtime int64) {
 	f.files[ino] = ff
 }
 
-func (f *fakeNS) lastControl() wire.BBControl {
+func (f *fakeNS) lastControl() api.BBControl {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.controls[len(f.controls)-1]
@@ -303,7 +302,7 @@ func TestControlFollowsThePlan(t *testing.T) {
 	f := newFake(s)
 	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 90 * mib, Period: 100}, {Job: "2", Pool: "mem", Size: 90 * mib, Period: 100}}
 	m := newManager(f, pol.BBOS, c)
-	f.state = wire.BBServerState{JobWritten: 500 * mib, LastJobWrite: c.t.UnixNano()}
+	f.state = api.BBServerState{JobWritten: 500 * mib, LastJobWrite: c.t.UnixNano()}
 	tick(t, m) // the server's count so far is the period's base
 	f.state.JobWritten += 60 * mib
 	tick(t, m)
@@ -338,7 +337,7 @@ func TestControlFollowsThePlan(t *testing.T) {
 	}
 	f.grants = nil
 	tick(t, md)
-	if ctl := f.lastControl(); ctl != (wire.BBControl{}) {
+	if ctl := f.lastControl(); ctl != (api.BBControl{}) {
 		t.Fatalf("no grants left: control %+v, want none", ctl)
 	}
 	if len(md.Status().Pools) != 0 {
@@ -577,7 +576,7 @@ func TestWritingHoldsDemotion(t *testing.T) {
 		f := newFake(100 * mib)
 		f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 50 * mib, Period: 100, Checkpoint: "/a/*"}}
 		f.ckpt(10, "a", "a1", 8*mib, 1)
-		f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+		f.state = api.BBServerState{LastJobWrite: clk.t.UnixNano()}
 		m := newManager(f, p, clk)
 		tick(t, m)
 		if ctl := f.lastControl(); !ctl.DemoteHold || ctl.IdleDemoteCap != rates.DemoteMax {
@@ -597,7 +596,7 @@ func TestWritingHoldsDemotion(t *testing.T) {
 	clk := &clock{time.Unix(1000, 0)}
 	f := newFake(100 * mib)
 	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 190 * mib, Period: 100, Checkpoint: "/a/*"}}
-	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+	f.state = api.BBServerState{LastJobWrite: clk.t.UnixNano()}
 	m := newManager(f, pol.BBOS, clk)
 	tick(t, m)
 	if ctl := f.lastControl(); ctl.DemoteHold || ctl.DemoteCap < rates.DemoteMin {
@@ -621,7 +620,7 @@ func bypassing(t *testing.T, g ...meta.BBGrant) (*fakeNS, *Manager, *clock) {
 	clk := &clock{time.Unix(1000, 0)}
 	f := newFake(40 * mib)
 	f.grants = g
-	f.state = wire.BBServerState{LastJobWrite: clk.t.UnixNano()}
+	f.state = api.BBServerState{LastJobWrite: clk.t.UnixNano()}
 	return f, newManager(f, pol.BBOS, clk), clk
 }
 

@@ -305,40 +305,34 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 	}
 }
 
-// Handler serves OpJob requests.
-func (m *Manager) Handler() rpc.Handler {
-	return rpc.PayloadFunc(m.handle)
-}
-
-func (m *Manager) handle(msg *wire.Msg, p []byte) ([]byte, error) {
-	switch msg.Name {
-	case fwdmap.CallStart:
-		var spec fwdmap.JobSpec
-		if err := json.Unmarshal(p, &spec); err != nil {
-			return nil, rpc.Errorf(syscall.EINVAL, "job start: %v", err)
-		}
-		pl, err := m.Start(spec)
+// Serve adds the forwarding map's operations (fwdmap) to t.
+func (m *Manager) Serve(t *rpc.Table) {
+	rpc.On(t, fwdmap.Start, func(_ context.Context, spec *fwdmap.JobSpec) (*fwdmap.Placement, error) {
+		pl, err := m.Start(*spec)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(pl)
-	case fwdmap.CallEnd:
-		m.End(msg.Job)
-		return nil, nil
-	case fwdmap.CallMap:
-		pl, err := m.Map(msg.Job, msg.Node)
+		return &pl, nil
+	})
+	rpc.On(t, fwdmap.End, func(_ context.Context, q *fwdmap.JobRef) (*wire.Empty, error) {
+		m.End(q.Job)
+		return &wire.Empty{}, nil
+	})
+	rpc.On(t, fwdmap.Map, func(_ context.Context, q *fwdmap.MapReq) (*fwdmap.Placement, error) {
+		pl, err := m.Map(q.Job, q.Node)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(pl)
-	case fwdmap.CallList:
-		return json.Marshal(m.List())
-	case fwdmap.CallHistory:
-		h, err := m.History(msg.Job)
+		return &pl, nil
+	})
+	rpc.On(t, fwdmap.List, func(context.Context, *wire.Empty) (*fwdmap.ListRep, error) {
+		return &fwdmap.ListRep{Placements: m.List()}, nil
+	})
+	rpc.On(t, fwdmap.History, func(_ context.Context, q *fwdmap.JobRef) (*fwdmap.HistoryRep, error) {
+		h, err := m.History(q.Job)
 		if err != nil {
 			return nil, rpc.Errorf(syscall.EIO, "job history: %v", err)
 		}
-		return json.Marshal(h)
-	}
-	return nil, rpc.Errorf(syscall.EINVAL, "job: unknown call %q", msg.Name)
+		return &fwdmap.HistoryRep{Decisions: h}, nil
+	})
 }

@@ -1,5 +1,5 @@
 // Package monitor is the manager's Beacon service in the metadata daemon:
-// it answers OpBeacon requests (beacon/beaconrpc is their contract) from
+// it answers Beacon's operations (beacon/beaconrpc is their contract) from
 // the record store (beacon/store) and owns the store's periodic work
 // (retention, fail-slow detection with policy/failslow, building the
 // application profiles of finished jobs). It owns nothing of the namespace
@@ -8,7 +8,6 @@ package monitor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -65,39 +64,32 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg}
 }
 
-// Handler serves OpBeacon requests.
-func (s *Service) Handler() rpc.Handler {
-	return rpc.PayloadFunc(s.handle)
-}
-
-func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {
-	switch m.Name {
-	case beaconrpc.CallPut:
-		if err := s.cfg.Store.Put(p); err != nil {
-			return nil, rpc.Errorf(syscall.EINVAL, "beacon: %v", err)
+// Serve adds Beacon's operations (beacon/beaconrpc) to t.
+func (s *Service) Serve(t *rpc.Table) {
+	rpc.OnRequest(t, beaconrpc.Put, func(_ context.Context, r *rpc.Request, _ *wire.Empty) {
+		if err := s.cfg.Store.Put(r.Payload); err != nil {
+			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "beacon: %v", err))
+			return
 		}
-		return nil, nil
-	case beaconrpc.CallQuery:
-		var q beaconrpc.Query
-		if err := json.Unmarshal(p, &q); err != nil {
-			return nil, rpc.Errorf(syscall.EINVAL, "beacon query: %v", err)
-		}
+		r.Reply(&wire.Empty{}, nil)
+	})
+	rpc.OnRequest(t, beaconrpc.QueryOp, func(_ context.Context, r *rpc.Request, q *beaconrpc.Query) {
 		recs, err := s.cfg.Store.Query(q.Filter())
 		if err != nil {
-			return nil, err
+			r.ReplyErr(err)
+			return
 		}
-		return beacon.Encode(recs), nil
-	case beaconrpc.CallJobs:
-		return json.Marshal(s.cfg.Store.Jobs())
-	case beaconrpc.CallHealth:
+		r.Reply(&wire.Empty{}, beacon.Encode(recs))
+	})
+	rpc.On(t, beaconrpc.JobsOp, func(context.Context, *wire.Empty) (*beaconrpc.JobsRep, error) {
+		return &beaconrpc.JobsRep{Jobs: s.cfg.Store.Jobs()}, nil
+	})
+	rpc.On(t, beaconrpc.HealthOp, func(context.Context, *wire.Empty) (*beaconrpc.HealthRep, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return json.Marshal(s.slow)
-	case beaconrpc.CallInterference:
-		var q beaconrpc.Query
-		if err := json.Unmarshal(p, &q); err != nil {
-			return nil, rpc.Errorf(syscall.EINVAL, "beacon query: %v", err)
-		}
+		return &beaconrpc.HealthRep{Slow: append([]beacon.SlowServer(nil), s.slow...)}, nil
+	})
+	rpc.On(t, beaconrpc.Interference, func(_ context.Context, q *beaconrpc.Query) (*beaconrpc.InterferenceRep, error) {
 		f := q.Filter()
 		f.Job = "" // pairs need every job's records
 		recs, err := s.cfg.Store.Query(f)
@@ -114,36 +106,38 @@ func (s *Service) handle(m *wire.Msg, p []byte) ([]byte, error) {
 			}
 			found = mine
 		}
-		return json.Marshal(found)
-	case beaconrpc.CallProfilePut:
-		var np beacon.Profile
-		if err := json.Unmarshal(p, &np); err != nil || np.Key == "" {
-			return nil, rpc.Errorf(syscall.EINVAL, "beacon profile: %v", err)
+		return &beaconrpc.InterferenceRep{Pairs: found}, nil
+	})
+	rpc.On(t, beaconrpc.ProfilePut, func(_ context.Context, np *beacon.Profile) (*wire.Empty, error) {
+		if np.Key == "" {
+			return nil, rpc.Errorf(syscall.EINVAL, "beacon profile: no key")
 		}
-		return nil, s.mergeProfile(np)
-	case beaconrpc.CallProfileGet:
-		pr, ok, err := s.cfg.Store.Profile(m.Path)
+		return &wire.Empty{}, s.mergeProfile(*np)
+	})
+	rpc.On(t, beaconrpc.ProfileGet, func(_ context.Context, q *beaconrpc.ProfileKey) (*beacon.Profile, error) {
+		pr, ok, err := s.cfg.Store.Profile(q.Key)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			return nil, rpc.Errorf(syscall.ENOENT, "no profile for %q", m.Path)
+			return nil, rpc.Errorf(syscall.ENOENT, "no profile for %q", q.Key)
 		}
-		return json.Marshal(pr)
-	case beaconrpc.CallProfiles:
+		return &pr, nil
+	})
+	rpc.On(t, beaconrpc.ProfilesOp, func(context.Context, *wire.Empty) (*beaconrpc.ProfilesRep, error) {
 		ps, err := s.cfg.Store.Profiles()
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(ps)
-	case beaconrpc.CallProfileJob:
-		pr, err := s.ProfileJob(m.Job)
+		return &beaconrpc.ProfilesRep{Profiles: ps}, nil
+	})
+	rpc.On(t, beaconrpc.ProfileJob, func(_ context.Context, q *beaconrpc.JobReq) (*beacon.Profile, error) {
+		pr, err := s.ProfileJob(q.Job)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(pr)
-	}
-	return nil, rpc.Errorf(syscall.EINVAL, "beacon: unknown call %q", m.Name)
+		return &pr, nil
+	})
 }
 
 func (s *Service) mergeProfile(np beacon.Profile) error {

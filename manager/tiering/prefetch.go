@@ -3,6 +3,7 @@ package tiering
 import (
 	"context"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"sort"
 	"time"
 )
@@ -24,17 +25,8 @@ import (
 // them sharing the slow tier's bandwidth and arriving together.
 const prefetchStreams = 2
 
-// PrefetchStatus is one job's pre-migration, for `sluice status`.
-type PrefetchStatus struct {
-	Job                    string
-	Files                  int    // in the list
-	Promoted, Read, Failed int    // files
-	Dropped                int    // promoted but not read within PrefetchHold, or when the job ended
-	PromotedBytes          uint64 // moved up
-	InWindow               int    // promoted (or moving) and not read yet
-	Done                   bool
-	Started, Finished      time.Time
-}
+// PrefetchStatus is one job's pre-migration of its inputs.
+type PrefetchStatus = api.PrefetchState
 
 type prefetch struct {
 	job    string

@@ -14,8 +14,8 @@ package tiering
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"sort"
 	"sync"
@@ -114,15 +114,8 @@ type Manager struct {
 	failed prometheus.Counter
 }
 
-// Totals are the manager's running figures.
-type Totals struct {
-	Files, Chunks, Failed uint64
-	Bytes                 uint64
-	Drained               uint64 // files moved to the PFS by drain policies
-	// Replicated chunks copied again (ReplicaBytes in all), and copies
-	// that failed
-	Replicated, ReplicaBytes, ReplicaFailed uint64
-}
+// Totals counts what the manager moved.
+type Totals = api.TierTotals
 
 // New returns a manager.
 func New(cfg Config) *Manager {
@@ -579,21 +572,12 @@ func (m *Manager) release(ino uint64) {
 	m.mu.Unlock()
 }
 
-// Status is what `sluice status` shows of tiering.
-type Status struct {
-	Servers  []ServerStatus
-	Totals   Totals
-	Prefetch []PrefetchStatus
-}
-
-// ServerStatus is one server's latest decision.
-type ServerStatus struct {
-	ID                               uint64
-	Mode                             string
-	StallWrite, ForcedOut, NormalOut uint64
-	Concurrency, InFlight            int
-	Reason                           string
-}
+// Status is the latest decisions and the totals; ServerStatus one
+// server's latest decision (api carries them).
+type (
+	Status       = api.TierState
+	ServerStatus = api.TierServer
+)
 
 // Status returns the latest decisions and the totals.
 func (m *Manager) Status() Status {
@@ -612,28 +596,13 @@ func (m *Manager) Status() Status {
 
 // PolicyView is the answer to "tier-get": the policy a file or directory
 // follows, the directory it is set on (0: none) and the manager's drain
-// defaults.
-type PolicyView struct {
-	meta.TierPolicy
-	From         uint64
-	DefaultDrain string
-	DrainAge     time.Duration
-}
-
-// FileState is a file's migration state (`sluice stat`).
-type FileState struct {
-	Migrating bool        // the manager is moving it now
-	Chunks    []ChunkMove // chunk migrations not finished
-}
-
-// ChunkMove is one unfinished chunk migration.
-type ChunkMove struct {
-	Idx     uint64
-	State   string // copying, committed (ends not yet delivered), aborted (same)
-	From    string // tier
-	To      string
-	Servers []uint64 // the destination group
-}
+// PolicyView is the policy a file follows and where from; FileState a
+// file's migration state; ChunkMove one unfinished chunk migration.
+type (
+	PolicyView = api.PolicyView
+	FileState  = api.FileMigrationState
+	ChunkMove  = api.ChunkMove
+)
 
 // FileState returns file ino's migration state.
 func (m *Manager) FileState(ino uint64) (FileState, error) {
@@ -648,55 +617,45 @@ func (m *Manager) FileState(ino uint64) (FileState, error) {
 	return st, err
 }
 
-// Handler answers OpMigrate: Tier set moves file Ino there (Flags
-// wire.MoveWait: when done, Size = chunks moved); Name "status" returns
-// Status as JSON in the payload, Name "file" FileState of Ino, Name
-// "prefetch" starts pre-migrating the files in Entries (Ino) for job Job,
-// "tier-set" sets directory Ino's policy (payload: meta.TierPolicy as
-// JSON), "tier-get" returns the policy Ino follows.
-func (m *Manager) Handler() rpc.Handler {
-	return rpc.HandlerFunc(func(msg *wire.Msg, payload []byte) (*wire.Msg, []byte) {
-		switch msg.Name {
-		case "status":
-			b, err := json.Marshal(m.Status())
-			return rpc.ToMsg(&wire.Msg{}, err), b
-		case "prefetch":
-			var inos []uint64
-			for _, e := range msg.Entries {
-				inos = append(inos, e.Ino)
-			}
-			if msg.Job == "" || len(inos) == 0 {
-				return rpc.ToMsg(&wire.Msg{}, rpc.Errorf(syscall.EINVAL, "prefetch wants a job and at least one file")), nil
-			}
-			m.Prefetch(msg.Job, inos)
-			return &wire.Msg{}, nil
-		case "tier-set":
-			var p meta.TierPolicy
-			if err := json.Unmarshal(payload, &p); err != nil {
-				return rpc.ToMsg(&wire.Msg{}, rpc.Errorf(syscall.EINVAL, "tier-set: %v", err)), nil
-			}
-			return rpc.ToMsg(&wire.Msg{}, m.cfg.NS.SetTierPolicy(msg.Ino, p)), nil
-		case "tier-get":
-			p, from, err := m.cfg.NS.TierPolicyOf(msg.Ino)
-			if err != nil {
-				return rpc.ToMsg(&wire.Msg{}, err), nil
-			}
-			b, err := json.Marshal(PolicyView{p, from, m.cfg.DefaultDrain, m.cfg.DrainAge})
-			return rpc.ToMsg(&wire.Msg{}, err), b
-		case "file":
-			st, err := m.FileState(msg.Ino)
-			if err != nil {
-				return rpc.ToMsg(&wire.Msg{}, err), nil
-			}
-			b, err := json.Marshal(st)
-			return rpc.ToMsg(&wire.Msg{}, err), b
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+// Serve adds the manager's operations to t: moving a file now
+// (api.Migrate; with Wait, answered when done), its state, prefetching a
+// job's inputs, directories' policies, a file's migration state.
+func (m *Manager) Serve(t *rpc.Table) {
+	rpc.On(t, api.Migrate, func(ctx context.Context, q *api.MigrateReq) (*api.MigrateRep, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		defer cancel()
-		n, err := m.Migrate(ctx, msg.Ino, msg.Tier, msg.Flags&wire.MoveWait != 0)
+		n, err := m.Migrate(ctx, q.Ino, q.Tier, q.Wait)
 		if err != nil {
-			err = fmt.Errorf("migrating inode %d to %s: %w", msg.Ino, msg.Tier, err)
+			return nil, fmt.Errorf("migrating inode %d to %s: %w", q.Ino, q.Tier, err)
 		}
-		return rpc.ToMsg(&wire.Msg{Size: uint64(n)}, err), nil
+		return &api.MigrateRep{Chunks: uint64(n)}, nil
+	})
+	rpc.On(t, api.TierStatus, func(context.Context, *wire.Empty) (*api.TierState, error) {
+		st := m.Status()
+		return &st, nil
+	})
+	rpc.On(t, api.Prefetch, func(_ context.Context, q *api.PrefetchReq) (*wire.Empty, error) {
+		if q.Job == "" || len(q.Files) == 0 {
+			return nil, rpc.Errorf(syscall.EINVAL, "prefetch wants a job and at least one file")
+		}
+		m.Prefetch(q.Job, q.Files)
+		return &wire.Empty{}, nil
+	})
+	rpc.On(t, api.TierSet, func(_ context.Context, q *api.TierSetReq) (*wire.Empty, error) {
+		return &wire.Empty{}, m.cfg.NS.SetTierPolicy(q.Ino, q.Policy)
+	})
+	rpc.On(t, api.TierGet, func(_ context.Context, q *api.FileRef) (*api.PolicyView, error) {
+		p, from, err := m.cfg.NS.TierPolicyOf(q.Ino)
+		if err != nil {
+			return nil, err
+		}
+		return &api.PolicyView{TierPolicy: p, From: from, DefaultDrain: m.cfg.DefaultDrain, DrainAge: m.cfg.DrainAge}, nil
+	})
+	rpc.On(t, api.FileMigration, func(_ context.Context, q *api.FileRef) (*api.FileMigrationState, error) {
+		st, err := m.FileState(q.Ino)
+		if err != nil {
+			return nil, err
+		}
+		return &st, nil
 	})
 }

@@ -260,12 +260,17 @@ func flowKey(rules []Rule, q Req) (string, int) {
 func ReqOf(m *wire.Msg, n uint64) Req {
 	c := Meta
 	switch m.Op {
-	case wire.OpRead, wire.OpChunkRead:
+	case wire.OpRead:
 		c = Read
-	case wire.OpWrite, wire.OpChunkWrite:
+	case wire.OpWrite:
 		c = Write
 	}
-	return Req{Job: m.Job, Node: m.Node, App: m.App, Uid: m.User, Gid: m.Group, Class: c, Bytes: n}
+	return ReqBy(m.Who, c, n)
+}
+
+// ReqBy is a request of class c moving n bytes made by who.
+func ReqBy(who wire.Who, c Class, n uint64) Req {
+	return Req{Job: who.Job, Node: who.Node, App: who.App, Uid: who.User, Gid: who.Group, Class: c, Bytes: n}
 }
 
 // RuleSet is the cluster's rules as the metadata service keeps and hands
