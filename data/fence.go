@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -172,7 +173,7 @@ func (s *Server) catchUp(ctx context.Context, ino, gen uint64) error {
 	if s.fence.get(ino) >= gen {
 		return nil // another request caught up meanwhile
 	}
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpTrims, ID: s.mem.ID(), Ino: ino}, nil, nil)
+	resp, err := rpc.Do(ctx, s.meta, ns.Trims, &ns.TrimsReq{Server: s.mem.ID(), Ino: ino})
 	if err != nil {
 		return fmt.Errorf("data server %d: cannot learn the truncations of inode %d: %w", s.mem.ID(), ino, err)
 	}
@@ -186,7 +187,7 @@ func (s *Server) trimsDone(ctx context.Context, ts []wire.Trim) error {
 	if len(ts) == 0 {
 		return nil
 	}
-	_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpTrimsDone, ID: s.mem.ID(), Trims: ts}, nil, nil)
+	_, err := rpc.Do(ctx, s.meta, ns.TrimsDone, &ns.TrimsDoneReq{Server: s.mem.ID(), Trims: ts})
 	return err
 }
 
@@ -197,7 +198,7 @@ func (s *Server) pullTrims(ctx context.Context) {
 		return
 	}
 	defer s.fence.pulling.Store(false)
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpTrims, ID: s.mem.ID()}, nil, nil)
+	resp, err := rpc.Do(ctx, s.meta, ns.Trims, &ns.TrimsReq{Server: s.mem.ID()})
 	if err != nil {
 		s.cfg.Log.Warn("fetching pending truncations failed", "err", err)
 		return

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
-	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -37,7 +37,7 @@ import (
 //
 // A stopped chunk whose end does not come (the coordinator died, or S
 // restarted with a marker) is resolved by asking the metadata service
-// (OpMoveState), which answers from its intent record and the chunk's
+// (ns.MoveState), which answers from its intent record and the chunk's
 // location. Until then requests for it wait, bounded by stopWait, and
 // are answered EREMCHG so the forwarding daemon asks again.
 //
@@ -464,19 +464,20 @@ func (s *Server) resolveStops(ctx context.Context) {
 	}
 	s.moves.mu.Unlock()
 	for _, t := range todo {
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpMoveState, ID: s.mem.ID(), Ino: t.k.ino, Idx: t.k.idx, Handle: t.id}, nil, nil)
+		resp, err := rpc.Do(ctx, s.meta, ns.MoveState, &ns.MoveStateReq{Server: s.mem.ID(), Ino: t.k.ino, Idx: t.k.idx, Session: t.id})
 		if err != nil {
 			s.cfg.Log.Warn("cannot learn how a migration ended; its chunk stays stopped", "ino", t.k.ino, "chunk", t.k.idx, "err", err)
 			continue
 		}
-		if resp.Flags&(wire.MoveCommitted|wire.MoveAborted) == 0 {
+		if resp.State == ns.MovePending {
 			continue
 		}
+		committed := resp.State == ns.MoveCommitted
 		l := s.fence.lock(t.k.ino)
 		l.Lock()
-		err = s.endSourceLocked(t.k, t.id, resp.Flags&wire.MoveCommitted != 0, resp.Flags&wire.MoveKeep != 0, resp.Gen, resp.ChunkSize)
+		err = s.endSourceLocked(t.k, t.id, committed, resp.Keep, resp.Layout, resp.ChunkSize)
 		l.Unlock()
 		s.cfg.Log.Info("migration resolved with the metadata service", "ino", t.k.ino, "chunk", t.k.idx,
-			"committed", resp.Flags&wire.MoveCommitted != 0, "err", err)
+			"committed", committed, "err", err)
 	}
 }

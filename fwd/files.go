@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/layout"
 )
 
@@ -178,7 +179,7 @@ func newFile(a *wire.Attr) *file {
 		f.stripeUnit = f.chunkSize
 	}
 	// an empty file (a new one, mostly) has no layout worth a round trip:
-	// a write to a chunk not known here asks for its place (OpAlloc
+	// a write to a chunk not known here asks for its place (ns.Alloc
 	// answers with the place another daemon gave it, if any), and a read
 	// looks up a chunk it does not know anyway
 	f.loaded = a.Size == 0
@@ -376,7 +377,7 @@ func (s *Server) syncUnsynced(ctx context.Context, u unsyncedFile) {
 // withLayoutServers adds to ids every data server that holds a copy of a
 // chunk of ino in its layout at the metadata service.
 func (s *Server) withLayoutServers(ctx context.Context, ino uint64, ids []uint64) ([]uint64, error) {
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+	resp, err := rpc.Do(ctx, s.meta, ns.Layout, &ns.FileReq{Ino: ino})
 	if err != nil {
 		return ids, err
 	}
@@ -533,7 +534,7 @@ func (s *Server) loadLayout(ctx context.Context, ino uint64, f *file) error {
 		f.mu.Lock()
 		gen := f.gen
 		f.mu.Unlock()
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: ino}, nil, nil)
+		resp, err := rpc.Do(ctx, s.meta, ns.Layout, &ns.FileReq{Ino: ino})
 		if err != nil {
 			return err
 		}

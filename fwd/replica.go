@@ -9,13 +9,14 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // Replicated chunks (meta/replica.go): a chunk with a replica group is
 // written to both groups and acknowledged when both have the bytes; it is
 // read from its group, or from the replica when the group's server
 // cannot be reached. A copy whose server cannot be reached while the
-// other took the write is given up (OpDegrade): the metadata service
+// other took the write is given up (ns.Degrade): the metadata service
 // checks the server itself, and the write goes on with the copy left.
 
 // copiesOf returns the servers holding member m's share of the chunk at
@@ -115,22 +116,19 @@ func (s *Server) readCopies(ctx context.Context, ids []uint64, req *chunk.ReadRe
 	return lost, err
 }
 
-// changeChunk sends req, a change of one chunk's location (OpDirty,
-// OpDegrade), to the metadata service and keeps the location it answers,
+// changeChunk sends req, a change of one chunk's location (ns.Dirty,
+// ns.Degrade), to the metadata service and keeps the location it answers,
 // unless this daemon knows a newer one (or adopted a truncate meanwhile,
 // which may have cut the chunk).
-func (s *Server) changeChunk(ctx context.Context, f *file, req *wire.Msg) (wire.ChunkLoc, error) {
+func (s *Server) changeChunk(ctx context.Context, f *file, op wire.Def[ns.ChunkReq, ns.ChunkRep], req *ns.ChunkReq) (wire.ChunkLoc, error) {
 	f.mu.Lock()
 	gen := f.gen
 	f.mu.Unlock()
-	resp, _, err := s.meta.Call(ctx, req, nil, nil)
+	resp, err := rpc.Do(ctx, s.meta, op, req)
 	if err != nil {
 		return wire.ChunkLoc{}, err
 	}
-	if len(resp.Chunks) != 1 {
-		return wire.ChunkLoc{}, rpc.Errorf(syscall.EIO, "metadata service answered %v with %d chunks", req.Op, len(resp.Chunks))
-	}
-	now := resp.Chunks[0]
+	now := resp.Chunk
 	f.mu.Lock()
 	if cur, ok := f.chunks[req.Idx]; f.gen == gen && (!ok || cur.Gen <= now.Gen) {
 		f.chunks[req.Idx] = now
@@ -144,7 +142,7 @@ func (s *Server) changeChunk(ctx context.Context, f *file, req *wire.Msg) (wire.
 // location now.
 func (s *Server) dirty(ctx context.Context, ino uint64, f *file, idx uint64, loc wire.ChunkLoc) (wire.ChunkLoc, error) {
 	for try := 0; ; try++ {
-		now, err := s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDirty, Ino: ino, Idx: idx, Gen: loc.Gen})
+		now, err := s.changeChunk(ctx, f, ns.Dirty, &ns.ChunkReq{Ino: ino, Idx: idx, Layout: loc.Gen})
 		if err != nil || len(now.Home) == 0 {
 			return now, err
 		}
@@ -166,7 +164,7 @@ func (s *Server) giveUp(ctx context.Context, ino uint64, f *file, idx uint64, lo
 	for try := 0; ; try++ {
 		prev := now
 		var err error
-		if now, err = s.changeChunk(ctx, f, &wire.Msg{Op: wire.OpDegrade, Ino: ino, Idx: idx, Gen: prev.Gen, ID: id}); err != nil {
+		if now, err = s.changeChunk(ctx, f, ns.Degrade, &ns.ChunkReq{Ino: ino, Idx: idx, Layout: prev.Gen, Server: id}); err != nil {
 			return loc, err
 		}
 		if !slices.Contains(now.All(), id) {

@@ -229,12 +229,8 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 			continue
 		}
 		reported = true
-		var flags uint32
-		if closing {
-			flags = wire.ExtendClose
-		}
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpExtend, Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync,
-			Flags: flags, Client: client}, nil, nil)
+		resp, err := rpc.Do(ctx, s.meta, ns.Extend, &ns.ExtendReq{Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync,
+			Close: closing, Client: client})
 		f.mu.Lock()
 		if err != nil {
 			if f.gen == gen {
@@ -246,7 +242,7 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 			f.adoptLocked(resp.Attr)
 			if a := *resp.Attr; ino != 0 && a.Trunc == f.gen && !f.pending {
 				a.Size = max(a.Size, f.size)
-				attr, attrGen = &a, resp.Gen
+				attr, attrGen = &a, resp.Feed
 			}
 		}
 		f.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/layout"
 )
@@ -73,9 +74,9 @@ func (s *Server) chunkForWrite(ctx context.Context, ino uint64, f *file, idx, ge
 // chunk goes to a lower tier. The wait counts as the request's queue time
 // in Beacon (stallClock).
 func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, gen uint64) (loc wire.ChunkLoc, placed bool, err error) {
-	req := wire.Msg{Op: wire.OpAlloc, Ino: ino, Idx: idx, ID: exclude, Trunc: gen, Who: wire.Who{Job: stallOf(ctx).job()}}
+	req := ns.AllocReq{Ino: ino, Idx: idx, Exclude: exclude, Trunc: gen, Job: stallOf(ctx).job()}
 	if exclude == 0 {
-		req.Flags = wire.AllocMayWait
+		req.MayWait = true
 		// the metadata service may hold it until the tier has room:
 		// not this daemon's work
 		releaseWorker(ctx)
@@ -83,22 +84,22 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 	var stalled time.Duration // waited for stalled tiers so far
 	for {
 		r := req
-		if r.Flags&wire.AllocMayWait != 0 {
+		if r.MayWait {
 			// the metadata service holds a stalled request until space
 			// frees or the rest of the writer's budget is spent
-			r.Size = uint64(max(s.cfg.StallMax-stalled, time.Millisecond) / time.Millisecond)
+			r.Wait = max(s.cfg.StallMax-stalled, time.Millisecond)
 		}
-		resp, _, err := s.meta.Call(ctx, &r, nil, nil)
+		resp, err := rpc.Do(ctx, s.meta, ns.Alloc, &r)
 		if err != nil {
 			return wire.ChunkLoc{}, false, err
 		}
-		waited := time.Duration(resp.Size) * time.Millisecond
-		if resp.Flags&wire.AllocStalled != 0 {
+		waited := resp.Waited
+		if resp.Stalled {
 			stalled += max(waited, time.Millisecond) // never a loop that spends nothing
 			if stalled >= s.cfg.StallMax {
 				s.log.Warn("tier stalled too long: placing the chunk on a lower tier", "ino", ino, "chunk", idx,
 					"waited", stalled)
-				req.Flags &^= wire.AllocMayWait
+				req.MayWait = false
 			}
 			continue
 		}
@@ -107,17 +108,17 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 			s.stalls.Add(1)
 			s.stallNs.Add(stalled.Nanoseconds())
 		}
-		if len(resp.Chunks) != 1 {
-			return wire.ChunkLoc{}, false, rpc.Errorf(syscall.EIO, "metadata service answered an allocation with %d chunks", len(resp.Chunks))
+		if resp.Chunk == nil {
+			return wire.ChunkLoc{}, false, rpc.Errorf(syscall.EIO, "metadata service answered an allocation with no chunk")
 		}
-		loc = resp.Chunks[0]
+		loc = *resp.Chunk
 		f.mu.Lock()
 		if f.gen == gen {
 			// (a truncate adopted since may have cut it: not kept)
 			f.chunks[idx] = loc
 		}
 		f.mu.Unlock()
-		return loc, resp.Flags&wire.AllocPlaced != 0, nil
+		return loc, resp.Placed, nil
 	}
 }
 
@@ -351,9 +352,9 @@ func (s *Server) move(ctx context.Context, ino uint64, f *file, idx, refusedBy, 
 // chunk that cannot move now (migrating) is asked about again after a
 // pause.
 func (s *Server) relocateEmpty(ctx context.Context, ino uint64, f *file, idx uint64, full *fullErr, gen uint64) (wire.ChunkLoc, error) {
-	req := wire.Msg{Op: wire.OpAlloc, Flags: wire.AllocEmpty, Ino: ino, Idx: idx, ID: full.id, Trunc: gen, Who: wire.Who{Job: stallOf(ctx).job()}}
+	req := ns.AllocReq{Empty: true, Ino: ino, Idx: idx, Exclude: full.id, Trunc: gen, Job: stallOf(ctx).job()}
 	for try := 0; ; try++ {
-		resp, _, err := s.meta.Call(ctx, &req, nil, nil)
+		resp, err := rpc.Do(ctx, s.meta, ns.Alloc, &req)
 		if rpc.Errno(err) == syscall.EAGAIN && try < 20 {
 			t := time.NewTimer(min(50*time.Millisecond<<try, time.Second))
 			select {
@@ -367,16 +368,16 @@ func (s *Server) relocateEmpty(ctx context.Context, ino uint64, f *file, idx uin
 		if err != nil {
 			return wire.ChunkLoc{}, err
 		}
-		if len(resp.Chunks) != 1 {
-			return wire.ChunkLoc{}, rpc.Errorf(syscall.EIO, "metadata service answered a relocation with %d chunks", len(resp.Chunks))
+		if resp.Chunk == nil {
+			return wire.ChunkLoc{}, rpc.Errorf(syscall.EIO, "metadata service answered a relocation with no chunk")
 		}
-		loc := resp.Chunks[0]
+		loc := *resp.Chunk
 		f.mu.Lock()
 		if f.gen == gen {
 			f.chunks[idx] = loc
 		}
 		f.mu.Unlock()
-		if resp.Flags&wire.AllocPlaced != 0 {
+		if resp.Placed {
 			s.log.Info("empty chunk placed elsewhere", "ino", ino, "chunk", idx, "refused by", full.id, "now", loc.All(), "tier", loc.Tier)
 		}
 		return loc, nil

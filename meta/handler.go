@@ -30,6 +30,55 @@ func (s *Service) Serve(t *rpc.Table) {
 		s.Accessed(q.At, q.Files)
 		return &wire.Empty{}, nil
 	})
+	serveOp(s, t, ns.Layout, func(_ context.Context, q *ns.FileReq) (*ns.LayoutRep, error) {
+		cs, err := s.Layout(q.Ino)
+		if err != nil {
+			return nil, err
+		}
+		return &ns.LayoutRep{Chunks: cs}, nil
+	})
+	serveOp(s, t, ns.Alloc, s.alloc)
+	feedOp(s, t, ns.Extend, func(_ context.Context, q *ns.ExtendReq) (*ns.AttrRep, uint64, []wire.DirEntry, error) {
+		a, err := s.Extend(q.Ino, q.Size, q.Mtime, q.Trunc)
+		if err == nil && q.Sync {
+			err = s.Sync()
+		}
+		if err == nil && q.Close {
+			s.settleTail(a)
+		}
+		ch := []wire.DirEntry{attrChange(q.Ino)}
+		if err != nil {
+			return nil, q.Client, ch, err
+		}
+		return &ns.AttrRep{Attr: a}, q.Client, ch, nil
+	})
+	serveOp(s, t, ns.Dirty, func(ctx context.Context, q *ns.ChunkReq) (*ns.ChunkRep, error) {
+		c, err := s.Dirty(ctx, q.Ino, q.Idx, q.Layout)
+		if err != nil {
+			return nil, err
+		}
+		return &ns.ChunkRep{Chunk: c}, nil
+	})
+	serveOp(s, t, ns.Degrade, func(ctx context.Context, q *ns.ChunkReq) (*ns.ChunkRep, error) {
+		c, err := s.Degrade(ctx, q.Ino, q.Idx, q.Layout, q.Server)
+		if err != nil {
+			return nil, err
+		}
+		return &ns.ChunkRep{Chunk: c}, nil
+	})
+	serveOp(s, t, ns.Trims, func(_ context.Context, q *ns.TrimsReq) (*ns.TrimsRep, error) {
+		ts, gen, err := s.PendingTrims(q.Server, q.Ino)
+		if err != nil {
+			return nil, err
+		}
+		return &ns.TrimsRep{Trims: ts, Trunc: gen}, nil
+	})
+	serveOp(s, t, ns.TrimsDone, func(_ context.Context, q *ns.TrimsDoneReq) (*wire.Empty, error) {
+		return &wire.Empty{}, s.TrimsDone(q.Server, q.Trims)
+	})
+	serveOp(s, t, ns.MoveState, func(_ context.Context, q *ns.MoveStateReq) (*ns.MoveStateRep, error) {
+		return s.MoveStateOf(q.Server, q.Ino, q.Idx, q.Session), nil
+	})
 	serveOp(s, t, ns.Activity, func(_ context.Context, q *ns.FileReq) (*wire.Activity, error) {
 		act, err := s.Activity(q.Ino)
 		if err != nil {
@@ -37,6 +86,63 @@ func (s *Service) Serve(t *rpc.Table) {
 		}
 		return &act, nil
 	})
+}
+
+// feedOp serves a namespace operation that changes the namespace: f
+// returns its reply, the mount it came from (its own changes are not
+// echoed to it) and its changes, which go into the change feed (also
+// after a failure half-way: a needless invalidation costs a lookup, a
+// missed one a stale cache); the reply carries the feed's position
+// before the request was served.
+func feedOp[Q, R any, PQ wire.Ptr[Q], PR interface {
+	wire.Ptr[R]
+	feedReply
+}](s *Service, t *rpc.Table, d wire.Def[Q, R], f func(ctx context.Context, q PQ) (PR, uint64, []wire.DirEntry, error)) {
+	serveOp[Q, R, PQ, PR](s, t, d, func(ctx context.Context, q PQ) (PR, error) {
+		pos := s.feed.position()
+		rep, client, changes, err := f(ctx, q)
+		if len(changes) > 0 {
+			s.feed.add(client, changes...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rep.SetFeed(pos)
+		return rep, nil
+	})
+}
+
+// feedReply is a reply that carries the change feed's position.
+type feedReply interface{ SetFeed(pos uint64) }
+
+// alloc places a chunk (ns.Alloc).
+func (s *Service) alloc(ctx context.Context, q *ns.AllocReq) (*ns.AllocRep, error) {
+	if q.Empty {
+		c, placed, err := s.RelocateEmpty(ctx, q.Ino, q.Idx, q.Trunc, q.Exclude, q.Job)
+		if err != nil {
+			return nil, err
+		}
+		return &ns.AllocRep{Chunk: &c, Placed: placed}, nil
+	}
+	var excl []uint64
+	if q.Exclude != 0 {
+		excl = []uint64{q.Exclude}
+	}
+	var wait time.Duration
+	if q.MayWait {
+		wait = max(q.Wait, time.Millisecond)
+	}
+	c, placed, waited, err := s.AllocWait(ctx, q.Ino, q.Idx, q.Trunc, excl, wait, q.Job)
+	r := &ns.AllocRep{Waited: waited}
+	if err == ErrStall {
+		r.Stalled = true
+		return r, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Chunk, r.Placed = &c, placed
+	return r, nil
 }
 
 // serveOp serves operation d with f, timed in the service's metrics.
@@ -218,77 +324,11 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		a, err = s.Open(m.Ino)
 	case wire.OpRelease:
 		err = s.Release(m.Ino)
-	case wire.OpExtend:
-		a, err = s.Extend(m.Ino, m.Size, m.Mtime, m.Trunc)
-		if err == nil && m.Sync {
-			err = s.Sync()
-		}
-		if err == nil && m.Flags&wire.ExtendClose != 0 {
-			s.settleTail(a)
-		}
-		ch = []wire.DirEntry{attrChange(m.Ino)}
 	case wire.OpFsync:
 		err = s.Sync()
 	case wire.OpStatfs:
 		c, u := s.Statfs()
 		return &wire.Msg{Cap: c, Used: u}, nil, nil
-	case wire.OpLayout:
-		var cs []wire.ChunkLoc
-		cs, err = s.Layout(m.Ino)
-		return &wire.Msg{Chunks: cs}, nil, err
-	case wire.OpAlloc:
-		if m.Flags&wire.AllocEmpty != 0 {
-			c, placed, err := s.RelocateEmpty(ctx, m.Ino, m.Idx, m.Trunc, m.ID, m.Who.Job)
-			if err != nil {
-				return nil, nil, err
-			}
-			r := &wire.Msg{Chunks: []wire.ChunkLoc{c}}
-			if placed {
-				r.Flags = wire.AllocPlaced
-			}
-			return r, nil, nil
-		}
-		var excl []uint64
-		if m.ID != 0 {
-			excl = []uint64{m.ID}
-		}
-		var wait time.Duration
-		if m.Flags&wire.AllocMayWait != 0 {
-			wait = max(time.Duration(m.Size)*time.Millisecond, time.Millisecond)
-		}
-		c, placed, waited, err := s.AllocWait(ctx, m.Ino, m.Idx, m.Trunc, excl, wait, m.Who.Job)
-		r := &wire.Msg{Size: uint64(waited / time.Millisecond)}
-		if err == ErrStall {
-			r.Flags = wire.AllocStalled
-			return r, nil, nil
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		r.Chunks = []wire.ChunkLoc{c}
-		if placed {
-			r.Flags = wire.AllocPlaced
-		}
-		return r, nil, nil
-	case wire.OpTrims:
-		ts, gen, err := s.PendingTrims(m.ID, m.Ino)
-		return &wire.Msg{Trims: ts, Trunc: gen}, nil, err
-	case wire.OpDirty:
-		c, err := s.Dirty(ctx, m.Ino, m.Idx, m.Gen)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &wire.Msg{Chunks: []wire.ChunkLoc{c}}, nil, nil
-	case wire.OpDegrade:
-		c, err := s.Degrade(ctx, m.Ino, m.Idx, m.Gen, m.ID)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &wire.Msg{Chunks: []wire.ChunkLoc{c}}, nil, nil
-	case wire.OpMoveState:
-		return s.MoveStateOf(m.ID, m.Ino, m.Idx, m.Handle), nil, nil
-	case wire.OpTrimsDone:
-		return &wire.Msg{}, nil, s.TrimsDone(m.ID, m.Trims)
 	case wire.OpSetLayout:
 		if m.Flags&(wire.LayoutLocal|wire.LayoutGlobal) != 0 {
 			a, err = s.SetLocal(m.Ino, m.Tier, m.Flags&wire.LayoutLocal != 0)

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
@@ -475,50 +476,47 @@ func (s *Service) FinishMoves(ctx context.Context) (pending int) {
 }
 
 // MoveStateOf answers a data server (server) asking how migration session
-// of chunk idx of ino, which it stopped, ended (OpMoveState).
-func (s *Service) MoveStateOf(server, ino, idx, session uint64) *wire.Msg {
+// of chunk idx of ino, which it stopped, ended (ns.MoveState).
+func (s *Service) MoveStateOf(server, ino, idx, session uint64) *ns.MoveStateRep {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := &wire.Msg{}
+	r := &ns.MoveStateRep{}
 	if n, err := s.getInode(ino); err == nil {
 		r.ChunkSize = n.ChunkSize
 	}
 	if mi, ok, err := s.getMove(ino, idx); err == nil && ok && mi.Session == session {
 		switch {
 		case mi.State == MoveCommitted:
-			r.Flags, r.Gen = wire.MoveCommitted, mi.To.Gen
-			if mi.Keep {
-				r.Flags |= wire.MoveKeep
-			}
+			r.State, r.Layout, r.Keep = ns.MoveCommitted, mi.To.Gen, mi.Keep
 			return r
 		case mi.State == MoveAborted:
-			r.Flags = wire.MoveAborted
+			r.State = ns.MoveAborted
 			return r
 		case s.moving[chunkRef{ino, idx}]:
-			r.Flags = wire.MovePending
+			r.State = ns.MovePending
 			return r
 		}
 		// copying with no coordinator: FinishMoves will abort it
-		r.Flags = wire.MovePending
+		r.State = ns.MovePending
 		return r
 	}
 	// no such migration in flight: the chunk's location says
 	v, err := s.e.Get(layoutKey(ino, idx))
 	if err != nil {
-		r.Flags, r.Gen = wire.MoveCommitted, 1<<62 // the chunk is gone
+		r.State, r.Layout = ns.MoveCommitted, 1<<62 // the chunk is gone
 		return r
 	}
 	loc, err := decodeChunk(v)
 	if err != nil {
-		r.Flags = wire.MovePending
+		r.State = ns.MovePending
 		return r
 	}
 	if anyIn([]uint64{server}, loc.Servers) {
 		// still the chunk's (after a copy too: then its fence, set by
 		// the end it got, already keeps older requests out)
-		r.Flags = wire.MoveAborted
+		r.State = ns.MoveAborted
 	} else {
-		r.Flags, r.Gen = wire.MoveCommitted, loc.Gen
+		r.State, r.Layout = ns.MoveCommitted, loc.Gen
 	}
 	return r
 }

@@ -14,7 +14,7 @@ import (
 // the server's next report: without more, a 4 KiB file would hold 4 MiB
 // of a mem tier, and a storm of small files would find the tier "full"
 // at 1,024 files per GiB. When a file is closed its size is reported
-// (OpExtend with wire.ExtendClose); if its tail chunk was placed since its
+// (ns.Extend with Close); if its tail chunk was placed since its
 // servers' last reports, the promise drops to the chunk's bytes at once
 // and the servers are asked, in batches (chunk.Settle, RunSettle), to
 // give back what the chunk reserved past its bytes. A chunk that is never

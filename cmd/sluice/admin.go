@@ -360,7 +360,7 @@ func cmdStat(args []string) error {
 	if err != nil {
 		return err
 	}
-	l, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpLayout, Ino: st.Ino}, nil, nil)
+	l, err := rpc.Do(ctx, mc, ns.Layout, &ns.FileReq{Ino: st.Ino})
 	if err != nil {
 		return err
 	}

@@ -33,9 +33,9 @@ const (
 	OpFsync
 	OpFlush
 	OpStatfs
-	OpLayout    // get chunk locations of a file
-	OpAlloc     // allocate a chunk (meta)
-	OpExtend    // raise a file's size to at least Size (meta)
+	_           // layout: ns.OpLayout
+	_           // alloc: ns.OpAlloc
+	_           // extend: ns.OpExtend
 	_           // register: api.OpRegister
 	_           // servers: api.OpServers
 	OpSetLayout // set a directory's chunk size and striping
@@ -56,20 +56,20 @@ const (
 	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
 	OpUndelegate
 	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen, CreateOwned or BatchRemove), Uid, Gid, Mtime; reply Entries refused (errno in Mode), Attr the directory's when an entry had CreateOpen
-	OpTrims       // a data server (ID) asks for the truncations it has not applied (of Ino, or of every file if 0); reply Trims and, for one file, Trunc = its generation
-	OpTrimsDone   // a data server (ID) applied Trims: the metadata service forgets them
+	_             // trims: ns.OpTrims
+	_             // trims-done: ns.OpTrimsDone
 	_             // pfs-grow: chunk.OpPfsGrow
 	_             // activity: ns.OpActivity
 	_             // move-begin: chunk.OpMoveBegin
 	_             // move-stop: chunk.OpMoveStop
 	_             // move-end: chunk.OpMoveEnd
 	_             // move-copy: chunk.OpMoveCopy
-	OpMoveState   // chunk migration: a data server asks how the migration of chunk Idx of Ino it stopped for ended; reply Flags MoveCommitted/MoveAborted/MovePending, Gen
+	_             // move-state: ns.OpMoveState
 	_             // migrate: api.OpMigrate
 	_             // budget: api.OpBudget
-	OpDegrade     // metadata service: data server ID, holding a copy of chunk Idx of Ino at layout generation Gen, cannot be reached: give that copy up (meta/replica.go); reply Chunks: the chunk's location now
+	_             // degrade: ns.OpDegrade
 	_             // access: ns.OpAccess
-	OpDirty       // metadata service: chunk Idx of Ino (layout generation Gen) is about to be written: give its home on the PFS up (meta/keepcache.go); reply Chunks: the chunk's location now
+	_             // dirty: ns.OpDirty
 	_             // bb: api.OpBBGrant…
 	_             // bb-server: api.OpBBServer
 	_             // pool: api.OpPool…
@@ -120,12 +120,12 @@ const (
 var opNames = [...]string{
 	"invalid", "ping", "lookup", "getattr", "setattr", "mknod", "mkdir", "unlink", "rmdir",
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
-	"fsync", "flush", "statfs", "layout", "alloc", "extend", "", "",
+	"fsync", "flush", "statfs", "", "", "", "", "",
 	"setlayout", "", "", "", "", "",
 	"", "", "", "", "", "", "", "", "watch",
-	"delegate", "undelegate", "create-batch", "trims", "trims-done", "", "",
-	"", "", "", "", "move-state", "", "",
-	"degrade", "", "dirty", "", "", "", "", "", "",
+	"delegate", "undelegate", "create-batch", "", "", "", "",
+	"", "", "", "", "", "", "",
+	"", "", "", "", "", "", "", "", "",
 }
 
 // String is the operation's registered name ("op?" if there is none).
@@ -242,11 +242,6 @@ const (
 // trip for open(O_CREAT)). Bit 31 is unused by open(2) flags.
 const CreateOpen uint32 = 1 << 31
 
-// ExtendClose in Msg.Flags of OpExtend: the size is reported as the file
-// is closed (flush or release), so the room its new tail chunk reserved
-// past its bytes may be given back (meta/settle.go).
-const ExtendClose uint32 = 1
-
 // BatchRemove in the Mode of an OpCreateBatch entry makes it the removal
 // of Name (a file, inode Ino) instead of a create; entries apply in order.
 // An entry the service refuses comes back with its errno in Mode (and
@@ -279,44 +274,9 @@ const (
 	RecallWait = 3 * time.Second
 )
 
-// RegisterHasTrims in the Flags of an OpRegister reply tells a data server
-// that truncations it has not applied are waiting for it (OpTrims).
-const RegisterHasTrims uint32 = 1
-
 // MigrationJob is the job migration traffic and the tiering manager's
 // decisions are recorded under in Beacon.
 const MigrationJob = "sluice-migration"
-
-// Migration flags (Msg.Flags of OpMoveState's reply and of OpMigrate).
-// The values keep their protocol-1 bits.
-const (
-	MoveCommitted uint32 = 1 << 0 // OpMoveState: the chunk's location is the destination now
-	MoveAborted   uint32 = 1 << 1 // OpMoveState: the chunk stays where it was
-	MovePending   uint32 = 1 << 2 // OpMoveState: not decided yet; ask again
-	MoveWait      uint32 = 1 << 5 // OpMigrate: reply when the file has moved
-	MoveKeep      uint32 = 1 << 6 // OpMoveState with MoveCommitted: the chunk was copied (re-replication, a drain with --keep-cache), not moved: the source keeps it and fences only older generations
-)
-
-// AllocPlaced in the Flags of an OpAlloc reply says the chunk was placed
-// by this call (it had no location, or it was moved off the excluded
-// server); otherwise the reply is the location another writer chose.
-const AllocPlaced uint32 = 1
-
-// OpAlloc flags. AllocMayWait in a request: the writer can wait while the
-// tier the chunk belongs on frees space, and the metadata service may hold
-// the request for up to Size milliseconds (at most a second) waiting; the
-// reply's Size is how many milliseconds it waited. AllocStalled in the reply: it
-// must (no chunk is placed; ask again, or without AllocMayWait to spill
-// to a lower tier).
-const (
-	AllocMayWait uint32 = 1 << 1
-	AllocStalled uint32 = 1 << 2
-	// AllocEmpty in a request: data server ID refused a write of the
-	// chunk, placed earlier, for room, holding nothing of it: move it
-	// if it holds nothing anywhere (fenced first). The reply is its
-	// location (AllocPlaced if moved; otherwise where to write again).
-	AllocEmpty uint32 = 1 << 3
-)
 
 // NameMax is the longest name of a directory entry, in bytes (NAME_MAX).
 const NameMax = 255

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // freeAddr is a loopback address nothing listens on.
@@ -38,11 +39,11 @@ func metaNamespaceOps(t *testing.T, addr string) float64 {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	ns := map[string]bool{}
+	nsOps := map[string]bool{}
 	for _, op := range []wire.Op{wire.OpLookup, wire.OpGetattr, wire.OpSetattr, wire.OpMknod, wire.OpMkdir, wire.OpUnlink,
 		wire.OpRmdir, wire.OpRename, wire.OpLink, wire.OpSymlink, wire.OpReadlink, wire.OpReaddir, wire.OpOpen, wire.OpRelease,
-		wire.OpLayout, wire.OpAlloc, wire.OpExtend, wire.OpCreateBatch, wire.OpDelegate} {
-		ns[op.String()] = true
+		ns.OpLayout, ns.OpAlloc, ns.OpExtend, wire.OpCreateBatch, wire.OpDelegate} {
+		nsOps[op.String()] = true
 	}
 	var sum float64
 	sc := bufio.NewScanner(resp.Body)
@@ -53,7 +54,7 @@ func metaNamespaceOps(t *testing.T, addr string) float64 {
 		}
 		op := line[strings.Index(line, `op="`)+4:]
 		op = op[:strings.IndexByte(op, '"')]
-		if ns[op] {
+		if nsOps[op] {
 			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			sum += v
 		}
