@@ -7,7 +7,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // Coherent caching of lookups and attributes. The kernel may keep what a
@@ -148,14 +149,14 @@ func (fs *FS) Join(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, fs.cfg.Timeout)
 	defer cancel()
 	// from position 0 the feed answers at once, with its position
-	resp, _, err := fs.mc.Call(cctx, &wire.Msg{Op: wire.OpWatch, Client: fs.dc.ID()}, nil, nil)
+	resp, err := rpc.Do(cctx, fs.mc, ns.Watch, &ns.WatchReq{Client: fs.dc.ID()})
 	if err != nil {
 		return
 	}
-	fs.dc.Advance(resp.Gen, false, nil)
-	fs.dc.Applied(resp.Gen)
-	fs.bc.Applied(resp.Gen)
-	fs.joined = resp.Gen
+	fs.dc.Advance(resp.Feed, false, nil)
+	fs.dc.Applied(resp.Feed)
+	fs.bc.Applied(resp.Feed)
+	fs.joined = resp.Feed
 	fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)
 }
 
@@ -171,8 +172,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 	seen := fs.joined
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, wait+fs.cfg.Timeout)
-		resp, _, err := fs.mc.Call(cctx, &wire.Msg{Op: wire.OpWatch, Gen: seen, Client: fs.dc.ID(),
-			Size: uint64(wait / time.Millisecond)}, nil, nil)
+		resp, err := rpc.Do(cctx, fs.mc, ns.Watch, &ns.WatchReq{Client: fs.dc.ID(), Seen: seen, Wait: wait})
 		cancel()
 		if err != nil {
 			fs.wb.DropAll()
@@ -192,7 +192,7 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			case <-time.After(fs.cfg.FeedDelay):
 			}
 		}
-		lost := resp.Flags&1 != 0
+		lost := resp.Lost
 		if lost && seen != 0 {
 			fs.log.Warn("metadata change feed lost changes (metadata service restarted, or this mount fell behind): names and attributes cached before may be stale for up to the cache timeout",
 				"timeout", fs.cfg.MetaCache)
@@ -205,17 +205,17 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			fs.st.DropAllReadahead()
 			fs.bc.DropAll()
 		}
-		wasLive := fs.dc.Advance(resp.Gen, lost, resp.Entries)
+		wasLive := fs.dc.Advance(resp.Feed, lost, resp.Changes)
 		if lost {
 			// a recall may have been among the lost changes
 			go fs.wb.DropAll()
 		}
-		fs.wb.Recall(resp.Entries)
-		for _, e := range resp.Entries {
-			switch e.Mode {
-			case wire.ChangeEntry:
+		fs.wb.Recall(resp.Changes)
+		for _, e := range resp.Changes {
+			switch e.Kind {
+			case ns.ChangeEntry:
 				srv.EntryNotify(e.Ino, e.Name)
-			case wire.ChangeAttr:
+			case ns.ChangeAttr:
 				srv.InodeNotify(e.Ino, -1, 0)
 				// another node wrote the file (its close or fsync
 				// reported it): bytes fetched ahead or kept may be old
@@ -223,9 +223,9 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 				fs.bc.Drop(e.Ino)
 			}
 		}
-		fs.dc.Applied(resp.Gen)
-		fs.bc.Applied(resp.Gen)
-		seen = resp.Gen
+		fs.dc.Applied(resp.Feed)
+		fs.bc.Applied(resp.Feed)
+		seen = resp.Feed
 		if !wasLive && !lost {
 			fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)
 		}

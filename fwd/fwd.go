@@ -429,12 +429,13 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request) {
 	}
 }
 
-// relay sends a request of the monitoring service on to the metadata
-// daemon and its answer back; other operations this daemon does not
-// serve are refused.
+// relay sends a typed request of the monitoring or namespace service
+// this daemon does not serve itself (a mount's records, its watch of the
+// change feed or its delegations, when it sends them here) on to the
+// metadata daemon and its answer back; other operations are refused.
 func (s *Server) relay(r *rpc.Request) {
 	spec := wire.SpecOf(r.Op)
-	if spec == nil || spec.Service != wire.Monitor {
+	if spec == nil || spec.Service != wire.Monitor && spec.Service != wire.Namespace {
 		r.ReplyErr(rpc.Errorf(syscall.ENOSYS, "forwarding daemon %s: unsupported operation %v", s.addr, r.Op))
 		return
 	}

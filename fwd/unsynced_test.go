@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -166,8 +168,11 @@ func TestBatchCreatedOpensCount(t *testing.T) {
 	}
 	const client = 7
 	dir := call(&wire.Msg{Op: wire.OpMkdir, Parent: meta.RootIno, Name: "d", Mode: 0o755}, nil).Attr.Ino
-	grant := call(&wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: client}, nil)
-	ino, idle := grant.ID, grant.ID+1
+	grant, err := rpc.Do(ctx, c, ns.Delegate, &ns.DelegateReq{Client: client, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino, idle := grant.First, grant.First+1
 	resp := call(&wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Client: client, Entries: []wire.DirEntry{
 		{Name: "f", Ino: ino, Mode: 0o644 | wire.CreateOpen}, {Name: "idle", Ino: idle, Mode: 0o644 | wire.CreateOpen}}}, nil)
 	if len(resp.Entries) != 0 {

@@ -3,7 +3,6 @@ package meta
 import (
 	"context"
 	"encoding/binary"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -24,7 +24,7 @@ import (
 // No other client may see or change the directory meanwhile: any request
 // from another client that names the directory (a lookup, create, removal
 // or rename in it, a listing, a getattr or setattr of it, its removal)
-// first recalls the delegation through the change feed (wire.ChangeRecall)
+// first recalls the delegation through the change feed (ns.ChangeRecall)
 // and waits until the holder has sent its creates and given the delegation
 // back (OpUndelegate), or RecallWait has passed (the holder is dead: its
 // unsent creates are lost, as a crashed client's unsynced work is). A
@@ -269,7 +269,7 @@ func (s *Service) recallWait(ctx context.Context, client uint64, dirs []uint64) 
 		}
 		if !h.recalled {
 			h.recalled = true
-			s.feed.add(0, wire.DirEntry{Mode: wire.ChangeRecall, Ino: dir, Name: strconv.FormatUint(h.client, 10)})
+			s.feed.add(0, ns.Change{Kind: ns.ChangeRecall, Ino: dir, Holder: h.client})
 		}
 		d.mu.Unlock()
 		t := time.NewTimer(RecallWait)

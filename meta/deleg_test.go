@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -34,11 +34,11 @@ func holder(s *Service, seen, client, dir uint64, pending []wire.DirEntry, uid u
 			es, pos, _ := s.feed.watch(context.Background(), seen, client, 5*time.Second)
 			seen = pos
 			for _, e := range es {
-				if e.Mode == wire.ChangeRecall && e.Ino == dir && e.Name == strconv.FormatUint(client, 10) {
+				if e.Kind == ns.ChangeRecall && e.Ino == dir && e.Holder == client {
 					_, err := s.Dispatch(context.Background(), &wire.Msg{Op: wire.OpCreateBatch, Client: client,
 						Parent: dir, Entries: pending, Uid: uid, Gid: uid, Mtime: time.Now().UnixNano()})
 					if err == nil {
-						_, err = s.Dispatch(context.Background(), &wire.Msg{Op: wire.OpUndelegate, Client: client, Ino: dir})
+						_, err = rpc.Do(context.Background(), s, ns.Undelegate, &ns.DelegateReq{Client: client, Dir: dir})
 					}
 					done <- err
 					return
@@ -61,19 +61,19 @@ func TestDelegationRecall(t *testing.T) {
 		t.Fatal(err)
 	}
 	const a, b = 11, 22
-	resp, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino})
-	if err != nil || resp.Size != DelegInos || resp.ID <= d.Ino {
+	resp, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: a, Dir: d.Ino})
+	if err != nil || resp.Count != DelegInos || resp.First <= d.Ino {
 		t.Fatalf("delegate: %+v %v", resp, err)
 	}
-	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: b, Ino: d.Ino}); rpc.Errno(err) != syscall.EBUSY {
+	if _, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: b, Dir: d.Ino}); rpc.Errno(err) != syscall.EBUSY {
 		t.Fatalf("second holder: %v, want EBUSY", err)
 	}
 	// inode numbers handed out are not given to anyone else
 	other, err := s.Create(RootIno, "x", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
-	if err != nil || other.Ino < resp.ID+DelegInos {
-		t.Fatalf("ordinary create after a grant got inode %d (granted %d..%d): %v", other.Ino, resp.ID, resp.ID+DelegInos-1, err)
+	if err != nil || other.Ino < resp.First+DelegInos {
+		t.Fatalf("ordinary create after a grant got inode %d (granted %d..%d): %v", other.Ino, resp.First, resp.First+DelegInos-1, err)
 	}
-	pending := []wire.DirEntry{{Name: "f1", Ino: resp.ID, Mode: 0o640 | wire.CreateOpen}, {Name: "f2", Ino: resp.ID + 1, Mode: 0o600}}
+	pending := []wire.DirEntry{{Name: "f1", Ino: resp.First, Mode: 0o640 | wire.CreateOpen}, {Name: "f2", Ino: resp.First + 1, Mode: 0o600}}
 	done := holder(s, s.feed.position(), a, d.Ino, pending, 1000)
 	// the holder's own requests do not wait
 	start := time.Now()
@@ -82,49 +82,49 @@ func TestDelegationRecall(t *testing.T) {
 	}
 	// another client's lookup recalls and sees the file
 	got, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpLookup, Client: b, Parent: d.Ino, Name: "f1"})
-	if err != nil || got.Attr.Ino != resp.ID || got.Attr.Mode != syscall.S_IFREG|0o640 || got.Attr.Uid != 1000 {
+	if err != nil || got.Attr.Ino != resp.First || got.Attr.Mode != syscall.S_IFREG|0o640 || got.Attr.Uid != 1000 {
 		t.Fatalf("lookup after recall: %+v %v", got, err)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if s.opens[resp.ID] != 1 || s.opens[resp.ID+1] != 0 {
+	if s.opens[resp.First] != 1 || s.opens[resp.First+1] != 0 {
 		t.Fatalf("open counts %v", s.opens)
 	}
 	es, err := s.Readdir(d.Ino, "", 100)
 	if err != nil || len(es) != 2 {
 		t.Fatalf("listing: %+v %v", es, err)
 	}
-	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino}); rpc.Errno(err) != syscall.EBUSY {
+	if _, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: a, Dir: d.Ino}); rpc.Errno(err) != syscall.EBUSY {
 		t.Fatalf("delegated again right after a recall: %v", err)
 	}
 	// a batch with a taken name, a duplicate and a bad name makes the rest
-	resp, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: b, Ino: RootIno})
+	resp, err = rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: b, Dir: RootIno})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: b, Parent: RootIno, Entries: []wire.DirEntry{
-		{Name: "x", Ino: resp.ID}, {Name: "y", Ino: resp.ID + 1}, {Name: "y", Ino: resp.ID + 2}, {Name: "a/b", Ino: resp.ID + 3}}})
+		{Name: "x", Ino: resp.First}, {Name: "y", Ino: resp.First + 1}, {Name: "y", Ino: resp.First + 2}, {Name: "a/b", Ino: resp.First + 3}}})
 	if err != nil || len(r.Entries) != 3 || r.Entries[0].Name != "x" || syscall.Errno(r.Entries[0].Mode) != syscall.EEXIST ||
 		syscall.Errno(r.Entries[2].Mode) != syscall.EINVAL {
 		t.Fatalf("batch failures: %+v %v", r.Entries, err)
 	}
-	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.ID+1 {
+	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.First+1 {
 		t.Fatalf("y: %+v %v", a, err)
 	}
 	// removals apply in order with the creates: y removed and made again
 	// is the new file; removing a missing name comes back refused
 	r, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: b, Parent: RootIno, Entries: []wire.DirEntry{
-		{Name: "y", Ino: resp.ID + 1, Mode: wire.BatchRemove}, {Name: "y", Ino: resp.ID + 4, Mode: 0o600},
-		{Name: "nope", Mode: wire.BatchRemove}, {Name: "z", Ino: resp.ID + 5, Mode: 0o644}}})
+		{Name: "y", Ino: resp.First + 1, Mode: wire.BatchRemove}, {Name: "y", Ino: resp.First + 4, Mode: 0o600},
+		{Name: "nope", Mode: wire.BatchRemove}, {Name: "z", Ino: resp.First + 5, Mode: 0o644}}})
 	if err != nil || len(r.Entries) != 1 || r.Entries[0].Name != "nope" ||
 		r.Entries[0].Mode != wire.BatchRemove|uint32(syscall.ENOENT) {
 		t.Fatalf("batch with removals: %+v %v", r, err)
 	}
-	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.ID+4 || a.Mode&0o777 != 0o600 {
+	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.First+4 || a.Mode&0o777 != 0o600 {
 		t.Fatalf("y made again: %+v %v", a, err)
 	}
-	if _, err := s.Getattr(resp.ID + 1); rpc.Errno(err) != syscall.ENOENT {
+	if _, err := s.Getattr(resp.First + 1); rpc.Errno(err) != syscall.ENOENT {
 		t.Fatalf("the removed y's inode: %v", err)
 	}
 	if _, err := s.Lookup(RootIno, "z"); err != nil {
@@ -140,7 +140,7 @@ func TestDelegationLapses(t *testing.T) {
 	}
 	s := delegService(t)
 	ctx := context.Background()
-	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: 5, Ino: RootIno}); err != nil {
+	if _, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: 5, Dir: RootIno}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -205,10 +205,10 @@ func TestDelegationGrantOrdered(t *testing.T) {
 		t.Fatal("feed lost changes")
 	}
 	for _, e := range es {
-		if e.Mode == wire.ChangeRecall {
+		if e.Kind == ns.ChangeRecall {
 			return // b's later changes come after the recall: fine
 		}
-		if e.Mode == wire.ChangeEntry && e.Ino == d.Ino {
+		if e.Kind == ns.ChangeEntry && e.Ino == d.Ino {
 			t.Fatalf("another client's create %q landed after the grant and before the recall", e.Name)
 		}
 	}
@@ -262,11 +262,11 @@ func TestBatchDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	const a, b = 11, 22
-	g, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino})
+	g, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: a, Dir: d.Ino})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, f := g.ID, g.ID+1
+	sub, f := g.First, g.First+1
 	r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Uid: 1000, Gid: 1000,
 		Mtime: time.Now().UnixNano(), Entries: []wire.DirEntry{{Name: "sub", Ino: sub, Mode: syscall.S_IFDIR | 0o750}}})
 	if err != nil || len(r.Entries) != 0 {
@@ -281,7 +281,7 @@ func TestBatchDirectories(t *testing.T) {
 	}
 	// delegated to its maker: another client cannot have it, and its
 	// create in it recalls it (the maker's pending file arrives first)
-	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: b, Ino: sub}); rpc.Errno(err) != syscall.EBUSY {
+	if _, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: b, Dir: sub}); rpc.Errno(err) != syscall.EBUSY {
 		t.Fatalf("another client's delegation of the new directory: %v, want EBUSY", err)
 	}
 	done := holder(s, s.feed.position(), a, sub, []wire.DirEntry{{Name: "f", Ino: f, Mode: 0o644}}, 1000)
@@ -308,12 +308,12 @@ func TestBatchDirectories(t *testing.T) {
 	}
 	// a second directory, removed by its maker's batch: its delegation ends
 	r, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino,
-		Entries: []wire.DirEntry{{Name: "s2", Ino: g.ID + 2, Mode: syscall.S_IFDIR | 0o700}}})
+		Entries: []wire.DirEntry{{Name: "s2", Ino: g.First + 2, Mode: syscall.S_IFDIR | 0o700}}})
 	if err != nil || len(r.Entries) != 0 {
 		t.Fatalf("making s2: %+v %v", r, err)
 	}
 	held := s.deleg.n.Load()
-	if es := rm("s2", g.ID+2); len(es) != 0 {
+	if es := rm("s2", g.First+2); len(es) != 0 {
 		t.Fatalf("removal of an empty directory: %+v", es)
 	}
 	if _, err := s.Lookup(d.Ino, "s2"); rpc.Errno(err) != syscall.ENOENT {
@@ -342,11 +342,11 @@ func TestOwnedFileRecall(t *testing.T) {
 	const a, b = 11, 22
 	grant := func() uint64 {
 		t.Helper()
-		resp, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpDelegate, Client: a, Ino: d.Ino})
+		resp, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: a, Dir: d.Ino})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp.ID
+		return resp.First
 	}
 	ino := grant()
 	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Entries: []wire.DirEntry{

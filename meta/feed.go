@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // The change feed lets mounts cache lookups and attributes for long and
@@ -15,22 +15,21 @@ import (
 // drop what it cached about each changed name and inode. A mount's own
 // changes are not sent back to it (its kernel already knows them).
 //
-// Changes travel as wire.DirEntry: Mode wire.ChangeEntry with Ino the
-// parent directory and Name the name, or Mode wire.ChangeAttr with Ino the
-// inode.
+// Changes travel as ns.Change: ns.ChangeEntry with Ino the parent
+// directory and Name the name, ns.ChangeAttr with Ino the inode, or
+// ns.ChangeRecall (deleg.go).
 
 // feedCap is how many changes the feed keeps for mounts that fall behind;
 // a mount further behind is told it lost changes.
 const feedCap = 1 << 16
 
-// FeedWait bounds how long an OpWatch waits for a change (the request's
-// Size asks for a wait in ms, up to this).
+// FeedWait bounds how long a watch (ns.Watch) waits for a change.
 const FeedWait = 30 * time.Second
 
 type change struct {
 	pos    uint64
 	client uint64
-	e      wire.DirEntry
+	e      ns.Change
 }
 
 type feed struct {
@@ -57,7 +56,7 @@ func (f *feed) position() uint64 {
 
 // add appends changes made by client (0: not a mount, e.g. a forwarding
 // node reporting sizes).
-func (f *feed) add(client uint64, es ...wire.DirEntry) {
+func (f *feed) add(client uint64, es ...ns.Change) {
 	f.mu.Lock()
 	for _, e := range es {
 		f.pos++
@@ -76,7 +75,7 @@ func (f *feed) lastOther(client, dir uint64) uint64 {
 	defer f.mu.Unlock()
 	for p := f.pos; p > f.base && f.pos-p < feedCap; p-- {
 		c := f.ring[p%feedCap]
-		if c.e.Mode == wire.ChangeEntry && c.e.Ino == dir && c.client != client {
+		if c.e.Kind == ns.ChangeEntry && c.e.Ino == dir && c.client != client {
 			return p
 		}
 	}
@@ -86,13 +85,13 @@ func (f *feed) lastOther(client, dir uint64) uint64 {
 // since returns the changes after position seen that client did not make,
 // the current position, and whether changes after seen are no longer kept
 // (or seen is from before a restart).
-func (f *feed) since(seen, client uint64) ([]wire.DirEntry, uint64, bool) {
+func (f *feed) since(seen, client uint64) ([]ns.Change, uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if seen > f.pos || seen < f.base || f.pos-seen > feedCap {
 		return nil, f.pos, true
 	}
-	var out []wire.DirEntry
+	var out []ns.Change
 	for p := seen + 1; p <= f.pos; p++ {
 		if c := f.ring[p%feedCap]; c.client == 0 || c.client != client {
 			out = append(out, c.e)
@@ -103,7 +102,7 @@ func (f *feed) since(seen, client uint64) ([]wire.DirEntry, uint64, bool) {
 
 // watch waits until the feed moves past seen with a change client did not
 // make (or wait passes, or ctx ends) and returns what since returns.
-func (f *feed) watch(ctx context.Context, seen, client uint64, wait time.Duration) ([]wire.DirEntry, uint64, bool) {
+func (f *feed) watch(ctx context.Context, seen, client uint64, wait time.Duration) ([]ns.Change, uint64, bool) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -127,8 +126,8 @@ func (f *feed) watch(ctx context.Context, seen, client uint64, wait time.Duratio
 	}
 }
 
-func entryChange(parent uint64, name string) wire.DirEntry {
-	return wire.DirEntry{Mode: wire.ChangeEntry, Ino: parent, Name: name}
+func entryChange(parent uint64, name string) ns.Change {
+	return ns.Change{Kind: ns.ChangeEntry, Ino: parent, Name: name}
 }
 
-func attrChange(ino uint64) wire.DirEntry { return wire.DirEntry{Mode: wire.ChangeAttr, Ino: ino} }
+func attrChange(ino uint64) ns.Change { return ns.Change{Kind: ns.ChangeAttr, Ino: ino} }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 func TestFeed(t *testing.T) {
@@ -35,7 +35,7 @@ func TestFeed(t *testing.T) {
 	}
 	// watch waits for someone else's change, not its own
 	seen := f.position()
-	got := make(chan []wire.DirEntry, 1)
+	got := make(chan []ns.Change, 1)
 	go func() {
 		es, _, _ := f.watch(context.Background(), seen, 7, 5*time.Second)
 		got <- es
@@ -68,7 +68,7 @@ func BenchmarkFeedLastOther(b *testing.B) {
 	var f feed
 	f.init(time.Unix(1, 0))
 	for i := 0; i < feedCap; i++ {
-		f.add(7, wire.DirEntry{Mode: wire.ChangeEntry, Ino: uint64(100 + i%50), Name: "x"})
+		f.add(7, ns.Change{Kind: ns.ChangeEntry, Ino: uint64(100 + i%50), Name: "x"})
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

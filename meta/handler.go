@@ -30,6 +30,25 @@ func (s *Service) Serve(t *rpc.Table) {
 		s.Accessed(q.At, q.Files)
 		return &wire.Empty{}, nil
 	})
+	serveOp(s, t, ns.Watch, func(ctx context.Context, q *ns.WatchReq) (*ns.WatchRep, error) {
+		cs, pos, lost := s.feed.watch(ctx, q.Seen, q.Client, min(q.Wait, FeedWait))
+		return &ns.WatchRep{Changes: cs, Feed: pos, Lost: lost}, nil
+	})
+	serveOp(s, t, ns.Delegate, func(_ context.Context, q *ns.DelegateReq) (*ns.DelegateRep, error) {
+		if s.LocalTier(q.Dir) != "" {
+			// its creates are its data servers' to make
+			return nil, errno(syscall.EBUSY, "directory %d is in local mode: not delegated", q.Dir)
+		}
+		first, pos, err := s.Delegate(q.Client, q.Dir)
+		if err != nil {
+			return nil, err
+		}
+		return &ns.DelegateRep{First: first, Count: DelegInos, Feed: pos}, nil
+	})
+	serveOp(s, t, ns.Undelegate, func(_ context.Context, q *ns.DelegateReq) (*wire.Empty, error) {
+		s.Undelegate(q.Client, q.Dir)
+		return &wire.Empty{}, nil
+	})
 	serveOp(s, t, ns.Layout, func(_ context.Context, q *ns.FileReq) (*ns.LayoutRep, error) {
 		cs, err := s.Layout(q.Ino)
 		if err != nil {
@@ -38,7 +57,7 @@ func (s *Service) Serve(t *rpc.Table) {
 		return &ns.LayoutRep{Chunks: cs}, nil
 	})
 	serveOp(s, t, ns.Alloc, s.alloc)
-	feedOp(s, t, ns.Extend, func(_ context.Context, q *ns.ExtendReq) (*ns.AttrRep, uint64, []wire.DirEntry, error) {
+	feedOp(s, t, ns.Extend, func(_ context.Context, q *ns.ExtendReq) (*ns.AttrRep, uint64, []ns.Change, error) {
 		a, err := s.Extend(q.Ino, q.Size, q.Mtime, q.Trunc)
 		if err == nil && q.Sync {
 			err = s.Sync()
@@ -46,7 +65,7 @@ func (s *Service) Serve(t *rpc.Table) {
 		if err == nil && q.Close {
 			s.settleTail(a)
 		}
-		ch := []wire.DirEntry{attrChange(q.Ino)}
+		ch := []ns.Change{attrChange(q.Ino)}
 		if err != nil {
 			return nil, q.Client, ch, err
 		}
@@ -97,7 +116,7 @@ func (s *Service) Serve(t *rpc.Table) {
 func feedOp[Q, R any, PQ wire.Ptr[Q], PR interface {
 	wire.Ptr[R]
 	feedReply
-}](s *Service, t *rpc.Table, d wire.Def[Q, R], f func(ctx context.Context, q PQ) (PR, uint64, []wire.DirEntry, error)) {
+}](s *Service, t *rpc.Table, d wire.Def[Q, R], f func(ctx context.Context, q PQ) (PR, uint64, []ns.Change, error)) {
 	serveOp[Q, R, PQ, PR](s, t, d, func(ctx context.Context, q PQ) (PR, error) {
 		pos := s.feed.position()
 		rep, client, changes, err := f(ctx, q)
@@ -160,9 +179,7 @@ func serveOp[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](s *Service, t *rpc.Table,
 // Handler adapts the Service to rpc: one goroutine per request, the
 // typed operations by their table (Serve), the others by Dispatch.
 func (s *Service) Handler() rpc.Handler {
-	t := &rpc.Table{Name: "metadata service"}
-	s.Serve(t)
-	return &rpc.Mux{Tables: []*rpc.Table{t}, Default: s.legacyHandler()}
+	return &rpc.Mux{Tables: []*rpc.Table{s.typed}, Default: s.legacyHandler()}
 }
 
 func (s *Service) legacyHandler() rpc.Handler {
@@ -218,9 +235,7 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 	if resp == nil {
 		resp = &wire.Msg{}
 	}
-	if m.Op != wire.OpWatch && m.Op != wire.OpDelegate { // those carry their own position
-		resp.Gen = pos
-	}
+	resp.Gen = pos
 	if len(changes) > 0 {
 		switch m.Op {
 		case wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir, wire.OpLink, wire.OpCreateBatch:
@@ -234,34 +249,19 @@ func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) 
 	return resp, nil
 }
 
-func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.DirEntry, error) {
+func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []ns.Change, error) {
 	var a *wire.Attr
 	var err error
-	var ch []wire.DirEntry
+	var ch []ns.Change
 	if r, ok, err := s.localRedirect(m); ok {
 		return r, nil, err
 	}
 	switch m.Op {
-	case wire.OpWatch:
-		wait := min(time.Duration(m.Size)*time.Millisecond, FeedWait)
-		es, pos, lost := s.feed.watch(ctx, m.Gen, m.Client, wait)
-		r := &wire.Msg{Entries: es}
-		if lost {
-			r.Flags = 1
-		}
-		r.Gen = pos
-		return r, nil, nil
 	case wire.OpPing:
-		return &wire.Msg{}, nil, nil
-	case wire.OpDelegate:
-		first, pos, err := s.Delegate(m.Client, m.Ino)
-		return &wire.Msg{ID: first, Size: DelegInos, Gen: pos}, nil, err
-	case wire.OpUndelegate:
-		s.Undelegate(m.Client, m.Ino)
 		return &wire.Msg{}, nil, nil
 	case wire.OpCreateBatch:
 		failed, err := s.applyBatch(m)
-		ch = []wire.DirEntry{attrChange(m.Parent)}
+		ch = []ns.Change{attrChange(m.Parent)}
 		for _, e := range m.Entries {
 			ch = append(ch, entryChange(m.Parent, e.Name))
 		}
@@ -282,7 +282,7 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		a, err = s.Getattr(m.Ino)
 	case wire.OpSetattr:
 		a, err = s.Setattr(ctx, m)
-		ch = []wire.DirEntry{attrChange(m.Ino)}
+		ch = []ns.Change{attrChange(m.Ino)}
 	case wire.OpMknod:
 		typ := m.Mode & syscall.S_IFMT
 		if typ == 0 {
@@ -292,26 +292,26 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 		if err == nil && m.Flags&wire.CreateOpen != 0 {
 			a, err = s.Open(a.Ino)
 		}
-		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
+		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpMkdir:
 		a, err = s.Create(m.Parent, m.Name, syscall.S_IFDIR|m.Mode&0o7777, m.Uid, m.Gid, "", true, 0)
-		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
+		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpSymlink:
 		a, err = s.Create(m.Parent, m.Name, syscall.S_IFLNK, m.Uid, m.Gid, m.Path, true, 0)
-		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
+		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpUnlink:
 		err = s.Remove(m.Parent, m.Name, false)
-		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
+		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpRmdir:
 		err = s.Remove(m.Parent, m.Name, true)
-		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
+		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
 	case wire.OpRename:
 		err = s.Rename(m.Parent, m.Name, m.NewParent, m.NewName, m.Flags)
-		ch = []wire.DirEntry{entryChange(m.Parent, m.Name), entryChange(m.NewParent, m.NewName),
+		ch = []ns.Change{entryChange(m.Parent, m.Name), entryChange(m.NewParent, m.NewName),
 			attrChange(m.Parent), attrChange(m.NewParent)}
 	case wire.OpLink:
 		a, err = s.Link(m.Ino, m.NewParent, m.NewName)
-		ch = []wire.DirEntry{entryChange(m.NewParent, m.NewName), attrChange(m.Ino), attrChange(m.NewParent)}
+		ch = []ns.Change{entryChange(m.NewParent, m.NewName), attrChange(m.Ino), attrChange(m.NewParent)}
 	case wire.OpReadlink:
 		var t string
 		t, err = s.Readlink(m.Ino)
@@ -332,10 +332,10 @@ func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []wire.
 	case wire.OpSetLayout:
 		if m.Flags&(wire.LayoutLocal|wire.LayoutGlobal) != 0 {
 			a, err = s.SetLocal(m.Ino, m.Tier, m.Flags&wire.LayoutLocal != 0)
-			return &wire.Msg{Attr: a, Tier: s.LocalTier(m.Ino)}, []wire.DirEntry{attrChange(m.Ino)}, err
+			return &wire.Msg{Attr: a, Tier: s.LocalTier(m.Ino)}, []ns.Change{attrChange(m.Ino)}, err
 		}
 		a, err = s.SetLayout(m.Ino, m.ChunkSize, m.StripeCnt, m.StripeUnit)
-		ch = []wire.DirEntry{attrChange(m.Ino)}
+		ch = []ns.Change{attrChange(m.Ino)}
 	default:
 		return nil, nil, rpc.Errorf(syscall.ENOSYS, "metadata service: unsupported operation %v", m.Op)
 	}

@@ -124,12 +124,6 @@ func (s *Service) localRedirect(m *wire.Msg) (*wire.Msg, bool, error) {
 	switch m.Op {
 	case wire.OpReaddir:
 		dir = m.Ino
-	case wire.OpDelegate:
-		if s.LocalTier(m.Ino) != "" {
-			// its creates are its data servers' to make
-			return nil, true, errno(syscall.EBUSY, "directory %d is in local mode: not delegated", m.Ino)
-		}
-		return nil, false, nil
 	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir:
 	case wire.OpRename, wire.OpLink:
 		if s.LocalTier(m.NewParent) != "" {

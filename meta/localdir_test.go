@@ -5,7 +5,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // TestLocalDirs: a directory in local mode answers entry operations with
@@ -60,7 +62,7 @@ func TestLocalDirs(t *testing.T) {
 		if err != nil || resp.Flags&wire.LocalRedirect == 0 || len(resp.Servers) != 3 || len(resp.Entries) != 1 {
 			t.Fatalf("readdir: %+v %v", resp, err)
 		}
-		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpDelegate, Ino: d.Ino}); !is(err, syscall.EBUSY) {
+		if _, err := rpc.Do(t.Context(), s, ns.Delegate, &ns.DelegateReq{Client: 1, Dir: d.Ino}); !is(err, syscall.EBUSY) {
 			t.Fatalf("delegation of a local-mode directory: %v", err)
 		}
 		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpRename, Parent: RootIno, Name: "file", NewParent: d.Ino, NewName: "f"}); !is(err, syscall.EXDEV) {

@@ -85,6 +85,8 @@ type Service struct {
 
 	reg registry
 	met serviceMetrics
+	// typed answers the typed operations (handler.go Serve), set once in New
+	typed *rpc.Table
 
 	// grantMu orders burst-buffer grant admissions (judge, then commit),
 	// and guards onGrant (OnGrant).
@@ -185,11 +187,21 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 	}
+	s.typed = &rpc.Table{Name: "metadata service"}
+	s.Serve(s.typed)
 	return s, nil
 }
 
-// fault arms ("pause") or releases ("resume") the pause point m.Tier
-// (OpFault; crash tests): "move-committed" holds a migration after its
+// Invoke serves a typed operation of the service in the caller's process
+// (rpc.Table.Invoke): code in the metadata daemon, and tests, call the
+// service as a remote caller does.
+func (s *Service) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
+	return s.typed.Invoke(ctx, op, req, rep, payload, into)
+}
+
+var _ rpc.Invoker = (*Service)(nil)
+
+// fault arms or releases a pause point (api.Fault; crash tests): "move-committed" holds a migration after its
 // commit, before the servers hear of it.
 func (s *Service) fault(f *api.FaultReq) error {
 	switch f.Kind {

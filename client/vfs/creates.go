@@ -3,7 +3,6 @@ package vfs
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // Write-back creates (client.Config.WritebackCreates; the service's side
@@ -79,7 +79,7 @@ type CreatesConfig struct {
 	// Flush is how long a create waits for others to share its batch.
 	Flush   time.Duration
 	Timeout time.Duration // of a delegation request
-	Meta    Caller        // the metadata service (nil: never delegated)
+	Meta    rpc.Invoker   // the metadata service (nil: never delegated)
 	Route   Route         // where a batch goes (a forwarding node)
 	Dir     *DirCache     // what is known of the directories (and the feed)
 	// Owned, if set, receives the files created here as owned files
@@ -332,9 +332,9 @@ func (w *Creates) delegate(dir uint64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
 	dc := w.cfg.Dir
-	resp, _, err := w.cfg.Meta.Call(ctx, &wire.Msg{Op: wire.OpDelegate, Ino: dir, Client: dc.ID()}, nil, nil)
+	resp, err := rpc.Do(ctx, w.cfg.Meta, ns.Delegate, &ns.DelegateReq{Client: dc.ID(), Dir: dir})
 	if err == nil {
-		for deadline := w.cfg.Now().Add(wbFeedWait); dc.Sent() < resp.Gen; time.Sleep(200 * time.Microsecond) {
+		for deadline := w.cfg.Now().Add(wbFeedWait); dc.Sent() < resp.Feed; time.Sleep(200 * time.Microsecond) {
 			if w.cfg.Now().After(deadline) {
 				w.cfg.Log.Warn("change feed behind a delegation grant: creating through the service", "dir", dir)
 				break
@@ -355,8 +355,8 @@ func (w *Creates) delegate(dir uint64) bool {
 		w.active.Add(1)
 		w.cfg.Log.Debug("holding the delegation of a directory: creating its files here", "dir", dir)
 	}
-	w.next, w.end = resp.ID, resp.ID+resp.Size
-	return dc.Sent() >= resp.Gen
+	w.next, w.end = resp.First, resp.First+resp.Count
+	return dc.Sent() >= resp.Feed
 }
 
 // flush sends dir's creates and removals not yet sent, after any flush in
@@ -597,17 +597,17 @@ func (w *Creates) recalled(dir uint64) {
 	w.cfg.Owned.DisownDir(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	if _, _, err := w.cfg.Meta.Call(ctx, &wire.Msg{Op: wire.OpUndelegate, Ino: dir, Client: w.cfg.Dir.ID()}, nil, nil); err != nil {
+	if _, err := rpc.Do(ctx, w.cfg.Meta, ns.Undelegate, &ns.DelegateReq{Client: w.cfg.Dir.ID(), Dir: dir}); err != nil {
 		w.cfg.Log.Warn("giving back a delegation failed (it lapses)", "dir", dir, "err", err)
 	}
 }
 
 // Recall handles the feed's recalls addressed to this mount.
-func (w *Creates) Recall(es []wire.DirEntry) {
-	me := strconv.FormatUint(w.cfg.Dir.ID(), 10)
-	for _, e := range es {
-		if e.Mode == wire.ChangeRecall && e.Name == me {
-			go w.recalled(e.Ino)
+func (w *Creates) Recall(cs []ns.Change) {
+	me := w.cfg.Dir.ID()
+	for _, c := range cs {
+		if c.Kind == ns.ChangeRecall && c.Holder == me {
+			go w.recalled(c.Ino)
 		}
 	}
 }

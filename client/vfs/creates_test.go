@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // fakeMeta grants and takes back delegations and receives batches.
@@ -42,17 +43,6 @@ func (m *fakeMeta) Call(ctx context.Context, req *wire.Msg, payload, into []byte
 	}
 	defer func() { m.mu.Unlock(); m.arrived <- req.Op }()
 	switch req.Op {
-	case wire.OpDelegate:
-		m.delegs++
-		if m.refuse != nil {
-			return nil, nil, m.refuse
-		}
-		id := m.next
-		m.next += 4
-		return &wire.Msg{ID: id, Size: 4, Gen: m.gen}, nil, nil
-	case wire.OpUndelegate:
-		m.undelegs = append(m.undelegs, req.Ino)
-		return &wire.Msg{}, nil, nil
 	case wire.OpCreateBatch:
 		c := *req
 		c.Entries = append([]wire.DirEntry(nil), req.Entries...)
@@ -66,6 +56,27 @@ func (m *fakeMeta) Call(ctx context.Context, req *wire.Msg, payload, into []byte
 		return &wire.Msg{Entries: failed}, nil, nil
 	}
 	return nil, nil, errors.New("fakeMeta: unexpected op")
+}
+
+// Invoke answers the typed operations: delegations given and taken back.
+func (m *fakeMeta) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
+	m.mu.Lock()
+	defer func() { m.mu.Unlock(); m.arrived <- op }()
+	switch op {
+	case ns.OpDelegate:
+		m.delegs++
+		if m.refuse != nil {
+			return nil, m.refuse
+		}
+		id := m.next
+		m.next += 4
+		*rep.(*ns.DelegateRep) = ns.DelegateRep{First: id, Count: 4, Feed: m.gen}
+		return nil, nil
+	case ns.OpUndelegate:
+		m.undelegs = append(m.undelegs, req.(*ns.DelegateReq).Dir)
+		return nil, nil
+	}
+	return nil, errors.New("fakeMeta: unexpected op")
 }
 
 func (m *fakeMeta) waitOp(t *testing.T, op wire.Op) {
@@ -310,9 +321,9 @@ func TestCreatesRecall(t *testing.T) {
 		t.Fatal("no delegation held")
 	}
 	// a recall addressed to another mount is not ours
-	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: "12345", Ino: 10}})
-	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: strconv.FormatUint(b.dc.ID(), 10), Ino: 10}})
-	b.meta.waitOp(t, wire.OpUndelegate)
+	b.w.Recall([]ns.Change{{Kind: ns.ChangeRecall, Holder: 12345, Ino: 10}})
+	b.w.Recall([]ns.Change{{Kind: ns.ChangeRecall, Holder: b.dc.ID(), Ino: 10}})
+	b.meta.waitOp(t, ns.OpUndelegate)
 	bs := b.meta.sent()
 	if len(bs) != 1 || bs[0].Entries[0].Name != "a" {
 		t.Fatalf("batches at recall %+v: the create must be sent before the delegation goes back", bs)
@@ -473,8 +484,8 @@ func TestCreatesDirectories(t *testing.T) {
 		t.Fatal("removal of s2 went to the service")
 	}
 	n = len(b.meta.sent())
-	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: strconv.FormatUint(b.dc.ID(), 10), Ino: s2.Ino}})
-	b.meta.waitOp(t, wire.OpUndelegate)
+	b.w.Recall([]ns.Change{{Kind: ns.ChangeRecall, Holder: b.dc.ID(), Ino: s2.Ino}})
+	b.meta.waitOp(t, ns.OpUndelegate)
 	bs = b.meta.sent()
 	if len(bs) != n+1 || bs[n].Entries[0].Name != "s2" || bs[n].Entries[0].Mode&wire.BatchRemove == 0 {
 		t.Fatalf("batches at the recall of s2 %+v: its removal must be sent before the delegation goes back", bs[n:])

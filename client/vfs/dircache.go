@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // The directory cache answers, without a round trip, the two requests the
@@ -89,7 +90,7 @@ func (c *DirCache) Fresh(gen uint64) bool { return c.followed() && gen >= c.sent
 // Advance moves the cache to feed position gen, dropping the directories
 // the changes es touch (everything if changes were lost); it reports
 // whether the feed was followed before.
-func (c *DirCache) Advance(gen uint64, lost bool, es []wire.DirEntry) (wasLive bool) {
+func (c *DirCache) Advance(gen uint64, lost bool, es []ns.Change) (wasLive bool) {
 	// the position first, under the lock: a reply served before these
 	// changes must not be cached once their invalidations may be out,
 	// and one older than them cannot slip in after (validLocked)

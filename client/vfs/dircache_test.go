@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 func dirAttr(ino uint64) *wire.Attr {
@@ -54,7 +55,7 @@ func TestDirCacheInvalidation(t *testing.T) {
 	c.Advance(10, false, nil)
 	c.NoteAttr(dirAttr(5), 10)
 	c.NoteAttr(dirAttr(7), 10)
-	c.Advance(11, false, []wire.DirEntry{{Ino: 5, Mode: wire.ChangeAttr}})
+	c.Advance(11, false, []ns.Change{{Ino: 5, Kind: ns.ChangeAttr}})
 	if _, ok := c.DirAttr(5); ok {
 		t.Fatal("an invalidated directory stayed")
 	}
@@ -181,7 +182,7 @@ func TestDirCacheFileAttrs(t *testing.T) {
 		t.Fatal("a current report was not kept")
 	}
 	// another node's change to it
-	c.Advance(8, false, []wire.DirEntry{{Ino: 9}})
+	c.Advance(8, false, []ns.Change{{Ino: 9}})
 	if _, ok := c.FileAttr(9); ok {
 		t.Fatal("kept after another node changed the file")
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // ownedBed is a createBed whose creates are owned; promotions are logged
@@ -127,8 +128,8 @@ func TestOwnedRecall(t *testing.T) {
 	if !b.own.OpenLocal(ino, 7, "seven") {
 		t.Fatal("not opened here")
 	}
-	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: strconv.FormatUint(b.dc.ID(), 10), Ino: 10}})
-	b.meta.waitOp(t, wire.OpUndelegate)
+	b.w.Recall([]ns.Change{{Kind: ns.ChangeRecall, Holder: b.dc.ID(), Ino: 10}})
+	b.meta.waitOp(t, ns.OpUndelegate)
 	if p := b.promotions(); len(p) != 1 || p[0] != "seven" {
 		t.Fatalf("promotions before the delegation went back: %v", p)
 	}
@@ -375,7 +376,7 @@ func TestOwnedDeferredClose(t *testing.T) {
 	}
 	waited := make(chan struct{})
 	go func() { b.own.WaitClosed(ino); close(waited) }()
-	b.w.Recall([]wire.DirEntry{{Mode: wire.ChangeRecall, Name: strconv.FormatUint(b.dc.ID(), 10), Ino: 10}})
+	b.w.Recall([]ns.Change{{Kind: ns.ChangeRecall, Holder: b.dc.ID(), Ino: 10}})
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case <-waited:
@@ -398,7 +399,7 @@ func TestOwnedDeferredClose(t *testing.T) {
 	}
 	done2()
 	<-waited
-	b.meta.waitOp(t, wire.OpUndelegate)
+	b.meta.waitOp(t, ns.OpUndelegate)
 	if b.own.Owns(ino) || b.own.Closing() != 0 {
 		t.Fatal("still owned after the reports and the recall")
 	}

@@ -36,6 +36,9 @@ type Request struct {
 	Gated time.Duration
 	id    uint64
 	sc    *serverConn
+	// local, for a request served in the caller's process (Table.Invoke),
+	// takes the answer instead of a connection
+	local *localAnswer
 }
 
 // PayloadLen is the length of the request's payload, in Payload or Body.
@@ -48,6 +51,9 @@ func (r *Request) PayloadLen() int {
 
 // release gives back the request's payload.
 func (r *Request) release() {
+	if r.local != nil {
+		return // the caller's
+	}
 	if r.Payload != nil {
 		bufpool.Put(r.Payload)
 		r.Payload = nil
@@ -75,6 +81,10 @@ func (r *Request) Answer(resp wire.Message, err error, payload []byte) {
 }
 
 func (r *Request) answer(resp wire.Message, err error, payload []byte) {
+	if r.local != nil {
+		r.local.take(resp, err, payload)
+		return
+	}
 	flags := r.flags()
 	r.release()
 	f, body := replyBody(resp, err)
@@ -99,6 +109,9 @@ func (r *Request) flags() uint8 {
 // connection is closed, so that the peer never takes a cut frame for a
 // whole one, and the error is returned. Like Reply it releases Payload.
 func (r *Request) ReplySend(resp wire.Message, n int, send func(c net.Conn) error) error {
+	if r.local != nil {
+		return errors.New("rpc: a reply sent from a file has no connection to go on")
+	}
 	flags := r.flags()
 	r.release()
 	sc := r.sc

@@ -2,8 +2,11 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
@@ -112,3 +115,70 @@ func OnMsg(t *Table, op wire.Op, f func(ctx context.Context, r *Request)) {
 		f(ctx, r)
 	})
 }
+
+// localAnswer is the answer of a request served in the caller's process.
+type localAnswer struct {
+	once    sync.Once
+	done    chan struct{}
+	body    []byte // the reply, encoded
+	err     error
+	payload []byte
+}
+
+func (a *localAnswer) take(resp wire.Message, err error, payload []byte) {
+	a.once.Do(func() {
+		if m, ok := resp.(*wire.Msg); ok && err == nil && m.Errno != 0 {
+			err = FromMsg(m)
+		}
+		if err == nil && resp != nil {
+			a.body = wire.Encode(nil, resp)
+		}
+		a.err = err
+		// the answer's payload may be a buffer its server reuses once
+		// the answer is sent: a copy
+		a.payload = append([]byte(nil), payload...)
+		close(a.done)
+	})
+}
+
+// Invoke serves a request of the table's in the calling process: the
+// handler the operation has over a connection, its answer decoded into
+// rep as a client's would be (a *Table is an Invoker: a service called by
+// code in its own process, such as a manager, goes through its
+// operations as a remote caller does).
+func (t *Table) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
+	if !t.Has(op) {
+		return nil, Errorf(syscall.ENOSYS, "%s: unsupported operation %v", t.Name, op)
+	}
+	r := &Request{Op: op, Req: req, Payload: payload, local: &localAnswer{done: make(chan struct{})}}
+	if m, ok := req.(*wire.Msg); ok {
+		m.Op = op
+		r.Msg = m
+	}
+	r.At = time.Now()
+	t.Dispatch(ctx, r)
+	a := r.local
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if a.err != nil {
+		var re *Error
+		if !errors.As(a.err, &re) {
+			a.err = &Error{Errno: Errno(a.err), Msg: a.err.Error()}
+		}
+		return nil, a.err
+	}
+	if rep != nil {
+		if err := wire.Decode(a.body, rep); err != nil {
+			return nil, fmt.Errorf("%s: answer to %v: %w", t.Name, op, err)
+		}
+	}
+	if len(a.payload) > 0 && cap(into) >= len(a.payload) {
+		return append(into[:0], a.payload...), nil
+	}
+	return a.payload, nil
+}
+
+var _ Invoker = (*Table)(nil)

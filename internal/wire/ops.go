@@ -33,28 +33,28 @@ const (
 	OpFsync
 	OpFlush
 	OpStatfs
-	_           // layout: ns.OpLayout
-	_           // alloc: ns.OpAlloc
-	_           // extend: ns.OpExtend
-	_           // register: api.OpRegister
-	_           // servers: api.OpServers
-	OpSetLayout // set a directory's chunk size and striping
-	_           // chunk-write: chunk.OpWrite
-	_           // chunk-read: chunk.OpRead
-	_           // chunk-trunc: chunk.OpTrunc
-	_           // chunk-delete: chunk.OpDelete
-	_           // chunk-sync: chunk.OpSync
-	_           // pfs-link: chunk.OpPfsLink
-	_           // pfs-rename: chunk.OpPfsRename
-	_           // pfs-unlink: chunk.OpPfsUnlink
-	_           // stat: unused, gone
-	_           // fault: api.OpFault
-	_           // job-stats: api.OpJobStats
-	_           // beacon: beaconrpc's operations
-	_           // job: fwdmap's operations
-	OpWatch     // metadata change feed: Gen = position seen; reply Gen = new position, Entries = changes (see meta.Feed)
-	OpDelegate  // a mount asks to create files in directory Ino itself (reply Size = inode numbers granted from ID); see meta/deleg.go
-	OpUndelegate
+	_             // layout: ns.OpLayout
+	_             // alloc: ns.OpAlloc
+	_             // extend: ns.OpExtend
+	_             // register: api.OpRegister
+	_             // servers: api.OpServers
+	OpSetLayout   // set a directory's chunk size and striping
+	_             // chunk-write: chunk.OpWrite
+	_             // chunk-read: chunk.OpRead
+	_             // chunk-trunc: chunk.OpTrunc
+	_             // chunk-delete: chunk.OpDelete
+	_             // chunk-sync: chunk.OpSync
+	_             // pfs-link: chunk.OpPfsLink
+	_             // pfs-rename: chunk.OpPfsRename
+	_             // pfs-unlink: chunk.OpPfsUnlink
+	_             // stat: unused, gone
+	_             // fault: api.OpFault
+	_             // job-stats: api.OpJobStats
+	_             // beacon: beaconrpc's operations
+	_             // job: fwdmap's operations
+	_             // watch: ns.OpWatch
+	_             // delegate: ns.OpDelegate
+	_             // undelegate: ns.OpUndelegate
 	OpCreateBatch // a delegation holder's creates and removals in directory Parent, in order: Entries (Name, Ino, Mode with CreateOpen, CreateOwned or BatchRemove), Uid, Gid, Mtime; reply Entries refused (errno in Mode), Attr the directory's when an entry had CreateOpen
 	_             // trims: ns.OpTrims
 	_             // trims-done: ns.OpTrimsDone
@@ -106,24 +106,13 @@ func (a *Activity) Fields(c *Codec) {
 	c.Int64(7, &a.LastAccess)
 }
 
-// Change kinds of the metadata change feed, in DirEntry.Mode of an OpWatch
-// reply: a name in a directory (Ino the directory), an inode's attributes,
-// or a delegation recalled.
-const (
-	ChangeEntry = 1
-	ChangeAttr  = 2
-	// ChangeRecall asks the mount whose client id is in Name to give back
-	// its delegation of directory Ino (flush its creates there first).
-	ChangeRecall = 3
-)
-
 var opNames = [...]string{
 	"invalid", "ping", "lookup", "getattr", "setattr", "mknod", "mkdir", "unlink", "rmdir",
 	"rename", "link", "symlink", "readlink", "readdir", "open", "release", "read", "write",
 	"fsync", "flush", "statfs", "", "", "", "", "",
 	"setlayout", "", "", "", "", "",
-	"", "", "", "", "", "", "", "", "watch",
-	"delegate", "undelegate", "create-batch", "", "", "", "",
+	"", "", "", "", "", "", "", "", "",
+	"", "", "create-batch", "", "", "", "",
 	"", "", "", "", "", "", "",
 	"", "", "", "", "", "", "", "", "",
 }

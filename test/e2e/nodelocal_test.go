@@ -42,7 +42,7 @@ func metaNamespaceOps(t *testing.T, addr string) float64 {
 	nsOps := map[string]bool{}
 	for _, op := range []wire.Op{wire.OpLookup, wire.OpGetattr, wire.OpSetattr, wire.OpMknod, wire.OpMkdir, wire.OpUnlink,
 		wire.OpRmdir, wire.OpRename, wire.OpLink, wire.OpSymlink, wire.OpReadlink, wire.OpReaddir, wire.OpOpen, wire.OpRelease,
-		ns.OpLayout, ns.OpAlloc, ns.OpExtend, wire.OpCreateBatch, wire.OpDelegate} {
+		ns.OpLayout, ns.OpAlloc, ns.OpExtend, wire.OpCreateBatch, ns.OpDelegate} {
 		nsOps[op.String()] = true
 	}
 	var sum float64

@@ -13,30 +13,36 @@ import (
 
 // Operation numbers of the namespace service.
 const (
-	OpAccess    wire.Op = 400 + iota // a forwarding daemon's recent reads and writes of files
-	OpActivity                       // a file's open/close history
-	OpLayout                         // a file's chunk locations
-	OpAlloc                          // place a chunk
-	OpExtend                         // a writer's size report
-	OpDegrade                        // give up a copy whose server cannot be reached
-	OpDirty                          // give up a drained chunk's home before it is written
-	OpTrims                          // truncations a data server has not applied
-	OpTrimsDone                      // a data server applied truncations
-	OpMoveState                      // how a migration a data server stopped for ended
+	OpAccess     wire.Op = 400 + iota // a forwarding daemon's recent reads and writes of files
+	OpActivity                        // a file's open/close history
+	OpLayout                          // a file's chunk locations
+	OpAlloc                           // place a chunk
+	OpExtend                          // a writer's size report
+	OpDegrade                         // give up a copy whose server cannot be reached
+	OpDirty                           // give up a drained chunk's home before it is written
+	OpTrims                           // truncations a data server has not applied
+	OpTrimsDone                       // a data server applied truncations
+	OpMoveState                       // how a migration a data server stopped for ended
+	OpWatch                           // the change feed: changes after a position
+	OpDelegate                        // a mount asks to create in a directory itself
+	OpUndelegate                      // a mount gives a delegation back
 )
 
 // The operations, typed.
 var (
-	Access    = wire.Define[AccessReq, wire.Empty](OpAccess, "access", wire.Namespace)
-	Activity  = wire.Define[FileReq, wire.Activity](OpActivity, "activity", wire.Namespace)
-	Layout    = wire.Define[FileReq, LayoutRep](OpLayout, "layout", wire.Namespace)
-	Alloc     = wire.Define[AllocReq, AllocRep](OpAlloc, "alloc", wire.Namespace)
-	Extend    = wire.Define[ExtendReq, AttrRep](OpExtend, "extend", wire.Namespace)
-	Degrade   = wire.Define[ChunkReq, ChunkRep](OpDegrade, "degrade", wire.Namespace)
-	Dirty     = wire.Define[ChunkReq, ChunkRep](OpDirty, "dirty", wire.Namespace)
-	Trims     = wire.Define[TrimsReq, TrimsRep](OpTrims, "trims", wire.Namespace)
-	TrimsDone = wire.Define[TrimsDoneReq, wire.Empty](OpTrimsDone, "trims-done", wire.Namespace)
-	MoveState = wire.Define[MoveStateReq, MoveStateRep](OpMoveState, "move-state", wire.Namespace)
+	Access     = wire.Define[AccessReq, wire.Empty](OpAccess, "access", wire.Namespace)
+	Activity   = wire.Define[FileReq, wire.Activity](OpActivity, "activity", wire.Namespace)
+	Layout     = wire.Define[FileReq, LayoutRep](OpLayout, "layout", wire.Namespace)
+	Alloc      = wire.Define[AllocReq, AllocRep](OpAlloc, "alloc", wire.Namespace)
+	Extend     = wire.Define[ExtendReq, AttrRep](OpExtend, "extend", wire.Namespace)
+	Degrade    = wire.Define[ChunkReq, ChunkRep](OpDegrade, "degrade", wire.Namespace)
+	Dirty      = wire.Define[ChunkReq, ChunkRep](OpDirty, "dirty", wire.Namespace)
+	Trims      = wire.Define[TrimsReq, TrimsRep](OpTrims, "trims", wire.Namespace)
+	TrimsDone  = wire.Define[TrimsDoneReq, wire.Empty](OpTrimsDone, "trims-done", wire.Namespace)
+	MoveState  = wire.Define[MoveStateReq, MoveStateRep](OpMoveState, "move-state", wire.Namespace)
+	Watch      = wire.Define[WatchReq, WatchRep](OpWatch, "watch", wire.Namespace)
+	Delegate   = wire.Define[DelegateReq, DelegateRep](OpDelegate, "delegate", wire.Namespace)
+	Undelegate = wire.Define[DelegateReq, wire.Empty](OpUndelegate, "undelegate", wire.Namespace)
 )
 
 // FileReq names a file.
@@ -276,4 +282,86 @@ func (r *MoveStateRep) Fields(c *wire.Codec) {
 	c.Bool(2, &r.Keep)
 	c.Uint64(3, &r.Layout)
 	c.Uint32(4, &r.ChunkSize)
+}
+
+// Change kinds (Change.Kind).
+const (
+	ChangeEntry  uint8 = 1 // a name in directory Ino appeared, went or moved
+	ChangeAttr   uint8 = 2 // inode Ino's attributes changed
+	ChangeRecall uint8 = 3 // the mount Holder is to give its delegation of directory Ino back (flushing its creates there first)
+)
+
+// Change is one change of the namespace, as the change feed carries it:
+// a mount drops what it cached of the name or inode (docs/metadata.md).
+type Change struct {
+	Kind   uint8
+	Ino    uint64
+	Name   string
+	Holder uint64
+}
+
+// Fields implements wire.Message.
+func (ch *Change) Fields(c *wire.Codec) {
+	c.Uint8(1, &ch.Kind)
+	c.Uint64(2, &ch.Ino)
+	c.String(3, &ch.Name)
+	c.Uint64(4, &ch.Holder)
+}
+
+// WatchReq asks mount Client's changes of the feed after position Seen
+// (0: just the position), waiting up to Wait (at most the service's
+// bound) for one; a mount's own changes are not sent back to it.
+type WatchReq struct {
+	Client, Seen uint64
+	Wait         time.Duration
+}
+
+// Fields implements wire.Message.
+func (r *WatchReq) Fields(c *wire.Codec) {
+	c.Uint64(1, &r.Client)
+	c.Uint64(2, &r.Seen)
+	c.Duration(3, &r.Wait)
+}
+
+// WatchRep is the changes after the position asked, the feed's position
+// now, and whether changes after the one asked are no longer kept (or it
+// is from before a restart): the mount drops everything it cached.
+type WatchRep struct {
+	Changes []Change
+	Feed    uint64
+	Lost    bool
+}
+
+// Fields implements wire.Message.
+func (r *WatchRep) Fields(c *wire.Codec) {
+	wire.List(c, 1, &r.Changes)
+	c.Uint64(2, &r.Feed)
+	c.Bool(3, &r.Lost)
+}
+
+// DelegateReq asks (Delegate) or gives back (Undelegate) mount Client's
+// delegation of directory Dir: the mount creates files there itself, with
+// inode numbers handed to it, and sends them in batches.
+type DelegateReq struct{ Client, Dir uint64 }
+
+// Fields implements wire.Message.
+func (r *DelegateReq) Fields(c *wire.Codec) {
+	c.Uint64(1, &r.Client)
+	c.Uint64(2, &r.Dir)
+}
+
+// DelegateRep grants Count inode numbers from First; every change made to
+// the directory before the grant is at or below feed position Feed (the
+// mount waits for its feed to get there before it lists the directory
+// from its cache).
+type DelegateRep struct {
+	First, Count uint64
+	Feed         uint64
+}
+
+// Fields implements wire.Message.
+func (r *DelegateRep) Fields(c *wire.Codec) {
+	c.Uint64(1, &r.First)
+	c.Uint64(2, &r.Count)
+	c.Uint64(3, &r.Feed)
 }
