@@ -45,6 +45,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 )
 
@@ -267,7 +268,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	fs.st = vfs.NewStreams(vfs.StreamConfig{WriteBehind: cfg.WriteBehind, Readahead: cfg.Readahead,
 		Route: fs.rt.Pick, Log: fs.log, SpliceReads: cfg.SpliceReads && zerocopy.BigPipes()})
-	if _, _, err := fs.fwd.Call(ctx, &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+	if _, err := rpc.Do(ctx, fs.fwd, ns.Ping, &ns.PingReq{}); err != nil {
 		return nil, err
 	}
 	return fs, nil
@@ -337,7 +338,7 @@ func (fs *FS) String() string { return "sluice" }
 func (fs *FS) ident(h *fuse.InHeader, op wire.Op) ident.ID {
 	var id ident.ID
 	switch op {
-	case wire.OpFlush, wire.OpRelease:
+	case ns.OpFlush, ns.OpRelease:
 		// sent from close(), possibly inside the caller's execve
 		id = fs.ids.Cached(h.Pid)
 	default:
@@ -347,39 +348,58 @@ func (fs *FS) ident(h *fuse.InHeader, op wire.Op) ident.ID {
 	return id
 }
 
-// call sends one request tagged with the caller's identity.
-func (fs *FS) call(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
-	return fs.callAs(h, fs.ident(h, m.Op), m, payload, into)
+// call sends namespace request q (of operation d) tagged with the
+// caller's identity.
+func call[Q, R any, PQ nsRequest[Q], PR wire.Ptr[R]](fs *FS, h *fuse.InHeader, d wire.Def[Q, R], q PQ) (PR, fuse.Status) {
+	rep, _, st := callAs[Q, R, PQ, PR](fs, h, fs.ident(h, d.Op), d, q, nil)
+	return rep, st
 }
 
-// callAs sends one request for a caller already identified. Reads and
-// writes are recorded for Beacon by Read and Write (with the latency the
-// application saw), everything else here.
-func (fs *FS) callAs(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
+// nsRequest is a pointer to a namespace request type Q.
+type nsRequest[Q any] interface {
+	wire.Ptr[Q]
+	ns.Request
+}
+
+// callAs sends one request for a caller already identified (into: a
+// read's buffer). Reads and writes are recorded for Beacon by Read and
+// Write (with the latency the application saw), everything else here.
+func callAs[Q, R any, PQ nsRequest[Q], PR wire.Ptr[R]](fs *FS, h *fuse.InHeader, id ident.ID, d wire.Def[Q, R], q PQ, into []byte) (PR, []byte, fuse.Status) {
 	// a close of the file on its way goes first (write-back closes)
-	fs.own.WaitClosed(m.Ino)
-	return fs.send(h, id, m, payload, into)
+	ino, _, _ := q.Inodes()
+	fs.own.WaitClosed(ino)
+	return send[Q, R, PQ, PR](fs, h, id, d, q, into)
 }
 
-// send is callAs without waiting for the closes of m's file on their way
+// send is callAs without waiting for the closes of q's file on their way
 // (which is one of them).
-func (fs *FS) send(h *fuse.InHeader, id ident.ID, m *wire.Msg, payload, into []byte) (*wire.Msg, []byte, fuse.Status) {
-	m.Who, m.Client = id, fs.dc.ID()
-	fs.wb.SettleFor(m)
+func send[Q, R any, PQ nsRequest[Q], PR wire.Ptr[R]](fs *FS, h *fuse.InHeader, id ident.ID, d wire.Def[Q, R], q PQ, into []byte) (PR, []byte, fuse.Status) {
+	rep := PR(new(R))
+	p, st := fs.invoke(h, id, d.Op, q, rep, into)
+	return rep, p, st
+}
+
+// invoke sends request q of operation op for caller id, its answer into
+// rep.
+func (fs *FS) invoke(h *fuse.InHeader, id ident.ID, op wire.Op, q ns.Request, rep wire.Message, into []byte) ([]byte, fuse.Status) {
+	head := q.Header()
+	head.Who, head.Client = id, fs.dc.ID()
+	fs.wb.SettleFor(op, q)
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by
 	// the timeout, so it is not abandoned half-way.
 	ctx := context.Background()
 	start := fs.cfg.Now()
-	resp, p, err := fs.rt.Pick(id, m.Ino|m.Parent).Call(ctx, m, payload, into)
-	if m.Op != wire.OpRead && m.Op != wire.OpWrite {
-		fs.record(h, id, beaconrpc.OpName(m.Op), m.Ino, 0, 0, start, err != nil)
+	ino, parent, _ := q.Inodes()
+	p, err := fs.rt.Pick(id, ino|parent).Invoke(ctx, op, q, rep, nil, into)
+	if op != ns.OpRead && op != ns.OpWrite {
+		fs.record(h, id, beaconrpc.OpName(op), ino, 0, 0, start, err != nil)
 	}
 	if err != nil {
 		if rpc.Errno(err) == syscall.EIO {
-			fs.log.Error("request failed", "op", m.Op, "ino", m.Ino, "err", err)
+			fs.log.Error("request failed", "op", op, "ino", ino, "err", err)
 		}
-		return resp, p, fuse.Status(rpc.Errno(err))
+		return p, fuse.Status(rpc.Errno(err))
 	}
-	return resp, p, fuse.OK
+	return p, fuse.OK
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 func (fs *FS) openFlags() uint32 {
@@ -28,26 +28,22 @@ func (fs *FS) openFlags() uint32 {
 // Create implements fuse.RawFileSystem.
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	start := fs.cfg.Now()
-	who := func() ident.ID { return fs.ident(&in.InHeader, wire.OpMknod) }
+	who := func() ident.ID { return fs.ident(&in.InHeader, ns.OpMknod) }
 	if a, ok := fs.wb.Create(who, in.NodeId, name, in.Mode&^in.Umask, in.Uid, in.Gid); ok {
 		fs.met.wbLocal.Inc()
-		fs.answered(&in.InHeader, wire.OpMknod, in.NodeId, start, false)
-		fs.entry(in.NodeId, name, &wire.Msg{Attr: a, Gen: fs.dc.Sent()}, &out.EntryOut)
+		fs.answered(&in.InHeader, ns.OpMknod, in.NodeId, start, false)
+		fs.entry(in.NodeId, name, a, fs.dc.Sent(), &out.EntryOut)
 		out.Fh = fs.nextFh.Add(1)
 		out.OpenFlags = fs.openFlags()
 		fs.own.Track(a.Ino, out.Fh, true)
 		return fuse.OK
 	}
-	flags := wire.CreateOpen
-	if in.Flags&syscall.O_EXCL != 0 {
-		flags |= syscall.O_EXCL
-	}
-	resp, st := fs.nsCall(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
-		Mode: in.Mode &^ in.Umask & 0o7777, Flags: flags, Uid: in.Uid, Gid: in.Gid})
+	st := create(fs, &in.InHeader, ns.Mknod, &ns.MknodReq{Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777, Open: true, Excl: in.Flags&syscall.O_EXCL != 0, Uid: in.Uid, Gid: in.Gid},
+		in.NodeId, name, &out.EntryOut)
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(in.NodeId, name, resp, &out.EntryOut)
 	out.Fh = fs.nextFh.Add(1)
 	out.OpenFlags = fs.openFlags()
 	return fuse.OK
@@ -65,11 +61,11 @@ func (fs *FS) promote(ino uint64, tag any) bool {
 	t := tag.(ownedOpen)
 	// not through callAs: the application's open was recorded for
 	// Beacon when it was answered here
-	m := &wire.Msg{Op: wire.OpOpen, Ino: ino, Flags: syscall.O_RDONLY, Who: t.id, Client: fs.dc.ID()}
-	fs.wb.SettleFor(m)
+	m := &ns.OpenReq{Head: ns.Head{Who: t.id, Client: fs.dc.ID()}, Ino: ino, Flags: syscall.O_RDONLY}
+	fs.wb.SettleFor(ns.OpOpen, m)
 	ctx, cancel := context.WithTimeout(context.Background(), fs.cfg.Timeout)
 	defer cancel()
-	if _, _, err := fs.rt.Pick(t.id, ino).Call(ctx, m, nil, nil); err != nil {
+	if _, err := rpc.Do(ctx, fs.rt.Pick(t.id, ino), ns.Open, m); err != nil {
 		fs.log.Warn("opening at the service a read-only open answered here failed", "ino", ino, "err", err)
 		return false
 	}
@@ -88,16 +84,16 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	}
 	fh := fs.nextFh.Add(1)
 	if !writer && fs.own.Owns(in.NodeId) {
-		tag := ownedOpen{id: fs.ident(&in.InHeader, wire.OpOpen)}
+		tag := ownedOpen{id: fs.ident(&in.InHeader, ns.OpOpen)}
 		if fs.own.OpenLocal(in.NodeId, fh, tag) {
 			fs.met.owned.Inc()
-			fs.record(&in.InHeader, tag.id, beaconrpc.OpName(wire.OpOpen), in.NodeId, 0, 0, start, false)
+			fs.record(&in.InHeader, tag.id, beaconrpc.OpName(ns.OpOpen), in.NodeId, 0, 0, start, false)
 			out.Fh = fh
 			out.OpenFlags = fs.openFlags()
 			return fuse.OK
 		}
 	}
-	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpOpen, Ino: in.NodeId, Flags: in.Flags}, nil, nil)
+	resp, st := call(fs, &in.InHeader, ns.Open, &ns.OpenReq{Ino: in.NodeId, Flags: in.Flags})
 	if st != fuse.OK {
 		return st
 	}
@@ -109,11 +105,11 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 	if resp.Attr != nil {
 		// blocks kept from before changes this mount has not yet heard
 		// of go (close-to-open)
-		fs.bc.Opened(in.NodeId, resp.Gen, resp.Attr.Size)
+		fs.bc.Opened(in.NodeId, resp.Feed, resp.Attr.Size)
 	} else {
 		fs.bc.Drop(in.NodeId)
 	}
-	if fs.dc.Opened(in.NodeId, resp.Gen) {
+	if fs.dc.Opened(in.NodeId, resp.Feed) {
 		// the kernel may hold attributes from before another node's
 		// close that this mount has not yet applied from the feed: an
 		// fstat or a seek to the end after this open must ask
@@ -137,7 +133,7 @@ func (fs *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 // directly into buf.
 func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
 	start := fs.cfg.Now()
-	id := fs.ident(&in.InHeader, wire.OpRead)
+	id := fs.ident(&in.InHeader, ns.OpRead)
 	if n, ok := fs.own.Read(in.NodeId, in.Offset, buf[:in.Size]); ok {
 		fs.met.owned.Inc()
 		fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(n), start, false)
@@ -172,7 +168,7 @@ func (fs *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 			return fuse.ReadResultData(p), fuse.OK
 		}
 	}
-	_, p, st := fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: in.Offset, Size: uint64(in.Size)}, nil, buf[:in.Size])
+	_, p, st := callAs(fs, &in.InHeader, id, ns.Read, &ns.IOReq{Ino: in.NodeId, Off: in.Offset, Len: uint64(in.Size)}, buf[:in.Size])
 	fs.record(&in.InHeader, id, beacon.OpRead, in.NodeId, in.Offset, uint64(len(p)), start, st != fuse.OK)
 	if st != fuse.OK {
 		return nil, st
@@ -198,7 +194,7 @@ func (fs *FS) readBlock(id ident.ID, in *fuse.ReadIn) ([]byte, bool) {
 	fs.st.WaitWrites(in.NodeId, boff, ^uint64(0))
 	blk := bufpool.Get(int(fs.bc.Block()))
 	defer bufpool.Put(blk)
-	_, p, st := fs.callAs(&in.InHeader, id, &wire.Msg{Op: wire.OpRead, Ino: in.NodeId, Offset: boff, Size: uint64(len(blk))}, nil, blk)
+	_, p, st := callAs(fs, &in.InHeader, id, ns.Read, &ns.IOReq{Ino: in.NodeId, Off: boff, Len: uint64(len(blk))}, blk)
 	if st != fuse.OK {
 		return nil, false
 	}
@@ -239,7 +235,7 @@ func (fs *FS) WriteOwned(cancel <-chan struct{}, in *fuse.WriteIn, data []byte, 
 func (fs *FS) write(in *fuse.WriteIn, data []byte, release func()) (uint32, fuse.Status) {
 	var st fuse.Status
 	start := fs.cfg.Now()
-	id := fs.ident(&in.InHeader, wire.OpWrite)
+	id := fs.ident(&in.InHeader, ns.OpWrite)
 	fs.dc.ForgetFile(in.NodeId)
 	fs.bc.Drop(in.NodeId)
 	var before func() // the file's create, sent before the write goes
@@ -307,7 +303,7 @@ func (fs *FS) killPriv(h *fuse.InHeader, ino uint64) fuse.Status {
 	if !had {
 		return fuse.OK
 	}
-	_, _, st := fs.call(nil, h, &wire.Msg{Op: wire.OpSetattr, Ino: ino, Mask: wire.SetKillPriv}, nil, nil)
+	_, st := call(fs, h, ns.Setattr, &ns.SetattrReq{Ino: ino, Mask: ns.SetKillPriv})
 	return st
 }
 
@@ -327,7 +323,7 @@ func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 		return fuse.OK
 	}
 	epoch := fs.dc.FileEpoch()
-	id := fs.ident(&in.InHeader, wire.OpFlush)
+	id := fs.ident(&in.InHeader, ns.OpFlush)
 	if fs.closesBehind() && !fs.st.Failed(in.NodeId) {
 		if done, ok := fs.own.DeferClose(in.NodeId); ok {
 			fs.met.wbCloses.Inc()
@@ -368,12 +364,12 @@ func (fs *FS) flush(h *fuse.InHeader, id ident.ID, ino, fh, epoch uint64) error 
 		return err
 	}
 	e, _ := fs.st.ExtentOf(fh)
-	resp, _, st := fs.send(h, id, &wire.Msg{Op: wire.OpFlush, Ino: ino, Size: e.End, Trunc: e.Gen}, nil, nil)
+	resp, _, st := send(fs, h, id, ns.Flush, &ns.SizeReq{Ino: ino, Size: e.End, Trunc: e.Gen}, nil)
 	if st != fuse.OK {
 		return syscall.Errno(st)
 	}
 	fs.st.Flushed(fh, e)
-	fs.dc.NoteFileAttr(resp.Attr, resp.Gen, epoch)
+	fs.dc.NoteFileAttr(resp.Attr, resp.Feed, epoch)
 	return nil
 }
 
@@ -384,7 +380,7 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 		return fuse.Status(rpc.Errno(err))
 	}
 	e, _ := fs.st.ExtentOf(in.Fh)
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId, Size: e.End, Trunc: e.Gen}, nil, nil)
+	_, st := call(fs, &in.InHeader, ns.Fsync, &ns.SizeReq{Ino: in.NodeId, Size: e.End, Trunc: e.Gen})
 	if st != fuse.OK {
 		fs.own.Disown(in.NodeId)
 	}
@@ -403,7 +399,7 @@ func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if fs.wb.Release(in.NodeId) {
 		return
 	}
-	fs.call(nil, &in.InHeader, &wire.Msg{Op: wire.OpRelease, Ino: in.NodeId}, nil, nil)
+	call(fs, &in.InHeader, ns.Release, &ns.InoReq{Ino: in.NodeId})
 }
 
 // raResult is a read served from a readahead buffer; go-fuse writes the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // toAttr fills attributes for the kernel (every attribute the kernel
@@ -31,12 +32,12 @@ func (fs *FS) toAttr(a *wire.Attr, out *fuse.Attr) {
 	out.Blksize = 1 << 20
 }
 
-// entry fills the entry reply for name in parent from a metadata reply.
-func (fs *FS) entry(parent uint64, name string, resp *wire.Msg, out *fuse.EntryOut) {
-	a := resp.Attr
+// entry fills the entry reply for name in parent from its attributes a,
+// as of change feed position gen.
+func (fs *FS) entry(parent uint64, name string, a *wire.Attr, gen uint64, out *fuse.EntryOut) {
 	out.NodeId = a.Ino
 	out.Generation = 1
-	fs.entryTimeouts(resp.Gen, parent, name, out)
+	fs.entryTimeouts(gen, parent, name, out)
 	fs.toAttr(a, &out.Attr)
 }
 
@@ -46,21 +47,30 @@ func (fs *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out 
 		return fuse.Status(syscall.ENAMETOOLONG) // the kernel leaves NAME_MAX to the file system
 	}
 	if fs.dc.Absent(h.NodeId, name) {
-		fs.answered(h, wire.OpLookup, h.NodeId, fs.cfg.Now(), true)
+		fs.answered(h, ns.OpLookup, h.NodeId, fs.cfg.Now(), true)
 		return fuse.ENOENT
 	}
-	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
+	resp, st := lookup(fs, h, name)
 	if st == fuse.OK && fs.st.HasWrites(resp.Attr.Ino) {
 		// this node's writes change the size: look again once they landed
 		fs.st.WaitWrites(resp.Attr.Ino, 0, 0)
-		resp, _, st = fs.call(cancel, h, &wire.Msg{Op: wire.OpLookup, Parent: h.NodeId, Name: name}, nil, nil)
+		resp, st = lookup(fs, h, name)
 	}
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(h.NodeId, name, resp, out)
-	fs.dc.NoteAttr(resp.Attr, resp.Gen)
+	fs.entry(h.NodeId, name, resp.Attr, resp.Feed, out)
+	fs.dc.NoteAttr(resp.Attr, resp.Feed)
 	return fuse.OK
+}
+
+// lookup asks for name in directory h.NodeId.
+func lookup(fs *FS, h *fuse.InHeader, name string) (*ns.EntryRep, fuse.Status) {
+	resp, st := call(fs, h, ns.Lookup, &ns.NameReq{Parent: h.NodeId, Name: name})
+	if st == fuse.OK && resp.Attr == nil {
+		return nil, fuse.EIO // a redirect the forwarding daemon did not follow
+	}
+	return resp, st
 }
 
 // Forget implements fuse.RawFileSystem: node ids are inode numbers, so
@@ -72,30 +82,30 @@ func (fs *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.Attr
 	if a, ok := fs.dc.DirAttr(in.NodeId); ok {
 		fs.toAttr(&a, &out.Attr)
 		fs.attrTimeout(fs.dc.Sent(), in.NodeId, out)
-		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, fs.cfg.Now(), false)
+		fs.answered(&in.InHeader, ns.OpGetattr, in.NodeId, fs.cfg.Now(), false)
 		return fuse.OK
 	}
 	if a, ok := fs.dc.FileAttr(in.NodeId); ok {
 		fs.toAttr(&a, &out.Attr)
 		fs.attrTimeout(fs.dc.Sent(), in.NodeId, out)
-		fs.answered(&in.InHeader, wire.OpGetattr, in.NodeId, fs.cfg.Now(), false)
+		fs.answered(&in.InHeader, ns.OpGetattr, in.NodeId, fs.cfg.Now(), false)
 		return fuse.OK
 	}
 	fs.st.WaitWrites(in.NodeId, 0, 0)
-	resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpGetattr, Ino: in.NodeId}, nil, nil)
+	resp, st := call(fs, &in.InHeader, ns.Getattr, &ns.InoReq{Ino: in.NodeId})
 	if st != fuse.OK {
 		return st
 	}
 	fs.toAttr(resp.Attr, &out.Attr)
-	fs.attrTimeout(resp.Gen, in.NodeId, out)
-	fs.dc.NoteAttr(resp.Attr, resp.Gen)
+	fs.attrTimeout(resp.Feed, in.NodeId, out)
+	fs.dc.NoteAttr(resp.Attr, resp.Feed)
 	return fuse.OK
 }
 
 // SetAttr implements fuse.RawFileSystem.
 func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	fs.dc.ForgetFile(in.NodeId)
-	m := &wire.Msg{Op: wire.OpSetattr, Ino: in.NodeId}
+	m := &ns.SetattrReq{Ino: in.NodeId}
 	fs.st.WaitWrites(in.NodeId, 0, 0)
 	if in.Valid&fuse.FATTR_SIZE != 0 {
 		fs.st.DropReadahead(in.NodeId)
@@ -104,87 +114,85 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	}
 	now := fs.cfg.Now().UnixNano()
 	if in.Valid&fuse.FATTR_MODE != 0 {
-		m.Mask |= wire.SetMode
+		m.Mask |= ns.SetMode
 		m.Mode = in.Mode
 	}
 	if in.Valid&fuse.FATTR_UID != 0 {
-		m.Mask |= wire.SetUid
+		m.Mask |= ns.SetUid
 		m.Uid = in.Owner.Uid
 	}
 	if in.Valid&fuse.FATTR_GID != 0 {
-		m.Mask |= wire.SetGid
+		m.Mask |= ns.SetGid
 		m.Gid = in.Owner.Gid
 	}
 	if in.Valid&fuse.FATTR_SIZE != 0 {
-		m.Mask |= wire.SetSize
+		m.Mask |= ns.SetSize
 		m.Size = in.Size
 	}
 	if in.Valid&fuse.FATTR_ATIME != 0 {
-		m.Mask |= wire.SetAtime
+		m.Mask |= ns.SetAtime
 		m.Atime = int64(in.Atime)*1e9 + int64(in.Atimensec)
 		if in.Valid&fuse.FATTR_ATIME_NOW != 0 {
 			m.Atime = now
 		}
 	}
 	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
-		m.Mask |= wire.SetKillPriv
+		m.Mask |= ns.SetKillPriv
 	}
 	if in.Valid&fuse.FATTR_MTIME != 0 {
-		m.Mask |= wire.SetMtime
+		m.Mask |= ns.SetMtime
 		m.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
 		if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
 			m.Mtime = now
 		}
 	}
-	resp, _, st := fs.call(cancel, &in.InHeader, m, nil, nil)
+	resp, st := call(fs, &in.InHeader, ns.Setattr, m)
 	if st != fuse.OK {
 		fs.dc.ForgetDir(in.NodeId)
 		return st
 	}
-	if m.Mask&wire.SetSize != 0 {
+	if m.Mask&ns.SetSize != 0 {
 		fs.st.Truncated(in.NodeId, resp.Attr.Trunc)
 		fs.app.Truncated(in.NodeId, in.Size)
 		fs.bc.Drop(in.NodeId) // again: a fetch made meanwhile is not kept
 	}
 	fs.toAttr(resp.Attr, &out.Attr)
-	fs.attrTimeout(resp.Gen, in.NodeId, out)
-	fs.dc.NoteAttr(resp.Attr, resp.Gen)
+	fs.attrTimeout(resp.Feed, in.NodeId, out)
+	fs.dc.NoteAttr(resp.Attr, resp.Feed)
 	return fuse.OK
 }
 
-// create makes a new inode owned by the caller.
-func (fs *FS) create(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg, out *fuse.EntryOut) fuse.Status {
-	m.Uid, m.Gid = h.Uid, h.Gid
-	resp, st := fs.nsCall(cancel, h, m)
+// create makes a new inode (name in parent) owned by the caller.
+func create[Q any, PQ nsRequest[Q]](fs *FS, h *fuse.InHeader, d wire.Def[Q, ns.EntryRep], q PQ, parent uint64, name string, out *fuse.EntryOut) fuse.Status {
+	resp, st := nsCall(fs, h, d, q, parent, name)
 	if st != fuse.OK {
 		return st
 	}
-	fs.entry(m.Parent, m.Name, resp, out)
+	fs.entry(parent, name, resp.Attr, resp.Feed, out)
 	return fuse.OK
 }
 
-// nsCall sends a change of a name in a directory and keeps the directory
-// cache in step with it.
-func (fs *FS) nsCall(cancel <-chan struct{}, h *fuse.InHeader, m *wire.Msg) (*wire.Msg, fuse.Status) {
-	parent, name := m.Parent, m.Name
-	if m.Op == wire.OpLink {
-		parent, name = m.NewParent, m.NewName
+// nsCall sends a change of name in directory parent and keeps the
+// directory cache in step with it.
+func nsCall[Q any, PQ nsRequest[Q]](fs *FS, h *fuse.InHeader, d wire.Def[Q, ns.EntryRep], q PQ, parent uint64, name string) (*ns.EntryRep, fuse.Status) {
+	resp, st := call(fs, h, d, q)
+	if st == fuse.OK && resp.Attr == nil && d.Op != ns.OpUnlink && d.Op != ns.OpRmdir {
+		st = fuse.EIO // a redirect the forwarding daemon did not follow
 	}
-	resp, _, st := fs.call(cancel, h, m, nil, nil)
 	if st != fuse.OK {
 		fs.dc.ForgetDir(parent)
 		return resp, st
 	}
-	added := m.Op != wire.OpUnlink && m.Op != wire.OpRmdir
+	added := d.Op != ns.OpUnlink && d.Op != ns.OpRmdir
 	var made *wire.Attr
-	if m.Op == wire.OpMkdir {
+	if d.Op == ns.OpMkdir {
 		made = resp.Attr
 	}
 	var ino uint64
 	if resp.Attr != nil {
 		ino = resp.Attr.Ino
 	}
-	fs.dc.Changed(parent, name, ino, added, resp.ParentAttr, resp.Gen, made)
+	fs.dc.Changed(parent, name, ino, added, resp.Parent, resp.Feed, made)
 	return resp, st
 }
 
@@ -196,44 +204,44 @@ func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *
 	default:
 		return fuse.EINVAL
 	}
-	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMknod, Parent: in.NodeId, Name: name,
-		Mode: in.Mode&syscall.S_IFMT | in.Mode&^in.Umask&0o7777, Rdev: in.Rdev, Flags: syscall.O_EXCL}, out)
+	return create(fs, &in.InHeader, ns.Mknod, &ns.MknodReq{Parent: in.NodeId, Name: name,
+		Mode: in.Mode&syscall.S_IFMT | in.Mode&^in.Umask&0o7777, Rdev: in.Rdev, Excl: true, Uid: in.Uid, Gid: in.Gid}, in.NodeId, name, out)
 }
 
 // Mkdir implements fuse.RawFileSystem: answered here in a directory this
 // mount holds the delegation of (write-back, vfs.Creates).
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	start := fs.cfg.Now()
-	who := func() ident.ID { return fs.ident(&in.InHeader, wire.OpMkdir) }
+	who := func() ident.ID { return fs.ident(&in.InHeader, ns.OpMkdir) }
 	if a, ok := fs.wb.Mkdir(who, in.NodeId, name, in.Mode&^in.Umask&0o7777, in.Uid, in.Gid); ok {
 		fs.met.wbLocal.Inc()
-		fs.answered(&in.InHeader, wire.OpMkdir, in.NodeId, start, false)
-		fs.entry(in.NodeId, name, &wire.Msg{Attr: a, Gen: fs.dc.Sent()}, out)
+		fs.answered(&in.InHeader, ns.OpMkdir, in.NodeId, start, false)
+		fs.entry(in.NodeId, name, a, fs.dc.Sent(), out)
 		return fuse.OK
 	}
-	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpMkdir, Parent: in.NodeId, Name: name,
-		Mode: in.Mode &^ in.Umask & 0o7777}, out)
+	return create(fs, &in.InHeader, ns.Mkdir, &ns.MkdirReq{Parent: in.NodeId, Name: name,
+		Mode: in.Mode &^ in.Umask & 0o7777, Uid: in.Uid, Gid: in.Gid}, in.NodeId, name, out)
 }
 
 // Symlink implements fuse.RawFileSystem.
 func (fs *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	return fs.create(cancel, h, &wire.Msg{Op: wire.OpSymlink, Parent: h.NodeId, Name: name, Path: target}, out)
+	return create(fs, h, ns.Symlink, &ns.SymlinkReq{Parent: h.NodeId, Name: name, Target: target, Uid: h.Uid, Gid: h.Gid}, h.NodeId, name, out)
 }
 
 // Link implements fuse.RawFileSystem.
 func (fs *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	fs.dc.ForgetFile(in.Oldnodeid)
 	fs.own.Disown(in.Oldnodeid) // reachable from another directory
-	return fs.create(cancel, &in.InHeader, &wire.Msg{Op: wire.OpLink, Ino: in.Oldnodeid, NewParent: in.NodeId, NewName: name}, out)
+	return create(fs, &in.InHeader, ns.Link, &ns.LinkReq{Ino: in.Oldnodeid, NewParent: in.NodeId, NewName: name}, in.NodeId, name, out)
 }
 
 // Readlink implements fuse.RawFileSystem.
 func (fs *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpReadlink, Ino: h.NodeId}, nil, nil)
+	resp, st := call(fs, h, ns.Readlink, &ns.InoReq{Ino: h.NodeId})
 	if st != fuse.OK {
 		return nil, st
 	}
-	return []byte(resp.Path), fuse.OK
+	return []byte(resp.Target), fuse.OK
 }
 
 // Unlink implements fuse.RawFileSystem.
@@ -241,12 +249,12 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse
 	start := fs.cfg.Now()
 	fs.dc.ForgetFiles() // the file's link count and ctime change
 	fs.own.DisownName(h.NodeId, name)
-	if fs.wb.Unlink(func() ident.ID { return fs.ident(h, wire.OpUnlink) }, h.NodeId, name) {
+	if fs.wb.Unlink(func() ident.ID { return fs.ident(h, ns.OpUnlink) }, h.NodeId, name) {
 		fs.met.wbUnlinks.Inc()
-		fs.answered(h, wire.OpUnlink, h.NodeId, start, false)
+		fs.answered(h, ns.OpUnlink, h.NodeId, start, false)
 		return fuse.OK
 	}
-	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpUnlink, Parent: h.NodeId, Name: name})
+	_, st := nsCall(fs, h, ns.Unlink, &ns.NameReq{Parent: h.NodeId, Name: name}, h.NodeId, name)
 	return st
 }
 
@@ -254,13 +262,13 @@ func (fs *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse
 // directory this mount made and holds (write-back, vfs.Creates).
 func (fs *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	start := fs.cfg.Now()
-	if fs.wb.Rmdir(func() ident.ID { return fs.ident(h, wire.OpRmdir) }, h.NodeId, name) {
+	if fs.wb.Rmdir(func() ident.ID { return fs.ident(h, ns.OpRmdir) }, h.NodeId, name) {
 		fs.met.wbUnlinks.Inc()
-		fs.answered(h, wire.OpRmdir, h.NodeId, start, false)
+		fs.answered(h, ns.OpRmdir, h.NodeId, start, false)
 		return fuse.OK
 	}
 	child, _ := fs.dc.Present(h.NodeId, name)
-	_, st := fs.nsCall(cancel, h, &wire.Msg{Op: wire.OpRmdir, Parent: h.NodeId, Name: name})
+	_, st := nsCall(fs, h, ns.Rmdir, &ns.NameReq{Parent: h.NodeId, Name: name}, h.NodeId, name)
 	if st == fuse.OK && child != 0 {
 		fs.wb.Removed(child)
 	}
@@ -273,8 +281,8 @@ func (fs *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName
 	fs.own.DisownName(in.NodeId, oldName)
 	fs.own.DisownName(in.Newdir, newName)
 	replaced, _ := fs.dc.Present(in.Newdir, newName)
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpRename, Parent: in.NodeId, Name: oldName,
-		NewParent: in.Newdir, NewName: newName, Flags: in.Flags}, nil, nil)
+	_, st := call(fs, &in.InHeader, ns.Rename, &ns.RenameReq{Parent: in.NodeId, Name: oldName,
+		NewParent: in.Newdir, NewName: newName, Flags: in.Flags})
 	if st != fuse.OK {
 		fs.dc.ForgetDir(in.NodeId)
 		fs.dc.ForgetDir(in.Newdir)
@@ -301,13 +309,16 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	after := ""
 	first, gen := true, uint64(0) // a listing of one reply is complete as of gen
 	for {
-		resp, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpReaddir, Ino: in.NodeId, Name: after, Size: 4096}, nil, nil)
+		resp, st := call(fs, &in.InHeader, ns.Readdir, &ns.ReaddirReq{Ino: in.NodeId, After: after, Max: 4096})
 		if st != fuse.OK {
 			return st
 		}
+		if resp.Redirect != nil {
+			return fuse.EIO // a redirect the forwarding daemon did not follow
+		}
 		entries = append(entries, resp.Entries...)
 		if after == "" {
-			gen = resp.Gen
+			gen = resp.Feed
 		}
 		if len(resp.Entries) < 4096 {
 			break
@@ -349,22 +360,22 @@ func (fs *FS) ReleaseDir(in *fuse.ReleaseIn) {
 
 // FsyncDir implements fuse.RawFileSystem.
 func (fs *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	_, _, st := fs.call(cancel, &in.InHeader, &wire.Msg{Op: wire.OpFsync, Ino: in.NodeId}, nil, nil)
+	_, st := call(fs, &in.InHeader, ns.Fsync, &ns.SizeReq{Ino: in.NodeId})
 	return st
 }
 
 // StatFs implements fuse.RawFileSystem: the tiers' total capacity.
 func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	resp, _, st := fs.call(cancel, h, &wire.Msg{Op: wire.OpStatfs}, nil, nil)
+	resp, st := call(fs, h, ns.Statfs, &ns.PingReq{})
 	if st != fuse.OK {
 		return st
 	}
 	const bs = 4096
 	out.Bsize, out.Frsize = bs, bs
-	out.Blocks = resp.Cap / bs
+	out.Blocks = resp.Capacity / bs
 	free := uint64(0)
-	if resp.Cap > resp.Used {
-		free = (resp.Cap - resp.Used) / bs
+	if resp.Capacity > resp.Used {
+		free = (resp.Capacity - resp.Used) / bs
 	}
 	out.Bfree, out.Bavail = free, free
 	out.Files = 1 << 40

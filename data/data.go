@@ -309,10 +309,6 @@ func (s *Server) serve(r *rpc.Request) {
 	if d := s.stall.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
-	if r.Msg != nil && s.local != nil && localns.Handles(r.Msg) {
-		s.serveLocal(ctx, r)
-		return
-	}
 	s.ops.Dispatch(ctx, r)
 }
 

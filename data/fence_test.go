@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -111,7 +112,7 @@ func (r *fenceRig) read(gen uint64, n int) []byte {
 
 func (r *fenceRig) truncate(size uint64) uint64 {
 	r.t.Helper()
-	a, err := r.svc.Setattr(context.Background(), &wire.Msg{Ino: r.ino, Mask: wire.SetSize, Size: size})
+	a, err := r.svc.Setattr(context.Background(), &ns.SetattrReq{Ino: r.ino, Mask: ns.SetSize, Size: size})
 	if err != nil {
 		r.t.Fatal(err)
 	}

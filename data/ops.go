@@ -12,10 +12,12 @@ import (
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
+	"github.com/sluice-hpc/sluice/data/localns"
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/policy/qos"
 	"github.com/sluice-hpc/sluice/tier"
@@ -101,7 +103,12 @@ func (s *Server) operations() *rpc.Table {
 		}
 		return &wire.Empty{}, err
 	})
-	serveMsg(s, t, wire.OpPing, func(m *wire.Msg, _ []byte) (*wire.Msg, []byte, error) { return &wire.Msg{}, nil, nil })
+	serveOp(s, t, ns.Ping, func(context.Context, *ns.PingReq) (*ns.PingRep, error) { return &ns.PingRep{}, nil })
+	if s.local != nil {
+		for op, f := range s.local.Ops() {
+			s.serveLocal(t, op, f)
+		}
+	}
 	serveOp(s, t, api.Fault, func(_ context.Context, f *api.FaultReq) (*wire.Empty, error) { return &wire.Empty{}, s.fault(f) })
 	serveOp(s, t, api.QoSStats, func(context.Context, *wire.Empty) (*api.QoSStatsRep, error) {
 		return &api.QoSStatsRep{Gates: []qos.GateStats{s.qos.GateStats("data", "chunk")}}, nil
@@ -122,17 +129,6 @@ func serveOp[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](s *Server, t *rpc.Table, 
 		rep, err := f(ctx, q)
 		<-s.sem
 		s.answer(r, start, rep, err, nil)
-	})
-}
-
-// serveMsg is serveOp for an operation that still speaks wire.Msg.
-func serveMsg(s *Server, t *rpc.Table, op wire.Op, f func(m *wire.Msg, payload []byte) (*wire.Msg, []byte, error)) {
-	rpc.OnMsg(t, op, func(ctx context.Context, r *rpc.Request) {
-		s.sem <- struct{}{}
-		start := s.cfg.Now()
-		rep, out, err := f(r.Msg, r.Payload)
-		<-s.sem
-		s.answer(r, start, rep, err, out)
 	})
 }
 
@@ -350,13 +346,10 @@ func (s *Server) learnSend(d time.Duration, n uint64) {
 // answer, so that a caller holding the answer finds the request counted.
 func (s *Server) answer(r *rpc.Request, start time.Time, rep wire.Message, err error, payload []byte) {
 	s.slowdown(start, 0)
-	if m, ok := rep.(*wire.Msg); ok && err == nil && m.Errno != 0 {
-		err = rpc.FromMsg(m)
-	}
 	if err != nil && rpc.Errno(err) == syscall.EIO {
 		err = fmt.Errorf("data server %d (%s): %w", s.mem.ID(), s.cfg.Kind, err)
 	}
-	if err == nil && (r.Op == chunk.OpRead || r.Op == wire.OpRead) {
+	if err == nil && (r.Op == chunk.OpRead || r.Op == ns.OpRead) {
 		r.Answer(rep, nil, payload)
 		s.account(r, start, nil, len(payload))
 		return
@@ -403,11 +396,17 @@ func (s *Server) account(r *rpc.Request, start time.Time, err error, n int) {
 // and the range it reads or writes.
 func describe(r *rpc.Request) (who wire.Who, ino, off, size uint64) {
 	switch q := r.Req.(type) {
-	case *wire.Msg:
-		return q.Who, q.Ino, q.Offset, q.Size
 	case chunk.IO:
 		at := q.Where()
 		return q.Identity(), at.Ino, at.Off, at.Len
+	case *ns.IOReq:
+		return q.Who, q.Ino, q.Off, q.Len
+	case ns.Request:
+		ino, parent, _ := q.Inodes()
+		if ino == 0 {
+			ino = parent
+		}
+		return q.Header().Who, ino, 0, 0
 	}
 	if q, ok := r.Req.(interface{ Identity() wire.Who }); ok {
 		who = q.Identity()
@@ -418,32 +417,35 @@ func describe(r *rpc.Request) (who wire.Who, ino, off, size uint64) {
 	return who, ino, 0, 0
 }
 
-// serveLocal serves an operation of the node-local namespace
-// (docs/nodelocal.md): every one is an operation on this server's device.
-func (s *Server) serveLocal(ctx context.Context, r *rpc.Request) {
-	m := r.Msg
-	if m.Op == wire.OpRead || m.Op == wire.OpWrite {
-		io := ioReq{who: m.Who, write: m.Op == wire.OpWrite, ino: m.Ino, off: m.Offset, n: m.Size}
-		leave, err := s.enter(ctx, r, io)
-		if err != nil {
-			s.answer(r, s.cfg.Now(), nil, err, nil)
+// serveLocal adds operation op of the node-local namespace
+// (docs/nodelocal.md) to t: every one is an operation on this server's
+// device; a request that is not for the local namespace is refused.
+func (s *Server) serveLocal(t *rpc.Table, op wire.Op, f localns.Op) {
+	t.Add(op, func(ctx context.Context, r *rpc.Request) {
+		q, ok := r.Req.(ns.Request)
+		if !ok || !localns.Handles(q) {
+			s.answer(r, s.cfg.Now(), nil, rpc.Errorf(syscall.EINVAL, "data server %d: %v of the global namespace: the metadata service's", s.mem.ID(), op), nil)
 			return
 		}
-		defer leave(0)
-	} else {
-		s.sem <- struct{}{}
-		defer func() { <-s.sem }()
-	}
-	start := s.cfg.Now()
-	switch m.Op {
-	case wire.OpRead, wire.OpWrite, wire.OpOpen, wire.OpRelease, wire.OpFlush:
-		// data: paid above; open, release, flush: no device work
-	default:
-		s.iops.Wait(ctx, 1)
-	}
-	resp, p, err := s.local.Serve(m, r.Payload)
-	if resp == nil {
-		resp = &wire.Msg{}
-	}
-	s.answer(r, start, resp, err, p)
+		if io, ok := q.(*ns.IOReq); ok {
+			leave, err := s.enter(ctx, r, ioReq{who: io.Who, write: op == ns.OpWrite, ino: io.Ino, off: io.Off, n: io.Len})
+			if err != nil {
+				s.answer(r, s.cfg.Now(), nil, err, nil)
+				return
+			}
+			defer leave(0)
+		} else {
+			s.sem <- struct{}{}
+			defer func() { <-s.sem }()
+		}
+		start := s.cfg.Now()
+		switch op {
+		case ns.OpRead, ns.OpWrite, ns.OpOpen, ns.OpRelease, ns.OpFlush:
+			// data: paid above; open, release, flush: no device work
+		default:
+			s.iops.Wait(ctx, 1)
+		}
+		rep, out, err := f(q, r.Payload)
+		s.answer(r, start, rep, err, out)
+	})
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"sync"
 	"syscall"
+
+	"github.com/sluice-hpc/sluice/api"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"

@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
+
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -54,8 +56,8 @@ func TestScheduledServerTurns(t *testing.T) {
 			defer wg.Done()
 			who := wire.Who{Job: fmt.Sprintf("job%d", j)}
 			for i := range writes {
-				m := &wire.Msg{Op: wire.OpWrite, Ino: inos[j], Offset: uint64(i) << 20, Size: 1 << 20, Who: who}
-				if _, _, err := c.Call(ctx, m, payload, nil); err != nil {
+				m := &ns.IOReq{Head: ns.Head{Who: who}, Ino: inos[j], Off: uint64(i) << 20, Len: 1 << 20}
+				if _, _, err := rpc.DoPayload(ctx, c, ns.Write, m, payload, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -77,7 +79,7 @@ func TestScheduledServerTurns(t *testing.T) {
 	}
 	for j := range jobs {
 		buf := make([]byte, 1<<20)
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: inos[j], Offset: (writes - 1) << 20, Size: 1 << 20}, nil, buf); err != nil || !bytes.Equal(buf, payload) {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: inos[j], Off: (writes - 1) << 20, Len: 1 << 20}, nil, buf); err != nil || !bytes.Equal(buf, payload) {
 			t.Fatalf("job %d's last write reads back wrong (%v)", j, err)
 		}
 	}
@@ -107,8 +109,8 @@ func TestSlowServerKeepsNoWorkers(t *testing.T) {
 	slow, fast := create(t, c, "bypass-ckpt"), create(t, c, "ckpt")
 	payload := bytes.Repeat([]byte{9}, 1<<20)
 	write := func(ino uint64, job string, off uint64) {
-		m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: off << 20, Size: 1 << 20, Who: wire.Who{Job: job}}
-		if _, _, err := c.Call(ctx, m, payload, nil); err != nil {
+		m := &ns.IOReq{Head: ns.Head{Who: wire.Who{Job: job}}, Ino: ino, Off: off << 20, Len: 1 << 20}
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Write, m, payload, nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -138,7 +140,7 @@ func TestSlowServerKeepsNoWorkers(t *testing.T) {
 	}
 	for _, f := range []uint64{slow, fast} {
 		buf := make([]byte, 1<<20)
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: f, Offset: 7 << 20, Size: 1 << 20}, nil, buf); err != nil || !bytes.Equal(buf, payload) {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: f, Off: 7 << 20, Len: 1 << 20}, nil, buf); err != nil || !bytes.Equal(buf, payload) {
 			t.Fatalf("ino %d reads back wrong (%v)", f, err)
 		}
 	}

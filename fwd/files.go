@@ -146,15 +146,15 @@ func (s *Server) opened(a *wire.Attr) {
 // of their directory (dir, whose layout they took), so their first write
 // asks the service nothing but the place of its chunk. Without dir (the
 // service could not read it back) they are left uncounted.
-func (s *Server) openedInBatch(es, refused []wire.DirEntry, dir *wire.Attr) {
+func (s *Server) openedInBatch(es, refused []ns.BatchEntry, dir *wire.Attr) {
 	if dir == nil {
 		return
 	}
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
 	for _, e := range es {
-		if e.Mode&wire.CreateOpen == 0 || e.Mode&(wire.BatchRemove|syscall.S_IFDIR) != 0 ||
-			slices.ContainsFunc(refused, func(r wire.DirEntry) bool { return r.Ino == e.Ino }) {
+		if !e.Open || e.Remove || e.Mode&syscall.S_IFDIR != 0 ||
+			slices.ContainsFunc(refused, func(r ns.BatchEntry) bool { return r.Ino == e.Ino }) {
 			continue
 		}
 		f := s.files[e.Ino]
@@ -202,15 +202,19 @@ func (s *Server) newFileLocked(a *wire.Attr) *file {
 		if r.gen == a.Trunc && r.size > f.size {
 			f.size = r.size // a reply older than its last report
 		}
+		f.atime = r.access // still to report, if not 0
 		delete(s.recent, a.Ino)
 	}
 	s.files[a.Ino] = f
 	return f
 }
 
-// retired is what a state let go knew of its file (Server.recent).
+// retired is what a state let go knew of its file (Server.recent): its
+// size, truncation generation, and its last read or write if not
+// reported yet (reportAccess).
 type retired struct {
 	size, gen uint64
+	access    int64
 	at        time.Time
 }
 
@@ -219,11 +223,15 @@ type retiredAt struct {
 	at  time.Time
 }
 
-// rememberLocked records the size of the state of ino let go (recent).
-// Caller holds fmu.
+// rememberLocked records the size of the state of ino let go, and its
+// access not reported yet (recent). Caller holds fmu and f.mu.
 func (s *Server) rememberLocked(ino uint64, f *file) {
 	now := s.cfg.Now()
-	s.recent[ino] = retired{size: f.size, gen: f.gen, at: now}
+	r := retired{size: f.size, gen: f.gen, at: now}
+	if f.atime > f.atimeSent {
+		r.access = f.atime
+	}
+	s.recent[ino] = r
 	s.recentAge = append(s.recentAge, retiredAt{ino, now})
 }
 
@@ -272,8 +280,8 @@ type unsyncedFile struct {
 // retireLocked drops the state of closed file ino (f) if nothing keeps it:
 // an open, a request holding it (holdFile), growth not reported, a close
 // report owed (the room of its new chunks), chunks that may still move.
-// An access not reported yet goes with it (the last access matters for
-// open files, the close for closed ones); the data servers written since
+// An access not reported yet is kept with its size (recent) until
+// reported; the data servers written since
 // the last fsync go to unsynced. It returns the file let go of unsynced
 // to make room, if any, for syncLater. The open count is not exact (a
 // job's forwarding nodes may change between an open and its close), so a
@@ -443,16 +451,28 @@ func (s *Server) mergeAttr(a *wire.Attr) {
 	f.mu.Unlock()
 }
 
+// getattr asks the metadata service for inode ino's attributes.
+func (s *Server) getattr(ctx context.Context, ino uint64) (*wire.Attr, error) {
+	rep, err := rpc.Do(ctx, s.meta, ns.Getattr, &ns.InoReq{Ino: ino})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Attr == nil {
+		return nil, rpc.Errorf(syscall.EIO, "metadata service: no attributes of inode %d", ino)
+	}
+	return rep.Attr, nil
+}
+
 // refresh learns the file's attributes from the metadata service after a
 // data server or the service refused a request of generation stale: a
 // truncate came in between. It fails if the generation did not move.
 func (s *Server) refresh(ctx context.Context, ino uint64, f *file, stale uint64, cause error) error {
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
+	a, err := s.getattr(ctx, ino)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.adoptLocked(resp.Attr)
+	f.adoptLocked(a)
 	moved := f.gen > stale
 	f.mu.Unlock()
 	if !moved {
@@ -468,7 +488,7 @@ func (s *Server) holdFile(ctx context.Context, ino uint64) (*file, error) {
 	if f := s.holdExisting(ino); f != nil {
 		return f, nil
 	}
-	resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
+	a, err := s.getattr(ctx, ino)
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +496,7 @@ func (s *Server) holdFile(ctx context.Context, ino uint64) (*file, error) {
 	defer s.fmu.Unlock()
 	f := s.files[ino]
 	if f == nil {
-		f = s.newFileLocked(resp.Attr)
+		f = s.newFileLocked(a)
 		f.adopted = true
 	}
 	f.pins++

@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/policy/qos"
 )
 
@@ -264,42 +265,62 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 // kernel (a pipe) and is spliced on to its data servers, not copied in and
 // out of this process; a node-local write goes to its data server as bytes.
 func (s *Server) TakesBody(r *rpc.Request) bool {
-	if r.Op != wire.OpWrite || !s.cfg.ZeroCopy {
+	q, ok := r.Req.(*ns.IOReq)
+	if r.Op != ns.OpWrite || !ok || !s.cfg.ZeroCopy {
 		return false
 	}
-	_, local, err := localTarget(r.Msg)
+	_, local, err := localTarget(r.Op, q)
 	return err == nil && !local
 }
 
 var _ rpc.BodyTaker = (*Server)(nil)
 
-// Handle implements rpc.Handler: it classifies the request and queues it
-// in its class's QoS gate, which hands the class's workers to the flows in
-// turn (policy/qos: fair between jobs, shares and caps by rule). The
-// monitoring service's requests (a mount's records) are relayed to the
-// metadata daemon as they come.
+// Handle implements rpc.Handler: it classifies a mount's namespace
+// request and queues it in its class's QoS gate, which hands the class's
+// workers to the flows in turn (policy/qos: fair between jobs, shares and
+// caps by rule). The other requests of the monitoring and namespace
+// services (a mount's records, its watch of the change feed, its
+// delegations) are relayed to the metadata daemon as they come.
 func (s *Server) Handle(r *rpc.Request) {
 	if s.own.Has(r.Op) {
 		go s.own.Dispatch(s.ctx, r)
 		return
 	}
-	if r.Msg == nil {
+	q, ok := r.Req.(ns.Request)
+	if !ok {
 		go s.relay(r)
 		return
 	}
-	c := wire.ClassOf(r.Msg)
+	c := wire.Classify(q)
 	s.Depth[c].Add(1)
-	go s.queued(c, r)
+	go s.queued(c, r, q)
 }
 
-func (s *Server) queued(c wire.Class, r *rpc.Request) {
-	ctx := s.ctx
-	n := uint64(r.PayloadLen())
-	if r.Msg.Op == wire.OpRead {
-		n = r.Msg.Size
+// size is the bytes request q moves: a read's length, a write's payload.
+func size(r *rpc.Request, q ns.Request) uint64 {
+	if io, ok := q.(*ns.IOReq); ok && r.Op == ns.OpRead {
+		return io.Len
 	}
-	link := linkBytes(c, r.Msg, n)
-	leave, waited, linkWait, err := s.gates[c].EnterLink(ctx, qos.ReqOf(r.Msg, n), link)
+	return uint64(r.PayloadLen())
+}
+
+// qosClass is the class QoS rules see operation op as: reads and writes
+// of files are data, every other operation metadata.
+func qosClass(op wire.Op) qos.Class {
+	switch op {
+	case ns.OpRead:
+		return qos.Read
+	case ns.OpWrite:
+		return qos.Write
+	}
+	return qos.Meta
+}
+
+func (s *Server) queued(c wire.Class, r *rpc.Request, q ns.Request) {
+	ctx := s.ctx
+	n := size(r, q)
+	link := linkBytes(c, r.Op, q, n)
+	leave, waited, linkWait, err := s.gates[c].EnterLink(ctx, qos.ReqBy(q.Header().Who, qosClass(r.Op), n), link)
 	r.Gated = waited
 	s.Depth[c].Add(-1)
 	if err != nil {
@@ -310,7 +331,7 @@ func (s *Server) queued(c wire.Class, r *rpc.Request) {
 	if link > 0 {
 		ctx = withLinkPaid(ctx, linkWait)
 	}
-	s.work(context.WithValue(ctx, workerKey{}, leave), c, r)
+	s.work(context.WithValue(ctx, workerKey{}, leave), c, r, q)
 }
 
 type workerKey struct{}
@@ -325,7 +346,7 @@ func releaseWorker(ctx context.Context) {
 	}
 }
 
-func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request) {
+func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request, q ns.Request) {
 	begin := s.cfg.Now() // service starts (an injected slowness is service time)
 	if d := s.stall.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
@@ -335,18 +356,20 @@ func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request) {
 	}
 	s.ops.Wait(ctx, 1) // the emulated node's request rate: service time
 	start := s.cfg.Now()
-	m, n := r.Msg, r.PayloadLen()
-	if m.Op == wire.OpRead {
-		n = int(m.Size)
-	}
-	stalled := stallClock{jobID: m.Who.Job}
-	s.serve(withStallClock(ctx, &stalled), r)
-	s.met.observe(c, m, s.cfg.Now().Sub(start), n)
+	n, who := size(r, q), q.Header().Who
+	stalled := stallClock{jobID: who.Job}
+	s.serve(withStallClock(ctx, &stalled), r, q)
+	s.met.observe(c, r.Op, who, s.cfg.Now().Sub(start), int(n))
 	if mon := s.cfg.Monitor; mon != nil {
-		if name := beaconrpc.OpName(m.Op); name != "" {
-			mon.Add(beacon.Op{Start: begin, Who: m.Who, Name: name,
-				Ino: m.Ino, Off: m.Offset, Size: uint64(n), Lat: s.cfg.Now().Sub(begin), Wait: begin.Sub(r.At) + stalled.get(),
-				QoSWait: r.Gated, N: uint32(opsIn(m))})
+		if name := beaconrpc.OpName(r.Op); name != "" {
+			ino, _, _ := q.Inodes()
+			var off uint64
+			if io, ok := q.(*ns.IOReq); ok {
+				off = io.Off
+			}
+			mon.Add(beacon.Op{Start: begin, Who: who, Name: name,
+				Ino: ino, Off: off, Size: n, Lat: s.cfg.Now().Sub(begin), Wait: begin.Sub(r.At) + stalled.get(),
+				QoSWait: r.Gated, N: uint32(opsIn(q))})
 		}
 	}
 	d := s.cfg.Now().Sub(start).Nanoseconds()
@@ -354,79 +377,91 @@ func (s *Server) work(ctx context.Context, c wire.Class, r *rpc.Request) {
 	s.Served[c].Add(1)
 }
 
-func (s *Server) serve(ctx context.Context, r *rpc.Request) {
-	m := r.Msg
+func (s *Server) serve(ctx context.Context, r *rpc.Request, q ns.Request) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout+5*time.Second)
 	defer cancel()
-	switch m.Op {
-	case wire.OpPing, wire.OpRead:
+	switch r.Op {
+	case ns.OpPing, ns.OpRead:
 		// reads are counted with the bytes they returned, below
 	default:
-		s.jobs.record(m, uint64(r.PayloadLen()))
+		s.jobs.record(r.Op, q, uint64(r.PayloadLen()))
 	}
-	if id, local, err := localTarget(m); err != nil {
+	if id, local, err := localTarget(r.Op, q); err != nil {
 		r.ReplyErr(err)
 		return
 	} else if local {
-		s.relayLocal(ctx, r, id, m)
+		s.relayLocal(ctx, r, id, q)
 		return
 	}
-	switch m.Op {
-	case wire.OpWrite:
-		p := bytesPayload(r.Payload)
-		if r.Body != nil {
-			p = payload{body: r.Body, n: r.Body.Len()}
-			s.bodyWrites.Add(1)
+	switch q := q.(type) {
+	case *ns.IOReq:
+		if r.Op == ns.OpWrite {
+			s.serveWrite(ctx, r, q)
+		} else {
+			s.serveRead(ctx, r, q)
 		}
-		gen, err := s.write(ctx, m, p)
-		r.Reply(rpc.ToMsg(&wire.Msg{Size: uint64(p.len()), Trunc: gen}, err), nil)
-	case wire.OpRead:
-		if m.Size > wire.MaxPayload {
-			r.ReplyErr(rpc.Errorf(syscall.EINVAL, "read too large"))
+	case *ns.SizeReq:
+		err := s.sizeHint(ctx, q.Ino, q.Size, q.Trunc)
+		if r.Op == ns.OpFsync {
+			if err == nil {
+				err = s.fsync(ctx, q.Ino, q.Who)
+			}
+			r.Answer(&ns.FeedRep{}, err, nil)
 			return
 		}
-		rp, err := s.planRead(ctx, m)
-		if err == nil && s.cfg.ZeroCopy {
-			var relayed bool
-			if relayed, err = s.relayRead(ctx, r, rp); relayed {
-				s.jobs.record(m, uint64(rp.n))
-				return
-			}
-		}
-		buf := bufpool.Get(int(rp.n))
-		if err == nil {
-			err = s.readPlanned(ctx, m, rp, buf)
-		}
-		if err != nil {
-			r.ReplyErr(err)
-		} else {
-			s.jobs.record(m, uint64(rp.n))
-			r.Reply(&wire.Msg{Size: uint64(rp.n)}, buf)
-		}
-		bufpool.Put(buf)
-	case wire.OpFsync:
-		err := s.sizeHint(ctx, m.Ino, m.Size, m.Trunc)
-		if err == nil {
-			err = s.fsync(ctx, m.Ino, m.Who)
-		}
-		r.Reply(rpc.ToMsg(&wire.Msg{}, err), nil)
-	case wire.OpFlush:
 		var a *wire.Attr
 		var gen uint64
-		err := s.sizeHint(ctx, m.Ino, m.Size, m.Trunc)
 		if err == nil {
-			a, gen, err = s.reportSizes(ctx, m.Ino, false, m.Client)
+			a, gen, err = s.reportSizes(ctx, q.Ino, false, q.Client)
 		}
-		r.Reply(rpc.ToMsg(&wire.Msg{Attr: a, Gen: gen}, err), nil)
-	case wire.OpPing:
-		r.Reply(&wire.Msg{ID: s.mem.ID()}, nil)
+		r.Answer(&ns.AttrRep{Attr: a, Feed: gen}, err, nil)
 	default:
-		resp, err := s.metaOp(ctx, m)
-		if resp == nil {
-			resp = &wire.Msg{}
+		if r.Op == ns.OpPing {
+			r.Reply(&ns.PingRep{ID: s.mem.ID()}, nil)
+			return
 		}
-		r.Reply(rpc.ToMsg(resp, err), nil)
+		rep, err := s.metaOp(ctx, r.Op, q)
+		r.Answer(rep, err, nil)
 	}
+}
+
+// serveWrite stores a write's payload.
+func (s *Server) serveWrite(ctx context.Context, r *rpc.Request, q *ns.IOReq) {
+	p := bytesPayload(r.Payload)
+	if r.Body != nil {
+		p = payload{body: r.Body, n: r.Body.Len()}
+		s.bodyWrites.Add(1)
+	}
+	gen, err := s.write(ctx, q, p)
+	r.Answer(&ns.IORep{Len: uint64(p.len()), Trunc: gen}, err, nil)
+}
+
+// serveRead answers a read: relayed from its data server when one serves
+// it whole, else gathered here.
+func (s *Server) serveRead(ctx context.Context, r *rpc.Request, q *ns.IOReq) {
+	if q.Len > wire.MaxPayload {
+		r.ReplyErr(rpc.Errorf(syscall.EINVAL, "read too large"))
+		return
+	}
+	rp, err := s.planRead(ctx, q)
+	if err == nil && s.cfg.ZeroCopy {
+		var relayed bool
+		if relayed, err = s.relayRead(ctx, r, q, rp); relayed {
+			s.jobs.record(r.Op, q, uint64(rp.n))
+			return
+		}
+	}
+	buf := bufpool.Get(int(rp.n))
+	if err == nil {
+		err = s.readPlanned(ctx, q, rp, buf)
+	}
+	if err != nil {
+		r.ReplyErr(err)
+	} else {
+		s.jobs.record(r.Op, q, uint64(rp.n))
+		r.Reply(&ns.IORep{Len: uint64(rp.n)}, buf)
+	}
+	bufpool.Put(buf)
 }
 
 // relay sends a typed request of the monitoring or namespace service
@@ -483,34 +518,48 @@ func (s *Server) fault(f *api.FaultReq) error {
 }
 
 // metaOp forwards a namespace operation, keeping the file table in step.
-func (s *Server) metaOp(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
-	switch m.Op {
-	case wire.OpRelease:
-		if err := s.flushSizes(ctx, m.Ino, false); err != nil {
-			s.log.Warn("size report at close failed", "ino", m.Ino, "err", err)
+func (s *Server) metaOp(ctx context.Context, op wire.Op, q ns.Request) (wire.Message, error) {
+	if rel, ok := q.(*ns.InoReq); ok && op == ns.OpRelease {
+		if err := s.flushSizes(ctx, rel.Ino, false); err != nil {
+			s.log.Warn("size report at close failed", "ino", rel.Ino, "err", err)
 		}
-		s.release(m.Ino)
+		s.release(rel.Ino)
 	}
-	if resp, ok, err := s.localEntry(ctx, m); ok {
-		return resp, err
+	if rep, ok, err := s.localEntry(ctx, op, q); ok {
+		return rep, err
 	}
-	resp, _, err := s.meta.Call(ctx, m, nil, nil)
-	if err != nil {
-		return resp, err
+	spec := wire.SpecOf(op)
+	rep := spec.NewReply()
+	if _, err := s.meta.Invoke(ctx, op, q, rep, nil, nil); err != nil {
+		return nil, err
 	}
-	if resp.Flags&wire.LocalRedirect != 0 {
-		return s.redirected(ctx, m, resp)
-	}
-	if m.Op == wire.OpCreateBatch {
-		s.openedInBatch(m.Entries, resp.Entries, resp.Attr)
-	}
-	if a := resp.Attr; a != nil {
-		switch {
-		case m.Op == wire.OpOpen, m.Op == wire.OpMknod && m.Flags&wire.CreateOpen != 0:
-			s.opened(a)
-		case m.Op == wire.OpGetattr, m.Op == wire.OpLookup, m.Op == wire.OpSetattr:
-			s.mergeAttr(a)
+	switch rep := rep.(type) {
+	case *ns.EntryRep:
+		if rep.Redirect != nil {
+			return s.redirected(ctx, op, q, rep.Redirect)
+		}
+		if m, ok := q.(*ns.MknodReq); ok && m.Open && rep.Attr != nil {
+			s.opened(rep.Attr)
+		} else if op == ns.OpLookup && rep.Attr != nil {
+			s.mergeAttr(rep.Attr)
+		}
+	case *ns.ReaddirRep:
+		if rep.Redirect != nil {
+			return s.redirected(ctx, op, q, rep.Redirect)
+		}
+	case *ns.BatchRep:
+		b := q.(*ns.BatchReq)
+		s.openedInBatch(b.Entries, rep.Failed, rep.Dir)
+	case *ns.AttrRep:
+		if rep.Attr == nil {
+			break
+		}
+		switch op {
+		case ns.OpOpen:
+			s.opened(rep.Attr)
+		case ns.OpGetattr, ns.OpSetattr:
+			s.mergeAttr(rep.Attr)
 		}
 	}
-	return resp, nil
+	return rep, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // jobTable counts, per job, what the daemon served: the first, always-on
@@ -23,17 +24,19 @@ type jobStat struct {
 	nodes         map[string]bool
 }
 
-// opsIn is how many file system operations request m stands for: each
+// opsIn is how many file system operations request q stands for: each
 // create and removal of a write-back batch counts.
-func opsIn(m *wire.Msg) uint64 {
-	if m.Op == wire.OpCreateBatch {
-		return uint64(len(m.Entries))
+func opsIn(q ns.Request) uint64 {
+	if b, ok := q.(*ns.BatchReq); ok {
+		return uint64(b.Ops())
 	}
 	return 1
 }
 
-func (t *jobTable) record(m *wire.Msg, n uint64) {
-	job := m.Job
+// record counts request q of operation op, of n bytes, for its job.
+func (t *jobTable) record(op wire.Op, q ns.Request, n uint64) {
+	who := q.Header().Who
+	job := who.Job
 	if job == "" {
 		job = "-"
 	}
@@ -48,20 +51,20 @@ func (t *jobTable) record(m *wire.Msg, n uint64) {
 		t.jobs[job] = j
 	}
 	j.ops++
-	switch m.Op {
-	case wire.OpRead:
+	switch op {
+	case ns.OpRead:
 		j.readB += n
-	case wire.OpWrite:
+	case ns.OpWrite:
 		j.writeB += n
-	case wire.OpFsync, wire.OpFlush:
+	case ns.OpFsync, ns.OpFlush:
 	default:
-		j.metaOps += opsIn(m)
+		j.metaOps += opsIn(q)
 	}
-	if m.Rank >= 0 && len(j.ranks) < 100000 {
-		j.ranks[m.Rank] = true
+	if who.Rank >= 0 && len(j.ranks) < 100000 {
+		j.ranks[who.Rank] = true
 	}
-	if m.Node != "" && len(j.nodes) < 100000 {
-		j.nodes[m.Node] = true
+	if who.Node != "" && len(j.nodes) < 100000 {
+		j.nodes[who.Node] = true
 	}
 }
 

@@ -4,16 +4,18 @@ import (
 	"testing"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 func TestJobTableCounts(t *testing.T) {
 	var jt jobTable
-	jt.record(&wire.Msg{Op: wire.OpWrite, Who: wire.Who{Job: "7", Rank: 1, Node: "cn1"}}, 4096)
-	jt.record(&wire.Msg{Op: wire.OpRead, Who: wire.Who{Job: "7", Rank: 2, Node: "cn2"}}, 8192)
-	jt.record(&wire.Msg{Op: wire.OpLookup, Who: wire.Who{Job: "7", Rank: 1}}, 0)
-	jt.record(&wire.Msg{Op: wire.OpFsync, Who: wire.Who{Job: "7", Rank: 1}}, 0)
-	jt.record(&wire.Msg{Op: wire.OpCreateBatch, Entries: make([]wire.DirEntry, 5), Who: wire.Who{Job: "7", Rank: 1}}, 0)
-	jt.record(&wire.Msg{Op: wire.OpGetattr, Who: wire.Who{Rank: -1}}, 0)
+	head := func(who wire.Who) ns.Head { return ns.Head{Who: who} }
+	jt.record(ns.OpWrite, &ns.IOReq{Head: head(wire.Who{Job: "7", Rank: 1, Node: "cn1"})}, 4096)
+	jt.record(ns.OpRead, &ns.IOReq{Head: head(wire.Who{Job: "7", Rank: 2, Node: "cn2"})}, 8192)
+	jt.record(ns.OpLookup, &ns.NameReq{Head: head(wire.Who{Job: "7", Rank: 1})}, 0)
+	jt.record(ns.OpFsync, &ns.SizeReq{Head: head(wire.Who{Job: "7", Rank: 1})}, 0)
+	jt.record(ns.OpCreateBatch, &ns.BatchReq{Entries: make([]ns.BatchEntry, 5), Head: head(wire.Who{Job: "7", Rank: 1})}, 0)
+	jt.record(ns.OpGetattr, &ns.InoReq{Head: head(wire.Who{Rank: -1})}, 0)
 	got := jt.snapshot()
 	if len(got) != 2 || got[0].Job != "-" || got[1].Job != "7" {
 		t.Fatalf("jobs: %+v", got)

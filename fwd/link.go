@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // The emulated link (Server.bw) carries every read's and write's bytes.
@@ -26,14 +27,14 @@ const linkQueue = 10 * time.Millisecond
 
 type linkKey struct{}
 
-// linkBytes is what request m moves over the link if it pays at the gate
+// linkBytes is what request q (of operation op) moves over the link if it pays at the gate
 // (a bulk read or write to a data server; a node-local target's does not
 // cross the link).
-func linkBytes(c wire.Class, m *wire.Msg, n uint64) float64 {
-	if c != wire.ClassBulk || m.Op != wire.OpRead && m.Op != wire.OpWrite {
+func linkBytes(c wire.Class, op wire.Op, q ns.Request, n uint64) float64 {
+	if c != wire.ClassBulk || op != ns.OpRead && op != ns.OpWrite {
 		return 0
 	}
-	if _, local, err := localTarget(m); err != nil || local {
+	if _, local, err := localTarget(op, q); err != nil || local {
 		return 0
 	}
 	return float64(n)

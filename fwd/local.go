@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // Node-local namespaces (docs/nodelocal.md): a request that names a local
@@ -58,38 +59,57 @@ func (c *localDirCache) put(dir uint64, d localDir) {
 // it does not (the caller asks the service). A lookup or removal the
 // server finds nothing for goes to the service after all: the name may be
 // an entry the directory had before it went local.
-func (s *Server) localEntry(ctx context.Context, m *wire.Msg) (*wire.Msg, bool, error) {
-	switch m.Op {
-	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir:
-	default:
-		return nil, false, nil
-	}
-	d, ok := s.localDirs.get(m.Parent, s.cfg.Now())
+func (s *Server) localEntry(ctx context.Context, op wire.Op, q ns.Request) (wire.Message, bool, error) {
+	name, ok := entryName(q)
 	if !ok {
 		return nil, false, nil
 	}
-	resp, err := s.toLocal(ctx, m, d.servers[wire.LocalPick(m.Name, len(d.servers))].ID)
-	if d.own && err != nil && rpc.Errno(err) == syscall.ENOENT && (m.Op == wire.OpLookup || m.Op == wire.OpUnlink || m.Op == wire.OpRmdir) {
+	_, parent, _ := q.Inodes()
+	d, ok := s.localDirs.get(parent, s.cfg.Now())
+	if !ok {
 		return nil, false, nil
 	}
-	return resp, true, err
+	rep, err := s.toLocal(ctx, op, q, d.servers[wire.LocalPick(name, len(d.servers))].ID)
+	if d.own && err != nil && rpc.Errno(err) == syscall.ENOENT && (op == ns.OpLookup || op == ns.OpUnlink || op == ns.OpRmdir) {
+		return nil, false, nil
+	}
+	return rep, true, err
 }
 
-// toLocal sends entry operation m of a local-mode directory to data
+// entryName is the name an entry operation of a directory (one a
+// local-mode directory's data servers serve) names.
+func entryName(q ns.Request) (string, bool) {
+	switch q := q.(type) {
+	case *ns.NameReq: // lookup, unlink, rmdir
+		return q.Name, true
+	case *ns.MknodReq:
+		return q.Name, true
+	case *ns.MkdirReq:
+		return q.Name, true
+	case *ns.SymlinkReq:
+		return q.Name, true
+	}
+	return "", false
+}
+
+// toLocal sends entry operation q of a local-mode directory to data
 // server id.
-func (s *Server) toLocal(ctx context.Context, m *wire.Msg, id uint64) (*wire.Msg, error) {
-	m2 := *m
-	m2.Flags |= wire.LocalRedirect
-	resp, _, err := s.callLocal(ctx, id, &m2, nil)
-	return resp, err
+func (s *Server) toLocal(ctx context.Context, op wire.Op, q ns.Request, id uint64) (wire.Message, error) {
+	h := q.Header()
+	h.Local = true
+	defer func() { h.Local = false }()
+	rep, _, err := s.callLocal(ctx, id, op, q, nil)
+	return rep, err
 }
 
-// localTarget is the data server that serves request m, if it names a
-// local inode; an error if it mixes the local and global namespaces.
-func localTarget(m *wire.Msg) (uint64, bool, error) {
+// localTarget is the data server that serves request q (of operation
+// op), if it names a local inode; an error if it mixes the local and
+// global namespaces.
+func localTarget(op wire.Op, q ns.Request) (uint64, bool, error) {
 	var id uint64
 	var local, global bool
-	for _, ino := range []uint64{m.Ino, m.Parent, m.NewParent} {
+	ino, parent, newParent := q.Inodes()
+	for _, ino := range []uint64{ino, parent, newParent} {
 		switch {
 		case ino == 0:
 		case wire.IsLocal(ino):
@@ -101,62 +121,64 @@ func localTarget(m *wire.Msg) (uint64, bool, error) {
 			global = true
 		}
 	}
-	if local && global && (m.Op == wire.OpRename || m.Op == wire.OpLink) {
+	if local && global && (op == ns.OpRename || op == ns.OpLink) {
 		return 0, true, rpc.Errorf(syscall.EXDEV, "between a local namespace and the global one")
 	}
 	return id, local, nil
 }
 
-// callLocal sends m (with payload) to data server id and returns its
+// callLocal sends q (with payload) to data server id and returns its
 // reply.
-func (s *Server) callLocal(ctx context.Context, id uint64, m *wire.Msg, payload []byte) (resp *wire.Msg, p []byte, err error) {
-	err = s.callDataWith(ctx, id, m, func(c *rpc.Client) error {
+func (s *Server) callLocal(ctx context.Context, id uint64, op wire.Op, q ns.Request, payload []byte) (rep wire.Message, p []byte, err error) {
+	spec := wire.SpecOf(op)
+	err = s.callDataWith(ctx, id, wire.Classify(q), func(c *rpc.Client) error {
+		rep = spec.NewReply()
 		var err error
-		resp, p, err = c.Call(ctx, m, payload, nil)
+		p, err = c.Invoke(ctx, op, q, rep, payload, nil)
 		return err
 	})
-	return resp, p, err
+	return rep, p, err
 }
 
-// relayLocal sends m to data server id and answers r with its reply.
-func (s *Server) relayLocal(ctx context.Context, r *rpc.Request, id uint64, m *wire.Msg) {
-	resp, p, err := s.callLocal(ctx, id, m, r.Payload)
-	if resp == nil {
-		resp = &wire.Msg{}
+// relayLocal sends q to data server id and answers r with its reply.
+func (s *Server) relayLocal(ctx context.Context, r *rpc.Request, id uint64, q ns.Request) {
+	rep, p, err := s.callLocal(ctx, id, r.Op, q, r.Payload)
+	if r.Op == ns.OpRead && err == nil {
+		s.jobs.record(r.Op, q, uint64(len(p)))
 	}
-	if m.Op == wire.OpRead && err == nil {
-		s.jobs.record(m, uint64(len(p)))
-	}
-	r.Reply(rpc.ToMsg(resp, err), p)
+	r.Answer(rep, err, p)
 }
 
-// redirected follows the metadata service's redirect of entry operation
-// m on a local-mode directory.
-func (s *Server) redirected(ctx context.Context, m *wire.Msg, meta *wire.Msg) (*wire.Msg, error) {
-	if len(meta.Servers) == 0 {
-		return nil, rpc.Errorf(syscall.EIO, "local-mode directory %d: no data server to hold its entries", m.Parent)
+// redirected follows the metadata service's redirect (to) of entry
+// operation q on a local-mode directory.
+func (s *Server) redirected(ctx context.Context, op wire.Op, q ns.Request, to *ns.Redirect) (wire.Message, error) {
+	_, parent, _ := q.Inodes()
+	if len(to.Servers) == 0 {
+		return nil, rpc.Errorf(syscall.EIO, "local-mode directory %d: no data server to hold its entries", parent)
 	}
-	if m.Op != wire.OpReaddir {
-		s.localDirs.put(m.Parent, localDir{servers: meta.Servers, own: meta.Size > 0, until: s.cfg.Now().Add(LocalDirTTL)})
-		return s.toLocal(ctx, m, meta.Servers[wire.LocalPick(m.Name, len(meta.Servers))].ID)
+	ls, ok := q.(*ns.ReaddirReq)
+	if !ok {
+		name, _ := entryName(q)
+		s.localDirs.put(parent, localDir{servers: to.Servers, own: to.Own, until: s.cfg.Now().Add(LocalDirTTL)})
+		return s.toLocal(ctx, op, q, to.Servers[wire.LocalPick(name, len(to.Servers))].ID)
 	}
 	// a listing: the service's own entries and each server's part, merged
 	// in name order
-	es := append([]wire.DirEntry(nil), meta.Entries...)
-	for _, si := range meta.Servers {
-		resp, err := s.toLocal(ctx, m, si.ID)
+	es := append([]wire.DirEntry(nil), to.Entries...)
+	for _, si := range to.Servers {
+		rep, err := s.toLocal(ctx, op, q, si.ID)
 		if err != nil {
 			return nil, err
 		}
-		es = append(es, resp.Entries...)
+		es = append(es, rep.(*ns.ReaddirRep).Entries...)
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
-	max := int(m.Size)
+	max := ls.Max
 	if max <= 0 || max > 4096 {
 		max = 4096
 	}
 	if len(es) > max {
 		es = es[:max]
 	}
-	return &wire.Msg{Entries: es}, nil
+	return &ns.ReaddirRep{Entries: es}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // metrics are the daemon's Prometheus series. Job id is a label only of
@@ -65,20 +66,20 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	return m
 }
 
-func (m *metrics) observe(c wire.Class, msg *wire.Msg, d time.Duration, n int) {
-	m.requests.WithLabelValues(c.String(), msg.Op.String()).Inc()
+func (m *metrics) observe(c wire.Class, op wire.Op, who wire.Who, d time.Duration, n int) {
+	m.requests.WithLabelValues(c.String(), op.String()).Inc()
 	m.latency.WithLabelValues(c.String()).Observe(d.Seconds())
 	dir := ""
-	switch msg.Op {
-	case wire.OpRead:
+	switch op {
+	case ns.OpRead:
 		dir = "read"
-	case wire.OpWrite:
+	case ns.OpWrite:
 		dir = "write"
 	default:
 		return
 	}
 	m.bytes.WithLabelValues(dir).Add(float64(n))
-	job := msg.Job
+	job := who.Job
 	if job == "" {
 		job = "-"
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"math/rand"
 	"os"
 	"strings"
@@ -13,12 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
+
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -98,7 +100,7 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 		r.Read(p)
 		mu.Lock()
 		defer mu.Unlock()
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(off), Size: uint64(n)}, p, nil); err != nil {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Off: uint64(off), Len: uint64(n)}, p, nil); err != nil {
 			t.Errorf("write %d+%d: %v", off, n, err)
 			return
 		}
@@ -111,7 +113,7 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 	truncate := func(size int) {
 		mu.Lock()
 		defer mu.Unlock()
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpSetattr, Ino: ino, Size: uint64(size), Mask: wire.SetSize}, nil, nil); err != nil {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Setattr, &ns.SetattrReq{Ino: ino, Size: uint64(size), Mask: ns.SetSize}, nil, nil); err != nil {
 			t.Errorf("truncate %d: %v", size, err)
 			return
 		}
@@ -188,7 +190,7 @@ func testMigrationUnderWrites(t *testing.T, stripes uint32) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: uint64(len(model) + 4096)}, nil, nil)
+	_, got, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Len: uint64(len(model) + 4096)}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +417,7 @@ func TestFullServerEmptyChunkMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := bytes.Repeat([]byte("sluice!!"), 8192)
-	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: 100, Size: uint64(len(p))}, p, nil); err != nil {
+	if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Off: 100, Len: uint64(len(p))}, p, nil); err != nil {
 		t.Fatalf("write of an empty chunk on a full server: %v", err)
 	}
 	locs, _ := svc.Layout(ino)
@@ -423,7 +425,7 @@ func TestFullServerEmptyChunkMoves(t *testing.T) {
 		t.Fatalf("chunk not moved to the ssd tier: %+v", locs)
 	}
 	got := make([]byte, len(p)+100)
-	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: uint64(len(got))}, nil, got); err != nil {
+	if _, _, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Len: uint64(len(got))}, nil, got); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got[100:], p) || !bytes.Equal(got[:100], make([]byte, 100)) {
@@ -440,7 +442,7 @@ func TestFullServerEmptyChunkMoves(t *testing.T) {
 	// (on the ssd server, where the chunks go now)
 	ssd := dss[1]
 	g := create(t, c, "g")
-	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: g, Size: 8}, p[:8], nil); err != nil {
+	if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: g, Len: 8}, p[:8], nil); err != nil {
 		t.Fatal(err)
 	}
 	gl, _ := svc.Layout(g)

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -59,13 +59,13 @@ func TestConcurrentFirstWritesOfRefusedChunk(t *testing.T) {
 			wg.Add(1)
 			go func(p int, b []byte) {
 				defer wg.Done()
-				if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(p * 4096), Size: 4096}, b, nil); err != nil {
+				if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Off: uint64(p * 4096), Len: 4096}, b, nil); err != nil {
 					t.Errorf("write %d: %v", p, err)
 				}
 			}(p, b)
 		}
 		wg.Wait()
-		_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: uint64(len(want))}, nil, nil)
+		_, got, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Len: uint64(len(want))}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"github.com/sluice-hpc/sluice/layout"
 )
@@ -25,8 +26,8 @@ type readPlan struct {
 
 // planRead charges the emulated link for m's read and clamps it to the end
 // of the file.
-func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
-	if err := s.payLink(ctx, float64(m.Size)); err != nil {
+func (s *Server) planRead(ctx context.Context, m *ns.IOReq) (readPlan, error) {
+	if err := s.payLink(ctx, float64(m.Len)); err != nil {
 		return readPlan{}, err
 	}
 	f, err := s.fileFor(ctx, m.Ino)
@@ -37,29 +38,29 @@ func (s *Server) planRead(ctx context.Context, m *wire.Msg) (readPlan, error) {
 	size, gen := f.size, f.gen
 	f.atime = s.cfg.Now().UnixNano()
 	f.mu.Unlock()
-	if m.Offset+m.Size > size {
+	if m.Off+m.Len > size {
 		// the file may have grown through another daemon
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: m.Ino}, nil, nil)
+		a, err := s.getattr(ctx, m.Ino)
 		if err != nil {
 			return readPlan{}, err
 		}
-		s.mergeAttr(resp.Attr)
+		s.mergeAttr(a)
 		f.mu.Lock()
 		size, gen = f.size, f.gen
 		f.mu.Unlock()
 	}
-	if m.Offset >= size {
+	if m.Off >= size {
 		return readPlan{f: f, gen: gen}, nil
 	}
-	n := int64(m.Size)
-	if rem := int64(size - m.Offset); rem < n {
+	n := int64(m.Len)
+	if rem := int64(size - m.Off); rem < n {
 		n = rem
 	}
-	return readPlan{f: f, gen: gen, n: n, spans: layout.Spans(int64(m.Offset), n, f.chunkSize)}, nil
+	return readPlan{f: f, gen: gen, n: n, spans: layout.Spans(int64(m.Off), n, f.chunkSize)}, nil
 }
 
 // readPlanned fills buf (rp.n bytes) with the planned read.
-func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf []byte) error {
+func (s *Server) readPlanned(ctx context.Context, m *ns.IOReq, rp readPlan, buf []byte) error {
 	f := rp.f
 	return s.parallel(len(rp.spans), func(i int) error {
 		sp := rp.spans[i]
@@ -118,7 +119,7 @@ func (s *Server) readPlanned(ctx context.Context, m *wire.Msg, rp readPlan, buf 
 	})
 }
 
-func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.Piece, gen uint64) *chunk.ReadReq {
+func (s *Server) chunkRead(m *ns.IOReq, rp readPlan, sp layout.Span, pc layout.Piece, gen uint64) *chunk.ReadReq {
 	return &chunk.ReadReq{At: chunk.At{ID: chunk.ID{Ino: m.Ino, Idx: sp.Idx, ChunkSize: uint32(rp.f.chunkSize)},
 		Off: uint64(pc.LocalOff), Len: uint64(pc.Len), Layout: gen, Trunc: rp.gen}, Who: m.Who}
 }
@@ -128,11 +129,11 @@ func (s *Server) chunkRead(m *wire.Msg, rp readPlan, sp layout.Span, pc layout.P
 // enters this process. relayed is false, with nothing sent, when the read
 // is not of that shape (end of file, a hole, stripes, several chunks) or
 // the data server answered with an error, which is then returned.
-func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (relayed bool, err error) {
+func (s *Server) relayRead(ctx context.Context, r *rpc.Request, m *ns.IOReq, rp readPlan) (relayed bool, err error) {
 	if len(rp.spans) != 1 {
 		return false, nil
 	}
-	m, sp := r.Msg, rp.spans[0]
+	sp := rp.spans[0]
 	loc, ok, err := s.chunk(ctx, m.Ino, rp.f, sp.Idx)
 	if err != nil || !ok {
 		return false, err
@@ -149,7 +150,7 @@ func (s *Server) relayRead(ctx context.Context, r *rpc.Request, rp readPlan) (re
 				return fmt.Errorf("data server answered %d bytes for a read of %d", n, rp.n)
 			}
 			relayed = true
-			return r.ReplySend(&wire.Msg{Size: uint64(n)}, n, func(c net.Conn) error {
+			return r.ReplySend(&ns.IORep{Len: uint64(n)}, n, func(c net.Conn) error {
 				return zerocopy.Relay(c, prefix, conn, n)
 			})
 		})

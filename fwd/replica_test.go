@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	chunkwire "github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/manager/tiering"
 	"github.com/sluice-hpc/sluice/meta"
 )
@@ -105,7 +106,7 @@ func TestReplicaLoss(t *testing.T) {
 	const fileMax = 12 * chunk
 	model := make([]byte, fileMax)
 	rand.New(rand.NewSource(1)).Read(model)
-	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: fileMax}, model, nil); err != nil {
+	if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Len: fileMax}, model, nil); err != nil {
 		t.Fatal(err)
 	}
 	locs, err := svc.Layout(ino)
@@ -139,7 +140,7 @@ func TestReplicaLoss(t *testing.T) {
 				p := make([]byte, 1+r.Intn(min(fileMax-off, 64<<10)))
 				r.Read(p)
 				mu.Lock()
-				_, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: uint64(off), Size: uint64(len(p))}, p, nil)
+				_, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Off: uint64(off), Len: uint64(len(p))}, p, nil)
 				if err == nil {
 					copy(model[off:], p)
 					ops++
@@ -150,7 +151,7 @@ func TestReplicaLoss(t *testing.T) {
 					return
 				}
 				if i%16 == 15 {
-					if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpFsync, Ino: ino}, nil, nil); err != nil {
+					if _, _, err := rpc.DoPayload(ctx, c, ns.Fsync, &ns.SizeReq{Ino: ino}, nil, nil); err != nil {
 						t.Errorf("fsync: %v", err)
 						return
 					}
@@ -171,7 +172,7 @@ func TestReplicaLoss(t *testing.T) {
 			off := r.Intn(fileMax - 1)
 			n := 1 + r.Intn(min(fileMax-off, 128<<10))
 			mu.Lock()
-			_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: uint64(off), Size: uint64(n)}, nil, nil)
+			_, got, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Off: uint64(off), Len: uint64(n)}, nil, nil)
 			ok := err == nil && bytes.Equal(got, model[off:off+n])
 			mu.Unlock()
 			if !ok {
@@ -251,7 +252,7 @@ func TestReplicaLoss(t *testing.T) {
 		t.Fatalf("%d writes and %d reads while servers died", ops, reads)
 	}
 	t.Logf("%d writes and %d reads while two of three servers died", ops, reads)
-	_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: fileMax}, nil, nil)
+	_, got, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Len: fileMax}, nil, nil)
 	if err != nil || !bytes.Equal(got, model) {
 		t.Fatalf("file reads back: %v, equal to the model %v", err, bytes.Equal(got, model))
 	}
@@ -288,24 +289,24 @@ func TestReplicaTruncate(t *testing.T) {
 	ino := create(t, c, "f")
 	want := make([]byte, 3*chunk)
 	rand.New(rand.NewSource(3)).Read(want)
-	call := func(m *wire.Msg, p []byte) []byte {
+	call := func(op wire.Op, q ns.Request, p []byte) []byte {
 		t.Helper()
-		_, got, err := c.Call(ctx, m, p, nil)
+		got, err := c.Invoke(ctx, op, q, wire.SpecOf(op).NewReply(), p, nil)
 		if err != nil {
-			t.Fatalf("%v: %v", m.Op, err)
+			t.Fatalf("%v: %v", op, err)
 		}
 		return got
 	}
-	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: uint64(len(want))}, want)
-	call(&wire.Msg{Op: wire.OpSetattr, Ino: ino, Size: chunk + chunk/2, Mask: wire.SetSize}, nil)
-	call(&wire.Msg{Op: wire.OpSetattr, Ino: ino, Size: 3 * chunk, Mask: wire.SetSize}, nil)
+	call(ns.OpWrite, &ns.IOReq{Ino: ino, Len: uint64(len(want))}, want)
+	call(ns.OpSetattr, &ns.SetattrReq{Ino: ino, Size: chunk + chunk/2, Mask: ns.SetSize}, nil)
+	call(ns.OpSetattr, &ns.SetattrReq{Ino: ino, Size: 3 * chunk, Mask: ns.SetSize}, nil)
 	clear(want[chunk+chunk/2:])
 	locs, err := svc.Layout(ino)
 	if err != nil || len(locs) == 0 || len(locs[0].Replicas) != 1 {
 		t.Fatalf("layout %+v %v", locs, err)
 	}
 	nodes[locs[0].Servers[0]].stop()
-	got := call(&wire.Msg{Op: wire.OpRead, Ino: ino, Size: 3 * chunk}, nil)
+	got := call(ns.OpRead, &ns.IOReq{Ino: ino, Len: 3 * chunk}, nil)
 	if !bytes.Equal(got, want) {
 		i := 0
 		for i < len(got) && i < len(want) && got[i] == want[i] {
@@ -328,11 +329,11 @@ func TestReplicaFsyncStaleLayout(t *testing.T) {
 	ino := create(t, c, "f")
 	data := make([]byte, replicaChunk)
 	rand.New(rand.NewSource(5)).Read(data)
-	call := func(m *wire.Msg, p []byte) error {
-		_, _, err := c.Call(ctx, m, p, nil)
+	call := func(op wire.Op, q ns.Request, p []byte) error {
+		_, err := c.Invoke(ctx, op, q, wire.SpecOf(op).NewReply(), p, nil)
 		return err
 	}
-	if err := call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: uint64(len(data))}, data); err != nil {
+	if err := call(ns.OpWrite, &ns.IOReq{Ino: ino, Len: uint64(len(data))}, data); err != nil {
 		t.Fatal(err)
 	}
 	locs, err := svc.Layout(ino)
@@ -342,7 +343,7 @@ func TestReplicaFsyncStaleLayout(t *testing.T) {
 	first, second := locs[0].Servers[0], locs[0].Replicas[0]
 	nodes[first].stop()
 	// the write finds the copy gone and gives it up: the daemon sees one copy
-	if err := call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, data[:4096]); err != nil {
+	if err := call(ns.OpWrite, &ns.IOReq{Ino: ino, Len: 4096}, data[:4096]); err != nil {
 		t.Fatal(err)
 	}
 	mgr := tiering.New(tiering.Config{NS: svc, Log: quiet()})
@@ -366,7 +367,7 @@ func TestReplicaFsyncStaleLayout(t *testing.T) {
 	mcancel()
 	nodes[second].stop()
 	start := time.Now()
-	if err := call(&wire.Msg{Op: wire.OpFsync, Ino: ino}, nil); err != nil {
+	if err := call(ns.OpFsync, &ns.SizeReq{Ino: ino}, nil); err != nil {
 		t.Fatalf("fsync with the chunk's other copy alive: %v", err)
 	}
 	// the daemon's timeout is 10 s: a wait for the dead server takes it
@@ -378,7 +379,7 @@ func TestReplicaFsyncStaleLayout(t *testing.T) {
 	if err != nil || slices.Contains(locs[0].All(), second) {
 		t.Fatalf("layout after fsync %+v (%v): the dead server's copy is still there", locs, err)
 	}
-	_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: replicaChunk}, nil, nil)
+	_, got, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Len: replicaChunk}, nil, nil)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back: %v, equal %v", err, bytes.Equal(got, data))
 	}

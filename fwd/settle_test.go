@@ -10,8 +10,9 @@ import (
 
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/testrig"
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -54,18 +55,18 @@ func smallFiles(t *testing.T, sizeFlush time.Duration) {
 	for i := range inos {
 		inos[i] = create(t, c, fmt.Sprintf("small%03d", i))
 		p := bytes.Repeat([]byte{byte(i)}, size)
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: inos[i], Size: size}, p, nil); err != nil {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: inos[i], Len: size}, p, nil); err != nil {
 			t.Fatalf("file %d: %v", i, err)
 		}
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpFlush, Ino: inos[i]}, nil, nil); err != nil {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Flush, &ns.SizeReq{Ino: inos[i]}, nil, nil); err != nil {
 			t.Fatalf("flush of file %d: %v", i, err)
 		}
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRelease, Ino: inos[i]}, nil, nil); err != nil {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Release, &ns.InoReq{Ino: inos[i]}, nil, nil); err != nil {
 			t.Fatalf("release of file %d: %v", i, err)
 		}
 	}
 	for i, ino := range inos {
-		_, got, err := c.Call(ctx, &wire.Msg{Op: wire.OpRead, Ino: ino, Size: size}, nil, make([]byte, size))
+		_, got, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Len: size}, nil, make([]byte, size))
 		if err != nil || !bytes.Equal(got, bytes.Repeat([]byte{byte(i)}, size)) {
 			t.Fatalf("file %d reads back wrong: %v", i, err)
 		}
@@ -81,7 +82,7 @@ func smallFiles(t *testing.T, sizeFlush time.Duration) {
 	// placement swept its promise (meta TestPromiseOutlivesReport)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		resp, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpStatfs}, nil, nil)
+		resp, _, err := rpc.DoPayload(ctx, c, ns.Statfs, &ns.PingReq{}, nil, nil)
 		if err == nil && resp.Used <= files*size {
 			break
 		}

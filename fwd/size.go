@@ -30,11 +30,11 @@ func (s *Server) sizeHint(ctx context.Context, ino, end, gen uint64) error {
 	f.mu.Unlock()
 	if behind {
 		// the client saw a truncate this daemon has not: learn it
-		resp, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: ino}, nil, nil)
+		a, err := s.getattr(ctx, ino)
 		if err != nil {
 			return err
 		}
-		s.mergeAttr(resp.Attr)
+		s.mergeAttr(a)
 	}
 	f.mu.Lock()
 	switch {
@@ -156,6 +156,14 @@ func (s *Server) reportAccess(ctx context.Context) error {
 		}
 		f.mu.Unlock()
 	}
+	// and the states let go since with their access unreported
+	gone := map[uint64]int64{}
+	for ino, r := range s.recent {
+		if r.access != 0 {
+			entries = append(entries, ns.FileAccess{Ino: ino, Ago: time.Duration(max(now-r.access, 0))})
+			gone[ino] = r.access
+		}
+	}
 	s.fmu.Unlock()
 	if len(entries) == 0 {
 		return nil
@@ -168,6 +176,14 @@ func (s *Server) reportAccess(ctx context.Context) error {
 		d.f.atimeSent = max(d.f.atimeSent, d.at)
 		d.f.mu.Unlock()
 	}
+	s.fmu.Lock()
+	for ino, at := range gone {
+		if r, ok := s.recent[ino]; ok && r.access == at {
+			r.access = 0
+			s.recent[ino] = r
+		}
+	}
+	s.fmu.Unlock()
 	return nil
 }
 
@@ -249,7 +265,7 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 		f.report.Unlock()
 	}
 	if sync && !reported && len(errs) == 0 {
-		_, _, err := s.meta.Call(ctx, &wire.Msg{Op: wire.OpFsync}, nil, nil)
+		_, err := rpc.Do(ctx, s.meta, ns.Sync, &wire.Empty{})
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

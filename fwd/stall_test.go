@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/fwd"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta"
 )
 
@@ -35,7 +37,7 @@ func TestWriteWaitsAtStall(t *testing.T) {
 	write := func(name string) (time.Duration, string) {
 		ino := create(t, c, name)
 		start := time.Now()
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096), nil); err != nil {
+		if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Len: 4096}, make([]byte, 4096), nil); err != nil {
 			t.Fatalf("write %s: %v", name, err)
 		}
 		took := time.Since(start)

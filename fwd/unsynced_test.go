@@ -59,27 +59,27 @@ func TestClosedFilesLeaveNoState(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c, _ := stackFwd(t, 0, fwd.Config{Metrics: reg, MaxUnsynced: 2})
 	ctx := context.Background()
-	call := func(m *wire.Msg, payload []byte) {
+	call := func(op wire.Op, q ns.Request, payload []byte) {
 		t.Helper()
-		if _, _, err := c.Call(ctx, m, payload, nil); err != nil {
-			t.Fatalf("%v: %v", m.Op, err)
+		if _, err := c.Invoke(ctx, op, q, wire.SpecOf(op).NewReply(), payload, nil); err != nil {
+			t.Fatalf("%v: %v", op, err)
 		}
 	}
 	syncs := func() float64 { return sum(t, reg, "sluice_data_requests_total", "op", "chunk-sync") }
 	ino := create(t, c, "f")
-	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096))
-	call(&wire.Msg{Op: wire.OpFlush, Ino: ino}, nil)
-	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
+	call(ns.OpWrite, &ns.IOReq{Ino: ino, Len: 4096}, make([]byte, 4096))
+	call(ns.OpFlush, &ns.SizeReq{Ino: ino}, nil)
+	call(ns.OpRelease, &ns.InoReq{Ino: ino}, nil)
 	if n, u := sum(t, reg, "sluice_fwd_file_states"), sum(t, reg, "sluice_fwd_unsynced_files"); n != 0 || u != 1 {
 		t.Fatalf("after the close: %v file states, %v unsynced; want 0 and 1", n, u)
 	}
 	before := syncs()
-	call(&wire.Msg{Op: wire.OpOpen, Ino: ino}, nil)
-	call(&wire.Msg{Op: wire.OpFsync, Ino: ino}, nil)
+	call(ns.OpOpen, &ns.OpenReq{Ino: ino}, nil)
+	call(ns.OpFsync, &ns.SizeReq{Ino: ino}, nil)
 	if syncs() <= before {
 		t.Fatal("an fsync through a later open synced no data server")
 	}
-	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
+	call(ns.OpRelease, &ns.InoReq{Ino: ino}, nil)
 	if n, u := sum(t, reg, "sluice_fwd_file_states"), sum(t, reg, "sluice_fwd_unsynced_files"); n != 0 || u != 0 {
 		t.Fatalf("after the fsync and close: %v file states, %v unsynced; want none", n, u)
 	}
@@ -87,8 +87,8 @@ func TestClosedFilesLeaveNoState(t *testing.T) {
 	before = syncs()
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
 		ino := create(t, c, name)
-		call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096))
-		call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
+		call(ns.OpWrite, &ns.IOReq{Ino: ino, Len: 4096}, make([]byte, 4096))
+		call(ns.OpRelease, &ns.InoReq{Ino: ino}, nil)
 	}
 	if u := sum(t, reg, "sluice_fwd_unsynced_files"); u != 2 {
 		t.Fatalf("%v unsynced, want MaxUnsynced (2)", u)
@@ -112,16 +112,16 @@ func TestCloseDuringWrite(t *testing.T) {
 	ino := create(t, c, "f")
 	// the chunk placed and written first: the write below is not to a
 	// fresh chunk, which would keep the state by itself
-	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096), nil); err != nil {
+	if _, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Len: 4096}, make([]byte, 4096), nil); err != nil {
 		t.Fatal(err)
 	}
 	wrote := make(chan error, 1)
 	go func() {
-		_, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4 << 20}, make([]byte, 4<<20), nil)
+		_, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Len: 4 << 20}, make([]byte, 4<<20), nil)
 		wrote <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
-	if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpRelease, Ino: ino}, nil, nil); err != nil {
+	if _, _, err := rpc.DoPayload(ctx, c, ns.Release, &ns.InoReq{Ino: ino}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := sum(t, reg, "sluice_fwd_file_states"); n != 1 {
@@ -146,7 +146,7 @@ func TestCloseDuringWrite(t *testing.T) {
 }
 
 // TestBatchCreatedOpensCount: a file a write-back batch created open
-// (OpCreateBatch, CreateOpen) through the daemon counts as open there
+// (ns.CreateBatch, Open) through the daemon counts as open there
 // (the open reached the metadata service in the batch, not as an
 // OpOpen): another handle's close does not let its state go while the
 // batch's handle is open; its state starts from the batch's reply (the
@@ -158,25 +158,25 @@ func TestBatchCreatedOpensCount(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c, _ := stackFwd(t, 0, fwd.Config{Metrics: reg})
 	ctx := context.Background()
-	call := func(m *wire.Msg, payload []byte) *wire.Msg {
+	call := func(op wire.Op, q ns.Request, payload []byte) wire.Message {
 		t.Helper()
-		resp, _, err := c.Call(ctx, m, payload, nil)
-		if err != nil {
-			t.Fatalf("%v: %v", m.Op, err)
+		rep := wire.SpecOf(op).NewReply()
+		if _, err := c.Invoke(ctx, op, q, rep, payload, nil); err != nil {
+			t.Fatalf("%v: %v", op, err)
 		}
-		return resp
+		return rep
 	}
 	const client = 7
-	dir := call(&wire.Msg{Op: wire.OpMkdir, Parent: meta.RootIno, Name: "d", Mode: 0o755}, nil).Attr.Ino
+	dir := call(ns.OpMkdir, &ns.MkdirReq{Parent: meta.RootIno, Name: "d", Mode: 0o755}, nil).(*ns.EntryRep).Attr.Ino
 	grant, err := rpc.Do(ctx, c, ns.Delegate, &ns.DelegateReq{Client: client, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ino, idle := grant.First, grant.First+1
-	resp := call(&wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Client: client, Entries: []wire.DirEntry{
-		{Name: "f", Ino: ino, Mode: 0o644 | wire.CreateOpen}, {Name: "idle", Ino: idle, Mode: 0o644 | wire.CreateOpen}}}, nil)
-	if len(resp.Entries) != 0 {
-		t.Fatalf("batch refused %+v", resp.Entries)
+	resp := call(ns.OpCreateBatch, &ns.BatchReq{Head: ns.Head{Client: client}, Parent: dir, Entries: []ns.BatchEntry{
+		{Name: "f", Ino: ino, Mode: 0o644, Open: true}, {Name: "idle", Ino: idle, Mode: 0o644, Open: true}}}, nil).(*ns.BatchRep)
+	if len(resp.Failed) != 0 {
+		t.Fatalf("batch refused %+v", resp.Failed)
 	}
 	layouts := func() float64 { return sum(t, reg, "sluice_meta_requests_total", "op", "layout") }
 	getattrs := func() float64 { return sum(t, reg, "sluice_meta_requests_total", "op", "getattr") }
@@ -186,28 +186,28 @@ func TestBatchCreatedOpensCount(t *testing.T) {
 	}
 
 	before := getattrs()
-	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Size: 4096}, make([]byte, 4096))
+	call(ns.OpWrite, &ns.IOReq{Ino: ino, Len: 4096}, make([]byte, 4096))
 	if n := getattrs() - before; n != 0 {
 		t.Fatalf("the first write of a file the batch created asked the service for its attributes %v times", n)
 	}
 	before = layouts()
-	call(&wire.Msg{Op: wire.OpFsync, Ino: ino}, nil)
+	call(ns.OpFsync, &ns.SizeReq{Ino: ino}, nil)
 	if n := layouts() - before; n != 0 {
 		t.Fatalf("the fsync of a file the batch created asked for its layout %v times: its state was adopted", n)
 	}
-	call(&wire.Msg{Op: wire.OpOpen, Ino: ino}, nil) // a second handle
-	call(&wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: 4096, Size: 4096}, make([]byte, 4096))
-	call(&wire.Msg{Op: wire.OpFlush, Ino: ino}, nil)
-	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
+	call(ns.OpOpen, &ns.OpenReq{Ino: ino}, nil) // a second handle
+	call(ns.OpWrite, &ns.IOReq{Ino: ino, Off: 4096, Len: 4096}, make([]byte, 4096))
+	call(ns.OpFlush, &ns.SizeReq{Ino: ino}, nil)
+	call(ns.OpRelease, &ns.InoReq{Ino: ino}, nil)
 	if n := states(); n != 2 {
 		t.Fatalf("%v file states after one of two handles of f closed, want 2 (f, idle)", n)
 	}
-	call(&wire.Msg{Op: wire.OpRelease, Ino: ino}, nil)
+	call(ns.OpRelease, &ns.InoReq{Ino: ino}, nil)
 	if n, u := states(), sum(t, reg, "sluice_fwd_unsynced_files"); n != 1 || u != 1 {
 		t.Fatalf("after both of f closed: %v file states, %v unsynced; want 1 (idle) and 1", n, u)
 	}
 	// the file nobody wrote: its close lets its state go
-	call(&wire.Msg{Op: wire.OpRelease, Ino: idle}, nil)
+	call(ns.OpRelease, &ns.InoReq{Ino: idle}, nil)
 	if n := states(); n != 0 {
 		t.Fatalf("%v file states after the idle file closed, want 0", n)
 	}

@@ -178,13 +178,13 @@ func (p payload) slice(off, n int) payload {
 	return bytesPayload(p.b[off : off+n])
 }
 
-// write stores p at m.Offset of file m.Ino and returns the truncation
+// write stores p at m.Off of file m.Ino and returns the truncation
 // generation it landed in. A write refused because a truncate came in
 // between (ESTALE from a data server or the metadata service) is made
 // again in the new generation, after the truncate.
-func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, error) {
-	if uint64(p.len()) != m.Size {
-		return 0, rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", p.len(), m.Size)
+func (s *Server) write(ctx context.Context, m *ns.IOReq, p payload) (uint64, error) {
+	if uint64(p.len()) != m.Len {
+		return 0, rpc.Errorf(syscall.EINVAL, "payload %d bytes, header says %d", p.len(), m.Len)
 	}
 	if err := s.payLink(ctx, float64(p.len())); err != nil {
 		return 0, err
@@ -194,7 +194,7 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, err
 		return 0, err
 	}
 	defer s.letGo(m.Ino, f)
-	spans := layout.Spans(int64(m.Offset), int64(p.len()), f.chunkSize)
+	spans := layout.Spans(int64(m.Off), int64(p.len()), f.chunkSize)
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()
 		gen := f.gen
@@ -212,7 +212,7 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, err
 		if err != nil {
 			return 0, err
 		}
-		end := m.Offset + uint64(p.len())
+		end := m.Off + uint64(p.len())
 		f.mu.Lock()
 		// a truncate adopted meanwhile came after this write: the write's
 		// growth is void (its bytes past the new size were cut)
@@ -231,7 +231,7 @@ func (s *Server) write(ctx context.Context, m *wire.Msg, p payload) (uint64, err
 	}
 }
 
-func (s *Server) writeSpan(ctx context.Context, m *wire.Msg, f *file, sp layout.Span, p payload, gen uint64) (err error) {
+func (s *Server) writeSpan(ctx context.Context, m *ns.IOReq, f *file, sp layout.Span, p payload, gen uint64) (err error) {
 	loc, placer, err := s.chunkForWrite(ctx, m.Ino, f, sp.Idx, gen)
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 // Create delegations (write-back creates). A mount may hold the delegation
 // of a directory: while it does, it creates regular files and directories
 // there by itself — answering the application at once, with inode numbers
-// the service handed it — and sends them in batches (OpCreateBatch), some
+// the service handed it — and sends them in batches (ns.CreateBatch), some
 // milliseconds later. A directory made that way is delegated to its maker
 // from birth (nobody else can know it before the batch that makes it), so
 // a tree is made and removed without a round trip per directory.
@@ -26,12 +26,12 @@ import (
 // or rename in it, a listing, a getattr or setattr of it, its removal)
 // first recalls the delegation through the change feed (ns.ChangeRecall)
 // and waits until the holder has sent its creates and given the delegation
-// back (OpUndelegate), or RecallWait has passed (the holder is dead: its
+// back (ns.Undelegate), or RecallWait has passed (the holder is dead: its
 // unsent creates are lost, as a crashed client's unsynced work is). A
 // directory recalled is not delegated again for DelegCooldown, so two
 // clients that share a directory fall back to ordinary creates.
 //
-// Owned files. A regular file created in a batch with wire.CreateOwned
+// Owned files. A regular file created in a batch as Owned (ns.BatchEntry)
 // belongs to the delegation it was made under: the holder keeps its bytes
 // and answers read-only opens and reads of it by itself
 // (client/vfs/owned.go). Nobody else can know the file before the batch,
@@ -116,59 +116,6 @@ func (s *Service) Delegate(client, dir uint64) (first, pos uint64, err error) {
 	return first, pos, err
 }
 
-// namespaceOp says whether requests of op may name a directory (and so
-// wait for delegations).
-func namespaceOp(op wire.Op) bool {
-	// (an open is checked by ownedOp)
-	switch op {
-	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpCreateBatch,
-		wire.OpRmdir, wire.OpRename, wire.OpLink, wire.OpReaddir, wire.OpGetattr, wire.OpSetattr, wire.OpSetLayout:
-		return true
-	}
-	return false
-}
-
-// ownedOp says whether m reaches a file it names without naming a
-// directory, so as to see or change its bytes: an open, whatever its
-// flags. Such a request, a getattr and a size change (both namespaceOps)
-// recall the delegation owning the file, if another client holds it: its
-// holder may be changing the file, or have closed it with its writes and
-// size still on their way (write-back closes), and another client's open
-// or stat must see them (close-to-open).
-func ownedOp(m *wire.Msg) bool {
-	return m.Op == wire.OpOpen
-}
-
-// othersDelegs returns the directories m names that are delegated to
-// another client, and those whose delegation owns a file whose bytes m
-// may change.
-func (s *Service) othersDelegs(m *wire.Msg) []uint64 {
-	if s.deleg.n.Load() == 0 {
-		return nil
-	}
-	dirs := s.touchedDirs(m)
-	d := &s.deleg
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	held := dirs[:0]
-	for _, dir := range dirs {
-		if h := d.dir[dir]; h != nil && h.client != m.Client {
-			held = append(held, dir)
-		}
-	}
-	// (a getattr without a client is a forwarding daemon's own, for a
-	// request that already passed here: a read after its open, or the
-	// holder's write)
-	if ownedOp(m) || m.Op == wire.OpGetattr && m.Client != 0 || m.Op == wire.OpSetattr && m.Mask&wire.SetSize != 0 {
-		if dir, ok := d.file[m.Ino]; ok {
-			if h := d.dir[dir]; h != nil && h.client != m.Client {
-				held = append(held, dir)
-			}
-		}
-	}
-	return held
-}
-
 // allocInos reserves n inode numbers and returns the first.
 func (s *Service) allocInos(n uint64) (uint64, error) {
 	s.mu.Lock()
@@ -228,34 +175,6 @@ func (s *Service) endDelegLocked(dir uint64, h *delegation) {
 	}
 }
 
-// touchedDirs lists the directories request m reads or changes by name or
-// as a whole.
-func (s *Service) touchedDirs(m *wire.Msg) []uint64 {
-	switch m.Op {
-	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpCreateBatch:
-		return []uint64{m.Parent}
-	case wire.OpRmdir:
-		out := []uint64{m.Parent}
-		if ino, _, err := s.lookupEntry(m.Parent, m.Name); err == nil {
-			out = append(out, ino)
-		}
-		return out
-	case wire.OpRename:
-		out := []uint64{m.Parent, m.NewParent}
-		for _, e := range [][2]any{{m.Parent, m.Name}, {m.NewParent, m.NewName}} {
-			if ino, _, err := s.lookupEntry(e[0].(uint64), e[1].(string)); err == nil {
-				out = append(out, ino)
-			}
-		}
-		return out
-	case wire.OpLink:
-		return []uint64{m.NewParent}
-	case wire.OpReaddir, wire.OpGetattr, wire.OpSetattr, wire.OpSetLayout, wire.OpOpen:
-		return []uint64{m.Ino}
-	}
-	return nil
-}
-
 // recallWait recalls the delegations of dirs that a client other than
 // client holds, and waits until they are given back or lapse.
 func (s *Service) recallWait(ctx context.Context, client uint64, dirs []uint64) {
@@ -289,54 +208,23 @@ func (s *Service) recallWait(ctx context.Context, client uint64, dirs []uint64) 
 	}
 }
 
-// applyBatch applies an OpCreateBatch in order: runs of creates through
-// CreateBatch, removals (wire.BatchRemove, of a directory with S_IFDIR)
-// one by one. It returns the entries refused, with their errno in Mode
-// (BatchRemove kept).
-func (s *Service) applyBatch(m *wire.Msg) ([]wire.DirEntry, error) {
-	var failed []wire.DirEntry
-	es := m.Entries
-	for len(es) > 0 {
-		if es[0].Mode&wire.BatchRemove != 0 {
-			if err := s.Remove(m.Parent, es[0].Name, isDir(es[0].Mode)); err != nil {
-				e := es[0]
-				e.Mode = wire.BatchRemove | uint32(rpc.Errno(err))
-				failed = append(failed, e)
-			}
-			es = es[1:]
-			continue
-		}
-		n := 1
-		for n < len(es) && es[n].Mode&wire.BatchRemove == 0 {
-			n++
-		}
-		f, err := s.CreateBatch(m.Client, m.Parent, es[:n], m.Uid, m.Gid, m.Mtime)
-		if err != nil {
-			return failed, err
-		}
-		failed = append(failed, f...)
-		es = es[n:]
-	}
-	return failed, nil
-}
-
 // CreateBatch makes the regular files and directories a delegation holder
 // (client) created in directory parent: each entry's Name, Ino (one of the
 // numbers handed to it) and Mode (permission bits, with S_IFDIR for a
-// directory, or wire.CreateOpen for a file still open), owned by uid and
-// gid, created at t. A directory is delegated to client as it is made. It
-// returns the entries that could not be made (their Mode replaced by the
-// errno), having made the others in one commit.
-func (s *Service) CreateBatch(client, parent uint64, es []wire.DirEntry, uid, gid uint32, t int64) ([]wire.DirEntry, error) {
+// directory; Open: a file still open, Owned: its bytes kept by the
+// holder), owned by uid and gid, created at t. A directory is delegated to
+// client as it is made. It returns the entries that could not be made
+// (their Errno set), having made the others in one commit.
+func (s *Service) CreateBatch(client, parent uint64, es []ns.BatchEntry, uid, gid uint32, t int64) ([]ns.BatchEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir, err := s.getDir(parent)
 	if err != nil {
 		return nil, err
 	}
-	var failed []wire.DirEntry
-	fail := func(e wire.DirEntry, err error) {
-		e.Mode = uint32(rpc.Errno(err))
+	var failed []ns.BatchEntry
+	fail := func(e ns.BatchEntry, err error) {
+		e.Errno = uint32(rpc.Errno(err))
 		failed = append(failed, e)
 	}
 	var b engine.Batch
@@ -372,10 +260,10 @@ func (s *Service) CreateBatch(client, parent uint64, es []wire.DirEntry, uid, gi
 		}
 		b.Set(inodeKey(e.Ino), n.encode())
 		b.Set(dentryKey(parent, e.Name), encodeDentry(e.Ino, n.Mode))
-		if e.Mode&wire.CreateOpen != 0 && !isDir(e.Mode) {
+		if e.Open && !isDir(e.Mode) {
 			opened = append(opened, e.Ino)
 		}
-		if e.Mode&wire.CreateOwned != 0 && !isDir(e.Mode) {
+		if e.Owned && !isDir(e.Mode) {
 			owned = append(owned, e.Ino)
 		}
 	}

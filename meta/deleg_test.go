@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
-	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
@@ -27,7 +26,7 @@ func delegService(t *testing.T) *Service {
 // holder plays a mount holding a delegation: it follows the feed from
 // position seen and, when its delegation of dir is recalled, sends its
 // creates and gives it back.
-func holder(s *Service, seen, client, dir uint64, pending []wire.DirEntry, uid uint32) chan error {
+func holder(s *Service, seen, client, dir uint64, pending []ns.BatchEntry, uid uint32) chan error {
 	done := make(chan error, 1)
 	go func() {
 		for {
@@ -35,7 +34,7 @@ func holder(s *Service, seen, client, dir uint64, pending []wire.DirEntry, uid u
 			seen = pos
 			for _, e := range es {
 				if e.Kind == ns.ChangeRecall && e.Ino == dir && e.Holder == client {
-					_, err := s.Dispatch(context.Background(), &wire.Msg{Op: wire.OpCreateBatch, Client: client,
+					_, err := rpc.Do(context.Background(), s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: client},
 						Parent: dir, Entries: pending, Uid: uid, Gid: uid, Mtime: time.Now().UnixNano()})
 					if err == nil {
 						_, err = rpc.Do(context.Background(), s, ns.Undelegate, &ns.DelegateReq{Client: client, Dir: dir})
@@ -73,15 +72,15 @@ func TestDelegationRecall(t *testing.T) {
 	if err != nil || other.Ino < resp.First+DelegInos {
 		t.Fatalf("ordinary create after a grant got inode %d (granted %d..%d): %v", other.Ino, resp.First, resp.First+DelegInos-1, err)
 	}
-	pending := []wire.DirEntry{{Name: "f1", Ino: resp.First, Mode: 0o640 | wire.CreateOpen}, {Name: "f2", Ino: resp.First + 1, Mode: 0o600}}
+	pending := []ns.BatchEntry{{Name: "f1", Ino: resp.First, Mode: 0o640, Open: true}, {Name: "f2", Ino: resp.First + 1, Mode: 0o600}}
 	done := holder(s, s.feed.position(), a, d.Ino, pending, 1000)
 	// the holder's own requests do not wait
 	start := time.Now()
-	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpGetattr, Client: a, Ino: d.Ino}); err != nil || time.Since(start) > time.Second {
+	if _, err := rpc.Do(ctx, s, ns.Getattr, &ns.InoReq{Head: ns.Head{Client: a}, Ino: d.Ino}); err != nil || time.Since(start) > time.Second {
 		t.Fatalf("holder's getattr: %v after %v", err, time.Since(start))
 	}
 	// another client's lookup recalls and sees the file
-	got, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpLookup, Client: b, Parent: d.Ino, Name: "f1"})
+	got, err := rpc.Do(ctx, s, ns.Lookup, &ns.NameReq{Head: ns.Head{Client: b}, Parent: d.Ino, Name: "f1"})
 	if err != nil || got.Attr.Ino != resp.First || got.Attr.Mode != syscall.S_IFREG|0o640 || got.Attr.Uid != 1000 {
 		t.Fatalf("lookup after recall: %+v %v", got, err)
 	}
@@ -103,22 +102,22 @@ func TestDelegationRecall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: b, Parent: RootIno, Entries: []wire.DirEntry{
+	r, err := rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: b}, Parent: RootIno, Entries: []ns.BatchEntry{
 		{Name: "x", Ino: resp.First}, {Name: "y", Ino: resp.First + 1}, {Name: "y", Ino: resp.First + 2}, {Name: "a/b", Ino: resp.First + 3}}})
-	if err != nil || len(r.Entries) != 3 || r.Entries[0].Name != "x" || syscall.Errno(r.Entries[0].Mode) != syscall.EEXIST ||
-		syscall.Errno(r.Entries[2].Mode) != syscall.EINVAL {
-		t.Fatalf("batch failures: %+v %v", r.Entries, err)
+	if err != nil || len(r.Failed) != 3 || r.Failed[0].Name != "x" || syscall.Errno(r.Failed[0].Errno) != syscall.EEXIST ||
+		syscall.Errno(r.Failed[2].Errno) != syscall.EINVAL {
+		t.Fatalf("batch failures: %+v %v", r.Failed, err)
 	}
 	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.First+1 {
 		t.Fatalf("y: %+v %v", a, err)
 	}
 	// removals apply in order with the creates: y removed and made again
 	// is the new file; removing a missing name comes back refused
-	r, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: b, Parent: RootIno, Entries: []wire.DirEntry{
-		{Name: "y", Ino: resp.First + 1, Mode: wire.BatchRemove}, {Name: "y", Ino: resp.First + 4, Mode: 0o600},
-		{Name: "nope", Mode: wire.BatchRemove}, {Name: "z", Ino: resp.First + 5, Mode: 0o644}}})
-	if err != nil || len(r.Entries) != 1 || r.Entries[0].Name != "nope" ||
-		r.Entries[0].Mode != wire.BatchRemove|uint32(syscall.ENOENT) {
+	r, err = rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: b}, Parent: RootIno, Entries: []ns.BatchEntry{
+		{Name: "y", Ino: resp.First + 1, Remove: true}, {Name: "y", Ino: resp.First + 4, Mode: 0o600},
+		{Name: "nope", Remove: true}, {Name: "z", Ino: resp.First + 5, Mode: 0o644}}})
+	if err != nil || len(r.Failed) != 1 || r.Failed[0].Name != "nope" || !r.Failed[0].Remove ||
+		syscall.Errno(r.Failed[0].Errno) != syscall.ENOENT {
 		t.Fatalf("batch with removals: %+v %v", r, err)
 	}
 	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.First+4 || a.Mode&0o777 != 0o600 {
@@ -144,7 +143,7 @@ func TestDelegationLapses(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: 6, Parent: RootIno, Name: "f", Mode: 0o644})
+	_, err := rpc.Do(ctx, s, ns.Mknod, &ns.MknodReq{Head: ns.Head{Client: 6}, Parent: RootIno, Name: "f", Mode: 0o644})
 	if err != nil || time.Since(start) < RecallWait || time.Since(start) > RecallWait+2*time.Second {
 		t.Fatalf("create by another client: %v after %v", err, time.Since(start))
 	}
@@ -176,7 +175,7 @@ func TestDelegationGrantOrdered(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: b, Parent: d.Ino,
+				if _, err := rpc.Do(ctx, s, ns.Mknod, &ns.MknodReq{Head: ns.Head{Client: b}, Parent: d.Ino,
 					Name: fmt.Sprintf("b%d-%d", g, i), Mode: 0o644}); err != nil {
 					errs <- err
 					return
@@ -224,11 +223,11 @@ func TestDelegationGrantPosition(t *testing.T) {
 	const a, b = 41, 42
 	mk := func(client, parent uint64, name string, mode uint32) uint64 {
 		t.Helper()
-		resp, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: client, Parent: parent, Name: name, Mode: mode})
+		resp, err := rpc.Do(ctx, s, ns.Mknod, &ns.MknodReq{Head: ns.Head{Client: client}, Parent: parent, Name: name, Mode: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp.Gen
+		return resp.Feed
 	}
 	mk(b, RootIno, "other", 0o644) // elsewhere: does not count
 	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
@@ -267,9 +266,9 @@ func TestBatchDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub, f := g.First, g.First+1
-	r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Uid: 1000, Gid: 1000,
-		Mtime: time.Now().UnixNano(), Entries: []wire.DirEntry{{Name: "sub", Ino: sub, Mode: syscall.S_IFDIR | 0o750}}})
-	if err != nil || len(r.Entries) != 0 {
+	r, err := rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: a}, Parent: d.Ino, Uid: 1000, Gid: 1000,
+		Mtime: time.Now().UnixNano(), Entries: []ns.BatchEntry{{Name: "sub", Ino: sub, Mode: syscall.S_IFDIR | 0o750}}})
+	if err != nil || len(r.Failed) != 0 {
 		t.Fatalf("batch making a directory: %+v %v", r, err)
 	}
 	got, err := s.Getattr(sub)
@@ -284,32 +283,32 @@ func TestBatchDirectories(t *testing.T) {
 	if _, err := rpc.Do(ctx, s, ns.Delegate, &ns.DelegateReq{Client: b, Dir: sub}); rpc.Errno(err) != syscall.EBUSY {
 		t.Fatalf("another client's delegation of the new directory: %v, want EBUSY", err)
 	}
-	done := holder(s, s.feed.position(), a, sub, []wire.DirEntry{{Name: "f", Ino: f, Mode: 0o644}}, 1000)
-	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpMknod, Client: b, Parent: sub, Name: "f", Mode: 0o644, Flags: syscall.O_EXCL}); rpc.Errno(err) != syscall.EEXIST {
+	done := holder(s, s.feed.position(), a, sub, []ns.BatchEntry{{Name: "f", Ino: f, Mode: 0o644}}, 1000)
+	if _, err := rpc.Do(ctx, s, ns.Mknod, &ns.MknodReq{Head: ns.Head{Client: b}, Parent: sub, Name: "f", Mode: 0o644, Excl: true}); rpc.Errno(err) != syscall.EEXIST {
 		t.Fatalf("another client's create after the recall: %v, want EEXIST (the maker's file)", err)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	// removals of directories in a batch: not empty is refused, empty goes
-	rm := func(name string, ino uint64) []wire.DirEntry {
-		r, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino,
-			Entries: []wire.DirEntry{{Name: name, Ino: ino, Mode: wire.BatchRemove | syscall.S_IFDIR}}})
+	rm := func(name string, ino uint64) []ns.BatchEntry {
+		r, err := rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: a}, Parent: d.Ino,
+			Entries: []ns.BatchEntry{{Name: name, Ino: ino, Mode: syscall.S_IFDIR, Remove: true}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.Entries
+		return r.Failed
 	}
-	if es := rm("sub", sub); len(es) != 1 || es[0].Mode != wire.BatchRemove|uint32(syscall.ENOTEMPTY) {
+	if es := rm("sub", sub); len(es) != 1 || !es[0].Remove || syscall.Errno(es[0].Errno) != syscall.ENOTEMPTY {
 		t.Fatalf("removal of a directory with a file: %+v, want ENOTEMPTY", es)
 	}
 	if err := s.Remove(sub, "f", false); err != nil {
 		t.Fatal(err)
 	}
 	// a second directory, removed by its maker's batch: its delegation ends
-	r, err = s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino,
-		Entries: []wire.DirEntry{{Name: "s2", Ino: g.First + 2, Mode: syscall.S_IFDIR | 0o700}}})
-	if err != nil || len(r.Entries) != 0 {
+	r, err = rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: a}, Parent: d.Ino,
+		Entries: []ns.BatchEntry{{Name: "s2", Ino: g.First + 2, Mode: syscall.S_IFDIR | 0o700}}})
+	if err != nil || len(r.Failed) != 0 {
 		t.Fatalf("making s2: %+v %v", r, err)
 	}
 	held := s.deleg.n.Load()
@@ -331,7 +330,7 @@ func TestBatchDirectories(t *testing.T) {
 // by another client without a recall, but an open for writing or
 // truncating, or a size change, by another client recalls the delegation
 // (the holder then gives the file up); the holder's own opens do not, and
-// a file created without CreateOwned never recalls by its inode.
+// a file created not Owned never recalls by its inode.
 func TestOwnedFileRecall(t *testing.T) {
 	s := delegService(t)
 	ctx := context.Background()
@@ -349,8 +348,8 @@ func TestOwnedFileRecall(t *testing.T) {
 		return resp.First
 	}
 	ino := grant()
-	if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Entries: []wire.DirEntry{
-		{Name: "owned", Ino: ino, Mode: 0o666 | wire.CreateOwned}, {Name: "plain", Ino: ino + 1, Mode: 0o666}}}); err != nil {
+	if _, err := rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: a}, Parent: d.Ino, Entries: []ns.BatchEntry{
+		{Name: "owned", Ino: ino, Mode: 0o666, Owned: true}, {Name: "plain", Ino: ino + 1, Mode: 0o666}}}); err != nil {
 		t.Fatal(err)
 	}
 	held := func() bool {
@@ -358,54 +357,73 @@ func TestOwnedFileRecall(t *testing.T) {
 		defer s.deleg.mu.Unlock()
 		return s.deleg.dir[d.Ino] != nil
 	}
-	quick := func(m *wire.Msg) {
+	// req is a request by a client of an inode
+	type req struct {
+		what string
+		do   func(c context.Context, client, ino uint64) error
+	}
+	open := func(flags uint32) func(context.Context, uint64, uint64) error {
+		return func(c context.Context, client, ino uint64) error {
+			_, err := rpc.Do(c, s, ns.Open, &ns.OpenReq{Head: ns.Head{Client: client}, Ino: ino, Flags: flags})
+			return err
+		}
+	}
+	getattr := func(c context.Context, client, ino uint64) error {
+		_, err := rpc.Do(c, s, ns.Getattr, &ns.InoReq{Head: ns.Head{Client: client}, Ino: ino})
+		return err
+	}
+	truncate := func(c context.Context, client, ino uint64) error {
+		_, err := rpc.Do(c, s, ns.Setattr, &ns.SetattrReq{Head: ns.Head{Client: client}, Ino: ino, Mask: ns.SetSize})
+		return err
+	}
+	quick := func(what string, f func(context.Context, uint64, uint64) error, client, ino uint64) {
 		t.Helper()
 		c, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if _, err := s.Dispatch(c, m); err != nil {
-			t.Fatalf("%v: %v", m.Op, err)
+		if err := f(c, client, ino); err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
 		if !held() {
-			t.Fatalf("%v by client %d of inode %d ended the delegation", m.Op, m.Client, m.Ino)
+			t.Fatalf("%s by client %d of inode %d ended the delegation", what, client, ino)
 		}
 	}
 	// the holder's own opens and stats, and another client's of a file
 	// not owned, leave the delegation alone
-	quick(&wire.Msg{Op: wire.OpOpen, Client: a, Ino: ino, Flags: syscall.O_RDWR})
-	quick(&wire.Msg{Op: wire.OpGetattr, Client: a, Ino: ino})
-	quick(&wire.Msg{Op: wire.OpOpen, Client: b, Ino: ino + 1, Flags: syscall.O_WRONLY})
-	quick(&wire.Msg{Op: wire.OpOpen, Client: b, Ino: ino + 1, Flags: syscall.O_RDONLY})
-	quick(&wire.Msg{Op: wire.OpGetattr, Client: b, Ino: ino + 1})
-	quick(&wire.Msg{Op: wire.OpGetattr, Ino: ino}) // a forwarding daemon's own
-	quick(&wire.Msg{Op: wire.OpSetattr, Client: b, Ino: ino + 1, Mask: wire.SetSize})
+	quick("open rw", open(syscall.O_RDWR), a, ino)
+	quick("getattr", getattr, a, ino)
+	quick("open wo", open(syscall.O_WRONLY), b, ino+1)
+	quick("open ro", open(syscall.O_RDONLY), b, ino+1)
+	quick("getattr", getattr, b, ino+1)
+	quick("getattr", getattr, 0, ino) // a forwarding daemon's own
+	quick("truncate", truncate, b, ino+1)
 	// another client's open or stat of an owned file recalls: the
 	// holder may have closed it with its writes on their way
-	for _, m := range []*wire.Msg{
-		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_RDONLY},
-		{Op: wire.OpGetattr, Client: b, Ino: ino},
-		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_WRONLY},
-		{Op: wire.OpOpen, Client: b, Ino: ino, Flags: syscall.O_RDONLY | syscall.O_TRUNC},
-		{Op: wire.OpSetattr, Client: b, Ino: ino, Mask: wire.SetSize},
+	for _, r := range []req{
+		{"open ro", open(syscall.O_RDONLY)},
+		{"getattr", getattr},
+		{"open wo", open(syscall.O_WRONLY)},
+		{"open trunc", open(syscall.O_RDONLY | syscall.O_TRUNC)},
+		{"truncate", truncate},
 	} {
 		if !held() {
 			time.Sleep(DelegCooldown + 50*time.Millisecond)
-			ino := grant()
+			next := grant()
 			// a new delegation does not own the files of the last one
-			if _, err := s.Dispatch(ctx, &wire.Msg{Op: wire.OpCreateBatch, Client: a, Parent: d.Ino, Entries: []wire.DirEntry{
-				{Name: fmt.Sprint("x", ino), Ino: ino, Mode: 0o666 | wire.CreateOwned}}}); err != nil {
+			if _, err := rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: a}, Parent: d.Ino, Entries: []ns.BatchEntry{
+				{Name: fmt.Sprint("x", next), Ino: next, Mode: 0o666, Owned: true}}}); err != nil {
 				t.Fatal(err)
 			}
 			s.deleg.mu.Lock()
-			_, stale := s.deleg.file[m.Ino]
+			_, stale := s.deleg.file[ino]
 			s.deleg.mu.Unlock()
 			if stale {
-				t.Fatalf("inode %d still owned by the new delegation", m.Ino)
+				t.Fatalf("inode %d still owned by the new delegation", ino)
 			}
-			m.Ino = ino
+			ino = next
 		}
 		done := holder(s, s.feed.position(), a, d.Ino, nil, 0)
-		if _, err := s.Dispatch(ctx, m); err != nil {
-			t.Fatalf("%v %+v: %v", m.Op, m, err)
+		if err := r.do(ctx, b, ino); err != nil {
+			t.Fatalf("%s: %v", r.what, err)
 		}
 		select {
 		case err := <-done:
@@ -413,10 +431,10 @@ func TestOwnedFileRecall(t *testing.T) {
 				t.Fatal(err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("%v flags %#o mask %#x of an owned file by another client did not recall", m.Op, m.Flags, m.Mask)
+			t.Fatalf("%s of an owned file by another client did not recall", r.what)
 		}
 		if held() {
-			t.Fatalf("delegation still held after %v", m.Op)
+			t.Fatalf("delegation still held after %s", r.what)
 		}
 	}
 }

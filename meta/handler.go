@@ -3,7 +3,6 @@ package meta
 import (
 	"context"
 	"github.com/sluice-hpc/sluice/api"
-	"slices"
 	"syscall"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 // service's (internal/wire/ns) and the administration service's it
 // answers (api: daemons, pools, QoS rules, burst-buffer grants).
 func (s *Service) Serve(t *rpc.Table) {
+	s.serveNamespace(t)
 	serveOp(s, t, api.Register, s.register)
 	serveOp(s, t, api.Servers, func(context.Context, *wire.Empty) (*api.ServersRep, error) {
 		return &api.ServersRep{Servers: s.Servers()}, nil
@@ -176,174 +176,14 @@ func serveOp[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](s *Service, t *rpc.Table,
 	})
 }
 
-// Handler adapts the Service to rpc: one goroutine per request, the
-// typed operations by their table (Serve), the others by Dispatch.
+// Handler adapts the Service to rpc: one goroutine per request, each
+// answered by the service's table of typed operations (Operations).
 func (s *Service) Handler() rpc.Handler {
-	return &rpc.Mux{Tables: []*rpc.Table{s.typed}, Default: s.legacyHandler()}
+	return &rpc.Mux{Name: "metadata service", Tables: []*rpc.Table{s.typed}}
 }
 
-func (s *Service) legacyHandler() rpc.Handler {
-	return rpc.HandlerFunc(func(m *wire.Msg, _ []byte) (*wire.Msg, []byte) {
-		start := time.Now()
-		defer func() {
-			s.met.requests.WithLabelValues(m.Op.String()).Inc()
-			s.met.latency.WithLabelValues(m.Op.String()).Observe(time.Since(start).Seconds())
-		}()
-		if s.ops != nil && namespaceOp(m.Op) {
-			s.ops.Wait(context.Background(), 1)
-		}
-		resp, err := s.Dispatch(context.Background(), m)
-		if resp == nil {
-			resp = &wire.Msg{}
-		}
-		return rpc.ToMsg(resp, err), nil
-	})
-}
-
-// Dispatch runs one request. Replies carry the change feed's position
-// before the request was served (Gen): every change at or below it was
-// applied before the reply was read, so a client may cache the reply until
-// it sees a later change. Namespace changes go into the feed.
-func (s *Service) Dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, error) {
-	ns := namespaceOp(m.Op) || ownedOp(m) && s.deleg.n.Load() > 0
-	for ns {
-		// a request that names a directory runs whole (its check of the
-		// delegations, its change and its place in the feed) between two
-		// grants, so a grant's feed position covers every change made
-		// to the directory before it (deleg.go)
-		s.deleg.grantMu.RLock()
-		held := s.othersDelegs(m)
-		if len(held) == 0 || ctx.Err() != nil {
-			break
-		}
-		s.deleg.grantMu.RUnlock()
-		s.recallWait(ctx, m.Client, held) // then check again: granted meanwhile?
-	}
-	pos := s.feed.position()
-	resp, changes, err := s.dispatch(ctx, m)
-	if len(changes) > 0 {
-		// also after a failure half-way (a create that could not open):
-		// a needless invalidation costs a lookup, a missed one a stale cache
-		s.feed.add(m.Client, changes...)
-	}
-	if ns {
-		s.deleg.grantMu.RUnlock()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if resp == nil {
-		resp = &wire.Msg{}
-	}
-	resp.Gen = pos
-	if len(changes) > 0 {
-		switch m.Op {
-		case wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir, wire.OpLink, wire.OpCreateBatch:
-			dir := m.Parent
-			if m.Op == wire.OpLink {
-				dir = m.NewParent
-			}
-			resp.ParentAttr, _ = s.Getattr(dir)
-		}
-	}
-	return resp, nil
-}
-
-func (s *Service) dispatch(ctx context.Context, m *wire.Msg) (*wire.Msg, []ns.Change, error) {
-	var a *wire.Attr
-	var err error
-	var ch []ns.Change
-	if r, ok, err := s.localRedirect(m); ok {
-		return r, nil, err
-	}
-	switch m.Op {
-	case wire.OpPing:
-		return &wire.Msg{}, nil, nil
-	case wire.OpCreateBatch:
-		failed, err := s.applyBatch(m)
-		ch = []ns.Change{attrChange(m.Parent)}
-		for _, e := range m.Entries {
-			ch = append(ch, entryChange(m.Parent, e.Name))
-		}
-		if err != nil {
-			return nil, ch, err
-		}
-		resp := &wire.Msg{Entries: failed}
-		if slices.ContainsFunc(m.Entries, func(e wire.DirEntry) bool { return e.Mode&wire.CreateOpen != 0 }) {
-			// the directory's layout, which its new files took: a
-			// forwarding daemon starts the state of those still open
-			// from it (fwd/files.go, openedInBatch)
-			resp.Attr, _ = s.Getattr(m.Parent)
-		}
-		return resp, ch, nil
-	case wire.OpLookup:
-		a, err = s.Lookup(m.Parent, m.Name)
-	case wire.OpGetattr:
-		a, err = s.Getattr(m.Ino)
-	case wire.OpSetattr:
-		a, err = s.Setattr(ctx, m)
-		ch = []ns.Change{attrChange(m.Ino)}
-	case wire.OpMknod:
-		typ := m.Mode & syscall.S_IFMT
-		if typ == 0 {
-			typ = syscall.S_IFREG
-		}
-		a, err = s.Create(m.Parent, m.Name, typ|m.Mode&0o7777, m.Uid, m.Gid, "", m.Flags&syscall.O_EXCL != 0 || typ != syscall.S_IFREG, m.Rdev)
-		if err == nil && m.Flags&wire.CreateOpen != 0 {
-			a, err = s.Open(a.Ino)
-		}
-		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
-	case wire.OpMkdir:
-		a, err = s.Create(m.Parent, m.Name, syscall.S_IFDIR|m.Mode&0o7777, m.Uid, m.Gid, "", true, 0)
-		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
-	case wire.OpSymlink:
-		a, err = s.Create(m.Parent, m.Name, syscall.S_IFLNK, m.Uid, m.Gid, m.Path, true, 0)
-		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
-	case wire.OpUnlink:
-		err = s.Remove(m.Parent, m.Name, false)
-		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
-	case wire.OpRmdir:
-		err = s.Remove(m.Parent, m.Name, true)
-		ch = []ns.Change{entryChange(m.Parent, m.Name), attrChange(m.Parent)}
-	case wire.OpRename:
-		err = s.Rename(m.Parent, m.Name, m.NewParent, m.NewName, m.Flags)
-		ch = []ns.Change{entryChange(m.Parent, m.Name), entryChange(m.NewParent, m.NewName),
-			attrChange(m.Parent), attrChange(m.NewParent)}
-	case wire.OpLink:
-		a, err = s.Link(m.Ino, m.NewParent, m.NewName)
-		ch = []ns.Change{entryChange(m.NewParent, m.NewName), attrChange(m.Ino), attrChange(m.NewParent)}
-	case wire.OpReadlink:
-		var t string
-		t, err = s.Readlink(m.Ino)
-		return &wire.Msg{Path: t}, nil, err
-	case wire.OpReaddir:
-		var es []wire.DirEntry
-		es, err = s.Readdir(m.Ino, m.Name, int(m.Size))
-		return &wire.Msg{Entries: es}, nil, err
-	case wire.OpOpen:
-		a, err = s.Open(m.Ino)
-	case wire.OpRelease:
-		err = s.Release(m.Ino)
-	case wire.OpFsync:
-		err = s.Sync()
-	case wire.OpStatfs:
-		c, u := s.Statfs()
-		return &wire.Msg{Cap: c, Used: u}, nil, nil
-	case wire.OpSetLayout:
-		if m.Flags&(wire.LayoutLocal|wire.LayoutGlobal) != 0 {
-			a, err = s.SetLocal(m.Ino, m.Tier, m.Flags&wire.LayoutLocal != 0)
-			return &wire.Msg{Attr: a, Tier: s.LocalTier(m.Ino)}, []ns.Change{attrChange(m.Ino)}, err
-		}
-		a, err = s.SetLayout(m.Ino, m.ChunkSize, m.StripeCnt, m.StripeUnit)
-		ch = []ns.Change{attrChange(m.Ino)}
-	default:
-		return nil, nil, rpc.Errorf(syscall.ENOSYS, "metadata service: unsupported operation %v", m.Op)
-	}
-	if err != nil {
-		return nil, ch, err
-	}
-	return &wire.Msg{Attr: a}, ch, nil
-}
+// Operations is the table of the service's typed operations (Serve).
+func (s *Service) Operations() *rpc.Table { return s.typed }
 
 type serviceMetrics struct {
 	requests *prometheus.CounterVec   // op

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -15,8 +16,8 @@ import (
 // directory's tier (wire.LocalPick over the tier's registered servers, by
 // id), whose own file system keeps the entry and everything under it
 // (data/localns). An entry operation on the directory gets a redirect
-// (wire.LocalRedirect, Servers: the tier's, of which wire.LocalPick names
-// the one), which forwarding daemons keep for a while (fwd/local.go) and
+// (ns.Redirect: the tier's servers, of which wire.LocalPick names the
+// one), which forwarding daemons keep for a while (fwd/local.go) and
 // use without asking again; a listing gets this
 // service's own entries of the directory (those made before it went
 // local) and every server of the tier to ask for the rest. Nothing under
@@ -115,54 +116,37 @@ func (s *Service) tierServers(tier string) []wire.ServerInfo {
 	return out
 }
 
-// localRedirect answers an entry operation on a local-mode directory with
-// the server(s) to ask instead; ok false: not one (the caller serves it).
-// A name that has an entry here still (made before the directory went
-// local) is served here.
-func (s *Service) localRedirect(m *wire.Msg) (*wire.Msg, bool, error) {
-	dir := m.Parent
-	switch m.Op {
-	case wire.OpReaddir:
-		dir = m.Ino
-	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir:
-	case wire.OpRename, wire.OpLink:
-		if s.LocalTier(m.NewParent) != "" {
-			return nil, true, errno(syscall.EXDEV, "into a local-mode directory")
-		}
-		if m.Op == wire.OpRename && s.LocalTier(m.Parent) != "" {
-			if _, err := s.Lookup(m.Parent, m.Name); err != nil {
-				return nil, true, errno(syscall.EXDEV, "out of a local-mode directory")
-			}
-		}
-		return nil, false, nil
-	default:
-		return nil, false, nil
-	}
+// localEntry answers an entry operation on name in directory dir, if dir
+// is in local mode, with the servers to ask instead (nil: not local, or
+// the name has an entry here still, made before the directory went
+// local: the caller serves it).
+func (s *Service) localEntry(dir uint64, name string) (*ns.Redirect, error) {
 	tier := s.LocalTier(dir)
 	if tier == "" {
-		return nil, false, nil
+		return nil, nil
 	}
-	servers := s.tierServers(tier)
-	if len(servers) == 0 {
-		return nil, true, errno(syscall.EIO, "local-mode directory %d: no data server of tier %s", dir, tier)
+	servers, err := s.localServers(dir, tier)
+	if err != nil {
+		return nil, err
 	}
-	if m.Op == wire.OpReaddir {
-		es, err := s.Readdir(m.Ino, m.Name, int(m.Size))
-		if err != nil {
-			return nil, true, err
-		}
-		return &wire.Msg{Flags: wire.LocalRedirect, Servers: servers, Entries: es}, true, nil
-	}
-	if _, err := s.Lookup(dir, m.Name); err == nil {
-		return nil, false, nil // an entry of this service's
+	if _, err := s.Lookup(dir, name); err == nil {
+		return nil, nil // an entry of this service's
 	}
 	// every server of the tier: the forwarding daemon picks by the name
-	// (wire.LocalPick) and keeps the list to pick without asking again;
-	// Size 1 says the directory has entries of its own here (a name the
-	// servers do not know may be one of them)
-	r := &wire.Msg{Flags: wire.LocalRedirect, Servers: servers}
+	// (wire.LocalPick) and keeps the list to pick without asking again
+	r := &ns.Redirect{Servers: servers}
 	if es, _ := s.Readdir(dir, "", 1); len(es) > 0 {
-		r.Size = 1
+		r.Own = true
 	}
-	return r, true, nil
+	return r, nil
+}
+
+// localServers are the data servers of tier, which keep local-mode
+// directory dir's entries.
+func (s *Service) localServers(dir uint64, tier string) ([]wire.ServerInfo, error) {
+	servers := s.tierServers(tier)
+	if len(servers) == 0 {
+		return nil, errno(syscall.EIO, "local-mode directory %d: no data server of tier %s", dir, tier)
+	}
+	return servers, nil
 }

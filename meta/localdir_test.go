@@ -38,40 +38,51 @@ func TestLocalDirs(t *testing.T) {
 		got := map[uint64]bool{}
 		for r := 0; r < 12; r++ {
 			name := fmt.Sprintf("rank%d", r)
-			for _, op := range []wire.Op{wire.OpLookup, wire.OpMkdir, wire.OpRmdir} {
-				resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: op, Parent: d.Ino, Name: name})
-				if err != nil || resp.Flags&wire.LocalRedirect == 0 || len(resp.Servers) != 3 {
+			for op, call := range map[string]func() (*ns.EntryRep, error){
+				"lookup": func() (*ns.EntryRep, error) {
+					return rpc.Do(t.Context(), s, ns.Lookup, &ns.NameReq{Parent: d.Ino, Name: name})
+				},
+				"mkdir": func() (*ns.EntryRep, error) {
+					return rpc.Do(t.Context(), s, ns.Mkdir, &ns.MkdirReq{Parent: d.Ino, Name: name})
+				},
+				"rmdir": func() (*ns.EntryRep, error) {
+					return rpc.Do(t.Context(), s, ns.Rmdir, &ns.NameReq{Parent: d.Ino, Name: name})
+				},
+			} {
+				resp, err := call()
+				if err != nil || resp.Redirect == nil || len(resp.Redirect.Servers) != 3 || resp.Attr != nil || !resp.Redirect.Own {
 					t.Fatalf("%s %s: %+v %v", op, name, resp, err)
 				}
-				for i, si := range resp.Servers {
+				servers := resp.Redirect.Servers
+				for i, si := range servers {
 					if si.ID != ids[i] {
-						t.Fatalf("servers %+v not by id", resp.Servers)
+						t.Fatalf("servers %+v not by id", servers)
 					}
 				}
-				got[resp.Servers[wire.LocalPick(name, 3)].ID] = true
+				got[servers[wire.LocalPick(name, 3)].ID] = true
 			}
 		}
 		if len(got) != 3 {
 			t.Fatalf("12 names on %d of 3 servers", len(got))
 		}
 		// the entry made before: served here
-		if resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpLookup, Parent: d.Ino, Name: "old"}); err != nil || resp.Attr.Ino != old.Ino {
+		if resp, err := rpc.Do(t.Context(), s, ns.Lookup, &ns.NameReq{Parent: d.Ino, Name: "old"}); err != nil || resp.Redirect != nil || resp.Attr.Ino != old.Ino {
 			t.Fatalf("lookup of the older entry: %+v %v", resp, err)
 		}
-		resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpReaddir, Ino: d.Ino})
-		if err != nil || resp.Flags&wire.LocalRedirect == 0 || len(resp.Servers) != 3 || len(resp.Entries) != 1 {
+		resp, err := rpc.Do(t.Context(), s, ns.Readdir, &ns.ReaddirReq{Ino: d.Ino})
+		if err != nil || resp.Redirect == nil || len(resp.Redirect.Servers) != 3 || len(resp.Redirect.Entries) != 1 || len(resp.Entries) != 0 {
 			t.Fatalf("readdir: %+v %v", resp, err)
 		}
 		if _, err := rpc.Do(t.Context(), s, ns.Delegate, &ns.DelegateReq{Client: 1, Dir: d.Ino}); !is(err, syscall.EBUSY) {
 			t.Fatalf("delegation of a local-mode directory: %v", err)
 		}
-		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpRename, Parent: RootIno, Name: "file", NewParent: d.Ino, NewName: "f"}); !is(err, syscall.EXDEV) {
+		if _, err := rpc.Do(t.Context(), s, ns.Rename, &ns.RenameReq{Parent: RootIno, Name: "file", NewParent: d.Ino, NewName: "f"}); !is(err, syscall.EXDEV) {
 			t.Fatalf("rename into a local-mode directory: %v", err)
 		}
-		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "rank1", NewParent: RootIno, NewName: "r"}); !is(err, syscall.EXDEV) {
+		if _, err := rpc.Do(t.Context(), s, ns.Rename, &ns.RenameReq{Parent: d.Ino, Name: "rank1", NewParent: RootIno, NewName: "r"}); !is(err, syscall.EXDEV) {
 			t.Fatalf("rename of a local entry out: %v", err)
 		}
-		if _, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpRename, Parent: d.Ino, Name: "old", NewParent: RootIno, NewName: "old"}); err != nil {
+		if _, err := rpc.Do(t.Context(), s, ns.Rename, &ns.RenameReq{Parent: d.Ino, Name: "old", NewParent: RootIno, NewName: "old"}); err != nil {
 			t.Fatalf("rename of an older, global entry out: %v", err)
 		}
 		if t.Name() == "TestLocalDirs/mem" {
@@ -84,7 +95,7 @@ func TestLocalDirs(t *testing.T) {
 		if _, err := s.SetLocal(d.Ino, "", false); err != nil || s.LocalTier(d.Ino) != "" {
 			t.Fatalf("back to global: %v", err)
 		}
-		if resp, err := s.Dispatch(t.Context(), &wire.Msg{Op: wire.OpLookup, Parent: d.Ino, Name: "rank1"}); !is(err, syscall.ENOENT) {
+		if resp, err := rpc.Do(t.Context(), s, ns.Lookup, &ns.NameReq{Parent: d.Ino, Name: "rank1"}); !is(err, syscall.ENOENT) {
 			t.Fatalf("lookup in a global directory again: %+v %v", resp, err)
 		}
 	})

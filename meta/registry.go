@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/place"
@@ -232,7 +233,7 @@ func (r *registry) reachable(ctx context.Context, id uint64) bool {
 	defer cancel()
 	c, err := r.client(id)
 	if err == nil {
-		_, _, err = c.Call(ctx, &wire.Msg{Op: wire.OpPing}, nil, nil)
+		_, err = rpc.Do(ctx, c, ns.Ping, &ns.PingReq{})
 	}
 	if err != nil {
 		r.suspect(id)

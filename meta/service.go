@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/bbos"
@@ -496,10 +497,10 @@ func (s *Service) Rename(parent uint64, name string, newParent uint64, newName s
 		return terr
 	}
 	exists := terr == nil
-	if flags&wire.RenameNoReplace != 0 && exists {
+	if flags&ns.RenameNoReplace != 0 && exists {
 		return errno(syscall.EEXIST, "%q exists", newName)
 	}
-	if flags&wire.RenameExchange != 0 {
+	if flags&ns.RenameExchange != 0 {
 		if !exists {
 			return errno(syscall.ENOENT, "%q not found", newName)
 		}
@@ -563,10 +564,10 @@ func (s *Service) Rename(parent uint64, name string, newParent uint64, newName s
 	if err := s.e.Apply(&b, false); err != nil {
 		return err
 	}
-	if exists && flags&wire.RenameExchange == 0 && tino != ino {
+	if exists && flags&ns.RenameExchange == 0 && tino != ino {
 		s.dropDeleg(tino) // a directory replaced: its delegation ends with it
 	}
-	if flags&wire.RenameExchange == 0 {
+	if flags&ns.RenameExchange == 0 {
 		s.pfsRename(oldPath, newPath)
 	}
 	s.kickGC()
@@ -697,7 +698,7 @@ func (s *Service) Release(ino uint64) error {
 // chunk past the new size in the same commit; they are sent to the data
 // servers before the reply (trunc.go), and any a server did not apply stay
 // pending until it does.
-func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) {
+func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, error) {
 	s.mu.Lock()
 	n, err := s.getInode(m.Ino)
 	if err != nil {
@@ -705,33 +706,33 @@ func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) 
 		return nil, err
 	}
 	t := s.now().UnixNano()
-	if m.Mask&wire.SetMode != 0 {
+	if m.Mask&ns.SetMode != 0 {
 		n.Mode = n.Mode&syscall.S_IFMT | m.Mode&^uint32(syscall.S_IFMT)
 	}
-	if m.Mask&wire.SetUid != 0 {
+	if m.Mask&ns.SetUid != 0 {
 		n.Uid = m.Uid
 	}
-	if m.Mask&wire.SetGid != 0 {
+	if m.Mask&ns.SetGid != 0 {
 		n.Gid = m.Gid
 	}
-	if m.Mask&(wire.SetUid|wire.SetGid) != 0 && !isDir(n.Mode) && m.Mask&wire.SetMode == 0 {
+	if m.Mask&(ns.SetUid|ns.SetGid) != 0 && !isDir(n.Mode) && m.Mask&ns.SetMode == 0 {
 		n.Mode &^= syscall.S_ISUID | syscall.S_ISGID
 	}
-	if m.Mask&wire.SetKillPriv != 0 && !isDir(n.Mode) {
+	if m.Mask&ns.SetKillPriv != 0 && !isDir(n.Mode) {
 		n.Mode &^= syscall.S_ISUID
 		if n.Mode&syscall.S_IXGRP != 0 {
 			n.Mode &^= syscall.S_ISGID
 		}
 	}
-	if m.Mask&wire.SetAtime != 0 {
+	if m.Mask&ns.SetAtime != 0 {
 		n.Atime = m.Atime
 	}
-	if m.Mask&wire.SetMtime != 0 {
+	if m.Mask&ns.SetMtime != 0 {
 		n.Mtime = m.Mtime
 	}
 	var b engine.Batch
 	var trimServers []uint64
-	if m.Mask&wire.SetSize != 0 {
+	if m.Mask&ns.SetSize != 0 {
 		if isDir(n.Mode) {
 			s.mu.Unlock()
 			return nil, errno(syscall.EISDIR, "cannot truncate a directory")
@@ -746,7 +747,7 @@ func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) 
 		n.Trunc++
 		trimServers = s.trimsLocked(&b, n, m.Size)
 		n.Size = m.Size
-		if m.Mask&wire.SetMtime == 0 {
+		if m.Mask&ns.SetMtime == 0 {
 			n.Mtime = t
 		}
 	}
@@ -758,7 +759,7 @@ func (s *Service) Setattr(ctx context.Context, m *wire.Msg) (*wire.Attr, error) 
 		return nil, err
 	}
 	s.sendTrims(ctx, n.Ino, trimServers)
-	if m.Mask&wire.SetSize != 0 && s.hasPfsData(n.Ino) {
+	if m.Mask&ns.SetSize != 0 && s.hasPfsData(n.Ino) {
 		// the plain file in the PFS shows a truncate up too
 		pfsEach(s, chunk.PfsGrow, &chunk.PfsGrowReq{Ino: n.Ino, Size: m.Size}, fmt.Sprintf("inode %d", n.Ino))
 	}

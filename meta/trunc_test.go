@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -50,7 +51,7 @@ func TestTruncateRecordsTrims(t *testing.T) {
 	}
 	// 1.25 MiB: chunk 0 stays whole, chunk 1 keeps 256 KiB (all on its
 	// first stripe member), chunk 2 goes
-	attr, err := s.Setattr(ctx, &wire.Msg{Ino: f.Ino, Mask: wire.SetSize, Size: 5 << 18})
+	attr, err := s.Setattr(ctx, &ns.SetattrReq{Ino: f.Ino, Mask: ns.SetSize, Size: 5 << 18})
 	if err != nil {
 		t.Fatalf("truncate with its servers unreachable: %v", err)
 	}
@@ -87,7 +88,7 @@ func TestTruncateRecordsTrims(t *testing.T) {
 	}
 	// another truncate adds its own generation's trims; nothing merges
 	// (and the cut chunk 2 gets none)
-	if _, err := s.Setattr(ctx, &wire.Msg{Ino: f.Ino, Mask: wire.SetSize, Size: 1 << 18}); err != nil {
+	if _, err := s.Setattr(ctx, &ns.SetattrReq{Ino: f.Ino, Mask: ns.SetSize, Size: 1 << 18}); err != nil {
 		t.Fatal(err)
 	}
 	ts, gen, _ := s.PendingTrims(a, f.Ino)
@@ -135,7 +136,7 @@ func TestStaleGenerations(t *testing.T) {
 	if a, _ := s.Extend(f.Ino, 9<<20, 5, 0); a.Size != 9<<20 {
 		t.Fatalf("extend: %d", a.Size)
 	}
-	if _, err := s.Setattr(ctx, &wire.Msg{Ino: f.Ino, Mask: wire.SetSize, Size: 100}); err != nil {
+	if _, err := s.Setattr(ctx, &ns.SetattrReq{Ino: f.Ino, Mask: ns.SetSize, Size: 100}); err != nil {
 		t.Fatal(err)
 	}
 	// growth reported under generation 0 came before the truncate
@@ -153,11 +154,11 @@ func TestStaleGenerations(t *testing.T) {
 	}
 	// a truncate of a directory or a special file is refused
 	d, _ := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
-	if _, err := s.Setattr(ctx, &wire.Msg{Ino: d.Ino, Mask: wire.SetSize}); !is(err, syscall.EISDIR) {
+	if _, err := s.Setattr(ctx, &ns.SetattrReq{Ino: d.Ino, Mask: ns.SetSize}); !is(err, syscall.EISDIR) {
 		t.Fatalf("truncate of a directory: %v", err)
 	}
 	p, _ := s.Create(RootIno, "p", syscall.S_IFIFO|0o644, 0, 0, "", true, 0)
-	if _, err := s.Setattr(ctx, &wire.Msg{Ino: p.Ino, Mask: wire.SetSize}); !is(err, syscall.EINVAL) {
+	if _, err := s.Setattr(ctx, &ns.SetattrReq{Ino: p.Ino, Mask: ns.SetSize}); !is(err, syscall.EINVAL) {
 		t.Fatalf("truncate of a FIFO: %v", err)
 	}
 }
@@ -208,7 +209,7 @@ func TestCutChunkPlacedAgain(t *testing.T) {
 	if err != nil || !placed || moved.Gen != 1 {
 		t.Fatalf("move: %v placed %v %v", moved, placed, err)
 	}
-	if _, err := s.Setattr(ctx, &wire.Msg{Ino: f.Ino, Mask: wire.SetSize, Size: 1 << 20}); err != nil {
+	if _, err := s.Setattr(ctx, &ns.SetattrReq{Ino: f.Ino, Mask: ns.SetSize, Size: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	if locs, _ := s.Layout(f.Ino); len(locs) != 0 {

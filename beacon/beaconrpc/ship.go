@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // OpName names a request for Beacon: "read", "write", "meta:<op>", or ""
@@ -32,11 +33,11 @@ var opNames = sync.OnceValue(func() []string {
 			continue // monitoring itself, administration
 		}
 		switch s.Op {
-		case wire.OpRead, chunk.OpRead:
+		case ns.OpRead, chunk.OpRead:
 			names[s.Op] = beacon.OpRead
-		case wire.OpWrite, chunk.OpWrite:
+		case ns.OpWrite, chunk.OpWrite:
 			names[s.Op] = beacon.OpWrite
-		case wire.OpPing:
+		case ns.OpPing:
 		default:
 			names[s.Op] = "meta:" + s.Name
 		}

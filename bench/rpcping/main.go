@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 func main() {
@@ -36,16 +36,21 @@ func main() {
 	}
 	c := rpc.NewClient(flag.Arg(0), []byte(strings.TrimSpace(string(secret))), rpc.ClientOptions{})
 	defer c.Close()
-	m := wire.Msg{Op: wire.OpPing}
-	if *op == "getattr" {
-		m = wire.Msg{Op: wire.OpGetattr, Ino: 1}
-	}
 	ctx := context.Background()
+	call := func() error {
+		_, err := rpc.Do(ctx, c, ns.Ping, &ns.PingReq{})
+		return err
+	}
+	if *op == "getattr" {
+		call = func() error {
+			_, err := rpc.Do(ctx, c, ns.Getattr, &ns.InoReq{Ino: 1})
+			return err
+		}
+	}
 	lat := make([]time.Duration, *n)
 	for i := range lat {
-		req := m
 		t0 := time.Now()
-		if _, _, err := c.Call(ctx, &req, nil, nil); err != nil {
+		if err := call(); err != nil {
 			fmt.Fprintln(os.Stderr, "rpcping:", err)
 			os.Exit(1)
 		}

@@ -19,7 +19,7 @@ import (
 // directory whose complete listing the directory cache holds, and whose
 // delegation this mount holds, is answered here at once, with an inode
 // number the metadata service handed out, and sent with the directory's
-// other new entries in one OpCreateBatch at most CreateFlush later. A
+// other new entries in one ns.CreateBatch at most CreateFlush later. A
 // directory made here is delegated to this mount from birth (the service
 // grants it as the batch makes it), so its own creates are answered here
 // too; its batch goes after its parent's, which makes it. Before any request that names a
@@ -385,18 +385,12 @@ func (w *Creates) flushHeld(dir uint64, d *wbDir) {
 	w.mu.Lock()
 	batch := d.entries
 	d.entries, d.scheduled = nil, false
-	es := make([]wire.DirEntry, len(batch))
+	es := make([]ns.BatchEntry, len(batch))
 	for i, e := range batch {
 		e.inflight = true
-		es[i] = wire.DirEntry{Name: e.name, Ino: e.ino, Mode: e.mode}
-		if e.open {
-			es[i].Mode |= wire.CreateOpen
-		}
-		if e.owned {
-			es[i].Mode |= wire.CreateOwned
-		}
+		es[i] = ns.BatchEntry{Name: e.name, Ino: e.ino, Mode: e.mode, Open: e.open, Owned: e.owned}
 		if e.remove {
-			es[i].Mode = wire.BatchRemove
+			es[i] = ns.BatchEntry{Name: e.name, Ino: e.ino, Remove: true}
 		}
 		if e.dir {
 			es[i].Mode |= syscall.S_IFDIR
@@ -440,26 +434,25 @@ func (w *Creates) flushHeld(dir uint64, d *wbDir) {
 // send sends one batch of creates by one owner (nil: removals only) and
 // removals. A create or removal the service refuses was acknowledged
 // already: it is logged as lost.
-func (w *Creates) send(dir uint64, batch []*wbEntry, es []wire.DirEntry, owner *wbEntry) {
+func (w *Creates) send(dir uint64, batch []*wbEntry, es []ns.BatchEntry, owner *wbEntry) {
 	id := batch[0].id
-	m := &wire.Msg{Op: wire.OpCreateBatch, Parent: dir, Entries: es, Mtime: batch[len(batch)-1].t,
-		Who: id, Client: w.cfg.Dir.ID()}
+	m := &ns.BatchReq{Head: ns.Head{Who: id, Client: w.cfg.Dir.ID()}, Parent: dir, Entries: es, Mtime: batch[len(batch)-1].t}
 	if owner != nil {
 		m.Uid, m.Gid = owner.uid, owner.gid
 	}
-	resp, _, err := w.cfg.Route(id, dir).Call(context.Background(), m, nil, nil)
+	resp, err := rpc.Do(context.Background(), w.cfg.Route(id, dir), ns.CreateBatch, m)
 	// the directory cache already holds the names and the directory's
 	// times (nobody else changes a delegated directory)
 	failed := es
 	if err == nil {
-		failed = resp.Entries
+		failed = resp.Failed
 	}
 	for _, e := range failed {
 		why := err
 		if why == nil {
-			why = syscall.Errno(e.Mode &^ wire.BatchRemove)
+			why = syscall.Errno(e.Errno)
 		}
-		if e.Mode&wire.BatchRemove != 0 {
+		if e.Remove {
 			w.cfg.Log.Error("a removal acknowledged to the application was refused by the metadata service: the name stays",
 				"dir", dir, "name", e.Name, "ino", e.Ino, "err", why)
 			continue
@@ -496,20 +489,22 @@ func (w *Creates) Settle(inos ...uint64) {
 	}
 }
 
-// SettleFor sends what request m depends on: the creates and removals
-// of the directories and files it names, and of a directory it removes or
-// replaces by name (an rmdir, a rename's target), which the service must
-// see as it is.
-func (w *Creates) SettleFor(m *wire.Msg) {
+// SettleFor sends what request m of operation op depends on: the creates
+// and removals of the directories and files it names, and of a directory
+// it removes or replaces by name (an rmdir, a rename's target), which the
+// service must see as it is.
+func (w *Creates) SettleFor(op wire.Op, m ns.Request) {
 	if w.active.Load() == 0 {
 		return
 	}
-	w.Settle(m.Ino, m.Parent, m.NewParent)
-	switch m.Op {
-	case wire.OpRmdir:
-		w.settleChild(m.Parent, m.Name)
-	case wire.OpRename:
-		w.settleChild(m.NewParent, m.NewName)
+	w.Settle(m.Inodes())
+	switch q := m.(type) {
+	case *ns.NameReq:
+		if op == ns.OpRmdir {
+			w.settleChild(q.Parent, q.Name)
+		}
+	case *ns.RenameReq:
+		w.settleChild(q.NewParent, q.NewName)
 	}
 }
 

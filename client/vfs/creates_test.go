@@ -23,7 +23,7 @@ type fakeMeta struct {
 	next      uint64
 	delegs    int
 	undelegs  []uint64
-	batches   []wire.Msg
+	batches   []ns.BatchReq
 	refuseIno map[uint64]syscall.Errno // creates the service refuses
 	gen       uint64                   // feed position a grant carries
 	arrived   chan wire.Op
@@ -34,35 +34,30 @@ func newFakeMeta() *fakeMeta {
 	return &fakeMeta{next: 1000, refuseIno: map[uint64]syscall.Errno{}, arrived: make(chan wire.Op, 1024)}
 }
 
-func (m *fakeMeta) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+// Invoke answers the typed operations: delegations given and taken back,
+// batches.
+func (m *fakeMeta) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
 	m.mu.Lock()
-	if gate := m.gate; gate != nil && req.Op == wire.OpCreateBatch {
+	if gate := m.gate; gate != nil && op == ns.OpCreateBatch {
 		m.mu.Unlock()
 		<-gate
 		m.mu.Lock()
 	}
-	defer func() { m.mu.Unlock(); m.arrived <- req.Op }()
-	switch req.Op {
-	case wire.OpCreateBatch:
-		c := *req
-		c.Entries = append([]wire.DirEntry(nil), req.Entries...)
-		m.batches = append(m.batches, c)
-		var failed []wire.DirEntry
-		for _, e := range req.Entries {
-			if en := m.refuseIno[e.Ino]; en != 0 {
-				failed = append(failed, wire.DirEntry{Name: e.Name, Ino: e.Ino, Mode: uint32(en)})
-			}
-		}
-		return &wire.Msg{Entries: failed}, nil, nil
-	}
-	return nil, nil, errors.New("fakeMeta: unexpected op")
-}
-
-// Invoke answers the typed operations: delegations given and taken back.
-func (m *fakeMeta) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
-	m.mu.Lock()
 	defer func() { m.mu.Unlock(); m.arrived <- op }()
 	switch op {
+	case ns.OpCreateBatch:
+		q := req.(*ns.BatchReq)
+		c := *q
+		c.Entries = append([]ns.BatchEntry(nil), q.Entries...)
+		m.batches = append(m.batches, c)
+		r := rep.(*ns.BatchRep)
+		for _, e := range q.Entries {
+			if en := m.refuseIno[e.Ino]; en != 0 {
+				e.Errno = uint32(en)
+				r.Failed = append(r.Failed, e)
+			}
+		}
+		return nil, nil
 	case ns.OpDelegate:
 		m.delegs++
 		if m.refuse != nil {
@@ -94,10 +89,10 @@ func (m *fakeMeta) waitOp(t *testing.T, op wire.Op) {
 	}
 }
 
-func (m *fakeMeta) sent() []wire.Msg {
+func (m *fakeMeta) sent() []ns.BatchReq {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]wire.Msg(nil), m.batches...)
+	return append([]ns.BatchReq(nil), m.batches...)
 }
 
 type createBed struct {
@@ -157,16 +152,16 @@ func TestCreatesBatched(t *testing.T) {
 	if b.w.Release(999) {
 		t.Fatal("release of a file the service knows was answered here")
 	}
-	b.meta.waitOp(t, wire.OpCreateBatch)
+	b.meta.waitOp(t, ns.OpCreateBatch)
 	bs := b.meta.sent()
 	if len(bs) != 1 || len(bs[0].Entries) != 2 {
 		t.Fatalf("batches %+v, want one of two", bs)
 	}
 	e := bs[0].Entries
-	if e[0].Name != "a" || e[1].Name != "c" || e[0].Mode&wire.CreateOpen != 0 || e[1].Mode&wire.CreateOpen == 0 {
+	if e[0].Name != "a" || e[1].Name != "c" || e[0].Open || !e[1].Open {
 		t.Fatalf("entries %+v: want a (closed), c (open), in order", e)
 	}
-	if bs[0].Uid != 500 || bs[0].Parent != 10 || bs[0].Job != caller.Job {
+	if bs[0].Uid != 500 || bs[0].Parent != 10 || bs[0].Who.Job != caller.Job {
 		t.Fatalf("batch header %+v", bs[0])
 	}
 	// the fifth create needs more inode numbers: asked again, not refused
@@ -190,12 +185,12 @@ func TestCreatesSettle(t *testing.T) {
 		t.Fatal("Settle of a pending file did not send its batch")
 	}
 	b.create(t, "b", 500)
-	b.w.SettleFor(&wire.Msg{Op: wire.OpRename, Parent: 1, Name: "x", NewParent: 1, NewName: "d"})
+	b.w.SettleFor(ns.OpRename, &ns.RenameReq{Parent: 1, Name: "x", NewParent: 1, NewName: "d"})
 	if len(b.meta.sent()) != 2 {
 		t.Fatal("a rename onto the delegated directory did not send its batch")
 	}
 	b.create(t, "c", 500)
-	b.w.SettleFor(&wire.Msg{Op: wire.OpGetattr, Ino: 77})
+	b.w.SettleFor(ns.OpGetattr, &ns.InoReq{Ino: 77})
 	if len(b.meta.sent()) != 2 {
 		t.Fatal("a request on an unrelated inode sent a batch")
 	}
@@ -220,7 +215,7 @@ func TestCreatesOwnersAndUnlinks(t *testing.T) {
 		t.Fatalf("batches %+v: want one per owner", bs)
 	}
 	last := bs[1].Entries
-	if len(last) != 2 || last[1].Name != "old" || last[1].Mode != wire.BatchRemove {
+	if len(last) != 2 || last[1].Name != "old" || !last[1].Remove || last[1].Mode != 0 {
 		t.Fatalf("second batch %+v: want b then the removal of old", last)
 	}
 }
@@ -296,7 +291,7 @@ func TestCreatesFullBatchInBackground(t *testing.T) {
 	var names []string
 	for _, m := range b.meta.sent()[1:] {
 		for _, e := range m.Entries {
-			if e.Mode != wire.BatchRemove {
+			if !e.Remove || e.Mode != 0 {
 				t.Fatalf("entry %+v, want a removal", e)
 			}
 			names = append(names, e.Name)
@@ -470,7 +465,7 @@ func TestCreatesDirectories(t *testing.T) {
 	b.w.Settle(10)
 	bs = b.meta.sent()[n:]
 	if len(bs) != 2 || bs[0].Parent != sub || bs[0].Entries[0].Name != "f" || bs[1].Parent != 10 ||
-		bs[1].Entries[0].Name != "sub" || bs[1].Entries[0].Mode != wire.BatchRemove|syscall.S_IFDIR {
+		bs[1].Entries[0].Name != "sub" || !bs[1].Entries[0].Remove || bs[1].Entries[0].Mode != syscall.S_IFDIR {
 		t.Fatalf("batches %+v: want sub's removal of f, then the removal of directory sub", bs)
 	}
 
@@ -487,7 +482,7 @@ func TestCreatesDirectories(t *testing.T) {
 	b.w.Recall([]ns.Change{{Kind: ns.ChangeRecall, Holder: b.dc.ID(), Ino: s2.Ino}})
 	b.meta.waitOp(t, ns.OpUndelegate)
 	bs = b.meta.sent()
-	if len(bs) != n+1 || bs[n].Entries[0].Name != "s2" || bs[n].Entries[0].Mode&wire.BatchRemove == 0 {
+	if len(bs) != n+1 || bs[n].Entries[0].Name != "s2" || !bs[n].Entries[0].Remove {
 		t.Fatalf("batches at the recall of s2 %+v: its removal must be sent before the delegation goes back", bs[n:])
 	}
 }

@@ -17,7 +17,7 @@ import (
 // in it, and default_permissions needs its mode) and, for a create, LOOKUP
 // of the new name. It holds directories' attributes — from replies, and
 // from the directory's attributes that the metadata service returns with
-// each change inside it (wire.Msg.ParentAttr) — and the complete list of
+// each change inside it (ns.EntryRep.Parent) — and the complete list of
 // names of directories this mount created (empty then, kept up to date by
 // its own changes). Like the kernel's caches it is kept coherent by the
 // change feed (feed.go): a change by another node to a directory drops its

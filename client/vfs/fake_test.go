@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // fakeFwd is a forwarding node in memory: one byte slice per inode, a
@@ -20,16 +21,22 @@ type fakeFwd struct {
 	mu    sync.Mutex
 	files map[uint64][]byte
 	gen   map[uint64]uint64
-	calls []wire.Msg // every request, in the order it arrived
+	calls []fwdCall // every request, in the order it arrived
 	gate  map[uint64]chan struct{}
 	fail  map[uint64]error // next write at this offset fails
 	// arrived is signalled for every request (buffered generously)
-	arrived chan wire.Msg
+	arrived chan fwdCall
+}
+
+// fwdCall is a read or write as the fake forwarding node saw it.
+type fwdCall struct {
+	Op                wire.Op
+	Ino, Offset, Size uint64
 }
 
 func newFakeFwd(name string) *fakeFwd {
 	return &fakeFwd{name: name, files: map[uint64][]byte{}, gen: map[uint64]uint64{}, gate: map[uint64]chan struct{}{},
-		fail: map[uint64]error{}, arrived: make(chan wire.Msg, 1<<12)}
+		fail: map[uint64]error{}, arrived: make(chan fwdCall, 1<<12)}
 }
 
 // hold makes requests at offset off wait until the returned func is called.
@@ -74,62 +81,65 @@ func (f *fakeFwd) ops(op wire.Op) int {
 	return n
 }
 
-func (f *fakeFwd) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+// Invoke implements rpc.Invoker: reads and writes.
+func (f *fakeFwd) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
+	io, ok := req.(*ns.IOReq)
+	if !ok || op != ns.OpRead && op != ns.OpWrite {
+		return nil, errors.New("fakeFwd: unexpected op " + op.String())
+	}
+	c := fwdCall{Op: op, Ino: io.Ino, Offset: io.Off, Size: io.Len}
 	f.mu.Lock()
-	f.calls = append(f.calls, *req)
-	g := f.gate[req.Offset]
+	f.calls = append(f.calls, c)
+	g := f.gate[io.Off]
 	// a write lands when it arrives, in the generation of that moment;
 	// a held one only has its reply delayed
-	var reply *wire.Msg
 	var err error
-	if req.Op == wire.OpWrite {
-		reply, err = f.writeLocked(req, payload)
+	if op == ns.OpWrite {
+		err = f.writeLocked(io, payload, rep.(*ns.IORep))
 	}
 	f.mu.Unlock()
-	f.arrived <- *req
+	f.arrived <- c
 	if g != nil {
 		<-g
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch req.Op {
-	case wire.OpWrite:
-		return reply, nil, err
-	case wire.OpRead:
-		b := f.files[req.Ino]
-		if req.Offset >= uint64(len(b)) {
-			return &wire.Msg{}, nil, nil
-		}
-		end := min(req.Offset+req.Size, uint64(len(b)))
-		n := copy(into, b[req.Offset:end])
-		return &wire.Msg{}, into[:n], nil
-	}
-	return nil, nil, errors.New("fakeFwd: unexpected op " + req.Op.String())
-}
-
-func (f *fakeFwd) writeLocked(req *wire.Msg, payload []byte) (*wire.Msg, error) {
-	if err := f.fail[req.Offset]; err != nil {
-		delete(f.fail, req.Offset)
+	if op == ns.OpWrite {
 		return nil, err
 	}
+	b := f.files[io.Ino]
+	if io.Off >= uint64(len(b)) {
+		return nil, nil
+	}
+	end := min(io.Off+io.Len, uint64(len(b)))
+	n := copy(into, b[io.Off:end])
+	return into[:n], nil
+}
+
+func (f *fakeFwd) writeLocked(req *ns.IOReq, payload []byte, rep *ns.IORep) error {
+	if err := f.fail[req.Off]; err != nil {
+		delete(f.fail, req.Off)
+		return err
+	}
 	b := f.files[req.Ino]
-	if end := req.Offset + uint64(len(payload)); uint64(len(b)) < end {
+	if end := req.Off + uint64(len(payload)); uint64(len(b)) < end {
 		b = append(b, make([]byte, end-uint64(len(b)))...)
 	}
-	copy(b[req.Offset:], payload)
+	copy(b[req.Off:], payload)
 	f.files[req.Ino] = b
-	return &wire.Msg{Trunc: f.gen[req.Ino]}, nil
+	rep.Len, rep.Trunc = uint64(len(payload)), f.gen[req.Ino]
+	return nil
 }
 
 // wait returns the next request that arrives, or fails the test.
-func (f *fakeFwd) wait(t *testing.T) wire.Msg {
+func (f *fakeFwd) wait(t *testing.T) fwdCall {
 	t.Helper()
 	select {
 	case m := <-f.arrived:
 		return m
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s: no request arrived", f.name)
-		return wire.Msg{}
+		return fwdCall{}
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
@@ -109,7 +108,7 @@ func TestOwnedReadBack(t *testing.T) {
 	}
 	b.w.flush(10)
 	bs := b.meta.sent()
-	if len(bs) != 1 || bs[0].Entries[0].Mode&wire.CreateOwned == 0 {
+	if len(bs) != 1 || !bs[0].Entries[0].Owned {
 		t.Fatalf("batch %+v: the create must say the file is owned", bs)
 	}
 	if b.own.Bytes() != 15 {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
 	"github.com/sluice-hpc/sluice/internal/ident"
-	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/internal/zerocopy"
 )
 
@@ -519,14 +519,14 @@ func (s *Streams) fitsLocked(job string, n int64) bool {
 // pooled says data is a bufpool buffer of the caller's, which may then go
 // by reference (PageCaller) and is not to be read afterwards.
 func (s *Streams) send(id ident.ID, ino, fh uint64, w *pendingWrite, data []byte, pooled bool) error {
-	m := &wire.Msg{Op: wire.OpWrite, Ino: ino, Offset: w.off, Size: uint64(len(data)), Who: id}
-	var resp *wire.Msg
+	m := &ns.IOReq{Head: ns.Head{Who: id}, Ino: ino, Off: w.off, Len: uint64(len(data))}
+	resp := &ns.IORep{}
 	var err error
 	c := s.cfg.Route(id, ino)
 	if pc, ok := c.(PageCaller); ok && pooled {
-		resp, _, err = pc.CallPages(context.Background(), m, data, nil)
+		_, err = pc.InvokePages(context.Background(), ns.OpWrite, m, resp, data, nil)
 	} else {
-		resp, _, err = c.Call(context.Background(), m, data, nil)
+		_, err = c.Invoke(context.Background(), ns.OpWrite, m, resp, data, nil)
 	}
 	if err == nil {
 		s.wrote(fh, resp.Trunc, w.end)
@@ -701,14 +701,14 @@ func (s *Streams) ReadPast(ino, fh, end uint64) {
 
 // fetch runs one readahead request.
 func (s *Streams) fetch(id ident.ID, ino, fh uint64, b *raBuf) {
-	m := &wire.Msg{Op: wire.OpRead, Ino: ino, Offset: b.off, Size: uint64(b.size), Who: id}
+	m := &ns.IOReq{Head: ns.Head{Who: id}, Ino: ino, Off: b.off, Len: uint64(b.size)}
 	c := s.cfg.Route(id, ino)
 	if sc, ok := c.(SinkCaller); ok && s.cfg.SpliceReads && b.whole {
 		s.fetchPipe(sc, m, ino, fh, b)
 		return
 	}
 	buf := bufpool.Get(b.size)
-	_, p, err := c.Call(context.Background(), m, nil, buf)
+	p, err := c.Invoke(context.Background(), ns.OpRead, m, &ns.IORep{}, nil, buf)
 	s.mu.Lock()
 	b.landed = true
 	if err != nil {
@@ -739,10 +739,10 @@ func (s *Streams) fetch(id ident.ID, ino, fh uint64, b *raBuf) {
 
 // fetchPipe runs one readahead request whose answer goes into a pipe,
 // straight off the connection (into memory if no pipe can hold it).
-func (s *Streams) fetchPipe(sc SinkCaller, m *wire.Msg, ino, fh uint64, b *raBuf) {
+func (s *Streams) fetchPipe(sc SinkCaller, m *ns.IOReq, ino, fh uint64, b *raBuf) {
 	var pipe *zerocopy.Pipe
 	var data []byte
-	_, err := sc.CallSink(context.Background(), m, nil, func(n int, prefix []byte, conn net.Conn) error {
+	err := sc.InvokeSink(context.Background(), ns.OpRead, m, &ns.IORep{}, nil, func(n int, prefix []byte, conn net.Conn) error {
 		if n > b.size {
 			return fmt.Errorf("a read of %d bytes answered with %d", b.size, n)
 		}

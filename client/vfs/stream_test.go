@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/sluice-hpc/sluice/internal/rpc"
-	"github.com/sluice-hpc/sluice/internal/zerocopy"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +14,10 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
+	"github.com/sluice-hpc/sluice/internal/zerocopy"
 
 	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -267,7 +269,7 @@ func TestReadaheadSequential(t *testing.T) {
 	if h := s.Readahead(caller, ino, fh, 0, unit); h != nil {
 		t.Fatal("first read served from readahead")
 	}
-	if n := f.ops(wire.OpRead); n != 0 {
+	if n := f.ops(ns.OpRead); n != 0 {
 		t.Fatalf("first read fetched ahead (%d fetches)", n)
 	}
 	if h := s.Readahead(caller, ino, fh, unit, unit); h != nil {
@@ -370,7 +372,7 @@ func TestReadaheadWritesAndEOF(t *testing.T) {
 	late := f.calls[sent:]
 	f.mu.Unlock()
 	for _, m := range late {
-		if m.Op == wire.OpRead && m.Offset >= 300<<10 {
+		if m.Op == ns.OpRead && m.Offset >= 300<<10 {
 			t.Fatalf("fetch at %d after the end of file was seen at 300 KiB", m.Offset)
 		}
 	}
@@ -383,7 +385,7 @@ func TestReadaheadWritesAndEOF(t *testing.T) {
 	if h := s.Readahead(caller, ino, fh, 6*unit, unit); h != nil {
 		h.Release()
 	}
-	if m := f.wait(t); m.Op != wire.OpRead || m.Offset < 7*unit {
+	if m := f.wait(t); m.Op != ns.OpRead || m.Offset < 7*unit {
 		t.Fatalf("after ReadPast: %v at %d, want a fetch ahead", m.Op, m.Offset)
 	}
 }
@@ -396,15 +398,16 @@ type jobCaller struct {
 	release  chan struct{}
 }
 
-func (c *jobCaller) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+func (c *jobCaller) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
+	job := req.(ns.Request).Header().Who.Job
 	c.mu.Lock()
-	c.inflight[req.Who.Job]++
+	c.inflight[job]++
 	c.mu.Unlock()
 	<-c.release
 	c.mu.Lock()
-	c.inflight[req.Who.Job]--
+	c.inflight[job]--
 	c.mu.Unlock()
-	return &wire.Msg{}, nil, nil
+	return nil, nil
 }
 
 func (c *jobCaller) count(job string) int {
@@ -485,11 +488,11 @@ type ptrCaller struct {
 	ptr []*byte
 }
 
-func (c *ptrCaller) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
+func (c *ptrCaller) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error) {
 	c.mu.Lock()
 	c.ptr = append(c.ptr, unsafe.SliceData(payload))
 	c.mu.Unlock()
-	return c.fakeFwd.Call(ctx, req, payload, into)
+	return c.fakeFwd.Invoke(ctx, op, req, rep, payload, into)
 }
 
 // A write handed over (WriteKept: go-fuse's request buffer) goes out from
@@ -553,23 +556,23 @@ func TestWriteKept(t *testing.T) {
 	}
 }
 
-// sinkFwd is fakeFwd answering CallSink: a read's payload goes through a
+// sinkFwd is fakeFwd answering InvokeSink: a read's payload goes through a
 // real unix socket into the sink, as on the mount's connection.
 type sinkFwd struct {
 	*fakeFwd
 	t *testing.T
 }
 
-func (f sinkFwd) CallSink(ctx context.Context, req *wire.Msg, payload []byte, sink rpc.Sink) (*wire.Msg, error) {
-	buf := make([]byte, req.Size)
-	resp, p, err := f.Call(ctx, req, payload, buf)
+func (f sinkFwd) InvokeSink(ctx context.Context, op wire.Op, req, rep wire.Message, payload []byte, sink rpc.Sink) error {
+	buf := make([]byte, req.(*ns.IOReq).Len)
+	p, err := f.Invoke(ctx, op, req, rep, payload, buf)
 	if err != nil || len(p) == 0 {
-		return resp, err
+		return err
 	}
 	dir := f.t.TempDir()
 	ln, err := net.Listen("unix", filepath.Join(dir, "s"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer ln.Close()
 	go func() {
@@ -582,13 +585,13 @@ func (f sinkFwd) CallSink(ctx context.Context, req *wire.Msg, payload []byte, si
 	}()
 	conn, err := ln.Accept()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer conn.Close()
 	if err := sink(len(p), p[:100], conn); err != nil {
-		return nil, &rpc.SinkError{Err: err}
+		return &rpc.SinkError{Err: err}
 	}
-	return resp, nil
+	return nil
 }
 
 // TestReadaheadPipes: with SpliceReads, fetches made for reads of their

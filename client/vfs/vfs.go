@@ -50,21 +50,19 @@ import (
 )
 
 // Caller sends one request and waits for its answer (an *rpc.Client).
-type Caller interface {
-	Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error)
-}
+type Caller = rpc.Invoker
 
 // SinkCaller is a Caller that can hand an answer's payload to a sink
-// straight off the connection (rpc.Client.CallSink).
+// straight off the connection (rpc.Client.InvokeSink).
 type SinkCaller interface {
-	CallSink(ctx context.Context, req *wire.Msg, payload []byte, sink rpc.Sink) (*wire.Msg, error)
+	InvokeSink(ctx context.Context, op wire.Op, req, rep wire.Message, payload []byte, sink rpc.Sink) error
 }
 
 // PageCaller is a Caller that can send a payload by reference
-// (rpc.Client.CallPages): payload is a bufpool buffer the call may detach
-// the pages of, so the caller does not read it afterwards.
+// (rpc.Client.InvokePages): payload is a bufpool buffer the call may
+// detach the pages of, so the caller does not read it afterwards.
 type PageCaller interface {
-	CallPages(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error)
+	InvokePages(ctx context.Context, op wire.Op, req, rep wire.Message, payload, into []byte) ([]byte, error)
 }
 
 // Route says where a request of caller id on inode ino goes.

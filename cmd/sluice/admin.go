@@ -356,7 +356,7 @@ func cmdStat(args []string) error {
 		return fmt.Errorf("%s: %v", fs.Arg(0), err)
 	}
 	ctx := context.Background()
-	a, _, err := mc.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: st.Ino}, nil, nil)
+	a, err := rpc.Do(ctx, mc, ns.Getattr, &ns.InoReq{Ino: st.Ino})
 	if err != nil {
 		return err
 	}
@@ -454,11 +454,7 @@ func cmdSetstripe(args []string) error {
 		return err
 	}
 	if *local || *global {
-		m := &wire.Msg{Op: wire.OpSetLayout, Ino: st.Ino, Tier: *tier, Flags: wire.LayoutLocal}
-		if *global {
-			m.Flags = wire.LayoutGlobal
-		}
-		resp, _, err := mc.Call(context.Background(), m, nil, nil)
+		resp, err := rpc.Do(context.Background(), mc, ns.SetLayout, &ns.SetLayoutReq{Ino: st.Ino, Tier: *tier, Local: !*global, Global: *global})
 		if err != nil {
 			return err
 		}
@@ -469,8 +465,8 @@ func cmdSetstripe(args []string) error {
 		}
 		return nil
 	}
-	resp, _, err := mc.Call(context.Background(), &wire.Msg{Op: wire.OpSetLayout, Ino: st.Ino,
-		ChunkSize: uint32(cs), StripeCnt: uint32(*count), StripeUnit: uint32(us)}, nil, nil)
+	resp, err := rpc.Do(context.Background(), mc, ns.SetLayout, &ns.SetLayoutReq{Ino: st.Ino,
+		ChunkSize: uint32(cs), StripeCnt: uint32(*count), StripeUnit: uint32(us)})
 	if err != nil {
 		return err
 	}

@@ -306,8 +306,8 @@ func cmdMeta(args []string) error {
 	mtick := time.NewTicker(2 * time.Second)
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
-	// the managers' operations; the service's own (svc.Handler) after
-	// them. A grant or release is answered once the burst-buffer
+	// the managers' operations; the service's own (svc.Operations)
+	// after them. A grant or release is answered once the burst-buffer
 	// manager's controls follow it.
 	managers := &rpc.Table{Name: "metadata daemon"}
 	bsvc.Serve(managers)
@@ -315,7 +315,7 @@ func cmdMeta(args []string) error {
 	tmgr.Serve(managers)
 	bmgr.Serve(managers)
 	svc.OnGrant(bmgr.Tick)
-	srv := rpc.NewServer(secret, &rpc.Mux{Tables: []*rpc.Table{managers}, Default: svc.Handler()}, log)
+	srv := rpc.NewServer(secret, &rpc.Mux{Name: "metadata daemon", Tables: []*rpc.Table{managers, svc.Operations()}}, log)
 	go func() {
 		<-ctx.Done()
 		srv.Close()

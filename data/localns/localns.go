@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/atomicfile"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // Beside is where a data server whose chunk store is in dir keeps its
@@ -63,12 +64,12 @@ const ownersDir = ".owners"
 // it runs in one — every node of the job, a replacement node or the job
 // requeued under the same id writes there — else its compute node
 // ("node:NAME"); "" when the request names neither.
-func ownerOf(m *wire.Msg) string {
+func ownerOf(who wire.Who) string {
 	switch {
-	case m.Job != "":
-		return "job:" + m.Job
-	case m.Node != "":
-		return "node:" + m.Node
+	case who.Job != "":
+		return "job:" + who.Job
+	case who.Node != "":
+		return "node:" + who.Node
 	}
 	return ""
 }
@@ -100,19 +101,71 @@ func New(root string, id func() uint64) (*NS, error) {
 	return n, err
 }
 
-// Handles says whether request m is for the local namespace: it names a
+// Handles says whether request q is for the local namespace: it names a
 // local inode, or it is an entry operation the metadata service
-// redirected here (its directory is a local-mode directory).
-func Handles(m *wire.Msg) bool {
-	return wire.IsLocal(m.Ino) || wire.IsLocal(m.Parent) || m.Flags&wire.LocalRedirect != 0 && namesEntry(m.Op)
-}
-
-func namesEntry(op wire.Op) bool {
-	switch op {
-	case wire.OpLookup, wire.OpMknod, wire.OpMkdir, wire.OpSymlink, wire.OpUnlink, wire.OpRmdir, wire.OpReaddir:
+// redirected here (its directory is a local-mode directory: Local).
+func Handles(q ns.Request) bool {
+	ino, parent, newParent := q.Inodes()
+	if wire.IsLocal(ino) || wire.IsLocal(parent) || wire.IsLocal(newParent) {
 		return true
 	}
+	switch q.(type) {
+	case *ns.NameReq, *ns.MknodReq, *ns.MkdirReq, *ns.SymlinkReq, *ns.ReaddirReq:
+		return q.Header().Local
+	}
 	return false
+}
+
+// Op is one operation of the local namespace: its answer to request q
+// (payload: a write's data; out: a read's).
+type Op func(q ns.Request, payload []byte) (rep wire.Message, out []byte, err error)
+
+// Ops are the operations the local namespace answers, by number.
+func (n *NS) Ops() map[wire.Op]Op {
+	getattr := func(q *ns.InoReq) (*ns.AttrRep, error) { return n.Getattr(q.Ino) }
+	open := func(q *ns.OpenReq) (*ns.AttrRep, error) { return n.Getattr(q.Ino) }
+	none := func(ns.Request) (*ns.FeedRep, error) { return &ns.FeedRep{}, nil }
+	return map[wire.Op]Op{
+		ns.OpLookup:   op(n.Lookup),
+		ns.OpGetattr:  op(getattr),
+		ns.OpOpen:     op(open),
+		ns.OpSetattr:  op(n.Setattr),
+		ns.OpMknod:    op(n.Mknod),
+		ns.OpMkdir:    op(n.Mkdir),
+		ns.OpSymlink:  op(n.Symlink),
+		ns.OpLink:     op(n.Link),
+		ns.OpReadlink: op(n.Readlink),
+		ns.OpUnlink:   op(func(q *ns.NameReq) (*ns.EntryRep, error) { return n.Remove(q, false) }),
+		ns.OpRmdir:    op(func(q *ns.NameReq) (*ns.EntryRep, error) { return n.Remove(q, true) }),
+		ns.OpRename:   op(n.Rename),
+		ns.OpReaddir:  op(n.Readdir),
+		ns.OpRelease:  op(none),
+		ns.OpFlush:    op(func(*ns.SizeReq) (*ns.AttrRep, error) { return &ns.AttrRep{}, nil }),
+		ns.OpFsync:    op(n.Fsync),
+		ns.OpRead: func(q ns.Request, _ []byte) (wire.Message, []byte, error) {
+			r, out, err := n.Read(q.(*ns.IOReq))
+			return r, out, err
+		},
+		ns.OpWrite: func(q ns.Request, payload []byte) (wire.Message, []byte, error) {
+			r, err := n.Write(q.(*ns.IOReq), payload)
+			return r, nil, err
+		},
+	}
+}
+
+// op makes an Op of a typed answer to requests of type Q.
+func op[Q ns.Request, R wire.Message](f func(Q) (R, error)) Op {
+	return func(q ns.Request, _ []byte) (wire.Message, []byte, error) {
+		typed, ok := q.(Q)
+		if !ok {
+			return nil, nil, rpc.Errorf(syscall.EINVAL, "local namespace: a request of type %T", q)
+		}
+		r, err := f(typed)
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, nil, nil
+	}
 }
 
 // errno makes an rpc error of a file system error.
@@ -234,147 +287,187 @@ func (n *NS) moved(from, to string, e entryOf) {
 }
 
 // own gives p the caller's owner (the server runs as root).
-func own(p string, m *wire.Msg) error {
-	return errno(unix.Lchown(p, int(m.Uid), int(m.Gid)))
+func own(p string, uid, gid uint32) error {
+	return errno(unix.Lchown(p, int(uid), int(gid)))
 }
 
-// Serve answers request m (payload: a write's data). The reply's payload
-// is a read's data.
-func (n *NS) Serve(m *wire.Msg, payload []byte) (*wire.Msg, []byte, error) {
-	if err := n.writable(m); err != nil {
-		return nil, nil, err
+// Lookup answers ns.Lookup.
+func (n *NS) Lookup(q *ns.NameReq) (*ns.EntryRep, error) {
+	p, err := n.entry(q.Parent, q.Name)
+	if err != nil {
+		return nil, err
 	}
-	switch m.Op {
-	case wire.OpLookup:
-		p, err := n.entry(m.Parent, m.Name)
-		if err != nil {
-			return nil, nil, err
-		}
-		a, err := n.attr(p)
-		return &wire.Msg{Attr: a}, nil, err
-	case wire.OpGetattr, wire.OpOpen:
-		p, err := n.path(m.Ino)
-		if err != nil {
-			return nil, nil, err
-		}
-		a, err := n.attr(p)
-		return &wire.Msg{Attr: a}, nil, err
-	case wire.OpSetattr:
-		return n.setattr(m)
-	case wire.OpMknod, wire.OpMkdir, wire.OpSymlink:
-		return n.create(m)
-	case wire.OpLink:
-		src, err := n.path(m.Ino)
-		if err != nil {
-			return nil, nil, err
-		}
-		p, err := n.entry(m.NewParent, m.NewName)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := os.Link(src, p); err != nil {
-			return nil, nil, errno(err)
-		}
-		a, err := n.attr(p)
-		return &wire.Msg{Attr: a}, nil, err
-	case wire.OpReadlink:
-		p, err := n.path(m.Ino)
-		if err != nil {
-			return nil, nil, err
-		}
-		t, err := os.Readlink(p)
-		return &wire.Msg{Path: t}, nil, errno(err)
-	case wire.OpUnlink, wire.OpRmdir:
-		p, err := n.entry(m.Parent, m.Name)
-		if err != nil {
-			return nil, nil, err
-		}
-		e := stat(p)
-		if m.Op == wire.OpUnlink {
-			err = unix.Unlink(p)
-		} else {
-			err = unix.Rmdir(p)
-		}
-		if err != nil {
-			return nil, nil, errno(err)
-		}
-		n.forget(p, e)
-		if !wire.IsLocal(m.Parent) {
-			n.dropOwner(p)
-		}
-		return &wire.Msg{}, nil, nil
-	case wire.OpRename:
-		return n.rename(m)
-	case wire.OpReaddir:
-		es, err := n.readdir(m.Ino, m.Name, int(m.Size))
-		return &wire.Msg{Entries: es}, nil, err
-	case wire.OpRelease, wire.OpFlush:
-		return &wire.Msg{}, nil, nil
-	case wire.OpRead:
-		return n.read(m)
-	case wire.OpWrite:
-		return n.write(m, payload)
-	case wire.OpFsync:
-		p, err := n.path(m.Ino)
-		if err != nil {
-			return nil, nil, err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, nil, errno(err)
-		}
-		defer f.Close()
-		return &wire.Msg{}, nil, errno(f.Sync())
-	}
-	return nil, nil, rpc.Errorf(syscall.ENOTSUP, "local namespace: %s not supported", m.Op)
+	a, err := n.attr(p)
+	return &ns.EntryRep{Attr: a}, err
 }
 
-func (n *NS) create(m *wire.Msg) (*wire.Msg, []byte, error) {
-	p, err := n.entry(m.Parent, m.Name)
+// Getattr answers ns.Getattr (and ns.Open: nothing to open here).
+func (n *NS) Getattr(ino uint64) (*ns.AttrRep, error) {
+	p, err := n.path(ino)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	perm := m.Mode & 0o7777
-	switch m.Op {
-	case wire.OpMkdir:
-		err = unix.Mkdir(p, perm)
-	case wire.OpSymlink:
-		err = unix.Symlink(m.Path, p)
-	default:
-		typ := m.Mode & syscall.S_IFMT
-		if typ == 0 || typ == syscall.S_IFREG {
-			flags := unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC
-			if m.Flags&syscall.O_EXCL != 0 {
-				flags |= unix.O_EXCL
-			}
-			var fd int
-			if fd, err = unix.Open(p, flags, perm); err == nil {
-				unix.Close(fd)
-			}
-		} else {
-			err = unix.Mknod(p, typ|perm, int(m.Rdev))
-		}
+	a, err := n.attr(p)
+	return &ns.AttrRep{Attr: a}, err
+}
+
+// Setattr answers ns.Setattr.
+func (n *NS) Setattr(q *ns.SetattrReq) (*ns.AttrRep, error) {
+	p, err := n.path(q.Ino)
+	if err == nil {
+		err = n.writable(q.Who, p)
 	}
 	if err != nil {
-		return nil, nil, errno(err)
+		return nil, err
 	}
-	// the mode as asked (no umask), the caller's owner
-	if m.Op != wire.OpSymlink {
-		if err := unix.Chmod(p, perm); err != nil {
-			return nil, nil, errno(err)
+	return n.setattr(p, q)
+}
+
+// Mknod answers ns.Mknod: a regular file, FIFO, socket or device file,
+// with the mode as asked (no umask).
+func (n *NS) Mknod(q *ns.MknodReq) (*ns.EntryRep, error) {
+	perm := q.Mode & 0o7777
+	return n.create(q.Who, q.Parent, q.Name, q.Uid, q.Gid, func(p string) error {
+		typ := q.Mode & syscall.S_IFMT
+		if typ != 0 && typ != syscall.S_IFREG {
+			if err := unix.Mknod(p, typ|perm, int(q.Rdev)); err != nil {
+				return err
+			}
+			return unix.Chmod(p, perm)
+		}
+		flags := unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC
+		if q.Excl {
+			flags |= unix.O_EXCL
+		}
+		fd, err := unix.Open(p, flags, perm)
+		if err != nil {
+			return err
+		}
+		unix.Close(fd)
+		return unix.Chmod(p, perm)
+	})
+}
+
+// Mkdir answers ns.Mkdir, with the mode as asked (no umask).
+func (n *NS) Mkdir(q *ns.MkdirReq) (*ns.EntryRep, error) {
+	return n.create(q.Who, q.Parent, q.Name, q.Uid, q.Gid, func(p string) error {
+		if err := unix.Mkdir(p, q.Mode&0o7777); err != nil {
+			return err
+		}
+		return unix.Chmod(p, q.Mode&0o7777)
+	})
+}
+
+// Symlink answers ns.Symlink.
+func (n *NS) Symlink(q *ns.SymlinkReq) (*ns.EntryRep, error) {
+	return n.create(q.Who, q.Parent, q.Name, q.Uid, q.Gid, func(p string) error { return unix.Symlink(q.Target, p) })
+}
+
+// Link answers ns.Link.
+func (n *NS) Link(q *ns.LinkReq) (*ns.EntryRep, error) {
+	src, err := n.path(q.Ino)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.writableDir(q.Who, q.NewParent); err != nil {
+		return nil, err
+	}
+	p, err := n.entry(q.NewParent, q.NewName)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Link(src, p); err != nil {
+		return nil, errno(err)
+	}
+	a, err := n.attr(p)
+	return &ns.EntryRep{Attr: a}, err
+}
+
+// Readlink answers ns.Readlink.
+func (n *NS) Readlink(q *ns.InoReq) (*ns.ReadlinkRep, error) {
+	p, err := n.path(q.Ino)
+	if err != nil {
+		return nil, err
+	}
+	t, err := os.Readlink(p)
+	return &ns.ReadlinkRep{Target: t}, errno(err)
+}
+
+// Remove answers ns.Unlink and (dir) ns.Rmdir. Removing is left to the
+// permissions, so that post-processing can clean up a private directory.
+func (n *NS) Remove(q *ns.NameReq, dir bool) (*ns.EntryRep, error) {
+	p, err := n.entry(q.Parent, q.Name)
+	if err != nil {
+		return nil, err
+	}
+	e := stat(p)
+	if dir {
+		err = unix.Rmdir(p)
+	} else {
+		err = unix.Unlink(p)
+	}
+	if err != nil {
+		return nil, errno(err)
+	}
+	n.forget(p, e)
+	if !wire.IsLocal(q.Parent) {
+		n.dropOwner(p)
+	}
+	return &ns.EntryRep{}, nil
+}
+
+// Readdir answers ns.Readdir.
+func (n *NS) Readdir(q *ns.ReaddirReq) (*ns.ReaddirRep, error) {
+	es, err := n.readdir(q.Ino, q.After, q.Max)
+	if err != nil {
+		return nil, err
+	}
+	return &ns.ReaddirRep{Entries: es}, nil
+}
+
+// Fsync answers ns.Fsync.
+func (n *NS) Fsync(q *ns.SizeReq) (*ns.FeedRep, error) {
+	p, err := n.path(q.Ino)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	defer f.Close()
+	return &ns.FeedRep{}, errno(f.Sync())
+}
+
+// create makes entry name in directory parent with mk, owned by uid and
+// gid. An entry made in a local directory is a change of what it is in
+// (writable); one made in a local-mode directory of the global namespace
+// is a new private directory, open to all, and belongs to who's job (or
+// node).
+func (n *NS) create(who wire.Who, parent uint64, name string, uid, gid uint32, mk func(p string) error) (*ns.EntryRep, error) {
+	if wire.IsLocal(parent) {
+		if err := n.writableDir(who, parent); err != nil {
+			return nil, err
 		}
 	}
-	if err := own(p, m); err != nil {
-		return nil, nil, err
+	p, err := n.entry(parent, name)
+	if err != nil {
+		return nil, err
 	}
-	if o := ownerOf(m); !wire.IsLocal(m.Parent) && o != "" {
+	if err := mk(p); err != nil {
+		return nil, errno(err)
+	}
+	if err := own(p, uid, gid); err != nil {
+		return nil, err
+	}
+	if o := ownerOf(who); !wire.IsLocal(parent) && o != "" {
 		// a private directory: the job (or node) that made it owns it
 		if err := n.setOwner(p, o); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	a, err := n.attr(p)
-	return &wire.Msg{Attr: a}, nil, err
+	return &ns.EntryRep{Attr: a}, err
 }
 
 // key is the private directory path p is in ("DIRINO/NAME" of its entry
@@ -436,74 +529,55 @@ func (n *NS) dropOwner(p string) {
 	n.mu.Unlock()
 }
 
-// writable refuses request m if it would change what a private directory
-// holds from outside its owner (the job, or the node, that made it): to
+// writable refuses a change by who of what p is in, if p is in a private
+// directory who does not own (the job, or the node, that made it): to
 // everyone else a private directory is a read-only view (listing, stat,
-// read; docs/nodelocal.md). Removing (unlink, rmdir) is left to the
-// permissions, so that post-processing can clean up; root may do
-// anything; a directory made by a request naming no job and no node has
-// no owner and is not protected.
-func (n *NS) writable(m *wire.Msg) error {
-	who := ownerOf(m)
-	if m.User == 0 || who == "" { // the caller's uid (m.Uid is a setattr's new owner)
+// read; docs/nodelocal.md). Root may do anything; a directory made by a
+// request naming no job and no node has no owner and is not protected.
+func (n *NS) writable(who wire.Who, p string) error {
+	w := ownerOf(who)
+	if who.User == 0 || w == "" {
 		return nil
 	}
-	var p string
-	var err error
-	switch m.Op {
-	case wire.OpSetattr, wire.OpWrite:
-		p, err = n.path(m.Ino)
-	case wire.OpMknod, wire.OpMkdir, wire.OpSymlink:
-		if !wire.IsLocal(m.Parent) {
-			return nil // a new private directory: open to all
-		}
-		p, err = n.path(m.Parent)
-	case wire.OpLink:
-		p, err = n.path(m.NewParent)
-	case wire.OpRename:
-		if p, err = n.path(m.Parent); err == nil && n.owner(n.key(p)) == who {
-			p, err = n.path(m.NewParent)
-		}
-	default:
-		return nil
-	}
-	if err != nil {
-		return nil // the operation reports it
-	}
-	if o := n.owner(n.key(p)); o != "" && o != who {
-		return rpc.Errorf(syscall.EROFS, "local namespace: %s belongs to %s: read-only to %s", n.key(p), o, who)
+	if o := n.owner(n.key(p)); o != "" && o != w {
+		return rpc.Errorf(syscall.EROFS, "local namespace: %s belongs to %s: read-only to %s", n.key(p), o, w)
 	}
 	return nil
 }
 
-func (n *NS) setattr(m *wire.Msg) (*wire.Msg, []byte, error) {
-	p, err := n.path(m.Ino)
+// writableDir is writable for what local directory dir is in.
+func (n *NS) writableDir(who wire.Who, dir uint64) error {
+	p, err := n.path(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil // the operation reports it
 	}
-	if m.Mask&wire.SetSize != 0 {
+	return n.writable(who, p)
+}
+
+func (n *NS) setattr(p string, m *ns.SetattrReq) (*ns.AttrRep, error) {
+	if m.Mask&ns.SetSize != 0 {
 		if err := unix.Truncate(p, int64(m.Size)); err != nil {
-			return nil, nil, errno(err)
+			return nil, errno(err)
 		}
 	}
-	if m.Mask&(wire.SetUid|wire.SetGid) != 0 {
+	if m.Mask&(ns.SetUid|ns.SetGid) != 0 {
 		uid, gid := -1, -1
-		if m.Mask&wire.SetUid != 0 {
+		if m.Mask&ns.SetUid != 0 {
 			uid = int(m.Uid)
 		}
-		if m.Mask&wire.SetGid != 0 {
+		if m.Mask&ns.SetGid != 0 {
 			gid = int(m.Gid)
 		}
 		if err := unix.Lchown(p, uid, gid); err != nil {
-			return nil, nil, errno(err)
+			return nil, errno(err)
 		}
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
-		return nil, nil, errno(err)
+		return nil, errno(err)
 	}
-	mode, setMode := m.Mode&0o7777, m.Mask&wire.SetMode != 0
-	if m.Mask&wire.SetKillPriv != 0 && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+	mode, setMode := m.Mode&0o7777, m.Mask&ns.SetMode != 0
+	if m.Mask&ns.SetKillPriv != 0 && st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		if !setMode {
 			mode, setMode = st.Mode&0o7777, true
 		}
@@ -514,48 +588,55 @@ func (n *NS) setattr(m *wire.Msg) (*wire.Msg, []byte, error) {
 	}
 	if setMode && st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
 		if err := unix.Chmod(p, mode); err != nil {
-			return nil, nil, errno(err)
+			return nil, errno(err)
 		}
 	}
-	if m.Mask&(wire.SetAtime|wire.SetMtime) != 0 {
+	if m.Mask&(ns.SetAtime|ns.SetMtime) != 0 {
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
-		if m.Mask&wire.SetAtime != 0 {
+		if m.Mask&ns.SetAtime != 0 {
 			ts[0] = unix.NsecToTimespec(m.Atime)
 		}
-		if m.Mask&wire.SetMtime != 0 {
+		if m.Mask&ns.SetMtime != 0 {
 			ts[1] = unix.NsecToTimespec(m.Mtime)
 		}
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return nil, nil, errno(err)
+			return nil, errno(err)
 		}
 	}
 	a, err := n.attr(p)
-	return &wire.Msg{Attr: a}, nil, err
+	return &ns.AttrRep{Attr: a}, err
 }
 
-func (n *NS) rename(m *wire.Msg) (*wire.Msg, []byte, error) {
+// Rename answers ns.Rename within this server's local namespace.
+func (n *NS) Rename(m *ns.RenameReq) (*ns.FeedRep, error) {
 	if !wire.IsLocal(m.Parent) || !wire.IsLocal(m.NewParent) || wire.LocalServer(m.Parent) != wire.LocalServer(m.NewParent) {
 		// across servers or into the global namespace: mv copies
-		return nil, nil, rpc.Errorf(syscall.EXDEV, "local namespace: rename across servers")
+		return nil, rpc.Errorf(syscall.EXDEV, "local namespace: rename across servers")
+	}
+	if err := n.writableDir(m.Who, m.Parent); err != nil {
+		return nil, err
+	}
+	if err := n.writableDir(m.Who, m.NewParent); err != nil {
+		return nil, err
 	}
 	from, err := n.entry(m.Parent, m.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	to, err := n.entry(m.NewParent, m.NewName)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var flags uint
-	if m.Flags&wire.RenameNoReplace != 0 {
+	if m.Flags&ns.RenameNoReplace != 0 {
 		flags |= unix.RENAME_NOREPLACE
 	}
-	if m.Flags&wire.RenameExchange != 0 {
+	if m.Flags&ns.RenameExchange != 0 {
 		flags |= unix.RENAME_EXCHANGE
 	}
 	src, dst := stat(from), stat(to)
 	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, flags); err != nil {
-		return nil, nil, errno(err)
+		return nil, errno(err)
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		tmp := to + "\x00"
@@ -566,7 +647,7 @@ func (n *NS) rename(m *wire.Msg) (*wire.Msg, []byte, error) {
 		n.forget(to, dst)
 		n.moved(from, to, src)
 	}
-	return &wire.Msg{}, nil, nil
+	return &ns.FeedRep{}, nil
 }
 
 // readdir lists directory ino after name after, in name order, at most
@@ -604,12 +685,13 @@ func (n *NS) readdir(ino uint64, after string, max int) ([]wire.DirEntry, error)
 	return out, nil
 }
 
-func (n *NS) read(m *wire.Msg) (*wire.Msg, []byte, error) {
+// Read answers ns.Read: the bytes there are.
+func (n *NS) Read(m *ns.IOReq) (*ns.IORep, []byte, error) {
 	p, err := n.path(m.Ino)
 	if err != nil {
 		return nil, nil, err
 	}
-	if m.Size > wire.MaxPayload {
+	if m.Len > wire.MaxPayload {
 		return nil, nil, rpc.Errorf(syscall.EINVAL, "read too large")
 	}
 	f, err := os.Open(p)
@@ -617,27 +699,31 @@ func (n *NS) read(m *wire.Msg) (*wire.Msg, []byte, error) {
 		return nil, nil, errno(err)
 	}
 	defer f.Close()
-	buf := make([]byte, m.Size)
-	k, err := f.ReadAt(buf, int64(m.Offset))
+	buf := make([]byte, m.Len)
+	k, err := f.ReadAt(buf, int64(m.Off))
 	if err != nil && err != io.EOF {
 		return nil, nil, errno(err)
 	}
-	return &wire.Msg{Size: uint64(k)}, buf[:k], nil
+	return &ns.IORep{Len: uint64(k)}, buf[:k], nil
 }
 
-func (n *NS) write(m *wire.Msg, data []byte) (*wire.Msg, []byte, error) {
+// Write answers ns.Write.
+func (n *NS) Write(m *ns.IOReq, data []byte) (*ns.IORep, error) {
 	p, err := n.path(m.Ino)
+	if err == nil {
+		err = n.writable(m.Who, p)
+	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
-		return nil, nil, errno(err)
+		return nil, errno(err)
 	}
 	defer f.Close()
-	k, err := f.WriteAt(data, int64(m.Offset))
+	k, err := f.WriteAt(data, int64(m.Off))
 	if err != nil {
-		return nil, nil, errno(err)
+		return nil, errno(err)
 	}
-	return &wire.Msg{Size: uint64(k)}, nil, nil
+	return &ns.IORep{Len: uint64(k)}, nil
 }

@@ -62,8 +62,8 @@ type Client struct {
 // bulk I/O.
 const laneSmall = 0
 
-func (c *Client) laneOf(op wire.Op, m wire.Message) int {
-	if wire.Classify(op, m) == wire.ClassBulk {
+func (c *Client) laneOf(m wire.Message) int {
+	if wire.Classify(m) == wire.ClassBulk {
 		return 1 + int(wire.LaneKey(m)%uint64(c.opt.BulkConns))
 	}
 	return laneSmall
@@ -261,54 +261,12 @@ func (c *Client) invoke(ctx context.Context, op wire.Op, req, rep wire.Message, 
 	return p, nil
 }
 
-// Call sends req, an operation that speaks wire.Msg, as Invoke does. A
-// remote error is returned as *Error alongside a response holding it
-// (Errno, ErrMsg).
-func (c *Client) Call(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
-	return c.legacy(ctx, req, payload, &call{into: into})
-}
-
 // Body is a request payload kept in the kernel: bytes [Off, Off+N) of
 // Pipe, sent by reference (zerocopy.Pipe.SendTo) and still there to be
 // sent again after a reconnection.
 type Body struct {
 	Pipe   *zerocopy.Pipe
 	Off, N int
-}
-
-// CallBody is Call with the request's payload in b.
-func (c *Client) CallBody(ctx context.Context, req *wire.Msg, b Body, into []byte) (*wire.Msg, []byte, error) {
-	return c.legacy(ctx, req, nil, &call{into: into, body: &b})
-}
-
-// CallSink is Call with InvokeSink's sink.
-func (c *Client) CallSink(ctx context.Context, req *wire.Msg, payload []byte, sink Sink) (*wire.Msg, error) {
-	resp, _, err := c.legacy(ctx, req, payload, &call{sink: sink})
-	return resp, err
-}
-
-// CallPages is Call with InvokePages's payload.
-func (c *Client) CallPages(ctx context.Context, req *wire.Msg, payload, into []byte) (*wire.Msg, []byte, error) {
-	return c.legacy(ctx, req, payload, &call{into: into, pages: true})
-}
-
-func (c *Client) legacy(ctx context.Context, req *wire.Msg, payload []byte, proto *call) (*wire.Msg, []byte, error) {
-	rep := &wire.Msg{Op: req.Op}
-	p, err := c.invoke(ctx, req.Op, req, rep, payload, proto)
-	var re *Error
-	if errors.As(err, &re) && !isTransport(err) {
-		rep.Errno, rep.ErrMsg = uint32(re.Errno), re.Msg
-		return rep, nil, err
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return rep, p, nil
-}
-
-func isTransport(err error) bool {
-	var te *TransportError
-	return errors.As(err, &te)
 }
 
 type retryKey struct{}
@@ -327,7 +285,7 @@ func (c *Client) call(ctx context.Context, op wire.Op, req wire.Message, payload
 	ctx, cancel := withTimeout(ctx, c.opt.Timeout)
 	defer cancel()
 	backoff := 20 * time.Millisecond
-	lane := c.laneOf(op, req)
+	lane := c.laneOf(req)
 	var giveUp time.Time
 	if d, ok := ctx.Value(retryKey{}).(time.Duration); ok && d > 0 {
 		giveUp = time.Now().Add(d)

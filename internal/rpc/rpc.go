@@ -93,23 +93,6 @@ func Errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// ToMsg fills the status fields of a response from err.
-func ToMsg(m *wire.Msg, err error) *wire.Msg {
-	if err != nil {
-		m.Errno = uint32(Errno(err))
-		m.ErrMsg = err.Error()
-	}
-	return m
-}
-
-// FromMsg returns the error carried by a response, or nil.
-func FromMsg(m *wire.Msg) error {
-	if m.Errno == 0 {
-		return nil
-	}
-	return &Error{Errno: syscall.Errno(m.Errno), Msg: m.ErrMsg}
-}
-
 func mac(secret []byte, label string, a, b []byte) []byte {
 	h := hmac.New(sha256.New, secret)
 	h.Write([]byte(label))
@@ -275,12 +258,9 @@ func frameHead(scratch []byte, h wire.Header, m wire.Message, n int) []byte {
 	return scratch
 }
 
-// reply returns the frame flags and body of an answer: an error (a Msg
-// with a status, or err) goes as a Status.
+// replyBody returns the frame flags and body of an answer: an error goes
+// as a Status.
 func replyBody(m wire.Message, err error) (uint8, wire.Message) {
-	if lm, ok := m.(*wire.Msg); ok && err == nil && lm.Errno != 0 {
-		return wire.FlagError, &wire.Status{Errno: lm.Errno, Msg: lm.ErrMsg}
-	}
 	if err != nil {
 		return wire.FlagError, &wire.Status{Errno: uint32(Errno(err)), Msg: err.Error()}
 	}

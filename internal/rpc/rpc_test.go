@@ -29,17 +29,6 @@ func echoServer(t *testing.T, h Handler) (*Server, string) {
 	return s, ln.Addr().String()
 }
 
-var echo = HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
-	if m.Op == wire.OpUnlink {
-		return ToMsg(&wire.Msg{}, Errorf(syscall.ENOENT, "no such file %q", m.Name)), nil
-	}
-	if m.Op == wire.OpFsync {
-		time.Sleep(time.Duration(m.Size) * time.Millisecond)
-	}
-	out := append([]byte(nil), p...)
-	return &wire.Msg{Ino: m.Ino + 1, Size: uint64(len(p))}, out
-})
-
 func TestCallsInFlight(t *testing.T) {
 	_, addr := echoServer(t, echo)
 	c := NewClient(addr, secret, ClientOptions{})
@@ -51,14 +40,14 @@ func TestCallsInFlight(t *testing.T) {
 			defer wg.Done()
 			payload := bytes.Repeat([]byte{byte(i)}, i*1000)
 			into := make([]byte, len(payload))
-			resp, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: uint64(i)}, payload, into)
+			resp, p, err := tcall(context.Background(), c, tWrite, &tmsg{Ino: uint64(i)}, payload, into)
 			if err != nil || resp.Ino != uint64(i+1) || !bytes.Equal(p, payload) {
 				t.Errorf("call %d: %v %+v", i, err, resp)
 			}
 		}(i)
 	}
 	wg.Wait()
-	_, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpUnlink, Name: "x"}, nil, nil)
+	_, _, err := tcall(context.Background(), c, tUnlink, &tmsg{Name: "x"}, nil, nil)
 	if !errors.Is(err, syscall.ENOENT) || Errno(err) != syscall.ENOENT {
 		t.Fatalf("remote error: %v", err)
 	}
@@ -68,10 +57,10 @@ func TestSlowCallDoesNotBlockOthers(t *testing.T) {
 	_, addr := echoServer(t, echo)
 	c := NewClient(addr, secret, ClientOptions{})
 	defer c.Close()
-	go c.Call(context.Background(), &wire.Msg{Op: wire.OpFsync, Size: 2000}, nil, nil)
+	go tcall(context.Background(), c, tFsync, &tmsg{Size: 2000}, nil, nil)
 	time.Sleep(20 * time.Millisecond)
 	start := time.Now()
-	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpGetattr}, nil, nil); err != nil {
+	if _, _, err := tcall(context.Background(), c, tGetattr, &tmsg{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {
@@ -83,7 +72,7 @@ func TestWrongSecret(t *testing.T) {
 	s, addr := echoServer(t, echo)
 	c := NewClient(addr, []byte("wrong"), ClientOptions{Timeout: 2 * time.Second})
 	defer c.Close()
-	_, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil)
+	_, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil)
 	if !errors.Is(err, ErrAuth) {
 		t.Fatalf("want auth error, got %v", err)
 	}
@@ -93,7 +82,7 @@ func TestWrongSecret(t *testing.T) {
 	// the server keeps serving good clients
 	good := NewClient(addr, secret, ClientOptions{})
 	defer good.Close()
-	if _, _, err := good.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+	if _, _, err := tcall(context.Background(), good, tPing, &tmsg{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -114,7 +103,7 @@ func TestGarbageClosesConnectionOnly(t *testing.T) {
 	}
 	c := NewClient(addr, secret, ClientOptions{})
 	defer c.Close()
-	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -125,7 +114,7 @@ func TestUnreachableTimesOut(t *testing.T) {
 	ln.Close()
 	c := NewClient(addr, secret, ClientOptions{Timeout: 500 * time.Millisecond, Name: "data server 7"})
 	start := time.Now()
-	_, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil)
+	_, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil)
 	var te *TransportError
 	if !errors.As(err, &te) || Errno(err) != syscall.EIO {
 		t.Fatalf("want transport error, got %v", err)
@@ -146,7 +135,7 @@ func TestRetryLimit(t *testing.T) {
 	ln.Close()
 	c := NewClient(addr, secret, ClientOptions{Timeout: 20 * time.Second, Name: "data server 7"})
 	start := time.Now()
-	_, _, err := c.Call(WithRetryLimit(context.Background(), 200*time.Millisecond), &wire.Msg{Op: wire.OpPing}, nil, nil)
+	_, _, err := tcall(WithRetryLimit(context.Background(), 200*time.Millisecond), c, tPing, &tmsg{}, nil, nil)
 	var te *TransportError
 	if !errors.As(err, &te) {
 		t.Fatalf("want transport error, got %v", err)
@@ -163,7 +152,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 	go s.Serve(ln)
 	c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
 	defer c.Close()
-	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -178,7 +167,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 		t.Cleanup(s2.Close)
 		s2.Serve(ln2)
 	}()
-	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
 }
@@ -198,7 +187,7 @@ func BenchmarkPing(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, _, err := c.Call(ctx, &wire.Msg{Op: wire.OpGetattr, Ino: 1}, nil, nil); err != nil {
+		if _, _, err := tcall(ctx, c, tGetattr, &tmsg{Ino: 1}, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -219,13 +208,14 @@ func pattern(ino uint64, n int) []byte {
 }
 
 func (streamer) Handle(r *Request) {
-	if r.Msg.Op != wire.OpRead {
+	if r.Op != tRead.Op {
 		echo.Handle(r)
 		return
 	}
 	go func() {
-		p := pattern(r.Msg.Ino, int(r.Msg.Size))
-		_ = r.ReplySend(&wire.Msg{Size: r.Msg.Size}, len(p), func(c net.Conn) error {
+		m := r.Req.(*tmsg)
+		p := pattern(m.Ino, int(m.Size))
+		_ = r.ReplySend(&tmsg{Size: m.Size}, len(p), func(c net.Conn) error {
 			third := len(p) / 3
 			for _, part := range [][]byte{p[:third], p[third : 2*third], p[2*third:]} {
 				if _, err := c.Write(part); err != nil {
@@ -252,14 +242,15 @@ func TestCallSink(t *testing.T) {
 			n := 1 + i*40000
 			if i%3 == 0 {
 				payload := bytes.Repeat([]byte{byte(i)}, n)
-				_, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: uint64(i)}, payload, nil)
+				_, p, err := tcall(context.Background(), c, tWrite, &tmsg{Ino: uint64(i)}, payload, nil)
 				if err != nil || !bytes.Equal(p, payload) {
 					t.Errorf("call %d: %v", i, err)
 				}
 				return
 			}
 			var got []byte
-			resp, err := c.CallSink(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: uint64(i), Size: uint64(n)}, nil,
+			resp := &tmsg{}
+			err := c.InvokeSink(context.Background(), tRead.Op, &tmsg{Ino: uint64(i), Size: uint64(n)}, resp, nil,
 				func(n int, prefix []byte, conn net.Conn) error {
 					got = append(got, prefix...)
 					rest := make([]byte, n-len(prefix))
@@ -274,13 +265,13 @@ func TestCallSink(t *testing.T) {
 	}
 	wg.Wait()
 	calls := 0
-	_, err := c.CallSink(context.Background(), &wire.Msg{Op: wire.OpRead, Ino: 1, Size: 5000}, nil,
+	err := c.InvokeSink(context.Background(), tRead.Op, &tmsg{Ino: 1, Size: 5000}, &tmsg{}, nil,
 		func(int, []byte, net.Conn) error { calls++; return errors.New("downstream gone") })
 	var se *SinkError
 	if !errors.As(err, &se) || calls != 1 {
 		t.Fatalf("failing sink: %v after %d calls, want a SinkError after 1", err, calls)
 	}
-	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpGetattr}, nil, nil); err != nil {
+	if _, _, err := tcall(context.Background(), c, tGetattr, &tmsg{}, nil, nil); err != nil {
 		t.Fatalf("after a failed sink: %v", err)
 	}
 }
@@ -313,7 +304,7 @@ func TestServerGoneInHandshake(t *testing.T) {
 	}()
 	c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
 	defer c.Close()
-	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); err != nil {
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
 		t.Fatalf("call after the server dropped two handshakes: %v", err)
 	}
 }

@@ -21,10 +21,8 @@ import (
 type Request struct {
 	Op wire.Op
 	// Req is the request, decoded into its operation's request type
-	// (wire.Spec); Msg is the same for the operations that still speak
-	// wire.Msg, else nil.
+	// (wire.Spec).
 	Req     wire.Message
-	Msg     *wire.Msg
 	Payload []byte // request payload; valid until Reply
 	// Body holds the payload instead, in the kernel, when the handler
 	// took it so (BodyTaker); valid until Reply.
@@ -65,8 +63,7 @@ func (r *Request) release() {
 	}
 }
 
-// Reply sends the response (a *wire.Msg with a non-zero Errno goes as an
-// error) and releases the request payload. respPayload is not retained
+// Reply sends the response and releases the request payload. respPayload is not retained
 // after Reply returns. It must not be (part of) r.Payload: the payload's
 // buffer is given back first and may be refilled by the next request
 // while the answer is written.
@@ -160,31 +157,12 @@ const (
 	MaxBodies = 256
 )
 
-// HandlerFunc serves every request in its own goroutine with a synchronous
-// function: the simple model for daemons without a pipeline. Its answer
-// must not be the payload it was given (see Request.Reply).
-type HandlerFunc func(m *wire.Msg, payload []byte) (*wire.Msg, []byte)
+// HandlerFunc adapts a function of the request to Handler: it must answer
+// the request (at once, or from a goroutine of its own).
+type HandlerFunc func(r *Request)
 
 // Handle implements Handler.
-func (f HandlerFunc) Handle(r *Request) {
-	go func() {
-		resp, p := f(r.Msg, r.Payload)
-		r.Reply(resp, p)
-	}()
-}
-
-// PayloadFunc serves every request in its own goroutine with a function
-// whose answer is a payload or an error (services that speak JSON or
-// batches in payloads: Beacon, the forwarding-map manager).
-type PayloadFunc func(m *wire.Msg, payload []byte) ([]byte, error)
-
-// Handle implements Handler.
-func (f PayloadFunc) Handle(r *Request) {
-	go func() {
-		out, err := f(r.Msg, r.Payload)
-		r.Reply(ToMsg(&wire.Msg{}, err), out)
-	}()
-}
+func (f HandlerFunc) Handle(r *Request) { f(r) }
 
 // Server accepts authenticated connections and hands their requests to a
 // Handler.
@@ -344,10 +322,6 @@ func (s *Server) decode(req *Request, body []byte) error {
 		return Errorf(syscall.EINVAL, "%s request: %v", spec.Name, err)
 	}
 	req.Req = m
-	if lm, ok := m.(*wire.Msg); ok {
-		lm.Op = req.Op
-		req.Msg = lm
-	}
 	return nil
 }
 
@@ -409,13 +383,12 @@ func (sc *serverConn) reply(h wire.Header, m wire.Message, payload []byte) {
 	}
 }
 
-// Mux sends requests to a handler by operation: to the first of Tables
-// that serves it (in a goroutine of its own), else to the handler in Ops,
-// else to Default.
+// Mux sends each request to the first of Tables that serves its
+// operation, in a goroutine of its own; an operation none serves is
+// answered ENOSYS.
 type Mux struct {
-	Tables  []*Table
-	Ops     map[wire.Op]Handler
-	Default Handler
+	Name   string // the server, in errors
+	Tables []*Table
 }
 
 // Handle implements Handler.
@@ -426,9 +399,5 @@ func (m *Mux) Handle(r *Request) {
 			return
 		}
 	}
-	if h, ok := m.Ops[r.Op]; ok {
-		h.Handle(r)
-		return
-	}
-	m.Default.Handle(r)
+	r.ReplyErr(Errorf(syscall.ENOSYS, "%s: unsupported operation %v", m.Name, r.Op))
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/bufpool"
-	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
 // peerServer serves on ln and reports each request's peer.
@@ -24,8 +23,8 @@ func peerServer(t *testing.T, ln net.Listener) (peers func() []string, done chan
 	var seen []string
 	// an echo answers with a copy: the request's payload buffer is given
 	// back before the answer is written (Reply)
-	h := HandlerFunc(func(m *wire.Msg, p []byte) (*wire.Msg, []byte) {
-		return &wire.Msg{Size: uint64(len(p))}, append([]byte(nil), p...)
+	h := HandlerFunc(func(r *Request) {
+		go r.Reply(&tmsg{Size: uint64(len(r.Payload))}, append([]byte(nil), r.Payload...))
 	})
 	s := NewServer(secret, handlerWithPeer{h, func(p string) { mu.Lock(); seen = append(seen, p); mu.Unlock() }},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -47,7 +46,7 @@ func roundTrip(t *testing.T, addr string) {
 	c := NewClient(addr, secret, ClientOptions{Timeout: 5 * time.Second})
 	defer c.Close()
 	payload := bytes.Repeat([]byte("sluice"), 300_000) // past the socket buffers: several turns
-	resp, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite}, payload, nil)
+	resp, p, err := tcall(context.Background(), c, tWrite, &tmsg{}, payload, nil)
 	if err != nil || resp.Size != uint64(len(payload)) || !bytes.Equal(p, payload) {
 		t.Fatalf("call to %s: %v", addr, err)
 	}
@@ -171,7 +170,7 @@ type bodyRelay struct {
 	to *Client
 }
 
-func (h bodyRelay) TakesBody(r *Request) bool { return r.Op == wire.OpWrite }
+func (h bodyRelay) TakesBody(r *Request) bool { return r.Op == tWrite.Op }
 
 func (h bodyRelay) Handle(r *Request) {
 	go func() {
@@ -180,7 +179,7 @@ func (h bodyRelay) Handle(r *Request) {
 		if r.Body != nil {
 			// the second half, then the whole, from the same pipe
 			for _, part := range [][2]int{{n / 2, n - n/2}, {0, n}} {
-				_, p, err := h.to.CallBody(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: 1}, Body{Pipe: r.Body, Off: part[0], N: part[1]}, nil)
+				p, err := h.to.InvokeBody(context.Background(), tWrite.Op, &tmsg{Ino: 1}, &tmsg{}, Body{Pipe: r.Body, Off: part[0], N: part[1]}, nil)
 				if err != nil {
 					r.ReplyErr(err)
 					return
@@ -190,7 +189,7 @@ func (h bodyRelay) Handle(r *Request) {
 		} else {
 			got = append(append(got, r.Payload[n/2:]...), r.Payload...)
 		}
-		r.Reply(&wire.Msg{Size: uint64(n), Flags: boolFlag(r.Body != nil)}, got)
+		r.Reply(&tmsg{Size: uint64(n), Flags: boolFlag(r.Body != nil)}, got)
 	}()
 }
 
@@ -231,7 +230,7 @@ func TestBody(t *testing.T) {
 				for k := range payload {
 					payload[k] = byte(k*7 + i)
 				}
-				resp, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: uint64(i)}, payload, nil)
+				resp, p, err := tcall(context.Background(), c, tWrite, &tmsg{Ino: uint64(i)}, payload, nil)
 				if err != nil {
 					t.Errorf("local %v n %d: %v", local, n, err)
 					return
@@ -281,7 +280,7 @@ func TestCallPages(t *testing.T) {
 		buf = bufpool.Get(1 << 20)
 		want = randomPayload(len(buf))
 		copy(buf, want)
-		_, got, err = c.CallPages(context.Background(), &wire.Msg{Op: wire.OpWrite, Ino: 3}, buf, nil)
+		got, err = c.InvokePages(context.Background(), tWrite.Op, &tmsg{Ino: 3}, &tmsg{}, buf, nil)
 		if byRef.Load() == 0 {
 			t.Error("the payload did not go by reference")
 		}
@@ -324,7 +323,7 @@ func TestCallPages(t *testing.T) {
 			r.sc.c.Close()
 			return
 		}
-		r.Reply(&wire.Msg{}, append([]byte(nil), r.Payload...))
+		r.Reply(&tmsg{}, append([]byte(nil), r.Payload...))
 	}))
 	buf, want, got, err = call(drops)
 	if err != nil {

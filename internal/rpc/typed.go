@@ -65,7 +65,8 @@ func (t *Table) Dispatch(ctx context.Context, r *Request) {
 	r.ReplyErr(Errorf(syscall.ENOSYS, "%s: unsupported operation %v", t.Name, r.Op))
 }
 
-func (t *Table) add(op wire.Op, h func(ctx context.Context, r *Request)) {
+// Add serves operation op with h, which answers the request itself.
+func (t *Table) Add(op wire.Op, h func(ctx context.Context, r *Request)) {
 	if t.h == nil {
 		t.h = map[wire.Op]func(context.Context, *Request){}
 	}
@@ -77,7 +78,7 @@ func (t *Table) add(op wire.Op, h func(ctx context.Context, r *Request)) {
 
 // On serves operation d with f, whose reply or error answers the request.
 func On[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](t *Table, d wire.Def[Q, R], f func(ctx context.Context, q PQ) (PR, error)) {
-	t.add(d.Op, func(ctx context.Context, r *Request) {
+	t.Add(d.Op, func(ctx context.Context, r *Request) {
 		q, ok := r.Req.(PQ)
 		if !ok {
 			r.ReplyErr(Errorf(syscall.EINVAL, "%s: %v: request of type %T", t.Name, r.Op, r.Req))
@@ -95,24 +96,13 @@ func On[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](t *Table, d wire.Def[Q, R], f 
 // OnRequest serves operation d with f, which answers r itself (a payload
 // in or out, a reply sent from the file: Request.ReplySend).
 func OnRequest[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](t *Table, d wire.Def[Q, R], f func(ctx context.Context, r *Request, q PQ)) {
-	t.add(d.Op, func(ctx context.Context, r *Request) {
+	t.Add(d.Op, func(ctx context.Context, r *Request) {
 		q, ok := r.Req.(PQ)
 		if !ok {
 			r.ReplyErr(Errorf(syscall.EINVAL, "%s: %v: request of type %T", t.Name, r.Op, r.Req))
 			return
 		}
 		f(ctx, r, q)
-	})
-}
-
-// OnMsg serves an operation that still speaks wire.Msg with f.
-func OnMsg(t *Table, op wire.Op, f func(ctx context.Context, r *Request)) {
-	t.add(op, func(ctx context.Context, r *Request) {
-		if r.Msg == nil {
-			r.ReplyErr(Errorf(syscall.EINVAL, "%s: %v: request of type %T", t.Name, r.Op, r.Req))
-			return
-		}
-		f(ctx, r)
 	})
 }
 
@@ -127,9 +117,6 @@ type localAnswer struct {
 
 func (a *localAnswer) take(resp wire.Message, err error, payload []byte) {
 	a.once.Do(func() {
-		if m, ok := resp.(*wire.Msg); ok && err == nil && m.Errno != 0 {
-			err = FromMsg(m)
-		}
 		if err == nil && resp != nil {
 			a.body = wire.Encode(nil, resp)
 		}
@@ -151,10 +138,6 @@ func (t *Table) Invoke(ctx context.Context, op wire.Op, req, rep wire.Message, p
 		return nil, Errorf(syscall.ENOSYS, "%s: unsupported operation %v", t.Name, op)
 	}
 	r := &Request{Op: op, Req: req, Payload: payload, local: &localAnswer{done: make(chan struct{})}}
-	if m, ok := req.(*wire.Msg); ok {
-		m.Op = op
-		r.Msg = m
-	}
 	r.At = time.Now()
 	t.Dispatch(ctx, r)
 	a := r.local

@@ -55,7 +55,7 @@ func TestVersionRefused(t *testing.T) {
 		addr, _ := fakeHello(t, tc.hello)
 		c := NewClient(addr, secret, ClientOptions{Timeout: 10 * time.Second})
 		start := time.Now()
-		_, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil)
+		_, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil)
 		c.Close()
 		if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
@@ -74,7 +74,7 @@ func TestMinorVersionAccepted(t *testing.T) {
 	addr, got := fakeHello(t, append(putVersion([]byte(helloMagic), wire.Version{Major: wire.Major, Minor: wire.Minor + 3}), nonce...))
 	c := NewClient(addr, secret, ClientOptions{Timeout: 300 * time.Millisecond})
 	defer c.Close()
-	c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil) // the fake never proves itself
+	tcall(context.Background(), c, tPing, &tmsg{}, nil, nil) // the fake never proves itself
 	b := <-got
 	if len(b) != versionLen+nonceLen+32 || getVersion(b) != wire.Ours {
 		t.Fatalf("the client answered %x, want its version, nonce and proof", b)
@@ -120,23 +120,23 @@ func TestUnknownAndMalformed(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSYS) || !strings.Contains(err.Error(), "operation 65000 unknown to this server (protocol 2.0)") {
 		t.Fatalf("unknown operation: %v", err)
 	}
-	_, err = c.Invoke(context.Background(), wire.OpLookup, rawBody{0xff}, &wire.Msg{}, nil, nil)
-	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "lookup request") {
+	_, err = c.Invoke(context.Background(), tGetattr.Op, rawBody{0xff}, &tmsg{}, nil, nil)
+	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "test-getattr request") {
 		t.Fatalf("malformed body: %v", err)
 	}
-	resp, p, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpGetattr, Ino: 7}, []byte("x"), nil)
+	resp, p, err := tcall(context.Background(), c, tGetattr, &tmsg{Ino: 7}, []byte("x"), nil)
 	if err != nil || resp.Ino != 8 || string(p) != "x" {
 		t.Fatalf("call after the refusals: %+v %v", resp, err)
 	}
 }
 
-// rawBody sends bytes as field 4, which a Msg has as an integer (Ino):
-// a body of a known field of the wrong wire type.
+// rawBody sends bytes as field 1, which tmsg has as an integer (Ino): a
+// body of a known field of the wrong wire type.
 type rawBody []byte
 
 func (b rawBody) Fields(c *wire.Codec) {
 	e := []byte(b)
-	c.Bytes(4, &e)
+	c.Bytes(1, &e)
 }
 
 type echoReq struct {
@@ -171,7 +171,7 @@ func TestTypedTable(t *testing.T) {
 		}
 		return &echoRep{Greeting: "hello " + q.Name, Double: 2 * q.N}, nil
 	})
-	_, addr := echoServer(t, HandlerFunc2(func(r *Request) { go tab.Dispatch(context.Background(), r) }))
+	_, addr := echoServer(t, HandlerFunc(func(r *Request) { go tab.Dispatch(context.Background(), r) }))
 	c := NewClient(addr, secret, ClientOptions{})
 	defer c.Close()
 	rep, err := Do(context.Background(), c, opEcho, &echoReq{Name: "x", N: 21})
@@ -181,12 +181,7 @@ func TestTypedTable(t *testing.T) {
 	if _, err := Do(context.Background(), c, opEcho, &echoReq{}); !errors.Is(err, syscall.ENOENT) || err.Error() != "no name" {
 		t.Fatalf("typed error: %v", err)
 	}
-	if _, _, err := c.Call(context.Background(), &wire.Msg{Op: wire.OpPing}, nil, nil); !errors.Is(err, syscall.ENOSYS) || !strings.Contains(err.Error(), "test server") {
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); !errors.Is(err, syscall.ENOSYS) || !strings.Contains(err.Error(), "test server") {
 		t.Fatalf("operation not in the table: %v", err)
 	}
 }
-
-// HandlerFunc2 adapts a function of the request to Handler.
-type HandlerFunc2 func(r *Request)
-
-func (f HandlerFunc2) Handle(r *Request) { f(r) }

@@ -30,22 +30,6 @@ func LocalServer(ino uint64) uint64 { return ino &^ LocalBit >> localNumBits }
 // LocalNum is the serving data server's own number for local inode ino.
 func LocalNum(ino uint64) uint64 { return ino & (1<<localNumBits - 1) }
 
-// LocalRedirect in the Flags of the metadata service's reply to an entry
-// operation on a local-mode directory (lookup, create, mkdir, unlink,
-// rmdir, symlink; readdir) says the entry lives on a data server of the
-// directory's tier, all of which are in the reply's Servers (by id): the
-// one LocalPick names for the entry's name; for readdir, each holds a part
-// of the listing.
-const LocalRedirect uint32 = 1 << 29
-
-// Msg.Flags of OpSetLayout: put the directory in local mode, its entries
-// on the data servers of tier Tier ("": the fastest with servers), or take
-// it out of local mode. Reply Tier: the tier of its local entries.
-const (
-	LayoutLocal  uint32 = 1
-	LayoutGlobal uint32 = 2
-)
-
 // LocalPick is the index in servers (the tier's data servers, by id) of
 // the one that serves entry name of a local-mode directory: a hash of the
 // name (a node's rank), so a restarted job finds its private directory on

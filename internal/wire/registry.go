@@ -54,10 +54,8 @@ type Spec struct {
 	Op      Op
 	Name    string
 	Service Service
-	// Legacy operations still speak Msg both ways.
-	Legacy bool
-	req    func() Message
-	rep    func() Message
+	req     func() Message
+	rep     func() Message
 }
 
 // NewRequest returns a zero request of the operation.
@@ -136,16 +134,3 @@ type Empty struct{}
 
 // Fields implements Message.
 func (*Empty) Fields(*Codec) {}
-
-func init() {
-	for op := OpInvalid + 1; op < opMax; op++ {
-		if opNames[op] == "" {
-			continue // moved to its service's package
-		}
-		register(&Spec{Op: op, Name: opNames[op], Service: legacyService(op), Legacy: true,
-			req: func() Message { return &Msg{} }, rep: func() Message { return &Msg{} }})
-	}
-}
-
-// legacyService is the service of an operation that speaks Msg.
-func legacyService(Op) Service { return Namespace }

@@ -142,7 +142,7 @@ type ChunkLoc struct {
 	Servers []uint64
 	// Gen is the chunk's layout generation: it rises every time the chunk
 	// moves (tier migration, a fresh chunk placed again). Chunk requests
-	// carry the generation of the location they were sent to (Msg.Gen),
+	// carry the generation of the location they were sent to (chunk.At),
 	// and a data server the chunk moved away from refuses older ones
 	// (data/move.go).
 	Gen uint64
@@ -204,104 +204,8 @@ type Who struct {
 	// that variable, else its executable's name.
 	App string
 	// User and Group are the caller's uid and gid (QoS rules match them;
-	// Msg.Uid and Msg.Gid are a namespace request's credentials).
+	// a namespace request's credentials for a new file are its own).
 	User, Group uint32
-}
-
-// Msg is the message of the operations that have no types of their own
-// yet (Spec.Legacy): each uses a subset of the fields; zero fields are not
-// sent.
-type Msg struct {
-	Op     Op     `wire:"-"` // in the frame header, not a field
-	Errno  uint32 `wire:"-"` // a reply's status: 0 or a syscall errno (sent as Status)
-	ErrMsg string `wire:"-"` // human-readable detail for a non-zero Errno
-
-	Ino, Parent, NewParent, Handle uint64
-	Name, NewName, Path            string
-	Mode, Uid, Gid, Flags, Mask    uint32
-	Offset, Size, Idx              uint64
-	ChunkSize, StripeCnt           uint32
-	StripeUnit                     uint32
-	Atime, Mtime                   int64
-
-	// Who is the application behind the request, set once by the client
-	// and carried unchanged by every daemon that forwards or records it.
-	// (Uid and Gid above are the caller's credentials, or a setattr's new
-	// owner.)
-	Who
-
-	Attr    *Attr
-	Entries []DirEntry
-	Chunks  []ChunkLoc
-	Servers []ServerInfo
-	Sync    bool
-	Tier    string
-	Addr    string
-	ID      uint64
-	Used    uint64
-	Cap     uint64
-	// Gen is the metadata service's change-feed position: in a reply, the
-	// feed's position when the request was served; in OpWatch, the
-	// position the caller has seen. In a chunk request it is the layout
-	// generation (ChunkLoc.Gen) of the location the request was sent to.
-	Gen uint64
-	// Client identifies the mount that sent a namespace request (a random
-	// id it picks), so the change feed does not echo its own changes.
-	Client uint64
-	// ParentAttr is, in the reply to a change inside a directory (create,
-	// mkdir, symlink, link, unlink, rmdir), the directory's attributes
-	// after it, so the client need not ask for them.
-	ParentAttr *Attr
-	// Trunc is the truncation generation (Attr.Trunc) a request was made
-	// under: chunk reads and writes, allocations and size reports carry
-	// it, write replies return the generation the data landed in.
-	Trunc uint64
-	// Trims are chunk truncations (OpChunkTrunc, OpTrims, OpTrimsDone).
-	Trims []Trim
-	// Rdev is the device number of a device file OpMknod creates.
-	Rdev uint32
-}
-
-// Fields implements Message. Op travels in the frame header, Errno and
-// ErrMsg as the reply's Status (an error frame): neither is a field.
-func (m *Msg) Fields(c *Codec) {
-	c.Uint64(4, &m.Ino)
-	c.Uint64(5, &m.Parent)
-	c.Uint64(6, &m.NewParent)
-	c.Uint64(7, &m.Handle)
-	c.String(8, &m.Name)
-	c.String(9, &m.NewName)
-	c.String(10, &m.Path)
-	c.Uint32(11, &m.Mode)
-	c.Uint32(12, &m.Uid)
-	c.Uint32(13, &m.Gid)
-	c.Uint32(14, &m.Flags)
-	c.Uint32(15, &m.Mask)
-	c.Uint64(16, &m.Offset)
-	c.Uint64(17, &m.Size)
-	c.Uint64(18, &m.Idx)
-	c.Uint32(19, &m.ChunkSize)
-	c.Uint32(20, &m.StripeCnt)
-	c.Uint32(21, &m.StripeUnit)
-	c.Int64(22, &m.Atime)
-	c.Int64(23, &m.Mtime)
-	Embed(c, 24, &m.Who)
-	Opt(c, 27, &m.Attr)
-	List(c, 28, &m.Entries)
-	List(c, 29, &m.Chunks)
-	List(c, 30, &m.Servers)
-	c.Bool(31, &m.Sync)
-	c.String(32, &m.Tier)
-	c.String(33, &m.Addr)
-	c.Uint64(34, &m.ID)
-	c.Uint64(35, &m.Used)
-	c.Uint64(36, &m.Cap)
-	c.Uint64(37, &m.Gen)
-	c.Uint64(38, &m.Client)
-	Opt(c, 39, &m.ParentAttr)
-	c.Uint64(40, &m.Trunc)
-	List(c, 41, &m.Trims)
-	c.Uint32(42, &m.Rdev)
 }
 
 // Fields implements Message.

@@ -15,7 +15,7 @@ import (
 
 func TestHeader(t *testing.T) {
 	var b [wire.HeaderSize]byte
-	h := wire.Header{Kind: wire.KindResponse, Flags: 1, Op: wire.OpWrite, ReqID: 1 << 40, BodyLen: 100, PayloadLen: 1 << 20}
+	h := wire.Header{Kind: wire.KindResponse, Flags: 1, Op: 417, ReqID: 1 << 40, BodyLen: 100, PayloadLen: 1 << 20}
 	wire.PutHeader(b[:], h)
 	got, err := wire.ParseHeader(b[:])
 	if err != nil || got != h {
@@ -31,13 +31,10 @@ func TestHeader(t *testing.T) {
 	}
 }
 
-// TestLegacyOperations: the operations that still speak Msg carry every
-// field of it, and read what every earlier minor version encoded
-// (testdata/v*/); so does Status.
-func TestLegacyOperations(t *testing.T) {
-	wiretest.Operations(t, "testdata", 0)
+// TestStatus: an error reply's Status carries every field, and reads
+// what every earlier minor version encoded (testdata/v*/).
+func TestStatus(t *testing.T) {
 	wiretest.RoundTrip(t, &wire.Status{})
-	wiretest.Golden(t, "testdata", "legacy-msg", &wire.Msg{})
 	wiretest.Golden(t, "testdata", "status", &wire.Status{})
 }
 
@@ -210,19 +207,29 @@ func (m *backwards) Fields(c *wire.Codec) {
 }
 
 func TestClass(t *testing.T) {
-	if wire.ClassOf(&wire.Msg{Op: wire.OpWrite, Size: 1 << 20}) != wire.ClassBulk || wire.ClassOf(&wire.Msg{Op: wire.OpRead, Size: 4096}) != wire.ClassSmall || wire.ClassOf(&wire.Msg{Op: wire.OpGetattr}) != wire.ClassMeta {
+	if wire.Classify(&wire.Empty{}) != wire.ClassMeta || wire.IOClass(1<<20) != wire.ClassBulk || wire.IOClass(4096) != wire.ClassSmall {
 		t.Fatal("classification")
 	}
 }
 
-// FuzzDecode: the decoders of the operations that still speak Msg, and
-// of Status (wiretest.Fuzz).
-func FuzzDecode(f *testing.F) { wiretest.Fuzz(f, 0) }
+// FuzzDecode: the decoders of the types every service shares (a
+// Status, attributes, a chunk's location, a daemon's description).
+func FuzzDecode(f *testing.F) {
+	for _, m := range []wire.Message{&wire.Status{}, &wire.Attr{}, &wire.ChunkLoc{}, &wire.ServerInfo{}} {
+		wiretest.Fill(m)
+		f.Add(wire.Encode(nil, m))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range []wire.Message{&wire.Status{}, &wire.Attr{}, &wire.ChunkLoc{}, &wire.ServerInfo{}, &wire.Who{}, &wire.Activity{}} {
+			wiretest.Redecode(t, m, b)
+		}
+	})
+}
 
 // FuzzHeader: header parsing never panics and accepted headers round-trip.
 func FuzzHeader(f *testing.F) {
 	var b [wire.HeaderSize]byte
-	wire.PutHeader(b[:], wire.Header{Kind: wire.KindRequest, Op: wire.OpLookup, ReqID: 1, BodyLen: 10})
+	wire.PutHeader(b[:], wire.Header{Kind: wire.KindRequest, Op: 415, ReqID: 1, BodyLen: 10})
 	f.Add(b[:])
 	f.Fuzz(func(t *testing.T, in []byte) {
 		h, err := wire.ParseHeader(in)

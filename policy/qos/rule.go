@@ -254,20 +254,6 @@ func flowKey(rules []Rule, q Req) (string, int) {
 	return "other", -1 // no job, no node: the daemons' own requests
 }
 
-// ReqOf is what rules see of message m moving n bytes: its caller's
-// identity and its class (reads and writes of files and of chunks are
-// data; every other operation is metadata).
-func ReqOf(m *wire.Msg, n uint64) Req {
-	c := Meta
-	switch m.Op {
-	case wire.OpRead:
-		c = Read
-	case wire.OpWrite:
-		c = Write
-	}
-	return ReqBy(m.Who, c, n)
-}
-
 // ReqBy is a request of class c moving n bytes made by who.
 func ReqBy(who wire.Who, c Class, n uint64) Req {
 	return Req{Job: who.Job, Node: who.Node, App: who.App, Uid: who.User, Gid: who.Group, Class: c, Bytes: n}

@@ -40,9 +40,9 @@ func metaNamespaceOps(t *testing.T, addr string) float64 {
 	}
 	defer resp.Body.Close()
 	nsOps := map[string]bool{}
-	for _, op := range []wire.Op{wire.OpLookup, wire.OpGetattr, wire.OpSetattr, wire.OpMknod, wire.OpMkdir, wire.OpUnlink,
-		wire.OpRmdir, wire.OpRename, wire.OpLink, wire.OpSymlink, wire.OpReadlink, wire.OpReaddir, wire.OpOpen, wire.OpRelease,
-		ns.OpLayout, ns.OpAlloc, ns.OpExtend, wire.OpCreateBatch, ns.OpDelegate} {
+	for _, op := range []wire.Op{ns.OpLookup, ns.OpGetattr, ns.OpSetattr, ns.OpMknod, ns.OpMkdir, ns.OpUnlink,
+		ns.OpRmdir, ns.OpRename, ns.OpLink, ns.OpSymlink, ns.OpReadlink, ns.OpReaddir, ns.OpOpen, ns.OpRelease,
+		ns.OpLayout, ns.OpAlloc, ns.OpExtend, ns.OpCreateBatch, ns.OpDelegate} {
 		nsOps[op.String()] = true
 	}
 	var sum float64

@@ -152,10 +152,9 @@ func Redecode(t *testing.T, m wire.Message, b []byte) {
 	}
 }
 
-// Operations checks every registered operation of service svc (0: the
-// operations that still speak Msg): a name, every field of its request
-// and reply visited (RoundTrip), and the golden encodings of earlier
-// minor versions in dir read whole (Golden).
+// Operations checks every registered operation of service svc: a name,
+// every field of its request and reply visited (RoundTrip), and the
+// golden encodings of earlier minor versions in dir read whole (Golden).
 func Operations(t *testing.T, dir string, svc wire.Service) {
 	t.Helper()
 	n := 0
@@ -166,10 +165,8 @@ func Operations(t *testing.T, dir string, svc wire.Service) {
 		}
 		RoundTrip(t, s.NewRequest())
 		RoundTrip(t, s.NewReply())
-		if !s.Legacy {
-			Golden(t, dir, s.Name+".req", s.NewRequest())
-			Golden(t, dir, s.Name+".rep", s.NewReply())
-		}
+		Golden(t, dir, s.Name+".req", s.NewRequest())
+		Golden(t, dir, s.Name+".rep", s.NewReply())
 	}
 	if n == 0 {
 		t.Fatalf("no operation of service %v registered", svc)
@@ -179,7 +176,7 @@ func Operations(t *testing.T, dir string, svc wire.Service) {
 func specsOf(svc wire.Service) []*wire.Spec {
 	var out []*wire.Spec
 	for _, s := range wire.Specs() {
-		if svc == 0 && s.Legacy || svc != 0 && s.Service == svc && !s.Legacy {
+		if s.Service == svc {
 			out = append(out, s)
 		}
 	}
@@ -187,9 +184,8 @@ func specsOf(svc wire.Service) []*wire.Spec {
 }
 
 // Fuzz is a fuzz target over the decoders of service svc's requests and
-// replies (0: the operations that still speak Msg) and of Status: none
-// panics, and whatever one accepts re-encodes to a message that decodes
-// to the same value. The input's first byte picks the operation, the
+// replies and of Status: none panics, and whatever one accepts re-encodes
+// to a message that decodes to the same value. The input's first byte picks the operation, the
 // second request or reply.
 func Fuzz(f *testing.F, svc wire.Service) {
 	specs := specsOf(svc)
