@@ -12,8 +12,12 @@ build:
 # execution counts: a -fuzztime duration can fail at its deadline with no
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
 # end-to-end tests on a real FUSE mount with real daemons and fio, and
-# pjdfstest on a fresh local cluster.
-test: lint unit fuzz-smoke e2e e2e-race posix bench-smoke streams-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-smoke
+# pjdfstest on a fresh local cluster. The targets run in this order, the
+# first failure stops the run, and the end says how long each took
+# (test/timed.sh).
+TEST_TARGETS := lint unit fuzz-smoke e2e e2e-race posix bench-smoke streams-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-smoke
+test:
+	@bash test/timed.sh $(TEST_TARGETS)
 
 lint:
 	@fmt=$$(gofmt -l .); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta/engine"
@@ -218,6 +219,22 @@ func (s *Service) SetPlacementHint(f func(ino, parent uint64, name string) strin
 	r.placeHint = f
 }
 
+// Pools is what placement asks the resource pools (meta/pools).
+type Pools interface {
+	// Of is the pool the new chunks of a file in directory dir written
+	// by job go to (nil: none).
+	Of(dir uint64, job string) *api.Pool
+}
+
+// SetPools has placement put a file's new chunks on the servers of the
+// pool its directory or writer is bound to first.
+func (s *Service) SetPools(p Pools) {
+	r := &s.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pools = p
+}
+
 // WakeStalled makes writers waiting for a stalled tier look again (the
 // reserves SetStallReserve gives changed).
 func (s *Service) WakeStalled() {
@@ -271,7 +288,9 @@ func (r *registry) choose(n *inode, idx uint64, exclude []uint64, mayWait bool, 
 	c := place.Chunk{Ino: n.Ino, Idx: idx, ChunkSize: int64(n.ChunkSize),
 		StripeCount: int(n.StripeCnt), StripeUnit: int64(n.StripeUnit), Exclude: exclude, Seq: r.rotation, MayWait: mayWait,
 		Copies: r.s.cfg.Copies, Tier: first, Policy: r.s.cfg.Placement}
-	chunkPool(&c, r.poolOfLocked(n, job))
+	if r.pools != nil {
+		chunkPool(&c, r.pools.Of(n.Parent, job))
+	}
 	d, err := place.Choose(servers, c)
 	if errors.Is(err, place.ErrStall) {
 		r.stalledLocked(k, d.Tier, uint64(n.ChunkSize), now)
@@ -356,4 +375,18 @@ func (s *Service) Layout(ino uint64) ([]wire.ChunkLoc, error) {
 		return true
 	})
 	return out, derr
+}
+
+// chunkPool fills c's pool from p.
+func chunkPool(c *place.Chunk, p *api.Pool) {
+	if p == nil {
+		return
+	}
+	c.Pool = p.Servers
+	if len(p.Perf) > 0 {
+		c.PoolPerf = map[uint64]uint64{}
+		for id, mb := range p.Perf {
+			c.PoolPerf[id] = uint64(mb * 1e6)
+		}
+	}
 }

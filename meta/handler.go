@@ -2,9 +2,10 @@ package meta
 
 import (
 	"context"
-	"github.com/sluice-hpc/sluice/api"
 	"syscall"
 	"time"
+
+	"github.com/sluice-hpc/sluice/api"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,27 +16,25 @@ import (
 
 // Serve adds the service's typed operations to t: the namespace
 // service's (internal/wire/ns) and the administration service's it
-// answers (api: daemons, pools, QoS rules, burst-buffer grants).
+// answers (api: daemons, QoS rules).
 func (s *Service) Serve(t *rpc.Table) {
 	s.serveNamespace(t)
-	serveOp(s, t, api.Register, s.register)
-	serveOp(s, t, api.Servers, func(context.Context, *wire.Empty) (*api.ServersRep, error) {
+	rpc.On(t, api.Register, s.register)
+	rpc.On(t, api.Servers, func(context.Context, *wire.Empty) (*api.ServersRep, error) {
 		return &api.ServersRep{Servers: s.Servers()}, nil
 	})
-	serveOp(s, t, api.Fault, func(_ context.Context, f *api.FaultReq) (*wire.Empty, error) { return &wire.Empty{}, s.fault(f) })
-	s.servePools(t)
-	s.serveQoS(t)
-	s.serveGrants(t)
-	serveOp(s, t, ns.Access, func(_ context.Context, q *ns.AccessReq) (*wire.Empty, error) {
+	rpc.On(t, api.Fault, func(_ context.Context, f *api.FaultReq) (*wire.Empty, error) { return &wire.Empty{}, s.fault(f) })
+	s.qos.Serve(t)
+	rpc.On(t, ns.Access, func(_ context.Context, q *ns.AccessReq) (*wire.Empty, error) {
 		s.Accessed(q.At, q.Files)
 		return &wire.Empty{}, nil
 	})
-	serveOp(s, t, ns.Watch, func(ctx context.Context, q *ns.WatchReq) (*ns.WatchRep, error) {
+	rpc.On(t, ns.Watch, func(ctx context.Context, q *ns.WatchReq) (*ns.WatchRep, error) {
 		cs, pos, lost := s.feed.watch(ctx, q.Seen, q.Client, min(q.Wait, FeedWait))
 		return &ns.WatchRep{Changes: cs, Feed: pos, Lost: lost}, nil
 	})
-	serveOp(s, t, ns.Delegate, func(_ context.Context, q *ns.DelegateReq) (*ns.DelegateRep, error) {
-		if s.LocalTier(q.Dir) != "" {
+	rpc.On(t, ns.Delegate, func(_ context.Context, q *ns.DelegateReq) (*ns.DelegateRep, error) {
+		if s.local.Tier(q.Dir) != "" {
 			// its creates are its data servers' to make
 			return nil, errno(syscall.EBUSY, "directory %d is in local mode: not delegated", q.Dir)
 		}
@@ -45,18 +44,18 @@ func (s *Service) Serve(t *rpc.Table) {
 		}
 		return &ns.DelegateRep{First: first, Count: DelegInos, Feed: pos}, nil
 	})
-	serveOp(s, t, ns.Undelegate, func(_ context.Context, q *ns.DelegateReq) (*wire.Empty, error) {
+	rpc.On(t, ns.Undelegate, func(_ context.Context, q *ns.DelegateReq) (*wire.Empty, error) {
 		s.Undelegate(q.Client, q.Dir)
 		return &wire.Empty{}, nil
 	})
-	serveOp(s, t, ns.Layout, func(_ context.Context, q *ns.FileReq) (*ns.LayoutRep, error) {
+	rpc.On(t, ns.Layout, func(_ context.Context, q *ns.FileReq) (*ns.LayoutRep, error) {
 		cs, err := s.Layout(q.Ino)
 		if err != nil {
 			return nil, err
 		}
 		return &ns.LayoutRep{Chunks: cs}, nil
 	})
-	serveOp(s, t, ns.Alloc, s.alloc)
+	rpc.On(t, ns.Alloc, s.alloc)
 	feedOp(s, t, ns.Extend, func(_ context.Context, q *ns.ExtendReq) (*ns.AttrRep, uint64, []ns.Change, error) {
 		a, err := s.Extend(q.Ino, q.Size, q.Mtime, q.Trunc)
 		if err == nil && q.Sync {
@@ -71,34 +70,34 @@ func (s *Service) Serve(t *rpc.Table) {
 		}
 		return &ns.AttrRep{Attr: a}, q.Client, ch, nil
 	})
-	serveOp(s, t, ns.Dirty, func(ctx context.Context, q *ns.ChunkReq) (*ns.ChunkRep, error) {
+	rpc.On(t, ns.Dirty, func(ctx context.Context, q *ns.ChunkReq) (*ns.ChunkRep, error) {
 		c, err := s.Dirty(ctx, q.Ino, q.Idx, q.Layout)
 		if err != nil {
 			return nil, err
 		}
 		return &ns.ChunkRep{Chunk: c}, nil
 	})
-	serveOp(s, t, ns.Degrade, func(ctx context.Context, q *ns.ChunkReq) (*ns.ChunkRep, error) {
+	rpc.On(t, ns.Degrade, func(ctx context.Context, q *ns.ChunkReq) (*ns.ChunkRep, error) {
 		c, err := s.Degrade(ctx, q.Ino, q.Idx, q.Layout, q.Server)
 		if err != nil {
 			return nil, err
 		}
 		return &ns.ChunkRep{Chunk: c}, nil
 	})
-	serveOp(s, t, ns.Trims, func(_ context.Context, q *ns.TrimsReq) (*ns.TrimsRep, error) {
+	rpc.On(t, ns.Trims, func(_ context.Context, q *ns.TrimsReq) (*ns.TrimsRep, error) {
 		ts, gen, err := s.PendingTrims(q.Server, q.Ino)
 		if err != nil {
 			return nil, err
 		}
 		return &ns.TrimsRep{Trims: ts, Trunc: gen}, nil
 	})
-	serveOp(s, t, ns.TrimsDone, func(_ context.Context, q *ns.TrimsDoneReq) (*wire.Empty, error) {
+	rpc.On(t, ns.TrimsDone, func(_ context.Context, q *ns.TrimsDoneReq) (*wire.Empty, error) {
 		return &wire.Empty{}, s.TrimsDone(q.Server, q.Trims)
 	})
-	serveOp(s, t, ns.MoveState, func(_ context.Context, q *ns.MoveStateReq) (*ns.MoveStateRep, error) {
+	rpc.On(t, ns.MoveState, func(_ context.Context, q *ns.MoveStateReq) (*ns.MoveStateRep, error) {
 		return s.MoveStateOf(q.Server, q.Ino, q.Idx, q.Session), nil
 	})
-	serveOp(s, t, ns.Activity, func(_ context.Context, q *ns.FileReq) (*wire.Activity, error) {
+	rpc.On(t, ns.Activity, func(_ context.Context, q *ns.FileReq) (*wire.Activity, error) {
 		act, err := s.Activity(q.Ino)
 		if err != nil {
 			return nil, err
@@ -117,7 +116,7 @@ func feedOp[Q, R any, PQ wire.Ptr[Q], PR interface {
 	wire.Ptr[R]
 	feedReply
 }](s *Service, t *rpc.Table, d wire.Def[Q, R], f func(ctx context.Context, q PQ) (PR, uint64, []ns.Change, error)) {
-	serveOp[Q, R, PQ, PR](s, t, d, func(ctx context.Context, q PQ) (PR, error) {
+	rpc.On[Q, R, PQ, PR](t, d, func(ctx context.Context, q PQ) (PR, error) {
 		pos := s.feed.position()
 		rep, client, changes, err := f(ctx, q)
 		if len(changes) > 0 {
@@ -164,18 +163,6 @@ func (s *Service) alloc(ctx context.Context, q *ns.AllocReq) (*ns.AllocRep, erro
 	return r, nil
 }
 
-// serveOp serves operation d with f, timed in the service's metrics.
-func serveOp[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](s *Service, t *rpc.Table, d wire.Def[Q, R], f func(ctx context.Context, q PQ) (PR, error)) {
-	rpc.On[Q, R, PQ, PR](t, d, func(ctx context.Context, q PQ) (PR, error) {
-		start := time.Now()
-		defer func() {
-			s.met.requests.WithLabelValues(d.Op.String()).Inc()
-			s.met.latency.WithLabelValues(d.Op.String()).Observe(time.Since(start).Seconds())
-		}()
-		return f(ctx, q)
-	})
-}
-
 // Handler adapts the Service to rpc: one goroutine per request, each
 // answered by the service's table of typed operations (Operations).
 func (s *Service) Handler() rpc.Handler {
@@ -184,6 +171,12 @@ func (s *Service) Handler() rpc.Handler {
 
 // Operations is the table of the service's typed operations (Serve).
 func (s *Service) Operations() *rpc.Table { return s.typed }
+
+// observe counts a request of op served in took (rpc.Table.Observe).
+func (m serviceMetrics) observe(op wire.Op, took time.Duration) {
+	m.requests.WithLabelValues(op.String()).Inc()
+	m.latency.WithLabelValues(op.String()).Observe(took.Seconds())
+}
 
 type serviceMetrics struct {
 	requests *prometheus.CounterVec   // op
@@ -228,5 +221,5 @@ func (s *Service) register(_ context.Context, si *wire.ServerInfo) (*api.Registe
 		}()
 	}
 	// a daemon with older QoS rules asks for them
-	return &api.RegisterRep{ID: id, QoSVersion: s.QoSVersion(), HasTrims: si.Role == "data" && s.hasPendingTrims(id)}, nil
+	return &api.RegisterRep{ID: id, QoSVersion: s.qos.Version(), HasTrims: si.Role == "data" && s.hasPendingTrims(id)}, nil
 }

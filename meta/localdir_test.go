@@ -26,14 +26,14 @@ func TestLocalDirs(t *testing.T) {
 		d, _ := s.Create(RootIno, "L", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
 		f, _ := s.Create(RootIno, "file", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 		old, _ := s.Create(d.Ino, "old", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
-		if _, err := s.SetLocal(f.Ino, "", true); !is(err, syscall.ENOTDIR) {
+		if _, err := setLocal(t, s, f.Ino, "", true); !is(err, syscall.ENOTDIR) {
 			t.Fatalf("a file in local mode: %v", err)
 		}
-		if _, err := s.SetLocal(d.Ino, "ssd", true); !is(err, syscall.EINVAL) {
+		if _, err := setLocal(t, s, d.Ino, "ssd", true); !is(err, syscall.EINVAL) {
 			t.Fatalf("local mode on a tier without servers: %v", err)
 		}
-		if _, err := s.SetLocal(d.Ino, "", true); err != nil || s.LocalTier(d.Ino) != "mem" {
-			t.Fatalf("local mode: %v, tier %q", err, s.LocalTier(d.Ino))
+		if _, err := setLocal(t, s, d.Ino, "", true); err != nil || s.local.Tier(d.Ino) != "mem" {
+			t.Fatalf("local mode: %v, tier %q", err, s.local.Tier(d.Ino))
 		}
 		got := map[uint64]bool{}
 		for r := 0; r < 12; r++ {
@@ -89,14 +89,20 @@ func TestLocalDirs(t *testing.T) {
 			return
 		}
 		s = open()
-		if s.LocalTier(d.Ino) != "mem" {
+		if s.local.Tier(d.Ino) != "mem" {
 			t.Fatal("local mode lost in a restart")
 		}
-		if _, err := s.SetLocal(d.Ino, "", false); err != nil || s.LocalTier(d.Ino) != "" {
+		if _, err := setLocal(t, s, d.Ino, "", false); err != nil || s.local.Tier(d.Ino) != "" {
 			t.Fatalf("back to global: %v", err)
 		}
 		if resp, err := rpc.Do(t.Context(), s, ns.Lookup, &ns.NameReq{Parent: d.Ino, Name: "rank1"}); !is(err, syscall.ENOENT) {
 			t.Fatalf("lookup in a global directory again: %+v %v", resp, err)
 		}
 	})
+}
+
+// setLocal puts directory ino in local mode on tier (on) or takes it out,
+// as `sluice setstripe --local` does (ns.SetLayout).
+func setLocal(t *testing.T, s *Service, ino uint64, tier string, on bool) (*ns.SetLayoutRep, error) {
+	return rpc.Do(t.Context(), s, ns.SetLayout, &ns.SetLayoutReq{Ino: ino, Tier: tier, Local: on, Global: !on})
 }

@@ -38,7 +38,7 @@ func nsOp[Q, R any, PQ interface {
 	wire.Ptr[R]
 	feedReply
 }](s *Service, t *rpc.Table, d wire.Def[Q, R], reach touch[PQ], f func(ctx context.Context, q PQ) (PR, []ns.Change, error)) {
-	serveOp[Q, R, PQ, PR](s, t, d, func(ctx context.Context, q PQ) (PR, error) {
+	rpc.On[Q, R, PQ, PR](t, d, func(ctx context.Context, q PQ) (PR, error) {
 		if s.ops != nil {
 			s.ops.Wait(ctx, 1)
 		}
@@ -119,7 +119,14 @@ func theDir[PQ ns.Request](_ *Service, q PQ) ([]uint64, uint64) {
 
 // serveNamespace adds the namespace operations to t.
 func (s *Service) serveNamespace(t *rpc.Table) {
-	serveOp(s, t, ns.Ping, func(context.Context, *ns.PingReq) (*ns.PingRep, error) { return &ns.PingRep{}, nil })
+	s.serveEntries(t)
+	s.serveDirs(t)
+	s.serveFiles(t)
+}
+
+// serveEntries adds the operations on a name in a directory: lookups,
+// creates and removals.
+func (s *Service) serveEntries(t *rpc.Table) {
 	nsOp(s, t, ns.Lookup, inParent,
 		func(_ context.Context, q *ns.NameReq) (*ns.EntryRep, []ns.Change, error) {
 			if r, err := s.localEntry(q.Parent, q.Name); r != nil || err != nil {
@@ -128,27 +135,6 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 			a, err := s.Lookup(q.Parent, q.Name)
 			return &ns.EntryRep{Attr: a}, nil, err
 		})
-	// (a getattr without a client is a forwarding daemon's own, for a
-	// request that already passed here: a read after its open, or the
-	// holder's write)
-	nsOp(s, t, ns.Getattr, func(_ *Service, q *ns.InoReq) ([]uint64, uint64) {
-		if q.Client == 0 {
-			return []uint64{q.Ino}, 0
-		}
-		return []uint64{q.Ino}, q.Ino
-	}, func(_ context.Context, q *ns.InoReq) (*ns.AttrRep, []ns.Change, error) {
-		a, err := s.Getattr(q.Ino)
-		return &ns.AttrRep{Attr: a}, nil, err
-	})
-	nsOp(s, t, ns.Setattr, func(_ *Service, q *ns.SetattrReq) ([]uint64, uint64) {
-		if q.Mask&ns.SetSize == 0 {
-			return []uint64{q.Ino}, 0
-		}
-		return []uint64{q.Ino}, q.Ino
-	}, func(ctx context.Context, q *ns.SetattrReq) (*ns.AttrRep, []ns.Change, error) {
-		a, err := s.Setattr(ctx, q)
-		return &ns.AttrRep{Attr: a}, []ns.Change{attrChange(q.Ino)}, err
-	})
 	nsOp(s, t, ns.Mknod, inParent,
 		func(_ context.Context, q *ns.MknodReq) (*ns.EntryRep, []ns.Change, error) {
 			return s.makeEntry(q.Parent, q.Name, func() (*wire.Attr, error) {
@@ -189,6 +175,11 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 		func(_ context.Context, q *ns.NameReq) (*ns.EntryRep, []ns.Change, error) {
 			return s.makeEntry(q.Parent, q.Name, func() (*wire.Attr, error) { return nil, s.Remove(q.Parent, q.Name, true) })
 		})
+}
+
+// serveDirs adds the operations on directories: renames, links,
+// listings, layouts and a delegation holder's batches.
+func (s *Service) serveDirs(t *rpc.Table) {
 	nsOp(s, t, ns.Rename, func(s *Service, q *ns.RenameReq) ([]uint64, uint64) {
 		out := []uint64{q.Parent, q.NewParent}
 		for _, e := range []struct {
@@ -201,10 +192,10 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 		}
 		return out, 0
 	}, func(_ context.Context, q *ns.RenameReq) (*ns.FeedRep, []ns.Change, error) {
-		if s.LocalTier(q.NewParent) != "" {
+		if s.local.Tier(q.NewParent) != "" {
 			return nil, nil, errno(syscall.EXDEV, "into a local-mode directory")
 		}
-		if s.LocalTier(q.Parent) != "" {
+		if s.local.Tier(q.Parent) != "" {
 			if _, err := s.Lookup(q.Parent, q.Name); err != nil {
 				return nil, nil, errno(syscall.EXDEV, "out of a local-mode directory")
 			}
@@ -215,7 +206,7 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 	})
 	nsOp(s, t, ns.Link, func(_ *Service, q *ns.LinkReq) ([]uint64, uint64) { return []uint64{q.NewParent}, 0 },
 		func(_ context.Context, q *ns.LinkReq) (*ns.EntryRep, []ns.Change, error) {
-			if s.LocalTier(q.NewParent) != "" {
+			if s.local.Tier(q.NewParent) != "" {
 				return nil, nil, errno(syscall.EXDEV, "into a local-mode directory")
 			}
 			a, err := s.Link(q.Ino, q.NewParent, q.NewName)
@@ -233,7 +224,7 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 			if err != nil {
 				return nil, nil, err
 			}
-			if tier := s.LocalTier(q.Ino); tier != "" {
+			if tier := s.local.Tier(q.Ino); tier != "" {
 				// this service's own entries, and every server of the
 				// tier to ask for the rest
 				servers, err := s.localServers(q.Ino, tier)
@@ -249,20 +240,50 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 			var a *wire.Attr
 			var err error
 			if q.Local || q.Global {
-				a, err = s.SetLocal(q.Ino, q.Tier, q.Local)
+				if err = s.local.Set(q.Ino, q.Tier, q.Local); err == nil {
+					a, err = s.Getattr(q.Ino)
+				}
 			} else {
 				a, err = s.SetLayout(q.Ino, q.ChunkSize, q.StripeCnt, q.StripeUnit)
 			}
-			return &ns.SetLayoutRep{Attr: a, Tier: s.LocalTier(q.Ino)}, []ns.Change{attrChange(q.Ino)}, err
+			return &ns.SetLayoutRep{Attr: a, Tier: s.local.Tier(q.Ino)}, []ns.Change{attrChange(q.Ino)}, err
 		})
 	nsOp(s, t, ns.CreateBatch, inParent, s.createBatch)
 
+}
+
+// serveFiles adds the operations on an inode and the service itself:
+// attributes, opens and closes, symbolic links' targets, syncs,
+// capacity, ping.
+func (s *Service) serveFiles(t *rpc.Table) {
+	rpc.On(t, ns.Ping, func(context.Context, *ns.PingReq) (*ns.PingRep, error) { return &ns.PingRep{}, nil })
+	// (a getattr without a client is a forwarding daemon's own, for a
+	// request that already passed here: a read after its open, or the
+	// holder's write)
+	nsOp(s, t, ns.Getattr, func(_ *Service, q *ns.InoReq) ([]uint64, uint64) {
+		if q.Client == 0 {
+			return []uint64{q.Ino}, 0
+		}
+		return []uint64{q.Ino}, q.Ino
+	}, func(_ context.Context, q *ns.InoReq) (*ns.AttrRep, []ns.Change, error) {
+		a, err := s.Getattr(q.Ino)
+		return &ns.AttrRep{Attr: a}, nil, err
+	})
+	nsOp(s, t, ns.Setattr, func(_ *Service, q *ns.SetattrReq) ([]uint64, uint64) {
+		if q.Mask&ns.SetSize == 0 {
+			return []uint64{q.Ino}, 0
+		}
+		return []uint64{q.Ino}, q.Ino
+	}, func(ctx context.Context, q *ns.SetattrReq) (*ns.AttrRep, []ns.Change, error) {
+		a, err := s.Setattr(ctx, q)
+		return &ns.AttrRep{Attr: a}, []ns.Change{attrChange(q.Ino)}, err
+	})
 	// an open reaches a file without naming a directory, to see or change
 	// its bytes: it recalls the delegation owning the file, if another
 	// client holds it (its holder may be changing the file, or have
 	// closed it with its writes and size on their way), so that the open
 	// sees them (close-to-open)
-	serveOp(s, t, ns.Open, func(ctx context.Context, q *ns.OpenReq) (*ns.AttrRep, error) {
+	rpc.On(t, ns.Open, func(ctx context.Context, q *ns.OpenReq) (*ns.AttrRep, error) {
 		open := func() (*ns.AttrRep, []ns.Change, error) {
 			a, err := s.Open(q.Ino)
 			return &ns.AttrRep{Attr: a}, nil, err
@@ -274,20 +295,20 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 		defer s.deleg.grantMu.RUnlock()
 		return answer(s, q.Client, open)
 	})
-	serveOp(s, t, ns.Release, func(_ context.Context, q *ns.InoReq) (*ns.FeedRep, error) {
+	rpc.On(t, ns.Release, func(_ context.Context, q *ns.InoReq) (*ns.FeedRep, error) {
 		return answer(s, q.Client, func() (*ns.FeedRep, []ns.Change, error) { return &ns.FeedRep{}, nil, s.Release(q.Ino) })
 	})
-	serveOp(s, t, ns.Readlink, func(_ context.Context, q *ns.InoReq) (*ns.ReadlinkRep, error) {
+	rpc.On(t, ns.Readlink, func(_ context.Context, q *ns.InoReq) (*ns.ReadlinkRep, error) {
 		return answer(s, q.Client, func() (*ns.ReadlinkRep, []ns.Change, error) {
 			target, err := s.Readlink(q.Ino)
 			return &ns.ReadlinkRep{Target: target}, nil, err
 		})
 	})
-	serveOp(s, t, ns.Fsync, func(_ context.Context, q *ns.SizeReq) (*ns.FeedRep, error) {
+	rpc.On(t, ns.Fsync, func(_ context.Context, q *ns.SizeReq) (*ns.FeedRep, error) {
 		return answer(s, q.Client, func() (*ns.FeedRep, []ns.Change, error) { return &ns.FeedRep{}, nil, s.Sync() })
 	})
-	serveOp(s, t, ns.Sync, func(context.Context, *wire.Empty) (*wire.Empty, error) { return &wire.Empty{}, s.Sync() })
-	serveOp(s, t, ns.Statfs, func(context.Context, *ns.PingReq) (*ns.StatfsRep, error) {
+	rpc.On(t, ns.Sync, func(context.Context, *wire.Empty) (*wire.Empty, error) { return &wire.Empty{}, s.Sync() })
+	rpc.On(t, ns.Statfs, func(context.Context, *ns.PingReq) (*ns.StatfsRep, error) {
 		c, u := s.Statfs()
 		return &ns.StatfsRep{Capacity: c, Used: u}, nil
 	})

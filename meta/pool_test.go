@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"syscall"
@@ -10,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/api"
-	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/meta/pools"
 )
 
 // poolService is a service on e with four mem servers of max_perf 40,
@@ -34,14 +33,6 @@ func poolService(t *testing.T, e engine.Engine, now *time.Time) (*Service, []uin
 		ids = append(ids, id)
 	}
 	return s, ids
-}
-
-func errnoOf(err error) syscall.Errno {
-	var re *rpc.Error
-	if errors.As(err, &re) {
-		return re.Errno
-	}
-	return 0
 }
 
 // TestPerfPlacementFollowsBacklog: chunks placed at once spread by
@@ -93,53 +84,25 @@ func TestPerfPlacementFollowsBacklog(t *testing.T) {
 	}
 }
 
-// poolCall is a pool request in the test's table of calls.
-type poolCall struct {
-	Pool Pool
-	Ino  uint64
-	Job  string
-}
-
-// TestPools: a directory bound to a pool gets its chunks there (the
-// pool's own max_perf counting), and so does a job bound to one; a pool
-// in use cannot be removed; bindings of directories survive a restart,
-// a job's ends with the job.
-func TestPools(t *testing.T) {
+// TestPoolPlacement: a directory bound to a pool (meta/pools) gets its
+// chunks there, the pool's own max_perf counting, and so does a job bound
+// to one, wherever its files are; an unbound job's go anywhere.
+func TestPoolPlacement(t *testing.T) {
 	now := time.Unix(1e6, 0)
 	e := engine.NewMem()
 	s, ids := poolService(t, e, &now)
 	ctx := context.Background()
-	c := serveOn(t, s)
-	call := func(name string, q poolCall) (PoolList, error) {
-		var l *PoolList
-		var err error
-		b := &api.PoolBinding{Pool: q.Pool.Name, Ino: q.Ino, Job: q.Job}
-		switch name {
-		case "create":
-			l, err = rpc.Do(ctx, c, api.PoolCreate, &q.Pool)
-		case "rm":
-			l, err = rpc.Do(ctx, c, api.PoolRemove, &api.PoolRef{Name: q.Pool.Name})
-		case "bind":
-			l, err = rpc.Do(ctx, c, api.PoolBind, b)
-		case "unbind":
-			l, err = rpc.Do(ctx, c, api.PoolUnbind, b)
-		case "list":
-			l, err = rpc.Do(ctx, c, api.PoolLs, &wire.Empty{})
-		}
-		if err != nil {
-			return PoolList{}, err
-		}
-		return *l, nil
+	pls, err := pools.Open(pools.Config{Engine: e, NS: s, Servers: s.Servers})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := call("create", poolCall{Pool: Pool{Name: "p", Servers: []uint64{ids[2], 99}}}); errnoOf(err) != syscall.EINVAL {
-		t.Fatalf("a pool with a server that is not one: %v", err)
-	}
-	if _, err := call("create", poolCall{Pool: Pool{Name: "p", Servers: []uint64{ids[2], ids[3]}, Perf: map[uint64]float64{ids[3]: 30}}}); err != nil {
+	s.SetPools(pls)
+	if err := pls.Create(api.Pool{Name: "p", Servers: []uint64{ids[2], ids[3]}, Perf: map[uint64]float64{ids[3]: 30}}); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
 	sub, _ := s.Create(d.Ino, "sub", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
-	if _, err := call("bind", poolCall{Pool: Pool{Name: "p"}, Ino: d.Ino}); err != nil {
+	if err := pls.Bind(d.Ino, "", "p"); err != nil {
 		t.Fatal(err)
 	}
 	count := map[uint64]int{}
@@ -156,7 +119,7 @@ func TestPools(t *testing.T) {
 		t.Fatalf("8 chunks in the bound directory: %v", count)
 	}
 	// a job bound to the pool writes there wherever its files are
-	if _, err := call("bind", poolCall{Pool: Pool{Name: "p"}, Job: "42"}); err != nil {
+	if err := pls.Bind(0, "42", "p"); err != nil {
 		t.Fatal(err)
 	}
 	f, _ := s.Create(RootIno, "jobfile", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
@@ -167,28 +130,6 @@ func TestPools(t *testing.T) {
 	g, _ := s.Create(RootIno, "other", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
 	if loc, _, _, _ := s.AllocWait(ctx, g.Ino, 0, 0, nil, 0, "43"); loc.Servers[0] != ids[0] {
 		t.Fatalf("an unbound job's chunk at %v, want the idle fast server", loc.Servers)
-	}
-	if _, err := call("rm", poolCall{Pool: Pool{Name: "p"}}); errnoOf(err) != syscall.EBUSY {
-		t.Fatalf("removing a bound pool: %v", err)
-	}
-	s.JobEnded("42")
-	l, _ := call("list", poolCall{})
-	if len(l.Pools) != 1 || l.DirPools[d.Ino] != "p" || len(l.Jobs) != 0 || l.Placement != "perf" {
-		t.Fatalf("list after the job ended: %+v", l)
-	}
-	// a new service on the same engine has the pool and the directory's binding
-	s2, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := s2.Pools(); len(l.Pools) != 1 || l.DirPools[d.Ino] != "p" {
-		t.Fatalf("after a restart: %+v", l)
-	}
-	if _, err := call("unbind", poolCall{Ino: d.Ino}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := call("rm", poolCall{Pool: Pool{Name: "p"}}); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -3,11 +3,12 @@ package meta
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-hpc/sluice/api"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -41,10 +42,9 @@ type registry struct {
 	// backlog is each data server's bytes placed and not yet written,
 	// as placement estimates them (alloc.go).
 	backlog map[uint64]*place.Backlog
-	// pools by name, the directories and jobs bound to them (pool.go).
-	pools    map[string]Pool
-	dirPools map[uint64]string
-	jobPools map[string]string
+	// pools says which resource pool a new chunk goes to
+	// (SetPools, meta/pools); nil: none.
+	pools Pools
 	// promises are the new chunks' room promised since their servers'
 	// reports, settleQ the chunks to settle on each server, settleKick
 	// wakes RunSettle (settle.go); promiseSweep is the size of promises
@@ -71,7 +71,6 @@ func (r *registry) init(s *Service) {
 	r.servers = map[uint64]*member{}
 	r.clients = map[uint64]*rpc.Client{}
 	r.backlog = map[uint64]*place.Backlog{}
-	r.pools, r.dirPools, r.jobPools = map[string]Pool{}, map[uint64]string{}, map[string]string{}
 	r.promises, r.settleQ, r.settleKick = map[chunkKey][]promise{}, map[uint64][]chunk.ID{}, make(chan struct{}, 1)
 }
 
@@ -91,10 +90,7 @@ func (r *registry) load() error {
 		}
 		return true
 	})
-	if derr != nil {
-		return derr
-	}
-	return r.loadPools()
+	return derr
 }
 
 // Register adds or refreshes a daemon and returns its id.

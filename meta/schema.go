@@ -18,9 +18,12 @@ import (
 //	'T' server ino gen idx → pending trim: keep (8 bytes) + chunk size (4)
 //	'M' ino idx            → chunk migration intent (move.go)
 //	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
-//	'B' job                → a job's burst-buffer grant, JSON (bbgrant.go)
-//	'Q' 'p' name           → a resource pool, JSON (pool.go)
-//	'Q' 'd' ino            → the pool a directory is bound to (pool.go)
+//	'B' job                → a job's burst-buffer grant, JSON (meta/bbgrants)
+//	'Q' 'p' name           → a resource pool, JSON (meta/pools)
+//	'Q' 'd' ino            → the pool a directory is bound to (meta/pools)
+//	'Q' 'r'                → the QoS rules, JSON (meta/qosrules)
+//	'Q' 'l' ino            → a local-mode directory's tier (meta/localdirs)
+//	'P' ino                → a directory's tiering policy (meta/tierpolicy)
 const (
 	pInode   = 'I'
 	pDentry  = 'D'
@@ -31,10 +34,8 @@ const (
 	pCounter = 'C'
 	pTrim    = 'T'
 	pMove    = 'M'
-	pPolicy  = 'P' // ino → a directory's tiering policy (tierpolicy.go)
 	pDrop    = 'R'
-	pGrant   = 'B' // job → its burst-buffer grant (bbgrant.go)
-	pPool    = 'Q' // resource pools and directories' bindings (pool.go)
+	pPool    = 'Q' // shared by services of the metadata daemon: the second byte says whose
 )
 
 func key1(p byte, a uint64) []byte {

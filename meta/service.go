@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluice-hpc/sluice/api"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,11 +18,11 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/internal/wire/chunk"
-	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/layout"
+	"github.com/sluice-hpc/sluice/meta/dirtree"
 	"github.com/sluice-hpc/sluice/meta/engine"
-	"github.com/sluice-hpc/sluice/policy/bbos"
+	"github.com/sluice-hpc/sluice/meta/localdirs"
+	"github.com/sluice-hpc/sluice/meta/qosrules"
 	"github.com/sluice-hpc/sluice/policy/place"
 )
 
@@ -50,10 +49,6 @@ type Config struct {
 	// (missing or below 2: one; "mem": 2 is `--mem-replicas 2`). Two is
 	// the most kept today.
 	Copies map[string]int
-	// BBPolicy and BBRates: how burst-buffer grants are admitted
-	// (policy/bbos; bbgrant.go). Default: dedicated.
-	BBPolicy bbos.Policy
-	BBRates  bbos.Rates
 	// Placement ranks a tier's servers for a new chunk (policy/place;
 	// default perf).
 	Placement place.Policy
@@ -89,10 +84,6 @@ type Service struct {
 	// typed answers the typed operations (handler.go Serve), set once in New
 	typed *rpc.Table
 
-	// grantMu orders burst-buffer grant admissions (judge, then commit),
-	// and guards onGrant (OnGrant).
-	grantMu sync.Mutex
-	onGrant func(context.Context)
 	// stalledMu guards stalled, the chunk allocations waiting now for
 	// room per tier and file (alloc.go waitStalled), and onStall.
 	stalledMu sync.Mutex
@@ -104,18 +95,14 @@ type Service struct {
 	// reads from (nil: the first).
 	shortMu   sync.Mutex
 	shortFrom []byte
-	// qosMu orders changes of the QoS rules (qos.go) and guards
-	// qosChanged, closed (and replaced) by each change to wake watchers;
-	// qosVersion is their version, read by every heartbeat without it.
-	qosMu      sync.Mutex
-	qosChanged chan struct{}
-	qosVersion atomic.Uint64
+	// qos is the cluster's QoS rules (meta/qosrules), on the same engine
+	qos *qosrules.Rules
 
 	gcKick chan struct{}
 	feed   feed             // changes for mounts' caches (feed.go)
 	deleg  delegs           // directories whose creates a mount makes itself (deleg.go)
 	ops    *throttle.Bucket // MaxOps (nil: none)
-	local  localDirs        // local-mode directories (localdir.go)
+	local  *localdirs.Dirs  // local-mode directories (meta/localdirs)
 }
 
 // New opens the service on cfg.Engine, creating the root directory on first
@@ -161,11 +148,11 @@ func New(cfg Config) (*Service, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	s.qosChanged = make(chan struct{})
-	if q, err := s.QoS(); err == nil {
-		s.qosVersion.Store(q.Version)
+	var err error
+	if s.qos, err = qosrules.Open(s.e); err != nil {
+		return nil, err
 	}
-	s.loadLocalDirs()
+	s.local = localdirs.Open(localdirs.Config{Engine: s.e, Dir: s.Dir, Servers: s.Servers})
 	if cfg.MaxOps > 0 {
 		s.ops = throttle.New(cfg.MaxOps, cfg.MaxOps/20, cfg.Now)
 	}
@@ -188,7 +175,7 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 	}
-	s.typed = &rpc.Table{Name: "metadata service"}
+	s.typed = &rpc.Table{Name: "metadata service", Observe: s.met.observe}
 	s.Serve(s.typed)
 	return s, nil
 }
@@ -443,137 +430,6 @@ func (s *Service) hasEntries(ino uint64) bool {
 	return found
 }
 
-// Rename moves parent/name to newParent/newName, atomically replacing an
-// existing target.
-func (s *Service) Rename(parent uint64, name string, newParent uint64, newName string, flags uint32) error {
-	if err := validName(newName); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	src, err := s.getDir(parent)
-	if err != nil {
-		return err
-	}
-	dst := src
-	if newParent != parent {
-		if dst, err = s.getDir(newParent); err != nil {
-			return err
-		}
-	}
-	ino, _, err := s.lookupEntry(parent, name)
-	if err != nil {
-		return err
-	}
-	n, err := s.getInode(ino)
-	if err != nil {
-		return err
-	}
-	if parent == newParent && name == newName {
-		return nil
-	}
-	// a directory must not move into its own subtree
-	if isDir(n.Mode) && newParent != parent {
-		for p := newParent; p != RootIno && p != 0; {
-			if p == ino {
-				return errno(syscall.EINVAL, "cannot move a directory into itself")
-			}
-			pn, err := s.getInode(p)
-			if err != nil {
-				return err
-			}
-			p = pn.Parent
-		}
-	}
-	t := s.now().UnixNano()
-	var b engine.Batch
-	oldPath := s.pfsPathLocked(ino, parent, name)
-	newPath := s.pfsPathLocked(newParent, 0, "")
-	if newPath != "" {
-		newPath += "/" + newName
-	}
-	tino, _, terr := s.lookupEntry(newParent, newName)
-	if terr != nil && !errors.Is(terr, syscall.ENOENT) {
-		return terr
-	}
-	exists := terr == nil
-	if flags&ns.RenameNoReplace != 0 && exists {
-		return errno(syscall.EEXIST, "%q exists", newName)
-	}
-	if flags&ns.RenameExchange != 0 {
-		if !exists {
-			return errno(syscall.ENOENT, "%q not found", newName)
-		}
-		tn, err := s.getInode(tino)
-		if err != nil {
-			return err
-		}
-		b.Set(dentryKey(parent, name), encodeDentry(tino, tn.Mode))
-		b.Set(dentryKey(newParent, newName), encodeDentry(ino, n.Mode))
-		n.Parent, n.Name, n.Ctime = newParent, newName, t
-		tn.Parent, tn.Name, tn.Ctime = parent, name, t
-		if isDir(n.Mode) != isDir(tn.Mode) && parent != newParent {
-			if isDir(n.Mode) {
-				src.Nlink--
-				dst.Nlink++
-			} else {
-				src.Nlink++
-				dst.Nlink--
-			}
-		}
-		b.Set(inodeKey(ino), n.encode())
-		b.Set(inodeKey(tino), tn.encode())
-	} else {
-		if exists {
-			if tino == ino {
-				// both names are links to one file: POSIX says do nothing
-				return nil
-			}
-			tn, err := s.getInode(tino)
-			if err != nil {
-				return err
-			}
-			switch {
-			case isDir(n.Mode) && !isDir(tn.Mode):
-				return errno(syscall.ENOTDIR, "%q is not a directory", newName)
-			case !isDir(n.Mode) && isDir(tn.Mode):
-				return errno(syscall.EISDIR, "%q is a directory", newName)
-			case isDir(tn.Mode) && s.hasEntries(tino):
-				return errno(syscall.ENOTEMPTY, "directory %q not empty", newName)
-			}
-			if isDir(tn.Mode) {
-				dst.Nlink--
-			}
-			s.dropLinkLocked(&b, tn, t)
-		}
-		b.Del(dentryKey(parent, name))
-		b.Set(dentryKey(newParent, newName), encodeDentry(ino, n.Mode))
-		n.Parent, n.Name, n.Ctime = newParent, newName, t
-		b.Set(inodeKey(ino), n.encode())
-		if isDir(n.Mode) && parent != newParent {
-			src.Nlink--
-			dst.Nlink++
-		}
-	}
-	src.Mtime, src.Ctime = t, t
-	dst.Mtime, dst.Ctime = t, t
-	b.Set(inodeKey(parent), src.encode())
-	if newParent != parent {
-		b.Set(inodeKey(newParent), dst.encode())
-	}
-	if err := s.e.Apply(&b, false); err != nil {
-		return err
-	}
-	if exists && flags&ns.RenameExchange == 0 && tino != ino {
-		s.dropDeleg(tino) // a directory replaced: its delegation ends with it
-	}
-	if flags&ns.RenameExchange == 0 {
-		s.pfsRename(oldPath, newPath)
-	}
-	s.kickGC()
-	return nil
-}
-
 // Link adds newParent/newName as another name of ino.
 func (s *Service) Link(ino, newParent uint64, newName string) (*wire.Attr, error) {
 	if err := validName(newName); err != nil {
@@ -693,146 +549,28 @@ func (s *Service) Release(ino uint64) error {
 	return nil
 }
 
-// Setattr changes the attributes selected by mask. Setting the size
-// raises the file's truncation generation and records the trims of every
-// chunk past the new size in the same commit; they are sent to the data
-// servers before the reply (trunc.go), and any a server did not apply stay
-// pending until it does.
-func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, error) {
-	s.mu.Lock()
-	n, err := s.getInode(m.Ino)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	t := s.now().UnixNano()
-	if m.Mask&ns.SetMode != 0 {
-		n.Mode = n.Mode&syscall.S_IFMT | m.Mode&^uint32(syscall.S_IFMT)
-	}
-	if m.Mask&ns.SetUid != 0 {
-		n.Uid = m.Uid
-	}
-	if m.Mask&ns.SetGid != 0 {
-		n.Gid = m.Gid
-	}
-	if m.Mask&(ns.SetUid|ns.SetGid) != 0 && !isDir(n.Mode) && m.Mask&ns.SetMode == 0 {
-		n.Mode &^= syscall.S_ISUID | syscall.S_ISGID
-	}
-	if m.Mask&ns.SetKillPriv != 0 && !isDir(n.Mode) {
-		n.Mode &^= syscall.S_ISUID
-		if n.Mode&syscall.S_IXGRP != 0 {
-			n.Mode &^= syscall.S_ISGID
-		}
-	}
-	if m.Mask&ns.SetAtime != 0 {
-		n.Atime = m.Atime
-	}
-	if m.Mask&ns.SetMtime != 0 {
-		n.Mtime = m.Mtime
-	}
-	var b engine.Batch
-	var trimServers []uint64
-	if m.Mask&ns.SetSize != 0 {
-		if isDir(n.Mode) {
-			s.mu.Unlock()
-			return nil, errno(syscall.EISDIR, "cannot truncate a directory")
-		}
-		if n.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			s.mu.Unlock()
-			return nil, errno(syscall.EINVAL, "inode %d is not a regular file", n.Ino)
-		}
-		// every chunk past the new size is cut, whatever size this
-		// service knew: growth a forwarding node has not reported yet
-		// is in the chunks too
-		n.Trunc++
-		trimServers = s.trimsLocked(&b, n, m.Size)
-		n.Size = m.Size
-		if m.Mask&ns.SetMtime == 0 {
-			n.Mtime = t
-		}
-	}
-	n.Ctime = t
-	b.Set(inodeKey(n.Ino), n.encode())
-	err = s.e.Apply(&b, false)
-	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	s.sendTrims(ctx, n.Ino, trimServers)
-	if m.Mask&ns.SetSize != 0 && s.hasPfsData(n.Ino) {
-		// the plain file in the PFS shows a truncate up too
-		pfsEach(s, chunk.PfsGrow, &chunk.PfsGrowReq{Ino: n.Ino, Size: m.Size}, fmt.Sprintf("inode %d", n.Ino))
-	}
-	return &n.Attr, nil
-}
-
-// Extend raises a file's size to at least size and sets its mtime (the
-// forwarding node reports writes this way). A report made under an older
-// truncation generation than the file's is about writes a truncate came
-// after: it changes nothing.
-func (s *Service) Extend(ino, size uint64, mtime int64, gen uint64) (*wire.Attr, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.getInode(ino)
-	if err != nil {
-		return nil, err
-	}
-	if gen != n.Trunc {
-		return &n.Attr, nil
-	}
-	changed := false
-	if size > n.Size {
-		n.Size = size
-		changed = true
-	}
-	if mtime > n.Mtime {
-		n.Mtime, n.Ctime = mtime, mtime
-		changed = true
-	}
-	if changed {
-		var b engine.Batch
-		b.Set(inodeKey(ino), n.encode())
-		if err := s.e.Apply(&b, false); err != nil {
-			return nil, err
-		}
-	}
-	return &n.Attr, nil
-}
-
-// SetLayout sets a directory's chunk size and striping, inherited by files
-// and directories created in it afterwards.
-func (s *Service) SetLayout(ino uint64, chunk, cnt, unit uint32) (*wire.Attr, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.getDir(ino)
-	if err != nil {
-		return nil, err
-	}
-	if chunk != 0 {
-		if chunk < layout.MinChunkSize || chunk > layout.MaxChunkSize || chunk&(chunk-1) != 0 {
-			return nil, errno(syscall.EINVAL, "chunk size must be a power of two between %d and %d", layout.MinChunkSize, layout.MaxChunkSize)
-		}
-		n.ChunkSize = chunk
-	}
-	if cnt != 0 {
-		if cnt > 64 {
-			return nil, errno(syscall.EINVAL, "stripe count %d too large", cnt)
-		}
-		n.StripeCnt = cnt
-	}
-	if unit != 0 {
-		n.StripeUnit = unit
-	}
-	if n.StripeUnit > n.ChunkSize || n.ChunkSize%n.StripeUnit != 0 {
-		return nil, errno(syscall.EINVAL, "stripe unit %d must divide chunk size %d", n.StripeUnit, n.ChunkSize)
-	}
-	var b engine.Batch
-	b.Set(inodeKey(ino), n.encode())
-	if err := s.e.Apply(&b, false); err != nil {
-		return nil, err
-	}
-	return &n.Attr, nil
-}
-
 // Sync makes every acknowledged metadata change durable on the medium.
 func (s *Service) Sync() error { return s.e.Sync() }
+
+var _ dirtree.Namespace = (*Service)(nil)
+
+// Dir fails unless ino is a directory (ENOENT, ENOTDIR): the namespace as
+// the metadata daemon's other services see it (meta/dirtree).
+func (s *Service) Dir(ino uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.getDir(ino)
+	return err
+}
+
+// Parent is ino's primary parent (0 for the root).
+func (s *Service) Parent(ino uint64) (uint64, error) {
+	if ino == RootIno {
+		return 0, nil
+	}
+	n, err := s.getInode(ino)
+	if err != nil {
+		return 0, err
+	}
+	return n.Parent, nil
+}

@@ -13,33 +13,21 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/meta/engine/enginetest"
 )
 
 // forEachEngine runs a test against the service on every registered engine:
 // the metadata conformance suite.
 func forEachEngine(t *testing.T, f func(t *testing.T, open func() *Service)) {
-	for _, name := range engine.Names() {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			var e engine.Engine
-			open := func() *Service {
-				if e != nil {
-					e.Close()
-				}
-				var err error
-				if e, err = engine.Open(name, dir); err != nil {
-					t.Fatal(err)
-				}
-				s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return s
+	enginetest.Each(t, func(t *testing.T, reopen func() engine.Engine) {
+		f(t, func() *Service {
+			s, err := New(Config{Engine: reopen(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
 			}
-			t.Cleanup(func() { e.Close() })
-			f(t, open)
+			return s
 		})
-	}
+	})
 }
 
 func is(err error, e syscall.Errno) bool { return errors.Is(err, e) }

@@ -36,7 +36,10 @@ import (
 	"github.com/sluice-hpc/sluice/manager/forwarding"
 	"github.com/sluice-hpc/sluice/manager/monitor"
 	"github.com/sluice-hpc/sluice/meta"
+	"github.com/sluice-hpc/sluice/meta/bbgrants"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/meta/pools"
+	"github.com/sluice-hpc/sluice/meta/tierpolicy"
 	"github.com/sluice-hpc/sluice/policy/dfra"
 	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/tier"
@@ -207,10 +210,15 @@ func cmdMeta(args []string) error {
 		return fmt.Errorf("--placement %q: want perf, rr or wrandom", *placement)
 	}
 	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout, MaxOps: *maxOps,
-		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}, BBPolicy: bbp, BBRates: bbr, Placement: place.Policy(*placement)})
+		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}, Placement: place.Policy(*placement)})
 	if err != nil {
 		return err
 	}
+	pls, err := pools.Open(pools.Config{Engine: e, NS: svc, Servers: svc.Servers, Placement: *placement})
+	if err != nil {
+		return err
+	}
+	svc.SetPools(pls)
 	ln, err := rpc.Listen(*df.listen, rpc.ListenOptions{Local: *df.localSocket})
 	if err != nil {
 		return err
@@ -267,10 +275,11 @@ func cmdMeta(args []string) error {
 	// the burst-buffer manager demotes through the tiering manager, which
 	// leaves the checkpoints it manages alone
 	var bmgr *bbmgr.Manager
-	tmgr := tiering.New(tiering.Config{NS: svc, Policy: tpol, Auto: *tierMode == "auto", Log: log.With("part", "tiering"),
+	tmgr := tiering.New(tiering.Config{NS: svc, Dirs: tierpolicy.New(e, svc), Policy: tpol, Auto: *tierMode == "auto", Log: log.With("part", "tiering"),
 		Metrics: df.reg, DefaultDrain: *drainDefault, DrainAge: *drainAge, Decisions: records,
 		Managed: func(ino uint64) bool { return bmgr.Managed(ino) }})
-	bmgr = bbmgr.New(bbmgr.Config{NS: svc, Mover: tmgr, Policy: bbp, Rates: bbr, NoVersions: !*bbVersions, Bypass: *bbBypass,
+	grants := bbgrants.New(bbgrants.Config{Engine: e, Policy: bbp, Rates: bbr, Servers: svc.Servers})
+	bmgr = bbmgr.New(bbmgr.Config{NS: svc, Grants: grants, Mover: tmgr, Policy: bbp, Rates: bbr, NoVersions: !*bbVersions, Bypass: *bbBypass,
 		DefaultMTBF: *bbMTBF, DefaultPeriod: *bbPeriod, Reserve: uint64(*chunk), Gap: *bbGap, MaxWait: *bbMaxWait,
 		Log: log.With("part", "burst-buffer"), Metrics: df.reg, Decisions: records})
 	ttick := time.NewTicker(*tierEvery)
@@ -301,20 +310,23 @@ func cmdMeta(args []string) error {
 		},
 		OnEnd: func(job string) {
 			tmgr.EndPrefetch(job)
-			svc.JobEnded(job) // its pool binding lasts the job
+			pls.JobEnded(job) // its pool binding lasts the job
 		}})
 	mtick := time.NewTicker(2 * time.Second)
 	defer mtick.Stop()
 	go mgr.Run(ctx, mtick.C)
-	// the managers' operations; the service's own (svc.Operations)
-	// after them. A grant or release is answered once the burst-buffer
-	// manager's controls follow it.
-	managers := &rpc.Table{Name: "metadata daemon"}
+	// the managers' and sibling services' operations, counted with the
+	// namespace's; the namespace's own (svc.Operations) after them. A
+	// grant or release is answered once the burst-buffer manager's
+	// controls follow it.
+	managers := &rpc.Table{Name: "metadata daemon", Observe: svc.Operations().Observe}
 	bsvc.Serve(managers)
 	mgr.Serve(managers)
 	tmgr.Serve(managers)
 	bmgr.Serve(managers)
-	svc.OnGrant(bmgr.Tick)
+	grants.Serve(managers)
+	pls.Serve(managers)
+	grants.OnGrant(bmgr.Tick)
 	srv := rpc.NewServer(secret, &rpc.Mux{Name: "metadata daemon", Tables: []*rpc.Table{managers, svc.Operations()}}, log)
 	go func() {
 		<-ctx.Done()

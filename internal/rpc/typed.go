@@ -46,7 +46,10 @@ func DoPayload[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](ctx context.Context, c 
 type Table struct {
 	// Name names the server in errors ("data server 3").
 	Name string
-	h    map[wire.Op]func(ctx context.Context, r *Request)
+	// Observe, if set, is told each request's operation and how long its
+	// handler ran (a server's request metrics); set before serving.
+	Observe func(op wire.Op, took time.Duration)
+	h       map[wire.Op]func(ctx context.Context, r *Request)
 }
 
 // Has reports whether the table serves op.
@@ -59,7 +62,13 @@ func (t *Table) Has(op wire.Op) bool {
 // answers r.
 func (t *Table) Dispatch(ctx context.Context, r *Request) {
 	if h, ok := t.h[r.Op]; ok {
+		if t.Observe == nil {
+			h(ctx, r)
+			return
+		}
+		start := time.Now()
 		h(ctx, r)
+		t.Observe(r.Op, time.Since(start))
 		return
 	}
 	r.ReplyErr(Errorf(syscall.ENOSYS, "%s: unsupported operation %v", t.Name, r.Op))

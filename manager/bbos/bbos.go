@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"path"
 	"slices"
@@ -34,6 +33,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-hpc/sluice/api"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,7 +49,6 @@ import (
 // Namespace is what the manager needs of the metadata service.
 type Namespace interface {
 	Servers() []wire.ServerInfo
-	Grants() ([]meta.BBGrant, error)
 	Lookup(parent uint64, name string) (*wire.Attr, error)
 	Getattr(ino uint64) (*wire.Attr, error)
 	Readdir(ino uint64, after string, max int) ([]wire.DirEntry, error)
@@ -88,7 +88,11 @@ type DecisionLog interface {
 
 // Config configures the manager.
 type Config struct {
-	NS     Namespace
+	NS Namespace
+	// Grants is the jobs' burst-buffer grants (meta/bbgrants).
+	Grants interface {
+		List() ([]api.Grant, error)
+	}
 	Mover  Mover
 	Policy pol.Policy
 	Rates  pol.Rates
@@ -148,7 +152,7 @@ type ckptSeq struct {
 	glob  string // the sequence's name: the grant's checkpoint path
 	dir   uint64
 	match string // the pattern of names
-	grant meta.BBGrant
+	grant api.Grant
 	mtbf  float64
 }
 
@@ -178,7 +182,7 @@ type pool struct {
 	last    map[uint64]api.BBServerState
 	history []float64 // DWPP measured in past periods, oldest first
 	loads   []float64 // past periods' checkpoint bytes, bypassed ones included, oldest first (pol.PeriodLoad)
-	grants  []meta.BBGrant
+	grants  []api.Grant
 
 	declared, dwpp, dwsf float64
 	plan                 pol.Plan
@@ -267,12 +271,12 @@ func (m *Manager) Tick(ctx context.Context) {
 	m.tickMu.Lock()
 	defer m.tickMu.Unlock()
 	now := m.cfg.Now()
-	grants, err := m.cfg.NS.Grants()
+	grants, err := m.cfg.Grants.List()
 	if err != nil {
 		m.cfg.Log.Warn("burst buffer: reading the grants failed", "err", err)
 		return
 	}
-	byPool := map[string][]meta.BBGrant{}
+	byPool := map[string][]api.Grant{}
 	for _, g := range grants {
 		byPool[g.Pool] = append(byPool[g.Pool], g)
 	}
@@ -303,7 +307,7 @@ func (m *Manager) Tick(ctx context.Context) {
 // control updates pool name's period state from its servers and sets the
 // rates the plan calls for on them; a pool without grants has its
 // controls lifted and is forgotten.
-func (m *Manager) control(ctx context.Context, now time.Time, name string, grants []meta.BBGrant, servers []wire.ServerInfo) {
+func (m *Manager) control(ctx context.Context, now time.Time, name string, grants []api.Grant, servers []wire.ServerInfo) {
 	var ids []uint64
 	var capacity, used float64
 	for _, si := range servers {
@@ -465,7 +469,7 @@ func (m *Manager) send(ctx context.Context, p *pool, ids []uint64, ctl api.BBCon
 
 // scan reads the grants' checkpoint files: their sequences, sizes, where
 // their chunks are and whether they are open.
-func (m *Manager) scan(grants []meta.BBGrant) {
+func (m *Manager) scan(grants []api.Grant) {
 	m.mu.Lock()
 	m.scans++
 	scan := m.scans
@@ -538,7 +542,7 @@ func (m *Manager) scan(grants []meta.BBGrant) {
 }
 
 // resolve finds grant g's checkpoint directory.
-func (m *Manager) resolve(g meta.BBGrant) (ckptSeq, error) {
+func (m *Manager) resolve(g api.Grant) (ckptSeq, error) {
 	glob := g.Checkpoint
 	if glob == "" {
 		glob = "/.bb/" + g.Job + "/*"

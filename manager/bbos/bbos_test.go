@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-hpc/sluice/api"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -38,7 +39,7 @@ type fakeFile struct {
 type fakeNS struct {
 	mu       sync.Mutex
 	s        uint64
-	grants   []meta.BBGrant
+	grants   []api.Grant
 	dirs     map[string]uint64 // name under the root → ino
 	files    map[uint64]*fakeFile
 	state    api.BBServerState // what server 1 answers
@@ -94,10 +95,11 @@ func (f *fakeNS) Servers() []wire.ServerInfo {
 	}
 }
 
-func (f *fakeNS) Grants() ([]meta.BBGrant, error) {
+// List implements Config.Grants.
+func (f *fakeNS) List() ([]api.Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]meta.BBGrant(nil), f.grants...), nil
+	return append([]api.Grant(nil), f.grants...), nil
 }
 
 func (f *fakeNS) Lookup(parent uint64, name string) (*wire.Attr, error) {
@@ -270,7 +272,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func newManager(f *fakeNS, p pol.Policy, c *clock) *Manager {
-	return New(Config{NS: f, Mover: f, Policy: p, Rates: rates, Bypass: true, Now: c.now})
+	return New(Config{NS: f, Grants: f, Mover: f, Policy: p, Rates: rates, Bypass: true, Now: c.now})
 }
 
 // tick runs a tick and waits for the demotions and evictions it started.
@@ -300,7 +302,7 @@ func TestControlFollowsThePlan(t *testing.T) {
 	const s = 100 * mib
 	c := &clock{time.Unix(1000, 0)}
 	f := newFake(s)
-	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 90 * mib, Period: 100}, {Job: "2", Pool: "mem", Size: 90 * mib, Period: 100}}
+	f.grants = []api.Grant{{Job: "1", Pool: "mem", Size: 90 * mib, Period: 100}, {Job: "2", Pool: "mem", Size: 90 * mib, Period: 100}}
 	m := newManager(f, pol.BBOS, c)
 	f.state = api.BBServerState{JobWritten: 500 * mib, LastJobWrite: c.t.UnixNano()}
 	tick(t, m) // the server's count so far is the period's base
@@ -350,7 +352,7 @@ func TestControlFollowsThePlan(t *testing.T) {
 // (2 h: c1), written in the order a1, b1, a2, c1, b2.
 func fiveVersions() *fakeNS {
 	f := newFake(52 * mib)
-	f.grants = []meta.BBGrant{
+	f.grants = []api.Grant{
 		{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*", MTBF: 600},
 		{Job: "2", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/b/*", MTBF: 3600},
 		{Job: "3", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/c/*", MTBF: 7200},
@@ -386,7 +388,7 @@ func TestDemotionAndEviction(t *testing.T) {
 			f := fiveVersions()
 			f.files[14].open = true // being written: not yet
 			log := &decisions{}
-			m := New(Config{NS: f, Mover: f, Policy: c.p, Rates: rates, NoVersions: c.noVersions, Now: clk.now, Decisions: log})
+			m := New(Config{NS: f, Grants: f, Mover: f, Policy: c.p, Rates: rates, NoVersions: c.noVersions, Now: clk.now, Decisions: log})
 			tick(t, m)
 			f.mu.Lock()
 			f.files[14].open = false
@@ -517,7 +519,7 @@ func TestKickSeesPlacement(t *testing.T) {
 func TestReserveWhileDemoting(t *testing.T) {
 	clk := &clock{time.Unix(1000, 0)}
 	f := newFake(32 * mib) // room for its next version beside it: nothing evicted
-	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
+	f.grants = []api.Grant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
 	f.ckpt(10, "a", "a1", 8*mib, 1)
 	f.hold = make(chan struct{})
 	m := newManager(f, pol.BBOS, clk)
@@ -550,7 +552,7 @@ func TestReserveWhileDemoting(t *testing.T) {
 func TestEvictedBytes(t *testing.T) {
 	clk := &clock{time.Unix(1000, 0)}
 	f := newFake(20 * mib) // 8 free: room for 8 and the reserve of 4 is one eviction of 4 away
-	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
+	f.grants = []api.Grant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
 	f.ckpt(10, "a", "a1", 8*mib, 1)
 	f.files[10].locs[1] = wire.ChunkLoc{Idx: 1, Tier: "pfs", Servers: []uint64{2}}
 	f.ckpt(11, "a", "a2", 8*mib, 2)
@@ -574,7 +576,7 @@ func TestWritingHoldsDemotion(t *testing.T) {
 	for _, p := range []pol.Policy{pol.BBOS, pol.MaxBW} {
 		clk := &clock{time.Unix(1000, 0)}
 		f := newFake(100 * mib)
-		f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 50 * mib, Period: 100, Checkpoint: "/a/*"}}
+		f.grants = []api.Grant{{Job: "1", Pool: "mem", Size: 50 * mib, Period: 100, Checkpoint: "/a/*"}}
 		f.ckpt(10, "a", "a1", 8*mib, 1)
 		f.state = api.BBServerState{LastJobWrite: clk.t.UnixNano()}
 		m := newManager(f, p, clk)
@@ -595,7 +597,7 @@ func TestWritingHoldsDemotion(t *testing.T) {
 	// past the threshold bbos demotes while writing
 	clk := &clock{time.Unix(1000, 0)}
 	f := newFake(100 * mib)
-	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 190 * mib, Period: 100, Checkpoint: "/a/*"}}
+	f.grants = []api.Grant{{Job: "1", Pool: "mem", Size: 190 * mib, Period: 100, Checkpoint: "/a/*"}}
 	f.state = api.BBServerState{LastJobWrite: clk.t.UnixNano()}
 	m := newManager(f, pol.BBOS, clk)
 	tick(t, m)
@@ -609,13 +611,13 @@ func TestWritingHoldsDemotion(t *testing.T) {
 // PFS, once per file; others, and other policies, are not.
 // ckptGrant is job's grant of a 16 MiB checkpoint every 100 s in
 // directory dir, failing every mtbf seconds.
-func ckptGrant(job, dir string, mtbf float64) meta.BBGrant {
-	return meta.BBGrant{Job: job, Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/" + dir + "/*", MTBF: mtbf}
+func ckptGrant(job, dir string, mtbf float64) api.Grant {
+	return api.Grant{Job: job, Pool: "mem", Size: 16 * mib, Period: 100, Checkpoint: "/" + dir + "/*", MTBF: mtbf}
 }
 
 // bypassing is a BBOS manager with bypass on over a 40 MiB buffer that
 // grants g, whose server has just seen a job's write.
-func bypassing(t *testing.T, g ...meta.BBGrant) (*fakeNS, *Manager, *clock) {
+func bypassing(t *testing.T, g ...api.Grant) (*fakeNS, *Manager, *clock) {
 	t.Helper()
 	clk := &clock{time.Unix(1000, 0)}
 	f := newFake(40 * mib)
@@ -798,7 +800,7 @@ func TestHintDuringScan(t *testing.T) {
 func TestManagedFromFirstChunk(t *testing.T) {
 	for _, p := range []pol.Policy{pol.LRU, pol.FIFO, pol.BBOS} {
 		f := newFake(64 * mib)
-		f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
+		f.grants = []api.Grant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
 		f.ckpt(10, "a", "a1", 8*mib, 1)
 		m := newManager(f, p, &clock{time.Unix(1000, 0)})
 		tick(t, m)
@@ -825,7 +827,7 @@ func TestManagedFromFirstChunk(t *testing.T) {
 // is not a failing demotion either: writers still wait for room.
 func TestBusyDemotionWaitsForTick(t *testing.T) {
 	f := newFake(64 * mib)
-	f.grants = []meta.BBGrant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
+	f.grants = []api.Grant{{Job: "1", Pool: "mem", Size: 8 * mib, Period: 100, Checkpoint: "/a/*"}}
 	f.ckpt(10, "a", "a1", 8*mib, 1)
 	f.busyIno = 10
 	m := newManager(f, pol.LRU, &clock{time.Unix(1000, 0)})

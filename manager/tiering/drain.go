@@ -12,7 +12,7 @@ import (
 
 // Drain to the PFS: the pfs tier is every file's final home. Each tick the
 // manager moves down to it the files whose directory policy (`sluice tier
-// set DIR --drain`, meta.TierPolicy) says it is time, or, without one, the
+// set DIR --drain`, api.TierPolicy) says it is time, or, without one, the
 // manager's default (Config.DefaultDrain): "now", "on-close" (closed),
 // "cool" (closed and not reopened for DrainAge) or "never". A file pinned
 // (`--pin`) never drains. Draining is a chunk migration to the pfs tier,
@@ -39,7 +39,7 @@ func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.S
 	if !pfsUp {
 		return
 	}
-	if !m.cfg.NS.HasTierPolicies() {
+	if !m.cfg.Dirs.Any() {
 		// only the default applies: "cool" is not urgent, so the scan of
 		// every chunk location runs at most every drainScan
 		if m.cfg.DefaultDrain == "never" || m.cfg.DefaultDrain == "cool" && now.Sub(m.lastDrainScan) < drainScan {
@@ -110,7 +110,7 @@ func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.S
 
 // drainDue says whether file ino's policy wants it on the PFS now.
 func (m *Manager) drainDue(now time.Time, ino uint64) (due, keep bool) {
-	p, _, err := m.cfg.NS.TierPolicyOf(ino)
+	p, _, err := m.cfg.Dirs.Of(ino)
 	if err != nil || p.Pin != "" {
 		return false, false
 	}
@@ -157,7 +157,7 @@ func (m *Manager) drained(ino uint64) bool {
 // pinnedOn says whether file ino's directory pins it to server tier
 // serverTier or a faster one (it must not move down from there).
 func (m *Manager) pinnedOn(ino uint64, serverTier string) bool {
-	p, _, err := m.cfg.NS.TierPolicyOf(ino)
+	p, _, err := m.cfg.Dirs.Of(ino)
 	if err != nil || p.Pin == "" {
 		return false
 	}

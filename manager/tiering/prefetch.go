@@ -3,9 +3,10 @@ package tiering
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"sort"
 	"time"
+
+	"github.com/sluice-hpc/sluice/api"
 )
 
 // Upward pre-migration (ONFS AUPM): a job names the files it will read, in

@@ -15,12 +15,14 @@ package tiering
 import (
 	"context"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"log/slog"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-hpc/sluice/api"
+	"github.com/sluice-hpc/sluice/meta/tierpolicy"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,9 +43,6 @@ type Namespace interface {
 	FinishMoves(ctx context.Context) int
 	MovesOf(ino uint64) ([]meta.MoveIntent, error)
 	Getattr(ino uint64) (*wire.Attr, error)
-	TierPolicyOf(ino uint64) (meta.TierPolicy, uint64, error)
-	HasTierPolicies() bool
-	SetTierPolicy(dir uint64, p meta.TierPolicy) error
 	// WakeStalled makes writers waiting at Cs-w look again (a reserve
 	// StallReserve gives went to 0).
 	WakeStalled()
@@ -59,9 +58,31 @@ type Namespace interface {
 
 var _ Namespace = (*meta.Service)(nil)
 
+// Policies is the directories' tiering policies (meta/tierpolicy).
+type Policies interface {
+	// Of is the policy ino follows and the directory it is set on.
+	Of(ino uint64) (api.TierPolicy, uint64, error)
+	// Any says whether a directory has one.
+	Any() bool
+	Set(dir uint64, p api.TierPolicy) error
+}
+
+var _ Policies = (*tierpolicy.Policies)(nil)
+
+// noPolicies is the policies of a cluster without any.
+type noPolicies struct{}
+
+func (noPolicies) Of(uint64) (api.TierPolicy, uint64, error) { return api.TierPolicy{}, 0, nil }
+func (noPolicies) Any() bool                                 { return false }
+func (noPolicies) Set(uint64, api.TierPolicy) error {
+	return rpc.Errorf(syscall.ENOTSUP, "no directory tiering policies here")
+}
+
 // Config configures the manager.
 type Config struct {
-	NS     Namespace
+	NS Namespace
+	// Dirs is the directories' tiering policies (nil: none)
+	Dirs   Policies
 	Policy pol.Config
 	// Auto runs the policy every tick (false: only OpMigrate moves data).
 	Auto bool
@@ -124,6 +145,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.PrefetchHold <= 0 {
 		cfg.PrefetchHold = 10 * time.Minute
+	}
+	if cfg.Dirs == nil {
+		cfg.Dirs = noPolicies{}
 	}
 	if cfg.DefaultDrain == "" {
 		cfg.DefaultDrain = "cool"
@@ -642,10 +666,10 @@ func (m *Manager) Serve(t *rpc.Table) {
 		return &wire.Empty{}, nil
 	})
 	rpc.On(t, api.TierSet, func(_ context.Context, q *api.TierSetReq) (*wire.Empty, error) {
-		return &wire.Empty{}, m.cfg.NS.SetTierPolicy(q.Ino, q.Policy)
+		return &wire.Empty{}, m.cfg.Dirs.Set(q.Ino, q.Policy)
 	})
 	rpc.On(t, api.TierGet, func(_ context.Context, q *api.FileRef) (*api.PolicyView, error) {
-		p, from, err := m.cfg.NS.TierPolicyOf(q.Ino)
+		p, from, err := m.cfg.Dirs.Of(q.Ino)
 		if err != nil {
 			return nil, err
 		}

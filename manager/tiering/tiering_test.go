@@ -21,7 +21,6 @@ import (
 // fakeNS is a metadata service with one mem server short of space, two
 // ssd servers and files of one chunk each on the mem server.
 type fakeNS struct {
-	noPolicies
 	noReplicas
 	mu     sync.Mutex
 	used   uint64
@@ -94,15 +93,6 @@ func (l *decisionLog) PutDecision(job string, _ time.Time, v []byte) error {
 	l.jobs, l.ds = append(l.jobs, job), append(l.ds, d)
 	return nil
 }
-
-// noPolicies is a namespace without directory tiering policies.
-type noPolicies struct{}
-
-func (noPolicies) TierPolicyOf(uint64) (meta.TierPolicy, uint64, error) {
-	return meta.TierPolicy{}, 0, nil
-}
-func (noPolicies) HasTierPolicies() bool                       { return false }
-func (noPolicies) SetTierPolicy(uint64, meta.TierPolicy) error { return nil }
 
 func (f *fakeNS) MovesOf(uint64) ([]meta.MoveIntent, error) { return nil, nil }
 

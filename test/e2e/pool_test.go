@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-hpc/sluice/meta"
+	"github.com/sluice-hpc/sluice/api"
 )
 
 // memServers returns the mem-tier data servers `sluice status` lists, by
@@ -119,7 +119,7 @@ func TestResourcePools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l meta.PoolList
+	var l api.PoolList
 	if err := json.Unmarshal([]byte(out), &l); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
