@@ -1,5 +1,9 @@
 // Package vfs is the client core of a sluice mount, the part that does not
-// speak FUSE (the JuiceFS vfs/fuse split):
+// speak FUSE (the JuiceFS vfs/fuse split). FS (fs.go, fsnames.go,
+// fsio.go) offers one method per file system operation, given the
+// caller's credentials (Cred) and the operation's arguments; it follows
+// the change feed (feed.go) and drops the kernel's caches through the
+// Notifier the adapter gives it. It holds the components:
 //
 //   - Streams (stream.go): write-behind, readahead and the extents that
 //     close and fsync report;
@@ -18,8 +22,8 @@
 //
 // Each component is a type with its own lock over a Caller and an injected
 // clock, so it is tested with a fake forwarding node, metadata service and
-// clock, without a mount. The go-fuse adapter (package client) holds the
-// components and translates kernel requests into their calls.
+// clock, without a mount. The go-fuse adapter (package client) translates
+// kernel requests into FS's calls and its answers into replies.
 //
 // It talks to forwarding nodes and to the metadata service (forwarding
 // map, delegations) only; never to data servers, never to the kernel.
@@ -35,8 +39,7 @@
 // BlockCache.mu are leaves, and Creates.mu takes only Owned.mu (a create
 // born owned); none is held while a request is on the wire. wbDir.flushMu
 // is the only lock held across a request (so a directory's batches leave
-// in order). The adapter's own locks (client.FS:
-// pmu, dmu) are leaves too. Waits (a write for an overlapping one, a read
+// in order). FS's own locks (pmu, dmu) are leaves too. Waits (a write for an overlapping one, a read
 // for the writes before it, a drain) are condition waits on Streams.mu.
 package vfs
 

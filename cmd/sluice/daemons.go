@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/client/vfs"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	bbmgr "github.com/sluice-hpc/sluice/manager/bbos"
 	"github.com/sluice-hpc/sluice/manager/tiering"
@@ -503,10 +504,14 @@ func cmdMount(args []string) error {
 	ctx, stop := signalContext()
 	defer stop()
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
-	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret,
-		Node: *node, JobVar: *jobVar, Log: log, Timeout: *timeout, CacheData: *cache, Debug: *debug,
-		WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads, WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned, WritebackCloses: negativeIfZero(*wbCloses), ReadCache: rc, Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
-		AttrTimeout: noCacheIfZero(*attrTO), EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay, WritebackDelay: *wbDelay})
+	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Debug: *debug,
+		Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+		Config: vfs.Config{Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret, Node: *node, JobVar: *jobVar, Log: log,
+			Timeout: *timeout, CacheData: *cache, WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads,
+			WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned,
+			WritebackCloses: negativeIfZero(*wbCloses), ReadCache: rc, AttrTimeout: noCacheIfZero(*attrTO),
+			EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay,
+			WritebackDelay: *wbDelay}})
 	cancel()
 	if err != nil {
 		return err

@@ -1,11 +1,9 @@
-package client
+package vfs
 
 import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
@@ -80,105 +78,110 @@ func (c *longCached) take() (map[uint64]struct{}, map[dentry]struct{}) {
 // ttl returns the timeout for a reply about ino (looked up by d, if not
 // nil) served at feed position gen: the long one when the feed makes it
 // safe (the mount can then invalidate it later), else 0.
-func (fs *FS) ttl(gen, ino uint64, d *dentry) time.Duration {
-	srv := fs.srv.Load()
-	if srv == nil || !fs.dc.Fresh(gen) {
+func (v *FS) ttl(gen, ino uint64, d *dentry) time.Duration {
+	n := v.notify.Load()
+	if n == nil || !v.dc.Fresh(gen) {
 		return 0
 	}
-	if inos, names := fs.long.note(ino, d); inos != nil {
-		go fs.invalidate(srv, inos, names) // not from inside a request
+	if inos, names := v.long.note(ino, d); inos != nil {
+		go v.invalidate(n, inos, names) // not from inside a request
 	}
-	return fs.cfg.MetaCache
+	return v.cfg.MetaCache
 }
 
-// entryTimeouts sets the timeouts of an entry reply for name in parent.
-func (fs *FS) entryTimeouts(gen, parent uint64, name string, out *fuse.EntryOut) {
+// TTL is how long the kernel may keep a name (Entry) and an inode's
+// attributes (Attr) it was answered.
+type TTL struct {
+	Entry, Attr time.Duration
+}
+
+// entryTTL is how long the kernel may keep name in parent, inode ino,
+// answered as of feed position gen.
+func (v *FS) entryTTL(gen, parent uint64, name string, ino uint64) TTL {
 	var d *dentry
 	if name != "" {
 		d = &dentry{parent, name}
 	}
-	if t := fs.ttl(gen, out.NodeId, d); t > 0 {
-		out.SetEntryTimeout(t)
-		out.SetAttrTimeout(t)
-		return
+	if t := v.ttl(gen, ino, d); t > 0 {
+		return TTL{t, t}
 	}
-	out.SetEntryTimeout(fs.ent)
-	out.SetAttrTimeout(fs.attr)
+	return TTL{v.cfg.EntryTimeout, v.cfg.AttrTimeout}
 }
 
-// attrTimeout sets an attribute reply's timeout.
-func (fs *FS) attrTimeout(gen, ino uint64, out *fuse.AttrOut) {
-	if t := fs.ttl(gen, ino, nil); t > 0 {
-		out.SetTimeout(t)
-		return
+// attrTTL is how long the kernel may keep ino's attributes answered as of
+// feed position gen.
+func (v *FS) attrTTL(gen, ino uint64) time.Duration {
+	if t := v.ttl(gen, ino, nil); t > 0 {
+		return t
 	}
-	out.SetTimeout(fs.attr)
+	return v.cfg.AttrTimeout
 }
 
 // invalidate drops the given names and inodes from the kernel's caches.
-func (fs *FS) invalidate(srv *fuse.Server, inos map[uint64]struct{}, names map[dentry]struct{}) {
+func (v *FS) invalidate(n *notifier, inos map[uint64]struct{}, names map[dentry]struct{}) {
 	for d := range names {
-		srv.EntryNotify(d.parent, d.name)
+		n.EntryNotify(d.parent, d.name)
 	}
 	for ino := range inos {
-		srv.InodeNotify(ino, -1, 0)
+		n.AttrNotify(ino)
 	}
 }
 
 // invalidateLong drops from the kernel's caches everything it may hold for
 // the long timeout (changes to it may have been lost).
-func (fs *FS) invalidateLong(srv *fuse.Server) {
-	inos, names := fs.long.take()
-	fs.invalidate(srv, inos, names)
-	if n := len(inos) + len(names); n > 0 {
-		fs.log.Info("invalidated the kernel's long-cached names and attributes after lost changes", "inodes", len(inos), "names", len(names))
+func (v *FS) invalidateLong(n *notifier) {
+	inos, names := v.long.take()
+	v.invalidate(n, inos, names)
+	if k := len(inos) + len(names); k > 0 {
+		v.log.Info("invalidated the kernel's long-cached names and attributes after lost changes", "inodes", len(inos), "names", len(names))
 	}
 }
 
 // Join takes the change feed's current position, before the mount
-// serves its first request (call it before Mount): from then on the
-// directory cache and the creates answered here work, and Follow goes on
-// from that position. Without it the mount served requests before
-// Follow's first answer, with nothing cached and creates sent to the
-// service, and that answer (from position 0: changes lost) emptied what
-// had been cached meanwhile. An unreachable service leaves it to Follow.
-func (fs *FS) Join(ctx context.Context) {
-	if fs.mc == nil || fs.cfg.MetaCache <= 0 {
+// serves its first request: from then on the directory cache and the
+// creates answered here work, and Follow goes on from that position.
+// Without it the mount served requests before Follow's first answer, with
+// nothing cached and creates sent to the service, and that answer (from
+// position 0: changes lost) emptied what had been cached meanwhile. An
+// unreachable service leaves it to Follow.
+func (v *FS) Join(ctx context.Context) {
+	if v.mc == nil || v.cfg.MetaCache <= 0 {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, fs.cfg.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
 	defer cancel()
 	// from position 0 the feed answers at once, with its position
-	resp, err := rpc.Do(cctx, fs.mc, ns.Watch, &ns.WatchReq{Client: fs.dc.ID()})
+	resp, err := rpc.Do(cctx, v.mc, ns.Watch, &ns.WatchReq{Client: v.dc.ID()})
 	if err != nil {
 		return
 	}
-	fs.dc.Advance(resp.Feed, false, nil)
-	fs.dc.Applied(resp.Feed)
-	fs.bc.Applied(resp.Feed)
-	fs.joined = resp.Feed
-	fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)
+	v.dc.Advance(resp.Feed, false, nil)
+	v.dc.Applied(resp.Feed)
+	v.bc.Applied(resp.Feed)
+	v.joined = resp.Feed
+	v.log.Info("following the metadata change feed", "cache", v.cfg.MetaCache)
 }
 
 // Follow follows the metadata service's change feed until ctx ends,
-// invalidating the kernel's cached names and attributes that other nodes
-// change. Without it (or with MetaCache 0) the mount caches for the short
-// timeouts only.
-func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
-	if fs.mc == nil || fs.cfg.MetaCache <= 0 {
+// dropping from the kernel's caches (the Notifier, which must be set) the
+// names and attributes that other nodes change. Without it (or with
+// MetaCache 0) the mount caches for the short timeouts only.
+func (v *FS) Follow(ctx context.Context) {
+	n := v.notify.Load()
+	if v.mc == nil || v.cfg.MetaCache <= 0 || n == nil {
 		return
 	}
-	wait := min(fs.cfg.Timeout/2, 10*time.Second)
-	seen := fs.joined
+	wait := min(v.cfg.Timeout/2, 10*time.Second)
+	seen := v.joined
 	for ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, wait+fs.cfg.Timeout)
-		resp, err := rpc.Do(cctx, fs.mc, ns.Watch, &ns.WatchReq{Client: fs.dc.ID(), Seen: seen, Wait: wait})
+		cctx, cancel := context.WithTimeout(ctx, wait+v.cfg.Timeout)
+		resp, err := rpc.Do(cctx, v.mc, ns.Watch, &ns.WatchReq{Client: v.dc.ID(), Seen: seen, Wait: wait})
 		cancel()
 		if err != nil {
-			fs.wb.DropAll()
-			fs.bc.Unfollowed()
-			if fs.dc.Unfollowed() {
-				fs.log.Warn("metadata change feed unreachable: short cache timeouts until it is back", "err", err)
+			v.wb.DropAll()
+			v.bc.Unfollowed()
+			if v.dc.Unfollowed() {
+				v.log.Warn("metadata change feed unreachable: short cache timeouts until it is back", "err", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -186,48 +189,48 @@ func (fs *FS) Follow(ctx context.Context, srv *fuse.Server) {
 			}
 			continue
 		}
-		if fs.cfg.FeedDelay > 0 {
+		if v.cfg.FeedDelay > 0 {
 			select {
 			case <-ctx.Done():
-			case <-time.After(fs.cfg.FeedDelay):
+			case <-time.After(v.cfg.FeedDelay):
 			}
 		}
 		lost := resp.Lost
 		if lost && seen != 0 {
-			fs.log.Warn("metadata change feed lost changes (metadata service restarted, or this mount fell behind): names and attributes cached before may be stale for up to the cache timeout",
-				"timeout", fs.cfg.MetaCache)
+			v.log.Warn("metadata change feed lost changes (metadata service restarted, or this mount fell behind): names and attributes cached before may be stale for up to the cache timeout",
+				"timeout", v.cfg.MetaCache)
 		}
-		// the position first (vfs.DirCache.Advance): a reply served
-		// before these changes must not be cached for long once their
+		// the position first (DirCache.Advance): a reply served before
+		// these changes must not be cached for long once their
 		// invalidations may be out.
 		if lost {
-			fs.invalidateLong(srv)
-			fs.st.DropAllReadahead()
-			fs.bc.DropAll()
+			v.invalidateLong(n)
+			v.st.DropAllReadahead()
+			v.bc.DropAll()
 		}
-		wasLive := fs.dc.Advance(resp.Feed, lost, resp.Changes)
+		wasLive := v.dc.Advance(resp.Feed, lost, resp.Changes)
 		if lost {
 			// a recall may have been among the lost changes
-			go fs.wb.DropAll()
+			go v.wb.DropAll()
 		}
-		fs.wb.Recall(resp.Changes)
+		v.wb.Recall(resp.Changes)
 		for _, e := range resp.Changes {
 			switch e.Kind {
 			case ns.ChangeEntry:
-				srv.EntryNotify(e.Ino, e.Name)
+				n.EntryNotify(e.Ino, e.Name)
 			case ns.ChangeAttr:
-				srv.InodeNotify(e.Ino, -1, 0)
+				n.AttrNotify(e.Ino)
 				// another node wrote the file (its close or fsync
 				// reported it): bytes fetched ahead or kept may be old
-				fs.st.DropReadahead(e.Ino)
-				fs.bc.Drop(e.Ino)
+				v.st.DropReadahead(e.Ino)
+				v.bc.Drop(e.Ino)
 			}
 		}
-		fs.dc.Applied(resp.Feed)
-		fs.bc.Applied(resp.Feed)
+		v.dc.Applied(resp.Feed)
+		v.bc.Applied(resp.Feed)
 		seen = resp.Feed
 		if !wasLive && !lost {
-			fs.log.Info("following the metadata change feed", "cache", fs.cfg.MetaCache)
+			v.log.Info("following the metadata change feed", "cache", v.cfg.MetaCache)
 		}
 	}
 }
