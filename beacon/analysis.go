@@ -169,154 +169,209 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		}
 	}
 	rep.Source = src
-	ranks, nodes := map[int32]bool{}, map[string]bool{}
-	ioRanks, ioNodes := map[int32]bool{}, map[string]bool{}
-	type fileUse struct {
-		bytes uint64
-		ranks map[int32]bool
-	}
-	files := map[uint64]*fileUse{}
-	firstRead := map[uint64]int64{} // ino → the job's first read of it
-	written := map[uint64]bool{}
-	perRank := map[int32]*RankTime{}
-	timeline := map[int64]*Point{}
-	busy := map[int64][2]int64{} // per window: first start, last end
-	sizes := map[uint64]uint64{}
-	servers := map[string]*ServerUse{}
-	var seq, dataOps uint64
-	first, last := int64(1<<62), int64(0)
+	a := newAnalyzer(&rep, window)
 	for i := range recs {
 		r := &recs[i]
 		if r.Job != job {
 			continue
 		}
 		if r.Layer != LayerClient {
-			// the servers the job used: every daemon that recorded it
-			su := servers[r.Server]
-			if su == nil {
-				su = &ServerUse{Server: r.Server, Layer: r.Layer}
-				servers[r.Server] = su
-			}
-			su.Ops += r.Count
-			su.Bytes += r.Bytes
-			su.Waited += time.Duration(r.Wait)
-			rep.Queued += time.Duration(r.Wait)
-			rep.QoSWaited += time.Duration(r.QoSWait)
-			if r.Layer == LayerData && r.Op == OpRead {
-				// data servers record as data-<tier>-<id>
-				if f := strings.Split(r.Server, "-"); len(f) == 3 {
-					if rep.ReadTiers == nil {
-						rep.ReadTiers = map[string]uint64{}
-					}
-					rep.ReadTiers[f[1]] += r.Bytes
-				}
-			}
+			a.server(r)
 		}
-		if r.Layer != src {
-			continue
-		}
-		if r.App != "" && rep.App == "" {
-			rep.App, rep.Uid = r.App, r.Uid
-		}
-		first = min(first, r.Window)
-		last = max(last, r.Window)
-		ranks[r.Rank] = true
-		nodes[r.Node] = true
-		p := timeline[r.Window]
-		if p == nil {
-			p = &Point{Window: r.Window}
-			timeline[r.Window] = p
-			busy[r.Window] = [2]int64{r.First, r.Last}
-		} else {
-			b := busy[r.Window]
-			busy[r.Window] = [2]int64{min(b[0], r.First), max(b[1], r.Last)}
-		}
-		switch {
-		case r.IsData():
-			ioRanks[r.Rank] = true
-			ioNodes[r.Node] = true
-			dataOps += r.Count
-			seq += r.Seq
-			p.DataOps += r.Count
-			if r.Op == OpRead {
-				rep.ReadOps += r.Count
-				rep.ReadBytes += r.Bytes
-				p.ReadBytes += r.Bytes
-				if t, ok := firstRead[r.Ino]; !ok || r.First < t {
-					firstRead[r.Ino] = r.First
-				}
-			} else {
-				written[r.Ino] = true
-				rep.WriteOps += r.Count
-				rep.WriteBytes += r.Bytes
-				p.WriteBytes += r.Bytes
-			}
-			f := files[r.Ino]
-			if f == nil {
-				f = &fileUse{ranks: map[int32]bool{}}
-				files[r.Ino] = f
-			}
-			f.bytes += r.Bytes
-			f.ranks[r.Rank] = true
-			rt := perRank[r.Rank]
-			if rt == nil {
-				rt = &RankTime{Rank: r.Rank}
-				perRank[r.Rank] = rt
-			}
-			rt.Bytes += r.Bytes
-			rt.Time += time.Duration(r.LatSum)
-			sizes[SizeClass(r.Size)] += r.Count
-		case r.IsMeta():
-			rep.MetaOps += r.Count
-			p.MetaOps += r.Count
+		if r.Layer == src {
+			a.add(r)
 		}
 	}
-	if last == 0 {
+	if a.last == 0 {
 		return rep
 	}
-	for ino := range firstRead {
-		if !written[ino] {
+	a.inputs()
+	rep.From = time.Unix(0, a.first)
+	rep.To = time.Unix(0, a.last).Add(window)
+	rep.Ranks, rep.Nodes, rep.IORanks, rep.IONodes, rep.Files = len(a.ranks), len(a.nodes), len(a.ioRanks), len(a.ioNodes), len(a.files)
+	a.rates()
+	a.summary()
+	shares := make([]FileShare, 0, len(a.files))
+	for _, f := range a.files {
+		shares = append(shares, FileShare{Bytes: f.bytes, Ranks: len(f.ranks)})
+	}
+	rep.Mode = ioMode(len(a.ioRanks), shares, rep.ReadBytes+rep.WriteBytes)
+	rep.Classes = classify(&rep, a.dataOps, th)
+	return rep
+}
+
+// analyzer sums one job's records into its report (Analyze).
+type analyzer struct {
+	rep            *JobReport
+	window         time.Duration
+	ranks, ioRanks map[int32]bool
+	nodes, ioNodes map[string]bool
+	files          map[uint64]*fileUse
+	firstRead      map[uint64]int64 // ino → the job's first read of it
+	written        map[uint64]bool
+	perRank        map[int32]*RankTime
+	timeline       map[int64]*Point
+	busy           map[int64][2]int64 // per window: first start, last end
+	sizes          map[uint64]uint64
+	servers        map[string]*ServerUse
+	seq, dataOps   uint64
+	first, last    int64
+}
+
+// fileUse is the bytes a job moved to and from a file and the ranks that
+// did.
+type fileUse struct {
+	bytes uint64
+	ranks map[int32]bool
+}
+
+func newAnalyzer(rep *JobReport, window time.Duration) *analyzer {
+	return &analyzer{rep: rep, window: window, ranks: map[int32]bool{}, nodes: map[string]bool{},
+		ioRanks: map[int32]bool{}, ioNodes: map[string]bool{}, files: map[uint64]*fileUse{}, firstRead: map[uint64]int64{},
+		written: map[uint64]bool{}, perRank: map[int32]*RankTime{}, timeline: map[int64]*Point{}, busy: map[int64][2]int64{},
+		sizes: map[uint64]uint64{}, servers: map[string]*ServerUse{}, first: 1 << 62}
+}
+
+// server adds a daemon's record: the servers the job used are every
+// daemon that recorded it.
+func (a *analyzer) server(r *Record) {
+	rep := a.rep
+	su := a.servers[r.Server]
+	if su == nil {
+		su = &ServerUse{Server: r.Server, Layer: r.Layer}
+		a.servers[r.Server] = su
+	}
+	su.Ops += r.Count
+	su.Bytes += r.Bytes
+	su.Waited += time.Duration(r.Wait)
+	rep.Queued += time.Duration(r.Wait)
+	rep.QoSWaited += time.Duration(r.QoSWait)
+	if r.Layer == LayerData && r.Op == OpRead {
+		// data servers record as data-<tier>-<id>
+		if f := strings.Split(r.Server, "-"); len(f) == 3 {
+			if rep.ReadTiers == nil {
+				rep.ReadTiers = map[string]uint64{}
+			}
+			rep.ReadTiers[f[1]] += r.Bytes
+		}
+	}
+}
+
+// add adds a record of the layer the report is made from.
+func (a *analyzer) add(r *Record) {
+	rep := a.rep
+	if r.App != "" && rep.App == "" {
+		rep.App, rep.Uid = r.App, r.Uid
+	}
+	a.first = min(a.first, r.Window)
+	a.last = max(a.last, r.Window)
+	a.ranks[r.Rank] = true
+	a.nodes[r.Node] = true
+	p := a.timeline[r.Window]
+	if p == nil {
+		p = &Point{Window: r.Window}
+		a.timeline[r.Window] = p
+		a.busy[r.Window] = [2]int64{r.First, r.Last}
+	} else {
+		b := a.busy[r.Window]
+		a.busy[r.Window] = [2]int64{min(b[0], r.First), max(b[1], r.Last)}
+	}
+	switch {
+	case r.IsData():
+		a.addData(r, p)
+	case r.IsMeta():
+		rep.MetaOps += r.Count
+		p.MetaOps += r.Count
+	}
+}
+
+// addData adds a data record (read or write) of window p.
+func (a *analyzer) addData(r *Record, p *Point) {
+	rep := a.rep
+	a.ioRanks[r.Rank] = true
+	a.ioNodes[r.Node] = true
+	a.dataOps += r.Count
+	a.seq += r.Seq
+	p.DataOps += r.Count
+	if r.Op == OpRead {
+		rep.ReadOps += r.Count
+		rep.ReadBytes += r.Bytes
+		p.ReadBytes += r.Bytes
+		if t, ok := a.firstRead[r.Ino]; !ok || r.First < t {
+			a.firstRead[r.Ino] = r.First
+		}
+	} else {
+		a.written[r.Ino] = true
+		rep.WriteOps += r.Count
+		rep.WriteBytes += r.Bytes
+		p.WriteBytes += r.Bytes
+	}
+	f := a.files[r.Ino]
+	if f == nil {
+		f = &fileUse{ranks: map[int32]bool{}}
+		a.files[r.Ino] = f
+	}
+	f.bytes += r.Bytes
+	f.ranks[r.Rank] = true
+	rt := a.perRank[r.Rank]
+	if rt == nil {
+		rt = &RankTime{Rank: r.Rank}
+		a.perRank[r.Rank] = rt
+	}
+	rt.Bytes += r.Bytes
+	rt.Time += time.Duration(r.LatSum)
+	a.sizes[SizeClass(r.Size)] += r.Count
+}
+
+// inputs lists the files the job read and did not write, in the order it
+// first read them, at most MaxInputs.
+func (a *analyzer) inputs() {
+	rep := a.rep
+	for ino := range a.firstRead {
+		if !a.written[ino] {
 			rep.Inputs = append(rep.Inputs, ino)
 		}
 	}
 	sort.Slice(rep.Inputs, func(i, j int) bool {
-		a, b := rep.Inputs[i], rep.Inputs[j]
-		if firstRead[a] != firstRead[b] {
-			return firstRead[a] < firstRead[b]
+		x, y := rep.Inputs[i], rep.Inputs[j]
+		if a.firstRead[x] != a.firstRead[y] {
+			return a.firstRead[x] < a.firstRead[y]
 		}
-		return a < b
+		return x < y
 	})
 	if len(rep.Inputs) > MaxInputs {
 		rep.Inputs = rep.Inputs[:MaxInputs]
 	}
-	rep.From = time.Unix(0, first)
-	rep.To = time.Unix(0, last).Add(window)
-	rep.Ranks, rep.Nodes, rep.IORanks, rep.IONodes, rep.Files = len(ranks), len(nodes), len(ioRanks), len(ioNodes), len(files)
+}
 
-	// timeline, rates over active windows, bursts of writes
-	for _, p := range timeline {
+// span is window w's busy time: from its first operation's start to its
+// last one's end (within the window), so that a job that ran for part of
+// a window is not measured as if it had idled the rest.
+func (a *analyzer) span(w int64) time.Duration {
+	b := a.busy[w]
+	lo, hi := max(b[0], w), min(b[1], w+int64(a.window))
+	if b[0] == 0 || b[1] == 0 || hi <= lo {
+		return a.window
+	}
+	return time.Duration(hi - lo)
+}
+
+// rates makes the timeline, the rates over active windows and the bursts
+// of writes.
+func (a *analyzer) rates() {
+	rep, window := a.rep, a.window
+	for _, p := range a.timeline {
 		rep.Timeline = append(rep.Timeline, *p)
 	}
 	sort.Slice(rep.Timeline, func(i, j int) bool { return rep.Timeline[i].Window < rep.Timeline[j].Window })
-	// a window's busy time runs from its first operation's start to its
-	// last one's end (within the window), so that a job that ran for part
-	// of a window is not measured as if it had idled the rest
-	span := func(w int64) time.Duration {
-		b := busy[w]
-		lo, hi := max(b[0], w), min(b[1], w+int64(window))
-		if b[0] == 0 || b[1] == 0 || hi <= lo {
-			return window
-		}
-		return time.Duration(hi - lo)
-	}
 	for _, p := range rep.Timeline {
-		rep.Active += span(p.Window)
+		rep.Active += a.span(p.Window)
 	}
 	secs := rep.Active.Seconds()
 	total := rep.ReadBytes + rep.WriteBytes
 	if secs > 0 {
 		rep.BW = float64(total) / secs
-		rep.IOPS = float64(dataOps) / secs
+		rep.IOPS = float64(a.dataOps) / secs
 		rep.MetaRate = float64(rep.MetaOps) / secs
 	}
 	prevWrite := int64(-1 << 62)
@@ -325,10 +380,7 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 	for _, p := range rep.Timeline {
 		// the peak counts windows busy for at least a quarter of their
 		// length (a burst of a few ms says little about bandwidth)
-		d := span(p.Window)
-		if d < window/4 {
-			d = window / 4
-		}
+		d := max(a.span(p.Window), window/4)
 		if bw := float64(p.ReadBytes+p.WriteBytes) / d.Seconds(); bw > rep.PeakBW {
 			rep.PeakBW = bw
 		}
@@ -350,20 +402,26 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 	if rep.Bursts > 1 {
 		rep.BurstEvery = time.Duration((lastBurst - firstBurst) / int64(rep.Bursts-1))
 	}
-	if dataOps > 0 {
-		rep.SeqShare = float64(seq) / float64(dataOps)
-		rep.MeanRequest = total / dataOps
+}
+
+// summary makes the request sizes, the ranks' times and the servers'
+// use.
+func (a *analyzer) summary() {
+	rep := a.rep
+	if a.dataOps > 0 {
+		rep.SeqShare = float64(a.seq) / float64(a.dataOps)
+		rep.MeanRequest = (rep.ReadBytes + rep.WriteBytes) / a.dataOps
 	}
-	for s, n := range sizes {
+	for s, n := range a.sizes {
 		rep.Sizes = append(rep.Sizes, SizeBin{Size: s, Ops: n})
 	}
 	sortBins(rep.Sizes)
-	for _, rt := range perRank {
+	for _, rt := range a.perRank {
 		rep.PerRank = append(rep.PerRank, *rt)
 	}
 	sort.Slice(rep.PerRank, func(i, j int) bool { return rep.PerRank[i].Rank < rep.PerRank[j].Rank })
 	rep.Imbalance = imbalance(rep.PerRank)
-	for _, su := range servers {
+	for _, su := range a.servers {
 		rep.Servers = append(rep.Servers, *su)
 	}
 	sort.Slice(rep.Servers, func(i, j int) bool {
@@ -372,14 +430,6 @@ func Analyze(job string, recs []Record, window time.Duration, th Thresholds) Job
 		}
 		return rep.Servers[i].Server < rep.Servers[j].Server
 	})
-
-	shares := make([]FileShare, 0, len(files))
-	for _, f := range files {
-		shares = append(shares, FileShare{Bytes: f.bytes, Ranks: len(f.ranks)})
-	}
-	rep.Mode = ioMode(len(ioRanks), shares, total)
-	rep.Classes = classify(&rep, dataOps, th)
-	return rep
 }
 
 // FileShare is how much of a job's data one file holds and how many ranks

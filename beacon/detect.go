@@ -53,119 +53,10 @@ func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
 	if opt.MinOps == 0 {
 		opt.MinOps = 4
 	}
-	type class struct {
-		op   string
-		size uint64
-	}
-	// server → window → job → class → stat
-	per := map[string]map[int64]map[string]map[class]*OpStat{}
-	for i := range recs {
-		r := &recs[i]
-		if r.Layer == LayerClient || r.Job == "" || !r.IsData() && !r.IsMeta() {
-			continue
-		}
-		ws := per[r.Server]
-		if ws == nil {
-			ws = map[int64]map[string]map[class]*OpStat{}
-			per[r.Server] = ws
-		}
-		js := ws[r.Window]
-		if js == nil {
-			js = map[string]map[class]*OpStat{}
-			ws[r.Window] = js
-		}
-		cs := js[r.Job]
-		if cs == nil {
-			cs = map[class]*OpStat{}
-			js[r.Job] = cs
-		}
-		c := class{r.Op, SizeClass(r.Size)}
-		st := cs[c]
-		if st == nil {
-			st = &OpStat{}
-			cs[c] = st
-		}
-		st.Ops += r.Count
-		st.LatSum += r.LatSum + r.Wait // what the job felt: queueing and service
-	}
-	type acc struct {
-		OpStat
-		windows map[int64]bool
-	}
-	get := func(m map[string]*acc, k string) *acc {
-		a := m[k]
-		if a == nil {
-			a = &acc{windows: map[int64]bool{}}
-			m[k] = a
-		}
-		return a
-	}
 	var out []Interference
-	for server, ws := range per {
-		alone := map[string]*acc{}  // victim|op|size
-		shared := map[string]*acc{} // victim|aggressor|op|size
-		for w, js := range ws {
-			for v, cs := range js {
-				for c, st := range cs {
-					if st.Ops < opt.MinOps {
-						continue
-					}
-					ck := fmt.Sprintf("%s|%d", c.op, c.size)
-					if len(js) == 1 {
-						a := get(alone, v+"\x00"+ck)
-						a.Ops += st.Ops
-						a.LatSum += st.LatSum
-						a.windows[w] = true
-						continue
-					}
-					for g := range js {
-						if g != v {
-							a := get(shared, v+"\x00"+g+"\x00"+ck)
-							a.Ops += st.Ops
-							a.LatSum += st.LatSum
-							a.windows[w] = true
-						}
-					}
-				}
-			}
-		}
-		type pair struct{ v, g string }
-		type sum struct {
-			weighted, ops     float64
-			ls, la            float64
-			shared, aloneWins map[int64]bool
-		}
-		pairs := map[pair]*sum{}
-		for k, sh := range shared {
-			parts := strings.SplitN(k, "\x00", 3)
-			al := alone[parts[0]+"\x00"+parts[2]]
-			if al == nil || al.Ops == 0 || sh.Ops == 0 {
-				continue
-			}
-			la := float64(al.LatSum) / float64(al.Ops)
-			ls := float64(sh.LatSum) / float64(sh.Ops)
-			if la <= 0 {
-				continue
-			}
-			p := pair{parts[0], parts[1]}
-			su := pairs[p]
-			if su == nil {
-				su = &sum{shared: map[int64]bool{}, aloneWins: map[int64]bool{}}
-				pairs[p] = su
-			}
-			n := float64(sh.Ops)
-			su.weighted += n * ls / la
-			su.ops += n
-			su.ls += n * ls
-			su.la += n * la
-			for w := range sh.windows {
-				su.shared[w] = true
-			}
-			for w := range al.windows {
-				su.aloneWins[w] = true
-			}
-		}
-		for p, su := range pairs {
+	for server, ws := range opStatsByServer(recs) {
+		alone, shared := aloneShared(ws, opt.MinOps)
+		for p, su := range pairSums(alone, shared) {
 			if len(su.shared) < opt.MinWindows || len(su.aloneWins) < opt.MinWindows {
 				continue
 			}
@@ -179,6 +70,148 @@ func DetectInterference(recs []Record, opt InterferenceOptions) []Interference {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Inflation > out[j].Inflation })
 	return out
+}
+
+// opClass is an operation and its size class.
+type opClass struct {
+	op   string
+	size uint64
+}
+
+// windowStats is, per window, per job, per operation class, what the
+// servers' records of the jobs' data and metadata operations sum to.
+type windowStats = map[int64]map[string]map[opClass]*OpStat
+
+// opStatsByServer sums the servers' records by server, window, job and
+// operation class: the latency each job felt (queueing and service).
+func opStatsByServer(recs []Record) map[string]windowStats {
+	per := map[string]windowStats{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Layer == LayerClient || r.Job == "" || !r.IsData() && !r.IsMeta() {
+			continue
+		}
+		ws := per[r.Server]
+		if ws == nil {
+			ws = windowStats{}
+			per[r.Server] = ws
+		}
+		js := ws[r.Window]
+		if js == nil {
+			js = map[string]map[opClass]*OpStat{}
+			ws[r.Window] = js
+		}
+		cs := js[r.Job]
+		if cs == nil {
+			cs = map[opClass]*OpStat{}
+			js[r.Job] = cs
+		}
+		c := opClass{r.Op, SizeClass(r.Size)}
+		st := cs[c]
+		if st == nil {
+			st = &OpStat{}
+			cs[c] = st
+		}
+		st.Ops += r.Count
+		st.LatSum += r.LatSum + r.Wait // what the job felt: queueing and service
+	}
+	return per
+}
+
+// latAcc sums operations and latencies over the windows it saw.
+type latAcc struct {
+	OpStat
+	windows map[int64]bool
+}
+
+func (a *latAcc) add(st *OpStat, w int64) {
+	a.Ops += st.Ops
+	a.LatSum += st.LatSum
+	a.windows[w] = true
+}
+
+func accOf(m map[string]*latAcc, k string) *latAcc {
+	a := m[k]
+	if a == nil {
+		a = &latAcc{windows: map[int64]bool{}}
+		m[k] = a
+	}
+	return a
+}
+
+// aloneShared sums one server's windows (of at least minOps operations of
+// a class) by victim and class where the job ran alone (alone:
+// victim|op|size), and by victim, aggressor and class where it shared the
+// server (shared: victim|aggressor|op|size).
+func aloneShared(ws windowStats, minOps uint64) (alone, shared map[string]*latAcc) {
+	alone, shared = map[string]*latAcc{}, map[string]*latAcc{}
+	for w, js := range ws {
+		for v, cs := range js {
+			for c, st := range cs {
+				if st.Ops < minOps {
+					continue
+				}
+				ck := fmt.Sprintf("%s|%d", c.op, c.size)
+				if len(js) == 1 {
+					accOf(alone, v+"\x00"+ck).add(st, w)
+					continue
+				}
+				for g := range js {
+					if g != v {
+						accOf(shared, v+"\x00"+g+"\x00"+ck).add(st, w)
+					}
+				}
+			}
+		}
+	}
+	return alone, shared
+}
+
+// jobPair is a victim and an aggressor.
+type jobPair struct{ v, g string }
+
+// pairSum is a pair's latencies shared and alone, weighted by the
+// victim's operations shared, and the windows of each.
+type pairSum struct {
+	weighted, ops     float64
+	ls, la            float64
+	shared, aloneWins map[int64]bool
+}
+
+// pairSums compares each victim's latency shared with each aggressor with
+// its latency alone, class by class.
+func pairSums(alone, shared map[string]*latAcc) map[jobPair]*pairSum {
+	pairs := map[jobPair]*pairSum{}
+	for k, sh := range shared {
+		parts := strings.SplitN(k, "\x00", 3)
+		al := alone[parts[0]+"\x00"+parts[2]]
+		if al == nil || al.Ops == 0 || sh.Ops == 0 {
+			continue
+		}
+		la := float64(al.LatSum) / float64(al.Ops)
+		ls := float64(sh.LatSum) / float64(sh.Ops)
+		if la <= 0 {
+			continue
+		}
+		p := jobPair{parts[0], parts[1]}
+		su := pairs[p]
+		if su == nil {
+			su = &pairSum{shared: map[int64]bool{}, aloneWins: map[int64]bool{}}
+			pairs[p] = su
+		}
+		n := float64(sh.Ops)
+		su.weighted += n * ls / la
+		su.ops += n
+		su.ls += n * ls
+		su.la += n * la
+		for w := range sh.windows {
+			su.shared[w] = true
+		}
+		for w := range al.windows {
+			su.aloneWins[w] = true
+		}
+	}
+	return pairs
 }
 
 // SlowServer is a server whose service latency stayed well above its

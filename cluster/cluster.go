@@ -291,37 +291,71 @@ func Up(o Options) (*Cluster, error) {
 		o.PFS = filepath.Join(dir, "pfs")
 	}
 	c := &Cluster{Dir: dir, Mount: mnt, Exe: o.Exe}
+	pl := &planner{o: o, c: c, dir: dir, secretFile: secretFile, ports: map[string]string{}, picker: newPortPicker()}
+	defer pl.picker.release()
 	// ports are fixed at first start so restarted daemons come back at the
 	// same address
-	ports := map[string]string{}
 	if old, err := Load(dir); err == nil {
 		for _, d := range old.Daemons {
 			if addr, ok := flagValue(d.Args, "--listen"); ok {
-				ports[d.Name] = addr
+				pl.ports[d.Name] = addr
 			}
 		}
 	}
-	picker := newPortPicker()
-	defer picker.release()
-	port := func(name string) (string, error) {
-		if p, ok := ports[name]; ok {
-			return p, nil
-		}
-		return picker.pick()
-	}
-	metaAddr, err := port("meta")
-	if err != nil {
+	if err := pl.plan(); err != nil {
 		return nil, err
 	}
-	c.MetaAddr = metaAddr
-	common := []string{"--secret-file", secretFile}
-	if o.NoMonitor {
-		common = append(common, "--monitor=false")
+	pl.picker.release()
+	if err := c.startAll(o); err != nil {
+		return nil, err
 	}
-	to := "--timeout=" + o.Timeout.String()
-	// flags of the daemons that listen
-	listening := []string{"--local-socket=" + strconv.FormatBool(!o.TCPOnly)}
-	margsMeta := []string{"meta", "--listen", metaAddr, "--dir", filepath.Join(dir, "meta"), "--engine", o.Engine, to}
+	if err := waitMounted(mnt, 20*time.Second, func() bool { return processAlive(c.pid("mount")) }); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("mount did not come up: %v%s", err, c.logTail("mount"))
+	}
+	os.MkdirAll(filepath.Dir(currentFile()), 0o700)
+	atomicfile.Write(currentFile(), []byte(dir+"\n"), 0o600)
+	return c, nil
+}
+
+// planner lays out a cluster's daemons and their flags (Up).
+type planner struct {
+	o          Options
+	c          *Cluster
+	dir        string
+	secretFile string
+	ports      map[string]string // the daemons' listening addresses from the last start
+	picker     *portPicker
+	common     []string // every daemon's flags
+	listening  []string // the flags of the daemons that listen
+	to         string   // the timeout flag
+}
+
+// port is daemon name's listening address: its last one, else a free
+// port.
+func (pl *planner) port(name string) (string, error) {
+	if p, ok := pl.ports[name]; ok {
+		return p, nil
+	}
+	return pl.picker.pick()
+}
+
+// plan fills c's daemons: the metadata service, the data servers of
+// every tier configured, the forwarding nodes and the mount.
+func (pl *planner) plan() error {
+	o, c := pl.o, pl.c
+	metaAddr, err := pl.port("meta")
+	if err != nil {
+		return err
+	}
+	c.MetaAddr = metaAddr
+	pl.common = []string{"--secret-file", pl.secretFile}
+	if o.NoMonitor {
+		pl.common = append(pl.common, "--monitor=false")
+	}
+	pl.to = "--timeout=" + o.Timeout.String()
+	pl.listening = []string{"--local-socket=" + strconv.FormatBool(!o.TCPOnly)}
+	margsMeta := []string{"meta", "--listen", metaAddr, "--dir", filepath.Join(pl.dir, "meta"), "--engine", o.Engine, pl.to}
 	if o.FwdPolicy != "" {
 		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
 	}
@@ -332,15 +366,39 @@ func Up(o Options) (*Cluster, error) {
 		margsMeta = append(margsMeta, "--mem-replicas", strconv.Itoa(o.MemReplicas))
 	}
 	margsMeta = append(margsMeta, o.MetaFlags...)
-	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(append(margsMeta, listening...), common...)})
-	type tierd struct {
-		name, kind, dir string
-		cap             int64
-		domain          string
+	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(append(margsMeta, pl.listening...), pl.common...)})
+	if err := pl.dataServers(); err != nil {
+		return err
 	}
-	secret, err := os.ReadFile(secretFile)
+	for i := 0; i < o.Fwds; i++ {
+		if err := pl.fwd(fmt.Sprintf("fwd-%d", i)); err != nil {
+			return err
+		}
+	}
+	margs := []string{"mount", "--meta", metaAddr, pl.to}
+	if o.JobVar != "" {
+		margs = append(margs, "--jobid-var", o.JobVar)
+	}
+	margs = append(margs, o.MountFlags...)
+	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, pl.common...), c.Mount)})
+	return nil
+}
+
+// tierd is a data server to start: its name, tier, directory, capacity
+// and failure domain.
+type tierd struct {
+	name, kind, dir string
+	cap             int64
+	domain          string
+}
+
+// dataServers adds the data servers of every tier configured (the mem
+// tier's directory on a tmpfs of its own where it can).
+func (pl *planner) dataServers() error {
+	o, c, dir := pl.o, pl.c, pl.dir
+	secret, err := os.ReadFile(pl.secretFile)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	mdir := memDir(dir, secret)
 	sweepOrphanMem()
@@ -353,11 +411,11 @@ func Up(o Options) (*Cluster, error) {
 			}
 		}
 		if err := claimMemDir(mdir, dir); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if n := len(o.DataMBpsEach); n > 0 && n != max(o.MemServers, 1) {
-		return nil, fmt.Errorf("%d mem-tier caps for %d mem-tier data servers", n, max(o.MemServers, 1))
+		return fmt.Errorf("%d mem-tier caps for %d mem-tier data servers", n, max(o.MemServers, 1))
 	}
 	tiers := []tierd{{"data-mem", "mem", mdir, o.MemBytes, "cab0"}}
 	for i := 1; i < o.MemServers; i++ {
@@ -370,67 +428,78 @@ func Up(o Options) (*Cluster, error) {
 		if (t.kind != "pfs" && t.cap <= 0) || (t.kind == "pfs" && o.PFS == "none") {
 			continue
 		}
-		a, err := port(t.name)
-		if err != nil {
-			return nil, err
+		if err := pl.data(i, t); err != nil {
+			return err
 		}
-		args := append([]string{"data", "--tier", t.kind,
-			"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", metaAddr}, append(listening, common...)...)
-		args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "data" || o.ZeroCopy == "all"))
-		if o.MemReplicas > 1 && t.domain != "" {
-			args = append(args, "--domain", t.domain)
-		}
-		if t.kind == "mem" && i < len(o.DataMBpsEach) && o.DataMBpsEach[i] > 0 {
-			args = append(args, "--max-mbps", ftoa(o.DataMBpsEach[i]))
-		} else if t.kind == "mem" && o.DataMBps > 0 {
-			args = append(args, "--max-mbps", ftoa(o.DataMBps))
-		}
-		if mbps := map[string]float64{"ssd": o.SSDMBps, "hdd": o.HDDMBps, "pfs": o.PFSMBps}[t.kind]; mbps > 0 {
-			args = append(args, "--max-mbps", ftoa(mbps))
-		}
-		if o.DeviceBurst > 0 {
-			args = append(args, "--burst", o.DeviceBurst.String())
-		}
-		if t.kind == "mem" && o.MemKeepFreed != 0 {
-			args = append(args, "--keep-freed", o.MemKeepFreed.String())
-		}
-		if t.kind == "mem" && o.DataIOPS > 0 {
-			args = append(args, "--max-iops", ftoa(o.DataIOPS))
-		}
-		c.Daemons = append(c.Daemons, Daemon{Name: t.name, Args: args})
 	}
-	for i := 0; i < o.Fwds; i++ {
-		name := fmt.Sprintf("fwd-%d", i)
-		a, err := port(name)
-		if err != nil {
-			return nil, err
-		}
-		args := append([]string{"fwd", "--listen", a, "--meta", metaAddr, "--node", name,
-			"--id-file", filepath.Join(dir, name+".id"), to}, append(listening, common...)...)
-		args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "fwd" || o.ZeroCopy == "all"))
-		if o.FwdMBps > 0 {
-			args = append(args, "--max-mbps", ftoa(o.FwdMBps))
-		}
-		if o.FwdIOPS > 0 {
-			args = append(args, "--max-iops", ftoa(o.FwdIOPS))
-		}
-		args = append(args, o.FwdFlags...)
-		c.Daemons = append(c.Daemons, Daemon{Name: name, Args: args})
-	}
-	margs := []string{"mount", "--meta", metaAddr, to}
-	if o.JobVar != "" {
-		margs = append(margs, "--jobid-var", o.JobVar)
-	}
-	margs = append(margs, o.MountFlags...)
-	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, common...), mnt)})
+	return nil
+}
 
-	picker.release()
+// data adds data server t, the i-th of the tiers' list.
+func (pl *planner) data(i int, t tierd) error {
+	o := pl.o
+	a, err := pl.port(t.name)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"data", "--tier", t.kind,
+		"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", pl.c.MetaAddr}, append(pl.listening, pl.common...)...)
+	args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "data" || o.ZeroCopy == "all"))
+	if o.MemReplicas > 1 && t.domain != "" {
+		args = append(args, "--domain", t.domain)
+	}
+	if t.kind == "mem" && i < len(o.DataMBpsEach) && o.DataMBpsEach[i] > 0 {
+		args = append(args, "--max-mbps", ftoa(o.DataMBpsEach[i]))
+	} else if t.kind == "mem" && o.DataMBps > 0 {
+		args = append(args, "--max-mbps", ftoa(o.DataMBps))
+	}
+	if mbps := map[string]float64{"ssd": o.SSDMBps, "hdd": o.HDDMBps, "pfs": o.PFSMBps}[t.kind]; mbps > 0 {
+		args = append(args, "--max-mbps", ftoa(mbps))
+	}
+	if o.DeviceBurst > 0 {
+		args = append(args, "--burst", o.DeviceBurst.String())
+	}
+	if t.kind == "mem" && o.MemKeepFreed != 0 {
+		args = append(args, "--keep-freed", o.MemKeepFreed.String())
+	}
+	if t.kind == "mem" && o.DataIOPS > 0 {
+		args = append(args, "--max-iops", ftoa(o.DataIOPS))
+	}
+	pl.c.Daemons = append(pl.c.Daemons, Daemon{Name: t.name, Args: args})
+	return nil
+}
+
+// fwd adds forwarding node name.
+func (pl *planner) fwd(name string) error {
+	o := pl.o
+	a, err := pl.port(name)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"fwd", "--listen", a, "--meta", pl.c.MetaAddr, "--node", name,
+		"--id-file", filepath.Join(pl.dir, name+".id"), pl.to}, append(pl.listening, pl.common...)...)
+	args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "fwd" || o.ZeroCopy == "all"))
+	if o.FwdMBps > 0 {
+		args = append(args, "--max-mbps", ftoa(o.FwdMBps))
+	}
+	if o.FwdIOPS > 0 {
+		args = append(args, "--max-iops", ftoa(o.FwdIOPS))
+	}
+	args = append(args, o.FwdFlags...)
+	pl.c.Daemons = append(pl.c.Daemons, Daemon{Name: name, Args: args})
+	return nil
+}
+
+// startAll starts the planned daemons in order (the watcher that takes
+// them down with process o.ExitWith first), the mount once the data
+// servers and forwarding nodes registered.
+func (c *Cluster) startAll(o Options) error {
 	if o.ExitWith > 0 {
 		// first, so that the daemons started are taken down even if
 		// the process dies while up starts the rest (each is recorded
 		// as it starts)
 		if err := c.startWatcher(o.ExitWith, o.ExitRemove); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for i := range c.Daemons {
@@ -446,34 +515,25 @@ func Up(o Options) (*Cluster, error) {
 			// registered, so the mount can pick a forwarding node
 			if err := c.waitRegistered(len(c.Daemons)-2, 20*time.Second); err != nil {
 				c.stop()
-				return nil, err
+				return err
 			}
 		}
 		if err := c.start(d); err != nil {
 			c.stop()
-			return nil, err
+			return err
 		}
 		if c.Watcher != 0 {
 			if err := c.save(); err != nil {
 				c.stop()
-				return nil, err
+				return err
 			}
 		}
 		if d.Name == "meta" {
-			if err := waitListening(metaAddr, 10*time.Second); err != nil {
+			if err := waitListening(c.MetaAddr, 10*time.Second); err != nil {
 				c.stop()
-				return nil, fmt.Errorf("metadata service did not start: %v%s", err, c.logTail("meta"))
+				return fmt.Errorf("metadata service did not start: %v%s", err, c.logTail("meta"))
 			}
 		}
 	}
-	if err := c.save(); err != nil {
-		return nil, err
-	}
-	if err := waitMounted(mnt, 20*time.Second, func() bool { return processAlive(c.pid("mount")) }); err != nil {
-		c.stop()
-		return nil, fmt.Errorf("mount did not come up: %v%s", err, c.logTail("mount"))
-	}
-	os.MkdirAll(filepath.Dir(currentFile()), 0o700)
-	atomicfile.Write(currentFile(), []byte(dir+"\n"), 0o600)
-	return c, nil
+	return c.save()
 }

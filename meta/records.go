@@ -107,108 +107,125 @@ const (
 
 // decodeLegacy reads a record written with protocol 1's message codec.
 func decodeLegacy(b []byte) (*legacyMsg, error) {
-	m := &legacyMsg{}
-	d := varbuf.Reader{B: b, Bad: errCorrupt}
-	u32 := func() uint32 {
-		v := d.Uvarint()
-		if v > math.MaxUint32 {
-			d.Fail()
-		}
-		return uint32(v)
-	}
-	ids := func(add func(*wire.ChunkLoc, uint64)) {
-		if d.Count(1) != len(m.Chunks) {
-			d.Fail()
-		}
-		for i := range m.Chunks {
-			n := d.Count(1)
-			for j := 0; j < n && d.Err == nil; j++ {
-				add(&m.Chunks[i], d.Uvarint())
-			}
-		}
-	}
+	r := &legacyReader{Reader: varbuf.Reader{B: b, Bad: errCorrupt}, m: &legacyMsg{}}
 	var last byte
-	for len(d.B) > 0 && d.Err == nil {
-		t := d.Byte()
+	for len(r.B) > 0 && r.Err == nil {
+		t := r.Byte()
 		if t <= last || t > legacyMaxTag {
 			return nil, fmt.Errorf("legacy record: tag %d", t)
 		}
 		last = t
-		switch t {
-		case lIno:
-			m.Ino = d.Uvarint()
-		case lParent:
-			m.Parent = d.Uvarint()
-		case lHandle:
-			m.Handle = d.Uvarint()
-		case lName:
-			m.Name = d.Str()
-		case lPath:
-			m.Path = d.Str()
-		case lFlags:
-			m.Flags = u32()
-		case lIdx:
-			m.Idx = d.Uvarint()
-		case lChunkSize:
-			m.ChunkSize = u32()
-		case lStripeUnit:
-			m.StripeUnit = u32()
-		case lAttr:
-			m.Attr = &wire.Attr{Ino: d.Uvarint(), Mode: u32(), Nlink: u32(), Uid: u32(), Gid: u32(), Size: d.Uvarint(),
-				Atime: d.Varint(), Mtime: d.Varint(), Ctime: d.Varint(), ChunkSize: u32(), StripeCnt: u32(),
-				StripeUnit: u32(), Rdev: u32(), Trunc: d.Uvarint()}
-		case lChunks:
-			n := d.Count(3)
-			for i := 0; i < n && d.Err == nil; i++ {
-				c := wire.ChunkLoc{Idx: d.Uvarint(), Tier: d.Str()}
-				k := d.Count(1)
-				for j := 0; j < k && d.Err == nil; j++ {
-					c.Servers = append(c.Servers, d.Uvarint())
-				}
-				m.Chunks = append(m.Chunks, c)
-			}
-		case lServers:
-			n := d.Count(9)
-			for i := 0; i < n && d.Err == nil; i++ {
-				s := wire.ServerInfo{ID: d.Uvarint(), Role: d.Str(), Tier: d.Str(), Addr: d.Str(),
-					Capacity: d.Uvarint(), Used: d.Uvarint(), Node: d.Str()}
-				s.Alive = d.Uvarint() == 1
-				s.Rank = u32()
-				m.Servers = append(m.Servers, s)
-			}
-		case lTrunc:
-			m.Trunc = d.Uvarint()
-		case lChunkGens:
-			if d.Count(1) != len(m.Chunks) {
-				d.Fail()
-			}
-			for i := range m.Chunks {
-				m.Chunks[i].Gen = d.Uvarint()
-			}
-		case lServerX:
-			if d.Count(3) != len(m.Servers) {
-				d.Fail()
-			}
-			for i := range m.Servers {
-				m.Servers[i].WriteBW, m.Servers[i].ReadBW, m.Servers[i].Domain = d.Uvarint(), d.Uvarint(), d.Str()
-			}
-		case lReplicas:
-			ids(func(c *wire.ChunkLoc, id uint64) { c.Replicas = append(c.Replicas, id) })
-		case lHome:
-			ids(func(c *wire.ChunkLoc, id uint64) { c.Home = append(c.Home, id) })
-		case lServerPerf:
-			if d.Count(3) != len(m.Servers) {
-				d.Fail()
-			}
-			for i := range m.Servers {
-				m.Servers[i].MaxPerf, m.Servers[i].Pending, m.Servers[i].Written = d.Uvarint(), d.Uvarint(), d.Uvarint()
-			}
-		default:
+		if !r.field(t) {
 			return nil, fmt.Errorf("legacy record: tag %d not used by records", t)
 		}
 	}
-	if d.Err != nil {
-		return nil, d.Err
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	return m, nil
+	return r.m, nil
+}
+
+// legacyReader reads a legacy record's fields into m.
+type legacyReader struct {
+	varbuf.Reader
+	m *legacyMsg
+}
+
+func (r *legacyReader) u32() uint32 {
+	v := r.Uvarint()
+	if v > math.MaxUint32 {
+		r.Fail()
+	}
+	return uint32(v)
+}
+
+// ids reads a list of server ids per chunk of m.Chunks into add.
+func (r *legacyReader) ids(add func(*wire.ChunkLoc, uint64)) {
+	if r.Count(1) != len(r.m.Chunks) {
+		r.Fail()
+	}
+	for i := range r.m.Chunks {
+		n := r.Count(1)
+		for j := 0; j < n && r.Err == nil; j++ {
+			add(&r.m.Chunks[i], r.Uvarint())
+		}
+	}
+}
+
+// field reads the value of the field tagged t; false: a tag records did
+// not use.
+func (r *legacyReader) field(t byte) bool {
+	switch t {
+	case lIno:
+		r.m.Ino = r.Uvarint()
+	case lParent:
+		r.m.Parent = r.Uvarint()
+	case lHandle:
+		r.m.Handle = r.Uvarint()
+	case lName:
+		r.m.Name = r.Str()
+	case lPath:
+		r.m.Path = r.Str()
+	case lFlags:
+		r.m.Flags = r.u32()
+	case lIdx:
+		r.m.Idx = r.Uvarint()
+	case lChunkSize:
+		r.m.ChunkSize = r.u32()
+	case lStripeUnit:
+		r.m.StripeUnit = r.u32()
+	case lAttr:
+		r.m.Attr = &wire.Attr{Ino: r.Uvarint(), Mode: r.u32(), Nlink: r.u32(), Uid: r.u32(), Gid: r.u32(), Size: r.Uvarint(),
+			Atime: r.Varint(), Mtime: r.Varint(), Ctime: r.Varint(), ChunkSize: r.u32(), StripeCnt: r.u32(),
+			StripeUnit: r.u32(), Rdev: r.u32(), Trunc: r.Uvarint()}
+	case lChunks:
+		n := r.Count(3)
+		for i := 0; i < n && r.Err == nil; i++ {
+			c := wire.ChunkLoc{Idx: r.Uvarint(), Tier: r.Str()}
+			k := r.Count(1)
+			for j := 0; j < k && r.Err == nil; j++ {
+				c.Servers = append(c.Servers, r.Uvarint())
+			}
+			r.m.Chunks = append(r.m.Chunks, c)
+		}
+	case lServers:
+		n := r.Count(9)
+		for i := 0; i < n && r.Err == nil; i++ {
+			s := wire.ServerInfo{ID: r.Uvarint(), Role: r.Str(), Tier: r.Str(), Addr: r.Str(),
+				Capacity: r.Uvarint(), Used: r.Uvarint(), Node: r.Str()}
+			s.Alive = r.Uvarint() == 1
+			s.Rank = r.u32()
+			r.m.Servers = append(r.m.Servers, s)
+		}
+	case lTrunc:
+		r.m.Trunc = r.Uvarint()
+	case lChunkGens:
+		if r.Count(1) != len(r.m.Chunks) {
+			r.Fail()
+		}
+		for i := range r.m.Chunks {
+			r.m.Chunks[i].Gen = r.Uvarint()
+		}
+	case lServerX:
+		if r.Count(3) != len(r.m.Servers) {
+			r.Fail()
+		}
+		for i := range r.m.Servers {
+			r.m.Servers[i].WriteBW, r.m.Servers[i].ReadBW, r.m.Servers[i].Domain = r.Uvarint(), r.Uvarint(), r.Str()
+		}
+	case lReplicas:
+		r.ids(func(c *wire.ChunkLoc, id uint64) { c.Replicas = append(c.Replicas, id) })
+	case lHome:
+		r.ids(func(c *wire.ChunkLoc, id uint64) { c.Home = append(c.Home, id) })
+	case lServerPerf:
+		if r.Count(3) != len(r.m.Servers) {
+			r.Fail()
+		}
+		for i := range r.m.Servers {
+			r.m.Servers[i].MaxPerf, r.m.Servers[i].Pending, r.m.Servers[i].Written = r.Uvarint(), r.Uvarint(), r.Uvarint()
+		}
+	default:
+		return false
+	}
+	return true
 }

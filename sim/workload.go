@@ -138,56 +138,7 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 	for _, x := range mix {
 		total += x.Jobs
 	}
-	type app struct {
-		mix         Mix
-		class       string
-		read, write float64
-		metaPerNode float64
-		profile     *beacon.Profile
-	}
-	apps := map[string]*app{}
-	appOf := func(key string) *app {
-		if a := apps[key]; a != nil {
-			return a
-		}
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%d/%s", o.Seed, key)
-		r := rand.New(rand.NewSource(int64(h.Sum64())))
-		a := &app{mix: mix[len(mix)-1]}
-		if len(o.Profiles) > 0 {
-			a.profile = &o.Profiles[r.Intn(len(o.Profiles))]
-			apps[key] = a
-			return a
-		}
-		x := r.Float64() * total
-		for _, mx := range mix {
-			if x < mx.Jobs {
-				a.mix = mx
-				break
-			}
-			x -= mx.Jobs
-		}
-		a.read = a.mix.Read * r.ExpFloat64() * vs
-		a.write = a.mix.Write * r.ExpFloat64() * vs
-		a.metaPerNode = 20
-		switch a.mix.Pattern {
-		case "N-1":
-			a.class = "n1"
-		case "1-1":
-			a.class = "single"
-		default:
-			switch c := r.Float64(); {
-			case c < 0.1:
-				a.class, a.metaPerNode = "meta", 20000
-			case c < 0.2:
-				a.class = "iops"
-			default:
-				a.class = "bw"
-			}
-		}
-		apps[key] = a
-		return a
-	}
+	apps := &swfApps{mix: mix, total: total, vs: vs, o: o, apps: map[string]*swfApp{}}
 	var out []Job
 	for _, j := range log {
 		st := j.Start()
@@ -198,7 +149,7 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 		if j.App < 0 {
 			key = fmt.Sprintf("user%d", j.User)
 		}
-		a := appOf(key)
+		a := apps.of(key)
 		h := fnv.New64a()
 		fmt.Fprintf(h, "%d/job%d", o.Seed, j.ID)
 		r := rand.New(rand.NewSource(int64(h.Sum64())))
@@ -217,6 +168,68 @@ func FromSWF(log []swf.Job, m *machine.Machine, o GenOptions) []Job {
 	}
 	sort.SliceStable(out, func(i, k int) bool { return out[i].Submit < out[k].Submit })
 	return out
+}
+
+// swfApp is an application of a job log as FromSWF draws it: its mix
+// entry, interference class and volumes, or a profile it replays.
+type swfApp struct {
+	mix         Mix
+	class       string
+	read, write float64
+	metaPerNode float64
+	profile     *beacon.Profile
+}
+
+// swfApps draws each application of a job log once, from its key and the
+// seed.
+type swfApps struct {
+	mix       []Mix
+	total, vs float64 // the mix's jobs in all, the volume scale
+	o         GenOptions
+	apps      map[string]*swfApp
+}
+
+// of is the application of key.
+func (s *swfApps) of(key string) *swfApp {
+	if a := s.apps[key]; a != nil {
+		return a
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s", s.o.Seed, key)
+	r := rand.New(rand.NewSource(int64(h.Sum64())))
+	a := &swfApp{mix: s.mix[len(s.mix)-1]}
+	s.apps[key] = a
+	if len(s.o.Profiles) > 0 {
+		a.profile = &s.o.Profiles[r.Intn(len(s.o.Profiles))]
+		return a
+	}
+	x := r.Float64() * s.total
+	for _, mx := range s.mix {
+		if x < mx.Jobs {
+			a.mix = mx
+			break
+		}
+		x -= mx.Jobs
+	}
+	a.read = a.mix.Read * r.ExpFloat64() * s.vs
+	a.write = a.mix.Write * r.ExpFloat64() * s.vs
+	a.metaPerNode = 20
+	switch a.mix.Pattern {
+	case "N-1":
+		a.class = "n1"
+	case "1-1":
+		a.class = "single"
+	default:
+		switch c := r.Float64(); {
+		case c < 0.1:
+			a.class, a.metaPerNode = "meta", 20000
+		case c < 0.2:
+			a.class = "iops"
+		default:
+			a.class = "bw"
+		}
+	}
+	return a
 }
 
 // JobFromProfile is a job of nodes compute nodes doing what application

@@ -214,187 +214,225 @@ func bad(p *beacon.Profile, bf float64, cfg Config) (bool, string) {
 // assignments); fwds the forwarding nodes.
 func Decide(cfg Config, fwds []Fwd, placed []Assignment, job Job) Assignment {
 	cfg = cfg.withDefaults()
-	a := Assignment{Job: job.ID, Policy: "ffm"}
+	d := newDecision(cfg, fwds, placed, job)
+	if len(d.ffm) == 0 {
+		d.a.Reasons = append(d.a.Reasons, "no usable forwarding node")
+		return d.a
+	}
+	if job.Profile == nil {
+		return d.fallback("no I/O history for this application: fixed mapping")
+	}
+	bf := capacityOf(fwds)
+	p := job.Profile
+	isBad, why := bad(p, bf, cfg)
+	d.a.Isolate = isBad
+	want := d.scaleUp(p, bf)
+	// does FFM put the job next to a bad neighbour, or on a dedicated node?
+	neighbourBad := false
+	for _, f := range d.ffm {
+		if d.hostsBad[f] || d.dedicated[f] {
+			neighbourBad = true
+		}
+	}
+	switch {
+	case !isBad && !neighbourBad && want <= len(d.ffm):
+		return d.keepOrSpread(p)
+	case isBad:
+		d.a.Reasons = append(d.a.Reasons, "isolated: "+why)
+		return d.dedicate(want)
+	case neighbourBad:
+		d.a.Reasons = append(d.a.Reasons, "its fixed-mapping forwarding nodes serve an isolated job")
+		return d.awayFromBad(want)
+	}
+	return d.grow(want)
+}
+
+// decision is Decide's view of the forwarding nodes for one job.
+type decision struct {
+	cfg    Config
+	a      Assignment
+	ffm    []string        // the nodes the job's compute nodes map to
+	ffmSet map[string]bool // the same, as a set
+	// users counts the jobs on each node; dedicated and hostsBad are the
+	// nodes dedicated to a job or serving an isolated one
+	users               map[string]int
+	dedicated, hostsBad map[string]bool
+	// free: usable, unused by any job; open: usable, shared with good
+	// neighbours only, least used first
+	free, open []string
+}
+
+func newDecision(cfg Config, fwds []Fwd, placed []Assignment, job Job) *decision {
+	d := &decision{cfg: cfg, a: Assignment{Job: job.ID, Policy: "ffm"}, ffmSet: map[string]bool{},
+		users: map[string]int{}, dedicated: map[string]bool{}, hostsBad: map[string]bool{}}
 	// FFM first: the nodes the job's compute nodes map to
-	ffmSet := map[string]bool{}
 	if len(fwds) > 0 {
 		sorted := sortedFwds(fwds)
 		for _, n := range job.Nodes {
 			if f, ok := ffmSorted(n, sorted, cfg.Ratio); ok {
-				ffmSet[f] = true
+				d.ffmSet[f] = true
 			}
 		}
 	}
-	ffm := keys(ffmSet)
-	a.Fwds = ffm
-	if len(ffm) == 0 {
-		a.Reasons = append(a.Reasons, "no usable forwarding node")
-		return a
-	}
-	// who uses which forwarding node now, and which are dedicated or host
-	// bad neighbours
-	users := map[string]int{}
-	dedicated, hostsBad := map[string]bool{}, map[string]bool{}
+	d.ffm = keys(d.ffmSet)
+	d.a.Fwds = d.ffm
 	for _, pa := range placed {
 		for _, f := range pa.Fwds {
-			users[f]++
+			d.users[f]++
 			if pa.Dedicated {
-				dedicated[f] = true
+				d.dedicated[f] = true
 			}
 			if pa.Isolate {
-				hostsBad[f] = true
+				d.hostsBad[f] = true
 			}
 		}
 	}
-	// free: usable, unused by any job; open: usable, shared with good
-	// neighbours only, least used first
-	var free, open []string
 	for _, f := range sortedFwds(fwds) {
-		if f.Usable() && users[f.ID] == 0 {
-			free = append(free, f.ID)
+		if f.Usable() && d.users[f.ID] == 0 {
+			d.free = append(d.free, f.ID)
 		}
-		if f.Usable() && !dedicated[f.ID] && !hostsBad[f.ID] {
-			open = append(open, f.ID)
+		if f.Usable() && !d.dedicated[f.ID] && !d.hostsBad[f.ID] {
+			d.open = append(d.open, f.ID)
 		}
 	}
-	sort.SliceStable(open, func(i, j int) bool { return users[open[i]] < users[open[j]] })
-	// fallback is the fixed mapping without nodes dedicated to other jobs
-	fallback := func(why string) Assignment {
-		a.Reasons = append(a.Reasons, why)
-		a.Policy, a.Dedicated = "ffm", false
-		var keep []string
-		for _, f := range ffm {
-			if !dedicated[f] {
-				keep = append(keep, f)
-			}
-		}
-		switch {
-		case len(keep) > 0:
-			a.Fwds = keep
-		case len(open) > 0:
-			a.Fwds = open[:1]
-			a.Reasons = append(a.Reasons, "its fixed-mapping nodes are dedicated to other jobs: moved to "+open[0])
-		default:
-			a.Fwds = ffm
-			a.Reasons = append(a.Reasons, "every usable forwarding node is dedicated: sharing")
-		}
-		return a
-	}
-	if job.Profile == nil {
-		return fallback("no I/O history for this application: fixed mapping")
-	}
-	bf := capacityOf(fwds)
-	p := job.Profile
+	sort.SliceStable(d.open, func(i, j int) bool { return d.users[d.open[i]] < d.users[d.open[j]] })
+	return d
+}
 
-	isBad, why := bad(p, bf, cfg)
-	a.Isolate = isBad
+// fallback is the fixed mapping without nodes dedicated to other jobs.
+func (d *decision) fallback(why string) Assignment {
+	a := d.a
+	a.Reasons = append(a.Reasons, why)
+	a.Policy, a.Dedicated = "ffm", false
+	var keep []string
+	for _, f := range d.ffm {
+		if !d.dedicated[f] {
+			keep = append(keep, f)
+		}
+	}
+	switch {
+	case len(keep) > 0:
+		a.Fwds = keep
+	case len(d.open) > 0:
+		a.Fwds = d.open[:1]
+		a.Reasons = append(a.Reasons, "its fixed-mapping nodes are dedicated to other jobs: moved to "+d.open[0])
+	default:
+		a.Fwds = d.ffm
+		a.Reasons = append(a.Reasons, "every usable forwarding node is dedicated: sharing")
+	}
+	return a
+}
+
+// scaleUp is how many forwarding nodes the job wants (scale-up), its
+// reason noted.
+func (d *decision) scaleUp(p *beacon.Profile, bf float64) int {
+	cfg, ffm := d.cfg, d.ffm
 	want := len(ffm)
-	// scale-up
 	s := Demand(p, bf)
 	saturated := p.RunFwds > 0 && bf > 0 && p.RunBW >= cfg.Saturated*float64(p.RunFwds)*bf
 	if saturated && float64(2*p.RunFwds) > s {
 		s = float64(2 * p.RunFwds)
 	}
+	var why string
 	switch {
 	case p.Volume <= cfg.VMin:
-		a.Reasons = append(a.Reasons, fmt.Sprintf("volume %s ≤ V_min: no scale-up", size(p.Volume)))
+		why = fmt.Sprintf("volume %s ≤ V_min: no scale-up", size(p.Volume))
 	case p.IONodes <= cfg.NMin:
-		a.Reasons = append(a.Reasons, fmt.Sprintf("%d I/O node(s) ≤ N_min=%d: no scale-up", p.IONodes, cfg.NMin))
+		why = fmt.Sprintf("%d I/O node(s) ≤ N_min=%d: no scale-up", p.IONodes, cfg.NMin)
 	case p.MetaRate >= cfg.WMeta:
-		a.Reasons = append(a.Reasons, fmt.Sprintf("metadata rate %.0f/s ≥ W_meta: no scale-up", p.MetaRate))
+		why = fmt.Sprintf("metadata rate %.0f/s ≥ W_meta: no scale-up", p.MetaRate)
 	case s > float64(len(ffm)):
 		want = int(math.Ceil(s))
 		if cfg.MaxFwds > 0 && want > cfg.MaxFwds {
 			want = cfg.MaxFwds
 		}
 		if saturated {
-			a.Reasons = append(a.Reasons, fmt.Sprintf("last run filled its %d forwarding node(s) (%.0f MB/s of %.0f): B_c unknown, S ≥ %.0f > N_f = %d: scale up to %d",
-				p.RunFwds, p.RunBW/1e6, float64(p.RunFwds)*bf/1e6, s, len(ffm), want))
+			why = fmt.Sprintf("last run filled its %d forwarding node(s) (%.0f MB/s of %.0f): B_c unknown, S ≥ %.0f > N_f = %d: scale up to %d",
+				p.RunFwds, p.RunBW/1e6, float64(p.RunFwds)*bf/1e6, s, len(ffm), want)
 		} else {
-			a.Reasons = append(a.Reasons, fmt.Sprintf("S = %d × %.0f MB/s / %.0f MB/s = %.1f > N_f = %d: scale up to %d",
-				p.IONodes, p.NodeBW/1e6, bf/1e6, s, len(ffm), want))
+			why = fmt.Sprintf("S = %d × %.0f MB/s / %.0f MB/s = %.1f > N_f = %d: scale up to %d",
+				p.IONodes, p.NodeBW/1e6, bf/1e6, s, len(ffm), want)
 		}
 	default:
-		a.Reasons = append(a.Reasons, fmt.Sprintf("S = %.1f ≤ N_f = %d: FFM is enough", s, len(ffm)))
+		why = fmt.Sprintf("S = %.1f ≤ N_f = %d: FFM is enough", s, len(ffm))
 	}
+	d.a.Reasons = append(d.a.Reasons, why)
+	return want
+}
 
-	// does FFM put the job next to a bad neighbour, or on a dedicated node?
-	neighbourBad := false
-	for _, f := range ffm {
-		if hostsBad[f] || dedicated[f] {
-			neighbourBad = true
-		}
+// keepOrSpread keeps the fixed mapping, or moves a job whose fixed-mapping
+// nodes serve others to idle ones.
+func (d *decision) keepOrSpread(p *beacon.Profile) Assignment {
+	shared := 0
+	for _, f := range d.ffm {
+		shared += d.users[f]
 	}
-	needMove := isBad || neighbourBad || want > len(ffm)
-	if !needMove {
-		shared := 0
-		for _, f := range ffm {
-			shared += users[f]
-		}
-		if shared == 0 || cfg.NoSpread || len(free) == 0 {
-			return fallback("fixed mapping kept")
-		}
-		n := min(len(ffm), len(free))
-		if p.IONodes > 0 && p.IONodes < n {
-			// no more than its I/O nodes use: a 1-1 job of thousands of
-			// nodes takes one, not the dozens its nodes map to
-			n = p.IONodes
-		}
-		a.Fwds, a.Policy = free[:n], "dfra"
-		a.Reasons = append(a.Reasons, fmt.Sprintf("its fixed-mapping nodes serve %d other job(s) while %d are idle: %d idle one(s) instead of sharing (%d I/O node(s))",
-			shared, len(free), n, p.IONodes))
-		return a
+	if shared == 0 || d.cfg.NoSpread || len(d.free) == 0 {
+		return d.fallback("fixed mapping kept")
 	}
-	if isBad {
-		a.Reasons = append(a.Reasons, "isolated: "+why)
+	n := min(len(d.ffm), len(d.free))
+	if p.IONodes > 0 && p.IONodes < n {
+		// no more than its I/O nodes use: a 1-1 job of thousands of
+		// nodes takes one, not the dozens its nodes map to
+		n = p.IONodes
 	}
-	if neighbourBad && !isBad {
-		a.Reasons = append(a.Reasons, "its fixed-mapping forwarding nodes serve an isolated job")
+	a := d.a
+	a.Fwds, a.Policy = d.free[:n], "dfra"
+	a.Reasons = append(a.Reasons, fmt.Sprintf("its fixed-mapping nodes serve %d other job(s) while %d are idle: %d idle one(s) instead of sharing (%d I/O node(s))",
+		shared, len(d.free), n, p.IONodes))
+	return a
+}
+
+// awayFromBad moves a good job to nodes without bad neighbours.
+func (d *decision) awayFromBad(want int) Assignment {
+	if len(d.open) == 0 {
+		return d.fallback("no forwarding node without an isolated job: fixed mapping kept")
 	}
-	if neighbourBad && !isBad {
-		// a good job moves to nodes without bad neighbours
-		if len(open) == 0 {
-			return fallback("no forwarding node without an isolated job: fixed mapping kept")
-		}
-		n := min(max(want, 1), len(open))
-		a.Fwds = open[:n]
-		a.Policy = "dfra"
-		sort.Strings(a.Fwds)
-		return a
+	a := d.a
+	n := min(max(want, 1), len(d.open))
+	a.Fwds = d.open[:n]
+	a.Policy = "dfra"
+	sort.Strings(a.Fwds)
+	return a
+}
+
+// dedicate gives an isolated job free nodes of its own.
+func (d *decision) dedicate(want int) Assignment {
+	if len(d.free) == 0 {
+		return d.fallback("not enough free forwarding nodes: fixed mapping kept")
 	}
-	if isBad {
-		// dedicated nodes: only free ones
-		if len(free) == 0 {
-			return fallback("not enough free forwarding nodes: fixed mapping kept")
-		}
-		n := min(want, len(free))
-		a.Fwds = free[:n]
-		a.Dedicated = isBad
-		a.Policy = "dfra"
-		if n < want {
-			a.Reasons = append(a.Reasons, fmt.Sprintf("only %d free forwarding node(s) of %d wanted", n, want))
-		}
-		return a
+	a := d.a
+	n := min(want, len(d.free))
+	a.Fwds = d.free[:n]
+	a.Dedicated = true
+	a.Policy = "dfra"
+	if n < want {
+		a.Reasons = append(a.Reasons, fmt.Sprintf("only %d free forwarding node(s) of %d wanted", n, want))
 	}
-	// scale-up of a good neighbour: its FFM nodes (unless dedicated) plus
-	// free ones
+	return a
+}
+
+// grow scales a good neighbour up: its FFM nodes (unless dedicated) plus
+// free ones.
+func (d *decision) grow(want int) Assignment {
 	var chosen []string
-	for _, f := range ffm {
-		if !dedicated[f] {
+	for _, f := range d.ffm {
+		if !d.dedicated[f] {
 			chosen = append(chosen, f)
 		}
 	}
-	for _, f := range free {
+	for _, f := range d.free {
 		if len(chosen) >= want {
 			break
 		}
-		if !ffmSet[f] {
+		if !d.ffmSet[f] {
 			chosen = append(chosen, f)
 		}
 	}
-	if len(chosen) <= len(ffm) {
-		return fallback("not enough free forwarding nodes: fixed mapping kept")
+	if len(chosen) <= len(d.ffm) {
+		return d.fallback("not enough free forwarding nodes: fixed mapping kept")
 	}
+	a := d.a
 	a.Fwds = chosen
 	a.Policy = "dfra"
 	if len(chosen) < want {
