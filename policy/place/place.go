@@ -288,6 +288,11 @@ func choose(servers []Server, c Chunk) (Decision, error) {
 			}
 			return d, nil
 		}
+		if !holds(tier, ss, g, copies, unit, c.ChunkSize) {
+			// too few servers or failure domains for the stripe and its
+			// copies, however much room they had: no place to wait at
+			continue
+		}
 		for _, s := range ss {
 			if s.Reserve > 0 && !stalled {
 				stalled, stalledTier = true, tier
@@ -303,6 +308,18 @@ func choose(servers []Server, c Chunk) (Decision, error) {
 		return *fallback, nil // every tier is at its reserve: use it
 	}
 	return Decision{}, ErrNoSpace
+}
+
+// holds says whether tier's servers ss could hold a chunk's group of g
+// and its copies if they were empty.
+func holds(tier string, ss []Server, g, copies int, unit, chunk int64) bool {
+	empty := make([]Server, len(ss))
+	for i, s := range ss {
+		s.Used, s.Reserve = 0, 0
+		empty[i] = s
+	}
+	d, ok := group(tier, empty, g, unit, chunk, false)
+	return ok && withReplicas(&d, empty, copies, unit, chunk, false)
 }
 
 // ErrNoReplica: no live group of the tier, in failure domains other than
