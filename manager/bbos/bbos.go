@@ -190,6 +190,7 @@ type pool struct {
 	bypassed             float64            // checkpoints sent to the PFS this period, their grants' sizes
 	canFree              bool               // room will come: versions it can free (demote, evict), or ones being written by writers not waiting for room
 	freeing              float64            // bytes of evictions running
+	freed                float64            // bytes of evictions ended, ever: an act tells those placement's view may not show yet
 	demoteFailed         bool               // its last demotion failed (the PFS may be down)
 }
 

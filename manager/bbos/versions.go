@@ -157,7 +157,17 @@ func (m *Manager) act(ctx context.Context) {
 	// placement's view of each server's room (its usage as last reported,
 	// the chunks promised since counted whole, the evictions done since
 	// taken off): what a writer waiting for room waits on. Read before
-	// m.mu (placement calls Hint with its lock held).
+	// m.mu (placement calls Hint with its lock held). An eviction that
+	// ends between that read and m.mu is no longer in p.freeing and may
+	// not be in the view: its bytes count as free (freedBefore), else it
+	// would be evicted for twice. One that ended before the read and is
+	// counted again only delays an eviction to the kick it sends.
+	m.mu.Lock()
+	freedBefore := map[string]float64{}
+	for name, p := range m.pools {
+		freedBefore[name] = p.freed
+	}
+	m.mu.Unlock()
 	placeFree := map[uint64]float64{}
 	for _, si := range m.cfg.NS.Servers() {
 		if si.Role == "data" && si.Alive {
@@ -170,7 +180,7 @@ func (m *Manager) act(ctx context.Context) {
 	for _, p := range m.pools {
 		order, demotable := m.orderLocked(p, st)
 		jobs = append(jobs, m.demotersLocked(p, order, demotable)...)
-		jobs = append(jobs, m.deletersLocked(p, order, placeFree, st)...)
+		jobs = append(jobs, m.deletersLocked(p, order, placeFree, p.freed-freedBefore[p.Name], st)...)
 	}
 	m.mu.Unlock()
 	for _, j := range jobs {
@@ -248,7 +258,7 @@ func (m *Manager) demotersLocked(p *pool, order []*version, demotable []pol.Vers
 // checkpoint, and one more for each writer waiting for room (a burst of
 // checkpoints at a full buffer), above the reserve placement keeps free
 // for writers to wait at; at most half the buffer. Caller holds mu.
-func (m *Manager) deletersLocked(p *pool, order []*version, placeFree map[uint64]float64, st Stalls) []bbJob {
+func (m *Manager) deletersLocked(p *pool, order []*version, placeFree map[uint64]float64, freedSince float64, st Stalls) []bbJob {
 	var room float64
 	for _, g := range p.grants {
 		room = max(room, float64(g.Size))
@@ -264,7 +274,7 @@ func (m *Manager) deletersLocked(p *pool, order []*version, placeFree map[uint64
 	// checkpoint per stalled writer while the rest waited
 	free := p.Free
 	if pf, ok := sumOf(placeFree, p.servers); ok {
-		free = min(free, pf)
+		free = min(free, pf+freedSince)
 	}
 	free += p.freeing
 	if free >= room {
@@ -328,6 +338,7 @@ func (m *Manager) run(ctx context.Context, v *version, evict bool) {
 	switch {
 	case evict && p != nil:
 		p.freeing -= float64(v.Bytes)
+		p.freed += float64(v.Bytes)
 	case p != nil:
 		m.streams[v.Pool]--
 		// a file moving already (EBUSY) is on its way down: not a
