@@ -9,16 +9,12 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sluice-hpc/sluice/client/vfs"
-	"github.com/sluice-hpc/sluice/fwdmap"
-	bbmgr "github.com/sluice-hpc/sluice/manager/bbos"
-	"github.com/sluice-hpc/sluice/manager/tiering"
 	tierpol "github.com/sluice-hpc/sluice/policy/tiering"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,21 +22,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-hpc/sluice/beacon"
-	"github.com/sluice-hpc/sluice/beacon/store"
 	"github.com/sluice-hpc/sluice/client"
+	"github.com/sluice-hpc/sluice/daemon/metad"
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/member"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/manager/forwarding"
-	"github.com/sluice-hpc/sluice/manager/monitor"
-	"github.com/sluice-hpc/sluice/meta"
-	"github.com/sluice-hpc/sluice/meta/bbgrants"
-	"github.com/sluice-hpc/sluice/meta/engine"
-	"github.com/sluice-hpc/sluice/meta/pools"
-	"github.com/sluice-hpc/sluice/meta/tierpolicy"
 	"github.com/sluice-hpc/sluice/policy/dfra"
 	"github.com/sluice-hpc/sluice/policy/place"
 	"github.com/sluice-hpc/sluice/tier"
@@ -175,7 +164,7 @@ func cmdMeta(args []string) error {
 	fs.IntVar(&pol.MaxFwds, "dfra-max-fwds", 0, "DFRA: at most this many forwarding nodes per job (0: no cap)")
 	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
 	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
-	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(engine.Names(), ", "))
+	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(metad.Engines(), ", "))
 	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
 	maxOps := fs.Float64("max-ops", 0, "namespace operations served per second, at most (an emulated metadata server's capacity; 0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
@@ -186,70 +175,13 @@ func cmdMeta(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *eng != "mem" && *dir == "" {
-		return fmt.Errorf("--dir is required for engine %q", *eng)
-	}
-	if *dir != "" {
-		if err := os.MkdirAll(*dir, 0o700); err != nil {
-			return err
-		}
-	}
-	e, err := engine.Open(*eng, *dir)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	log := logger("meta")
-	if *memReplicas < 1 || *memReplicas > 2 {
-		return fmt.Errorf("--mem-replicas %d: want 1 or 2", *memReplicas)
-	}
 	bbp, bbr, err := parseBB(*bbPolicy, *bbRates)
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(place.Policies, place.Policy(*placement)) {
-		return fmt.Errorf("--placement %q: want perf, rr or wrandom", *placement)
-	}
-	svc, err := meta.New(meta.Config{Engine: e, Log: log, Secret: secret, ChunkSize: uint32(*chunk), Timeout: *timeout, MaxOps: *maxOps,
-		Metrics: df.reg, Copies: map[string]int{"mem": *memReplicas}, Placement: place.Policy(*placement)})
-	if err != nil {
-		return err
-	}
-	pls, err := pools.Open(pools.Config{Engine: e, NS: svc, Servers: svc.Servers, Placement: *placement})
-	if err != nil {
-		return err
-	}
-	svc.SetPools(pls)
-	ln, err := rpc.Listen(*df.listen, rpc.ListenOptions{Local: *df.localSocket})
-	if err != nil {
-		return err
-	}
-	if err := writeAddr(*df.addrFile, ln.Addr().String()); err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	go svc.RunGC(ctx, 2*time.Second)
-	go svc.RunSettle(ctx)
 	maxB, err := size.Parse(*beaconMax)
 	if err != nil {
 		return fmt.Errorf("--beacon-max: %v", err)
-	}
-	bdir := ""
-	if *dir != "" {
-		bdir = filepath.Join(*dir, "beacon")
-	}
-	records, err := store.Open(bdir, store.Options{Retention: *retention, MaxBytes: maxB})
-	if err != nil {
-		return err
-	}
-	defer records.Close()
-	bsvc := monitor.New(monitor.Config{Store: records, Log: log, Window: *df.mon.window})
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	go bsvc.Run(ctx, tick.C)
-	if *fwdMode != "dfra" && *fwdMode != "ffm" {
-		return fmt.Errorf("--fwd-policy %q: want dfra or ffm", *fwdMode)
 	}
 	v, err := size.Parse(*vmin)
 	if err != nil || v <= 0 {
@@ -268,73 +200,17 @@ func cmdMeta(args []string) error {
 			return fmt.Errorf("--tier-free: %v", err)
 		}
 	}
-	switch *drainDefault {
-	case "cool", "on-close", "now", "never":
-	default:
-		return fmt.Errorf("--drain-default %q: want cool, on-close, now or never", *drainDefault)
-	}
-	// the burst-buffer manager demotes through the tiering manager, which
-	// leaves the checkpoints it manages alone
-	var bmgr *bbmgr.Manager
-	tmgr := tiering.New(tiering.Config{NS: svc, Dirs: tierpolicy.New(e, svc), Policy: tpol, Auto: *tierMode == "auto", Log: log.With("part", "tiering"),
-		Metrics: df.reg, DefaultDrain: *drainDefault, DrainAge: *drainAge, Decisions: records,
-		Managed: func(ino uint64) bool { return bmgr.Managed(ino) }})
-	grants := bbgrants.New(bbgrants.Config{Engine: e, Policy: bbp, Rates: bbr, Servers: svc.Servers})
-	bmgr = bbmgr.New(bbmgr.Config{NS: svc, Grants: grants, Mover: tmgr, Policy: bbp, Rates: bbr, NoVersions: !*bbVersions, Bypass: *bbBypass,
-		DefaultMTBF: *bbMTBF, DefaultPeriod: *bbPeriod, Reserve: uint64(*chunk), Gap: *bbGap, MaxWait: *bbMaxWait,
-		Log: log.With("part", "burst-buffer"), Metrics: df.reg, Decisions: records})
-	ttick := time.NewTicker(*tierEvery)
-	defer ttick.Stop()
-	svc.SetStallReserve(func(si wire.ServerInfo) uint64 { return max(tmgr.StallReserve(si), bmgr.StallReserve(si)) })
-	svc.SetPlacementHint(bmgr.Hint)
-	// a writer that stalls has the burst buffer's deleters and the tiering
-	// manager look at once
-	svc.SetOnStall(func(string) { bmgr.Kick(); tmgr.Kick() })
-	go tmgr.Run(ctx, ttick.C)
-	btick := time.NewTicker(*bbEvery)
-	defer btick.Stop()
-	go bmgr.Run(ctx, btick.C)
-	mgr := forwarding.New(forwarding.Config{Policy: pol, Mode: *fwdMode, FwdCapacity: *fwdCap * 1e6, Decisions: records,
-		Servers: svc.Servers, Health: bsvc.Health, Log: log.With("part", "fwdmap"),
-		Profile: func(key string) (beacon.Profile, bool) {
-			p, ok, err := records.Profile(key)
-			return p, ok && err == nil
-		},
-		// history-driven pre-migration: a job of an application whose
-		// runs read the same files gets them promoted before it reads
-		OnStart: func(spec fwdmap.JobSpec, p *beacon.Profile) {
-			if p != nil && len(p.Inputs) > 0 {
-				log.Info("prefetching the inputs of the application's last run", "job", spec.ID, "app", p.Key,
-					"files", len(p.Inputs), "runs reading them", p.InputRuns)
-				tmgr.Prefetch(spec.ID, p.Inputs)
-			}
-		},
-		OnEnd: func(job string) {
-			tmgr.EndPrefetch(job)
-			pls.JobEnded(job) // its pool binding lasts the job
-		}})
-	mtick := time.NewTicker(2 * time.Second)
-	defer mtick.Stop()
-	go mgr.Run(ctx, mtick.C)
-	// the managers' and sibling services' operations, counted with the
-	// namespace's; the namespace's own (svc.Operations) after them. A
-	// grant or release is answered once the burst-buffer manager's
-	// controls follow it.
-	managers := &rpc.Table{Name: "metadata daemon", Observe: svc.Operations().Observe}
-	bsvc.Serve(managers)
-	mgr.Serve(managers)
-	tmgr.Serve(managers)
-	bmgr.Serve(managers)
-	grants.Serve(managers)
-	pls.Serve(managers)
-	grants.OnGrant(bmgr.Tick)
-	srv := rpc.NewServer(secret, &rpc.Mux{Name: "metadata daemon", Tables: []*rpc.Table{managers, svc.Operations()}}, log)
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	log.Info("metadata service listening", "addr", ln.Addr().String(), "engine", *eng)
-	return srv.Serve(ln)
+	ctx, stop := signalContext()
+	defer stop()
+	return metad.Run(ctx, metad.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
+		Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
+		Engine: *eng, Dir: *dir, Log: logger("meta"), Metrics: df.reg,
+		ChunkSize: uint32(*chunk), Timeout: *timeout, MaxOps: *maxOps, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
+		BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window,
+		FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
+		Tiering: tpol, TierAuto: *tierMode == "auto", TierEvery: *tierEvery, DrainDefault: *drainDefault, DrainAge: *drainAge,
+		BBPolicy: bbp, BBRates: bbr, BBBypass: *bbBypass, BBVersions: *bbVersions, BBMTBF: *bbMTBF, BBPeriod: *bbPeriod,
+		BBEvery: *bbEvery, BBGap: *bbGap, BBMaxWait: *bbMaxWait})
 }
 
 func cmdData(args []string) error {

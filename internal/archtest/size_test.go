@@ -22,7 +22,6 @@ const (
 var longFuncs = map[string]bool{
 	"cmd/sluice/sim.go cmdSim":           true,
 	"cmd/sluice/bbreplay.go cmdBBReplay": true,
-	"cmd/sluice/daemons.go cmdMeta":      true,
 	"cmd/sluice/workload.go cmdWorkload": true,
 	"cmd/sluice/bb.go cmdBB":             true,
 	"cmd/sluice/simbb.go cmdSimBB":       true,

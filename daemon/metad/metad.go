@@ -1,0 +1,246 @@
+// Package metad assembles the metadata daemon: the namespace service
+// (meta), the services beside it on the same engine (meta/pools,
+// meta/bbgrants, meta/tierpolicy), Beacon's record store and the managers
+// (manager/monitor, manager/forwarding, manager/tiering, manager/bbos),
+// behind one listener. It owns their wiring, their tickers and their
+// lifetimes. It must not keep state or decide anything itself (each part
+// does), parse flags or exit (cmd/sluice does).
+package metad
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/store"
+	"github.com/sluice-hpc/sluice/fwdmap"
+	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
+	bbmgr "github.com/sluice-hpc/sluice/manager/bbos"
+	"github.com/sluice-hpc/sluice/manager/forwarding"
+	"github.com/sluice-hpc/sluice/manager/monitor"
+	"github.com/sluice-hpc/sluice/manager/tiering"
+	"github.com/sluice-hpc/sluice/meta"
+	"github.com/sluice-hpc/sluice/meta/bbgrants"
+	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/meta/pools"
+	"github.com/sluice-hpc/sluice/meta/tierpolicy"
+	"github.com/sluice-hpc/sluice/policy/bbos"
+	"github.com/sluice-hpc/sluice/policy/dfra"
+	"github.com/sluice-hpc/sluice/policy/place"
+	tierpol "github.com/sluice-hpc/sluice/policy/tiering"
+)
+
+// Config is the metadata daemon's configuration (`sluice meta`'s flags).
+type Config struct {
+	Listen      string // HOST:PORT or unix:PATH
+	LocalSocket bool   // also a unix socket for peers on this host
+	Secret      []byte // the cluster secret
+	// Ready, if set, is called with the bound address once the daemon
+	// listens (the address file of `sluice up`).
+	Ready func(addr string) error
+
+	Engine string // metadata engine (meta/engine): pebble, bolt, mem
+	Dir    string // the engine's directory and Beacon's ("" for mem: none)
+
+	Log     *slog.Logger
+	Metrics *prometheus.Registry
+
+	ChunkSize   uint32        // the root directory's chunk size
+	Timeout     time.Duration // bound on calls to data servers
+	MaxOps      float64       // namespace operations per second at most (0: none)
+	MemReplicas int           // copies of each mem-tier chunk: 1 or 2
+	Placement   place.Policy  // ranking of servers within a tier
+
+	BeaconRetention time.Duration // records kept this long
+	BeaconMaxBytes  int64         // and at most this many bytes, compressed
+	MonitorWindow   time.Duration // Beacon's aggregation window
+
+	FwdMode     string      // forwarding allocation: dfra or ffm
+	FwdCapacity float64     // a forwarding node's bandwidth, bytes/s
+	DFRA        dfra.Config // DFRA's thresholds
+
+	Tiering      tierpol.Config // the tiering policy's thresholds
+	TierAuto     bool           // false: data moves only when asked
+	TierEvery    time.Duration
+	DrainDefault string // cool, on-close, now or never
+	DrainAge     time.Duration
+
+	BBPolicy   bbos.Policy
+	BBRates    bbos.Rates
+	BBBypass   bool // cold checkpoints straight to the PFS
+	BBVersions bool // cold order by checkpoint version first
+	BBMTBF     time.Duration
+	BBPeriod   time.Duration
+	BBEvery    time.Duration
+	BBGap      time.Duration
+	BBMaxWait  time.Duration
+}
+
+// check says what in c is out of range, naming the flag.
+func (c *Config) check() error {
+	switch {
+	case c.Engine != "mem" && c.Dir == "":
+		return fmt.Errorf("--dir is required for engine %q", c.Engine)
+	case c.MemReplicas < 1 || c.MemReplicas > 2:
+		return fmt.Errorf("--mem-replicas %d: want 1 or 2", c.MemReplicas)
+	case !slices.Contains(place.Policies, c.Placement):
+		return fmt.Errorf("--placement %q: want perf, rr or wrandom", c.Placement)
+	case c.FwdMode != "dfra" && c.FwdMode != "ffm":
+		return fmt.Errorf("--fwd-policy %q: want dfra or ffm", c.FwdMode)
+	case !slices.Contains([]string{"cool", "on-close", "now", "never"}, c.DrainDefault):
+		return fmt.Errorf("--drain-default %q: want cool, on-close, now or never", c.DrainDefault)
+	case c.TierEvery <= 0 || c.BBEvery <= 0:
+		return fmt.Errorf("--tiering-every and --bb-every must be > 0")
+	}
+	return nil
+}
+
+// daemon is the metadata daemon's parts while it runs.
+type daemon struct {
+	cfg     Config
+	svc     *meta.Service
+	pools   *pools.Pools
+	records *store.Store
+	monitor *monitor.Service
+	tiering *tiering.Manager
+	bb      *bbmgr.Manager
+	grants  *bbgrants.Grants
+	fwds    *forwarding.Manager
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return err
+		}
+	}
+	e, err := engine.Open(cfg.Engine, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	d := &daemon{cfg: cfg}
+	if d.svc, err = meta.New(meta.Config{Engine: e, Log: cfg.Log, Secret: cfg.Secret, ChunkSize: cfg.ChunkSize, Timeout: cfg.Timeout,
+		MaxOps: cfg.MaxOps, Metrics: cfg.Metrics, Copies: map[string]int{"mem": cfg.MemReplicas}, Placement: cfg.Placement}); err != nil {
+		return err
+	}
+	if d.pools, err = pools.Open(pools.Config{Engine: e, NS: d.svc, Servers: d.svc.Servers, Placement: string(cfg.Placement)}); err != nil {
+		return err
+	}
+	d.svc.SetPools(d.pools)
+	ln, err := rpc.Listen(cfg.Listen, rpc.ListenOptions{Local: cfg.LocalSocket})
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if cfg.Ready != nil {
+		if err := cfg.Ready(ln.Addr().String()); err != nil {
+			return err
+		}
+	}
+	bdir := ""
+	if cfg.Dir != "" {
+		bdir = filepath.Join(cfg.Dir, "beacon")
+	}
+	if d.records, err = store.Open(bdir, store.Options{Retention: cfg.BeaconRetention, MaxBytes: cfg.BeaconMaxBytes}); err != nil {
+		return err
+	}
+	defer d.records.Close()
+	d.managers(e)
+	return d.serve(ctx, ln)
+}
+
+// managers makes the managers and the services they keep on e.
+func (d *daemon) managers(e engine.Engine) {
+	cfg, log := d.cfg, d.cfg.Log
+	d.monitor = monitor.New(monitor.Config{Store: d.records, Log: log, Window: cfg.MonitorWindow})
+	// the burst-buffer manager demotes through the tiering manager, which
+	// leaves the checkpoints it manages alone
+	d.tiering = tiering.New(tiering.Config{NS: d.svc, Dirs: tierpolicy.New(e, d.svc), Policy: cfg.Tiering, Auto: cfg.TierAuto,
+		Log: log.With("part", "tiering"), Metrics: cfg.Metrics, DefaultDrain: cfg.DrainDefault, DrainAge: cfg.DrainAge, Decisions: d.records,
+		Managed: func(ino uint64) bool { return d.bb.Managed(ino) }})
+	d.grants = bbgrants.New(bbgrants.Config{Engine: e, Policy: cfg.BBPolicy, Rates: cfg.BBRates, Servers: d.svc.Servers})
+	d.bb = bbmgr.New(bbmgr.Config{NS: d.svc, Grants: d.grants, Mover: d.tiering, Policy: cfg.BBPolicy, Rates: cfg.BBRates,
+		NoVersions: !cfg.BBVersions, Bypass: cfg.BBBypass, DefaultMTBF: cfg.BBMTBF, DefaultPeriod: cfg.BBPeriod,
+		Reserve: uint64(cfg.ChunkSize), Gap: cfg.BBGap, MaxWait: cfg.BBMaxWait,
+		Log: log.With("part", "burst-buffer"), Metrics: cfg.Metrics, Decisions: d.records})
+	d.svc.SetStallReserve(func(si wire.ServerInfo) uint64 { return max(d.tiering.StallReserve(si), d.bb.StallReserve(si)) })
+	d.svc.SetPlacementHint(d.bb.Hint)
+	// a writer that stalls has the burst buffer's deleters and the tiering
+	// manager look at once
+	d.svc.SetOnStall(func(string) { d.bb.Kick(); d.tiering.Kick() })
+	d.fwds = forwarding.New(forwarding.Config{Policy: cfg.DFRA, Mode: cfg.FwdMode, FwdCapacity: cfg.FwdCapacity, Decisions: d.records,
+		Servers: d.svc.Servers, Health: d.monitor.Health, Log: log.With("part", "fwdmap"),
+		Profile: func(key string) (beacon.Profile, bool) {
+			p, ok, err := d.records.Profile(key)
+			return p, ok && err == nil
+		},
+		// history-driven pre-migration: a job of an application whose
+		// runs read the same files gets them promoted before it reads
+		OnStart: func(spec fwdmap.JobSpec, p *beacon.Profile) {
+			if p != nil && len(p.Inputs) > 0 {
+				log.Info("prefetching the inputs of the application's last run", "job", spec.ID, "app", p.Key,
+					"files", len(p.Inputs), "runs reading them", p.InputRuns)
+				d.tiering.Prefetch(spec.ID, p.Inputs)
+			}
+		},
+		OnEnd: func(job string) {
+			d.tiering.EndPrefetch(job)
+			d.pools.JobEnded(job) // its pool binding lasts the job
+		}})
+}
+
+// serve runs the parts' loops and answers on ln until ctx ends.
+func (d *daemon) serve(ctx context.Context, ln net.Listener) error {
+	cfg := d.cfg
+	go d.svc.RunGC(ctx, 2*time.Second)
+	go d.svc.RunSettle(ctx)
+	every(ctx, 5*time.Second, d.monitor.Run)
+	every(ctx, cfg.TierEvery, d.tiering.Run)
+	every(ctx, cfg.BBEvery, d.bb.Run)
+	every(ctx, 2*time.Second, d.fwds.Run)
+	// the managers' and sibling services' operations, counted with the
+	// namespace's; the namespace's own (svc.Operations) after them. A
+	// grant or release is answered once the burst-buffer manager's
+	// controls follow it.
+	managers := &rpc.Table{Name: "metadata daemon", Observe: d.svc.Operations().Observe}
+	d.monitor.Serve(managers)
+	d.fwds.Serve(managers)
+	d.tiering.Serve(managers)
+	d.bb.Serve(managers)
+	d.grants.Serve(managers)
+	d.pools.Serve(managers)
+	d.grants.OnGrant(d.bb.Tick)
+	srv := rpc.NewServer(cfg.Secret, &rpc.Mux{Name: "metadata daemon", Tables: []*rpc.Table{managers, d.svc.Operations()}}, cfg.Log)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	cfg.Log.Info("metadata service listening", "addr", ln.Addr().String(), "engine", cfg.Engine)
+	return srv.Serve(ln)
+}
+
+// every runs loop with a ticker of period p, stopped when ctx ends.
+func every(ctx context.Context, p time.Duration, loop func(context.Context, <-chan time.Time)) {
+	t := time.NewTicker(p)
+	go func() {
+		defer t.Stop()
+		loop(ctx, t.C)
+	}()
+}
+
+// Engines names the metadata engines a Config may name.
+func Engines() []string { return engine.Names() }
