@@ -1,6 +1,6 @@
 # sluice build and test entry points. `make test` is the test command CI runs.
 GO ?= go
-PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e | grep -v "/sim$$")
+PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e | grep -v -E "/sim(/bb|/tiers)?$$")
 
 .PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke sim sim-smoke sim-live-smoke fuzz-smoke bench bench-smoke streams streams-smoke pipeline demo clean
 
@@ -28,12 +28,13 @@ lint:
 	elif [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ]; then "$$($(GO) env GOPATH)/bin/staticcheck" ./...; \
 	else echo "staticcheck not installed (.ci/run installs it)"; exit 1; fi
 
-# ./sim starts no goroutine (TestSingleThreaded checks it), so it runs
-# without the race detector, which made its validation replays take 8½ of
-# go test's 10 minutes.
+# The simulators (./sim, ./sim/bb, ./sim/tiers) start no goroutine
+# (TestSingleThreaded checks the day simulator), so they run without the
+# race detector, which made their validation replays take 8½ of go test's
+# 10 minutes.
 unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS_RACE)
-	$(GO) test -count=1 -timeout 20m ./sim
+	$(GO) test -count=1 -timeout 20m ./sim ./sim/bb ./sim/tiers
 
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 500000x ./internal/wire
@@ -62,7 +63,7 @@ e2e:
 	SLUICE_REQUIRE_SLURM=1 $(GO) test -count=1 -timeout 30m -skip '^($(E2E_RACE))$$' ./test/e2e
 
 # pjdfstest (all of it; test/pjdfstest/exclude lists what cannot pass on
-# FUSE, with the reason) as root on a fresh `sluice up` mount.
+# FUSE, with the reason) as root on a fresh `sluice cluster up` mount.
 posix:
 	bash test/pjdfstest/run.sh
 

@@ -132,7 +132,7 @@ type BBPoolState struct {
 	WaitedTotal               time.Duration
 	// Ticked is how long ago the manager's last tick began: with
 	// Elapsed, where its ticker stands against the period (a replay of
-	// the run in the simulator takes it, sim.BBConfig.Ticks)
+	// the run in the simulator takes it, bb.Config (sim/bb).Ticks)
 	Ticked time.Duration
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
-// MigrateReq moves file Ino to tier Tier now (`sluice migrate`); with
+// MigrateReq moves file Ino to tier Tier now (`sluice file migrate`); with
 // Wait, the answer comes when it has moved.
 type MigrateReq struct {
 	Ino  uint64
@@ -112,7 +112,7 @@ func (p *PrefetchState) Fields(c *wire.Codec) {
 }
 
 // PrefetchReq promotes files Files to the mem tier ahead of job Job's
-// reads (`sluice prefetch`).
+// reads (`sluice file prefetch`).
 type PrefetchReq struct {
 	Job   string
 	Files []uint64
@@ -174,7 +174,7 @@ func (v *PolicyView) Fields(c *wire.Codec) {
 	c.Duration(4, &v.DrainAge)
 }
 
-// FileMigrationState is a file's migration state (`sluice stat`).
+// FileMigrationState is a file's migration state (`sluice file stat`).
 type FileMigrationState struct {
 	Migrating bool        // the manager is moving it now
 	Chunks    []ChunkMove // chunk migrations not finished

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of local-cluster variants, interleaved so the host's noise falls on
 # all of them alike (docs/benchmarks.md): for each round and each variant,
-# `sluice up` with the variant's flags and environment, then fio 4 KiB
+# `sluice cluster up` with the variant's flags and environment, then fio 4 KiB
 # random read (8 s) and 1 MiB sequential write and read of 1 GiB. Besides
 # the rates it prints the CPU time all the cluster's daemons spent per GB
 # written and read, which this VM's noise disturbs far less than rates.
@@ -11,7 +11,7 @@
 #
 #   bash bench/ab.sh ROUNDS VARIANT...
 #   VARIANT = LABEL=ENV;UPFLAGS, e.g.
-#   bash bench/ab.sh 2 'copy=;' 'zerocopy=;--zero-copy=all' 'fwdsplice=;--zero-copy=fwd'
+#   bash bench/ab.sh 2 'copy=;' 'zerocopy=;--zero-copy=true' 'fwdsplice=;--data-flags=--zero-copy=false'
 #   bash bench/ab.sh 2 'default=;' 'procs1=GOMAXPROCS=1;'
 #   MD=10000 bash bench/ab.sh 3 'wbunlink=;' 'syncunlink=;--mount-flags=--writeback-unlinks=false'
 # SLUICE_BIN in a variant's environment runs another build of sluice, e.g.
@@ -31,7 +31,7 @@ run() { # label env upflags
 	# shellcheck disable=SC2016,SC2086
 	bin=$(env $2 sh -c 'echo "${SLUICE_BIN:-bin/sluice}"')
 	# shellcheck disable=SC2086
-	env $2 "$bin" up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none $3 >/dev/null
+	env $2 "$bin" cluster up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none $3 >/dev/null
 	md=""
 	if [ -n "${MD:-}" ]; then
 		c0=$(cpu "$W/s/cluster.json")
@@ -54,7 +54,7 @@ run() { # label env upflags
 	echo "$1 $md randread_iops=$r seqwrite_mbps=$w seqread_mbps=$s" \
 		"write_cpu_s_per_gb=$(python3 -c "print(round(($c1-$c0)/1.0737, 2))")" \
 		"read_cpu_s_per_gb=$(python3 -c "print(round(($c2-$c1)/1.0737, 2))")"
-	"$bin" down --dir "$W/s" --purge >/dev/null
+	"$bin" cluster down --dir "$W/s" --purge >/dev/null
 	rm -rf "$W"
 }
 for _ in $(seq "$ROUNDS"); do

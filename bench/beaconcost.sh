@@ -7,9 +7,9 @@
 #   1. what monitoring does per operation and per record, by Go benchmarks
 #      (beacon BenchmarkAdd, BenchmarkAddParallel, BenchmarkShip; beacon/store
 #      BenchmarkPut), COUNT repeats, medians;
-#   2. on a `sluice up` cluster (monitoring on, the default), each row's
+#   2. on a `sluice cluster up` cluster (monitoring on, the default), each row's
 #      operations, the CPU every sluice process spent on them (/proc, user +
-#      system) and Beacon's own records of them (`sluice records`): how many
+#      system) and Beacon's own records of them (`sluice monitor records`): how many
 #      operations each layer recorded (Adds) and how many records they made.
 # Monitoring's CPU per operation is then Adds × Add + records × (ship + put),
 # against the CPU the operation cost in all: its share.
@@ -34,8 +34,8 @@ go test -run '^$' -bench 'BenchmarkPut' -benchmem -count "$COUNT" ./beacon/store
 	python3 bench/beaconcost.py --bench >>"$OUT"
 # 2. the rows on a cluster
 W=$(mktemp -d /tmp/sluice-beaconcost.XXXXXX)
-trap 'bin/sluice down --dir "$W/s" --purge >/dev/null 2>&1; rm -rf "$W"' EXIT
-bin/sluice up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none >/dev/null
+trap 'bin/sluice cluster down --dir "$W/s" --purge >/dev/null 2>&1; rm -rf "$W"' EXIT
+bin/sluice cluster up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none >/dev/null
 M=$W/m
 mkdir -p "$M/f1" "$M/f4" "$M/md"
 for j in 1 4; do
@@ -54,7 +54,7 @@ row() { # name, then the command; its last line on stdout is its operation count
 	c1=$(cpu)
 	sleep 3 # the run's last window closes and is shipped
 	t1=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-	bin/sluice records --dir "$W/s" --from "$t0" --to "$t1" --json >"$W/recs.jsonl"
+	bin/sluice monitor records --dir "$W/s" --start "$t0" --end "$t1" --json >"$W/recs.jsonl"
 	python3 bench/beaconcost.py --row "$name" "$ops" "$c0" "$c1" "$W/recs.jsonl" >>"$OUT"
 }
 fio_ops() { # fio args... → operations done

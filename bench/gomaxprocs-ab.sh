@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a remote request costs the processes on its path, and whether the
 # Go runtime's threads are part of it (issue 18; docs/benchmarks.md,
-# "What a remote 4 KiB read costs"): `sluice up` (mem tier, the mount's
+# "What a remote 4 KiB read costs"): `sluice cluster up` (mem tier, the mount's
 # block cache off so that every read crosses to the daemons) started as
 # it is by default ("default"), with `--procs 1` (GOMAXPROCS=1 in every
 # daemon's environment, "daemons1") and with GOMAXPROCS=1 in the mount's
@@ -20,7 +20,7 @@
 # new files measure the software rather than the host's page faults.
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-6} SIZE=${SIZE:-512m}
@@ -47,8 +47,8 @@ for round in $(seq "$ROUNDS"); do
 	for v in default daemons1 all1; do
 		procs=0 env=()
 		[ "$v" = daemons1 ] && procs=1
-		[ "$v" = all1 ] && env=(GOMAXPROCS=1) # `sluice up`'s, which every process it starts inherits
-		env "${env[@]}" bin/sluice up --procs "$procs" --dir "$WORK/s" --mount "$WORK/m" --mem 8G --ssd 0 --pfs none --mount-flags=--read-cache=0 >/dev/null
+		[ "$v" = all1 ] && env=(GOMAXPROCS=1) # `sluice cluster up`'s, which every process it starts inherits
+		env "${env[@]}" bin/sluice cluster up --procs "$procs" --dir "$WORK/s" --mount "$WORK/m" --mem 8G --ssd 0 --pfs none --mount-flags=--read-cache=0 >/dev/null
 		mkdir "$WORK/m/d"
 		for ph in new overwrite read; do
 			rw=write
@@ -68,7 +68,7 @@ for round in $(seq "$ROUNDS"); do
 		b=$(cpu)
 		# shellcheck disable=SC2086
 		record "$v" "$round" randread IOPS $out "$a" "$b"
-		bin/sluice down --dir "$WORK/s" --purge >/dev/null
+		bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null
 		rm -rf "$WORK/s"
 	done
 done

@@ -54,7 +54,7 @@ release_pages() {
 	return 0
 }
 
-# huge_tmpfs mounts a tmpfs with large folios on dir, as `sluice up` gives
+# huge_tmpfs mounts a tmpfs with large folios on dir, as `sluice cluster up` gives
 # its mem tier when run as root (cluster/memfs.go, memFSOptions), for a
 # baseline on the same medium; unmount_tmpfs undoes it (from a cleanup:
 # no error where nothing is mounted).

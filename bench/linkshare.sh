@@ -11,7 +11,7 @@
 #   bash bench/linkshare.sh            # 3 rounds of each build, ~5 min
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} MBPS=${MBPS:-40} REF=${REF:-7b94a40} OUT=${OUT:-bench/results/linkshare.jsonl}
@@ -32,7 +32,7 @@ mkdir -p "$(dirname "$OUT")"
 for round in $(seq "$ROUNDS"); do
 	for b in now before; do
 		S=$WORK/$b
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem 2G --ssd 0 --pfs none --fwd-max-mbps "$MBPS" \
+		$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem 2G --ssd 0 --pfs none --fwd-max-mbps "$MBPS" \
 			--fwd-policy ffm --meta-flags "--fwd-ratio 2" --mount-flags "--read-cache 0" >/dev/null
 		alone=$($S workload --json --kind read --ranks 1 --size 32M --nodes cn1 --job r0 "$WORK/mnt/r0" | t)
 		$S workload --json --kind ckpt --bursts 1 --ranks 1 --size 400M --nodes cn0 --job w1 "$WORK/mnt/w1" | t > "$WORK/w" &
@@ -41,7 +41,7 @@ for round in $(seq "$ROUNDS"); do
 		wait
 		wbeside=$(cat "$WORK/w")
 		walone=$($S workload --json --kind ckpt --bursts 1 --ranks 1 --size 400M --nodes cn0 --job w2 "$WORK/mnt/w2" | t)
-		$S down --dir "$WORK/state" --purge >/dev/null
+		$S cluster down --dir "$WORK/state" --purge >/dev/null
 		rm -rf "$WORK/state"
 		echo "{\"build\":\"$b\",\"round\":$round,\"reader_alone\":$alone,\"reader_beside\":$beside,\"writer_beside\":$wbeside,\"writer_alone\":$walone}" | tee -a "$OUT"
 	done

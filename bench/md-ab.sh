@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Metadata-only A/B of this tree's build against another build (OLD): per
-# round, a fresh `sluice up` with each build in turn and bench/mdtest run
+# round, a fresh `sluice cluster up` with each build in turn and bench/mdtest run
 # three times on it (create, stat, unlink of N files). Prints one line per
 # mdtest run, "LABEL create N stat N unlink N"; compare medians per round,
 # since this VM's single runs swing ±30 % (docs/benchmarks.md).
@@ -17,9 +17,9 @@ for _ in $(seq 1 "${ROUNDS:-4}"); do
 		bin=bin/sluice
 		[ "$v" = old ] && bin=$OLD
 		W=$(mktemp -d /tmp/sluice-mdab.XXXXXX)
-		"$bin" up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none >/dev/null
+		"$bin" cluster up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none >/dev/null
 		for k in 1 2 3; do echo "$v $(bin/mdtest -n "$N" "$W/m/md$k")"; done
-		"$bin" down --dir "$W/s" --purge >/dev/null 2>&1 || true
+		"$bin" cluster down --dir "$W/s" --purge >/dev/null 2>&1 || true
 		rm -rf "$W"
 	done
 done

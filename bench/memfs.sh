@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the kernel spends writing into a tmpfs as /dev/shm is mounted
-# against one with large folios (huge=within_size, as `sluice up` gives its
+# against one with large folios (huge=within_size, as `sluice cluster up` gives its
 # mem tier when run as root: cluster/memfs.go; docs/benchmarks.md, "The mem
 # tier on large pages"). Two tmpfs side by side, ROUNDS rounds alternating
 # which goes first; in each, system CPU seconds of: a new 2 GiB file (1 MiB

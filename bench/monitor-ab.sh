@@ -13,7 +13,7 @@
 #   OUT=bench/results/monitor-ab.txt ...            # where the raw lines go (one per round and side)
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 N=${1:-2000}
@@ -25,9 +25,9 @@ command -v fio >/dev/null || { apt-get install -y -qq fio >/dev/null; }
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/mdtest ./bench/mdtest
 W=$(mktemp -d /tmp/sluice-ab.XXXXXX)
-trap 'bin/sluice down --dir $W/on --purge >/dev/null 2>&1; bin/sluice down --dir $W/off --purge >/dev/null 2>&1; rm -rf $W' EXIT
-bin/sluice up --dir "$W/on" --mount "$W/mon" --mem 4G --ssd 0 --pfs none >/dev/null
-bin/sluice up --dir "$W/off" --mount "$W/moff" --mem 4G --ssd 0 --pfs none --monitor=false >/dev/null
+trap 'bin/sluice cluster down --dir $W/on --purge >/dev/null 2>&1; bin/sluice cluster down --dir $W/off --purge >/dev/null 2>&1; rm -rf $W' EXIT
+bin/sluice cluster up --dir "$W/on" --mount "$W/mon" --mem 4G --ssd 0 --pfs none >/dev/null
+bin/sluice cluster up --dir "$W/off" --mount "$W/moff" --mem 4G --ssd 0 --pfs none --monitor=false >/dev/null
 
 seq1m() { # mount rw → MB/s
 	fio --name=ab --filename="$1/seq" --rw="$2" --bs=1M --size="$SIZE" --direct=1 --iomem_align=4096 \

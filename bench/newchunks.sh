@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The data server's CPU for new chunks against overwritten ones, with
 # nothing else between (docs/benchmarks.md, "New files: the data server's
-# two modes"): one `sluice up` (mem tier), then ROUNDS times: STREAMS new
+# two modes"): one `sluice cluster up` (mem tier), then ROUNDS times: STREAMS new
 # files of SIZE written by fio (1 MiB direct writes, fsync at the end),
 # the same files overwritten, then removed. With SHM_BEFORE=1 each round
 # first writes and removes STREAMS files of SIZE on /dev/shm (4 KiB
@@ -11,14 +11,14 @@
 # IDLE is how long each round waits after its removal (default 1 s, for
 # the removals to reach the data server): a checkpoint interval, over
 # which a hypervisor may take back the pages freed (docs/benchmarks.md,
-# "New files: pages the host took back"). UP adds `sluice up` flags.
+# "New files: pages the host took back"). UP adds `sluice cluster up` flags.
 #
 #   HOLD_PAGES=1 bash bench/newchunks.sh
 #   HOLD_PAGES=1 SHM_BEFORE=1 bash bench/newchunks.sh
 #   IDLE=10 UP=--mem-keep-freed=-1s bash bench/newchunks.sh   # deleted chunks' pages not kept
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} STREAMS=${STREAMS:-4} SIZE=${SIZE:-1g}
@@ -33,7 +33,7 @@ bench_dirs newchunks
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
 # shellcheck disable=SC2086 # UP is flags
-bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none $UP >/dev/null
+bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none $UP >/dev/null
 DATA=$(python3 -c 'import json,sys; print([d["Pid"] for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"] == "data-mem"][0])' "$WORK/s/cluster.json")
 cpu() { python3 -c 'import sys; sys.path.insert(0, "bench"); from proc import cpu_seconds; print(*cpu_seconds(int(sys.argv[1])))' "$DATA"; }
 write() { # dir

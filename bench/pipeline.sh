@@ -11,7 +11,7 @@
 # Prints one JSON line per phase and a Markdown summary.
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 SMOKE=${SMOKE:-0}
@@ -24,14 +24,14 @@ WORK=$(mktemp -d /tmp/sluice-pipeline.XXXXXX)
 cleanup() {
 	[ -n "${PROBE_PID:-}" ] && kill "$PROBE_PID" 2>/dev/null || true
 	fusermount3 -u "$WORK/mnt2" 2>/dev/null || true
-	bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # one forwarding node: both clients go through it; the mem data server is
 # throttled so that bulk writes queue in the forwarding node
-bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 1 --mem 4G --ssd 0 --pfs none \
+bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 1 --mem 4G --ssd 0 --pfs none \
 	--data-max-mbps "$DATA_MBPS" >/dev/null
 META=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["MetaAddr"])' "$WORK/state/cluster.json")
 FWD_PID=$(python3 -c 'import json,sys; print([d["Pid"] for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"]=="fwd-0"][0])' "$WORK/state/cluster.json")

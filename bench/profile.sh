@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the CPU goes in each process of the data path (docs/benchmarks.md):
-# a local cluster with Go profiles on (`sluice up --pprof-base`), fio (or
+# a local cluster with Go profiles on (`sluice cluster up --pprof-base`), fio (or
 # bench/mdtest's creates or removals) running one workload for 14 s, and a
 # 10 s CPU profile of every daemon taken at once. Prints the workload's
 # rate, each daemon's CPU use in cores and its top functions; the profiles
@@ -11,7 +11,7 @@
 #   bash bench/profile.sh unlink --mount-flags=--writeback-unlinks=false   # one round trip each
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 WL=${1:-seqread}
@@ -21,9 +21,9 @@ BASE=${BASE:-$((20000 + RANDOM % 200 * 10))}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-prof.XXXXXX)
-trap 'bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+trap 'bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 rm -rf "$OUT" && mkdir -p "$OUT"
-bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" "$@" >/dev/null
+bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" "$@" >/dev/null
 FIO=(--filename="$WORK/m/f" --direct=1 --iomem_align=4096 --ioengine=psync --output-format=json)
 case $WL in
 seqread) fio --name=lay "${FIO[@]}" --rw=write --bs=1M --size=2g >/dev/null

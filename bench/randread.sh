@@ -2,7 +2,7 @@
 # 4 KiB random I/O side by side (issue 18, goal 4; docs/benchmarks.md):
 # fio randread and randwrite of 4 KiB, iodepth 1 (psync) and 16 (libaio),
 # 1 and 4 jobs, on a 256 MiB file per job, against the go-fuse passthrough
-# over tmpfs (direct I/O, kernel passthrough off), sluice (`sluice up`, mem
+# over tmpfs (direct I/O, kernel passthrough off), sluice (`sluice cluster up`, mem
 # tier) with the mount's block cache on (--read-cache 512M, the default
 # since 2026-11-26) and with it off (--read-cache 0), in
 # interleaved rounds. Prints IOPS medians (min-max) and ratios to the
@@ -15,7 +15,7 @@
 #                                        # (sluice-nomon, block cache on): its cost per 4 KiB op
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m} RWS=${RWS:-randread randwrite} MONITOR_AB=${MONITOR_AB:-}
@@ -27,20 +27,20 @@ WORK=$(mktemp -d /tmp/sluice-randread.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-randread.XXXXXX)
 cleanup() {
 	set +e
-	bin/sluice down --dir "$WORK/s" --purge >/dev/null 2>&1
-	bin/sluice down --dir "$WORK/n" --purge >/dev/null 2>&1
-	bin/sluice down --dir "$WORK/o" --purge >/dev/null 2>&1
+	bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null 2>&1
+	bin/sluice cluster down --dir "$WORK/n" --purge >/dev/null 2>&1
+	bin/sluice cluster down --dir "$WORK/o" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
 start_passthrough "$WORK/pt" "$SHM/pt"
-bin/sluice up --dir "$WORK/s" --mount "$WORK/sluice" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 512M" >/dev/null
-bin/sluice up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 0" >/dev/null
+bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/sluice" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 512M" >/dev/null
+bin/sluice cluster up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 0" >/dev/null
 declare -A DIR=([passthrough]=$WORK/pt [sluice]=$WORK/sluice [sluice-nocache]=$WORK/nocache)
 TARGETS="passthrough sluice sluice-nocache"
 if [ -n "$MONITOR_AB" ]; then
-	bin/sluice up --dir "$WORK/o" --mount "$WORK/nomon" --mem 4G --ssd 0 --pfs none --monitor=false \
+	bin/sluice cluster up --dir "$WORK/o" --mount "$WORK/nomon" --mem 4G --ssd 0 --pfs none --monitor=false \
 		--mount-flags "--read-cache 512M" >/dev/null
 	DIR[sluice-nomon]=$WORK/nomon
 	TARGETS="$TARGETS sluice-nomon"

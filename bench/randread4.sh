@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where four 4 KiB random readers at iodepth 1 spend their time (issue 18,
-# goal 4; docs/benchmarks.md "4 KiB random I/O"): `sluice up` with the
+# goal 4; docs/benchmarks.md "4 KiB random I/O"): `sluice cluster up` with the
 # mount's block cache at its default (512 MiB), four 256 MiB files laid
 # out and closed, then fio randread, psync, numjobs 4, for RUNTIME
 # seconds, ROUNDS times on the same files, each round followed by the same
@@ -15,11 +15,11 @@
 #
 #   bash bench/randread4.sh              # 3 rounds of 10 s, JSON lines on stdout
 #   PERF=1 bash bench/randread4.sh > bench/results/randread4-2026-11-27.jsonl
-#   UPFLAGS=--mount-flags=--read-cache=2G bash bench/randread4.sh   # other `sluice up` flags
+#   UPFLAGS=--mount-flags=--read-cache=2G bash bench/randread4.sh   # other `sluice cluster up` flags
 #   SLUICE_BIN=/tmp/sluice-old bash bench/randread4.sh   # another build (e.g. the previous commit's)
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} PERF=${PERF:-} OUT_DIR=${OUT_DIR:-/tmp/sluice-randread4}
@@ -33,7 +33,7 @@ WORK=$(mktemp -d /tmp/sluice-rr4.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-rr4.XXXXXX)
 cleanup() {
 	set +e
-	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
@@ -41,7 +41,7 @@ trap cleanup EXIT
 mkdir -p "$OUT_DIR"
 start_passthrough "$WORK/pt" "$SHM"
 # shellcheck disable=SC2086
-"$BIN" up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" $UPFLAGS >/dev/null
+"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" $UPFLAGS >/dev/null
 for d in "$WORK/m/j4" "$WORK/pt/j4"; do
 	mkdir -p "$d"
 	fio --name=r --directory="$d" --rw=write --bs=1m --size=256m --numjobs=4 --direct=1 --ioengine=psync \

@@ -14,7 +14,7 @@
 #   CACHE=0 bash bench/run.sh    # without the sluice-nocache target (the mount's
 #                                # block cache off, --read-cache 0; on by default)
 #   HUGE_BASE=1 bash bench/run.sh   # the tmpfs, passthrough and GlusterFS targets on a tmpfs
-#                                # with large folios (huge=within_size), as sluice up gives
+#                                # with large folios (huge=within_size), as sluice cluster up gives
 #                                # its mem tier when run as root (cluster/memfs.go)
 #   HOLD_PAGES=1 bash bench/run.sh  # the guest keeps the memory freed during the run
 #                                # (new files do not measure the host's page faults:
@@ -23,7 +23,7 @@
 # Results are also written as JSON lines to $OUT (default bench/results.jsonl).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove), and the passthrough
+# their state (sluice cluster up --exit-with, --exit-remove), and the passthrough
 # baseline's mount (bench/passthrough.sh)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
@@ -51,9 +51,9 @@ command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"
 cleanup() {
 	set +e
 	release_pages
-	bin/sluice down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
-	bin/sluice down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
-	bin/sluice down --dir "$WORK/nocache-state" --purge >/dev/null 2>&1
+	bin/sluice cluster down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
+	bin/sluice cluster down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
+	bin/sluice cluster down --dir "$WORK/nocache-state" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	if [ "$GLUSTER" = 1 ]; then
 		umount -l "$WORK/gluster" 2>/dev/null
@@ -98,17 +98,17 @@ if [ "$GLUSTER" = 1 ]; then
 	DIRS[gluster]=$WORK/gluster
 	TARGETS+=(gluster)
 fi
-bin/sluice up --dir "$WORK/sluice-state" --mount "$WORK/sluice" --mem 8G --ssd 0 --pfs none >/dev/null
+bin/sluice cluster up --dir "$WORK/sluice-state" --mount "$WORK/sluice" --mem 8G --ssd 0 --pfs none >/dev/null
 DIRS[sluice]=$WORK/sluice
 TARGETS+=(sluice)
 # the same with Beacon's per-operation monitoring off, for its overhead
-bin/sluice up --dir "$WORK/nomon-state" --mount "$WORK/nomon" --mem 8G --ssd 0 --pfs none --monitor=false >/dev/null
+bin/sluice cluster up --dir "$WORK/nomon-state" --mount "$WORK/nomon" --mem 8G --ssd 0 --pfs none --monitor=false >/dev/null
 DIRS[sluice-nomon]=$WORK/nomon
 TARGETS+=(sluice-nomon)
 if [ "$CACHE" = 1 ]; then
 	# the same without the mount's block cache for small reads (on by
 	# default since 2026-11-26)
-	bin/sluice up --dir "$WORK/nocache-state" --mount "$WORK/nocache" --mem 8G --ssd 0 --pfs none \
+	bin/sluice cluster up --dir "$WORK/nocache-state" --mount "$WORK/nocache" --mem 8G --ssd 0 --pfs none \
 		--mount-flags=--read-cache=0 >/dev/null
 	DIRS[sluice-nocache]=$WORK/nocache
 	TARGETS+=(sluice-nocache)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two `sluice up` configurations side by side on the streams benchmark
+# Two `sluice cluster up` configurations side by side on the streams benchmark
 # (bench/streams.sh): RUNS invocations of each, one round each, A and B
 # alternating (the order flips every run), all into one results file;
 # then A against B, medians. The default compares Beacon monitoring on
@@ -7,7 +7,7 @@
 # "Measurements you can trust"; docs/benchmarks.md).
 #
 #   bash bench/streams-ab.sh                         # monitoring on vs off, 3 runs each, 1 and 4 streams, ~20 min
-#   A="" B="--zero-copy none" RUNS=2 bash bench/streams-ab.sh
+#   A="" B="--zero-copy=false" RUNS=2 bash bench/streams-ab.sh
 #   A_BIN=/tmp/sluice-old B_BIN=/tmp/sluice-new B="" bash bench/streams-ab.sh   # two builds, same flags
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,7 +6,7 @@ and the CPU seconds per GB every process on the path spent.
     python3 bench/streams.py RESULTS.jsonl [--up FLAGS] [--check]
     python3 bench/streams.py RESULTS.jsonl --ab FLAGS_A FLAGS_B
 
---up picks the runs made with those `sluice up` flags (default: every
+--up picks the runs made with those `sluice cluster up` flags (default: every
 run). --check fails unless every phase has figures above zero for both
 targets and sane ratios (the smoke run in make test). --ab compares
 sluice's runs with flags A against those with flags B (bench/streams-ab.sh):

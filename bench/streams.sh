@@ -2,7 +2,7 @@
 # Streams and CPU per byte (issue 18, goals 1 and 2; docs/benchmarks.md):
 # N parallel streams of sequential 1 MiB direct I/O, one file per stream,
 # against the go-fuse passthrough over tmpfs (bench/passthrough) and
-# `sluice up` (mem tier), side by side in interleaved rounds (the order of
+# `sluice cluster up` (mem tier), side by side in interleaved rounds (the order of
 # the two alternates by round). Each case writes new files (fsync at the
 # end), overwrites them, reads them, then removes them. Beside each
 # phase's MB/s it records the CPU seconds (user + system, /proc) every
@@ -11,13 +11,13 @@
 #
 #   bash bench/streams.sh                          # 3 rounds of 1, 2, 4 streams, 1 GiB each: ~15 min
 #   ROUNDS=1 STREAMS="1 4" SIZE=256m bash bench/streams.sh
-#   UP="--monitor=false" bash bench/streams.sh      # extra `sluice up` flags
+#   UP="--monitor=false" bash bench/streams.sh      # extra `sluice cluster up` flags
 #   SLUICE_BIN=/tmp/sluice-old bash bench/streams.sh  # another build (e.g. the previous commit's)
 #   PROFILE=4 bash bench/streams.sh                # also CPU, mutex and block profiles of every
 #                                                  # daemon during 4-stream writes and reads (PROFDIR)
 #   HOLD_PAGES=1 bash bench/streams.sh             # memory freed stays the guest's during the run
 #   PT_HUGE=1 bash bench/streams.sh                # the passthrough over a tmpfs with large folios
-#                                                  # (huge=within_size), as sluice up's mem tier as root
+#                                                  # (huge=within_size), as sluice cluster up's mem tier as root
 #   python3 bench/streams.py bench/results/streams.jsonl   # the tables
 #
 # HOLD_PAGES=1: the guest keeps the memory freed during the run instead of
@@ -27,7 +27,7 @@
 # Results: one JSON line per phase in $OUT (default bench/results/streams.jsonl).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -61,7 +61,7 @@ start_passthrough "$WORK/pt" "$SHM/pt"
 PPROF=()
 [ -n "$PROFILE" ] && PPROF=(--pprof-base "$BASE")
 # shellcheck disable=SC2086
-"$BIN" up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none "${PPROF[@]}" $UP >/dev/null
+"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none "${PPROF[@]}" $UP >/dev/null
 pids() { # target: name=pid ...
 	if [ "$1" = passthrough ]; then
 		echo "passthrough=$PT"

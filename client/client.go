@@ -10,7 +10,8 @@
 // Permission checks are the kernel's (default_permissions) against the
 // caller's uid and gid.
 //
-// Files: client.go (set-up), ops.go (the go-fuse methods), metrics.go.
+// Files: client.go (set-up), serve.go (a mount served until it ends), ops.go
+// (the go-fuse methods), metrics.go.
 //
 // It holds no durable state and never talks to data servers.
 package client

@@ -1,8 +1,8 @@
-// Package cluster owns the local all-in-one deployment behind `sluice up`:
+// Package cluster owns the local all-in-one deployment behind `sluice cluster up`:
 // it starts every role as a separate process of the same binary (metadata
 // service with the embedded engine, data servers for mem, ssd and pfs, two
 // forwarding daemons, and the FUSE client), records them in the state
-// directory so `sluice down`, `status` and `restart` find them, and stops
+// directory so `sluice cluster down`, `status` and `restart` find them, and stops
 // them again. It does not implement any role itself.
 package cluster
 
@@ -65,7 +65,9 @@ type Options struct {
 	MountFlags []string
 	// FwdFlags are extra flags of every forwarding daemon (--workers).
 	FwdFlags []string
-	JobVar   string // environment variable holding the job id (mount)
+	// DataFlags are extra flags of every data server (--zero-copy=false).
+	DataFlags []string
+	JobVar    string // environment variable holding the job id (mount)
 	// NoMonitor turns Beacon's per-operation records off in every daemon
 	// (to measure what monitoring costs).
 	NoMonitor bool
@@ -97,7 +99,7 @@ type Options struct {
 	// each process.
 	Procs int
 	// ExitWith, if set, ties the cluster to process ExitWith: a watcher
-	// takes it down (as `sluice down --purge`) when that process ends
+	// takes it down (as `sluice cluster down --purge`) when that process ends
 	// (watch.go).
 	ExitWith int
 	// ExitRemove has that watcher delete the state directory too, once
@@ -206,7 +208,7 @@ func underShm(parent string) bool { return filepath.Dir(parent) == "/dev/shm" }
 
 // ownerFile names, in a mem tier's per-cluster tmpfs directory, the file
 // holding the cluster's state directory: a cluster whose state directory
-// is gone (a test's or a benchmark's, removed without `sluice down
+// is gone (a test's or a benchmark's, removed without `sluice cluster down
 // --purge`, or after a kill) left its chunks in memory, and the next `up`
 // frees them.
 const ownerFile = "owner"
@@ -257,7 +259,7 @@ func Up(o Options) (*Cluster, error) {
 	}
 	if old, err := Load(dir); err == nil {
 		if old.alive() {
-			return nil, fmt.Errorf("a cluster is already running in %s (sluice down --dir %s)", dir, dir)
+			return nil, fmt.Errorf("a cluster is already running in %s (sluice cluster down --dir %s)", dir, dir)
 		}
 		// the watcher of the cluster that ran here (its daemons gone
 		// without a down) would take this one down with its process
@@ -465,6 +467,7 @@ func (pl *planner) data(i int, t tierd) error {
 	if t.kind == "mem" && o.DataIOPS > 0 {
 		args = append(args, "--max-iops", ftoa(o.DataIOPS))
 	}
+	args = append(args, o.DataFlags...)
 	pl.c.Daemons = append(pl.c.Daemons, Daemon{Name: t.name, Args: args})
 	return nil
 }

@@ -13,14 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A cluster tied to a process (`sluice up --exit-with PID`): up starts a
-// watcher, `sluice down --dir D --purge --when-gone PID` in a session of
+// A cluster tied to a process (`sluice cluster up --exit-with PID`): up starts a
+// watcher, `sluice cluster down --dir D --purge --when-gone PID` in a session of
 // its own, which waits for that process to end and then takes the cluster
 // down (unmount, daemons stopped, the mem tier's memory freed) as `sluice
 // down --purge` would; with `--exit-remove` it then deletes the state
 // directory (`down --remove-state`). A script that starts a cluster and is killed, even
 // by SIGKILL where its trap cannot run, leaves nothing mounted or
-// running. `sluice down` stops the watcher first.
+// running. `sluice cluster down` stops the watcher first.
 
 // startWatcher starts the watcher of c for process pid and records it;
 // with remove it deletes the state directory after.
@@ -33,7 +33,7 @@ func (c *Cluster) startWatcher(pid int, remove bool) error {
 		return err
 	}
 	defer logf.Close()
-	args := []string{"down", "--dir", c.Dir, "--purge", "--when-gone", strconv.Itoa(pid)}
+	args := []string{"cluster", "down", "--dir", c.Dir, "--purge", "--when-gone", strconv.Itoa(pid)}
 	if remove {
 		args = append(args, "--remove-state")
 	}

@@ -8,7 +8,7 @@
 #
 #   STATE=/tmp/sluice-demo MNT=/tmp/sluice-demo-mnt bash examples/demo.sh
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its cluster down (sluice up --exit-with)
+# a kill of this script, kill -9 too, takes its cluster down (sluice cluster up --exit-with)
 export SLUICE_EXIT_WITH=$$
 cd "$(dirname "$0")/.."
 STATE=${STATE:-/tmp/sluice-demo}
@@ -16,9 +16,9 @@ MNT=${MNT:-/tmp/sluice-demo-mnt}
 SLUICE=${SLUICE:-bin/sluice}
 [ -x "$SLUICE" ] || go build -o bin/sluice ./cmd/sluice
 
-"$SLUICE" down --dir "$STATE" >/dev/null 2>&1 || true
-"$SLUICE" up --dir "$STATE" --mount "$MNT" --mem 1G --ssd 4G
-trap '"$SLUICE" down --dir "$STATE" --purge' EXIT
+"$SLUICE" cluster down --dir "$STATE" >/dev/null 2>&1 || true
+"$SLUICE" cluster up --dir "$STATE" --mount "$MNT" --mem 1G --ssd 4G
+trap '"$SLUICE" cluster down --dir "$STATE" --purge' EXIT
 
 # Shared inputs, as a pre-staged data set.
 mkdir -p "$MNT/inputs"
@@ -67,11 +67,11 @@ done
 
 echo
 echo "== what the forwarding nodes saw, per job (job id and rank come from each process's environment)"
-"$SLUICE" jobs --dir "$STATE"
+"$SLUICE" job activity --dir "$STATE"
 
 echo
 echo "== cluster"
-"$SLUICE" status --dir "$STATE"
+"$SLUICE" cluster status --dir "$STATE"
 echo
 echo "== layout of one checkpoint"
-"$SLUICE" stat --dir "$STATE" "$MNT/ckpt/job1002/v2.rank1"
+"$SLUICE" file stat --dir "$STATE" "$MNT/ckpt/job1002/v2.rank1"

@@ -305,7 +305,7 @@ sluice_data_bytes_total{dir="write",tier="mem"} 786432
 // reach the metadata service as the file's last access (ns.Access), the
 // input of the ONFS policy's order of open files, also a closed file's
 // (until 2026-12-06 an access went with the state of a file closed before
-// the next report: sluice stat showed no last access).
+// the next report: sluice file stat showed no last access).
 func TestAccessReported(t *testing.T) {
 	ctx := context.Background()
 	svc, c, _ := tierStack(t, 1, 0)

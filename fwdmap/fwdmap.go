@@ -55,7 +55,7 @@ type HistoryRep struct{ Decisions []Decision }
 func (r *HistoryRep) Fields(c *wire.Codec) { wire.List(c, 1, &r.Decisions) }
 
 // Decision is one placement decision about a job, kept after the job ends
-// so that `sluice job ID` can say where its I/O went and why.
+// so that `sluice job show ID` can say where its I/O went and why.
 type Decision struct {
 	At int64 // unix ns
 	// Kind is who decided: "" the forwarding-node manager (DFRA), "tiering"

@@ -102,7 +102,7 @@ func TestLocalDirs(t *testing.T) {
 }
 
 // setLocal puts directory ino in local mode on tier (on) or takes it out,
-// as `sluice setstripe --local` does (ns.SetLayout).
+// as `sluice file stripe --local` does (ns.SetLayout).
 func setLocal(t *testing.T, s *Service, ino uint64, tier string, on bool) (*ns.SetLayoutRep, error) {
 	return rpc.Do(t.Context(), s, ns.SetLayout, &ns.SetLayoutReq{Ino: ino, Tier: tier, Local: on, Global: !on})
 }

@@ -1,4 +1,4 @@
-// Package sim is sluice's simulator (`sluice sim`): it runs the very
+// Package sim is sluice's simulator (`sluice sim day`): it runs the very
 // policy packages the daemons run (policy/dfra, policy/place,
 // policy/failslow, policy/qos, policy/tiering and policy/bbos) against a
 // model of a machine (sim/machine) and a workload of jobs (from an SWF

@@ -142,7 +142,7 @@ func TestValidateDFRA(t *testing.T) {
 		}
 		nodes = max(nodes, n+1)
 	}
-	// the cluster as `sluice sim --machine local` described it while the
+	// the cluster as `sluice sim day --machine local` described it while the
 	// runs ran (scarce.sh keeps it beside them), with the interference
 	// between the behaviours calibrated from the pairwise runs; without
 	// it, the same figures written here (the runs' caps)
@@ -154,7 +154,7 @@ func TestValidateDFRA(t *testing.T) {
 		if m.ComputeNodes < nodes {
 			t.Fatalf("the local machine has %d compute nodes, the runs used %d", m.ComputeNodes, nodes)
 		}
-		t.Logf("machine: %s (`sluice sim --machine local` of the cluster the runs ran on): %d forwarding nodes of %.0f MB/s and %.0f ops/s, %d compute nodes",
+		t.Logf("machine: %s (`sluice sim day --machine local` of the cluster the runs ran on): %d forwarding nodes of %.0f MB/s and %.0f ops/s, %d compute nodes",
 			dir+"scarce-machine.json", m.FwdNodes, m.FwdBW/1e6, m.FwdOps, m.ComputeNodes)
 	} else {
 		t.Logf("machine: the runs' caps (%d forwarding nodes of %.0f MB/s and %.0f ops/s); no scarce-machine.json", m.FwdNodes, m.FwdBW/1e6, m.FwdOps)

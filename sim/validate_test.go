@@ -14,7 +14,7 @@ import (
 
 // TestValidatePlacement: the simulator against real runs. The placement
 // experiment (bench/placement/run.sh, docs/experiments/placement.md) ran
-// an N-N job of N = 8…128 ranks on real daemons (`sluice up`, 8 mem data
+// an N-N job of N = 8…128 ranks on real daemons (`sluice cluster up`, 8 mem data
 // servers capped at the Sunway Table 2 ratios) under each placement
 // policy, three runs each; its raw results are in
 // bench/placement/results.jsonl. The simulator runs the same scenario on

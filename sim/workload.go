@@ -16,7 +16,7 @@ import (
 
 // Job is one job of a simulated workload: when it is submitted, how many
 // compute nodes it runs on, how long it computes, and its I/O. It is
-// written as one JSON object per line (`sluice sim --jobs FILE`).
+// written as one JSON object per line (`sluice sim day --jobs FILE`).
 type Job struct {
 	ID      string  `json:"id"`
 	App     string  `json:"app"`     // application: jobs of one app behave alike (Beacon's profiles)

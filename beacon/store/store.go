@@ -396,7 +396,7 @@ func decisionKey(job string, at int64) []byte {
 
 // PutDecision stores one policy decision about a job (an opaque JSON
 // document, e.g. a forwarding-node placement with its reasons) at time at,
-// so that `sluice job ID` can show what was decided and why after the job
+// so that `sluice job show ID` can show what was decided and why after the job
 // has ended. Decisions are kept for the retention period.
 func (s *Store) PutDecision(job string, at time.Time, v []byte) error {
 	return s.db.Set(decisionKey(job, at.UnixNano()), v, pebble.NoSync)

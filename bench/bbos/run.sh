@@ -71,7 +71,7 @@
 #   TRACE=1 APP_WINDOW=1 EXPS=restart RPOLICIES=fifo RUNS=1 OUT=bench/bbos/results-fifo-trace.jsonl.gz bash bench/bbos/run.sh
 #
 # APP_WINDOW=1: every application writes as from its own compute node.
-# All of them write through the one mount of `sluice up`, whose
+# All of them write through the one mount of `sluice cluster up`, whose
 # write-behind window (32 MiB) is shared: while several jobs wait for
 # room each holds an equal part of it (client/vfs), and under high
 # congestion 21-30 writers get 1-1.5 MiB each, so the job whose turn it is
@@ -83,7 +83,7 @@
 # Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -103,7 +103,7 @@ S=bin/sluice
 WORK=$(mktemp -d /tmp/sluice-bbos.XXXXXX)
 cleanup() {
 	[ "${KEEP:-0}" = 1 ] && return
-	$S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	$S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -121,7 +121,7 @@ case_() {
 		window=32
 		[ "${APP_WINDOW:-0}" = 1 ] && window=$(python3 -c "import json,sys; print(32 * max(1, len(json.load(open(sys.argv[1]))['Apps'])))" "$WORK/mix.json")
 		SLUICE_LOG_LEVEL=$([ "${TRACE:-0}" = 1 ] && echo debug || echo info) \
-			$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 0 --fwds 1 \
+			$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 0 --fwds 1 \
 			--data-max-mbps "$MEM_MBPS" --pfs-max-mbps "$PFS_MBPS" --device-burst 5ms \
 			--mount-flags "--write-behind ${window}M" \
 			--meta-flags "--bb-policy $policy --bb-rates $RATES --tier-free 1M,2M,4M $extra" >/dev/null
@@ -151,7 +151,7 @@ if rd:
 print(json.dumps(r))
 PY
 		tail -n1 "$WORK/results.jsonl" | python3 bench/bbos/report.py --line
-		$S down --dir "$WORK/state" --purge >/dev/null
+		$S cluster down --dir "$WORK/state" --purge >/dev/null
 		rm -rf "$WORK/state"
 	done
 }

@@ -19,7 +19,7 @@
 #   python3 bench/bbos/setup.py bench/bbos/setup-results.jsonl
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3} FILES=${FILES:-10} SIZE_MIB=${SIZE_MIB:-8}
@@ -30,7 +30,7 @@ go build -o bin/sluice ./cmd/sluice
 bench_dirs bbsetup
 : > "$OUT"
 for r in $(seq "$ROUNDS"); do
-	bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
+	bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
 		--device-burst 5ms --mount-flags "--write-behind 32M" >/dev/null
 	mkdir -p "$WORK/m/ck"
 	python3 - "$WORK/m/ck" "$SIZE_MIB" "$r" "$FILES" >> "$OUT" <<'PY'
@@ -64,7 +64,7 @@ for i in range(files):
             secs = time.monotonic() - t
         print(json.dumps({"round": r, "way": way, "file": i, "mib": 0 if way == "empty" else mib, "secs": round(secs, 5)}), flush=True)
 PY
-	bin/sluice down --dir "$WORK/s" --purge >/dev/null
+	bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null
 	rm -rf "${WORK:?}/s"
 done
 python3 bench/bbos/setup.py "$OUT"

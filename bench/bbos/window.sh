@@ -6,7 +6,7 @@
 # the forwarding daemon and the data server? The BBOS experiment's buffer
 # (bench/bbos/run.sh: one mem data server at 160 MB/s, the pfs at 56,
 # one forwarding daemon), no burst-buffer policy: for each round and
-# window (interleaved) a fresh `sluice up` with the mount's
+# window (interleaved) a fresh `sluice cluster up` with the mount's
 # --write-behind WINDOW, then FILES checkpoints of SIZE written one after
 # another (dd, direct, fsync), each timed. One JSON line per checkpoint
 # to OUT; the device alone takes SIZE / 160 MB/s.
@@ -15,7 +15,7 @@
 #   python3 bench/bbos/window.py bench/bbos/window-results.jsonl
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3} WINDOWS=${WINDOWS:-1M 2M 4M 32M} FILES=${FILES:-6} SIZE_MIB=${SIZE_MIB:-8}
@@ -27,7 +27,7 @@ bench_dirs bbwindow
 : > "$OUT"
 for r in $(seq "$ROUNDS"); do
 	for w in $WINDOWS; do
-		bin/sluice up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
+		bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
 			--device-burst 5ms --mount-flags "--write-behind $w" >/dev/null
 		for i in $(seq "$FILES"); do
 			python3 - "$WORK/m/ck$i" "$SIZE_MIB" "$w" "$r" "$i" >> "$OUT" <<'PY'
@@ -48,7 +48,7 @@ print(json.dumps({"round": r, "window": w, "file": i, "mib": mib, "secs": round(
 PY
 		done
 		rm -f "$WORK/m"/ck*
-		bin/sluice down --dir "$WORK/s" --purge >/dev/null
+		bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null
 		rm -rf "${WORK:?}/s"
 	done
 done

@@ -13,11 +13,11 @@
 #
 # Prints the two slowdown matrices as Markdown (docs/experiments/dfra.md).
 # The runs alone keep what crossed the forwarding layer and its caps:
-# `sluice sim --interference FILE --interference-model factors` calibrates
+# `sluice sim day --interference FILE --interference-model factors` calibrates
 # from them (sim.FactorsFromDFRA).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -33,7 +33,7 @@ go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-dfra.XXXXXX)
 cleanup() {
 	fusermount3 -u "$WORK/mnt2" 2>/dev/null || true
-	bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -48,7 +48,7 @@ runjob() { # mode kind tag [mount node] → one JSON line (job summary); tags ar
 
 : > "$WORK/results.jsonl"
 for mode in ffm dfra; do
-	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 4 --mem 6G --ssd 0 --pfs none \
+	bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 4 --mem 6G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" --meta-flags "--dfra-vmin 16M" >/dev/null
 	# the second job of a pair runs on another compute node: its own mount
 	# (cn1 and cn2 share a forwarding node under the fixed mapping)
@@ -79,7 +79,7 @@ for mode in ffm dfra; do
 		done
 	done
 	fusermount3 -u "$WORK/mnt2"; wait "$MOUNT2" || true
-	bin/sluice down --dir "$WORK/state" --purge >/dev/null
+	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null
 done
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/dfra/report.py "$OUT"

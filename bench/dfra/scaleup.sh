@@ -16,7 +16,7 @@
 # Prints a Markdown table (docs/experiments/dfra.md).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -30,10 +30,10 @@ DATA_MBPS=${DATA_MBPS:-150}
 OUT=${OUT:-bench/dfra/scaleup.jsonl}
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-scaleup.XXXXXX)
-cleanup() { bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 4G --ssd 0 --pfs none \
+bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 4G --ssd 0 --pfs none \
 	--fwd-max-mbps "$FWD_MBPS" --data-max-mbps "$DATA_MBPS" \
 	--meta-flags "--fwd-ratio $NODES --dfra-vmin 16M" >/dev/null
 nodes=$(seq -s, -f 'cn%g' 0 $((NODES - 1)))
@@ -42,7 +42,7 @@ for i in $(seq 1 "$RUNS"); do
 	j=$(bin/sluice workload --json --register --state "$WORK/state" --kind nn --app wide --job "wide-$i" \
 		--ranks "$NODES" --nodes "$nodes" --size "$SIZE" "$WORK/mnt/wide-$i")
 	sleep 2.5 # the run's last records reach the store
-	rep=$(bin/sluice job --json --dir "$WORK/state" "wide-$i")
+	rep=$(bin/sluice job show --json --dir "$WORK/state" "wide-$i")
 	python3 - "$j" "$rep" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 run, rep = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -53,7 +53,7 @@ print(json.dumps({"job": run["Job"], "bytes": run["Bytes"], "slowest_ns": run["S
 PY
 	bin/sluice profile build --dir "$WORK/state" "wide-$i" >/dev/null
 done
-bin/sluice down --dir "$WORK/state" --purge >/dev/null
+bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null
 cp "$WORK/results.jsonl" "$OUT"
 python3 - "$OUT" "$FWD_MBPS" "$DATA_MBPS" "$RUNS" <<'PY'
 import json, sys

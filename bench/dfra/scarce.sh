@@ -14,18 +14,18 @@
 # under each policy; for every job the script keeps its I/O time (slowest
 # rank), its bytes and operations, when it was registered and ended, the
 # forwarding nodes it used and what crossed them (Beacon's per-server
-# figures), and the manager's decision with its reasons (`sluice job --json`); sim/validate_dfra_test.go replays
+# figures), and the manager's decision with its reasons (`sluice job show --json`); sim/validate_dfra_test.go replays
 # the runs in the simulator.
 #
 #   bash bench/dfra/scarce.sh             # 6 jobs on 3 forwarding nodes, 3 repeats, ~8 min
 #   SMOKE=1 bash bench/dfra/scarce.sh     # 4 jobs on 2, 1 repeat, small sizes
 #
 # Raw results: $OUT (JSON Lines), $PROFILES (the applications' profiles
-# before each repeat) and $MACHINE (the cluster as `sluice sim --machine
+# before each repeat) and $MACHINE (the cluster as `sluice sim day --machine
 # local` describes it); tables: python3 bench/dfra/scarce.py $OUT
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -40,10 +40,10 @@ FWD_IOPS=${FWD_IOPS:-800}
 STAGGER=${STAGGER:-0.3}
 OUT=${OUT:-bench/dfra/scarce.jsonl}
 PROFILES=${PROFILES:-${OUT%.jsonl}-profiles.jsonl} # the profiles DFRA decided from, before each repeat
-MACHINE=${MACHINE:-${OUT%.jsonl}-machine.json} # the cluster as `sluice sim --machine local` describes it
+MACHINE=${MACHINE:-${OUT%.jsonl}-machine.json} # the cluster as `sluice sim day --machine local` describes it
 go build -o bin/sluice ./cmd/sluice
 WORK=$(mktemp -d /tmp/sluice-scarce.XXXXXX)
-cleanup() { bin/sluice down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 read -r -a kinds <<< "$KINDS"
@@ -57,7 +57,7 @@ runjob() { # mode kind id node → the run's JSON (job summary)
 }
 record() { # mode repeat kind node run-json → one result line
 	job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$5")
-	rep=$(bin/sluice job --json --dir "$WORK/state" "$job")
+	rep=$(bin/sluice job show --json --dir "$WORK/state" "$job")
 	python3 - "$1" "$2" "$3" "$4" "$5" "$rep" "$(fwdfig bin/sluice "$WORK/state" "$job")" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 mode, repeat, kind, node, run, rep, fwd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], json.loads(sys.argv[5]), json.loads(sys.argv[6]), json.loads(sys.argv[7])
@@ -85,12 +85,12 @@ PY
 : > "$WORK/results.jsonl"
 : > "$WORK/profiles.jsonl"
 for mode in ffm dfra; do
-	bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 6G --ssd 0 --pfs none \
+	bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 6G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" \
 		--meta-flags "--fwd-ratio $FWD_RATIO --dfra-vmin 16M" >/dev/null
 	# the simulator's description of this very cluster (the same under
 	# both policies): the replay runs on it, side by side with these runs
-	bin/sluice sim --machine local --dir "$WORK/state" --print-machine > "$WORK/machine.json"
+	bin/sluice sim day --machine local --dir "$WORK/state" --print-machine > "$WORK/machine.json"
 	for k in "${kinds[@]}"; do
 		# alone, twice, on cn0: the first run builds the application's profile
 		j=$(runjob "$mode" "$k" "$mode-$k-seed" cn0)
@@ -118,7 +118,7 @@ for mode in ffm dfra; do
 			record "$mode" "$r" "${kinds[$i]}" "cn${perm[$i]}" "$(cat "$WORK/mix-$i.json")"
 		done
 	done < "$WORK/perms"
-	bin/sluice down --dir "$WORK/state" --purge >/dev/null
+	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null
 done
 cp "$WORK/results.jsonl" "$OUT"
 cp "$WORK/profiles.jsonl" "$PROFILES"

@@ -31,7 +31,7 @@
 # Raw results: bench/nodelocal/results.jsonl (OUT); table: report.py.
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -45,7 +45,7 @@ S=bin/sluice
 WORK=$(mktemp -d /tmp/sluice-nodelocal.XXXXXX)
 cleanup() {
 	[ "${KEEP:-0}" = 1 ] && return
-	$S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	$S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -68,11 +68,11 @@ EOF
 up() { # servers cap [mount flags]
 	local iops=()
 	[ "$2" != 0 ] && iops=(--data-max-iops "$2")
-	$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem 1G --mem-servers "$1" --ssd 0 --fwds 2 "${iops[@]}" \
+	$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem 1G --mem-servers "$1" --ssd 0 --fwds 2 "${iops[@]}" \
 		--meta-flags "--max-ops $2 --metrics 127.0.0.1:$MPORT" --mount-flags "${3:-}" >/dev/null
 }
 down() {
-	$S down --dir "$WORK/state" --purge >/dev/null
+	$S cluster down --dir "$WORK/state" --purge >/dev/null
 	rm -rf "$WORK/state"
 }
 record() { # layout servers cap run
@@ -111,7 +111,7 @@ for run in $(seq 1 "$RUNS"); do
 		for s in $SERVERS; do
 			up "$s" "$cap"
 			mkdir "$WORK/mnt/L"
-			$S setstripe --dir "$WORK/state" --local "$WORK/mnt/L" >/dev/null
+			$S file stripe --dir "$WORK/state" --local "$WORK/mnt/L" >/dev/null
 			storm private "$WORK/mnt/L"
 			record private "$s" "$cap" "$run"
 			down
@@ -121,7 +121,7 @@ for run in $(seq 1 "$RUNS"); do
 	# directory, one data server, uncapped
 	up 1 0
 	mkdir "$WORK/mnt/L"
-	$S setstripe --dir "$WORK/state" --local "$WORK/mnt/L" >/dev/null
+	$S file stripe --dir "$WORK/state" --local "$WORK/mnt/L" >/dev/null
 	m0=$(metaops)
 	$S workload --kind nn --ranks 4 --size "$BW" --json "$WORK/mnt/L" > "$WORK/job.json"
 	m1=$(metaops)

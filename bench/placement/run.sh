@@ -6,7 +6,7 @@
 #            65 MB/s in all, well under what this 2-core machine's mount,
 #            forwarding and data daemons move, so the servers are the
 #            contested resource); each measures its own max_perf with its
-#            write probe (`sluice status` shows it)
+#            write probe (`sluice cluster status` shows it)
 #   job      N-N: N ranks (`sluice workload --kind ckpt --bursts 1`), each
 #            writing its own file of TOTAL/N bytes in 1 MiB requests,
 #            started together (the workload's start barrier)
@@ -23,7 +23,7 @@
 # Raw results: bench/placement/results.jsonl (OUT); table: report.py.
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -53,7 +53,7 @@ S=bin/sluice
 WORK=$(mktemp -d /tmp/sluice-placement.XXXXXX)
 cleanup() {
 	[ "${KEEP:-0}" = 1 ] && return
-	$S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	$S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -61,23 +61,23 @@ CAPS=$(python3 -c "print(','.join('%g' % (u * $UNIT) for u in (500, 300, 500, 20
 : > "$WORK/results.jsonl"
 for run in $(seq 1 "$RUNS"); do
 	for pol in $POLICIES; do
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem 1G --mem-servers 8 --ssd 0 --fwds 2 \
+		$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem 1G --mem-servers 8 --ssd 0 --fwds 2 \
 			--data-max-mbps "$CAPS" --device-burst 20ms --meta-flags "--placement $pol" --fwd-flags "--workers 16,16,$BULK" --mount-flags "--write-behind $WB" >/dev/null
 		for n in $NS; do
 			mkdir -p "$WORK/mnt/job"
 			per=$((TOTAL * 1024 / n))K
-			[ -n "$CHUNK" ] && $S setstripe --chunk-size "$CHUNK" "$WORK/mnt/job" >/dev/null
+			[ -n "$CHUNK" ] && $S file stripe --chunk-size "$CHUNK" "$WORK/mnt/job" >/dev/null
 			$S workload --kind ckpt --bursts 1 --ranks "$n" --size "$per" --json --results "$WORK/mnt/job" > "$WORK/job.json"
-			$S status --dir "$WORK/state" > "$WORK/status.txt"
+			$S cluster status --dir "$WORK/state" > "$WORK/status.txt"
 			for f in "$WORK"/mnt/job/*; do
 				# (a failure here once said "inode 8 not found": show why if it comes back)
-				$S stat "$f" || { ls -lai "$WORK/mnt/job" >&2; grep -h 'level=ERROR\|level=WARN' "$WORK"/state/logs/*.log | tail -30 >&2; exit 1; }
+				$S file stat "$f" || { ls -lai "$WORK/mnt/job" >&2; grep -h 'level=ERROR\|level=WARN' "$WORK"/state/logs/*.log | tail -30 >&2; exit 1; }
 			done > "$WORK/stat.txt"
 			python3 - "$WORK" "$pol" "$n" "$run" "$CAPS" >> "$WORK/results.jsonl" <<'EOF'
 import json, re, sys
 work, pol, n, run, caps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 job = json.load(open(work + "/job.json"))
-# each server's max_perf as `sluice status` shows it
+# each server's max_perf as `sluice cluster status` shows it
 maxperf = {}
 for l in open(work + "/status.txt"):
     m = re.match(r"^(\d+)\s+data\s+mem\s+\S+\s+\S+\s+\S+ \S+\s+\S+ \S+\s+\S+\s+(\S+)", l)
@@ -107,7 +107,7 @@ EOF
 			tail -1 "$WORK/results.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%-8s N=%-4d run %d: %6.1f MB/s, ranks %.2f-%.2fs' % (r['policy'], r['n'], r['run'], r['mbps'], r['fastest'], r['slowest']))"
 			rm -rf "$WORK/mnt/job"
 		done
-		$S down --dir "$WORK/state" --purge >/dev/null
+		$S cluster down --dir "$WORK/state" --purge >/dev/null
 		rm -rf "$WORK/state" # the next cluster registers its servers afresh
 	done
 done

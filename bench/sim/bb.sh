@@ -41,6 +41,6 @@ for m in $MACHINES; do
 		"$S" sim bb "${q[@]}" --policy bbos --dwpp 1.95 --classes "$c" --versions=false > /dev/null
 	done
 	# 3d. restart hits with frequent failures: MTBF up to 20 minutes
-	"$S" sim bb "${q[@]}" --policy bbos,lru,fifo --dwpp 1.9,2.1 --mtbf-max 20 > /dev/null
+	"$S" sim bb "${q[@]}" --policy bbos,lru,fifo --dwpp 1.9,2.1 --mtbf-max 20m > /dev/null
 done
 python3 bench/sim/bb_report.py "$OUT"

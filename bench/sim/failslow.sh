@@ -22,7 +22,7 @@ for d in $DAYS; do
 	for pl in rr perf; do
 		for n in 0 "$SLOW"; do
 			dir=$TMP/$d-$pl-$n
-			"$TMP/sluice" sim --machine taihulight --swf sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz \
+			"$TMP/sluice" sim day --machine taihulight --swf sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz \
 				--from "${d}h" --for 24h --warmup 168h --policy ffm --placement "$pl" \
 				--slow-targets "$n" --slow-factor "$FACTOR" --detect --quiet --out "$dir" > /dev/null
 			python3 - "$dir/summary.json" "$d" "$pl" "$n" "$FACTOR" >> "$OUT" <<'PY'

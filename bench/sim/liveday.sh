@@ -8,7 +8,7 @@
 # (`sluice workload --jobs … --as-run`: ranks, bytes, operations and
 # computation as the live run does them), then run live by `sluice
 # workload --jobs --compute-nodes 4` (the jobs wait for their nodes as the
-# simulator's do) and simulated by `sluice sim --machine local` of the
+# simulator's do) and simulated by `sluice sim day --machine local` of the
 # same running cluster. RUNS runs, each on a fresh cluster.
 #   bash bench/sim/liveday.sh               # RUNS=3, ~8 min
 #   SMOKE=1 bash bench/sim/liveday.sh       # one run of 20 minutes of the log; checked
@@ -18,7 +18,7 @@
 # tables: python3 bench/sim/liveday_report.py $OUT
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -32,14 +32,14 @@ LOG=${SLUICE_SWF:-sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz}
 go build -o bin/sluice ./cmd/sluice
 S=bin/sluice
 WORK=$(mktemp -d /tmp/sluice-liveday.XXXXXX)
-cleanup() { $S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 : > "$WORK/results.jsonl"
 for run in $(seq 1 "$RUNS"); do
-	$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem 2G --ssd 0 --pfs none \
+	$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem 2G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-policy ffm --meta-flags "--fwd-ratio 2" --mount-flags "--read-cache $CACHE" >/dev/null
 	if [ "$run" = 1 ]; then
-		$S sim --machine local --dir "$WORK/state" --swf "$LOG" --from "$FROM" --for "$FOR" --warmup 0 --gen-jobs "$WORK/raw.jsonl" --quiet
+		$S sim day --machine local --dir "$WORK/state" --swf "$LOG" --from "$FROM" --for "$FOR" --warmup 0 --gen-jobs "$WORK/raw.jsonl" --quiet
 		$S workload --jobs "$WORK/raw.jsonl" --time-scale "$TS" --volume-scale "$VS" --as-run > "$WORK/jobs.jsonl"
 		cp "$WORK/jobs.jsonl" "${OUT%.jsonl}-jobs.jsonl"
 	fi
@@ -65,7 +65,7 @@ with open(sys.argv[3], "w") as asrun, open(sys.argv[4], "w") as pinned:
 PY
 	for how in asrun pinned; do
 		rm -rf "$WORK/sim-$how"
-		$S sim --machine local --dir "$WORK/state" --jobs "$WORK/$how.jsonl" --policy ffm --quiet --out "$WORK/sim-$how" >/dev/null
+		$S sim day --machine local --dir "$WORK/state" --jobs "$WORK/$how.jsonl" --policy ffm --quiet --out "$WORK/sim-$how" >/dev/null
 	done
 	python3 - "$run" "$WORK/live.jsonl" "$WORK/sim-asrun/jobs-ffm.jsonl" "$WORK/sim-pinned/jobs-ffm.jsonl" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
@@ -81,7 +81,7 @@ for l in open(live):
                       "live": j["io_time"], "sim": m["io_time"],
                       "pinned": p[j["id"]]["io_time"], "pinned_wait": p[j["id"]]["wait"], "error": j.get("error", "")}))
 PY
-	$S down --dir "$WORK/state" --purge >/dev/null
+	$S cluster down --dir "$WORK/state" --purge >/dev/null
 	rm -rf "$WORK/state"
 done
 cp "$WORK/results.jsonl" "$OUT"

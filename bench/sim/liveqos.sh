@@ -2,7 +2,7 @@
 # The simulator's QoS caps against live runs (docs/experiments/sim.md,
 # "Validation → QoS caps"): the same jobs, from one workload description
 # (sim.Job lines), run on real daemons by `sluice workload --jobs` and in
-# `sluice sim --machine local` of that very cluster, without a rule and
+# `sluice sim day --machine local` of that very cluster, without a rule and
 # with a rule capping one job's writes below its fair share (10 and 5
 # MiB/s of the forwarding node's 40 MB/s), and with a rule giving its
 # writes a share of 3 against its neighbour's 1 (share3). Two jobs share the first
@@ -15,7 +15,7 @@
 # time and the simulator's); tables: python3 bench/sim/liveqos_report.py $OUT
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -38,7 +38,7 @@ rule() { # case → the rule's words ("" for none)
 go build -o bin/sluice ./cmd/sluice
 S=bin/sluice
 WORK=$(mktemp -d /tmp/sluice-liveqos.XXXXXX)
-cleanup() { $S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 b=$((MIB << 20))
 cat > "$WORK/jobs.jsonl" <<EOF
@@ -51,7 +51,7 @@ IFS='|' read -r -a cases <<< "$CASES"
 for run in $(seq 1 "$RUNS"); do
 	for c in "${cases[@]}"; do
 		r=$(rule "$c")
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem 2G --ssd 0 --pfs none \
+		$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem 2G --ssd 0 --pfs none \
 			--fwd-max-mbps "$FWD_MBPS" --fwd-policy ffm --meta-flags "--fwd-ratio 2" >/dev/null
 		simq=()
 		if [ -n "$r" ]; then
@@ -62,7 +62,7 @@ for run in $(seq 1 "$RUNS"); do
 		$S workload --jobs "$WORK/jobs.jsonl" --register --state "$WORK/state" "$WORK/mnt/live" > "$WORK/live.jsonl"
 		rm -rf "$WORK/sim"
 		# shellcheck disable=SC2086
-		$S sim --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm $SIMFLAGS "${simq[@]}" --out "$WORK/sim" >/dev/null
+		$S sim day --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm $SIMFLAGS "${simq[@]}" --out "$WORK/sim" >/dev/null
 		python3 - "$c" "$run" "$WORK/live.jsonl" "$WORK/sim/jobs-ffm.jsonl" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 case, run, live, sim = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -72,7 +72,7 @@ for l in open(live):
     print(json.dumps({"case": case, "run": run, "id": j["id"], "bytes": j["bytes"], "live": j["io_time"],
                       "sim": s[j["id"]]["io_time"], "error": j.get("error", "")}))
 PY
-		$S down --dir "$WORK/state" --purge >/dev/null
+		$S cluster down --dir "$WORK/state" --purge >/dev/null
 		rm -rf "$WORK/state" # the rules live in the metadata store, which --purge keeps
 	done
 done

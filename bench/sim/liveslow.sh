@@ -3,9 +3,9 @@
 # (docs/experiments/sim.md, "Fail-slow targets, live and on --machine
 # local"): four mem data servers capped at DATA_MBPS each, round-robin
 # placement (so every server keeps load), the first one slowed
-# `sluice fault --slow FACTOR` before the jobs start; the same jobs (one
+# `sluice cluster fault --slow FACTOR` before the jobs start; the same jobs (one
 # workload description) run live by `sluice workload --jobs` while
-# `sluice status` is polled for the FAIL-SLOW flag, and in `sluice sim
+# `sluice cluster status` is polled for the FAIL-SLOW flag, and in `sluice sim
 # --machine local --slow-targets 1 --slow-factor FACTOR --detect` with
 # the daemons' detector cadence (1 s windows, 30 s span, a check every
 # 5 s, records reaching it up to a window after they close). `fault --slow F` divides a capped server's buckets by F and
@@ -17,7 +17,7 @@
 #   UP_FLAGS=--mem-huge=false OUT=bench/sim/liveslow-results-plain.jsonl bash bench/sim/liveslow.sh
 #   RECORDS=DIR bash bench/sim/liveslow.sh  # also keep each run's data-server records
 #                                           # and their replay through the detector in DIR
-# Live detection is reported three ways: when the `sluice status` poll
+# Live detection is reported three ways: when the `sluice cluster status` poll
 # first showed the flag (every 0.5 s; a status call waits on every
 # server, the slowed one too), when the manager logged it (its checks
 # come every 5 s, at a phase of their own), and the first second at which
@@ -29,7 +29,7 @@
 # flag the slowed server.
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -39,13 +39,13 @@ if [ "$SMOKE" = 1 ]; then
 	RUNS=1 MIB=128 OUT=${OUT_SMOKE:-/tmp/sluice-liveslow-smoke.jsonl}
 fi
 RECORDS=${RECORDS:-}
-UP_FLAGS=${UP_FLAGS:-} # extra `sluice up` flags, e.g. --mem-huge=false
+UP_FLAGS=${UP_FLAGS:-} # extra `sluice cluster up` flags, e.g. --mem-huge=false
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/slowreplay ./bench/sim/slowreplay
 [ -z "$RECORDS" ] || mkdir -p "$RECORDS"
 S=bin/sluice
 WORK=$(mktemp -d /tmp/sluice-liveslow.XXXXXX)
-cleanup() { $S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 b=$((MIB << 20))
 cat > "$WORK/jobs.jsonl" <<JOBS
@@ -54,7 +54,7 @@ cat > "$WORK/jobs.jsonl" <<JOBS
 JOBS
 : > "$WORK/results.jsonl"
 for run in $(seq 1 "$RUNS"); do
-	$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem-servers 4 --mem 1G --ssd 0 --pfs none \
+	$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 2 --mem-servers 4 --mem 1G --ssd 0 --pfs none \
 		--data-max-mbps "$DATA_MBPS" --fwd-policy ffm --meta-flags "--fwd-ratio 2 --placement rr" $UP_FLAGS >/dev/null
 	# the first mem data server of cluster.json is the simulator's target 0
 	addr=$(python3 -c '
@@ -64,13 +64,13 @@ for d in c["Daemons"]:
     a = d["Args"]
     if a and a[0] == "data" and "mem" in a:
         print(a[a.index("--listen") + 1]); break' "$WORK/state/cluster.json")
-	id=$($S status --dir "$WORK/state" | awk -v a="$addr" '$2 == "data" && $4 == a {print $1}')
+	id=$($S cluster status --dir "$WORK/state" | awk -v a="$addr" '$2 == "data" && $4 == a {print $1}')
 	fault_ns=$(date +%s%N)
-	$S fault --dir "$WORK/state" --server "$id" --slow "$FACTOR" >/dev/null
+	$S cluster fault --dir "$WORK/state" --server "$id" --slow "$FACTOR" >/dev/null
 	t0=$(date +%s.%N)
 	( while :; do
-		if $S status --dir "$WORK/state" 2>/dev/null | grep -q FAIL-SLOW; then
-			$S status --dir "$WORK/state" | awk '/FAIL-SLOW/ {print $1}' | head -1 > "$WORK/flagged"
+		if $S cluster status --dir "$WORK/state" 2>/dev/null | grep -q FAIL-SLOW; then
+			$S cluster status --dir "$WORK/state" | awk '/FAIL-SLOW/ {print $1}' | head -1 > "$WORK/flagged"
 			python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$t0" > "$WORK/flag-after"; break
 		fi
 		sleep 0.5
@@ -80,7 +80,7 @@ for d in c["Daemons"]:
 	# keep polling a while after the jobs (detection runs every 5 s)
 	for _ in $(seq 1 20); do kill -0 $poll 2>/dev/null || break; sleep 0.5; done
 	kill $poll 2>/dev/null || true; wait $poll 2>/dev/null || true
-	$S records --dir "$WORK/state" --layer data --json > "$WORK/records.jsonl"
+	$S monitor records --dir "$WORK/state" --layer data --json > "$WORK/records.jsonl"
 	bin/slowreplay --fault "$fault_ns" < "$WORK/records.jsonl" > "$WORK/replay.txt"
 	grep -h "fail-slow server detected" "$WORK"/state/logs/meta* > "$WORK/detected.log" || true
 	if [ -n "$RECORDS" ]; then
@@ -88,7 +88,7 @@ for d in c["Daemons"]:
 		{ echo "# run $run: server $id slowed at $fault_ns; the manager's log:"; cat "$WORK/detected.log"; cat "$WORK/replay.txt"; } > "$RECORDS/replay-$run.txt"
 	fi
 	rm -rf "$WORK/sim"
-	$S sim --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm --placement rr \
+	$S sim day --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm --placement rr \
 		--slow-targets 1 --slow-factor "$FACTOR" --detect --detect-window 1s --detect-span 30s --detect-every 5s --detect-lag 1s \
 		--quiet --out "$WORK/sim" >/dev/null
 	python3 - "$run" "$id" "$WORK" "$fault_ns" >> "$WORK/results.jsonl" <<'PY'
@@ -116,7 +116,7 @@ print(json.dumps({"run": run, "slowed": slowed, "live_flagged": flagged, "live_f
                   "errors": [v.get("error", "") for v in live.values() if v.get("error")]}))
 PY
 	rm -f "$WORK/flag-after" "$WORK/flagged"
-	$S down --dir "$WORK/state" --purge >/dev/null
+	$S cluster down --dir "$WORK/state" --purge >/dev/null
 	rm -rf "$WORK/state"
 done
 cp "$WORK/results.jsonl" "$OUT"

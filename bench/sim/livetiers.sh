@@ -5,7 +5,7 @@
 # (MEM MiB at MEM_MBPS, the ssd at SSD_MBPS, thresholds FREE), a job
 # writing its files one after another (checkpoint phases of one chunk,
 # no computation between), run by `sluice workload --jobs` and by
-# `sluice sim --machine local` of that very cluster, which describes the
+# `sluice sim day --machine local` of that very cluster, which describes the
 # mem tier from the cluster's own flags (capacity, caps, --tier-free,
 # --tiering). Cases: fits (the job's bytes fit in the mem tier), over
 # (four times the mem tier: files move down while it writes, a write at
@@ -17,7 +17,7 @@
 # and the simulator's); the table: python3 bench/sim/livetiers_report.py $OUT
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 SMOKE=${SMOKE:-0}
@@ -31,7 +31,7 @@ CASES=${CASES:-"fits|over|spill"}
 go build -o bin/sluice ./cmd/sluice
 S=bin/sluice
 WORK=$(mktemp -d /tmp/sluice-livetiers.XXXXXX)
-cleanup() { $S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 chunk=$((4 << 20))
 : > "$WORK/results.jsonl"
@@ -46,13 +46,13 @@ for run in $(seq 1 "$RUNS"); do
 		*) echo "unknown case $c" >&2; exit 1 ;;
 		esac
 		echo "{\"id\":\"w\",\"app\":\"w\",\"submit\":0,\"nodes\":1,\"on_nodes\":[0],\"compute\":0,\"pattern\":\"N-N\",\"class\":\"bw\",\"read\":0,\"write\":$((files * chunk)),\"phases\":$files,\"meta_ops\":0}" > "$WORK/jobs.jsonl"
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 1 --mem "${MEM}M" --ssd 2G --pfs none \
+		$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 1 --mem "${MEM}M" --ssd 2G --pfs none \
 			--data-max-mbps "$MEM_MBPS" --ssd-max-mbps "$SSD_MBPS" \
 			--meta-flags "--tier-free $FREE --tiering $mode" >/dev/null
 		$S workload --jobs "$WORK/jobs.jsonl" --register --state "$WORK/state" "$WORK/mnt/live" > "$WORK/live.jsonl"
 		rm -rf "$WORK/sim"
-		$S sim --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm --out "$WORK/sim" >/dev/null
-		$S sim --machine local --dir "$WORK/state" --print-machine > "$WORK/machine.json"
+		$S sim day --machine local --dir "$WORK/state" --jobs "$WORK/jobs.jsonl" --policy ffm --out "$WORK/sim" >/dev/null
+		$S sim day --machine local --dir "$WORK/state" --print-machine > "$WORK/machine.json"
 		python3 - "$c" "$run" "$WORK/live.jsonl" "$WORK/sim/jobs-ffm.jsonl" "$WORK/machine.json" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 case, run, live, sim, mach = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
@@ -64,7 +64,7 @@ for l in open(live):
                       "sim": s[j["id"]]["io_time"], "error": j.get("error", ""),
                       "mem_tier": m.get("mem_tier"), "storage_bw": m["storage"].get("target_bws")}))
 PY
-		$S down --dir "$WORK/state" --purge >/dev/null
+		$S cluster down --dir "$WORK/state" --purge >/dev/null
 		rm -rf "$WORK/state"
 	done
 done

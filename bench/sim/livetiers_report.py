@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Table of bench/sim/livetiers.sh: the writer's I/O time live (median and
-range over the runs) and in `sluice sim --machine local` of the same
+range over the runs) and in `sluice sim day --machine local` of the same
 cluster, per case, and how many runs agree within 15 % or 10 ms.
 --check: every run ran without error and has both times; where the job
 writes four times the mem tier (over, spill), live and simulated alike

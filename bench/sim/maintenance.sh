@@ -29,7 +29,7 @@ if [ -n "${SMOKE:-}" ]; then DAYS=168 KS=40 OUT=$TMP/smoke.jsonl; fi
 run() { # day case change...
 	local d=$1 c=$2
 	shift 2
-	"$S" sim --machine taihulight --swf "$LOG" --from "${d}h" --for 24h --warmup 168h --quiet --out "$TMP/$d-$c" "$@" > /dev/null
+	"$S" sim day --machine taihulight --swf "$LOG" --from "${d}h" --for 24h --warmup 168h --quiet --out "$TMP/$d-$c" "$@" > /dev/null
 }
 for d in $DAYS; do
 	run "$d" base

@@ -31,7 +31,7 @@ for d in $DAYS; do
 				dir=$TMP/$d-$sp-$mt-$mode
 				args=(--mem-tier "$mt")
 				if [ "$mode" != none ]; then args+=(--mem-tier-mbps "$MEMBW" --tiering "$mode"); fi
-				"$TMP/sluice" sim --machine taihulight --swf sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz \
+				"$TMP/sluice" sim day --machine taihulight --swf sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz \
 					--from "${d}h" --for 24h --warmup 168h --policy dfra --spread "$sp" "${args[@]}" \
 					--quiet --out "$dir" > /dev/null
 				python3 - "$dir" "$d" "$sp" "$mt" "$mode" >> "$OUT" <<'PY'

@@ -24,7 +24,7 @@ for d in $DAYS; do
 	for r in $RATES; do
 		q=()
 		[ "$r" != none ] && q=(--qos "cap app=$APP op=write rate=$r")
-		"$TMP/sluice" sim --machine taihulight --swf sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz \
+		"$TMP/sluice" sim day --machine taihulight --swf sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz \
 			--from "${d}h" --for 24h --warmup 168h --policy ffm --fwds "$FWDS" --quiet --out "$TMP/$d-$r" "${q[@]}" > /dev/null
 		python3 bench/sim/qos_report.py summarise "$TMP/$d-$r/jobs-ffm.jsonl" "$APP" "$d" "$r" "$TMP/$d-none/jobs-ffm.jsonl" >> "$OUT"
 	done

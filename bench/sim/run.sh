@@ -14,7 +14,7 @@ days="168h 336h 504h" # days 7, 14 and 21 of the log (one weekday, a week apart)
 
 if [ -n "${SMOKE:-}" ]; then
 	rm -rf "$OUT/exp1"
-	"$S" sim --machine taihulight --swf "$LOG" --from 168h --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-168h"
+	"$S" sim day --machine taihulight --swf "$LOG" --from 168h --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-168h"
 	python3 bench/sim/report.py "$OUT" --check
 	exit
 fi
@@ -22,14 +22,14 @@ fi
 # 1. DFRA against the fixed mapping on taihulight, one simulated day each
 # (the week before it runs too, unmeasured: the applications' history)
 for d in $days; do
-	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-$d" > "$OUT/exp1-day-$d.txt"
+	"$S" sim day --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --quiet --out "$OUT/exp1/day-$d" > "$OUT/exp1-day-$d.txt"
 done
 
 # 1b. the same with our own interference pairs (bench/dfra/pairwise.jsonl);
 # 1c. with the factors calibrated from them (asymmetric)
 for d in $days; do
-	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --interference bench/dfra/pairwise.jsonl --quiet --out "$OUT/exp1b/day-$d" > /dev/null
-	"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --interference bench/dfra/pairwise.jsonl \
+	"$S" sim day --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --interference bench/dfra/pairwise.jsonl --quiet --out "$OUT/exp1b/day-$d" > /dev/null
+	"$S" sim day --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --interference bench/dfra/pairwise.jsonl \
 		--interference-model factors --quiet --out "$OUT/exp1c/day-$d" > /dev/null
 done
 
@@ -38,23 +38,23 @@ done
 # 140 targets spread over 5x, each placement policy (deterministic: one run)
 echo '{"id":"shentu","app":"shentu","submit":0,"nodes":10240,"compute":0,"pattern":"N-N","class":"bw","read":1.369e14,"write":0,"phases":1,"meta_ops":0}' > "$OUT/shentu.jsonl"
 for p in rr wrandom perf; do
-	"$S" sim --machine shentu --jobs "$OUT/shentu.jsonl" --policy ffm --placement "$p" --quiet --out "$OUT/exp2/shentu-$p" > /dev/null
+	"$S" sim day --machine shentu --jobs "$OUT/shentu.jsonl" --policy ffm --placement "$p" --quiet --out "$OUT/exp2/shentu-$p" > /dev/null
 done
 # 2b. taihulight with storage aged 5x and 8 of its 80 static forwarding
 # nodes 10x slower from the start: placement rr or perf, detection off or
 # on, FFM and DFRA; and the healthy machine
 for d in $days; do
 	for pl in rr perf; do
-		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --quiet --out "$OUT/exp2/day-$d/healthy-$pl" > /dev/null
-		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --slow-fwds 8 --quiet --out "$OUT/exp2/day-$d/slow-$pl" > /dev/null
-		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --slow-fwds 8 --detect --quiet --out "$OUT/exp2/day-$d/detect-$pl" > /dev/null
+		"$S" sim day --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --quiet --out "$OUT/exp2/day-$d/healthy-$pl" > /dev/null
+		"$S" sim day --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --slow-fwds 8 --quiet --out "$OUT/exp2/day-$d/slow-$pl" > /dev/null
+		"$S" sim day --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --spread 5 --placement "$pl" --slow-fwds 8 --detect --quiet --out "$OUT/exp2/day-$d/detect-$pl" > /dev/null
 	done
 done
 
 # 4. forwarding nodes 60..480 under FFM and DFRA
 for n in 60 120 240 480; do
 	for d in $days; do
-		"$S" sim --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --fwds "$n" --quiet --out "$OUT/exp4/fwds-$n/day-$d" > /dev/null
+		"$S" sim day --machine taihulight --swf "$LOG" --from "$d" --for 24h --warmup 168h --fwds "$n" --quiet --out "$OUT/exp4/fwds-$n/day-$d" > /dev/null
 	done
 done
 
@@ -70,7 +70,7 @@ m.update(name="taihulight-%d" % n, compute_nodes=n, fwd_nodes=f, static_fwds=max
 m["storage"]["groups"] = max(1, f // 3)
 print(json.dumps(m))
 PY
-	/usr/bin/time -f "%e %M" -o "$OUT/scale-$nodes.time" "$S" sim --machine "$OUT/machine-$nodes.json" --swf "$LOG" --for 0 --policy dfra --quiet > "$OUT/scale-$nodes.txt"
+	/usr/bin/time -f "%e %M" -o "$OUT/scale-$nodes.time" "$S" sim day --machine "$OUT/machine-$nodes.json" --swf "$LOG" --for 0 --policy dfra --quiet > "$OUT/scale-$nodes.txt"
 done
 python3 bench/sim/report.py "$OUT" | tee "$OUT/report.md"
 # the raw results kept in the repository: every file of experiment 1, the

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/../.."
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 BASE=23500
 W=$(mktemp -d /tmp/sluice-mh.XXXXXX)
-trap 'bin/sluice down --dir "$W/s" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
+trap 'bin/sluice cluster down --dir "$W/s" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
 go build -o bin/sluice ./cmd/sluice; go build -o bin/mdtest ./bench/mdtest
-bin/sluice up --pprof-base $BASE --dir "$W/s" --mem 4G --ssd 0 --pfs none --mount "$W/m" >/dev/null
+bin/sluice cluster up --pprof-base $BASE --dir "$W/s" --mem 4G --ssd 0 --pfs none --mount "$W/m" >/dev/null
 MI=$(python3 -c "import json;ds=json.load(open('$W/s/cluster.json'))['Daemons'];print([i for i,d in enumerate(ds) if d['Name'].startswith('mount')][0])")
 PID=$(python3 -c "import json;ds=json.load(open('$W/s/cluster.json'))['Daemons'];print([d['Pid'] for d in ds if d['Name'].startswith('mount')][0])")
 for r in $(seq 1 ${R:-4}); do

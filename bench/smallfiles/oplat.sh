@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates' and unlinks' latency through a write-back directory: another
 # build (SLUICE_BIN), this one and the go-fuse passthrough over tmpfs (the
-# baseline) in turn, a fresh `sluice up` (mem tier) each round
+# baseline) in turn, a fresh `sluice cluster up` (mem tier) each round
 # (docs/benchmarks.md, "A full batch in the background").
 #
 #   SLUICE_BIN=/tmp/sluice-old ROUNDS=3 N=10000 bash bench/smallfiles/oplat.sh
@@ -27,9 +27,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			continue
 		fi
 		w=$(mktemp -d /tmp/sluice-oplat.XXXXXX)
-		"$b" up --dir "$w/s" --mount "$w/m" --mem 4G --ssd 0 --pfs none >/dev/null
+		"$b" cluster up --dir "$w/s" --mount "$w/m" --mem 4G --ssd 0 --pfs none >/dev/null
 		python3 bench/smallfiles/oplat.py "$w/m/d" "$N" | sed "s|^|round $r $b |"
-		"$b" down --dir "$w/s" --purge >/dev/null
+		"$b" cluster down --dir "$w/s" --purge >/dev/null
 		rm -rf "$w"
 	done
 done

@@ -24,8 +24,8 @@ go build -o bin/sluice ./cmd/sluice
 go build -o bin/mdtest ./bench/mdtest
 BIN=${BIN:-bin/sluice}
 W=$(mktemp -d /tmp/sluice-rounds.XXXXXX)
-trap '"$BIN" down --dir "$W/s" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
-"$BIN" up --pprof-base "$BASE" --dir "$W/s" --mem 4G --ssd 0 --pfs none --mount "$W/m" >/dev/null
+trap '"$BIN" cluster down --dir "$W/s" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
+"$BIN" cluster up --pprof-base "$BASE" --dir "$W/s" --mem 4G --ssd 0 --pfs none --mount "$W/m" >/dev/null
 mkdir -p "$(dirname "$OUT")"
 python3 - "$W" "$N" "$BYTES" "$ROUNDS" "$BASE" "$BIN" "$OUT" <<'PY'
 import collections, json, os, re, subprocess, sys, time, urllib.request

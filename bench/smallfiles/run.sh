@@ -24,7 +24,7 @@
 # used (logging every request slows the mount).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 N=${N:-3000}
@@ -44,8 +44,8 @@ SHM=$(mktemp -d /dev/shm/sluice-small.XXXXXX)
 . bench/passthrough.sh
 cleanup() {
 	set +e
-	"$BIN" down --dir "$WORK/s" --purge >/dev/null 2>&1
-	bin/sluice down --dir "$WORK/c" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1
+	bin/sluice cluster down --dir "$WORK/c" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
@@ -54,7 +54,7 @@ mkdir -p "$OUT"
 : > "$OUT/rates.jsonl"
 start_passthrough "$WORK/pt" "$SHM/pt"
 # shellcheck disable=SC2086
-"$BIN" up --dir "$WORK/s" --mount "$WORK/sm" --mem 4G --ssd 0 --pfs none $UPFLAGS >/dev/null
+"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/sm" --mem 4G --ssd 0 --pfs none $UPFLAGS >/dev/null
 declare -A DIRS=([passthrough]=$WORK/pt [sluice]=$WORK/sm)
 PHASES=create,stat,read,unlink,mkdir,rmdir
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -71,12 +71,12 @@ print(json.dumps({"target": sys.argv[1], "round": int(sys.argv[2]), "n": int(sys
 	done
 done
 mkdir -p "$OUT/logs" && cp "$WORK"/s/logs/*.log "$OUT/logs/" # (kept: a slow round can be looked into)
-"$BIN" down --dir "$WORK/s" --purge >/dev/null
+"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null
 [ "$COUNT" = 1 ] || exit 0
 
 # round trips per operation, on a cluster that counts them
 # shellcheck disable=SC2086
-bin/sluice up --dir "$WORK/c" --mount "$WORK/cm" --mem 4G --ssd 0 --pfs none --fwds 1 --pprof-base "$BASE" \
+bin/sluice cluster up --dir "$WORK/c" --mount "$WORK/cm" --mem 4G --ssd 0 --pfs none --fwds 1 --pprof-base "$BASE" \
 	--mount-flags --debug $UPFLAGS >/dev/null
 python3 - "$WORK/c" "$WORK/cm" "$BASE" "$COUNTN" "$BYTES" "$OUT/counts.json" <<'PY'
 import collections, glob, json, os, re, subprocess, sys, time, urllib.request

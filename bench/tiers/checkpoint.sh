@@ -17,7 +17,7 @@
 # Raw results: bench/tiers/checkpoint.jsonl (OUT).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} MEM=${MEM:-64} MEM_MBPS=${MEM_MBPS:-600} SSD_MBPS=${SSD_MBPS:-20} PAUSE=${PAUSE:-3}
@@ -30,7 +30,7 @@ for run in $(seq 1 "$RUNS"); do
 	for mode in onfs-burst spill; do
 		tiering=auto
 		[ "$mode" = spill ] && tiering=manual
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 4G --pfs none \
+		$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 4G --pfs none \
 			--data-max-mbps "$MEM_MBPS" --ssd-max-mbps "$SSD_MBPS" \
 			--meta-flags "--tiering $tiering --tier-free $FREE_BURST" >/dev/null
 		mkdir "$WORK/mnt/ckpt"

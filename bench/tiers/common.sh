@@ -8,14 +8,14 @@ S=bin/sluice
 WORK=$(mktemp -d "/tmp/sluice-$1.XXXXXX")
 cleanup() {
 	[ "${KEEP:-0}" = 1 ] && return
-	$S down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	$S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
 # down stops a case's cluster and removes its state: the next case starts
 # from an empty cluster.
 down() {
-	$S down --dir "$WORK/state" --purge >/dev/null
+	$S cluster down --dir "$WORK/state" --purge >/dev/null
 	rm -rf "$WORK/state"
 }
 : > "$WORK/results.jsonl"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Tiering experiment 2 (docs/experiments/tiers.md): a job reads 20 input
-# files in order from a slow hdd tier, with and without `sluice prefetch`.
+# files in order from a slow hdd tier, with and without `sluice file prefetch`.
 # The hdd and mem data servers are capped (HDD_MBPS, MEM_MBPS: 20 and 300
 # MB/s, ratio 15; ONFS reports 16× from memory over HDD). Per run:
 #   hdd       the inputs are on hdd; the job reads them (no prefetch)
 #   prefetch  the same inputs, staged on hdd again, are handed to
-#             `sluice prefetch` when the job is queued; the job starts when
+#             `sluice file prefetch` when the job is queued; the job starts when
 #             the first file is on mem and reads them all (the read time
 #             includes waiting for promotions that have not finished)
 #   mem       the job starts once every file is on mem (the speed-up ONFS
@@ -18,7 +18,7 @@
 # Raw results: bench/tiers/prefetch.jsonl (OUT).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FILES=${FILES:-20} MIB=${MIB:-8}
@@ -30,14 +30,14 @@ onall() { # TIER FILE... → 0 when every file's chunks are all on TIER
 	local tier=$1 f out all on
 	shift
 	for f in "$@"; do
-		out=$($S stat --dir "$WORK/state" "$f")
+		out=$($S file stat --dir "$WORK/state" "$f")
 		all=$(grep -c "^  chunk .* tier " <<< "$out" || true)
 		on=$(grep -c "^  chunk .* tier $tier " <<< "$out" || true)
 		[ "$all" -gt 0 ] && [ "$all" = "$on" ] || return 1
 	done
 }
 for run in $(seq 1 "$RUNS"); do
-	$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem 512M --ssd 0 --hdd 2G --pfs none \
+	$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem 512M --ssd 0 --hdd 2G --pfs none \
 		--data-max-mbps "$MEM_MBPS" --hdd-max-mbps "$HDD_MBPS" >/dev/null
 	files=()
 	for i in $(seq -w 1 "$FILES"); do
@@ -45,14 +45,14 @@ for run in $(seq 1 "$RUNS"); do
 		files+=("$WORK/mnt/in$i")
 	done
 	for mode in hdd prefetch mem; do
-		$S migrate --dir "$WORK/state" --tier hdd "${files[@]}" >/dev/null
+		$S file migrate --dir "$WORK/state" --tier hdd "${files[@]}" >/dev/null
 		t0=$(date +%s.%N)
 		case $mode in
 		prefetch)
-			$S prefetch --dir "$WORK/state" --job "pf-$run" "${files[@]}" >/dev/null
+			$S file prefetch --dir "$WORK/state" --job "pf-$run" "${files[@]}" >/dev/null
 			until onall mem "${files[0]}"; do sleep 0.05; done ;;
 		mem)
-			$S prefetch --dir "$WORK/state" --job "mem-$run" "${files[@]}" >/dev/null
+			$S file prefetch --dir "$WORK/state" --job "mem-$run" "${files[@]}" >/dev/null
 			until onall mem "${files[@]}"; do sleep 0.1; done ;;
 		esac
 		t1=$(date +%s.%N)
@@ -60,7 +60,7 @@ for run in $(seq 1 "$RUNS"); do
 		python3 -c 'import json,sys; r=json.loads(sys.argv[4]); r.update(mode=sys.argv[1], run=int(sys.argv[2]), wait_secs=round(float(sys.argv[3]),3), hdd_mbps=float(sys.argv[5]), mem_mbps=float(sys.argv[6])); print(json.dumps(r))' \
 			"$mode" "$run" "$(echo "$t1 - $t0" | bc)" "$r" "$HDD_MBPS" "$MEM_MBPS" | tee -a "$WORK/results.jsonl"
 	done
-	$S down --dir "$WORK/state" --purge >/dev/null
+	$S cluster down --dir "$WORK/state" --purge >/dev/null
 	[ "${KEEP:-0}" = 1 ] && cp -r "$WORK/state/logs" "/tmp/sluice-prefetch-logs-$run"
 	rm -rf "$WORK/state"
 done

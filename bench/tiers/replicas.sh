@@ -13,7 +13,7 @@
 # Raw results: bench/tiers/replicas.jsonl (OUT).
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3}
@@ -23,7 +23,7 @@ source "$(dirname "$0")/common.sh" replicas
 fio_json() { fio --output-format=json "$@" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["jobs"][0]))'; }
 for run in $(seq 1 "$RUNS"); do
 	for copies in 1 2; do
-		$S up --dir "$WORK/state" --mount "$WORK/mnt" --mem 512M --ssd 1G --pfs none \
+		$S cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem 512M --ssd 1G --pfs none \
 			--mem-servers 3 --mem-replicas "$copies" >/dev/null
 		mkdir "$WORK/mnt/d"
 		common=(--directory="$WORK/mnt/d" --name=rep --ioengine=psync --direct=1 --iomem_align=4096 --bs=1m --size=64m

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Samples the mem tier's usage from `sluice status` every INTERVAL seconds
+"""Samples the mem tier's usage from `sluice cluster status` every INTERVAL seconds
 until the file STOP exists; prints one JSON list of [seconds, used bytes,
 mode of the first mem server].
 
@@ -18,7 +18,7 @@ t0 = time.monotonic()
 out = []
 while not os.path.exists(stop):
     t = time.monotonic() - t0
-    st = subprocess.run([sluice, "status", "--dir", state], capture_output=True, text=True).stdout
+    st = subprocess.run([sluice, "cluster", "status", "--dir", state], capture_output=True, text=True).stdout
     used, mode, memid = 0, "", None
     for line in st.splitlines():
         f = line.split()

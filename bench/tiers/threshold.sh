@@ -23,7 +23,7 @@
 # Raw results: bench/tiers/threshold.jsonl (OUT); summary: report.py threshold.
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3}
@@ -43,7 +43,7 @@ for run in $(seq "${FIRST_RUN:-1}" $((${FIRST_RUN:-1} + RUNS - 1))); do
 			tiering=auto free=$FREE
 			[ "$mode" = spill ] && tiering=manual
 			[ "$mode" = onfs-burst ] && free=$FREE_BURST
-			bin/sluice up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 4G --pfs none \
+			bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 4G --pfs none \
 				--data-max-mbps "$MEM_MBPS" --ssd-max-mbps "$SSD_MBPS" \
 				--meta-flags "--tiering $tiering --tier-free $free" >/dev/null
 			rm -f "$WORK/stop"
@@ -57,12 +57,12 @@ for run in $(seq "${FIRST_RUN:-1}" $((${FIRST_RUN:-1} + RUNS - 1))); do
 			wait "$SAMPLER"
 			onmem=0 onssd=0
 			for f in "$WORK"/mnt/f*; do
-				case "$(bin/sluice stat --dir "$WORK/state" "$f")" in
+				case "$(bin/sluice file stat --dir "$WORK/state" "$f")" in
 				*"tier mem"*) onmem=$((onmem + 1)) ;;
 				*) onssd=$((onssd + 1)) ;;
 				esac
 			done
-			migrated=$(bin/sluice status --dir "$WORK/state" | sed -n 's/^TIERING *\([0-9]*\) files.*/\1/p')
+			migrated=$(bin/sluice cluster status --dir "$WORK/state" | sed -n 's/^TIERING *\([0-9]*\) files.*/\1/p')
 			python3 - "$mode" "$pattern" "$run" "$onmem" "$onssd" "${migrated:-0}" "$WORK/writer.json" "$WORK/timeline.json" \
 				"$MEM" "$free" "$MEM_MBPS" "$SSD_MBPS" >> "$WORK/results.jsonl" <<'PY'
 import json, sys

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	_ "net/http/pprof"
 	"os"
@@ -12,84 +11,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
-	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/policy/tiering"
 )
-
-// metaClient connects to the cluster named by --dir or --meta.
-func metaClient(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, error) {
-	mc, _, err := metaClientSub(fs, cfg, args)
-	return mc, err
-}
-
-// metaServers is metaClient for a command that needs the registered
-// daemons too.
-func metaServers(fs *flag.FlagSet, cfg *string, args []string) (*rpc.Client, []wire.ServerInfo, error) {
-	mc, err := metaClient(fs, cfg, args)
-	if err != nil {
-		return nil, nil, err
-	}
-	servers, err := listServers(mc)
-	if err != nil {
-		mc.Close()
-		return nil, nil, err
-	}
-	return mc, servers, nil
-}
-
-// metaClientSub is metaClient for a command with subcommands: the first
-// argument after the flags that names one of subs is taken out, and flags
-// after it are parsed too ("job --dir D start --app A ID" and "job start
-// --dir D --app A ID" mean the same).
-func metaClientSub(fs *flag.FlagSet, cfg *string, args []string, subs ...string) (*rpc.Client, string, error) {
-	dir := fs.String("dir", "", "state directory of a local cluster")
-	metaAddr := fs.String("meta", "", "metadata service address")
-	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
-	if err := parse(fs, cfg, args); err != nil {
-		return nil, "", err
-	}
-	sub := ""
-	for _, s := range subs {
-		if fs.NArg() > 0 && fs.Arg(0) == s {
-			sub = s
-			if err := parse(fs, cfg, fs.Args()[1:]); err != nil {
-				return nil, "", err
-			}
-		}
-	}
-	mc, err := dialMeta(*dir, *metaAddr, *secretFile)
-	return mc, sub, err
-}
-
-// dialMeta returns a client of the metadata daemon: at metaAddr, or the
-// local cluster's in dir (default: the current one).
-func dialMeta(dir, metaAddr, secretFile string) (*rpc.Client, error) {
-	if metaAddr == "" {
-		d, err := stateDir(dir)
-		if err != nil {
-			return nil, err
-		}
-		c, err := cluster.Load(d)
-		if err != nil {
-			return nil, err
-		}
-		metaAddr = c.MetaAddr
-		if secretFile == "" {
-			secretFile = c.SecretFile()
-		}
-	}
-	secret, err := readSecret(secretFile)
-	if err != nil {
-		return nil, err
-	}
-	return rpc.NewClient(metaAddr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: "metadata service " + metaAddr}), nil
-}
 
 // beaconName is the name a server's monitoring records carry.
 func beaconName(s wire.ServerInfo) string {
@@ -99,13 +30,12 @@ func beaconName(s wire.ServerInfo) string {
 	return fmt.Sprintf("%s-%d", s.Role, s.ID)
 }
 
-func cmdStatus(args []string) error {
-	fs, cfg := flagSet("status")
-	mc, servers, err := metaServers(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
+var statusCmd = spec{use: "status", short: "show servers, tiers, forwarding nodes, clients and the tiering manager's state",
+	example: "sluice cluster status", setup: func(fs *pflag.FlagSet) func([]string) error {
+		return withServers(addConn(fs), status)
+	}}
+
+func status(mc *rpc.Client, servers []wire.ServerInfo) error {
 	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
 	// Beacon's fail-slow verdicts (empty when monitoring is off)
 	slow := map[string]float64{}
@@ -191,18 +121,16 @@ func printTiering(mc *rpc.Client) error {
 
 // cmdPrefetch hands the tiering manager a job's input files, in the order
 // the job will read them, to promote to the mem tier ahead of the reads.
-func cmdPrefetch(args []string) error {
-	fs, cfg := flagSet("prefetch")
-	job := fs.String("job", "", "the job that will read the files")
-	list := fs.String("list", "", "file holding the paths, one per line, in reading order (besides or instead of PATH arguments)")
-	mc, err := metaClient(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	paths := fs.Args()
-	if *list != "" {
-		b, err := os.ReadFile(*list)
+var prefetchCmd = spec{use: "prefetch --job J PATH...", short: "promote a job's input files to the mem tier ahead of its reads",
+	example: "sluice file prefetch --job 7001 --list inputs.txt", setup: func(fs *pflag.FlagSet) func([]string) error {
+		job := fs.String("job", "", "the job that will read the files")
+		list := fs.String("list", "", "file holding the paths, one per line, in reading order (besides or instead of PATH arguments)")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error { return prefetch(mc, *job, *list, args) })
+	}}
+
+func prefetch(mc *rpc.Client, job, list string, paths []string) error {
+	if list != "" {
+		b, err := os.ReadFile(list)
 		if err != nil {
 			return err
 		}
@@ -212,10 +140,10 @@ func cmdPrefetch(args []string) error {
 			}
 		}
 	}
-	if *job == "" || len(paths) == 0 {
+	if job == "" || len(paths) == 0 {
 		return fmt.Errorf("want --job and at least one file (arguments or --list)")
 	}
-	q := &api.PrefetchReq{Job: *job}
+	q := &api.PrefetchReq{Job: job}
 	for _, p := range paths {
 		var st syscall.Stat_t
 		if err := syscall.Stat(p, &st); err != nil {
@@ -226,33 +154,30 @@ func cmdPrefetch(args []string) error {
 	if _, err := rpc.Do(context.Background(), mc, api.Prefetch, q); err != nil {
 		return err
 	}
-	fmt.Printf("prefetching %d files for job %s (sluice status shows progress)\n", len(paths), *job)
+	fmt.Printf("prefetching %d files for job %s (sluice cluster status shows progress)\n", len(paths), job)
 	return nil
 }
 
-func cmdMigrate(args []string) error {
-	fs, cfg := flagSet("migrate")
-	to := fs.String("tier", "", "destination tier: mem, ssd, hdd or pfs")
-	noWait := fs.Bool("no-wait", false, "return at once; the move goes on in the metadata daemon")
-	mc, err := metaClient(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	if fs.NArg() == 0 || *to == "" {
-		return fmt.Errorf("want --tier and at least one path")
-	}
-	for _, p := range fs.Args() {
-		moved, err := migrate(context.Background(), mc, p, *to, !*noWait)
-		if err != nil {
-			return err
-		}
-		if !*noWait {
-			fmt.Printf("%s: %d chunks moved to %s\n", p, moved, *to)
-		}
-	}
-	return nil
-}
+var migrateCmd = spec{use: "migrate --tier T PATH...", short: "move files' data to a tier now",
+	example: "sluice file migrate --tier pfs /mnt/sluice/out/*.h5", setup: func(fs *pflag.FlagSet) func([]string) error {
+		to := fs.String("tier", "", "destination tier: mem, ssd, hdd or pfs")
+		noWait := fs.Bool("no-wait", false, "return at once; the move goes on in the metadata daemon")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) == 0 || *to == "" {
+				return fmt.Errorf("want --tier and at least one path")
+			}
+			for _, p := range args {
+				moved, err := migrate(context.Background(), mc, p, *to, !*noWait)
+				if err != nil {
+					return err
+				}
+				if !*noWait {
+					fmt.Printf("%s: %d chunks moved to %s\n", p, moved, *to)
+				}
+			}
+			return nil
+		})
+	}}
 
 // migrate asks the tiering manager to move file path to tier (and, if
 // wait, answers when it is there, with the chunks moved).
@@ -277,13 +202,13 @@ func listServers(mc *rpc.Client) ([]wire.ServerInfo, error) {
 	return resp.Servers, nil
 }
 
-func cmdJobs(args []string) error {
-	fs, cfg := flagSet("jobs")
-	mc, servers, err := metaServers(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
+var jobActivityCmd = spec{use: "activity", short: "what each job did, as the forwarding nodes saw it",
+	example: "sluice job activity", setup: func(fs *pflag.FlagSet) func([]string) error {
+		cn := addConn(fs)
+		return withServers(cn, func(_ *rpc.Client, servers []wire.ServerInfo) error { return jobActivity(servers, cn.secret()) })
+	}}
+
+func jobActivity(servers []wire.ServerInfo, secret []byte) error {
 	ctx := context.Background()
 	type agg struct {
 		api.JobCounters
@@ -292,7 +217,6 @@ func cmdJobs(args []string) error {
 		nodes map[string]bool
 	}
 	jobs := map[string]*agg{}
-	secret := mustSecret(fs)
 	for _, si := range servers {
 		if si.Role != "fwd" || !si.Alive {
 			continue
@@ -341,19 +265,20 @@ func cmdJobs(args []string) error {
 	return nil
 }
 
-func cmdStat(args []string) error {
-	fs, cfg := flagSet("stat")
-	mc, err := metaClient(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	if fs.NArg() != 1 {
-		return fmt.Errorf("want one path")
-	}
+var statCmd = spec{use: "stat PATH", short: "show a file's layout, migration, activity and coolness",
+	example: "sluice file stat /mnt/sluice/ckpt/rank0", setup: func(fs *pflag.FlagSet) func([]string) error {
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one path")
+			}
+			return stat(mc, args[0])
+		})
+	}}
+
+func stat(mc *rpc.Client, path string) error {
 	var st syscall.Stat_t
-	if err := syscall.Stat(fs.Arg(0), &st); err != nil {
-		return fmt.Errorf("%s: %v", fs.Arg(0), err)
+	if err := syscall.Stat(path, &st); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
 	}
 	ctx := context.Background()
 	a, err := rpc.Do(ctx, mc, ns.Getattr, &ns.InoReq{Ino: st.Ino})
@@ -366,7 +291,7 @@ func cmdStat(args []string) error {
 	}
 	at := a.Attr
 	fmt.Printf("path:        %s\ninode:       %d\nsize:        %d\ntruncations: %d\nchunk size:  %d\nstripe:      count %d, unit %d\nchunks:      %d allocated\n",
-		fs.Arg(0), at.Ino, at.Size, at.Trunc, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
+		path, at.Ino, at.Size, at.Trunc, at.ChunkSize, at.StripeCnt, at.StripeUnit, len(l.Chunks))
 	for _, c := range l.Chunks {
 		reps := ""
 		if len(c.Replicas) > 0 {
@@ -425,75 +350,93 @@ func printActivity(a wire.Activity, now time.Time) {
 	}
 }
 
-func cmdSetstripe(args []string) error {
-	fs, cfg := flagSet("setstripe")
+var stripeCmd = spec{use: "stripe DIR", short: "set a directory's chunk size and striping, or its node-local mode",
+	example: "sluice file stripe --chunk-size 1M --count 2 /mnt/sluice/out\nsluice file stripe --local /mnt/sluice/scratch", setup: setupStripe}
+
+func setupStripe(fs *pflag.FlagSet) func([]string) error {
 	chunk := fs.String("chunk-size", "0", "chunk size (power of two, e.g. 4M)")
 	count := fs.Uint("count", 0, "stripe count: data servers per chunk")
 	unit := fs.String("unit", "0", "stripe unit")
 	local := fs.Bool("local", false, "node-local mode: the directory's entries (one private directory per node or rank) and all under them live on the data server each name hashes to, with no metadata-service operation (docs/nodelocal.md)")
 	global := fs.Bool("global", false, "take the directory out of node-local mode")
 	tier := fs.String("tier", "", "with --local: the tier whose data servers keep the entries (default: the fastest with servers)")
-	mc, err := metaClient(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	if fs.NArg() != 1 {
-		return fmt.Errorf("want one directory")
-	}
-	cs, err := size.Parse(*chunk)
+	return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("want one directory")
+		}
+		return stripe(mc, args[0], *chunk, *count, *unit, *tier, *local, *global)
+	})
+}
+
+func stripe(mc *rpc.Client, dir, chunk string, count uint, unit, tier string, local, global bool) error {
+	cs, err := size.Parse(chunk)
 	if err != nil {
 		return fmt.Errorf("--chunk-size: %v", err)
 	}
-	us, err := size.Parse(*unit)
+	us, err := size.Parse(unit)
 	if err != nil {
 		return fmt.Errorf("--unit: %v", err)
 	}
 	var st syscall.Stat_t
-	if err := syscall.Stat(fs.Arg(0), &st); err != nil {
+	if err := syscall.Stat(dir, &st); err != nil {
 		return err
 	}
-	if *local || *global {
-		resp, err := rpc.Do(context.Background(), mc, ns.SetLayout, &ns.SetLayoutReq{Ino: st.Ino, Tier: *tier, Local: !*global, Global: *global})
+	if local || global {
+		resp, err := rpc.Do(context.Background(), mc, ns.SetLayout, &ns.SetLayoutReq{Ino: st.Ino, Tier: tier, Local: !global, Global: global})
 		if err != nil {
 			return err
 		}
 		if resp.Tier == "" {
-			fmt.Printf("%s: global (entries in the metadata service)\n", fs.Arg(0))
+			fmt.Printf("%s: global (entries in the metadata service)\n", dir)
 		} else {
-			fmt.Printf("%s: node-local, entries on the %s tier's data servers\n", fs.Arg(0), resp.Tier)
+			fmt.Printf("%s: node-local, entries on the %s tier's data servers\n", dir, resp.Tier)
 		}
 		return nil
 	}
 	resp, err := rpc.Do(context.Background(), mc, ns.SetLayout, &ns.SetLayoutReq{Ino: st.Ino,
-		ChunkSize: uint32(cs), StripeCnt: uint32(*count), StripeUnit: uint32(us)})
+		ChunkSize: uint32(cs), StripeCnt: uint32(count), StripeUnit: uint32(us)})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: chunk size %d, stripe count %d, unit %d\n", fs.Arg(0), resp.Attr.ChunkSize, resp.Attr.StripeCnt, resp.Attr.StripeUnit)
+	fmt.Printf("%s: chunk size %d, stripe count %d, unit %d\n", dir, resp.Attr.ChunkSize, resp.Attr.StripeCnt, resp.Attr.StripeUnit)
 	return nil
 }
 
-func cmdFault(args []string) error {
-	fs, cfg := flagSet("fault")
-	id := fs.Uint64("server", 0, "id of the data server or forwarding node (see status)")
+var faultCmd = spec{use: "fault --server ID (--slow F | --fill SIZE | --stall MS | --pause POINT | --resume POINT)",
+	short:   "inject a fault into a data server, a forwarding node or the metadata service (tests)",
+	example: "sluice cluster fault --server 3 --slow 10\nsluice cluster fault --server 3 --slow 1", setup: setupFault}
+
+func setupFault(fs *pflag.FlagSet) func([]string) error {
+	id := fs.Uint64("server", 0, "id of the data server or forwarding node (see cluster status)")
 	slow := fs.Float64("slow", 0, "make every request take this many times as long")
 	fill := fs.String("fill", "", "shrink the tier's budget to this size")
 	stall := fs.Int("stall", -1, "delay every request by this many milliseconds (0 clears)")
 	pause := fs.String("pause", "", "hold the next migration at this step until --resume (crash tests): move-begun, move-copying, move-stopped (data server that copies), move-committed (--meta-service)")
 	resume := fs.String("resume", "", "release the pause point armed with --pause")
 	toMeta := fs.Bool("meta-service", false, "inject into the metadata service (--pause/--resume)")
-	mc, servers, err := metaServers(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
+	cn := addConn(fs)
+	return withServers(cn, func(mc *rpc.Client, servers []wire.ServerInfo) error {
+		f := faultArgs{id: *id, slow: *slow, fill: *fill, stall: *stall, pause: *pause, resume: *resume, toMeta: *toMeta}
+		return fault(mc, servers, cn.secret(), f)
+	})
+}
+
+// faultArgs are fault's flags.
+type faultArgs struct {
+	id                  uint64
+	slow                float64
+	fill, pause, resume string
+	stall               int
+	toMeta              bool
+}
+
+func fault(mc *rpc.Client, servers []wire.ServerInfo, secret []byte, f faultArgs) error {
 	ctx := context.Background()
-	point := &api.FaultReq{Kind: api.FaultPause, Point: *pause}
-	if *resume != "" {
-		point.Kind, point.Point = api.FaultResume, *resume
+	point := &api.FaultReq{Kind: api.FaultPause, Point: f.pause}
+	if f.resume != "" {
+		point.Kind, point.Point = api.FaultResume, f.resume
 	}
-	if *toMeta {
+	if f.toMeta {
 		if point.Point == "" {
 			return fmt.Errorf("--meta-service takes --pause or --resume")
 		}
@@ -502,99 +445,88 @@ func cmdFault(args []string) error {
 	}
 	var target *wire.ServerInfo
 	for i := range servers {
-		if servers[i].ID == *id {
+		if servers[i].ID == f.id {
 			target = &servers[i]
 		}
 	}
 	if target == nil || target.Role == "client" {
-		return fmt.Errorf("--server %d: no such data server or forwarding node", *id)
+		return fmt.Errorf("--server %d: no such data server or forwarding node", f.id)
 	}
 	var m *api.FaultReq
 	switch {
-	case *slow > 0:
-		m = &api.FaultReq{Kind: api.FaultSlow, Value: uint64(*slow * 100)}
-	case *fill != "":
-		n, err := size.Parse(*fill)
+	case f.slow > 0:
+		m = &api.FaultReq{Kind: api.FaultSlow, Value: uint64(f.slow * 100)}
+	case f.fill != "":
+		n, err := size.Parse(f.fill)
 		if err != nil {
 			return fmt.Errorf("--fill: %v", err)
 		}
 		m = &api.FaultReq{Kind: api.FaultFill, Value: uint64(n)}
-	case *stall >= 0:
-		m = &api.FaultReq{Kind: api.FaultStall, Value: uint64(*stall)}
+	case f.stall >= 0:
+		m = &api.FaultReq{Kind: api.FaultStall, Value: uint64(f.stall)}
 	case point.Point != "":
 		m = point
 	default:
 		return fmt.Errorf("give one of --slow, --fill, --stall, --pause, --resume")
 	}
-	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("server %d", *id)})
+	sc := rpc.NewClient(target.Addr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("server %d", f.id)})
 	defer sc.Close()
-	_, err = rpc.Do(ctx, sc, api.Fault, m)
+	_, err := rpc.Do(ctx, sc, api.Fault, m)
 	return err
 }
 
-func mustSecret(fs *flag.FlagSet) []byte {
-	file := fs.Lookup("secret-file").Value.String()
-	if file == "" {
-		if d, err := stateDir(fs.Lookup("dir").Value.String()); err == nil {
-			if c, err := cluster.Load(d); err == nil {
-				file = c.SecretFile()
-			}
-		}
-	}
-	s, _ := readSecret(file)
-	return s
-}
-
-// cmdTier changes tiers at run time: `tier set DIR --pin T --drain WHEN`
-// sets a directory's tiering policy, `tier show PATH` the one a file
-// follows; `tier budget --server ID SIZE` lends a mem-tier server's memory
-// to its node (its files move off until its usage fits the smaller
-// budget), `tier budget --server ID --release` gives it back.
-func cmdTier(args []string) error {
-	fs, cfg := flagSet("tier")
-	id := fs.Uint64("server", 0, "budget: id of the data server (see status)")
-	release := fs.Bool("release", false, "budget: give the server its configured budget back")
-	wait := fs.Duration("wait", 5*time.Minute, "budget: wait this long for the server's data to fit the smaller budget (0: do not wait)")
-	pin := fs.String("pin", "", "set: files never move below this tier (mem or ssd; none clears)")
-	drain := fs.String("drain", "", "set: when files move down to the PFS: now, on-close, cool or never (none clears)")
-	keepCache := fs.Bool("keep-cache", false, "set: a drained file's fast copy stays as a clean cache, dropped with nothing to copy when space is needed (=false clears)")
-	mc, sub, err := metaClientSub(fs, cfg, args, "budget", "set", "show")
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	switch sub {
-	case "set", "show":
-		var keep *bool
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "keep-cache" {
+var tierSetCmd = spec{use: "set DIR", short: "set a directory's tiering policy (what the flags name changes)",
+	example: "sluice tier set --pin mem --drain on-close /mnt/sluice/hot", setup: func(fs *pflag.FlagSet) func([]string) error {
+		pin := fs.String("pin", "", "files never move below this tier (mem or ssd; none clears)")
+		drain := fs.String("drain", "", "when files move down to the PFS: now, on-close, cool or never (none clears)")
+		keepCache := fs.Bool("keep-cache", false, "a drained file's fast copy stays as a clean cache, dropped with nothing to copy when space is needed (=false clears)")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			var keep *bool
+			if fs.Changed("keep-cache") {
 				keep = keepCache
 			}
+			return tierPolicy(mc, "set", args, *pin, *drain, keep)
 		})
-		return tierPolicy(mc, sub, fs.Args(), *pin, *drain, keep)
-	}
-	if sub != "budget" {
-		return fmt.Errorf("want: tier set DIR [--pin T] [--drain WHEN] [--keep-cache] | tier show PATH | tier budget --server ID (SIZE | --release)")
-	}
+	}}
+
+var tierShowCmd = spec{use: "show PATH", short: "show the tiering policy a file or directory follows",
+	example: "sluice tier show /mnt/sluice/hot/a", setup: func(fs *pflag.FlagSet) func([]string) error {
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error { return tierPolicy(mc, "show", args, "", "", nil) })
+	}}
+
+// tierBudgetCmd lends a mem-tier server's memory to its node (its files
+// move off until its usage fits the smaller budget) or gives it back.
+var tierBudgetCmd = spec{use: "budget --server ID (SIZE | --release)", short: "shrink a mem-tier server's budget at run time, or give it back",
+	example: "sluice tier budget --server 2 512M\nsluice tier budget --server 2 --release", setup: func(fs *pflag.FlagSet) func([]string) error {
+		id := fs.Uint64("server", 0, "id of the data server (see cluster status)")
+		release := fs.Bool("release", false, "give the server its configured budget back")
+		wait := fs.Duration("wait", 5*time.Minute, "wait this long for the server's data to fit the smaller budget (0: do not wait)")
+		cn := addConn(fs)
+		return withMeta(cn, func(mc *rpc.Client, args []string) error {
+			return tierBudget(mc, cn.secret(), *id, *release, *wait, args)
+		})
+	}}
+
+func tierBudget(mc *rpc.Client, secret []byte, id uint64, release bool, wait time.Duration, args []string) error {
 	servers, err := listServers(mc)
 	if err != nil {
 		return err
 	}
 	var target *wire.ServerInfo
 	for i := range servers {
-		if servers[i].ID == *id && servers[i].Role == "data" {
+		if servers[i].ID == id && servers[i].Role == "data" {
 			target = &servers[i]
 		}
 	}
 	if target == nil {
-		return fmt.Errorf("--server %d: no such data server", *id)
+		return fmt.Errorf("--server %d: no such data server", id)
 	}
 	m := &api.BudgetReq{}
 	switch {
-	case *release:
+	case release:
 		m.Release = true
-	case fs.NArg() == 1:
-		n, err := size.Parse(fs.Arg(0))
+	case len(args) == 1:
+		n, err := size.Parse(args[0])
 		if err != nil {
 			return fmt.Errorf("budget: %v", err)
 		}
@@ -602,19 +534,19 @@ func cmdTier(args []string) error {
 	default:
 		return fmt.Errorf("give the budget (e.g. 1G) or --release")
 	}
-	sc := rpc.NewClient(target.Addr, mustSecret(fs), rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("data server %d", *id)})
+	sc := rpc.NewClient(target.Addr, secret, rpc.ClientOptions{Timeout: 10 * time.Second, Name: fmt.Sprintf("data server %d", id)})
 	defer sc.Close()
 	r, err := rpc.Do(context.Background(), sc, api.Budget, m)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("data server %d (%s): budget %s, holding %s\n", *id, target.Tier, size.Format(r.Capacity), size.Format(r.Used))
-	if *release || *wait == 0 {
+	fmt.Printf("data server %d (%s): budget %s, holding %s\n", id, target.Tier, size.Format(r.Capacity), size.Format(r.Used))
+	if release || wait == 0 {
 		return nil
 	}
 	// the metadata service hears the new budget with the next heartbeat;
 	// then the tiering manager moves files off until they fit
-	deadline := time.Now().Add(*wait)
+	deadline := time.Now().Add(wait)
 	var last time.Time
 	for ; ; time.Sleep(200 * time.Millisecond) {
 		servers, err := listServers(mc)
@@ -622,11 +554,11 @@ func cmdTier(args []string) error {
 			return err
 		}
 		for _, si := range servers {
-			if si.ID != *id {
+			if si.ID != id {
 				continue
 			}
 			if si.Capacity == r.Capacity && si.Used <= si.Capacity {
-				fmt.Printf("data server %d holds %s: within its budget\n", *id, size.Format(si.Used))
+				fmt.Printf("data server %d holds %s: within its budget\n", id, size.Format(si.Used))
 				return nil
 			}
 			if time.Since(last) > 2*time.Second {
@@ -635,7 +567,7 @@ func cmdTier(args []string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("data server %d still holds more than its budget after %v (tiering manual? files pinned?)", *id, *wait)
+			return fmt.Errorf("data server %d still holds more than its budget after %v (tiering manual? files pinned?)", id, wait)
 		}
 	}
 }

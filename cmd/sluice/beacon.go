@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"io"
 	"os"
 	"os/exec"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/fwdmap"
@@ -21,55 +23,72 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
-// cmdJob registers and unregisters jobs with the forwarding-map manager
-// (start, end, list), or prints Beacon's analysis of one job.
-func cmdJob(args []string) error {
-	fs, cfg := flagSet("job")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	app := fs.String("app", "", "start: application tag (as SLUICE_APP)")
-	user := fs.Uint("user", uint(os.Getuid()), "start: the job's uid")
-	nodes := fs.String("nodes", hostname(), "start: the job's compute nodes, comma-separated")
-	mc, sub, err := metaClientSub(fs, cfg, args, "start", "end", "list")
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
+var jobStartCmd = spec{use: "start JOB", short: "register a job: DFRA gives it forwarding nodes, Beacon learns its application",
+	example: "sluice job start --app wrf --nodes cn0,cn1 7001", setup: func(fs *pflag.FlagSet) func([]string) error {
+		app := fs.String("app", "", "application tag (as SLUICE_APP)")
+		user := fs.Int("user", -1, "the job's uid (default: yours)")
+		nodes := fs.String("nodes", "", "the job's compute nodes, comma-separated (default: this host)")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one job id")
+			}
+			spec := fwdmap.JobSpec{ID: args[0], User: uint32(*user), Nodes: strings.Split(*nodes, ",")}
+			if *user < 0 {
+				spec.User = uint32(os.Getuid())
+			}
+			if *nodes == "" {
+				spec.Nodes = []string{hostname()}
+			}
+			if *app != "" {
+				spec.App = "tag:" + *app
+			}
+			pl, err := rpc.Do(context.Background(), mc, fwdmap.Start, &spec)
+			if err != nil {
+				return err
+			}
+			printPlacement(os.Stdout, *pl)
+			return nil
+		})
+	}}
+
+var jobEndCmd = spec{use: "end JOB", short: "unregister a job: its forwarding nodes go back", example: "sluice job end 7001",
+	setup: func(fs *pflag.FlagSet) func([]string) error {
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one job id")
+			}
+			_, err := rpc.Do(context.Background(), mc, fwdmap.End, &fwdmap.JobRef{Job: args[0]})
+			return err
+		})
+	}}
+
+var jobListCmd = spec{use: "list", short: "the registered jobs and their forwarding nodes", example: "sluice job list",
+	setup: func(fs *pflag.FlagSet) func([]string) error {
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			l, err := rpc.Do(context.Background(), mc, fwdmap.List, &wire.Empty{})
+			if err != nil {
+				return err
+			}
+			for _, pl := range l.Placements {
+				printPlacement(os.Stdout, pl)
+			}
+			return nil
+		})
+	}}
+
+var jobShowCmd = spec{use: "show JOB", short: "Beacon's analysis of a job, with the decisions taken about it",
+	example: "sluice job show 7001\nsluice job show --json 7001", setup: func(fs *pflag.FlagSet) func([]string) error {
+		asJSON := fs.Bool("json", false, "print the report as JSON")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one job id, got %d arguments", len(args))
+			}
+			return jobShow(mc, args[0], *asJSON)
+		})
+	}}
+
+func jobShow(mc *rpc.Client, job string, asJSON bool) error {
 	ctx := context.Background()
-	switch sub {
-	case "start":
-		if fs.NArg() != 1 {
-			return fmt.Errorf("want one job id")
-		}
-		spec := fwdmap.JobSpec{ID: fs.Arg(0), User: uint32(*user), Nodes: strings.Split(*nodes, ",")}
-		if *app != "" {
-			spec.App = "tag:" + *app
-		}
-		pl, err := rpc.Do(ctx, mc, fwdmap.Start, &spec)
-		if err != nil {
-			return err
-		}
-		printPlacement(os.Stdout, *pl)
-		return nil
-	case "end":
-		if fs.NArg() != 1 {
-			return fmt.Errorf("want one job id")
-		}
-		_, err := rpc.Do(ctx, mc, fwdmap.End, &fwdmap.JobRef{Job: fs.Arg(0)})
-		return err
-	case "list":
-		l, err := rpc.Do(ctx, mc, fwdmap.List, &wire.Empty{})
-		if err != nil {
-			return err
-		}
-		for _, pl := range l.Placements {
-			printPlacement(os.Stdout, pl)
-		}
-		return nil
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("want one job id, got %d arguments", fs.NArg())
-	}
-	job := fs.Arg(0)
 	bc := beaconrpc.Client{C: mc}
 	recs, err := bc.Query(ctx, beaconrpc.Query{Job: job})
 	if err != nil {
@@ -80,7 +99,7 @@ func cmdJob(args []string) error {
 		decisions = h.Decisions
 	}
 	if len(recs) == 0 {
-		if len(decisions) > 0 && !*asJSON {
+		if len(decisions) > 0 && !asJSON {
 			printDecisions(os.Stdout, decisions)
 		}
 		return fmt.Errorf("no records of job %q (monitoring off, or nothing shipped yet: records leave each daemon once a second)", job)
@@ -90,7 +109,7 @@ func cmdJob(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return json.NewEncoder(os.Stdout).Encode(struct {
 			beacon.JobReport
 			Interference []beacon.Interference
@@ -235,20 +254,19 @@ func printReport(w io.Writer, r beacon.JobReport, inter []beacon.Interference) {
 }
 
 // cmdTop shows the busiest jobs and servers of the last seconds.
-func cmdTop(args []string) error {
-	fs, cfg := flagSet("top")
-	once := fs.Bool("once", false, "print one view and exit")
-	span := fs.Duration("span", 5*time.Second, "how much recent history each view covers")
-	every := fs.Duration("interval", 2*time.Second, "refresh interval")
-	mc, err := metaClient(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
+var topCmd = spec{use: "top", short: "live view of the busiest jobs and servers", example: "sluice monitor top --once",
+	setup: func(fs *pflag.FlagSet) func([]string) error {
+		once := fs.Bool("once", false, "print one view and exit")
+		span := fs.Duration("span", 5*time.Second, "how much recent history each view covers")
+		every := fs.Duration("interval", 2*time.Second, "refresh interval")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error { return top(mc, *once, *span, *every) })
+	}}
+
+func top(mc *rpc.Client, once bool, span, every time.Duration) error {
 	bc := beaconrpc.Client{C: mc}
 	for {
 		now := time.Now()
-		recs, err := bc.Query(context.Background(), beaconrpc.Query{From: now.Add(-*span - 2*time.Second).UnixNano()})
+		recs, err := bc.Query(context.Background(), beaconrpc.Query{From: now.Add(-span - 2*time.Second).UnixNano()})
 		if err != nil {
 			return err
 		}
@@ -256,14 +274,14 @@ func cmdTop(args []string) error {
 		if err != nil {
 			return err
 		}
-		if !*once {
+		if !once {
 			fmt.Print("\033[H\033[2J")
 		}
 		printTop(os.Stdout, recs, slow, now)
-		if *once {
+		if once {
 			return nil
 		}
-		time.Sleep(*every)
+		time.Sleep(every)
 	}
 }
 
@@ -324,7 +342,7 @@ func printTop(w io.Writer, recs []beacon.Record, slow []beacon.SlowServer, now t
 				float64(a.ops)/secs, float64(a.meta)/secs, lat.Round(time.Microsecond), flag(k))
 		}
 	}
-	fmt.Fprintf(w, "sluice top — %s\n\n", now.Format("15:04:05"))
+	fmt.Fprintf(w, "sluice monitor top — %s\n\n", now.Format("15:04:05"))
 	show("JOB", jobs, func(string) string { return "" })
 	fmt.Fprintln(w)
 	show("SERVER", servers, func(s string) string {
@@ -335,61 +353,60 @@ func printTop(w io.Writer, recs []beacon.Record, slow []beacon.SlowServer, now t
 	})
 }
 
-// cmdProfile shows, builds and imports application profiles.
-func cmdProfile(args []string) error {
-	fs, cfg := flagSet("profile")
-	app := fs.String("app", "", "import: profile key (default: the executable and uid in the log)")
-	asJSON := fs.Bool("json", false, "print each profile as one JSON line")
-	mc, sub, err := metaClientSub(fs, cfg, args, "show", "build", "import")
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	pos := fs.Args()
-	bc := beaconrpc.Client{C: mc}
-	ctx := context.Background()
-	var ps []beacon.Profile
-	switch sub {
-	case "show":
-		if len(pos) == 1 {
-			p, err := bc.Profile(ctx, pos[0])
+var profileShowCmd = spec{use: "show [KEY]", short: "show one application profile, or all", example: "sluice profile show tag:wrf",
+	setup: func(fs *pflag.FlagSet) func([]string) error {
+		asJSON := fs.Bool("json", false, "print each profile as one JSON line")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			bc := beaconrpc.Client{C: mc}
+			if len(args) == 1 {
+				p, err := bc.Profile(context.Background(), args[0])
+				return printProfiles([]beacon.Profile{p}, err, *asJSON)
+			}
+			ps, err := bc.Profiles(context.Background())
+			return printProfiles(ps, err, *asJSON)
+		})
+	}}
+
+var profileBuildCmd = spec{use: "build JOB", short: "build (or update) a job's application profile from its records",
+	example: "sluice profile build 7001", setup: func(fs *pflag.FlagSet) func([]string) error {
+		asJSON := fs.Bool("json", false, "print the profile as one JSON line")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one job id")
+			}
+			p, err := beaconrpc.Client{C: mc}.ProfileJob(context.Background(), args[0])
+			return printProfiles([]beacon.Profile{p}, err, *asJSON)
+		})
+	}}
+
+var profileImportCmd = spec{use: "import LOG.darshan", short: "import a Darshan log as an application profile (needs pydarshan)",
+	example: "sluice profile import --app tag:wrf wrf.darshan", setup: func(fs *pflag.FlagSet) func([]string) error {
+		app := fs.String("app", "", "profile key (default: the executable and uid in the log)")
+		asJSON := fs.Bool("json", false, "print the profile as one JSON line")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one Darshan log")
+			}
+			p, err := importDarshan(args[0])
 			if err != nil {
 				return err
 			}
-			ps = []beacon.Profile{p}
-		} else if ps, err = bc.Profiles(ctx); err != nil {
-			return err
-		}
-	case "build":
-		if len(pos) != 1 {
-			return fmt.Errorf("want one job id")
-		}
-		p, err := bc.ProfileJob(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		ps = []beacon.Profile{p}
-	case "import":
-		if len(pos) != 1 {
-			return fmt.Errorf("want one Darshan log")
-		}
-		p, err := importDarshan(pos[0])
-		if err != nil {
-			return err
-		}
-		if *app != "" {
-			p.Key = *app
-		}
-		if err := bc.PutProfile(ctx, p); err != nil {
-			return err
-		}
-		ps = []beacon.Profile{p}
-	default:
-		return fmt.Errorf("want a subcommand: show [KEY] | build JOB | import LOG.darshan")
+			if *app != "" {
+				p.Key = *app
+			}
+			err = beaconrpc.Client{C: mc}.PutProfile(context.Background(), p)
+			return printProfiles([]beacon.Profile{p}, err, *asJSON)
+		})
+	}}
+
+// printProfiles prints ps unless err.
+func printProfiles(ps []beacon.Profile, err error, asJSON bool) error {
+	if err != nil {
+		return err
 	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, p := range ps {
-		if *asJSON {
+		if asJSON {
 			if err := enc.Encode(p); err != nil {
 				return err
 			}
@@ -399,7 +416,6 @@ func cmdProfile(args []string) error {
 	}
 	return nil
 }
-
 func printProfile(w io.Writer, p beacon.Profile) {
 	classes := strings.Join(p.Classes, ", ")
 	if classes == "" {
@@ -453,36 +469,44 @@ func importDarshan(path string) (beacon.Profile, error) {
 	return p, nil
 }
 
-// cmdRecords prints Beacon's stored records matching a query.
-func cmdRecords(args []string) error {
-	fs, cfg := flagSet("records")
-	job := fs.String("job", "", "only this job")
-	node := fs.String("node", "", "only requests from this compute node")
-	server := fs.String("server", "", "only records of this daemon (fwd-3, data-mem-1, client@node)")
-	layer := fs.String("layer", "", "only this layer: client, fwd or data")
-	ino := fs.Uint64("ino", 0, "only this file (inode number, as sluice stat shows)")
-	since := fs.Duration("since", 0, "only windows in the last DURATION")
-	from := fs.String("from", "", "only windows from this time (RFC 3339)")
-	to := fs.String("to", "", "only windows before this time (RFC 3339)")
-	asJSON := fs.Bool("json", false, "the records as JSON Lines, every field (times in unix ns)")
-	mc, err := metaClient(fs, cfg, args)
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	q := beaconrpc.Query{Job: *job, Node: *node, Server: *server, Ino: *ino}
-	if *layer != "" {
-		if q.Layer, err = beacon.ParseLayer(*layer); err != nil {
+var recordsCmd = spec{use: "records", short: "Beacon's records by job, node, server, layer, file and time",
+	example: "sluice monitor records --job 7001 --layer fwd --since 10m", setup: func(fs *pflag.FlagSet) func([]string) error {
+		var f recordsFlags
+		f.job = fs.String("job", "", "only this job")
+		f.node = fs.String("node", "", "only requests from this compute node")
+		f.server = fs.String("daemon", "", "only records of this daemon (fwd-3, data-mem-1, client@node)")
+		f.layer = fs.String("layer", "", "only this layer: client, fwd or data")
+		f.ino = fs.Uint64("ino", 0, "only this file (inode number, as sluice file stat shows)")
+		f.since = fs.Duration("since", 0, "only windows in the last DURATION")
+		f.from = fs.String("start", "", "only windows from this time (RFC 3339)")
+		f.to = fs.String("end", "", "only windows before this time (RFC 3339)")
+		f.asJSON = fs.Bool("json", false, "the records as JSON Lines, every field (times in unix ns)")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error { return records(mc, f) })
+	}}
+
+// recordsFlags are records' flags.
+type recordsFlags struct {
+	job, node, server, layer, from, to *string
+	ino                                *uint64
+	since                              *time.Duration
+	asJSON                             *bool
+}
+
+func records(mc *rpc.Client, f recordsFlags) error {
+	var err error
+	q := beaconrpc.Query{Job: *f.job, Node: *f.node, Server: *f.server, Ino: *f.ino}
+	if *f.layer != "" {
+		if q.Layer, err = beacon.ParseLayer(*f.layer); err != nil {
 			return err
 		}
 	}
-	if *since > 0 {
-		q.From = time.Now().Add(-*since).UnixNano()
+	if *f.since > 0 {
+		q.From = time.Now().Add(-*f.since).UnixNano()
 	}
 	for _, t := range []struct {
 		s   string
 		dst *int64
-	}{{*from, &q.From}, {*to, &q.To}} {
+	}{{*f.from, &q.From}, {*f.to, &q.To}} {
 		if t.s != "" {
 			v, err := time.Parse(time.RFC3339, t.s)
 			if err != nil {
@@ -495,7 +519,7 @@ func cmdRecords(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if *f.asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		for _, r := range recs {
 			if err := enc.Encode(r); err != nil {

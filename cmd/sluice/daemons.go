@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	_ "net/http/pprof"
@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluice-hpc/sluice/client/vfs"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
 
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/client"
@@ -50,9 +50,9 @@ type monitorFlags struct {
 	window *time.Duration
 }
 
-func addMonitorFlags(fs *flag.FlagSet) monitorFlags {
+func addMonitorFlags(fs *pflag.FlagSet) monitorFlags {
 	return monitorFlags{
-		on:     fs.Bool("monitor", true, "record every operation for Beacon (sluice job, top, profiles)"),
+		on:     fs.Bool("monitor", true, "record every operation for Beacon (sluice job show, monitor top, profiles)"),
 		window: fs.Duration("monitor-window", beacon.DefaultWindow, "Beacon aggregation window"),
 	}
 }
@@ -65,7 +65,7 @@ func (m monitorFlags) collector(layer beacon.Layer, server string) *beacon.Colle
 	return beacon.NewCollector(layer, server, *m.window)
 }
 
-func addDaemonFlags(fs *flag.FlagSet, listen string) *daemonFlags {
+func addDaemonFlags(fs *pflag.FlagSet, listen string) *daemonFlags {
 	return &daemonFlags{
 		mon:    addMonitorFlags(fs),
 		listen: fs.String("listen", listen, "address to listen on: HOST:PORT (TCP) or unix:PATH"),
@@ -131,14 +131,16 @@ func runDaemon(d registeredDaemon, addrFile, idFile string) error {
 	return d.Run(ctx, ln, idFile)
 }
 
-func cmdMeta(args []string) error {
-	fs, cfg := flagSet("meta")
+var metaCmd = spec{use: "meta", short: "run the metadata service (and Beacon's store and the managers beside it)",
+	example: "sluice meta --listen 10.0.0.1:7100 --dir /var/lib/sluice/meta --secret-file /etc/sluice/secret", setup: setupMeta}
+
+func setupMeta(fs *pflag.FlagSet) func([]string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:7100")
 	dir := fs.String("dir", "", "directory of the embedded store")
 	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
 	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
 	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
-	tierMode := fs.String("tiering", "auto", "tier migration: auto (the ONFS policy moves data down as space runs short) or manual (only `sluice migrate`)")
+	tierMode := fs.String("tiering", "auto", "tier migration: auto (the ONFS policy moves data down as space runs short) or manual (only sluice file migrate)")
 	tierEvery := fs.Duration("tiering-every", time.Second, "how often the tiering policy looks at each server")
 	drainDefault := fs.String("drain-default", "cool", "when files of directories without a policy drain to the PFS: cool, on-close, now or never")
 	drainAge := fs.Duration("drain-age", 10*time.Minute, "how long a file stays closed before it drains under --drain cool")
@@ -165,56 +167,61 @@ func cmdMeta(args []string) error {
 	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
 	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(metad.Engines(), ", "))
-	chunk := fs.Int("chunk-size", 4<<20, "default chunk size of the root directory")
+	chunk := fs.String("chunk-size", "4M", "default chunk size of the root directory")
 	maxOps := fs.Float64("max-ops", 0, "namespace operations served per second, at most (an emulated metadata server's capacity; 0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
-	}
-	secret, err := df.setup()
-	if err != nil {
-		return err
-	}
-	bbp, bbr, err := parseBB(*bbPolicy, *bbRates)
-	if err != nil {
-		return err
-	}
-	maxB, err := size.Parse(*beaconMax)
-	if err != nil {
-		return fmt.Errorf("--beacon-max: %v", err)
-	}
-	v, err := size.Parse(*vmin)
-	if err != nil || v <= 0 {
-		return fmt.Errorf("--dfra-vmin %q: want a size > 0", *vmin)
-	}
-	pol.VMin, pol.Ratio = uint64(v), *fwdRatio
-	if pol.NMin == 0 {
-		pol.NMin = -1 // any job with an I/O node
-	}
-	if *tierMode != "auto" && *tierMode != "manual" {
-		return fmt.Errorf("--tiering %q: want auto or manual", *tierMode)
-	}
-	tpol := tierpol.Config{}
-	if *tierFree != "" {
-		if tpol.Thresholds, err = parseThresholds(*tierFree); err != nil {
-			return fmt.Errorf("--tier-free: %v", err)
+	return func(args []string) error {
+		secret, err := df.setup()
+		if err != nil {
+			return err
 		}
+		chunkBytes, err := size.Parse(*chunk)
+		if err != nil || chunkBytes <= 0 || chunkBytes > 1<<30 {
+			return fmt.Errorf("--chunk-size %q: want a size up to 1G", *chunk)
+		}
+		bbp, bbr, err := parseBB(*bbPolicy, *bbRates)
+		if err != nil {
+			return err
+		}
+		maxB, err := size.Parse(*beaconMax)
+		if err != nil {
+			return fmt.Errorf("--beacon-max: %v", err)
+		}
+		v, err := size.Parse(*vmin)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("--dfra-vmin %q: want a size > 0", *vmin)
+		}
+		pol.VMin, pol.Ratio = uint64(v), *fwdRatio
+		if pol.NMin == 0 {
+			pol.NMin = -1 // any job with an I/O node
+		}
+		if *tierMode != "auto" && *tierMode != "manual" {
+			return fmt.Errorf("--tiering %q: want auto or manual", *tierMode)
+		}
+		tpol := tierpol.Config{}
+		if *tierFree != "" {
+			if tpol.Thresholds, err = parseThresholds(*tierFree); err != nil {
+				return fmt.Errorf("--tier-free: %v", err)
+			}
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		return metad.Run(ctx, metad.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
+			Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
+			Engine: *eng, Dir: *dir, Log: logger("meta"), Metrics: df.reg,
+			ChunkSize: uint32(chunkBytes), Timeout: *timeout, MaxOps: *maxOps, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
+			BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window,
+			FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
+			Tiering: tpol, TierAuto: *tierMode == "auto", TierEvery: *tierEvery, DrainDefault: *drainDefault, DrainAge: *drainAge,
+			BBPolicy: bbp, BBRates: bbr, BBBypass: *bbBypass, BBVersions: *bbVersions, BBMTBF: *bbMTBF, BBPeriod: *bbPeriod,
+			BBEvery: *bbEvery, BBGap: *bbGap, BBMaxWait: *bbMaxWait})
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	return metad.Run(ctx, metad.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
-		Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
-		Engine: *eng, Dir: *dir, Log: logger("meta"), Metrics: df.reg,
-		ChunkSize: uint32(*chunk), Timeout: *timeout, MaxOps: *maxOps, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
-		BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window,
-		FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
-		Tiering: tpol, TierAuto: *tierMode == "auto", TierEvery: *tierEvery, DrainDefault: *drainDefault, DrainAge: *drainAge,
-		BBPolicy: bbp, BBRates: bbr, BBBypass: *bbBypass, BBVersions: *bbVersions, BBMTBF: *bbMTBF, BBPeriod: *bbPeriod,
-		BBEvery: *bbEvery, BBGap: *bbGap, BBMaxWait: *bbMaxWait})
 }
 
-func cmdData(args []string) error {
-	fs, cfg := flagSet("data")
+var dataCmd = spec{use: "data --tier T --dir DIR", short: "run a data server for one tier",
+	example: "sluice data --tier ssd --dir /nvme/sluice --capacity 800G --meta 10.0.0.1:7100 --secret-file /etc/sluice/secret", setup: setupData}
+
+func setupData(fs *pflag.FlagSet) func([]string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:0")
 	kind := fs.String("tier", "", "tier kind: mem, ssd, hdd or pfs")
 	dir := fs.String("dir", "", "directory holding the chunks (tmpfs for mem; the PFS mount for pfs)")
@@ -230,42 +237,43 @@ func cmdData(args []string) error {
 	maxPerf := fs.Float64("max-perf", 0, "the bandwidth placement counts on from this server, MB/s (max_perf; 0: measured by a write probe before registering)")
 	probeEvery := fs.Duration("probe-every", 10*time.Minute, "probe the device again this often, when it is idle (0: never)")
 	keepFreed := fs.Duration("keep-freed", 0, "how long a deleted chunk's pages stay with the tier for new chunks, within its capacity (0: 10m for mem, none for the others; <0: none)")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
+	return func(args []string) error {
+		if _, ok := tier.Rank(*kind); !ok {
+			return fmt.Errorf("--tier %q: want mem, ssd, hdd or pfs", *kind)
+		}
+		if *dir == "" {
+			return fmt.Errorf("--dir is required")
+		}
+		c, err := size.Parse(*capacity)
+		if err != nil {
+			return fmt.Errorf("--capacity: %v", err)
+		}
+		secret, err := df.setup()
+		if err != nil {
+			return err
+		}
+		log := logger("data").With("tier", *kind)
+		// the server's own state (id, truncation fences) beside its chunks;
+		// in a PFS directory under .sluice, with the objects
+		idFile, state := filepath.Join(*dir, ".sluice-id"), filepath.Join(*dir, ".sluice-state")
+		if *kind == "pfs" {
+			idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
+		}
+		srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr,
+			Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy, QoSSlots: *qosSlots,
+			MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery, KeepFreed: *keepFreed,
+			Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
+		if err != nil {
+			return err
+		}
+		return runDaemon(srv, *df.addrFile, idFile)
 	}
-	if _, ok := tier.Rank(*kind); !ok {
-		return fmt.Errorf("--tier %q: want mem, ssd, hdd or pfs", *kind)
-	}
-	if *dir == "" {
-		return fmt.Errorf("--dir is required")
-	}
-	c, err := size.Parse(*capacity)
-	if err != nil {
-		return fmt.Errorf("--capacity: %v", err)
-	}
-	secret, err := df.setup()
-	if err != nil {
-		return err
-	}
-	log := logger("data").With("tier", *kind)
-	// the server's own state (id, truncation fences) beside its chunks;
-	// in a PFS directory under .sluice, with the objects
-	idFile, state := filepath.Join(*dir, ".sluice-id"), filepath.Join(*dir, ".sluice-state")
-	if *kind == "pfs" {
-		idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
-	}
-	srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr,
-		Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy, QoSSlots: *qosSlots,
-		MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery, KeepFreed: *keepFreed,
-		Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
-	if err != nil {
-		return err
-	}
-	return runDaemon(srv, *df.addrFile, idFile)
 }
 
-func cmdFwd(args []string) error {
-	fs, cfg := flagSet("fwd")
+var fwdCmd = spec{use: "fwd", short: "run a forwarding daemon",
+	example: "sluice fwd --listen 10.0.1.5:7200 --meta 10.0.0.1:7100 --secret-file /etc/sluice/secret", setup: setupFwd}
+
+func setupFwd(fs *pflag.FlagSet) func([]string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:0")
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
 	mbps := fs.Float64("max-mbps", 0, "link bandwidth cap in MB/s; 0: none")
@@ -275,26 +283,25 @@ func cmdFwd(args []string) error {
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on each backend call")
 	zeroCopy := fs.Bool("zero-copy", true, "splice data servers' answers to reads into the replies instead of copying them")
 	workers := fs.String("workers", "16,16,8", "workers of the metadata, small and bulk pipeline classes (a bulk worker waits for its data server)")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
-	}
-	secret, err := df.setup()
-	if err != nil {
-		return err
-	}
-	var w [wire.NumClasses]int
-	for i, f := range strings.Split(*workers, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || i >= len(w) {
-			return fmt.Errorf("--workers %q: want %d counts, e.g. 16,16,8", *workers, len(w))
+	return func(args []string) error {
+		secret, err := df.setup()
+		if err != nil {
+			return err
 		}
-		w[i] = n
+		var w [wire.NumClasses]int
+		for i, f := range strings.Split(*workers, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || i >= len(w) {
+				return fmt.Errorf("--workers %q: want %d counts, e.g. 16,16,8", *workers, len(w))
+			}
+			w[i] = n
+		}
+		log := logger("fwd")
+		srv := fwd.New(fwd.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr, Secret: secret, Node: *node, Log: log, Workers: w,
+			MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, ZeroCopy: *zeroCopy,
+			Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
+		return runDaemon(srv, *df.addrFile, *idFile)
 	}
-	log := logger("fwd")
-	srv := fwd.New(fwd.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr, Secret: secret, Node: *node, Log: log, Workers: w,
-		MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, ZeroCopy: *zeroCopy,
-		Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
-	return runDaemon(srv, *df.addrFile, *idFile)
 }
 
 // noCacheIfZero maps a 0 cache timeout flag to the client's "no caching".
@@ -314,8 +321,10 @@ func negativeIfZero(n int) int {
 	return n
 }
 
-func cmdMount(args []string) error {
-	fs, cfg := flagSet("mount")
+var mountCmd = spec{use: "mount MOUNTPOINT", short: "mount sluice with FUSE on this node",
+	example: "sluice mount --meta 10.0.0.1:7100 --secret-file /etc/sluice/secret /sluice", setup: setupMount}
+
+func setupMount(fs *pflag.FlagSet) func([]string) error {
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
 	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address (to find a forwarding node)")
 	fwdAddr := fs.String("fwd", "", "forwarding node address (default: chosen by the fixed mapping)")
@@ -341,91 +350,60 @@ func cmdMount(args []string) error {
 	wbDelay := fs.Duration("fault-writeback-delay", 0, "fault injection: with --writeback-closes, writes in the background go this much later, and so do the reports of the closes that returned before them (tests)")
 	mon := addMonitorFlags(fs)
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("want one mount point, got %d arguments", fs.NArg())
-	}
-	wb, err := sizeFlag("write-behind", *writeBehind)
-	if err != nil {
-		return err
-	}
-	ra, err := sizeFlag("readahead", *readahead)
-	if err != nil {
-		return err
-	}
-	owned, err := sizeFlag("owned-cache", *ownedCache)
-	if err != nil {
-		return err
-	}
-	rc, err := sizeFlag("read-cache", *readCache)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	startPprof(*pprofAddr, reg)
-	if err := serveMetrics(*metricsAddr, reg); err != nil {
-		return err
-	}
-	mnt := fs.Arg(0)
-	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
-		return fmt.Errorf("mount point %s is not a directory", mnt)
-	}
-	secret, err := readSecret(*secretFile)
-	if err != nil {
-		return err
-	}
-	log := logger("client")
-	ctx, stop := signalContext()
-	defer stop()
-	cctx, cancel := context.WithTimeout(ctx, *timeout)
-	fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Debug: *debug,
-		Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
-		Config: vfs.Config{Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret, Node: *node, JobVar: *jobVar, Log: log,
-			Timeout: *timeout, CacheData: *cache, WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads,
-			WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned,
-			WritebackCloses: negativeIfZero(*wbCloses), ReadCache: rc, AttrTimeout: noCacheIfZero(*attrTO),
-			EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay,
-			WritebackDelay: *wbDelay}})
-	cancel()
-	if err != nil {
-		return err
-	}
-	fsys.Join(ctx)
-	srv, err := fsys.Mount()
-	if err != nil {
-		return fmt.Errorf("mount %s: %v", mnt, err)
-	}
-	log.Info("mounted", "mountpoint", mnt)
-	go fsys.Follow(ctx, srv)
-	fsys.Ship(ctx)
-	// report this client in the registry so status can list mounts
-	mc := rpc.NewClient(*metaAddr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "metadata service"})
-	mem := &member.Member{Meta: mc, Log: log, Info: func() wire.ServerInfo {
-		return wire.ServerInfo{Role: "client", Addr: mnt, Node: *node}
-	}}
-	go func() {
-		if err := mem.Register(ctx); err == nil {
-			mem.Run(ctx)
+	return func(args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("want one mount point, got %d arguments", len(args))
 		}
-	}()
-	done := make(chan struct{})
-	go func() {
-		srv.Wait()
-		close(done)
-	}()
-	select {
-	case <-ctx.Done():
-		if err := srv.Unmount(); err != nil {
-			log.Warn("unmount failed, detaching", "err", err)
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		wb, err := sizeFlag("write-behind", *writeBehind)
+		if err != nil {
+			return err
 		}
-		<-done
-	case <-done:
+		ra, err := sizeFlag("readahead", *readahead)
+		if err != nil {
+			return err
+		}
+		owned, err := sizeFlag("owned-cache", *ownedCache)
+		if err != nil {
+			return err
+		}
+		rc, err := sizeFlag("read-cache", *readCache)
+		if err != nil {
+			return err
+		}
+		reg := prometheus.NewRegistry()
+		startPprof(*pprofAddr, reg)
+		if err := serveMetrics(*metricsAddr, reg); err != nil {
+			return err
+		}
+		mnt := args[0]
+		if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
+			return fmt.Errorf("mount point %s is not a directory", mnt)
+		}
+		secret, err := readSecret(*secretFile)
+		if err != nil {
+			return err
+		}
+		log := logger("client")
+		ctx, stop := signalContext()
+		defer stop()
+		cctx, cancel := context.WithTimeout(ctx, *timeout)
+		fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Debug: *debug,
+			Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
+			Config: vfs.Config{Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret, Node: *node, JobVar: *jobVar, Log: log,
+				Timeout: *timeout, CacheData: *cache, WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads,
+				WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned,
+				WritebackCloses: negativeIfZero(*wbCloses), ReadCache: rc, AttrTimeout: noCacheIfZero(*attrTO),
+				EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay,
+				WritebackDelay: *wbDelay}})
+		cancel()
+		if err != nil {
+			return err
+		}
+		if err := fsys.Serve(ctx, announceMount(*metaAddr, secret, mnt, *node, log)); err != nil {
+			return fmt.Errorf("mount %s: %v", mnt, err)
+		}
+		return nil
 	}
-	fsys.Close()
-	return nil
 }
 
 // parseThresholds reads "Cs-w,Cf-m,Cn-m" sizes.
@@ -444,4 +422,19 @@ func parseThresholds(v string) (tierpol.Thresholds, error) {
 	}
 	t := tierpol.Thresholds{StallWrite: n[0], ForcedOut: n[1], NormalOut: n[2]}
 	return t, t.Valid()
+}
+
+// announceMount registers a mount in the metadata service's registry
+// (so that cluster status lists it) and keeps it there until ctx ends.
+func announceMount(metaAddr string, secret []byte, mnt, node string, log *slog.Logger) func(context.Context) {
+	return func(ctx context.Context) {
+		mc := rpc.NewClient(metaAddr, secret, rpc.ClientOptions{Timeout: 5 * time.Second, Name: "metadata service"})
+		defer mc.Close()
+		mem := &member.Member{Meta: mc, Log: log, Info: func() wire.ServerInfo {
+			return wire.ServerInfo{Role: "client", Addr: mnt, Node: node}
+		}}
+		if err := mem.Register(ctx); err == nil {
+			mem.Run(ctx)
+		}
+	}
 }

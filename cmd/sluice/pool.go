@@ -4,120 +4,144 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
 
-// cmdPool manages resource pools (meta/pool.go, docs/placement.md): a
-// named set of data servers with the bandwidth each gives the pool, bound
-// to a directory or a job.
-func cmdPool(args []string) error {
-	fs, cfg := flagSet("pool")
-	servers := fs.String("servers", "", "create: the pool's data servers, by id (see status): 1,2,3")
-	perf := fs.String("perf", "", "create: the pool's max_perf of some of its servers, MB/s: 1=500,2=300 (default: what each measured)")
-	job := fs.String("job", "", "bind/unbind: a job instead of a directory")
-	asJSON := fs.Bool("json", false, "list: print JSON")
-	mc, sub, err := metaClientSub(fs, cfg, args, "create", "rm", "bind", "unbind", "list", "ls")
-	if err != nil {
-		return err
-	}
-	defer mc.Close()
-	rest := fs.Args()
-	ctx := context.Background()
-	var c struct {
-		Pool api.Pool
-		Ino  uint64
-		Job  string
-	}
-	var l *api.PoolList
-	switch sub {
-	case "create":
-		if len(rest) != 1 {
-			return fmt.Errorf("want: pool create NAME --servers ID,ID [--perf ID=MB/s,...]")
-		}
-		c.Pool.Name = rest[0]
-		for _, f := range strings.Split(*servers, ",") {
-			id, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+// Resource pools (docs/placement.md): a named set of data servers with
+// the bandwidth each gives the pool, bound to a directory or a job.
+
+var poolCreateCmd = spec{use: "create NAME --servers ID,...", short: "create a pool of data servers",
+	example: "sluice pool create fast --servers 1,2 --perf 1=500,2=300", setup: func(fs *pflag.FlagSet) func([]string) error {
+		servers := fs.String("servers", "", "the pool's data servers, by id (see cluster status): 1,2,3")
+		perf := fs.String("perf", "", "the pool's max_perf of some of its servers, MB/s: 1=500,2=300 (default: what each measured)")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want: pool create NAME --servers ID,ID [--perf ID=MB/s,...]")
+			}
+			p, err := parsePool(args[0], *servers, *perf)
 			if err != nil {
-				return fmt.Errorf("--servers: %q is not a server id", f)
+				return err
 			}
-			c.Pool.Servers = append(c.Pool.Servers, id)
+			_, err = rpc.Do(context.Background(), mc, api.PoolCreate, &p)
+			return err
+		})
+	}}
+
+// parsePool reads pool create's flags.
+func parsePool(name, servers, perf string) (api.Pool, error) {
+	p := api.Pool{Name: name}
+	for _, f := range strings.Split(servers, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			return p, fmt.Errorf("--servers: %q is not a server id", f)
 		}
-		if *perf != "" {
-			c.Pool.Perf = map[uint64]float64{}
-			for _, f := range strings.Split(*perf, ",") {
-				k, v, _ := strings.Cut(f, "=")
-				id, err1 := strconv.ParseUint(strings.TrimSpace(k), 10, 64)
-				mb, err2 := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err1 != nil || err2 != nil {
-					return fmt.Errorf("--perf: %q: want ID=MB/s", f)
-				}
-				c.Pool.Perf[id] = mb
-			}
-		}
-	case "rm":
-		if len(rest) != 1 {
-			return fmt.Errorf("want: pool rm NAME")
-		}
-		c.Pool.Name = rest[0]
-	case "bind", "unbind":
-		want := 1 // the pool (bind) or the directory (unbind)
-		if sub == "bind" && *job == "" {
-			want = 2
-		}
-		if sub == "unbind" && *job != "" {
-			want = 0
-		}
-		if len(rest) != want {
-			return fmt.Errorf("want: pool bind DIR NAME | pool bind --job J NAME | pool unbind DIR | pool unbind --job J")
-		}
-		c.Job = *job
-		if *job == "" {
-			var st syscall.Stat_t
-			if err := syscall.Stat(rest[0], &st); err != nil {
-				return fmt.Errorf("%s: %v", rest[0], err)
-			}
-			c.Ino = st.Ino
-		}
-		if sub == "bind" {
-			c.Pool.Name = rest[len(rest)-1]
-		}
-	case "list", "ls":
-		sub = "list"
-	default:
-		return fmt.Errorf("want: pool create|rm|bind|unbind|list")
+		p.Servers = append(p.Servers, id)
 	}
-	switch sub {
-	case "create":
-		l, err = rpc.Do(ctx, mc, api.PoolCreate, &c.Pool)
-	case "rm":
-		l, err = rpc.Do(ctx, mc, api.PoolRemove, &api.PoolRef{Name: c.Pool.Name})
-	case "bind":
-		l, err = rpc.Do(ctx, mc, api.PoolBind, &api.PoolBinding{Pool: c.Pool.Name, Ino: c.Ino, Job: c.Job})
-	case "unbind":
-		l, err = rpc.Do(ctx, mc, api.PoolUnbind, &api.PoolBinding{Ino: c.Ino, Job: c.Job})
-	default:
-		l, err = rpc.Do(ctx, mc, api.PoolLs, &wire.Empty{})
+	if perf == "" {
+		return p, nil
 	}
-	if err != nil {
-		return err
+	p.Perf = map[uint64]float64{}
+	for _, f := range strings.Split(perf, ",") {
+		k, v, _ := strings.Cut(f, "=")
+		id, err1 := strconv.ParseUint(strings.TrimSpace(k), 10, 64)
+		mb, err2 := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err1 != nil || err2 != nil {
+			return p, fmt.Errorf("--perf: %q: want ID=MB/s", f)
+		}
+		p.Perf[id] = mb
 	}
-	if sub != "list" {
-		return nil
-	}
-	if *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(l)
-	}
-	return printPools(mc, l)
+	return p, nil
 }
+
+var poolRmCmd = spec{use: "rm NAME", short: "remove a pool", example: "sluice pool rm fast",
+	aliases: []string{"remove"}, setup: func(fs *pflag.FlagSet) func([]string) error {
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want: pool rm NAME")
+			}
+			_, err := rpc.Do(context.Background(), mc, api.PoolRemove, &api.PoolRef{Name: args[0]})
+			return err
+		})
+	}}
+
+var poolBindCmd = spec{use: "bind (DIR | --job J) NAME", short: "place a directory's or a job's new chunks in a pool",
+	example: "sluice pool bind /mnt/sluice/out fast\nsluice pool bind --job 7001 fast", setup: func(fs *pflag.FlagSet) func([]string) error {
+		job := fs.String("job", "", "a job instead of a directory")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			want := 2
+			if *job != "" {
+				want = 1
+			}
+			if len(args) != want {
+				return fmt.Errorf("want: pool bind DIR NAME | pool bind --job J NAME")
+			}
+			b, err := poolBinding(*job, args[:want-1])
+			if err != nil {
+				return err
+			}
+			b.Pool = args[want-1]
+			_, err = rpc.Do(context.Background(), mc, api.PoolBind, &b)
+			return err
+		})
+	}}
+
+var poolUnbindCmd = spec{use: "unbind (DIR | --job J)", short: "undo pool bind", example: "sluice pool unbind /mnt/sluice/out",
+	setup: func(fs *pflag.FlagSet) func([]string) error {
+		job := fs.String("job", "", "a job instead of a directory")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			want := 1
+			if *job != "" {
+				want = 0
+			}
+			if len(args) != want {
+				return fmt.Errorf("want: pool unbind DIR | pool unbind --job J")
+			}
+			b, err := poolBinding(*job, args)
+			if err != nil {
+				return err
+			}
+			_, err = rpc.Do(context.Background(), mc, api.PoolUnbind, &b)
+			return err
+		})
+	}}
+
+// poolBinding names job, or the directory dir[0] by its inode.
+func poolBinding(job string, dir []string) (api.PoolBinding, error) {
+	if job != "" {
+		return api.PoolBinding{Job: job}, nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir[0], &st); err != nil {
+		return api.PoolBinding{}, fmt.Errorf("%s: %v", dir[0], err)
+	}
+	return api.PoolBinding{Ino: st.Ino}, nil
+}
+
+var poolListCmd = spec{use: "list", short: "show the pools, their servers' max_perf and backlog, and the bindings",
+	example: "sluice pool list", aliases: []string{"ls"}, setup: func(fs *pflag.FlagSet) func([]string) error {
+		asJSON := fs.Bool("json", false, "print JSON")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			l, err := rpc.Do(context.Background(), mc, api.PoolLs, &wire.Empty{})
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return json.NewEncoder(os.Stdout).Encode(l)
+			}
+			return printPools(mc, l)
+		})
+	}}
 
 // printPools shows the pools with each member's max_perf (the pool's or
 // measured) and estimated backlog, and the bindings.

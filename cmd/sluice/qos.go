@@ -4,72 +4,84 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sluice-hpc/sluice/api"
 	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/policy/qos"
 )
 
-// cmdQoS manages the QoS rules (docs/qos.md) and shows how the forwarding
-// daemons and data servers enforce them.
-func cmdQoS(args []string) error {
-	fs, cfg := flagSet("qos")
-	before := fs.String("before", "", "add: put the rule in front of this one (first match wins)")
-	asJSON := fs.Bool("json", false, "list, stats: print JSON")
-	mc, sub, err := metaClientSub(fs, cfg, args, "add", "rm", "list", "ls", "stats")
+// QoS rules (docs/qos.md) and how the forwarding daemons and data servers
+// enforce them.
+
+var qosAddCmd = spec{use: "add NAME [job=J] [uid=U] [gid=G] [node=N] [app=A] [op=read|write|meta] [rate=SIZE/s] [iops=N] [share=W]",
+	short: "add a QoS rule (first match wins)", example: "sluice qos add ckpt app=wrf op=write rate=200M/s\nsluice qos add vip job=7001 share=4 --before ckpt",
+	setup: func(fs *pflag.FlagSet) func([]string) error {
+		before := fs.String("before", "", "put the rule in front of this one (first match wins)")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) < 2 {
+				return fmt.Errorf("want: qos add NAME [job=J] [uid=U] [gid=G] [node=N] [app=A] [op=read|write|meta] [rate=BYTES/s] [iops=N] [share=W] [--before RULE]")
+			}
+			r, err := qos.ParseRule(args[0], args[1:])
+			if err != nil {
+				return err
+			}
+			return printRules(rpc.Do(context.Background(), mc, api.QoSAdd, &api.QoSAddReq{Rule: r, Before: *before}))
+		})
+	}}
+
+var qosRmCmd = spec{use: "rm NAME", short: "remove a QoS rule", example: "sluice qos rm ckpt",
+	aliases: []string{"remove"}, setup: func(fs *pflag.FlagSet) func([]string) error {
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want: qos rm NAME")
+			}
+			return printRules(rpc.Do(context.Background(), mc, api.QoSRemove, &api.RuleRef{Name: args[0]}))
+		})
+	}}
+
+// printRules prints the version a change of the rules made.
+func printRules(rs *qos.RuleSet, err error) error {
 	if err != nil {
 		return err
 	}
-	defer mc.Close()
-	rest := fs.Args()
-	ctx := context.Background()
-	var rs *qos.RuleSet
-	switch sub {
-	case "add":
-		if len(rest) < 2 {
-			return fmt.Errorf("want: qos add NAME [job=J] [uid=U] [gid=G] [node=N] [app=A] [op=read|write|meta] [rate=BYTES/s] [iops=N] [share=W] [--before RULE]")
-		}
-		r, perr := qos.ParseRule(rest[0], rest[1:])
-		if perr != nil {
-			return perr
-		}
-		rs, err = rpc.Do(ctx, mc, api.QoSAdd, &api.QoSAddReq{Rule: r, Before: *before})
-	case "rm":
-		if len(rest) != 1 {
-			return fmt.Errorf("want: qos rm NAME")
-		}
-		rs, err = rpc.Do(ctx, mc, api.QoSRemove, &api.RuleRef{Name: rest[0]})
-	case "list", "ls":
-		sub = "list"
-		rs, err = rpc.Do(ctx, mc, api.QoSList, &wire.Empty{})
-	case "stats":
-		return qosStats(mc, mustSecret(fs), *asJSON)
-	default:
-		return fmt.Errorf("want: qos add|rm|list|stats")
-	}
-	if err != nil {
-		return err
-	}
-	if sub == "list" && *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(rs)
-	}
-	if sub != "list" {
-		fmt.Printf("QoS rules version %d\n", rs.Version)
-		return nil
-	}
-	fmt.Printf("QoS rules version %d (first match wins; unmatched requests share fairly per job)\n", rs.Version)
-	for _, r := range rs.Rules {
-		fmt.Println(r)
-	}
+	fmt.Printf("QoS rules version %d\n", rs.Version)
 	return nil
 }
+
+var qosListCmd = spec{use: "list", short: "show the QoS rules in order", example: "sluice qos list --json",
+	aliases: []string{"ls"}, setup: func(fs *pflag.FlagSet) func([]string) error {
+		asJSON := fs.Bool("json", false, "print JSON")
+		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+			rs, err := rpc.Do(context.Background(), mc, api.QoSList, &wire.Empty{})
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return json.NewEncoder(os.Stdout).Encode(rs)
+			}
+			fmt.Printf("QoS rules version %d (first match wins; unmatched requests share fairly per job)\n", rs.Version)
+			for _, r := range rs.Rules {
+				fmt.Println(r)
+			}
+			return nil
+		})
+	}}
+
+var qosStatsCmd = spec{use: "stats", short: "show each gate's flows: caps, shares, use and waits", example: "sluice qos stats",
+	setup: func(fs *pflag.FlagSet) func([]string) error {
+		asJSON := fs.Bool("json", false, "print JSON")
+		cn := addConn(fs)
+		return withMeta(cn, func(mc *rpc.Client, args []string) error { return qosStats(mc, cn.secret(), *asJSON) })
+	}}
 
 // qosServerStats is one server's answer to api.QoSStats.
 type qosServerStats struct {

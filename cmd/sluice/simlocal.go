@@ -14,7 +14,7 @@ import (
 )
 
 // localMachine describes the local cluster in state directory dir for the
-// simulator (`sluice sim --machine local --dir DIR`): the forwarding
+// simulator (`sluice sim day --machine local --dir DIR`): the forwarding
 // daemons' and data servers' caps from the flags it was started with
 // (cluster.json), the data servers' measured bandwidth from the metadata
 // service's registry, the fixed mapping's ratio from the metadata
@@ -26,7 +26,7 @@ import (
 // and the tier behind it the storage.
 func localMachine(dir string, probeFiles int) (*machine.Machine, error) {
 	if dir == "" {
-		return nil, fmt.Errorf("--machine local needs --dir, the state directory of a running local cluster (sluice up --dir)")
+		return nil, fmt.Errorf("--machine local needs --dir, the state directory of a running local cluster (sluice cluster up --dir)")
 	}
 	c, err := cluster.Load(dir)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"runtime/pprof"
 )
 
-// heapPeak writes a heap profile (go tool pprof FILE) of `sluice sim`
+// heapPeak writes a heap profile (go tool pprof FILE) of `sluice sim day`
 // when its live heap is largest: check is called after every simulated
 // hour and once a run ends, and the profile is written again whenever the
 // heap live after the last collection has grown by an eighth past the

@@ -8,12 +8,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/internal/size"
 )
 
-func cmdUp(args []string) error {
-	fs, cfg := flagSet("up")
+var upCmd = spec{use: "up --dir STATE --mount MNT", short: "start a local cluster on this host and mount it",
+	example: "sluice cluster up --dir /tmp/sl --mount /tmp/sl/mnt --mem 1G --ssd 4G", setup: setupUp}
+
+func setupUp(fs *pflag.FlagSet) func([]string) error {
 	var o cluster.Options
 	fs.StringVar(&o.Dir, "dir", "", "state directory")
 	fs.StringVar(&o.Mount, "mount", "", "mount point")
@@ -34,77 +38,97 @@ func cmdUp(args []string) error {
 	fs.Float64Var(&o.PFSMBps, "pfs-max-mbps", 0, "bandwidth cap of the pfs-tier data server, MB/s (an emulated disk-based PFS)")
 	fs.DurationVar(&o.DeviceBurst, "device-burst", 0, "how much of its cap an idle emulated device serves at once (0: 50ms)")
 	fs.DurationVar(&o.MemKeepFreed, "mem-keep-freed", 0, "how long the mem tier keeps deleted chunks' pages, within its size, for new chunks (0: 10m; <0: none)")
-	metaFlags := fs.String("meta-flags", "", "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\"")
-	fwdFlags := fs.String("fwd-flags", "", "extra flags of every forwarding daemon, e.g. \"--workers 16,16,32\"")
-	mountFlags := fs.String("mount-flags", "", "extra flags of the mount, e.g. \"--writeback-creates\"")
+	metaFlags := fs.StringArray("meta-flags", nil, "extra flags of the metadata daemon, e.g. \"--fwd-ratio 8 --dfra-vmin 64M\" (repeatable)")
+	dataFlags := fs.StringArray("data-flags", nil, "extra flags of every data server, e.g. \"--zero-copy=false\" (repeatable)")
+	fwdFlags := fs.StringArray("fwd-flags", nil, "extra flags of every forwarding daemon, e.g. \"--workers 16,16,32\" (repeatable)")
+	mountFlags := fs.StringArray("mount-flags", nil, "extra flags of the mount, e.g. \"--writeback-creates=false\" (repeatable)")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "request timeout of clients and daemons")
 	fs.StringVar(&o.JobVar, "jobid-var", "SLURM_JOB_ID", "environment variable holding the job id")
 	monitor := fs.Bool("monitor", true, "record every operation for Beacon in every daemon")
 	fs.StringVar(&o.FwdPolicy, "fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm")
-	fs.StringVar(&o.ZeroCopy, "zero-copy", "all", "zero-copy reads in the data servers (sendfile), the forwarding daemons (splice), both or neither: data, fwd, all or none")
+	zeroCopy := fs.Bool("zero-copy", true, "zero-copy reads: sendfile in the data servers, splice in the forwarding daemons (one kind alone: --data-flags or --fwd-flags --zero-copy=false)")
 	localSockets := fs.Bool("local-sockets", true, "daemons also listen on unix sockets, which peers on this host use instead of TCP (false: every hop over TCP, as between hosts)")
 	fs.IntVar(&o.PprofBase, "pprof-base", 0, "serve each daemon's Go profiles on 127.0.0.1:PORT+i, i its index in cluster.json (0: off)")
 	memHuge := fs.Bool("mem-huge", true, "give the mem tier a tmpfs of its own with large folios (huge=within_size; root only, else /dev/shm's): a new chunk costs a quarter of the kernel's time")
-	exitWith := fs.String("exit-with", os.Getenv("SLUICE_EXIT_WITH"), "take the cluster down (as down --purge) when process `PID` ends, e.g. the script that started it, even if it is killed (default $SLUICE_EXIT_WITH; empty or 0: never)")
-	fs.BoolVar(&o.ExitRemove, "exit-remove", os.Getenv("SLUICE_EXIT_REMOVE") == "1", "with --exit-with: then delete the state directory too (default: $SLUICE_EXIT_REMOVE is 1)")
+	exitWith := fs.String("exit-with", "", "take the cluster down (as down --purge) when process `PID` ends, e.g. the script that started it, even if it is killed (default $SLUICE_EXIT_WITH; empty or 0: never)")
+	fs.BoolVar(&o.ExitRemove, "exit-remove", false, "with --exit-with: then delete the state directory too (default: $SLUICE_EXIT_REMOVE is 1)")
 	pipeMax := fs.String("pipe-max-size", "4M", "as root, raise the kernel's fs.pipe-max-size to this if it is lower: pipes then hold a 1 MiB payload and a reply's header, so the mount splices reads into the FUSE device (--splice-reads) and payloads take one pipe (0: leave it)")
 	fs.IntVar(&o.Procs, "procs", 0, "GOMAXPROCS of every daemon (not the mount), which share this host's cores (0: the Go default, one per core each)")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
-	}
-	if o.Dir == "" || o.Mount == "" {
-		return fmt.Errorf("--dir and --mount are required")
-	}
-	o.TCPOnly = !*localSockets
-	if *exitWith != "" {
-		pid, err := strconv.Atoi(*exitWith)
-		if err != nil || pid < 0 {
-			return fmt.Errorf("--exit-with %q: want a process id", *exitWith)
+	return func(args []string) error {
+		if err := wantArgs(args, 0, "no arguments"); err != nil {
+			return err
 		}
-		o.ExitWith = pid
-	}
-	switch o.ZeroCopy {
-	case "none", "data", "fwd", "all":
-	default:
-		return fmt.Errorf("--zero-copy %q: want data, fwd, all or none", o.ZeroCopy)
-	}
-	if o.MemReplicas > 1 && o.MemServers < o.MemReplicas {
-		return fmt.Errorf("--mem-replicas %d needs --mem-servers %d or more", o.MemReplicas, o.MemReplicas)
-	}
-	for i, f := range strings.Split(*dataMBps, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || v < 0 {
-			return fmt.Errorf("--data-max-mbps: %q is not a rate", f)
+		if o.Dir == "" || o.Mount == "" {
+			return fmt.Errorf("--dir and --mount are required")
 		}
-		if i == 0 {
-			o.DataMBps = v
+		if !fs.Changed("exit-with") {
+			*exitWith = os.Getenv("SLUICE_EXIT_WITH")
 		}
-		o.DataMBpsEach = append(o.DataMBpsEach, v)
+		if !fs.Changed("exit-remove") {
+			o.ExitRemove = os.Getenv("SLUICE_EXIT_REMOVE") == "1"
+		}
+		o.TCPOnly = !*localSockets
+		if *exitWith != "" {
+			pid, err := strconv.Atoi(*exitWith)
+			if err != nil || pid < 0 {
+				return fmt.Errorf("--exit-with %q: want a process id", *exitWith)
+			}
+			o.ExitWith = pid
+		}
+		o.ZeroCopy = map[bool]string{true: "all", false: "none"}[*zeroCopy]
+		if o.MemReplicas > 1 && o.MemServers < o.MemReplicas {
+			return fmt.Errorf("--mem-replicas %d needs --mem-servers %d or more", o.MemReplicas, o.MemReplicas)
+		}
+		for i, f := range strings.Split(*dataMBps, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || v < 0 {
+				return fmt.Errorf("--data-max-mbps: %q is not a rate", f)
+			}
+			if i == 0 {
+				o.DataMBps = v
+			}
+			o.DataMBpsEach = append(o.DataMBpsEach, v)
+		}
+		if len(o.DataMBpsEach) == 1 {
+			o.DataMBpsEach = nil // one cap for every server
+		}
+		o.NoMonitor = !*monitor
+		o.PlainMem = !*memHuge
+		o.MetaFlags = fields(*metaFlags)
+		o.MountFlags = fields(*mountFlags)
+		o.FwdFlags = fields(*fwdFlags)
+		o.DataFlags = fields(*dataFlags)
+		var err error
+		if o.MemBytes, err = size.Parse(*mem); err != nil {
+			return fmt.Errorf("--mem: %v", err)
+		}
+		if o.SSDBytes, err = size.Parse(*ssd); err != nil {
+			return fmt.Errorf("--ssd: %v", err)
+		}
+		if o.HDDBytes, err = size.Parse(*hdd); err != nil {
+			return fmt.Errorf("--hdd: %v", err)
+		}
+		pm, err := size.Parse(*pipeMax)
+		if err != nil {
+			return fmt.Errorf("--pipe-max-size: %v", err)
+		}
+		return up(o, pm)
 	}
-	if len(o.DataMBpsEach) == 1 {
-		o.DataMBpsEach = nil // one cap for every server
+}
+
+// fields splits each of a repeatable flag's values into words.
+func fields(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, strings.Fields(v)...)
 	}
-	o.NoMonitor = !*monitor
-	o.PlainMem = !*memHuge
-	o.MetaFlags = strings.Fields(*metaFlags)
-	o.MountFlags = strings.Fields(*mountFlags)
-	o.FwdFlags = strings.Fields(*fwdFlags)
-	var err error
-	if o.MemBytes, err = size.Parse(*mem); err != nil {
-		return fmt.Errorf("--mem: %v", err)
-	}
-	if o.SSDBytes, err = size.Parse(*ssd); err != nil {
-		return fmt.Errorf("--ssd: %v", err)
-	}
-	if o.HDDBytes, err = size.Parse(*hdd); err != nil {
-		return fmt.Errorf("--hdd: %v", err)
-	}
-	pm, err := size.Parse(*pipeMax)
-	if err != nil {
-		return fmt.Errorf("--pipe-max-size: %v", err)
-	}
-	if was, raised := raisePipeMax(int64(pm)); raised {
-		fmt.Fprintf(os.Stderr, "sluice up: fs.pipe-max-size raised from %d to %d (zero-copy reads into the FUSE device; --pipe-max-size 0 leaves it)\n", was, pm)
+	return out
+}
+
+// up starts the cluster o describes, with fs.pipe-max-size raised to pm.
+func up(o cluster.Options, pm int64) error {
+	if was, raised := raisePipeMax(pm); raised {
+		fmt.Fprintf(os.Stderr, "sluice cluster up: fs.pipe-max-size raised from %d to %d (zero-copy reads into the FUSE device; --pipe-max-size 0 leaves it)\n", was, pm)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -116,59 +140,64 @@ func cmdUp(args []string) error {
 		return err
 	}
 	if c.MemFSErr != "" && os.Geteuid() == 0 {
-		fmt.Fprintf(os.Stderr, "sluice up: the mem tier stays on /dev/shm's tmpfs, small pages (%s)\n", c.MemFSErr)
+		fmt.Fprintf(os.Stderr, "sluice cluster up: the mem tier stays on /dev/shm's tmpfs, small pages (%s)\n", c.MemFSErr)
 	}
 	fmt.Printf("sluice is up: %s mounted (state in %s, metadata service %s)\n", c.Mount, c.Dir, c.MetaAddr)
 	return nil
 }
 
-func cmdDown(args []string) error {
-	fs, cfg := flagSet("down")
-	dir := fs.String("dir", "", "state directory")
-	purge := fs.Bool("purge", false, "also delete the mem tier's data (frees its memory)")
-	whenGone := fs.Int("when-gone", 0, "first wait until process `PID` has ended (the watcher `up --exit-with` starts)")
-	removeState := fs.Bool("remove-state", false, "then delete the state directory too (its ssd chunks, pfs directory and logs), unless the mount could not be taken down")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
-	}
-	d, err := stateDir(*dir)
+var downCmd = spec{use: "down", short: "unmount and stop a local cluster",
+	example: "sluice cluster down --dir /tmp/sl --purge", setup: func(fs *pflag.FlagSet) func([]string) error {
+		dir := fs.String("dir", "", "state directory (default: the cluster sluice cluster up started last)")
+		purge := fs.Bool("purge", false, "also delete the mem tier's data (frees its memory)")
+		whenGone := fs.Int("when-gone", 0, "first wait until process `PID` has ended (the watcher up --exit-with starts)")
+		removeState := fs.Bool("remove-state", false, "then delete the state directory too (its ssd chunks, pfs directory and logs), unless the mount could not be taken down")
+		return func(args []string) error {
+			if err := wantArgs(args, 0, "no arguments"); err != nil {
+				return err
+			}
+			return down(*dir, *purge, *whenGone, *removeState)
+		}
+	}}
+
+func down(dir string, purge bool, whenGone int, removeState bool) error {
+	d, err := stateDir(dir)
 	if err != nil {
 		return err
 	}
-	if *whenGone > 0 {
+	if whenGone > 0 {
 		// SIGTERM (from a down meanwhile) ends the wait, and the process
-		if err := cluster.WaitGone(*whenGone); err != nil {
+		if err := cluster.WaitGone(whenGone); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "%s: process %d ended: taking the cluster in %s down\n", time.Now().Format(time.RFC3339), *whenGone, d)
+		fmt.Fprintf(os.Stderr, "%s: process %d ended: taking the cluster in %s down\n", time.Now().Format(time.RFC3339), whenGone, d)
 		if _, err := cluster.Load(d); err != nil {
 			return nil // never started, or its state is gone: nothing to stop
 		}
 	}
-	if err := cluster.Down(d, *purge); err != nil {
+	if err := cluster.Down(d, purge); err != nil {
 		return err
 	}
-	if *removeState {
+	if removeState {
 		return os.RemoveAll(d)
 	}
 	return nil
 }
 
-func cmdRestart(args []string) error {
-	fs, cfg := flagSet("restart")
-	dir := fs.String("dir", "", "state directory")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
-	}
-	d, err := stateDir(*dir)
-	if err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("want one daemon name (see %s/run)", d)
-	}
-	return cluster.Restart(d, fs.Arg(0))
-}
+var restartCmd = spec{use: "restart NAME", short: "restart one daemon of a local cluster (names in STATE/run)",
+	example: "sluice cluster restart fwd0", setup: func(fs *pflag.FlagSet) func([]string) error {
+		dir := fs.String("dir", "", "state directory (default: the cluster sluice cluster up started last)")
+		return func(args []string) error {
+			d, err := stateDir(*dir)
+			if err != nil {
+				return err
+			}
+			if len(args) != 1 {
+				return fmt.Errorf("want one daemon name (see %s/run)", d)
+			}
+			return cluster.Restart(d, args[0])
+		}
+	}}
 
 // stateDir resolves --dir, falling back to the cluster `up` started last.
 func stateDir(dir string) (string, error) {
@@ -181,7 +210,7 @@ func stateDir(dir string) (string, error) {
 	if d, err := cluster.Current(); err == nil {
 		return d, nil
 	}
-	return "", fmt.Errorf("--dir is required (no cluster started with 'sluice up' found)")
+	return "", fmt.Errorf("--dir is required (no cluster started with 'sluice cluster up' found)")
 }
 
 // pipeMaxPath is the kernel's bound on a pipe an unprivileged process

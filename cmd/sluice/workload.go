@@ -4,24 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/spf13/pflag"
 	"os"
-	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-hpc/sluice/fwdmap"
-	"github.com/sluice-hpc/sluice/internal/ident"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/workload"
+	"github.com/sluice-hpc/sluice/workload/live"
 )
 
 // cmdWorkload runs one behaviour as a job: one process per rank, each with
 // the job id, its rank and the application tag in its environment.
-func cmdWorkload(args []string) error {
-	fs, cfg := flagSet("workload")
+var workloadCmd = spec{use: "workload --kind K --ranks N DIR", short: "run an application I/O behaviour as a job, one process per rank",
+	example: "sluice workload --kind ckpt --ranks 8 --size 256M /sluice/run1\nsluice workload --gen ckpt-mix --buffer 1G > mix.json", setup: setupWorkload}
+
+func setupWorkload(fs *pflag.FlagSet) func([]string) error {
 	kind := fs.String("kind", workload.NN, "behaviour: nn, n1, 11, meta, iops, ckpt")
 	ranks := fs.Int("ranks", 4, "processes")
 	job := fs.String("job", "", "job id (default: a new one from the clock)")
@@ -40,127 +42,125 @@ func cmdWorkload(args []string) error {
 	register := fs.Bool("register", false, "register the job with the forwarding-map manager for its run (DFRA)")
 	state := fs.String("state", "", "with --register: state directory of the local cluster (default: the current one)")
 	nodeList := fs.String("nodes", "", "emulated compute nodes (cn0,cn1,...): ranks are spread over them in blocks, each with SLURMD_NODENAME set (default: this host)")
-	gen := fs.String("gen", "", "print a workload description instead of running one: ckpt-mix (checkpointing applications for `sluice bb replay` and the simulator; --size per checkpoint, --period the planning period)")
+	gen := fs.String("gen", "", "print a workload description instead of running one: ckpt-mix (checkpointing applications for sluice bb replay and the simulator; --size per checkpoint, --period the planning period)")
 	buffer := fs.String("buffer", "128M", "ckpt-mix: the buffer capacity S the mix is sized for")
-	dwpp := fs.Float64("dwpp", 1.0, "ckpt-mix: data written per period, × S")
+	dwpp := fs.Float64Slice("dwpp", []float64{1.0}, "ckpt-mix: data written per period, × S (one value)")
 	periods := fs.Int("periods", 3, "ckpt-mix: periods run")
 	classes := fs.String("classes", "", "ckpt-mix: checkpoint periods as divisors of --period with shares, e.g. 1:1,2:1,3:1 (default: every application once per period)")
 	congestion := fs.String("congestion", "low", "ckpt-mix: low, med or high (how close the I/O jobs come)")
 	mtbfMax := fs.Duration("mtbf-max", 16*time.Second, "ckpt-mix: applications' MTBF drawn up to this")
 	seed := fs.Int64("seed", 1, "ckpt-mix: random seed")
-	jobsFile := fs.String("jobs", "", "run the jobs of a workload description (JSON Lines of sim.Job, what `sluice sim --jobs` reads; e.g. from `sluice sim --gen-jobs`), each at its submit time, one subdirectory of DIR per job; prints one JSON line per job")
+	jobsFile := fs.String("jobs", "", "run the jobs of a workload description (JSON Lines of sim.Job, what sluice sim day --jobs reads; e.g. from sluice sim day --gen-jobs), each at its submit time, one subdirectory of DIR per job; prints one JSON line per job")
 	timeScale := fs.Float64("time-scale", 1, "--jobs: multiply submit times and the computation between write phases")
 	volScale := fs.Float64("volume-scale", 1, "--jobs: multiply every job's bytes and metadata operations")
 	maxRanks := fs.Int("max-ranks", 4, "--jobs: processes per job at most (a job's nodes beyond are not run)")
 	maxBytes := fs.String("max-bytes", "8G", "--jobs: refuse a workload that moves more than this in all (0: no bound)")
-	computeNodes := fs.Int("compute-nodes", 0, "--jobs: jobs wait for their emulated compute nodes among this many (cn0…), first come first served, as in the simulator (`sluice sim --machine local`: the forwarding daemons × meta's --fwd-ratio); 0: each job starts at its submit time")
-	asRunOnly := fs.Bool("as-run", false, "--jobs: print what would run, as the simulator's jobs (JSON Lines of sim.Job: ranks, bytes, operations and computation as run live, scaled), and stop; `sluice sim --jobs` of it simulates the live run")
-	if err := parse(fs, cfg, args); err != nil {
-		return err
-	}
-	if *gen != "" {
-		if *gen != "ckpt-mix" {
-			return fmt.Errorf("--gen %q: want ckpt-mix", *gen)
+	computeNodes := fs.Int("compute-nodes", 0, "--jobs: jobs wait for their emulated compute nodes among this many (cn0…), first come first served, as in the simulator (sluice sim day --machine local: the forwarding daemons × meta's --fwd-ratio); 0: each job starts at its submit time")
+	asRunOnly := fs.Bool("as-run", false, "--jobs: print what would run, as the simulator's jobs (JSON Lines of sim.Job: ranks, bytes, operations and computation as run live, scaled), and stop; sluice sim day --jobs of it simulates the live run")
+	return func(args []string) error {
+		if *gen != "" {
+			if *gen != "ckpt-mix" {
+				return fmt.Errorf("--gen %q: want ckpt-mix", *gen)
+			}
+			if len(*dwpp) != 1 {
+				return fmt.Errorf("--dwpp: want one value, got %v", *dwpp)
+			}
+			return genCkptMix(*buffer, *perRank, *period, *periods, (*dwpp)[0], *classes, *congestion, *mtbfMax, *seed)
 		}
-		return genCkptMix(*buffer, *perRank, *period, *periods, *dwpp, *classes, *congestion, *mtbfMax, *seed)
-	}
-	if fs.NArg() != 1 && (*jobsFile == "" || !*asRunOnly) {
-		return fmt.Errorf("want one directory, got %d arguments", fs.NArg())
-	}
-	if *jobsFile != "" {
-		mb, err := size.Parse(*maxBytes)
+		if len(args) != 1 && (*jobsFile == "" || !*asRunOnly) {
+			return fmt.Errorf("want one directory, got %d arguments", len(args))
+		}
+		if *jobsFile != "" {
+			o := live.Options{TimeScale: *timeScale, VolScale: *volScale, MaxRanks: *maxRanks, Register: *register, State: *state,
+				ComputeNodes: *computeNodes, Out: os.Stdout}
+			return runLive(*jobsFile, args, o, *maxBytes, *blockSize, *asRunOnly)
+		}
+		sz, err := size.Parse(*perRank)
 		if err != nil {
-			return fmt.Errorf("--max-bytes: %v", err)
+			return fmt.Errorf("--size: %v", err)
 		}
-		if *timeScale < 0 || *volScale <= 0 || *maxRanks < 1 {
-			return fmt.Errorf("--time-scale, --volume-scale and --max-ranks must be positive")
+		bs, err := size.Parse(*blockSize)
+		if err != nil || bs <= 0 || bs > 64<<20 {
+			return fmt.Errorf("--block: want a size up to 64M")
 		}
-		if *computeNodes < 0 {
-			return fmt.Errorf("--compute-nodes: want 0 or more")
+		p := workload.Params{Dir: args[0], Rank: *rank, Ranks: *ranks, Size: sz, Block: int(bs), Ops: *ops,
+			Bursts: *bursts, Period: *period, Seed: time.Now().UnixNano(), SharedDir: *shared}
+		if *startAt > 0 {
+			p.StartAt = time.Unix(0, *startAt)
 		}
-		return runLiveJobs(*jobsFile, fs.Arg(0), liveJobs{timeScale: *timeScale, volScale: *volScale, maxRanks: *maxRanks,
-			maxBytes: mb, block: *blockSize, register: *register, state: *state, computeNodes: *computeNodes}, *asRunOnly)
-	}
-	sz, err := size.Parse(*perRank)
-	if err != nil {
-		return fmt.Errorf("--size: %v", err)
-	}
-	bs, err := size.Parse(*blockSize)
-	if err != nil || bs <= 0 || bs > 64<<20 {
-		return fmt.Errorf("--block: want a size up to 64M")
-	}
-	p := workload.Params{Dir: fs.Arg(0), Rank: *rank, Ranks: *ranks, Size: sz, Block: int(bs), Ops: *ops,
-		Bursts: *bursts, Period: *period, Seed: time.Now().UnixNano(), SharedDir: *shared}
-	if *startAt > 0 {
-		p.StartAt = time.Unix(0, *startAt)
-	}
-	if *rank >= 0 {
-		res, err := workload.Run(*kind, p)
+		if *rank >= 0 {
+			res, err := workload.Run(*kind, p)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(os.Stdout).Encode(res)
+		}
+		if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+			return err
+		}
+		if *job == "" {
+			*job = strconv.FormatInt(time.Now().UnixNano()/1e6%1e9, 10)
+		}
+		if *app == "" {
+			*app = "workload-" + *kind
+		}
+		exe, err := os.Executable()
 		if err != nil {
 			return err
 		}
-		return json.NewEncoder(os.Stdout).Encode(res)
+		j := workload.Job{ID: *job, App: *app, JobVar: *jobVar, Ranks: *ranks, Exe: exe,
+			Args: slices.Concat([]string{"workload"}, setFlags(fs), args)}
+		if *nodeList != "" {
+			j.Nodes = strings.Split(*nodeList, ",")
+		}
+		return runJob(j, *kind, *register, *state, *asJSON, *results)
 	}
-	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
-		return err
-	}
-	if *job == "" {
-		*job = strconv.FormatInt(time.Now().UnixNano()/1e6%1e9, 10)
-	}
-	if *app == "" {
-		*app = "workload-" + *kind
-	}
-	exe, err := os.Executable()
+}
+
+// runLive runs the jobs of a workload description (workload/live).
+func runLive(jobsFile string, args []string, o live.Options, maxBytes, block string, asRun bool) error {
+	mb, err := size.Parse(maxBytes)
 	if err != nil {
+		return fmt.Errorf("--max-bytes: %v", err)
+	}
+	if o.TimeScale < 0 || o.VolScale <= 0 || o.MaxRanks < 1 {
+		return fmt.Errorf("--time-scale, --volume-scale and --max-ranks must be positive")
+	}
+	if o.ComputeNodes < 0 {
+		return fmt.Errorf("--compute-nodes: want 0 or more")
+	}
+	if o.Block, err = size.Parse(block); err != nil {
+		return fmt.Errorf("--block: %v", err)
+	}
+	if o.Exe, err = os.Executable(); err != nil {
 		return err
 	}
-	var nodes []string
-	if *nodeList != "" {
-		nodes = strings.Split(*nodeList, ",")
+	o.MaxBytes = mb
+	dir := ""
+	if len(args) > 0 {
+		dir = args[0]
 	}
-	if *register {
-		end, err := registerJob(*state, *job, *app, nodes)
+	return live.Run(jobsFile, dir, o, asRun)
+}
+
+// runJob runs j (registered with the forwarding-map manager of the local
+// cluster in state if register) and prints its summary.
+func runJob(j workload.Job, kind string, register bool, state string, asJSON, results bool) error {
+	if register {
+		end, err := registerJob(state, j.ID, j.App, j.Nodes)
 		if err != nil {
 			return err
 		}
 		defer end()
 	}
-	rs := make([]workload.Result, *ranks)
-	errs := make([]error, *ranks)
-	var wg sync.WaitGroup
 	start := time.Now()
-	// a start barrier: every rank begins its I/O at once (as IOR's ranks
-	// do after MPI_Barrier), past the time it takes to start them all
-	at := strconv.FormatInt(start.Add(300*time.Millisecond+time.Duration(*ranks)*30*time.Millisecond).UnixNano(), 10)
-	for r := 0; r < *ranks; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			c := exec.Command(exe, append([]string{"workload", "--rank", strconv.Itoa(r), "--start-at", at}, args...)...)
-			c.Env = append(os.Environ(), *jobVar+"="+*job, "SLURM_PROCID="+strconv.Itoa(r), "SLUICE_APP="+*app)
-			if len(nodes) > 0 {
-				c.Env = append(c.Env, ident.NodeVar+"="+nodes[r*len(nodes)/(*ranks)])
-			}
-			var stderr strings.Builder
-			c.Stderr = &stderr
-			out, err := c.Output()
-			if err == nil {
-				err = json.Unmarshal(out, &rs[r])
-			}
-			if err != nil {
-				errs[r] = fmt.Errorf("rank %d: %v %s", r, err, strings.TrimSpace(stderr.String()))
-			}
-		}(r)
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	rs, err := j.Run()
+	if err != nil {
+		return err
 	}
 	s := workload.Summarise(rs)
-	if *asJSON {
-		if !*results {
+	if asJSON {
+		if !results {
 			rs = nil
 		}
 		return json.NewEncoder(os.Stdout).Encode(struct {
@@ -168,11 +168,19 @@ func cmdWorkload(args []string) error {
 			workload.Summary
 			Elapsed time.Duration
 			Results []workload.Result `json:",omitempty"`
-		}{*job, *kind, s, time.Since(start), rs})
+		}{j.ID, kind, s, time.Since(start), rs})
 	}
-	fmt.Printf("job %s (%s, %d ranks): %s in %d ops; I/O time %v (slowest rank), %v (median)\n", *job, *kind, s.Ranks,
+	fmt.Printf("job %s (%s, %d ranks): %s in %d ops; I/O time %v (slowest rank), %v (median)\n", j.ID, kind, s.Ranks,
 		size.Format(uint64(s.Bytes)), s.Ops, s.Slowest.Round(time.Millisecond), s.Median.Round(time.Millisecond))
 	return nil
+}
+
+// setFlags gives the flags the command line set in fs, as arguments that
+// set them again (for a child process of the same command).
+func setFlags(fs *pflag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(f *pflag.Flag) { out = append(out, "--"+f.Name+"="+f.Value.String()) })
+	return out
 }
 
 // registerJob starts a job (its compute nodes, default this host, and the

@@ -45,7 +45,7 @@ type Config struct {
 	LocalSocket bool   // also a unix socket for peers on this host
 	Secret      []byte // the cluster secret
 	// Ready, if set, is called with the bound address once the daemon
-	// listens (the address file of `sluice up`).
+	// listens (the address file of `sluice cluster up`).
 	Ready func(addr string) error
 
 	Engine string // metadata engine (meta/engine): pebble, bolt, mem

@@ -3,7 +3,7 @@ package wire
 import "hash/fnv"
 
 // Node-local namespaces (docs/nodelocal.md). A directory set to local
-// mode (`sluice setstripe --local DIR`) keeps its entries out of the
+// mode (`sluice file stripe --local DIR`) keeps its entries out of the
 // metadata service: each name in it is hashed to one data server of the
 // directory's tier, which keeps the entry and everything under it in its
 // own file system. Inodes there have LocalBit set, the serving data

@@ -10,7 +10,7 @@ import (
 )
 
 // Upward pre-migration (ONFS AUPM): a job names the files it will read, in
-// order (`sluice prefetch --job J FILE...`, OpMigrate "prefetch"), and the
+// order (`sluice file prefetch --job J FILE...`, OpMigrate "prefetch"), and the
 // manager promotes them to the mem tier ahead of the reads while keeping
 // the mem tier's budget: a window of promoted files not read yet slides
 // along the list as the job reads. A promotion starts only while the mem

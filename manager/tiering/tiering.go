@@ -4,7 +4,7 @@
 // (meta/activity.go), asks the ONFS policy (policy/tiering) what to move
 // where, and carries the moves out chunk by chunk with the metadata
 // service's consistent migration (meta/move.go). It also answers OpMigrate
-// (`sluice migrate`: move a file to a tier now) and finishes migrations a
+// (`sluice file migrate`: move a file to a tier now) and finishes migrations a
 // crash left undecided.
 //
 // It owns the migrations in flight and their figures (soft state). It

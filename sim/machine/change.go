@@ -58,7 +58,7 @@ func secs(s float64) string {
 	return time.Duration(s * float64(time.Second)).String()
 }
 
-// ParseChange reads a change as `sluice sim --change` takes it:
+// ParseChange reads a change as `sluice sim day --change` takes it:
 // space-separated key=value, "at=2h for=30m fwds=fwd0000..fwd0023
 // factor=0" (at and for as durations or seconds; fwds and targets
 // comma-separated ids or ranges; groups comma-separated numbers).

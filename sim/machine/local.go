@@ -6,7 +6,7 @@ import (
 )
 
 // Local is what the simulator needs to know of a running local cluster
-// (`sluice up`) to describe it as a machine (`sluice sim --machine
+// (`sluice cluster up`) to describe it as a machine (`sluice sim day --machine
 // local`): the caps its daemons were started with and what its data
 // servers measured. The caller gathers it (cmd/sluice: the cluster's
 // recorded flags and the metadata service's registry); FromLocal only

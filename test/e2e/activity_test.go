@@ -9,7 +9,7 @@ import (
 )
 
 // TestFileActivity: the metadata service keeps each file's open/close
-// history (the input of file coolness) and `sluice stat` shows it with
+// history (the input of file coolness) and `sluice file stat` shows it with
 // the coolness the tiering policy gives it.
 func TestFileActivity(t *testing.T) {
 	c := startCluster(t)
@@ -25,7 +25,7 @@ func TestFileActivity(t *testing.T) {
 		f.Close()
 	}
 	time.Sleep(100 * time.Millisecond) // the release reaches the service after close returns
-	out, err := c.sluice("stat", p)
+	out, err := c.sluice("file", "stat", p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestFileActivity(t *testing.T) {
 	}
 	// the forwarding daemon reports the write as the last access
 	eventually(t, 5*time.Second, func() bool {
-		out, _ := c.sluice("stat", p)
+		out, _ := c.sluice("file", "stat", p)
 		return regexp.MustCompile(`last read or write \S+ ago`).MatchString(out)
 	}, "the last access to be reported")
 }

@@ -154,7 +154,7 @@ func TestBurstBufferBBOS(t *testing.T) {
 	if len(st.Pools) != 1 || st.Pools[0].Phases == 0 {
 		t.Fatalf("pools %+v: want the I/O scheduler's phases counted", st.Pools)
 	}
-	if out, err := c.sluice("job", "a1"); err != nil || !strings.Contains(out, "demote v1") {
+	if out, err := c.sluice("job", "show", "a1"); err != nil || !strings.Contains(out, "demote v1") {
 		t.Fatalf("job a1's decisions do not show its demotion: %v\n%s", err, out)
 	}
 	// the grants go: the controls are lifted and the pool forgotten

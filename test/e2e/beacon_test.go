@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-hpc/sluice/workload"
 )
 
-// jobReport is `sluice job --json`.
+// jobReport is `sluice job show --json`.
 type jobReport struct {
 	beacon.JobReport
 	Interference []beacon.Interference
@@ -30,7 +30,7 @@ func (c *cluster) job(t *testing.T, id string) jobReport {
 	// last ones are in the store two windows after it ended
 	time.Sleep(2500 * time.Millisecond)
 	eventually(t, 20*time.Second, func() bool {
-		out, err := c.sluice("job", "--json", id)
+		out, err := c.sluice("job", "show", "--json", id)
 		if err != nil {
 			return false
 		}
@@ -93,12 +93,12 @@ func TestBeaconClassifies(t *testing.T) {
 		t.Fatalf("profile: %v\n%s", err, out)
 	}
 	// queries by job and layer, by node and time, by file
-	out, err = c.sluice("records", "--job", "job-nn", "--layer", "data")
+	out, err = c.sluice("monitor", "records", "--job", "job-nn", "--layer", "data")
 	if err != nil || !strings.Contains(out, "data-mem-") || strings.Contains(out, "job-n1") || strings.Contains(out, " client ") {
 		t.Fatalf("records by job and layer: %v\n%s", err, out)
 	}
 	host, _ := os.Hostname()
-	if out, err = c.sluice("records", "--node", host, "--since", "10m"); err != nil || strings.Count(out, "\n") < 10 {
+	if out, err = c.sluice("monitor", "records", "--node", host, "--since", "10m"); err != nil || strings.Count(out, "\n") < 10 {
 		t.Fatalf("records by node and time: %v\n%s", err, out)
 	}
 	st, err := os.Stat(c.path("w-nn/nn.0"))
@@ -106,7 +106,7 @@ func TestBeaconClassifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ino := fmt.Sprint(st.Sys().(*syscall.Stat_t).Ino)
-	out, err = c.sluice("records", "--ino", ino)
+	out, err = c.sluice("monitor", "records", "--ino", ino)
 	if err != nil || !strings.Contains(out, " write ") || !strings.Contains(out, " fwd ") {
 		t.Fatalf("records by file: %v\n%s", err, out)
 	}
@@ -115,7 +115,7 @@ func TestBeaconClassifies(t *testing.T) {
 			t.Fatalf("record of another file: %s", l)
 		}
 	}
-	out, err = c.sluice("top", "--once", "--span", "60s")
+	out, err = c.sluice("monitor", "top", "--once", "--span", "60s")
 	if err != nil || !strings.Contains(out, "job-ckpt") || !strings.Contains(out, "fwd-") {
 		t.Fatalf("top: %v\n%s", err, out)
 	}
@@ -149,14 +149,14 @@ func TestBeaconInterference(t *testing.T) {
 			rep.Servers, rep.Timeline, ag.Servers, ag.Timeline)
 	}
 	t.Logf("victim slowed ×%.1f on %s (%v → %v)", found.Inflation, found.Server, found.LatAlone, found.LatShared)
-	out, err := c.sluice("job", "victim")
+	out, err := c.sluice("job", "show", "victim")
 	if err != nil || !strings.Contains(out, "slowed by job aggressor") {
 		t.Fatalf("job report: %v\n%s", err, out)
 	}
 }
 
 // TestBeaconFailSlow: one of two mem data servers is made ten times
-// slower; Beacon flags it (and only it) in sluice status. Both are capped
+// slower; Beacon flags it (and only it) in sluice cluster status. Both are capped
 // at 200 MB/s so that their start-up probes read alike: with probes
 // disturbed by other tests (171 against 665 MB/s once, under -race),
 // placement sent the faster-probed server four times the other's load,
@@ -165,7 +165,7 @@ func TestBeaconInterference(t *testing.T) {
 // unflagged for 90 s.
 func TestBeaconFailSlow(t *testing.T) {
 	c := startCluster(t, "--mem-servers", "2", "--mem", "1G", "--data-max-mbps", "200")
-	out, err := c.sluice("status")
+	out, err := c.sluice("cluster", "status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +175,14 @@ func TestBeaconFailSlow(t *testing.T) {
 			slowID = f[0]
 		}
 	}
-	if _, err := c.sluice("fault", "--server", slowID, "--slow", "10"); err != nil {
+	if _, err := c.sluice("cluster", "fault", "--server", slowID, "--slow", "10"); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	deadline := start.Add(90 * time.Second)
 	for i := 0; ; i++ {
 		c.workload(t, "load", "--kind", "nn", "--ranks", "4", "--size", "32M", c.path("load"))
-		out, err = c.sluice("status")
+		out, err = c.sluice("cluster", "status")
 		if err == nil && strings.Contains(out, "FAIL-SLOW") {
 			break
 		}

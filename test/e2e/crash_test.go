@@ -166,7 +166,7 @@ func TestErrors(t *testing.T) {
 		if !bytes.Equal(mustRead(t, c.path("spill")), data) {
 			t.Fatal("spilled file differs")
 		}
-		out, err := c.sluice("stat", c.path("spill"))
+		out, err := c.sluice("file", "stat", c.path("spill"))
 		if err != nil || !strings.Contains(out, "tier mem") || !strings.Contains(out, "tier ssd") {
 			t.Fatalf("want chunks on mem and ssd:\n%s %v", out, err)
 		}
@@ -235,13 +235,13 @@ func TestErrors(t *testing.T) {
 		// a client with the wrong secret cannot do anything
 		bad := filepath.Join(t.TempDir(), "bad-secret")
 		os.WriteFile(bad, []byte("not-the-cluster-secret"), 0o600)
-		out, err := run(30*time.Second, sluiceBin, "status", "--meta", meta, "--secret-file", bad)
+		out, err := run(30*time.Second, sluiceBin, "cluster", "status", "--meta", meta, "--secret-file", bad)
 		if err == nil || !strings.Contains(out, "authentication") {
 			t.Fatalf("status with a wrong secret: %v %s", err, out)
 		}
 		// the cluster is unharmed
 		mustWrite(t, c.path("after-garbage"), []byte("fine"))
-		if out, err := c.sluice("status"); err != nil || !strings.Contains(out, "meta") && !strings.Contains(out, "fwd") {
+		if out, err := c.sluice("cluster", "status"); err != nil || !strings.Contains(out, "meta") && !strings.Contains(out, "fwd") {
 			t.Fatalf("status: %v %s", err, out)
 		}
 	})
@@ -259,12 +259,16 @@ func TestErrors(t *testing.T) {
 		for _, args := range [][]string{
 			{"data", "--tier", "tape", "--dir", "/tmp"},
 			{"meta", "--bogus"},
-			{"up", "--dir", "/tmp/x"},
+			{"cluster", "up", "--dir", "/tmp/x"},
 			{"data", "--tier", "mem", "--dir", "/tmp/y", "--capacity", "lots"},
 		} {
 			out, err := run(10*time.Second, sluiceBin, args...)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
-			if err == nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "sluice "+args[0]+": ") {
+			name := args[0]
+			if name == "cluster" {
+				name += " " + args[1]
+			}
+			if err == nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "sluice "+name+": ") {
 				t.Fatalf("%v: want one error line, got %v:\n%s", args, err, out)
 			}
 		}

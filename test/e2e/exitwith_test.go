@@ -20,11 +20,11 @@ func TestUpExitWith(t *testing.T) {
 	base := t.TempDir()
 	up := func(name string, pid int, flags ...string) (state, mnt string, c *clusterpkg.Cluster) {
 		state, mnt = filepath.Join(base, name, "state"), filepath.Join(base, name, "mnt")
-		cmd := exec.Command(sluiceBin, append([]string{"up", "--dir", state, "--mount", mnt, "--mem", "64M", "--ssd", "64M", "--timeout", "10s", "--exit-with", strconv.Itoa(pid)}, flags...)...)
+		cmd := exec.Command(sluiceBin, append([]string{"cluster", "up", "--dir", state, "--mount", mnt, "--mem", "64M", "--ssd", "64M", "--timeout", "10s", "--exit-with", strconv.Itoa(pid)}, flags...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("sluice up: %v\n%s", err, out)
+			t.Fatalf("sluice cluster up: %v\n%s", err, out)
 		}
-		t.Cleanup(func() { exec.Command(sluiceBin, "down", "--dir", state, "--purge").Run() })
+		t.Cleanup(func() { exec.Command(sluiceBin, "cluster", "down", "--dir", state, "--purge").Run() })
 		c, err := clusterpkg.Load(state)
 		if err != nil {
 			t.Fatal(err)
@@ -96,8 +96,8 @@ func TestUpExitWith(t *testing.T) {
 	owner = sleeper()
 	state, mnt, c := up("down", owner.Process.Pid)
 	w := procOf(c.Watcher)
-	if out, err := exec.Command(sluiceBin, "down", "--dir", state, "--purge").CombinedOutput(); err != nil {
-		t.Fatalf("sluice down: %v\n%s", err, out)
+	if out, err := exec.Command(sluiceBin, "cluster", "down", "--dir", state, "--purge").CombinedOutput(); err != nil {
+		t.Fatalf("sluice cluster down: %v\n%s", err, out)
 	}
 	eventually(t, 10*time.Second, func() bool { return !w.alive() }, "the watcher's end after down")
 	if clusterpkg.Mounted(mnt) || !procOf(owner.Process.Pid).alive() {
@@ -111,9 +111,9 @@ func TestUpExitWith(t *testing.T) {
 	gone := exec.Command("true")
 	gone.Run()
 	state = filepath.Join(base, "none", "state")
-	out, err := exec.Command(sluiceBin, "up", "--dir", state, "--mount", filepath.Join(base, "none", "mnt"), "--mem", "64M", "--ssd", "0", "--exit-with", strconv.Itoa(gone.Process.Pid)).CombinedOutput()
+	out, err := exec.Command(sluiceBin, "cluster", "up", "--dir", state, "--mount", filepath.Join(base, "none", "mnt"), "--mem", "64M", "--ssd", "0", "--exit-with", strconv.Itoa(gone.Process.Pid)).CombinedOutput()
 	if err == nil {
-		exec.Command(sluiceBin, "down", "--dir", state, "--purge").Run()
+		exec.Command(sluiceBin, "cluster", "down", "--dir", state, "--purge").Run()
 		t.Fatalf("up --exit-with a process that has ended started a cluster:\n%s", out)
 	}
 }

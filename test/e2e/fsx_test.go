@@ -70,7 +70,7 @@ type fsxRun struct {
 // fsxVariant is one configuration the model runs under.
 type fsxVariant struct {
 	name   string
-	up     []string // sluice up flags
+	up     []string // sluice cluster up flags
 	mount2 bool     // a second mount takes part
 	// flags2 are the second mount's flags
 	flags2  []string
@@ -95,7 +95,7 @@ func fsxVariants() []fsxVariant {
 		{name: "mem-sync", up: []string{"--mem-servers", "2", "--mount-flags", "--write-behind=0"}, mount2: true, steps: 600},
 		// reads copied through the daemons' buffers (zero-copy is the
 		// default) and every hop over TCP, as between hosts
-		{name: "mem-copy-tcp", up: []string{"--mem-servers", "2", "--zero-copy", "none", "--local-sockets=false"}, mount2: true, steps: 800},
+		{name: "mem-copy-tcp", up: []string{"--mem-servers", "2", "--zero-copy=false", "--local-sockets=false"}, mount2: true, steps: 800},
 		{name: "ssd", up: []string{"--mem", "0"}, victims: []string{"data-ssd", "fwd-0", "fwd-1"}, steps: 800},
 		{name: "pfs", up: []string{"--mem", "0", "--ssd", "0"}, victims: []string{"data-pfs", "fwd-0"}, steps: 800, pfsView: true},
 		// two copies of every mem chunk; any mem server may be killed
@@ -183,7 +183,7 @@ func runFsx(t *testing.T, v fsxVariant, seed int64) {
 	// file with the default 4 MiB chunks for large offsets
 	for _, d := range []struct{ dir, flags string }{{"s", "--chunk-size 64K --count 2 --unit 16K"}, {"p", "--chunk-size 64K --unit 64K"}} {
 		os.Mkdir(c.path(d.dir), 0o755)
-		if out, err := c.sluice(append([]string{"setstripe"}, append(strings.Fields(d.flags), c.path(d.dir))...)...); err != nil {
+		if out, err := c.sluice(append([]string{"file", "stripe"}, append(strings.Fields(d.flags), c.path(d.dir))...)...); err != nil {
 			t.Fatalf("setstripe: %v %s", err, out)
 		}
 	}
@@ -237,7 +237,7 @@ func runFsx(t *testing.T, v fsxVariant, seed int64) {
 		drained := func() (bool, bool) {
 			empty := true
 			for _, f := range x.files {
-				out, _ := c.sluice("stat", c.path(f.name))
+				out, _ := c.sluice("file", "stat", c.path(f.name))
 				if strings.Contains(out, "(a cache") || strings.Contains(out, "tier pfs") {
 					return true, false
 				}
@@ -256,7 +256,7 @@ func runFsx(t *testing.T, v fsxVariant, seed int64) {
 					break
 				}
 				for _, f := range x.files {
-					out, _ := c.sluice("stat", c.path(f.name))
+					out, _ := c.sluice("file", "stat", c.path(f.name))
 					t.Logf("%s: %s", f.name, out)
 				}
 				t.Fatal("timed out waiting for a chunk drained to the PFS")
@@ -691,7 +691,7 @@ func (x *fsxRun) checkAll(what string) {
 				x.fatalf("%s: read %s on mount %d: %v", what, f.name, m, err)
 			}
 			if !bytes.Equal(got, f.data) {
-				st, _ := x.c.sluice("stat", x.path(f, m))
+				st, _ := x.c.sluice("file", "stat", x.path(f, m))
 				x.fatalf("%s: %s on mount %d: %s\nthe metadata service says:\n%s", what, f.name, m, diff(got, f.data, 0), st)
 			}
 			if m == f.owner {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,17 +77,17 @@ type cluster struct {
 	helper *shell
 }
 
-// startCluster runs `sluice up` with extra flags and tears it down (and
+// startCluster runs `sluice cluster up` with extra flags and tears it down (and
 // unmounts) when the test ends, pass or fail.
 func startCluster(t *testing.T, flags ...string) *cluster {
 	t.Helper()
 	base := t.TempDir()
 	c := &cluster{t: t, dir: filepath.Join(base, "state"), mnt: filepath.Join(base, "mnt"), helper: newShell(t)}
 	// tied to this binary: a kill -9 of it leaves nothing mounted or running
-	args := append([]string{"up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s", "--exit-with", strconv.Itoa(os.Getpid())}, flags...)
+	args := append([]string{"cluster", "up", "--dir", c.dir, "--mount", c.mnt, "--mem", "512M", "--ssd", "1G", "--timeout", "10s", "--exit-with", strconv.Itoa(os.Getpid())}, flags...)
 	record(t, leftover{State: c.dir, Mounts: []string{c.mnt}, Dirs: []string{filepath.Dir(base)}})
 	t.Cleanup(func() {
-		out, err := exec.Command(sluiceBin, "down", "--dir", c.dir, "--purge").CombinedOutput()
+		out, err := exec.Command(sluiceBin, "cluster", "down", "--dir", c.dir, "--purge").CombinedOutput()
 		if err != nil {
 			t.Logf("down: %v %s", err, out)
 			clusterpkg.AbortFuse(c.mnt)
@@ -94,7 +95,7 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 		if clusterpkg.Mounted(c.mnt) {
 			clusterpkg.AbortFuse(c.mnt)
 			syscall.Unmount(c.mnt, syscall.MNT_DETACH)
-			t.Errorf("%s is still mounted after `sluice down`", c.mnt)
+			t.Errorf("%s is still mounted after `sluice cluster down`", c.mnt)
 		}
 		if raceBuild {
 			logs, _ := filepath.Glob(filepath.Join(c.dir, "logs", "*.log"))
@@ -119,7 +120,7 @@ func startCluster(t *testing.T, flags ...string) *cluster {
 	})
 	out, err := exec.Command(sluiceBin, args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("sluice up: %v\n%s", err, out)
+		t.Fatalf("sluice cluster up: %v\n%s", err, out)
 	}
 	return c
 }
@@ -177,7 +178,11 @@ func (c *cluster) mount2(t *testing.T, flags ...string) string {
 
 // sluice runs a sluice subcommand against this cluster.
 func (c *cluster) sluice(args ...string) (string, error) {
-	full := append([]string{args[0], "--dir", c.dir}, args[1:]...)
+	n := 1 // the command's path: a noun and its verb, or a role
+	if len(args) > 1 && slices.Contains([]string{"cluster", "file", "tier", "job", "monitor", "profile", "qos", "pool", "bb", "sim"}, args[0]) {
+		n = 2
+	}
+	full := slices.Concat(args[:n], []string{"--dir", c.dir}, args[n:])
 	return run(2*time.Minute, sluiceBin, full...)
 }
 

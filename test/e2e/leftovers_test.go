@@ -37,7 +37,7 @@ var leftoversDir = filepath.Join(os.TempDir(), "sluice-e2e-leftovers")
 // leftover is one record.
 type leftover struct {
 	Owner  int      // the test binary's pid
-	State  string   `json:",omitempty"` // a `sluice up` state directory: `sluice down --purge` it
+	State  string   `json:",omitempty"` // a `sluice cluster up` state directory: `sluice cluster down --purge` it
 	Mounts []string `json:",omitempty"` // FUSE mounts to abort and detach
 	Procs  []proc   `json:",omitempty"` // processes to kill
 	Dirs   []string `json:",omitempty"` // directories to remove, after the rest
@@ -53,7 +53,7 @@ type proc struct {
 func procOf(pid int) proc { return proc{Pid: pid, Start: procStart(pid)} }
 
 // procStart is the start time of process pid in clock ticks since boot
-// ("" if it is gone or a zombie: a daemon `sluice up` started is a
+// ("" if it is gone or a zombie: a daemon `sluice cluster up` started is a
 // child of pid 1, which in a container may not reap it).
 func procStart(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -143,9 +143,9 @@ func takeDown(l leftover) string {
 	}
 	if l.State != "" {
 		if _, err := os.Stat(filepath.Join(l.State, "cluster.json")); err == nil {
-			out, err := run(time.Minute, sluiceBin, "down", "--dir", l.State, "--purge")
+			out, err := run(time.Minute, sluiceBin, "cluster", "down", "--dir", l.State, "--purge")
 			if err != nil {
-				did = append(did, fmt.Sprintf("sluice down %s: %v %s", l.State, err, strings.TrimSpace(out)))
+				did = append(did, fmt.Sprintf("sluice cluster down %s: %v %s", l.State, err, strings.TrimSpace(out)))
 			} else {
 				did = append(did, "took down "+l.State)
 			}
@@ -217,7 +217,7 @@ func reapLeftovers() {
 }
 
 // leftoversMargin is how long before go test's -timeout this binary takes
-// its own clusters down: long enough for a few `sluice down`s, short
+// its own clusters down: long enough for a few `sluice cluster down`s, short
 // enough that a run which would have passed rarely ends inside it.
 func leftoversMargin(timeout time.Duration) time.Duration {
 	return min(20*time.Second, timeout/4)
@@ -267,10 +267,10 @@ func guardTimeout() {
 func TestLeftoversReaped(t *testing.T) {
 	base := t.TempDir()
 	state, mnt := filepath.Join(base, "state"), filepath.Join(base, "mnt")
-	if out, err := exec.Command(sluiceBin, "up", "--dir", state, "--mount", mnt, "--mem", "64M", "--ssd", "0", "--timeout", "10s").CombinedOutput(); err != nil {
-		t.Fatalf("sluice up: %v\n%s", err, out)
+	if out, err := exec.Command(sluiceBin, "cluster", "up", "--dir", state, "--mount", mnt, "--mem", "64M", "--ssd", "0", "--timeout", "10s").CombinedOutput(); err != nil {
+		t.Fatalf("sluice cluster up: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { exec.Command(sluiceBin, "down", "--dir", state, "--purge").Run() })
+	t.Cleanup(func() { exec.Command(sluiceBin, "cluster", "down", "--dir", state, "--purge").Run() })
 	sleeper := exec.Command("sleep", "600")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)

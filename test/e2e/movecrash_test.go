@@ -26,7 +26,7 @@ func (c *cluster) cli(t *testing.T, args ...string) (string, error) {
 // serverID is the id of the (first) data server of tier.
 func (c *cluster) serverID(t *testing.T, tier string) string {
 	t.Helper()
-	out, err := c.sluice("status")
+	out, err := c.sluice("cluster", "status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestMigrationCrashPoints(t *testing.T) {
 					}
 					for i := range got {
 						if got[i] != model[i] && !(unsure[i] && got[i] == alt[i]) {
-							out, _ := c.sluice("stat", p)
+							out, _ := c.sluice("file", "stat", p)
 							t.Fatalf("%s: byte %d (chunk %d) differs from what was written and fsynced\n%s", when, i, i>>22, out)
 						}
 					}
@@ -192,7 +192,7 @@ func TestMigrationCrashPoints(t *testing.T) {
 				// every migration of the file ended: no intent is left
 				// waiting for a server's acknowledgement
 				eventually(t, 30*time.Second, func() bool {
-					out, _ := c.sluice("stat", p)
+					out, _ := c.sluice("file", "stat", p)
 					return strings.Contains(out, "migration:   none") && !strings.Contains(out, " → ")
 				}, "the file's migrations to end")
 			})

@@ -78,7 +78,7 @@ func TestNodeLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWrite(t, filepath.Join(dir, "before"), []byte("global"))
-	if out, err := c.sluice("setstripe", "--local", dir); err != nil || !strings.Contains(out, "node-local") {
+	if out, err := c.sluice("file", "stripe", "--local", dir); err != nil || !strings.Contains(out, "node-local") {
 		t.Fatalf("setstripe --local: %v %s", err, out)
 	}
 	servers := map[uint64]int{}
@@ -216,7 +216,7 @@ func TestNodeLocal(t *testing.T) {
 	}
 
 	// out of local mode: the private directories leave the listing
-	if out, err := c.sluice("setstripe", "--global", dir); err != nil {
+	if out, err := c.sluice("file", "stripe", "--global", dir); err != nil {
 		t.Fatalf("setstripe --global: %v %s", err, out)
 	}
 	eventually(t, 10*time.Second, func() bool {
@@ -247,7 +247,7 @@ func TestNodeLocalReadOnlyElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := c.sluice("setstripe", "--local", dir); err != nil {
+	if out, err := c.sluice("file", "stripe", "--local", dir); err != nil {
 		t.Fatalf("setstripe --local: %v %s", err, out)
 	}
 	on := func(job, node, script string) (string, error) {

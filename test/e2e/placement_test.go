@@ -151,7 +151,7 @@ func TestFailSlowAvoidance(t *testing.T) {
 		return s.Slowest
 	}
 	healthy := ioTime("a")
-	if _, err := c.sluice("fault", "--server", strings.TrimPrefix(na, "fwd-"), "--slow", "10"); err != nil {
+	if _, err := c.sluice("cluster", "fault", "--server", strings.TrimPrefix(na, "fwd-"), "--slow", "10"); err != nil {
 		t.Fatal(err)
 	}
 	injected := time.Now()
@@ -181,7 +181,7 @@ func TestFailSlowAvoidance(t *testing.T) {
 	for moved == 0 && time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
 		if detected == 0 {
-			if out, _ := c.sluice("status"); strings.Contains(out, "FAIL-SLOW") {
+			if out, _ := c.sluice("cluster", "status"); strings.Contains(out, "FAIL-SLOW") {
 				detected = time.Since(injected)
 			}
 		}
@@ -194,7 +194,7 @@ func TestFailSlowAvoidance(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	if detected == 0 || moved == 0 {
-		out, _ := c.sluice("status")
+		out, _ := c.sluice("cluster", "status")
 		t.Fatalf("slow %s not avoided (detected after %v, moved after %v):\n%s", na, detected, moved, out)
 	}
 	after := ioTime("a")
@@ -209,7 +209,7 @@ func TestFailSlowAvoidance(t *testing.T) {
 // forwarding node under the fixed mapping (ratio 8), fills that node's
 // capped link. Its next run is given two forwarding nodes (DFRA scale-up:
 // the last run was bound by its forwarding nodes), its compute nodes are
-// spread over them, and it runs faster. `sluice job ID` shows the
+// spread over them, and it runs faster. `sluice job show ID` shows the
 // decisions with their reasons.
 func TestScaleUp(t *testing.T) {
 	c := startCluster(t, "--fwds", "3", "--fwd-max-mbps", "40", "--meta-flags", "--fwd-ratio 8 --dfra-vmin 16M")
@@ -240,7 +240,7 @@ func TestScaleUp(t *testing.T) {
 	if r2.BW < 1.4*r1.BW {
 		t.Fatalf("scale-up gained too little: %.0f → %.0f MB/s", r1.BW/1e6, r2.BW/1e6)
 	}
-	out, err := c.sluice("job", "s2")
+	out, err := c.sluice("job", "show", "s2")
 	if err != nil || !strings.Contains(out, "decisions:") || !strings.Contains(out, "scale up to 2") {
 		t.Fatalf("job report: %v\n%s", err, out)
 	}

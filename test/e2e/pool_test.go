@@ -14,11 +14,11 @@ import (
 	"github.com/sluice-hpc/sluice/api"
 )
 
-// memServers returns the mem-tier data servers `sluice status` lists, by
+// memServers returns the mem-tier data servers `sluice cluster status` lists, by
 // id, with the max_perf each shows (MB/s; 0: none).
 func (c *cluster) memServers(t *testing.T) map[string]float64 {
 	t.Helper()
-	out, err := c.sluice("status")
+	out, err := c.sluice("cluster", "status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,13 +30,13 @@ func (c *cluster) memServers(t *testing.T) map[string]float64 {
 }
 
 // chunkServers counts the chunks of the files under dir by the server
-// `sluice stat` says holds them.
+// `sluice file stat` says holds them.
 func (c *cluster) chunkServers(t *testing.T, dir string) map[string]int {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
 	got := map[string]int{}
 	for _, f := range files {
-		out, err := c.sluice("stat", f)
+		out, err := c.sluice("file", "stat", f)
 		if err != nil {
 			t.Fatalf("stat %s: %v %s", f, err, out)
 		}
@@ -150,7 +150,7 @@ func TestSlowedServerMaxPerf(t *testing.T) {
 	if len(perf) != 2 {
 		t.Fatalf("want 2 mem servers, got %v", perf)
 	}
-	if out, err := c.sluice("fault", "--server", slowID, "--slow", "4"); err != nil {
+	if out, err := c.sluice("cluster", "fault", "--server", slowID, "--slow", "4"); err != nil {
 		t.Fatalf("fault: %v %s", err, out)
 	}
 	start := time.Now()

@@ -403,7 +403,7 @@ func TestJobIdentity(t *testing.T) {
 	if out, err := runCmd(time.Minute, cmd); err != nil || len(out) != 3<<20 {
 		t.Fatalf("%v (%d bytes)", err, len(out))
 	}
-	out, err := c.sluice("jobs")
+	out, err := c.sluice("job", "activity")
 	if err != nil {
 		t.Fatalf("%v %s", err, out)
 	}

@@ -216,7 +216,7 @@ func TestQoS(t *testing.T) {
 		t.Errorf("Beacon: job 203 waited %v for QoS (queued %v in all)", rep.QoSWaited, rep.Queued)
 	}
 	if out := mustSluice("job", "203"); !strings.Contains(out, "for its QoS rules") {
-		t.Errorf("sluice job 203 does not say it waited for QoS:\n%s", out)
+		t.Errorf("sluice job show 203 does not say it waited for QoS:\n%s", out)
 	}
 
 	// 3. a rule added while a job runs: in force within a second

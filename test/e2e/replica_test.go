@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// downServers returns the ids `sluice status` shows DOWN.
+// downServers returns the ids `sluice cluster status` shows DOWN.
 func (c *cluster) downServers(t *testing.T) map[string]bool {
 	t.Helper()
-	out, err := c.sluice("status")
+	out, err := c.sluice("cluster", "status")
 	if err != nil {
 		t.Fatalf("status: %v %s", err, out)
 	}
@@ -24,11 +24,11 @@ func (c *cluster) downServers(t *testing.T) map[string]bool {
 	return down
 }
 
-// copiesWhole says whether every chunk of p that `sluice stat` lists has
+// copiesWhole says whether every chunk of p that `sluice file stat` lists has
 // two copies, none on a server in down.
 func (c *cluster) copiesWhole(t *testing.T, p string, down map[string]bool) bool {
 	t.Helper()
-	out, err := c.sluice("stat", p)
+	out, err := c.sluice("file", "stat", p)
 	if err != nil {
 		t.Fatalf("stat %s: %v %s", p, err, out)
 	}
@@ -107,12 +107,12 @@ func TestReplicaKill(t *testing.T) {
 		}
 		return true
 	}, "every chunk to have two copies on live servers again")
-	st, _ := c.sluice("status")
+	st, _ := c.sluice("cluster", "status")
 	if !strings.Contains(st, "REPLICAS ") {
 		t.Fatalf("status does not report re-replication:\n%s", st)
 	}
 	// and Beacon's decision log has the copies, under the migration job
-	if out, _ := c.sluice("job", "sluice-migration"); !strings.Contains(out, "tiering copied") {
+	if out, _ := c.sluice("job", "show", "sluice-migration"); !strings.Contains(out, "tiering copied") {
 		t.Fatalf("sluice job sluice-migration shows no copies made again:\n%s", out)
 	}
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestSimLocalMachine: `sluice sim --machine local` describes a running
+// TestSimLocalMachine: `sluice sim day --machine local` describes a running
 // cluster as the simulator's machine — its forwarding nodes' caps, its
 // fixed mapping's ratio, its two mem data servers at their caps as the
 // mem tier in front of its ssd data server (their budgets, the
@@ -18,7 +18,7 @@ import (
 func TestSimLocalMachine(t *testing.T) {
 	c := startCluster(t, "--mem-servers", "2", "--fwds", "3", "--fwd-max-mbps", "40", "--fwd-max-iops", "800",
 		"--data-max-mbps", "150", "--ssd-max-mbps", "30", "--meta-flags", "--fwd-ratio 2 --tier-free 4M,12M,24M --tiering manual")
-	out, err := c.sluice("sim", "--machine", "local", "--print-machine")
+	out, err := c.sluice("sim", "day", "--machine", "local", "--print-machine")
 	if err != nil {
 		t.Fatalf("sim --print-machine: %v %s", err, out)
 	}
@@ -61,12 +61,12 @@ func TestSimLocalMachine(t *testing.T) {
 		t.Fatalf("the metadata probe left %v", left)
 	}
 	t.Logf("meta_latency %.0f µs", m.MetaLatency*1e6)
-	if out, err = c.sluice("sim", "--machine", "local", "--meta-probe", "0", "--print-machine"); err != nil || strings.Contains(out, "meta_latency") {
+	if out, err = c.sluice("sim", "day", "--machine", "local", "--meta-probe", "0", "--print-machine"); err != nil || strings.Contains(out, "meta_latency") {
 		t.Fatalf("--meta-probe 0: %v %s", err, out)
 	}
 	dir := t.TempDir()
 	swf, _ := filepath.Abs("../../sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz")
-	out, err = c.sluice("sim", "--machine", "local", "--swf", swf, "--for", "2h", "--quiet", "--out", dir)
+	out, err = c.sluice("sim", "day", "--machine", "local", "--swf", swf, "--for", "2h", "--quiet", "--out", dir)
 	if err != nil {
 		t.Fatalf("sim on the local machine: %v %s", err, out)
 	}

@@ -154,10 +154,10 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 	if err := os.WriteFile(input, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if o, err := c.sluice("migrate", "--tier", "pfs", input); err != nil {
+	if o, err := c.sluice("file", "migrate", "--tier", "pfs", input); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, o)
 	}
-	if o, _ := c.sluice("stat", input); !strings.Contains(o, "tier pfs") {
+	if o, _ := c.sluice("file", "stat", input); !strings.Contains(o, "tier pfs") {
 		t.Fatalf("the input is not on the PFS before the job:\n%s", o)
 	}
 	if err := os.Mkdir(c.path("out"), 0o777); err != nil {
@@ -200,7 +200,7 @@ sleep 4
 	a := submit("a")
 	b := submit("b")
 	eventually(t, 2*time.Minute, func() bool { return exists(filepath.Join(out, "a.started")) }, "job a running")
-	if o, _ := c.sluice("stat", input); !strings.Contains(o, "tier mem") {
+	if o, _ := c.sluice("file", "stat", input); !strings.Contains(o, "tier mem") {
 		t.Fatalf("the stage-in file is not in the mem tier while the job runs:\n%s", o)
 	}
 	if s := state(b); s != "PENDING" {
@@ -225,7 +225,7 @@ sleep 4
 		if err != nil || got != string(want) {
 			t.Fatalf("job %s's output on the PFS (%s): %v %q, the job wrote %q", j.name, onPFS, err, got, want)
 		}
-		if o, _ := c.sluice("stat", c.path("out/"+j.name+".dat")); !strings.Contains(o, "tier pfs") {
+		if o, _ := c.sluice("file", "stat", c.path("out/"+j.name+".dat")); !strings.Contains(o, "tier pfs") {
 			t.Fatalf("job %s's output is not drained:\n%s", j.name, o)
 		}
 		eventually(t, time.Minute, func() bool { return !exists(filepath.Join(c.mnt, ".bb", j.id)) }, "job "+j.name+"'s buffer torn down")

@@ -15,10 +15,10 @@ import (
 	"time"
 )
 
-// chunkTiers returns the tier of each chunk `sluice stat` lists for p.
+// chunkTiers returns the tier of each chunk `sluice file stat` lists for p.
 func (c *cluster) chunkTiers(t *testing.T, p string) []string {
 	t.Helper()
-	out, err := c.sluice("stat", p)
+	out, err := c.sluice("file", "stat", p)
 	if err != nil {
 		t.Fatalf("stat %s: %v %s", p, err, out)
 	}
@@ -32,7 +32,7 @@ func (c *cluster) chunkTiers(t *testing.T, p string) []string {
 // TestTieringNormalOut: a mem tier filled past Cn-m (but not Cf-m) moves
 // closed files down to the ssd tier by itself, coolest (longest closed)
 // first, until free space is back above Cn-m; every file reads back
-// intact wherever it is, and `sluice status` shows the decision.
+// intact wherever it is, and `sluice cluster status` shows the decision.
 func TestTieringNormalOut(t *testing.T) {
 	c := startCluster(t, "--mem", "64M", "--meta-flags", "--tier-free 4M,12M,24M")
 	const n, size = 12, 4 << 20
@@ -91,7 +91,7 @@ func TestTieringNormalOut(t *testing.T) {
 			t.Fatalf("f%02d reads back wrong after tiering (err %v)", i, err)
 		}
 	}
-	out, err := c.sluice("status")
+	out, err := c.sluice("cluster", "status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestTieringNormalOut(t *testing.T) {
 	t.Logf("moved down: %v\n%s", onSSD, out[strings.Index(out, "TIERING"):])
 }
 
-// TestMigrateWhileWriting: `sluice migrate` moves a file between the mem
+// TestMigrateWhileWriting: `sluice file migrate` moves a file between the mem
 // and ssd tiers again and again while a process keeps writing it through
 // the mount and fsyncing; every acknowledged write is in the file at the
 // end, on the tier of the last move.
@@ -151,7 +151,7 @@ func TestMigrateWhileWriting(t *testing.T) {
 	}()
 	tiers := []string{"ssd", "mem", "ssd", "mem", "ssd"}
 	for _, tier := range tiers {
-		out, err := c.sluice("migrate", "--tier", tier, p)
+		out, err := c.sluice("file", "migrate", "--tier", tier, p)
 		if err != nil {
 			close(stop)
 			wg.Wait()
@@ -221,7 +221,7 @@ func TestTieringWritesWait(t *testing.T) {
 	// let the moves in flight end, then count: files migrated off mem plus
 	// files still on mem must be all of them (a spilled file is neither)
 	time.Sleep(2 * time.Second)
-	out, err := c.sluice("status")
+	out, err := c.sluice("cluster", "status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestMemoryBorrowing(t *testing.T) {
 	}
 	mem := c.serverID(t, "mem")
 	capOf := func() (string, string) {
-		out, err := c.sluice("status")
+		out, err := c.sluice("cluster", "status")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +298,7 @@ func TestMemoryBorrowing(t *testing.T) {
 }
 
 // TestPrefetch: a job's 16 input files (4 MiB each) sit on a slow hdd tier;
-// `sluice prefetch` hands their reading order to the tiering manager, which
+// `sluice file prefetch` hands their reading order to the tiering manager, which
 // promotes them to the mem tier ahead of the reads within the mem tier's
 // room above Cf-m (48 MiB here: not all 64 MiB at once), sliding on as the
 // job reads. Every file is on mem before the job opens it, reads back
@@ -312,10 +312,10 @@ func TestPrefetch(t *testing.T) {
 		mustWrite(t, p, pattern(700+i, size))
 		paths = append(paths, p)
 	}
-	if out, err := c.sluice(append([]string{"migrate", "--tier", "hdd"}, paths...)...); err != nil {
+	if out, err := c.sluice(append([]string{"file", "migrate", "--tier", "hdd"}, paths...)...); err != nil {
 		t.Fatalf("staging the inputs on hdd: %v %s", err, out)
 	}
-	if out, err := c.sluice(append([]string{"prefetch", "--job", "pj"}, paths...)...); err != nil {
+	if out, err := c.sluice(append([]string{"file", "prefetch", "--job", "pj"}, paths...)...); err != nil {
 		t.Fatalf("prefetch: %v %s", err, out)
 	}
 	maxOnMem := 0
@@ -339,7 +339,7 @@ func TestPrefetch(t *testing.T) {
 		t.Fatalf("up to %d unread 4 MiB files on mem at once: the window should keep within the 48 MiB above Cf-m", maxOnMem)
 	}
 	eventually(t, 10*time.Second, func() bool {
-		out, _ := c.sluice("status")
+		out, _ := c.sluice("cluster", "status")
 		return regexp.MustCompile(`pj\s+16\s+16\s+16\s+0\s+0\s+0\s+64\.0 MiB\s+done`).MatchString(out)
 	}, "status to show the prefetch done (16 files promoted and read)")
 	t.Logf("at most %d unread files on mem at once", maxOnMem)
@@ -357,7 +357,7 @@ func TestPrefetchHistory(t *testing.T) {
 		mustWrite(t, p, pattern(900+i, 4<<20))
 		paths = append(paths, p)
 	}
-	if out, err := c.sluice(append([]string{"migrate", "--tier", "hdd"}, paths...)...); err != nil {
+	if out, err := c.sluice(append([]string{"file", "migrate", "--tier", "hdd"}, paths...)...); err != nil {
 		t.Fatalf("staging the inputs on hdd: %v %s", err, out)
 	}
 	run := exec.Command("sh", append([]string{"-c", `cat "$@" > /dev/null`, "sh"}, paths...)...)
@@ -386,7 +386,7 @@ func TestPrefetchHistory(t *testing.T) {
 		}
 		return true
 	}, "the second run's inputs to be promoted when it starts")
-	out, _ := c.sluice("status")
+	out, _ := c.sluice("cluster", "status")
 	if !regexp.MustCompile(`hist-2\s+6\s+6`).MatchString(out) {
 		t.Fatalf("status shows no prefetch for hist-2:\n%s", out)
 	}
@@ -404,7 +404,7 @@ func TestPrefetchHistory(t *testing.T) {
 	if r2 := c.job(t, "hist-2"); r2.ReadTiers["mem"] != total {
 		t.Fatalf("second run read %v by tier, want all %d bytes from mem", r2.ReadTiers, total)
 	}
-	out, _ = c.sluice("job", "hist-2")
+	out, _ = c.sluice("job", "show", "hist-2")
 	if !strings.Contains(out, "reads served by tier: mem 100%") || !strings.Contains(out, "prefetched 6 of 6 input files") {
 		t.Fatalf("sluice job hist-2 does not show the mem hits and the prefetch:\n%s", out)
 	}
@@ -491,7 +491,7 @@ func TestDrainKeepCache(t *testing.T) {
 		t.Fatalf("tier set --keep-cache: %v %s", err, out)
 	}
 	cached := func(p string, n int) bool {
-		out, err := c.sluice("stat", p)
+		out, err := c.sluice("file", "stat", p)
 		if err != nil {
 			t.Fatalf("stat %s: %v %s", p, err, out)
 		}
@@ -518,7 +518,7 @@ func TestDrainKeepCache(t *testing.T) {
 	if _, err := f.WriteAt(patch, 5<<20); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := c.sluice("stat", p); strings.Count(out, "(a cache: clean copy on pfs") != 1 {
+	if out, _ := c.sluice("file", "stat", p); strings.Count(out, "(a cache: clean copy on pfs") != 1 {
 		t.Fatalf("after a write to chunk 1, want only chunk 0 a clean cache:\n%s", out)
 	}
 	f.Close()
@@ -557,7 +557,7 @@ func TestDrainKeepCache(t *testing.T) {
 		}
 		return true
 	}, "every file on the PFS")
-	if out, _ := c.sluice("job", "sluice-migration"); !strings.Contains(out, "tiering drain") {
+	if out, _ := c.sluice("job", "show", "sluice-migration"); !strings.Contains(out, "tiering drain") {
 		t.Fatalf("no drain decisions under sluice-migration:\n%s", out)
 	}
 }

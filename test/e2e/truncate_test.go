@@ -210,7 +210,7 @@ func TestCloseDurableAcrossMetaRestart(t *testing.T) {
 		if err := ap.Sync(); err != nil {
 			t.Fatal(err)
 		}
-		out, err := c.sluice("stat", p)
+		out, err := c.sluice("file", "stat", p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,7 +71,7 @@ func TestRandomOpsAgainstModel(t *testing.T) {
 	names := []string{"a", "b", "c", "d/e", "d/f"}
 	os.Mkdir(c.path("d"), 0o755)
 	// small chunks so files span many chunks and stripes
-	if out, err := c.sluice("setstripe", "--chunk-size", "64K", "--count", "2", "--unit", "16K", c.path("d")); err != nil {
+	if out, err := c.sluice("file", "stripe", "--chunk-size", "64K", "--count", "2", "--unit", "16K", c.path("d")); err != nil {
 		t.Fatalf("setstripe: %v %s", err, out)
 	}
 	const maxSize = 600 << 10
@@ -182,7 +182,7 @@ func TestRandomOpsAgainstModel(t *testing.T) {
 	// a file created under d/ is striped over both mem servers (files
 	// renamed into d/ keep the layout they were created with)
 	mustWrite(t, c.path("d/striped"), pattern(9, 200<<10))
-	out, err := c.sluice("stat", c.path("d/striped"))
+	out, err := c.sluice("file", "stat", c.path("d/striped"))
 	if err != nil {
 		t.Fatal(err)
 	}

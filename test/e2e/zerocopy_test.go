@@ -26,7 +26,7 @@ import (
 // the daemons' pipes), not only that the bytes match.
 func TestZeroCopyReads(t *testing.T) {
 	base := freePorts(t, 8)
-	c := startCluster(t, "--zero-copy=all", "--pprof-base", strconv.Itoa(base))
+	c := startCluster(t, "--zero-copy=true", "--pprof-base", strconv.Itoa(base))
 	const chunk = 4 << 20
 	size := 3*chunk + 12345
 	want := pattern(7, size)
@@ -81,7 +81,7 @@ func TestZeroCopyReads(t *testing.T) {
 	wg.Wait()
 	// a sequential reader of 1 MiB reads: the readahead's fetches are
 	// taken whole, from pipes, their replies spliced into the FUSE device
-	// (the mount's --splice-reads, where `sluice up` could give pipes
+	// (the mount's --splice-reads, where `sluice cluster up` could give pipes
 	// room for 1 MiB and a header)
 	seq := func() {
 		g, err := os.Open(p)
@@ -151,7 +151,7 @@ func TestZeroCopyReads(t *testing.T) {
 }
 
 // freePorts returns the first of n consecutive loopback ports that are
-// free now (for `sluice up --pprof-base`).
+// free now (for `sluice cluster up --pprof-base`).
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
 	for try := 0; try < 50; try++ {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pjdfstest on a fresh local cluster (`sluice up`), as root. Builds the
+# pjdfstest on a fresh local cluster (`sluice cluster up`), as root. Builds the
 # suite from ../shared/tools/pjdfstest.tar.gz (or $PJDFSTEST_TARBALL) once,
 # into $PJDFSTEST_DIR, runs every test file and checks each result against
 # test/pjdfstest/exclude (check.py). Fails on any failed check that is not
@@ -9,7 +9,7 @@
 #   bash test/pjdfstest/run.sh [TEST...]     e.g. tests/rename/09.t
 set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice up --exit-with, --exit-remove)
+# their state (sluice cluster up --exit-with, --exit-remove)
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -34,17 +34,17 @@ work=$(mktemp -d /tmp/sluice-pjd.XXXXXX)
 state=$work/state mnt=$work/mnt
 cleanup() {
 	cd "$root"
-	bin/sluice down --dir "$state" --purge >/dev/null 2>&1 || true
+	bin/sluice cluster down --dir "$state" --purge >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
-bin/sluice up --dir "$state" --mount "$mnt" --mem 1G --ssd 2G >/dev/null
+bin/sluice cluster up --dir "$state" --mount "$mnt" --mem 1G --ssd 2G >/dev/null
 mkdir "$mnt/pjd"
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(tests)
 start=$(date +%s)
 (cd "$mnt/pjd" && for t in "${tests[@]}"; do prove -r -v "$pjd/$t" 2>&1 || true; done) >"$work/prove.log"
-echo "pjdfstest: $(( $(date +%s) - start )) s on a sluice up mount"
+echo "pjdfstest: $(( $(date +%s) - start )) s on a sluice cluster up mount"
 status=0
 python3 test/pjdfstest/check.py "$pjd/tests" test/pjdfstest/exclude "$work/prove.log" || status=1
 if grep -h "pfs namespace update failed" "$state"/logs/meta.log; then

@@ -1,4 +1,4 @@
-// Command slowreplay replays a live run's Beacon records (`sluice records
+// Command slowreplay replays a live run's Beacon records (`sluice monitor records
 // --json`) through the fail-slow detector the manager runs
 // (policy/failslow), as of every second after a fault, to tell when the
 // records themselves first allow a detection from when the manager's

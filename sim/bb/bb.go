@@ -1,4 +1,4 @@
-package sim
+package bb
 
 import (
 	"cmp"
@@ -30,8 +30,8 @@ import (
 // waited longest goes next), except under Dedicated, where they share the
 // buffer (DataWarp has no scheduler).
 
-// BBConfig is a burst-buffer run.
-type BBConfig struct {
+// Config is a burst-buffer run.
+type Config struct {
 	Mix    workload.CkptMix
 	Policy bbos.Policy
 	// S is the buffer's capacity in bytes; Rates its figures (the whole
@@ -146,7 +146,7 @@ type bbVersion struct {
 	bypassed bool
 	atPFS    bool // in the PFS's queue of bypassing writers (writePFS)
 	waits    bool // its writer waits for room (placement's stalled writer)
-	ck       int  // index in BBResult.Checkpoints
+	ck       int  // index in Result.Checkpoints
 	// its requests at the device (writeDevice): their bytes, and how
 	// many runs of them are queued there
 	inDev float64
@@ -160,9 +160,9 @@ type bbVersion struct {
 }
 
 type bbModel struct {
-	cfg   BBConfig
+	cfg   Config
 	e     *engine.Engine
-	res   *BBResult
+	res   *Result
 	tick  time.Duration
 	end   time.Duration
 	apps  []workload.CkptApp
@@ -210,8 +210,8 @@ type bbModel struct {
 	devQ []devReq
 }
 
-// RunBB runs a burst-buffer workload.
-func RunBB(cfg BBConfig) (*BBResult, error) {
+// Run runs a burst-buffer workload.
+func Run(cfg Config) (*Result, error) {
 	if cfg.S <= 0 || cfg.Mix.Period <= 0 || cfg.Mix.Periods <= 0 {
 		return nil, fmt.Errorf("sim bb: want a buffer and a mix with a period")
 	}
@@ -225,7 +225,7 @@ func RunBB(cfg BBConfig) (*BBResult, error) {
 		cfg.PFSRead = cfg.Rates.DemoteMax
 	}
 	m := &bbModel{cfg: cfg, e: engine.New(), apps: cfg.Mix.Apps,
-		res: &BBResult{Policy: string(cfg.Policy), S: cfg.S, Periods: cfg.Mix.Periods}}
+		res: &Result{Policy: string(cfg.Policy), S: cfg.S, Periods: cfg.Mix.Periods}}
 	m.tick = cfg.Tick
 	if m.tick <= 0 {
 		m.tick = max(cfg.Mix.Period/3800, time.Millisecond)
@@ -344,7 +344,7 @@ func (m *bbModel) admit() error {
 // starts now, or after the application's previous one ends.
 func (m *bbModel) arrive(ev workload.CkptEvent) {
 	a := m.apps[ev.App]
-	m.res.Checkpoints = append(m.res.Checkpoints, BBCheckpoint{App: a.Name, Version: ev.Version, Bytes: float64(a.Size), At: ev.At})
+	m.res.Checkpoints = append(m.res.Checkpoints, Checkpoint{App: a.Name, Version: ev.Version, Bytes: float64(a.Size), At: ev.At})
 	ck := len(m.res.Checkpoints) - 1
 	busy := m.starting[ev.App]
 	for _, q := range m.queue {
@@ -412,7 +412,7 @@ func (m *bbModel) begin(app, ck int) {
 // fail is application f.App failing: its newest finished checkpoint is a
 // hit if the buffer holds it.
 func (m *bbModel) fail(f workload.Failure) {
-	out := BBFailure{App: m.apps[f.App].Name, At: f.At}
+	out := Failure{App: m.apps[f.App].Name, At: f.At}
 	if v := m.newest(f.App); v != nil {
 		out.Version = v.Seq
 		out.Hit = v.resident && v.spilled == 0

@@ -1,9 +1,10 @@
-package main
+package live
 
 import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -19,9 +20,16 @@ import (
 	"github.com/sluice-hpc/sluice/workload"
 )
 
+// Package live runs the simulator's workload description on a live
+// cluster: each sim.Job as one of the workload package's behaviours, a
+// process per rank, from its submit time. It owns the mapping of a
+// simulated job to a live one and the schedule; the behaviours are
+// package workload's, the cluster is whatever the directory is mounted
+// from.
+//
 // The simulator's workload description run live: `sluice workload --jobs
-// FILE DIR` reads the JSON Lines `sluice sim --jobs` reads (sim.Job, e.g.
-// written by `sluice sim --gen-jobs` from a job log) and runs every job on
+// FILE DIR` reads the JSON Lines `sluice sim day --jobs` reads (sim.Job, e.g.
+// written by `sluice sim day --gen-jobs` from a job log) and runs every job on
 // the mount from its submit time, as one of the workload package's
 // behaviours with a process per rank, so that the same jobs can be
 // measured on real daemons and simulated (docs/sim.md, "Workloads").
@@ -30,22 +38,30 @@ import (
 // prints, as sim.Job lines, what the live run does (its ranks, bytes,
 // operations and computation), so that the simulator runs exactly that.
 
-// liveJobs are `sluice workload --jobs`'s options.
-type liveJobs struct {
-	timeScale, volScale float64
-	maxRanks            int
-	maxBytes            int64
-	block               string
-	register            bool
-	state               string
-	// computeNodes > 0: jobs wait for that many emulated compute nodes
+// Options are how Run runs the jobs (`sluice workload --jobs`'s flags).
+type Options struct {
+	// TimeScale multiplies submit times and the computation between
+	// write phases; VolScale every job's bytes and metadata operations.
+	TimeScale, VolScale float64
+	MaxRanks            int   // processes per job at most
+	MaxBytes            int64 // refuse a workload that moves more (0: no bound)
+	Block               int64 // request size of bulk I/O
+	// Register registers each job with the forwarding-map manager of
+	// the local cluster in State (default: the current one).
+	Register bool
+	State    string
+	// ComputeNodes > 0: jobs wait for that many emulated compute nodes
 	// (cn0…), first come first served; 0: each starts at its submit
 	// time on its own nodes
-	computeNodes int
+	ComputeNodes int
+	// Exe is the sluice binary each job's `sluice workload` runs as.
+	Exe string
+	// Out receives a JSON line per job.
+	Out io.Writer
 }
 
-// liveJob is how one sim.Job runs live.
-type liveJob struct {
+// Plan is how one sim.Job runs live.
+type Plan struct {
 	Kind    string
 	Ranks   int
 	PerRank int64 // workload.Params.Size
@@ -58,15 +74,15 @@ type liveJob struct {
 	Nodes []string // emulated compute nodes
 }
 
-// liveOf maps job j to a behaviour: its class and pattern pick the kind,
+// PlanOf maps job j to a behaviour: its class and pattern pick the kind,
 // its ranks are its nodes up to maxRanks, its bytes are scaled by
 // volScale (at least a block per rank). Its computation, scaled by
 // timeScale, comes before its I/O (Lead and Compute), or for a
 // checkpointing job before each of its write phases (Compute spread
 // over them: Period), as the simulator runs it.
-func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
-	ranks := max(1, min(j.Nodes, o.maxRanks))
-	lj := liveJob{Ranks: ranks}
+func PlanOf(j sim.Job, o Options, block int64) Plan {
+	ranks := max(1, min(j.Nodes, o.MaxRanks))
+	lj := Plan{Ranks: ranks}
 	for i := 0; i < min(max(j.Nodes, 1), ranks); i++ {
 		n := i
 		if i < len(j.OnNodes) {
@@ -75,21 +91,21 @@ func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
 		lj.Nodes = append(lj.Nodes, "cn"+strconv.Itoa(n))
 	}
 	per := func(total float64) int64 {
-		b := int64(math.Ceil(total * o.volScale / float64(ranks)))
+		b := int64(math.Ceil(total * o.VolScale / float64(ranks)))
 		return max(block, (b+block-1)/block*block)
 	}
 	switch {
 	case j.Class == "meta" || j.Write+j.Read == 0:
 		lj.Kind = workload.Meta
 		// a file costs a create, a stat and an unlink
-		lj.Ops = max(1, int(math.Round(j.MetaOps*o.volScale/3/float64(ranks))))
+		lj.Ops = max(1, int(math.Round(j.MetaOps*o.VolScale/3/float64(ranks))))
 	case j.Class == "iops":
 		lj.Kind = workload.IOPS // a file of workload.IOPSFileSize per rank
 		n := j.Requests         // 4 KiB reads
 		if n <= 0 {
 			n = (j.Read + j.Write) / 4096
 		}
-		lj.Ops = max(1, int(math.Round(n*o.volScale/float64(ranks))))
+		lj.Ops = max(1, int(math.Round(n*o.VolScale/float64(ranks))))
 	case j.Pattern == "1-1":
 		lj.Kind = workload.OneOne
 		lj.PerRank = per(max(j.Write, j.Read)) // written, read back
@@ -101,7 +117,7 @@ func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
 		lj.Bursts = j.Phases
 		lj.PerRank = per(j.Write) / block / int64(j.Phases) * block * int64(j.Phases)
 		lj.PerRank = max(lj.PerRank, block*int64(j.Phases))
-		lj.Period = secs(j.Compute / float64(j.Phases) * o.timeScale)
+		lj.Period = secs(j.Compute / float64(j.Phases) * o.TimeScale)
 	case j.Write == 0:
 		lj.Kind = workload.Read
 		lj.PerRank = per(j.Read / workload.ReadPasses)
@@ -109,11 +125,11 @@ func liveOf(j sim.Job, o liveJobs, block int64) liveJob {
 		lj.Kind = workload.NN
 		lj.PerRank = per(j.Write)
 	}
-	lj.Lead = secs(j.Lead * o.timeScale)
+	lj.Lead = secs(j.Lead * o.TimeScale)
 	if lj.Kind == workload.Checkpoint {
 		lj.Lead += lj.Period // it computes before its first checkpoint too
 	} else {
-		lj.Lead += secs(j.Compute * o.timeScale)
+		lj.Lead += secs(j.Compute * o.TimeScale)
 	}
 	return lj
 }
@@ -125,8 +141,8 @@ func secs(s float64) time.Duration { return time.Duration(math.Round(s * float64
 // the behaviour moves (a write and its reading back; an iops rank's 8 MiB
 // file and its 4 KiB reads; a read job's staged input as setup), its
 // computation comes before its I/O (Lead) or before each checkpoint
-// (Compute). liveOf of it, unscaled, is lj again.
-func asRun(j sim.Job, lj liveJob) sim.Job {
+// (Compute). PlanOf of it, unscaled, is lj again.
+func asRun(j sim.Job, lj Plan) sim.Job {
 	n := float64(lj.Ranks)
 	all := float64(lj.PerRank) * n
 	a := sim.Job{ID: j.ID, App: j.App, Submit: j.Submit, Nodes: lj.Ranks, Pattern: "N-N", Class: j.Class, Phases: 1,
@@ -156,7 +172,7 @@ func asRun(j sim.Job, lj liveJob) sim.Job {
 }
 
 // bytes is roughly what lj moves in all (for the --max-bytes guard).
-func (lj liveJob) bytes() int64 {
+func (lj Plan) bytes() int64 {
 	switch lj.Kind {
 	case workload.Meta:
 		return 0
@@ -171,9 +187,9 @@ func (lj liveJob) bytes() int64 {
 	}
 }
 
-// liveResult is one job's line of output: the fields of the simulator's
+// Result is one job's line of output: the fields of the simulator's
 // per-job results (sim.JobResult) that a live run measures.
-type liveResult struct {
+type Result struct {
 	ID      string  `json:"id"`
 	App     string  `json:"app"`
 	Nodes   int     `json:"nodes"`
@@ -194,11 +210,11 @@ type liveResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// runLiveJobs runs the jobs of file path under dir, one subdirectory per
-// job, each from its submit time × timeScale (scheduleLive), and prints a
-// liveResult line per job as it ends; asRunOnly: prints instead the
+// Run runs the jobs of file path under dir, one subdirectory per
+// job, each from its submit time × timeScale (schedule), and prints a
+// Result line per job as it ends; asRunOnly: prints instead the
 // sim.Job lines of what it would run (asRun).
-func runLiveJobs(path, dir string, o liveJobs, asRunOnly bool) error {
+func Run(path, dir string, o Options, asRunOnly bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -211,17 +227,17 @@ func runLiveJobs(path, dir string, o liveJobs, asRunOnly bool) error {
 	if len(jobs) == 0 {
 		return fmt.Errorf("%s: no jobs", path)
 	}
-	bs, err := size.Parse(o.block)
-	if err != nil || bs <= 0 || bs > 64<<20 {
+	bs := o.Block
+	if bs <= 0 || bs > 64<<20 {
 		return fmt.Errorf("--block: want a size up to 64M")
 	}
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].Submit < jobs[b].Submit })
-	plans := make([]liveJob, len(jobs))
+	plans := make([]Plan, len(jobs))
 	var total int64
 	for i, j := range jobs {
-		plans[i] = liveOf(j, o, bs)
+		plans[i] = PlanOf(j, o, bs)
 		total += plans[i].bytes()
-		if n := o.computeNodes; n > 0 {
+		if n := o.ComputeNodes; n > 0 {
 			for _, k := range asRun(j, plans[i]).OnNodes {
 				if k >= n {
 					return fmt.Errorf("job %s runs on node %d of --compute-nodes %d", j.ID, k, n)
@@ -232,33 +248,30 @@ func runLiveJobs(path, dir string, o liveJobs, asRunOnly bool) error {
 			}
 		}
 	}
-	if o.maxBytes > 0 && total > o.maxBytes {
+	if o.MaxBytes > 0 && total > o.MaxBytes {
 		return fmt.Errorf("the jobs would move %s in all, more than --max-bytes %s: scale them down with --volume-scale (e.g. %.3g)",
-			size.Format(uint64(total)), size.Format(uint64(o.maxBytes)), float64(o.maxBytes)/float64(total)*o.volScale)
+			size.Format(uint64(total)), size.Format(uint64(o.MaxBytes)), float64(o.MaxBytes)/float64(total)*o.VolScale)
 	}
-	enc := json.NewEncoder(os.Stdout)
+	enc := json.NewEncoder(o.Out)
 	if asRunOnly {
 		for i, j := range jobs {
 			a := asRun(j, plans[i])
-			a.Submit = (j.Submit - jobs[0].Submit) * o.timeScale // as the live run submits it
+			a.Submit = (j.Submit - jobs[0].Submit) * o.TimeScale // as the live run submits it
 			if err := enc.Encode(a); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	exe := o.Exe
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	var mu sync.Mutex // guards enc, failed
 	failed := 0
-	scheduleLive(jobs, plans, o.computeNodes, o.timeScale, func(j sim.Job, lj liveJob) liveResult {
-		return runLiveJob(exe, dir, j, lj, o, bs)
-	}, func(r liveResult) {
+	schedule(jobs, plans, o.ComputeNodes, o.TimeScale, func(j sim.Job, lj Plan) Result {
+		return runJob(exe, dir, j, lj, o, bs)
+	}, func(r Result) {
 		mu.Lock()
 		defer mu.Unlock()
 		if r.Error != "" {
@@ -272,7 +285,7 @@ func runLiveJobs(path, dir string, o liveJobs, asRunOnly bool) error {
 	return nil
 }
 
-// scheduleLive runs every job (run) and hands its result to emit (from
+// schedule runs every job (run) and hands its result to emit (from
 // the job's goroutine). A job is submitted at its submit time × timeScale
 // from the first job's; with nodes > 0 it then waits for its emulated
 // compute nodes (cn0 … cnN−1), first come first served as the
@@ -280,7 +293,7 @@ func runLiveJobs(path, dir string, o liveJobs, asRunOnly bool) error {
 // free ones), and plans[i].Nodes become the nodes it got; else it starts
 // at once on its own. The result's submit, start and end are seconds
 // from the first submission.
-func scheduleLive(jobs []sim.Job, plans []liveJob, nodes int, timeScale float64, run func(sim.Job, liveJob) liveResult, emit func(liveResult)) {
+func schedule(jobs []sim.Job, plans []Plan, nodes int, timeScale float64, run func(sim.Job, Plan) Result, emit func(Result)) {
 	var pool *sim.Nodes
 	if nodes > 0 {
 		pool = sim.NewNodes(nodes)
@@ -312,7 +325,7 @@ func scheduleLive(jobs []sim.Job, plans []liveJob, nodes int, timeScale float64,
 			}
 			queue = queue[1:]
 			running++
-			go func(i int, lj liveJob, started time.Duration) {
+			go func(i int, lj Plan, started time.Duration) {
 				r := run(jobs[i], lj)
 				r.Submit, r.Start, r.End = at(i).Seconds(), started.Seconds(), time.Since(begin).Seconds()
 				r.OnNodes = taken
@@ -335,9 +348,9 @@ func scheduleLive(jobs []sim.Job, plans []liveJob, nodes int, timeScale float64,
 	}
 }
 
-// runLiveJob runs one job through `sluice workload` (a process per rank).
-func runLiveJob(exe, dir string, j sim.Job, lj liveJob, o liveJobs, block int64) liveResult {
-	r := liveResult{ID: j.ID, App: j.App, Nodes: j.Nodes, Pattern: j.Pattern, Class: j.Class, Kind: lj.Kind, Ranks: lj.Ranks, Policy: "live"}
+// runJob runs one job through `sluice workload` (a process per rank).
+func runJob(exe, dir string, j sim.Job, lj Plan, o Options, block int64) Result {
+	r := Result{ID: j.ID, App: j.App, Nodes: j.Nodes, Pattern: j.Pattern, Class: j.Class, Kind: lj.Kind, Ranks: lj.Ranks, Policy: "live"}
 	app := j.App
 	if app == "" {
 		app = "job-" + j.ID
@@ -351,10 +364,10 @@ func runLiveJob(exe, dir string, j sim.Job, lj liveJob, o liveJobs, block int64)
 	if lj.Bursts > 0 {
 		args = append(args, "--bursts", strconv.Itoa(lj.Bursts), "--period", max(lj.Period, time.Millisecond).String())
 	}
-	if o.register {
+	if o.Register {
 		args = append(args, "--register")
-		if o.state != "" {
-			args = append(args, "--state", o.state)
+		if o.State != "" {
+			args = append(args, "--state", o.State)
 		}
 	}
 	args = append(args, filepath.Join(dir, "job-"+j.ID))

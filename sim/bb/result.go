@@ -1,4 +1,4 @@
-package sim
+package bb
 
 import (
 	"math"
@@ -7,8 +7,8 @@ import (
 
 // A burst-buffer run's results and the figures made of them.
 
-// BBCheckpoint is one checkpoint's fate.
-type BBCheckpoint struct {
+// Checkpoint is one checkpoint's fate.
+type Checkpoint struct {
 	App      string
 	Version  int
 	Bytes    float64
@@ -20,25 +20,25 @@ type BBCheckpoint struct {
 	Late bool
 }
 
-// BBFailure is one failure and whether the newest checkpoint it restarts
+// Failure is one failure and whether the newest checkpoint it restarts
 // from was on the buffer.
-type BBFailure struct {
+type Failure struct {
 	App     string
 	At      time.Duration
 	Version int // 0: none finished yet
 	Hit     bool
 }
 
-// BBResult is a burst-buffer run's outcome.
-type BBResult struct {
+// Result is a burst-buffer run's outcome.
+type Result struct {
 	Policy      string
 	S           float64
 	Periods     int
 	Admitted    []string // applications granted
 	Refused     []string
 	AdmittedDWP float64 // data per period the grants declare, bytes
-	Checkpoints []BBCheckpoint
-	Failures    []BBFailure
+	Checkpoints []Checkpoint
+	Failures    []Failure
 	// restarts at the end
 	RestartHits, Restarts int
 	RestartBytes          float64
@@ -59,7 +59,7 @@ type BBResult struct {
 }
 
 // Summary figures of a run.
-func (r *BBResult) ServedPerPeriod() float64 {
+func (r *Result) ServedPerPeriod() float64 {
 	var b float64
 	for _, c := range r.Checkpoints {
 		if c.Done > 0 && !c.Late {
@@ -70,7 +70,7 @@ func (r *BBResult) ServedPerPeriod() float64 {
 }
 
 // LateShare is the share of checkpoints that did not finish in their period.
-func (r *BBResult) LateShare() float64 {
+func (r *Result) LateShare() float64 {
 	n := 0
 	for _, c := range r.Checkpoints {
 		if c.Late || c.Done == 0 {
@@ -82,7 +82,7 @@ func (r *BBResult) LateShare() float64 {
 
 // MeanCheckpoint is the mean time from a checkpoint's schedule to its end,
 // seconds (unfinished ones counted to the end of the run).
-func (r *BBResult) MeanCheckpoint(end time.Duration) float64 {
+func (r *Result) MeanCheckpoint(end time.Duration) float64 {
 	var s float64
 	for _, c := range r.Checkpoints {
 		d := c.Done
@@ -96,7 +96,7 @@ func (r *BBResult) MeanCheckpoint(end time.Duration) float64 {
 
 // HitRatio is the share of failures whose checkpoint was on the buffer
 // (failures with nothing to restart from are not counted).
-func (r *BBResult) HitRatio() float64 {
+func (r *Result) HitRatio() float64 {
 	n, h := 0, 0
 	for _, f := range r.Failures {
 		if f.Version == 0 {

@@ -1,4 +1,4 @@
-package sim
+package bb
 
 import (
 	"encoding/json"
@@ -28,9 +28,9 @@ func testMix(t *testing.T, dwpp float64, cong string, seed int64) workload.CkptM
 	return mix
 }
 
-func runBB(t *testing.T, mix workload.CkptMix, p bbos.Policy) *BBResult {
+func runBB(t *testing.T, mix workload.CkptMix, p bbos.Policy) *Result {
 	t.Helper()
-	r, err := RunBB(BBConfig{Mix: mix, Policy: p, S: testbedS, Rates: testbed, Bypass: true, Restarts: 8})
+	r, err := Run(Config{Mix: mix, Policy: p, S: testbedS, Rates: testbed, Bypass: true, Restarts: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func runBB(t *testing.T, mix workload.CkptMix, p bbos.Policy) *BBResult {
 // to it is accounted for, and the same input gives the same result.
 func TestBBPolicies(t *testing.T) {
 	mix := testMix(t, 1.9, "low", 1)
-	res := map[bbos.Policy]*BBResult{}
+	res := map[bbos.Policy]*Result{}
 	for _, p := range bbos.Policies {
 		r := runBB(t, mix, p)
 		res[p] = r
@@ -95,7 +95,7 @@ func TestBBMaxBWStops(t *testing.T) {
 	end := mix.Period * time.Duration(mix.Periods)
 	mean := map[bbos.Policy]float64{}
 	for _, p := range []bbos.Policy{bbos.MaxBW, bbos.MaxEff, bbos.BBOS} {
-		r, err := RunBB(BBConfig{Mix: mix, Policy: p, S: testbedS, Rates: testbed, Restarts: 8})
+		r, err := Run(Config{Mix: mix, Policy: p, S: testbedS, Rates: testbed, Restarts: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestBBSpill(t *testing.T) {
 			mix.Apps = append(mix.Apps, workload.CkptApp{Name: fmt.Sprintf("app%02d", i), Size: 8 * mib, Period: 6 * time.Second,
 				Offset: time.Duration(i) * c.every, MTBF: time.Hour})
 		}
-		r, err := RunBB(BBConfig{Mix: mix, Policy: bbos.LRU, S: 64 * mib, Rates: rates, AdmitAll: true, WriteBehind: 32 * mib, SharedWindow: c.shared})
+		r, err := Run(Config{Mix: mix, Policy: bbos.LRU, S: 64 * mib, Rates: rates, AdmitAll: true, WriteBehind: 32 * mib, SharedWindow: c.shared})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestBBSetup(t *testing.T) {
 			// due 1 s in: the buckets full whether or not there is a setup
 			mix.Apps = append(mix.Apps, workload.CkptApp{Name: fmt.Sprintf("app%d", i), Size: 8 * mib, Period: 6 * time.Second, Offset: time.Second, MTBF: time.Hour})
 		}
-		r, err := RunBB(BBConfig{Mix: mix, Policy: bbos.MaxBW, S: 256 * mib, Rates: rates, AdmitAll: true, Setup: setup, Tick: time.Millisecond})
+		r, err := Run(Config{Mix: mix, Policy: bbos.MaxBW, S: 256 * mib, Rates: rates, AdmitAll: true, Setup: setup, Tick: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestBBSetup(t *testing.T) {
 func TestBBHead(t *testing.T) {
 	const mib = 1 << 20
 	rates := bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, DemoteMax: 56e6}
-	m := &bbModel{cfg: BBConfig{Policy: bbos.LRU, Rates: rates, WriteBehind: 32 << 20}, known: map[uint64]bool{}}
+	m := &bbModel{cfg: Config{Policy: bbos.LRU, Rates: rates, WriteBehind: 32 << 20}, known: map[uint64]bool{}}
 	old := &bbVersion{Version: bbos.Version{ID: 1, Bytes: 64 * mib}, written: 64 * mib, resident: true, complete: true}
 	w := &bbVersion{Version: bbos.Version{ID: 2, Bytes: 32 * mib}, alloc: 32 * mib, resident: true}
 	m.versions, m.queue, m.known[1] = []*bbVersion{old, w}, []*bbVersion{w}, true
@@ -249,7 +249,7 @@ func TestBBHead(t *testing.T) {
 func TestBBScheduler(t *testing.T) {
 	const mib = 1 << 20
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	m := &bbModel{cfg: BBConfig{Policy: bbos.LRU}, sched: iosched.Phases{Gap: ms(10), MaxWait: 10 * time.Second}}
+	m := &bbModel{cfg: Config{Policy: bbos.LRU}, sched: iosched.Phases{Gap: ms(10), MaxWait: 10 * time.Second}}
 	var vs []*bbVersion
 	for i, job := range []string{"a", "b", "c"} {
 		v := &bbVersion{Version: bbos.Version{ID: uint64(i + 1), Job: job, Bytes: 8 * mib}, alloc: 4 * mib}
@@ -310,7 +310,7 @@ func TestBBScheduler(t *testing.T) {
 func TestBBDeviceOrder(t *testing.T) {
 	const mib = 1 << 20
 	run := func(size float64, lateBy int) (aDone, bDone int) {
-		m := &bbModel{cfg: BBConfig{Policy: bbos.Dedicated, WriteBehind: 32 * mib, Chunk: 4 * mib}, res: &BBResult{}}
+		m := &bbModel{cfg: Config{Policy: bbos.Dedicated, WriteBehind: 32 * mib, Chunk: 4 * mib}, res: &Result{}}
 		a := &bbVersion{Version: bbos.Version{ID: 1, Job: "a", Bytes: uint64(size)}, alloc: size}
 		b := &bbVersion{Version: bbos.Version{ID: 2, Job: "b", Bytes: uint64(size)}, alloc: size}
 		m.queue = []*bbVersion{a}

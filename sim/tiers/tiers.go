@@ -1,4 +1,4 @@
-package sim
+package tiers
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-hpc/sluice/sim/engine"
 )
 
-// The tiering scenario (`TierConfig`, `SimulateTiers`): one writer puts
+// The tiering scenario (`Config`, `Simulate`): one writer puts
 // files, one after the other, through a mem tier in front of an ssd tier,
 // the set-up of the tiering experiment (bench/tiers/threshold.sh,
 // docs/experiments/tiers.md). With tiering auto the tiering manager's
@@ -33,8 +33,8 @@ import (
 //   - the ssd device is shared max-min between the writer and the
 //     migration streams; the mem device is never the bound here.
 
-// TierConfig is one tiering run.
-type TierConfig struct {
+// Config is one tiering run.
+type Config struct {
 	MemBytes uint64  // the mem tier's capacity
 	MemRate  float64 // its write bandwidth, bytes/s
 	SsdRate  float64 // the ssd tier's, bytes/s
@@ -50,7 +50,7 @@ type TierConfig struct {
 	FileBytes, Total, Burst uint64
 	Pause                   time.Duration
 	// StallMax is the longest a new chunk waits at Cs-w before it spills
-	// (the forwarding daemon's; default 15 s, half of sluice up's timeout).
+	// (the forwarding daemon's; default 15 s, half of sluice cluster up's timeout).
 	StallMax time.Duration
 	// Every is the manager's tick (default 1 s); Heartbeat the data
 	// servers' (default 1 s); Settle how long the run goes on after the
@@ -64,24 +64,24 @@ type TierConfig struct {
 	Phase time.Duration
 }
 
-// TierBurst is one burst of the writer.
-type TierBurst struct {
+// Burst is one burst of the writer.
+type Burst struct {
 	At, Seconds float64
 	Bytes       uint64
 	MBps        float64
 }
 
-// TierSample is the mem tier at a time: bytes used and the policy's
+// Sample is the mem tier at a time: bytes used and the policy's
 // mode.
-type TierSample struct {
+type Sample struct {
 	T    float64
 	Used uint64
 	Mode string
 }
 
-// TierResult is what a run did.
-type TierResult struct {
-	Bursts []TierBurst
+// Result is what a run did.
+type Result struct {
+	Bursts []Burst
 	// WriteSecs is the bursts' time together; MBps the writer's
 	// bandwidth over it (the experiment's "writer MB/s").
 	WriteSecs, MBps float64
@@ -92,7 +92,7 @@ type TierResult struct {
 	FilesOnMem, FilesMigrated, Spilled int
 	Stalls                             int // chunks that waited at Cs-w
 	Moves                              int // migrations the policy started
-	Timeline                           []TierSample
+	Timeline                           []Sample
 }
 
 type tierFile struct {
@@ -109,9 +109,9 @@ type tierFile struct {
 }
 
 type tierModel struct {
-	cfg TierConfig
+	cfg Config
 	e   *engine.Engine
-	res TierResult
+	res Result
 
 	files []*tierFile
 	// the mem server: bytes stored; what the metadata service last heard
@@ -139,14 +139,14 @@ type tierModel struct {
 	end        time.Duration
 }
 
-// SimulateTiers runs one tiering scenario.
-func SimulateTiers(cfg TierConfig) (TierResult, error) {
+// Simulate runs one tiering scenario.
+func Simulate(cfg Config) (Result, error) {
 	if cfg.MemBytes == 0 || cfg.MemRate <= 0 || cfg.SsdRate <= 0 || cfg.WriterRate <= 0 || cfg.FileBytes == 0 || cfg.Total == 0 {
-		return TierResult{}, fmt.Errorf("sim tiers: want the mem capacity, the rates, the writer's speed, the file size and the total")
+		return Result{}, fmt.Errorf("sim tiers: want the mem capacity, the rates, the writer's speed, the file size and the total")
 	}
 	if cfg.Auto && cfg.Policy.Thresholds != (tiering.Thresholds{}) {
 		if err := cfg.Policy.Thresholds.Valid(); err != nil {
-			return TierResult{}, fmt.Errorf("sim tiers: %v", err)
+			return Result{}, fmt.Errorf("sim tiers: %v", err)
 		}
 	}
 	if cfg.Burst == 0 || cfg.Burst > cfg.Total {
@@ -208,7 +208,7 @@ func (m *tierModel) step(now time.Duration) {
 		if m.cfg.Auto && m.seen {
 			mode = m.decision.Mode.String()
 		}
-		m.res.Timeline = append(m.res.Timeline, TierSample{T: now.Seconds(), Used: m.used, Mode: mode})
+		m.res.Timeline = append(m.res.Timeline, Sample{T: now.Seconds(), Used: m.used, Mode: mode})
 	}
 	// who shares the ssd now: the writer if its chunk is there, each move
 	var moves []*tierFile
@@ -338,7 +338,7 @@ func (m *tierModel) closeFile(now time.Duration) {
 	total := uint64(len(m.files)) * m.cfg.FileBytes
 	if m.burstBytes >= m.cfg.Burst || total >= m.cfg.Total {
 		secs := (now - m.burstStart).Seconds()
-		m.res.Bursts = append(m.res.Bursts, TierBurst{At: m.burstStart.Seconds(), Seconds: secs, Bytes: m.burstBytes,
+		m.res.Bursts = append(m.res.Bursts, Burst{At: m.burstStart.Seconds(), Seconds: secs, Bytes: m.burstBytes,
 			MBps: float64(m.burstBytes) / secs / 1e6})
 		m.burstBytes = 0
 		m.pauseTill = now + m.cfg.Pause

@@ -1,4 +1,4 @@
-package sim
+package tiers_test
 
 import (
 	"bufio"
@@ -15,7 +15,9 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/policy/tiering"
+	"github.com/sluice-hpc/sluice/sim"
 	"github.com/sluice-hpc/sluice/sim/machine"
+	"github.com/sluice-hpc/sluice/sim/tiers"
 )
 
 // tierRun is one run of bench/tiers/threshold.sh as stored.
@@ -60,10 +62,10 @@ func readTierRuns(t *testing.T, path string) []tierRun {
 // tierConfigOf is the scenario of a stored run (bench/tiers/threshold.sh:
 // 4 × the mem tier written in 4 MiB files; bursts of 3/4 of it with 3 s
 // pauses), the writer at writerMBps.
-func tierConfigOf(t *testing.T, r tierRun, writerMBps float64) TierConfig {
+func tierConfigOf(t *testing.T, r tierRun, writerMBps float64) tiers.Config {
 	t.Helper()
 	mem := r.MemMiB << 20
-	cfg := TierConfig{MemBytes: mem, MemRate: r.MemMBps * 1e6, SsdRate: r.SsdMBps * 1e6, Auto: r.Mode != "spill",
+	cfg := tiers.Config{MemBytes: mem, MemRate: r.MemMBps * 1e6, SsdRate: r.SsdMBps * 1e6, Auto: r.Mode != "spill",
 		WriterRate: writerMBps * 1e6, FileBytes: 4 << 20, Total: 4 * mem}
 	if r.Pattern == "bursts" {
 		cfg.Burst, cfg.Pause = 3*mem/4, 3*time.Second
@@ -106,13 +108,13 @@ func writerSpeed(runs []tierRun) float64 {
 // per pattern. The writer's own speed is one figure for all runs: the
 // median of the bursts runs' first bursts (onto an empty mem tier).
 func TestValidateTiers(t *testing.T) {
-	runs := readTierRuns(t, "../bench/tiers/threshold.jsonl")
+	runs := readTierRuns(t, "../../bench/tiers/threshold.jsonl")
 	speed := writerSpeed(runs)
 	t.Logf("%d runs; the writer's own speed (median first burst): %.0f MB/s", len(runs), speed)
 	within, files := 0, 0
 	simBy, realBy, phaseBy := map[string][]float64{}, map[string][]float64{}, map[string][][]float64{}
 	for _, r := range runs {
-		res, err := SimulateTiers(tierConfigOf(t, r, speed))
+		res, err := tiers.Simulate(tierConfigOf(t, r, speed))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +122,7 @@ func TestValidateTiers(t *testing.T) {
 		for i, ph := range tickPhases {
 			cfg := tierConfigOf(t, r, speed)
 			cfg.Phase = time.Duration(ph * float64(time.Second))
-			pr, err := SimulateTiers(cfg)
+			pr, err := tiers.Simulate(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +152,7 @@ func TestValidateTiers(t *testing.T) {
 	if files*10 < 9*len(runs) {
 		t.Errorf("files left on mem within 2 of the run's in %d of %d runs: want 90 %%", files, len(runs))
 	}
-	checkTierConfigs(t, "SimulateTiers", realBy, simBy, phaseBy)
+	checkTierConfigs(t, "Simulate", realBy, simBy, phaseBy)
 }
 
 // tickPhases are the phases of the tiering manager's ticks (seconds into
@@ -223,7 +225,7 @@ func abs(x int) int {
 // bench/tiers/threshold.jsonl) on a machine of one compute node,
 // one forwarding node and one storage group whose one target is the ssd
 // tier, with the mem tier of the machine model (sim/memtier.go, not
-// SimulateTiers' model of its own): each file a write phase (a burst's
+// Simulate' model of its own): each file a write phase (a burst's
 // files a burst of phases, the pause before it), the writer's link its
 // own speed (the same figure as TestValidateTiers). The writer bandwidth
 // of each configuration must be within 15 % of the median of its runs,
@@ -231,7 +233,7 @@ func abs(x int) int {
 // and each run must move down as many files as the real one did, within
 // 2.
 func TestValidateMemTier(t *testing.T) {
-	runs := readTierRuns(t, "../bench/tiers/threshold.jsonl")
+	runs := readTierRuns(t, "../../bench/tiers/threshold.jsonl")
 	speed := writerSpeed(runs)
 	simBy, realBy, phaseBy := map[string][]float64{}, map[string][]float64{}, map[string][][]float64{}
 	for _, r := range runs {
@@ -258,10 +260,13 @@ func TestValidateMemTier(t *testing.T) {
 // memTierRun is stored run r on the machine model's mem tier
 // (TestValidateMemTier), the manager's ticks at phase seconds (0: the
 // default): the writer's bandwidth and the tier's figures.
-func memTierRun(t *testing.T, r tierRun, speed, phase float64) (float64, *MemStats) {
+func memTierRun(t *testing.T, r tierRun, speed, phase float64) (float64, *sim.MemStats) {
 	t.Helper()
 	cfg := tierConfigOf(t, r, speed)
-	m := tiny(t)
+	m, err := machine.Load("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
 	m.ComputeNodes, m.NodeBW, m.FwdNodes, m.FwdBW, m.FwdOps, m.FFMRatio, m.StaticFwds = 1, cfg.WriterRate, 1, 1e12, 1e9, 1, 0
 	m.Storage = machine.Storage{Groups: 1, Targets: 1, TargetBW: cfg.SsdRate, ChunkSize: float64(cfg.FileBytes)}
 	th := cfg.Policy.Thresholds
@@ -271,12 +276,31 @@ func memTierRun(t *testing.T, r tierRun, speed, phase float64) (float64, *MemSta
 		t.Fatal(err)
 	}
 	files := int(cfg.Total / cfg.FileBytes)
-	job := Job{ID: "writer", App: "w", Nodes: 1, Pattern: "1-1", Class: "single", Write: float64(cfg.Total), Phases: files}
+	job := sim.Job{ID: "writer", App: "w", Nodes: 1, Pattern: "1-1", Class: "single", Write: float64(cfg.Total), Phases: files}
 	if r.Pattern == "bursts" {
 		// its files in bursts, a pause before each
 		job.BurstPhases = int(cfg.Burst / cfg.FileBytes)
 		job.Compute = cfg.Pause.Seconds() * math.Ceil(float64(files)/float64(job.BurstPhases))
 	}
-	res := run(t, Config{Machine: m, Jobs: []Job{job}, Policy: "ffm"})
+	s, err := sim.New(sim.Config{Machine: m, Jobs: []sim.Job{job}, Policy: "ffm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return float64(cfg.Total) / res.Jobs[0].IOTime / 1e6, res.Mem
+}
+
+// median is the middle of xs (the mean of the two middle ones).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

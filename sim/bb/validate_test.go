@@ -1,4 +1,4 @@
-package sim
+package bb
 
 import (
 	"bufio"
@@ -107,10 +107,10 @@ var realBBRates = bbos.Rates{WriteMax: 160e6, WriteMin: 105e6, DemoteMin: 1e6, D
 // do not rank BBOS as the daemons do then (docs/experiments/sim.md,
 // "The model's settings against the daemons'"); the switch is how that
 // is measured.
-func simOfReal(t *testing.T, r realBBRun) *BBResult { return simOfRealTraced(t, r, nil) }
+func simOfReal(t *testing.T, r realBBRun) *Result { return simOfRealTraced(t, r, nil) }
 
 // phase is when the manager's first period began, from the run's start
-// (BBConfig.Phase): the earliest of T less the pool's Elapsed over the
+// (Config.Phase): the earliest of T less the pool's Elapsed over the
 // timeline's samples of the first period (a sample's T is taken after
 // the manager answered, so the earliest is the nearest).
 func (r realBBRun) phase() time.Duration {
@@ -127,7 +127,7 @@ func (r realBBRun) phase() time.Duration {
 }
 
 // ticks is when after the period's start the run's manager ticked first
-// (BBConfig.Ticks), for a model that looks every every and a period that
+// (Config.Ticks), for a model that looks every every and a period that
 // began at phase (realBBRun.phase): from the
 // timeline's samples of the last tick (the pool's Ticked, kept since
 // 2026-12-05), as an offset within every; in the sets made before, half
@@ -154,19 +154,19 @@ func (r realBBRun) ticks(every, phase time.Duration) time.Duration {
 
 // simOfRealTraced is simOfReal with the model's scheduler decisions told
 // to trace (nil: none).
-func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *BBResult {
-	cfg := BBConfig{Trace: trace, Mix: r.Mix, Policy: bbos.Policy(r.Policy), S: float64(r.Mix.Buffer), Rates: realBBRates,
+func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *Result {
+	cfg := Config{Trace: trace, Mix: r.Mix, Policy: bbos.Policy(r.Policy), S: float64(r.Mix.Buffer), Rates: realBBRates,
 		ReadBW: 160e6, PFSRead: 56e6, Bypass: r.Final.Bypass, NoVersions: r.Final.NoVersions, Restarts: 8,
 		WriteBehind: cmp.Or(r.Window, 32<<20), SharedWindow: true, Setup: r.setup, Phase: r.phase()}
 	if cfg.Setup == 0 {
-		cfg.Setup = realSetup(t, "../bench/bbos/setup-results.jsonl")
+		cfg.Setup = realSetup(t, "../../bench/bbos/setup-results.jsonl")
 	}
 	if os.Getenv("SIM_BB_DAEMON_SETTINGS") != "" {
 		cfg.Every, cfg.ServerIdle, cfg.DeviceBurst, cfg.Tick = 250*time.Millisecond, 20*time.Millisecond, 5*time.Millisecond, time.Millisecond
 		cfg.MaxWait = iosched.DefaultMaxWait
 	}
 	cfg.Ticks = r.ticks(cmp.Or(cfg.Every, r.Mix.Period/24), cfg.Phase)
-	res, err := RunBB(cfg)
+	res, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func simOfRealTraced(t *testing.T, r realBBRun, trace func(iosched.Event)) *BBRe
 // no model judged checkpoint by checkpoint can reach the 90 %
 // on this set, docs/experiments/sim.md).
 func TestValidateBurstBuffer(t *testing.T) {
-	runs := loadRealBB(t, "../bench/bbos/results.jsonl.gz")
+	runs := loadRealBB(t, "../../bench/bbos/results.jsonl.gz")
 	if len(runs) < 100 {
 		t.Fatalf("%d stored runs", len(runs))
 	}
@@ -220,12 +220,12 @@ func TestValidateBurstBuffer(t *testing.T) {
 	}
 	// the high-congestion runs again with the scheduler's decisions kept
 	// (bench/bbos/run.sh TRACE=1, 2026-12-02): reported
-	high := loadRealBB(t, "../bench/bbos/results-high-trace.jsonl.gz")
+	high := loadRealBB(t, "../../bench/bbos/results-high-trace.jsonl.gz")
 	if len(high) < 30 {
 		t.Fatalf("%d traced runs", len(high))
 	}
 	t.Logf("high congestion, the scheduler's decisions kept (results-high-trace.jsonl.gz):")
-	hs := make([]*BBResult, len(high))
+	hs := make([]*Result, len(high))
 	traces := make([][]iosched.Event, len(high))
 	for i, r := range high {
 		hs[i] = simOfRealTraced(t, r, func(e iosched.Event) { traces[i] = append(traces[i], e) })
@@ -258,7 +258,7 @@ func TestValidateBurstBufferOwnWindow(t *testing.T) {
 	if len(runs) < 150 {
 		t.Fatalf("%d stored runs", len(runs))
 	}
-	setup := realSetup(t, "../bench/bbos/setup-results-20261205.jsonl")
+	setup := realSetup(t, "../../bench/bbos/setup-results-20261205.jsonl")
 	for i := range runs {
 		runs[i].setup = setup
 	}
@@ -302,9 +302,9 @@ func TestValidateBurstBufferOwnWindow(t *testing.T) {
 // more for each one). Judged at the bar application by
 // application.
 func TestValidateBurstBufferTraced(t *testing.T) {
-	setup := realSetup(t, "../bench/bbos/setup-results-20261205.jsonl")
+	setup := realSetup(t, "../../bench/bbos/setup-results-20261205.jsonl")
 	for _, f := range []string{"results-dedicated-trace", "results-fifo-trace"} {
-		runs := loadRealBB(t, "../bench/bbos/"+f+".jsonl.gz")
+		runs := loadRealBB(t, "../../bench/bbos/"+f+".jsonl.gz")
 		if len(runs) < 4 {
 			t.Fatalf("%s: %d stored runs", f, len(runs))
 		}
@@ -340,7 +340,7 @@ func TestValidateBurstBufferTraced(t *testing.T) {
 // start the checkpoints due at one instant in the mix's order (before,
 // which reached the buffer first was a race between their writers).
 func loadAppWindow(t *testing.T) []realBBRun {
-	runs := loadRealBB(t, "../bench/bbos/results-appwindow.jsonl.gz")
+	runs := loadRealBB(t, "../../bench/bbos/results-appwindow.jsonl.gz")
 	for _, again := range []struct {
 		file string
 		of   func(realBBRun) bool
@@ -349,7 +349,7 @@ func loadAppWindow(t *testing.T) []realBBRun {
 		{"results-appwindow-versions", func(r realBBRun) bool { return r.Exp == "versions" }},
 	} {
 		by := map[string]realBBRun{}
-		for _, r := range loadRealBB(t, "../bench/bbos/"+again.file+".jsonl.gz") {
+		for _, r := range loadRealBB(t, "../../bench/bbos/"+again.file+".jsonl.gz") {
 			if again.of(r) {
 				by[runKey(r)] = r
 			}
@@ -374,8 +374,8 @@ func runKey(r realBBRun) string {
 }
 
 // replayReal replays each stored run in the model.
-func replayReal(t *testing.T, runs []realBBRun) []*BBResult {
-	sims := make([]*BBResult, len(runs))
+func replayReal(t *testing.T, runs []realBBRun) []*Result {
+	sims := make([]*Result, len(runs))
 	for i, r := range runs {
 		sims[i] = simOfReal(t, r)
 	}
@@ -395,7 +395,7 @@ type decisions struct {
 
 // decisionsAgree measures and logs the decisions of runs against their
 // replays sims.
-func decisionsAgree(t *testing.T, runs []realBBRun, sims []*BBResult) decisions {
+func decisionsAgree(t *testing.T, runs []realBBRun, sims []*Result) decisions {
 	var d decisions
 	type group struct {
 		exp, cong, classes string
@@ -505,7 +505,7 @@ type timing struct{ ck, tied, run, app, appTied, self, med, rself, alone, again,
 // timesAgree measures and logs the timing of runs against their
 // replays sims; the measures over runs, applications and repeats take
 // the runs of congestion cong.
-func timesAgree(t *testing.T, runs []realBBRun, sims []*BBResult, cong string) timing {
+func timesAgree(t *testing.T, runs []realBBRun, sims []*Result, cong string) timing {
 	var tm timing
 	repeats := map[string]repeatedApps{} // congestion cong, by case
 	byCase := map[string]*count{}        // checkpoints, by DWPP and congestion
@@ -582,7 +582,7 @@ func repeatCase(r realBBRun) string {
 // the checkpoints of each run within 15 % or 10 ms of the same
 // checkpoint of each other run of the case (again), and the model's
 // replays of those runs within 15 % or 10 ms of their run (rerun).
-func agreeAgain(runs []realBBRun, sims []*BBResult, cong string) (again, rerun count) {
+func agreeAgain(runs []realBBRun, sims []*Result, cong string) (again, rerun count) {
 	cases := map[string][]int{}
 	for i, r := range runs {
 		if r.Mix.Congestion == cong && bbos.Policy(r.Policy) != bbos.BBOS {
@@ -617,7 +617,7 @@ func agreeAgain(runs []realBBRun, sims []*BBResult, cong string) (again, rerun c
 
 // agree counts the checkpoints whose time (schedule to end) the model
 // predicts within 15 % or 10 ms.
-func agree(r realBBRun, s *BBResult) (ok, n int) {
+func agree(r realBBRun, s *Result) (ok, n int) {
 	checkpointTimes(r, s, func(_ ckKey, rt, mt float64, found bool) {
 		n++
 		if found && near(mt, rt) {
@@ -633,7 +633,7 @@ func agree(r realBBRun, s *BBResult) (ok, n int) {
 // microsecond), which no model can predict, so the group's times are
 // paired in order, the fastest on the daemons with the fastest in the
 // model, and so on. A checkpoint scheduled alone is judged as in agree.
-func agreeTied(r realBBRun, s *BBResult) (ok, n int) {
+func agreeTied(r realBBRun, s *Result) (ok, n int) {
 	tied := tiedModel(r, s)
 	for k, rt := range daemonTimes(r) {
 		n++
@@ -649,7 +649,7 @@ func agreeTied(r realBBRun, s *BBResult) (ok, n int) {
 // instant with the same bytes paired in order (agreeTied): the fastest
 // on the daemons gets the fastest of the group in the model, and so on.
 // A checkpoint the model did not finish is left out.
-func tiedModel(r realBBRun, s *BBResult) map[ckKey]float64 {
+func tiedModel(r realBBRun, s *Result) map[ckKey]float64 {
 	type at struct {
 		us    int64
 		bytes float64
@@ -711,7 +711,7 @@ func near(x, ref float64) bool {
 // checkpointTimes pairs each checkpoint the daemons finished with the
 // model's time for it (schedule to end, seconds; found false: the model
 // did not finish it).
-func checkpointTimes(r realBBRun, s *BBResult, each func(k ckKey, real, model float64, found bool)) {
+func checkpointTimes(r realBBRun, s *Result, each func(k ckKey, real, model float64, found bool)) {
 	sim := map[ckKey]float64{}
 	for _, c := range s.Checkpoints {
 		if c.Done > 0 {
@@ -726,7 +726,7 @@ func checkpointTimes(r realBBRun, s *BBResult, each func(k ckKey, real, model fl
 
 // runTimes is the time the run's checkpoints took in all, on the daemons
 // and in the model (the checkpoints both finished).
-func runTimes(r realBBRun, s *BBResult) (real, model float64) {
+func runTimes(r realBBRun, s *Result) (real, model float64) {
 	checkpointTimes(r, s, func(_ ckKey, rt, mt float64, found bool) {
 		if found {
 			real += rt
@@ -738,7 +738,7 @@ func runTimes(r realBBRun, s *BBResult) (real, model float64) {
 
 // appTimes is each application's checkpoints' time in all, on the
 // daemons and in the model (+Inf: the model did not finish one of them).
-func appTimes(r realBBRun, s *BBResult) (real, model map[string]float64) {
+func appTimes(r realBBRun, s *Result) (real, model map[string]float64) {
 	m := map[ckKey]float64{}
 	checkpointTimes(r, s, func(k ckKey, _, mt float64, found bool) {
 		if found {
@@ -765,13 +765,13 @@ func appTimesOf(r realBBRun, model map[ckKey]float64) (real, apps map[string]flo
 
 // agreeApps counts the applications whose checkpoints' time in all the
 // model predicts within 15 % or 10 ms.
-func agreeApps(r realBBRun, s *BBResult) (ok, n int) { return nearApps(appTimes(r, s)) }
+func agreeApps(r realBBRun, s *Result) (ok, n int) { return nearApps(appTimes(r, s)) }
 
 // agreeAppsTied is agreeApps with the model's checkpoint times paired in
 // order within the groups scheduled at the same instant (tiedModel):
 // which application of a group the daemons serve first is a race
 // between its writers' processes, and so is which one pays the wait.
-func agreeAppsTied(r realBBRun, s *BBResult) (ok, n int) {
+func agreeAppsTied(r realBBRun, s *Result) (ok, n int) {
 	return nearApps(appTimesOf(r, tiedModel(r, s)))
 }
 
@@ -792,7 +792,7 @@ func nearApps(real, model map[string]float64) (ok, n int) {
 // the model, run by run.
 type repeatedApps map[string]struct{ real, model []float64 }
 
-func (a repeatedApps) add(r realBBRun, s *BBResult) {
+func (a repeatedApps) add(r realBBRun, s *Result) {
 	real, model := appTimes(r, s)
 	for app, rt := range real {
 		e := a[app]
@@ -881,7 +881,7 @@ func selfAgree(r realBBRun) (ok, n int) {
 //     or 10 ms, and the bytes demoted agree and the policies rank the
 //     same (asserted).
 func TestValidateBurstBufferLarge(t *testing.T) {
-	runs := loadRealBB(t, "../bench/bbos/results-32m.jsonl.gz")
+	runs := loadRealBB(t, "../../bench/bbos/results-32m.jsonl.gz")
 	if len(runs) < 50 {
 		t.Fatalf("%d stored runs", len(runs))
 	}
@@ -890,9 +890,9 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 		demoted bool // assert the bytes demoted
 		times   bool // assert the checkpoints' times and the applications' and runs' times in all
 		runs    int  // stored
-	}{{[]string{"../bench/bbos/results-32m-high-workers.jsonl.gz"}, true, false, 30},
-		{[]string{"../bench/bbos/results-32m-high-appwindow.jsonl.gz"}, false, false, 30},
-		{[]string{"../bench/bbos/results-32m-high-mended.jsonl.gz", "../bench/bbos/results-32m-high-mended-2.jsonl.gz"}, true, true, 36}} {
+	}{{[]string{"../../bench/bbos/results-32m-high-workers.jsonl.gz"}, true, false, 30},
+		{[]string{"../../bench/bbos/results-32m-high-appwindow.jsonl.gz"}, false, false, 30},
+		{[]string{"../../bench/bbos/results-32m-high-mended.jsonl.gz", "../../bench/bbos/results-32m-high-mended-2.jsonl.gz"}, true, true, 36}} {
 		var high []realBBRun
 		for _, path := range set.paths {
 			high = append(high, loadRealBB(t, path)...)
@@ -913,7 +913,7 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 		rankByTime(t, high, hs)
 		phasesAgree(t, high, hs)
 	}
-	for i, path := range []string{"../bench/bbos/results-32m.jsonl.gz", "../bench/bbos/results-32m-low-appwindow.jsonl.gz"} {
+	for i, path := range []string{"../../bench/bbos/results-32m.jsonl.gz", "../../bench/bbos/results-32m-low-appwindow.jsonl.gz"} {
 		if i > 0 {
 			if runs = loadRealBB(t, path); len(runs) < 50 {
 				t.Fatalf("%s: %d stored runs", path, len(runs))
@@ -953,7 +953,7 @@ func TestValidateBurstBufferLarge(t *testing.T) {
 // written in one turn; more, turns handed on mid-checkpoint (a writer
 // waiting for room, or with nothing in flight for the gap). It returns
 // how many of the cases under low congestion part by more than 0.1.
-func phasesAgree(t *testing.T, runs []realBBRun, sims []*BBResult) (lowApart int) {
+func phasesAgree(t *testing.T, runs []realBBRun, sims []*Result) (lowApart int) {
 	real, model := map[caseKey][]float64{}, map[caseKey][]float64{}
 	for i, r := range runs {
 		if len(r.Final.Pools) == 0 || r.Policy == string(bbos.Dedicated) || len(r.Checkpoint) == 0 {
@@ -1027,7 +1027,7 @@ func dryTurns(events []iosched.Event) []time.Duration {
 // the median of how long those writers stayed away (dryTurns), on the
 // daemons and in the model's replays sims, whose scheduler decisions are
 // traces.
-func turnsAgree(t *testing.T, runs []realBBRun, sims []*BBResult, traces [][]iosched.Event) {
+func turnsAgree(t *testing.T, runs []realBBRun, sims []*Result, traces [][]iosched.Event) {
 	type figs struct {
 		gaps, ck float64
 		dry      []float64
@@ -1063,7 +1063,7 @@ func turnsAgree(t *testing.T, runs []realBBRun, sims []*BBResult, traces [][]ios
 // the model, and fails where the model orders two policies of one
 // congestion and DWPP the other way from the daemons (those whose
 // daemons' medians part by more than 5 %).
-func rankByTime(t *testing.T, runs []realBBRun, sims []*BBResult) {
+func rankByTime(t *testing.T, runs []realBBRun, sims []*Result) {
 	type key struct {
 		cong, label string
 		dwpp        float64

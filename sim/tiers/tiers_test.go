@@ -1,4 +1,4 @@
-package sim
+package tiers
 
 import (
 	"reflect"
@@ -8,8 +8,8 @@ import (
 	"github.com/sluice-hpc/sluice/policy/tiering"
 )
 
-func tinyTiers(auto bool) TierConfig {
-	return TierConfig{MemBytes: 16 << 20, MemRate: 600e6, SsdRate: 20e6, Auto: auto, WriterRate: 250e6,
+func tinyTiers(auto bool) Config {
+	return Config{MemBytes: 16 << 20, MemRate: 600e6, SsdRate: 20e6, Auto: auto, WriterRate: 250e6,
 		FileBytes: 1 << 20, Total: 64 << 20, Burst: 12 << 20, Pause: time.Second,
 		Policy: tiering.Config{Thresholds: tiering.Thresholds{StallWrite: 2 << 20, ForcedOut: 4 << 20, NormalOut: 14 << 20}, ChunkSize: 1 << 20}}
 }
@@ -19,7 +19,7 @@ func tinyTiers(auto bool) TierConfig {
 // nothing moves and what does not fit spills; every file is somewhere; the
 // same input gives the same result.
 func TestTiersModel(t *testing.T) {
-	auto, err := SimulateTiers(tinyTiers(true))
+	auto, err := Simulate(tinyTiers(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestTiersModel(t *testing.T) {
 	if auto.Files != 64 || auto.FilesOnMem+auto.FilesMigrated+auto.Spilled != 64 || auto.Spilled != 0 || auto.FilesMigrated == 0 || auto.Stalls == 0 {
 		t.Fatalf("auto: %d files, %d on mem, %d migrated, %d spilled, %d stalls", auto.Files, auto.FilesOnMem, auto.FilesMigrated, auto.Spilled, auto.Stalls)
 	}
-	manual, err := SimulateTiers(tinyTiers(false))
+	manual, err := Simulate(tinyTiers(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +44,11 @@ func TestTiersModel(t *testing.T) {
 	if a, m := auto.Bursts[2].MBps, manual.Bursts[2].MBps; a < 2*m || m > 25 {
 		t.Fatalf("third burst: auto %.1f MB/s, manual %.1f", a, m)
 	}
-	again, _ := SimulateTiers(tinyTiers(true))
+	again, _ := Simulate(tinyTiers(true))
 	if !reflect.DeepEqual(auto, again) {
 		t.Fatal("the same scenario gave two results")
 	}
-	if _, err := SimulateTiers(TierConfig{}); err == nil {
+	if _, err := Simulate(Config{}); err == nil {
 		t.Fatal("an empty scenario ran")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package live
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 	"github.com/sluice-hpc/sluice/workload"
 )
 
-// What --as-run prints is what runs: liveOf of it, unscaled, is the live
-// job again, and its bytes are what the live job moves (liveJob.bytes,
+// What --as-run prints is what runs: PlanOf of it, unscaled, is the live
+// job again, and its bytes are what the live job moves (Plan.bytes,
 // the --max-bytes guard's own count).
 func TestAsRunIsWhatRuns(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
@@ -38,11 +38,11 @@ func TestAsRunIsWhatRuns(t *testing.T) {
 				j.OnNodes = append(j.OnNodes, 3*k+1)
 			}
 		}
-		o := liveJobs{timeScale: 0.01 + rng.Float64(), volScale: 0.001 + rng.Float64()*0.1, maxRanks: 1 + rng.Intn(4)}
+		o := Options{TimeScale: 0.01 + rng.Float64(), VolScale: 0.001 + rng.Float64()*0.1, MaxRanks: 1 + rng.Intn(4)}
 		block := int64(1 << (16 + rng.Intn(5)))
-		lj := liveOf(j, o, block)
+		lj := PlanOf(j, o, block)
 		a := asRun(j, lj)
-		again := liveOf(a, liveJobs{timeScale: 1, volScale: 1, maxRanks: o.maxRanks}, block)
+		again := PlanOf(a, Options{TimeScale: 1, VolScale: 1, MaxRanks: o.MaxRanks}, block)
 		if !reflect.DeepEqual(again, lj) {
 			t.Fatalf("job %+v\nruns as %+v\nas run %+v\nwhich runs as %+v", j, lj, a, again)
 		}
@@ -73,17 +73,17 @@ func TestScheduleLive(t *testing.T) {
 	}
 	run := map[string]time.Duration{"a": 300 * time.Millisecond, "b": 300 * time.Millisecond, "c": 100 * time.Millisecond, "d": 100 * time.Millisecond}
 	for _, nodes := range []int{3, 0} {
-		plans := make([]liveJob, len(jobs))
+		plans := make([]Plan, len(jobs))
 		for i, j := range jobs {
-			plans[i] = liveOf(j, liveJobs{timeScale: 1, volScale: 1, maxRanks: 4}, 1<<20)
+			plans[i] = PlanOf(j, Options{TimeScale: 1, VolScale: 1, MaxRanks: 4}, 1<<20)
 		}
 		var mu sync.Mutex
-		got := map[string]liveResult{}
+		got := map[string]Result{}
 		on := map[string][]string{}
-		scheduleLive(jobs, plans, nodes, 1, func(j sim.Job, lj liveJob) liveResult {
+		schedule(jobs, plans, nodes, 1, func(j sim.Job, lj Plan) Result {
 			time.Sleep(run[j.ID])
-			return liveResult{ID: j.ID, Nodes: len(lj.Nodes)}
-		}, func(r liveResult) {
+			return Result{ID: j.ID, Nodes: len(lj.Nodes)}
+		}, func(r Result) {
 			mu.Lock()
 			defer mu.Unlock()
 			got[r.ID] = r
