@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Beacon's cost per operation, counted (issue 18, "Measurements you can
 # trust"; docs/benchmarks.md, "Beacon's cost per operation"). The A/B runs
-# (bench/streams-ab.sh, bench/monitor-ab.sh, MONITOR_AB=1 bench/randread.sh)
+# (bench/ab.sh on bench/streams.sh, bench/monitor-ab.sh, MONITOR_AB=1 bench/randread.sh)
 # cannot resolve 5 % on this VM at 4 KiB; this bounds monitoring's share
 # from its parts instead:
 #   1. what monitoring does per operation and per record, by Go benchmarks

@@ -3,7 +3,9 @@
 one's MB/s (or ops/s), ratio to the passthrough of the same round and CPU
 seconds per GB over every sluice process, medians (min-max).
 
-    python3 bench/before_after.py STREAMS.jsonl SMALLDIR
+    python3 bench/before_after.py STREAMS.jsonl SMALL.jsonl   (bench/ab.sh's tagged files,
+                                                            sides "old" and "new"; SMALL may be a
+                                                            directory of BUILD-N/rates.jsonl)
 """
 import glob
 import json
@@ -27,7 +29,10 @@ def streams(path):
     cells = {}
     for r in rows:
         up = r.get("up", "")
-        build = "old" if "bin=" in up else "new" if up == "" else None
+        if "side" in r:  # bench/ab.sh's tagged lines
+            build = r["side"]
+        else:
+            build = "old" if "bin=" in up else "new" if up == "" else None
         if build is None:
             continue  # other flags (an A/B in the same file)
         key = (build, r["phase"], r["streams"])
@@ -69,15 +74,29 @@ def streams(path):
             print(f"| {phase} | {n} | " + " | ".join(out) + " |")
 
 
-def small(d):
-    res = {}
+def small_rounds(d):
+    """(build, rows of one round) for bench/ab.sh's tagged file d or a
+    directory of BUILD-N/rates.jsonl (the runs before bench/ab.sh)."""
+    if os.path.isfile(d):
+        by = {}
+        for line in open(d):
+            r = json.loads(line)
+            by.setdefault((r["side"], r["ab_round"]), []).append(r)
+        for (build, _), rows in sorted(by.items()):
+            yield build, rows
+        return
     for build in ("old", "new"):
         for f in sorted(glob.glob(f"{d}/{build}-*/rates.jsonl")):
-            rows = [json.loads(line) for line in open(f)]
-            pt = next(r for r in rows if r["target"] == "passthrough")["rates"]
-            sl = next(r for r in rows if r["target"] == "sluice")["rates"]
-            for ph, v in sl.items():
-                res.setdefault((build, ph), []).append((v, v / pt[ph]))
+            yield build, [json.loads(line) for line in open(f)]
+
+
+def small(d):
+    res = {}
+    for build, rows in small_rounds(d):
+        pt = next(r for r in rows if r["target"] == "passthrough")["rates"]
+        sl = next(r for r in rows if r["target"] == "sluice")["rates"]
+        for ph, v in sl.items():
+            res.setdefault((build, ph), []).append((v, v / pt[ph]))
     print("| phase | old ops/s | old / passthrough | new ops/s | new / passthrough |")
     print("|---|---|---|---|---|")
     for ph in ("create", "stat", "read", "unlink", "mkdir", "rmdir", "tree-create", "tree-remove"):

@@ -9,7 +9,7 @@ and the CPU seconds per GB every process on the path spent.
 --up picks the runs made with those `sluice cluster up` flags (default: every
 run). --check fails unless every phase has figures above zero for both
 targets and sane ratios (the smoke run in make test). --ab compares
-sluice's runs with flags A against those with flags B (bench/streams-ab.sh):
+sluice's runs with flags A against those with flags B (bench/ab.sh's side labels, or streams.sh's UP labels in one file):
 MB/s and CPU seconds per GB over every process, medians (min-max), A/B."""
 import json
 import statistics
@@ -105,7 +105,7 @@ def ab(path, a, b):
     phases = [p for p in ("new", "overwrite", "read") if any(r["phase"] == p for r in rows)]
     for ph in phases:
         for n in sorted({r["streams"] for r in rows}):
-            sel = {x: [r for r in rows if r["phase"] == ph and r["streams"] == n and r.get("up", "") == x] for x in label}
+            sel = {x: [r for r in rows if r["phase"] == ph and r["streams"] == n and r.get("side", r.get("up", "")) == x] for x in label}
             if not sel[a] or not sel[b]:
                 continue
             bw = {x: med([r["mbps"] for r in sel[x]]) for x in label}

@@ -32,7 +32,7 @@ BYTES=${BYTES:-4096}
 ROUNDS=${ROUNDS:-3}
 COUNTN=${COUNTN:-500}
 OUT=${OUT:-bench/results/smallfiles}
-UPFLAGS=${UPFLAGS:-}
+UPFLAGS=${UPFLAGS:-${UP:-}} # extra `sluice cluster up` flags (UP, as bench/ab.sh sets it)
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 COUNT=${COUNT:-1}
 go build -o bin/sluice ./cmd/sluice
