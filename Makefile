@@ -33,7 +33,7 @@ lint:
 # race detector, which made their validation replays take 8½ of go test's
 # 10 minutes.
 unit:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS_RACE)
+	SLUICE_REQUIRE_ETCD=1 $(GO) test -race -count=1 -timeout 20m $(PKGS_RACE)
 	$(GO) test -count=1 -timeout 20m ./sim ./sim/bb ./sim/tiers
 
 fuzz-smoke:
@@ -46,6 +46,7 @@ fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 100000x ./api
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAdmin$$' -fuzztime 200000x ./api
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatch$$' -fuzztime 60000x ./meta/engine
+	$(GO) test -run '^$$' -fuzz '^FuzzParseEtcd$$' -fuzztime 20000x ./meta/engine
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime 50000x ./beacon
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./internal/size
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 100000x ./burstbuf
@@ -60,7 +61,7 @@ E2E_RACE := TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestM
 E2E_BOTH := TestOwnedModel|TestFsxModel
 
 e2e:
-	SLUICE_REQUIRE_SLURM=1 $(GO) test -count=1 -timeout 30m -skip '^($(E2E_RACE))$$' ./test/e2e
+	SLUICE_REQUIRE_SLURM=1 SLUICE_REQUIRE_ETCD=1 $(GO) test -count=1 -timeout 30m -skip '^($(E2E_RACE))$$' ./test/e2e
 
 # pjdfstest (all of it; test/pjdfstest/exclude lists what cannot pass on
 # FUSE, with the reason) as root on a fresh `sluice cluster up` mount.

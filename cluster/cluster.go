@@ -15,12 +15,14 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/atomicfile"
+	"github.com/sluice-hpc/sluice/meta/engine/etcdserver"
 )
 
 // Options of a local cluster.
@@ -110,10 +112,25 @@ type Options struct {
 // Daemon is one process of the cluster.
 type Daemon struct {
 	Name string
+	// Exe is its executable ("": the sluice binary; an etcd member's is
+	// etcd).
+	Exe  string `json:",omitempty"`
 	Args []string
 	// Env is added to the environment it starts with (GOMAXPROCS).
 	Env []string `json:",omitempty"`
 	Pid int
+}
+
+// servers counts the data servers and forwarding nodes, which register
+// with the metadata service.
+func (c *Cluster) servers() int {
+	n := 0
+	for _, d := range c.Daemons {
+		if d.Exe == "" && len(d.Args) > 0 && (d.Args[0] == "data" || d.Args[0] == "fwd") {
+			n++
+		}
+	}
+	return n
 }
 
 // flagValue is the value given to flag name (as "--name value") in a
@@ -296,11 +313,14 @@ func Up(o Options) (*Cluster, error) {
 	pl := &planner{o: o, c: c, dir: dir, secretFile: secretFile, ports: map[string]string{}, picker: newPortPicker()}
 	defer pl.picker.release()
 	// ports are fixed at first start so restarted daemons come back at the
-	// same address
+	// same address (and etcd members with the same peers)
 	if old, err := Load(dir); err == nil {
 		for _, d := range old.Daemons {
 			if addr, ok := flagValue(d.Args, "--listen"); ok {
 				pl.ports[d.Name] = addr
+			}
+			if d.Exe != "" {
+				pl.old = append(pl.old, d)
 			}
 		}
 	}
@@ -327,6 +347,7 @@ type planner struct {
 	dir        string
 	secretFile string
 	ports      map[string]string // the daemons' listening addresses from the last start
+	old        []Daemon          // the etcd members of the last start
 	picker     *portPicker
 	common     []string // every daemon's flags
 	listening  []string // the flags of the daemons that listen
@@ -357,7 +378,13 @@ func (pl *planner) plan() error {
 	}
 	pl.to = "--timeout=" + o.Timeout.String()
 	pl.listening = []string{"--local-socket=" + strconv.FormatBool(!o.TCPOnly)}
-	margsMeta := []string{"meta", "--listen", metaAddr, "--dir", filepath.Join(pl.dir, "meta"), "--engine", o.Engine, pl.to}
+	eng := o.Engine
+	if eng == "etcd" {
+		if eng, err = pl.etcd(); err != nil {
+			return err
+		}
+	}
+	margsMeta := []string{"meta", "--listen", metaAddr, "--dir", filepath.Join(pl.dir, "meta"), "--engine", eng, pl.to}
 	if o.FwdPolicy != "" {
 		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
 	}
@@ -384,6 +411,39 @@ func (pl *planner) plan() error {
 	margs = append(margs, o.MountFlags...)
 	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, pl.common...), c.Mount)})
 	return nil
+}
+
+// etcd adds the three members of an etcd cluster for the metadata (those
+// of the last start, if any) and returns the engine's URI.
+func (pl *planner) etcd() (string, error) {
+	exe, err := exec.LookPath("etcd")
+	if err != nil {
+		return "", fmt.Errorf("--engine etcd needs etcd on PATH (apt-get install etcd-server)")
+	}
+	cfg := etcdserver.Config{Dir: filepath.Join(pl.dir, "etcd"), Members: 3}
+	members := pl.old
+	if len(members) == 0 {
+		plan, err := etcdserver.Plan(cfg)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range plan {
+			members = append(members, Daemon{Name: m.Name, Exe: exe, Args: m.Args})
+		}
+	}
+	pl.c.Daemons = append(pl.c.Daemons, members...)
+	return etcdserver.URI(pl.c.etcdEndpoints(), "sluice", cfg), nil
+}
+
+// etcdEndpoints are the client URLs of the cluster's etcd members.
+func (c *Cluster) etcdEndpoints() []string {
+	var eps []string
+	for _, d := range c.Daemons {
+		if u, ok := flagValue(d.Args, "--listen-client-urls"); ok && d.Exe != "" {
+			eps = append(eps, u)
+		}
+	}
+	return eps
 }
 
 // tierd is a data server to start: its name, tier, directory, capacity
@@ -507,7 +567,7 @@ func (c *Cluster) startAll(o Options) error {
 	}
 	for i := range c.Daemons {
 		d := &c.Daemons[i]
-		if o.PprofBase > 0 {
+		if o.PprofBase > 0 && d.Exe == "" {
 			d.Args = append([]string{d.Args[0], "--pprof", fmt.Sprintf("127.0.0.1:%d", o.PprofBase+i)}, d.Args[1:]...)
 		}
 		if o.Procs > 0 && d.Name != "mount" {
@@ -516,9 +576,15 @@ func (c *Cluster) startAll(o Options) error {
 		if d.Name == "mount" {
 			// wait until the data servers and forwarding nodes have
 			// registered, so the mount can pick a forwarding node
-			if err := c.waitRegistered(len(c.Daemons)-2, 20*time.Second); err != nil {
+			if err := c.waitRegistered(c.servers(), 20*time.Second); err != nil {
 				c.stop()
 				return err
+			}
+		}
+		if d.Name == "meta" && len(c.etcdEndpoints()) > 0 {
+			if err := etcdserver.Wait(c.etcdEndpoints(), 30*time.Second, nil); err != nil {
+				c.stop()
+				return fmt.Errorf("%v%s", err, c.logTail("etcd0"))
 			}
 		}
 		if err := c.start(d); err != nil {

@@ -45,7 +45,11 @@ func (c *Cluster) start(d *Daemon) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(c.Exe, d.Args...)
+	exe := c.Exe
+	if d.Exe != "" {
+		exe = d.Exe
+	}
+	cmd := exec.Command(exe, d.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if len(d.Env) > 0 {
 		cmd.Env = append(os.Environ(), d.Env...)

@@ -166,7 +166,7 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 	fs.IntVar(&pol.MaxFwds, "dfra-max-fwds", 0, "DFRA: at most this many forwarding nodes per job (0: no cap)")
 	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
 	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
-	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(metad.Engines(), ", "))
+	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(metad.Engines(), ", ")+"; a remote one by URI, etcd://HOST:PORT,HOST:PORT/PREFIX (docs/metadata.md)")
 	chunk := fs.String("chunk-size", "4M", "default chunk size of the root directory")
 	maxOps := fs.Float64("max-ops", 0, "namespace operations served per second, at most (an emulated metadata server's capacity; 0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")

@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	Register("bolt", func(dir string) (Engine, error) { return OpenBolt(dir) })
+	Register("bolt", func(t Target) (Engine, error) { return OpenBolt(t.Dir) })
 }
 
 // Bolt is a bbolt (B+tree, copy-on-write) engine, kept as the comparison

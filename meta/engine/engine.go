@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -58,35 +59,71 @@ func (b *Batch) Del(key []byte) {
 // Len returns the number of writes.
 func (b *Batch) Len() int { return len(b.Ops) }
 
-// Opener opens an engine whose files live in dir ("" for engines without
-// files).
-type Opener func(dir string) (Engine, error)
+// Target is where an engine keeps its data: a directory for the embedded
+// engines ("" for engines without files), an address for the engines
+// served by other processes (etcd: "host:port,host:port/prefix").
+type Target struct {
+	Dir  string
+	Addr string
+}
+
+// Opener opens an engine at a target.
+type Opener func(t Target) (Engine, error)
+
+// entry is a registered engine.
+type entry struct {
+	open Opener
+	// remote engines keep their data in servers of their own, reached at
+	// Target.Addr
+	remote bool
+}
 
 var (
 	regMu    sync.Mutex // guards registry
-	registry = map[string]Opener{}
+	registry = map[string]entry{}
 )
 
-// Register makes an engine available by name. It panics on a duplicate,
-// which is a programming error.
-func Register(name string, open Opener) {
+// Register makes an engine that keeps its data in a directory available
+// by name. It panics on a duplicate, which is a programming error.
+func Register(name string, open Opener) { register(name, entry{open: open}) }
+
+// RegisterRemote makes an engine served by servers of its own available
+// by name; it is opened by URI, NAME://ADDRESS.
+func RegisterRemote(name string, open Opener) { register(name, entry{open: open, remote: true}) }
+
+func register(name string, e entry) {
 	regMu.Lock()
 	defer regMu.Unlock()
 	if _, dup := registry[name]; dup {
 		panic("engine: duplicate registration of " + name)
 	}
-	registry[name] = open
+	registry[name] = e
 }
 
-// Open opens the named engine.
-func Open(name, dir string) (Engine, error) {
+// Remote says whether engine name is served by servers of its own.
+func Remote(name string) bool {
 	regMu.Lock()
-	open, ok := registry[name]
+	defer regMu.Unlock()
+	return registry[name].remote
+}
+
+// Open opens engine spec with its files in dir: spec is an engine's name
+// ("pebble") or, for a remote engine, a URI naming it by scheme and
+// giving its address ("etcd://10.0.0.1:2379,10.0.0.2:2379/sluice").
+func Open(spec, dir string) (Engine, error) {
+	name, addr, _ := strings.Cut(spec, "://")
+	regMu.Lock()
+	e, ok := registry[name]
 	regMu.Unlock()
-	if !ok {
+	switch {
+	case !ok:
 		return nil, fmt.Errorf("unknown metadata engine %q (have %v)", name, Names())
+	case e.remote && addr == "":
+		return nil, fmt.Errorf("metadata engine %s: give its address, %s://HOST:PORT,...[/PREFIX]", name, name)
+	case !e.remote && addr != "":
+		return nil, fmt.Errorf("metadata engine %s keeps its files in the state directory: no address", name)
 	}
-	return open(dir)
+	return e.open(Target{Dir: dir, Addr: addr})
 }
 
 // Names lists the registered engines.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/meta/engine/enginetest"
 )
 
 // TestConformance runs the same behaviour checks against every registered
@@ -16,8 +17,8 @@ import (
 func TestConformance(t *testing.T) {
 	for _, name := range engine.Names() {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			e, err := engine.Open(name, dir)
+			spec, dir := enginetest.Spec(t, name)
+			e, err := engine.Open(spec, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +32,7 @@ func TestConformance(t *testing.T) {
 				return
 			}
 			// persistence: reopen sees the data
-			e2, err := engine.Open(name, dir)
+			e2, err := engine.Open(spec, dir)
 			if err != nil {
 				t.Fatal(err)
 			}

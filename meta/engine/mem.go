@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	Register("mem", func(string) (Engine, error) { return NewMem(), nil })
+	Register("mem", func(Target) (Engine, error) { return NewMem(), nil })
 }
 
 // Mem is an in-memory engine for tests: a sorted key slice and a map.

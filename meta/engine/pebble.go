@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	Register("pebble", func(dir string) (Engine, error) { return OpenPebble(dir) })
+	Register("pebble", func(t Target) (Engine, error) { return OpenPebble(t.Dir) })
 }
 
 // Pebble is the embedded persistent engine (an LSM tree with a write-ahead

@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// The etcd engine keeps the store in an etcd cluster: key K lives at
+// PREFIX/K, a batch is one etcd transaction (atomic and durable on a
+// quorum of members, so Apply's sync asks nothing more), a scan reads
+// pages of keys at the revision of its first page. Opened by URI:
+//
+//	etcd://HOST:PORT,HOST:PORT/PREFIX?max-txn-ops=N&max-request-bytes=N&timeout=D
+//
+// The limits are the etcd servers' (--max-txn-ops, 128 by default;
+// --max-request-bytes, 1.5 MiB): a batch beyond them is refused with an
+// error naming the limit, never applied in parts. Compaction and
+// defragmentation are the servers' (--auto-compaction-mode and
+// --auto-compaction-retention; `sluice cluster up --engine etcd` sets
+// them on the members it starts).
+
+func init() {
+	RegisterRemote("etcd", func(t Target) (Engine, error) {
+		c, err := ParseEtcd(t.Addr)
+		if err != nil {
+			return nil, err
+		}
+		return OpenEtcd(c)
+	})
+}
+
+// EtcdConfig is where an etcd engine keeps its keys and what it may ask.
+type EtcdConfig struct {
+	Endpoints []string
+	// Prefix is put before every key ("sluice" by default), so that
+	// several clusters, or tests, share one etcd.
+	Prefix string
+	// MaxTxnOps and MaxRequestBytes are the servers' limits (etcd's
+	// defaults if 0).
+	MaxTxnOps       int
+	MaxRequestBytes int
+	// Timeout bounds each request (10 s if 0).
+	Timeout time.Duration
+}
+
+// etcd's own defaults for the servers' limits.
+const (
+	etcdMaxTxnOps       = 128
+	etcdMaxRequestBytes = 1536 * 1024
+	// etcdPage is how many keys a scan reads at a time.
+	etcdPage = 512
+)
+
+// ParseEtcd reads an etcd engine's address (the part of its URI after
+// "etcd://").
+func ParseEtcd(addr string) (EtcdConfig, error) {
+	c := EtcdConfig{Prefix: "sluice"}
+	rest, query, _ := strings.Cut(addr, "?")
+	// the prefix follows the first "/" that is not part of a host's
+	// scheme ("http://h:p,http://h:p/prefix")
+	const sep = "\x00"
+	hosts, prefix, _ := strings.Cut(strings.ReplaceAll(rest, "://", sep), "/")
+	hosts = strings.ReplaceAll(hosts, sep, "://")
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			if !strings.Contains(h, "://") {
+				h = "http://" + h
+			}
+			c.Endpoints = append(c.Endpoints, h)
+		}
+	}
+	if len(c.Endpoints) == 0 {
+		return c, fmt.Errorf("etcd engine %q: no endpoint", addr)
+	}
+	if prefix = strings.Trim(prefix, "/"); prefix != "" {
+		c.Prefix = prefix
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return c, fmt.Errorf("etcd engine %q: %v", addr, err)
+	}
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "max-txn-ops", "max-request-bytes":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return c, fmt.Errorf("etcd engine: %s=%q: want a positive number", k, v)
+			}
+			if k == "max-txn-ops" {
+				c.MaxTxnOps = n
+			} else {
+				c.MaxRequestBytes = n
+			}
+		case "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return c, fmt.Errorf("etcd engine: timeout=%q: want a duration", v)
+			}
+			c.Timeout = d
+		default:
+			return c, fmt.Errorf("etcd engine: unknown setting %q (have max-txn-ops, max-request-bytes, timeout)", k)
+		}
+	}
+	return c, nil
+}
+
+// Etcd is the etcd engine.
+type Etcd struct {
+	c       *clientv3.Client
+	cfg     EtcdConfig
+	prefix  []byte // cfg.Prefix + "/"
+	timeout time.Duration
+}
+
+var _ Engine = (*Etcd)(nil)
+
+// OpenEtcd connects to the etcd cluster c names and checks that it
+// answers.
+func OpenEtcd(c EtcdConfig) (*Etcd, error) {
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = etcdMaxTxnOps
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = etcdMaxRequestBytes
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.Timeout, Logger: zap.NewNop(),
+		MaxCallSendMsgSize: c.MaxRequestBytes + 64*1024})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %v", c.Endpoints, err)
+	}
+	e := &Etcd{c: cl, cfg: c, prefix: []byte(c.Prefix + "/"), timeout: c.Timeout}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	if _, err := cl.Get(ctx, string(e.prefix), clientv3.WithCountOnly()); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("etcd %v: %v", c.Endpoints, err)
+	}
+	return e, nil
+}
+
+func (e *Etcd) key(k []byte) string {
+	return string(append(append(make([]byte, 0, len(e.prefix)+len(k)), e.prefix...), k...))
+}
+
+func (e *Etcd) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), e.timeout)
+}
+
+// Get returns a copy of the value at key.
+func (e *Etcd) Get(key []byte) ([]byte, error) {
+	ctx, cancel := e.ctx()
+	defer cancel()
+	r, err := e.c.Get(ctx, e.key(key))
+	if err != nil {
+		return nil, fmt.Errorf("etcd get: %v", err)
+	}
+	if len(r.Kvs) == 0 {
+		return nil, ErrNotFound
+	}
+	return r.Kvs[0].Value, nil
+}
+
+// Scan calls fn for the keys with prefix at or after start, in order,
+// reading them a page at a time at the revision of the first page. No
+// request is outstanding while fn runs.
+func (e *Etcd) Scan(prefix, start []byte, fn func(k, v []byte) bool) error {
+	from := prefix
+	if bytes.Compare(start, prefix) > 0 {
+		from = start
+	}
+	end := clientv3.GetPrefixRangeEnd(e.key(prefix))
+	var rev int64
+	cur := e.key(from)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(etcdPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		ctx, cancel := e.ctx()
+		r, err := e.c.Get(ctx, cur, opts...)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("etcd scan: %v", err)
+		}
+		if rev == 0 {
+			rev = r.Header.Revision
+		}
+		for _, kv := range r.Kvs {
+			if !fn(kv.Key[len(e.prefix):], kv.Value) {
+				return nil
+			}
+		}
+		if !r.More || len(r.Kvs) == 0 {
+			return nil
+		}
+		cur = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// Apply commits b as one transaction. A batch beyond the servers' limits
+// is refused, naming the limit.
+func (e *Etcd) Apply(b *Batch, sync bool) error {
+	if len(b.Ops) == 0 {
+		return nil
+	}
+	// etcd refuses two writes of one key in a transaction: the last wins,
+	// as in the other engines
+	last := make(map[string]int, len(b.Ops))
+	for i, op := range b.Ops {
+		last[string(op.Key)] = i
+	}
+	ops := make([]clientv3.Op, 0, len(last))
+	size := 0
+	for i, op := range b.Ops {
+		if last[string(op.Key)] != i {
+			continue
+		}
+		k := e.key(op.Key)
+		size += len(k) + len(op.Value) + 16
+		if op.Delete {
+			ops = append(ops, clientv3.OpDelete(k))
+		} else {
+			ops = append(ops, clientv3.OpPut(k, string(op.Value)))
+		}
+	}
+	if len(ops) > e.cfg.MaxTxnOps {
+		return fmt.Errorf("etcd engine: a batch of %d writes is more than the servers' --max-txn-ops %d", len(ops), e.cfg.MaxTxnOps)
+	}
+	if size > e.cfg.MaxRequestBytes {
+		return fmt.Errorf("etcd engine: a batch of %d bytes is more than the servers' --max-request-bytes %d", size, e.cfg.MaxRequestBytes)
+	}
+	ctx, cancel := e.ctx()
+	defer cancel()
+	if _, err := e.c.Txn(ctx).Then(ops...).Commit(); err != nil {
+		return fmt.Errorf("etcd apply: %v", err)
+	}
+	return nil
+}
+
+// Sync returns at once: every applied batch is on a quorum's disks.
+func (e *Etcd) Sync() error { return nil }
+
+// Close closes the connection.
+func (e *Etcd) Close() error { return e.c.Close() }

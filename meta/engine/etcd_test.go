@@ -1,0 +1,133 @@
+package engine_test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/meta/engine/enginetest"
+)
+
+// TestEtcdLimits: a batch beyond the servers' limits is refused with an
+// error naming the limit, and nothing of it is applied; a batch at the
+// limit goes through.
+func TestEtcdLimits(t *testing.T) {
+	spec, dir := enginetest.Spec(t, "etcd")
+	spec = regexp.MustCompile(`max-txn-ops=\d+`).ReplaceAllString(spec, "max-txn-ops=8")
+	spec = regexp.MustCompile(`max-request-bytes=\d+`).ReplaceAllString(spec, "max-request-bytes=4096")
+	e, err := engine.Open(spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var b engine.Batch
+	for i := 0; i < 9; i++ {
+		b.Set([]byte(fmt.Sprintf("k%d", i)), []byte("v"))
+	}
+	if err := e.Apply(&b, true); err == nil || !strings.Contains(err.Error(), "--max-txn-ops 8") {
+		t.Fatalf("9 writes against a limit of 8: %v", err)
+	}
+	if _, err := e.Get([]byte("k0")); err != engine.ErrNotFound {
+		t.Fatalf("a refused batch was applied in part: %v", err)
+	}
+	b.Ops = b.Ops[:8]
+	if err := e.Apply(&b, true); err != nil {
+		t.Fatalf("8 writes against a limit of 8: %v", err)
+	}
+	var big engine.Batch
+	big.Set([]byte("big"), make([]byte, 5000))
+	if err := e.Apply(&big, true); err == nil || !strings.Contains(err.Error(), "--max-request-bytes 4096") {
+		t.Fatalf("5000 bytes against a limit of 4096: %v", err)
+	}
+	// two writes of one key in a batch: the last wins, as in the others
+	var dup engine.Batch
+	dup.Set([]byte("k0"), []byte("first"))
+	dup.Set([]byte("k0"), []byte("second"))
+	if err := e.Apply(&dup, true); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := e.Get([]byte("k0")); err != nil || string(v) != "second" {
+		t.Fatalf("k0 = %q, %v", v, err)
+	}
+}
+
+// TestEtcdScanPages: a scan over more keys than a page reads them all, in
+// order, from start.
+func TestEtcdScanPages(t *testing.T) {
+	spec, dir := enginetest.Spec(t, "etcd")
+	e, err := engine.Open(spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	const n = 1300
+	for i := 0; i < n; i += 100 {
+		var b engine.Batch
+		for j := i; j < i+100; j++ {
+			b.Set([]byte(fmt.Sprintf("p/%05d", j)), []byte{byte(j)})
+		}
+		if err := e.Apply(&b, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b engine.Batch
+	b.Set([]byte("q/after"), []byte("x"))
+	b.Set([]byte("o/before"), []byte("x"))
+	if err := e.Apply(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := e.Scan([]byte("p/"), []byte("p/00250"), func(k, v []byte) bool {
+		got = append(got, string(k))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n-250 || got[0] != "p/00250" || got[len(got)-1] != fmt.Sprintf("p/%05d", n-1) {
+		t.Fatalf("scan from p/00250: %d keys, %q … %q", len(got), got[0], got[len(got)-1])
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i-1] >= got[i] {
+			t.Fatalf("out of order: %q then %q", got[i-1], got[i])
+		}
+	}
+}
+
+// TestParseEtcd: the URI's parts, and what it refuses.
+func TestParseEtcd(t *testing.T) {
+	c, err := engine.ParseEtcd("10.0.0.1:2379,http://10.0.0.2:2379/clusterA?max-txn-ops=1024&timeout=3s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.Endpoints) != "[http://10.0.0.1:2379 http://10.0.0.2:2379]" || c.Prefix != "clusterA" || c.MaxTxnOps != 1024 || c.Timeout.String() != "3s" {
+		t.Fatalf("%+v", c)
+	}
+	if c, err := engine.ParseEtcd("h:1"); err != nil || c.Prefix != "sluice" {
+		t.Fatalf("default prefix: %+v %v", c, err)
+	}
+	for _, bad := range []string{"", "/p", "h:1?max-txn-ops=0", "h:1?colour=blue", "h:1?timeout=soon"} {
+		if _, err := engine.ParseEtcd(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := engine.Open("etcd", ""); err == nil || !strings.Contains(err.Error(), "etcd://") {
+		t.Errorf("etcd without an address: %v", err)
+	}
+	if _, err := engine.Open("pebble://h:1", t.TempDir()); err == nil {
+		t.Error("pebble with an address accepted")
+	}
+}
+
+// FuzzParseEtcd: no address crashes the parser.
+func FuzzParseEtcd(f *testing.F) {
+	f.Add("10.0.0.1:2379,10.0.0.2:2379/p?max-txn-ops=1024")
+	f.Add("h:1/?timeout=1s&max-request-bytes=9")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := engine.ParseEtcd(s)
+		if err == nil && len(c.Endpoints) == 0 {
+			t.Fatalf("%q: no endpoint and no error", s)
+		}
+	})
+}
