@@ -95,7 +95,17 @@ func (s *Service) collect(ctx context.Context, from uint64) (int, uint64) {
 		})
 		s.dropTrimsLocked(&b, ino, servers)
 		b.Del(garbageKey(ino))
-		if err := s.e.Apply(&b, false); err == nil {
+		// in parts where the engine limits a batch (a large file's
+		// layout on etcd): the file is unreachable, and its garbage
+		// mark, the last write, goes only once the rest has
+		ok = true
+		for _, part := range engine.Parts(s.e, &b) {
+			if err := s.e.Apply(part, false); err != nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
 			done++
 		}
 	}

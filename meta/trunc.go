@@ -194,7 +194,12 @@ func (s *Service) TrimsDone(server uint64, ts []wire.Trim) error {
 	for _, t := range ts {
 		b.Del(trimKey(server, t.Ino, t.Gen, t.Idx))
 	}
-	return s.e.Apply(&b, false)
+	for _, part := range engine.Parts(s.e, &b) { // forgetting applied trims may go a part at a time
+		if err := s.e.Apply(part, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropTrimsLocked deletes in b every pending trim of ino on the given

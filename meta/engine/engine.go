@@ -137,3 +137,35 @@ func Names() []string {
 	sort.Strings(n)
 	return n
 }
+
+// Limited is an engine that refuses batches beyond a size (etcd: its
+// servers' --max-txn-ops and --max-request-bytes).
+type Limited interface {
+	// BatchLimits are the most writes, and bytes, one batch may hold.
+	BatchLimits() (ops, bytes int)
+}
+
+// Parts splits b into batches within e's limits, in order (one batch, b
+// itself, for an engine without limits). Each part is applied on its
+// own: only for batches whose writes may land a part at a time, such as
+// deletions of what nothing refers to any more, with the write that
+// records the end last.
+func Parts(e Engine, b *Batch) []*Batch {
+	l, ok := e.(Limited)
+	if !ok {
+		return []*Batch{b}
+	}
+	maxOps, maxBytes := l.BatchLimits()
+	var out []*Batch
+	cur, size := &Batch{}, 0
+	for _, op := range b.Ops {
+		n := len(op.Key) + len(op.Value) + 64 // the engine's own key prefix and framing
+		if len(cur.Ops) > 0 && (len(cur.Ops)+1 > maxOps || size+n > maxBytes) {
+			out = append(out, cur)
+			cur, size = &Batch{}, 0
+		}
+		cur.Ops = append(cur.Ops, op)
+		size += n
+	}
+	return append(out, cur)
+}

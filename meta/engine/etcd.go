@@ -121,7 +121,13 @@ type Etcd struct {
 	timeout time.Duration
 }
 
-var _ Engine = (*Etcd)(nil)
+var (
+	_ Engine  = (*Etcd)(nil)
+	_ Limited = (*Etcd)(nil)
+)
+
+// BatchLimits are the servers' limits on a transaction.
+func (e *Etcd) BatchLimits() (ops, bytes int) { return e.cfg.MaxTxnOps, e.cfg.MaxRequestBytes }
 
 // OpenEtcd connects to the etcd cluster c names and checks that it
 // answers.

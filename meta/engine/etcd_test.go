@@ -131,3 +131,38 @@ func FuzzParseEtcd(f *testing.F) {
 		}
 	})
 }
+
+// TestParts: a batch split for a limited engine keeps its order and every
+// write, each part within the limits; an unlimited engine gets it whole.
+func TestParts(t *testing.T) {
+	spec, dir := enginetest.Spec(t, "etcd")
+	spec = regexp.MustCompile(`max-txn-ops=\d+`).ReplaceAllString(spec, "max-txn-ops=7")
+	e, err := engine.Open(spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var b engine.Batch
+	for i := 0; i < 30; i++ {
+		b.Set([]byte(fmt.Sprintf("s/%02d", i)), []byte("v"))
+	}
+	parts := engine.Parts(e, &b)
+	var keys []string
+	for _, p := range parts {
+		if len(p.Ops) > 7 {
+			t.Fatalf("a part of %d writes", len(p.Ops))
+		}
+		if err := e.Apply(p, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range p.Ops {
+			keys = append(keys, string(op.Key))
+		}
+	}
+	if len(parts) != 5 || len(keys) != 30 || keys[0] != "s/00" || keys[29] != "s/29" {
+		t.Fatalf("%d parts, keys %v", len(parts), keys)
+	}
+	if got := engine.Parts(engine.NewMem(), &b); len(got) != 1 || got[0] != &b {
+		t.Fatalf("an unlimited engine's batch split: %d parts", len(got))
+	}
+}
