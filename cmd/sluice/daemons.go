@@ -167,6 +167,7 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
 	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(metad.Engines(), ", ")+"; a remote one by URI, etcd://HOST:PORT,HOST:PORT/PREFIX (docs/metadata.md)")
+	etcdEPs := fs.String("etcd", "", "with --engine etcd: the etcd cluster's client addresses, HOST:PORT,HOST:PORT (keys under sluice/)")
 	chunk := fs.String("chunk-size", "4M", "default chunk size of the root directory")
 	maxOps := fs.Float64("max-ops", 0, "namespace operations served per second, at most (an emulated metadata server's capacity; 0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
@@ -208,7 +209,7 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 		defer stop()
 		return metad.Run(ctx, metad.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
 			Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
-			Engine: *eng, Dir: *dir, Log: logger("meta"), Metrics: df.reg,
+			Engine: engineSpec(*eng, *etcdEPs), Dir: *dir, Log: logger("meta"), Metrics: df.reg,
 			ChunkSize: uint32(chunkBytes), Timeout: *timeout, MaxOps: *maxOps, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
 			BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window,
 			FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
@@ -437,4 +438,13 @@ func announceMount(metaAddr string, secret []byte, mnt, node string, log *slog.L
 			mem.Run(ctx)
 		}
 	}
+}
+
+// engineSpec is --engine with --etcd's addresses: etcd plus addresses is
+// the etcd engine's URI.
+func engineSpec(eng, etcd string) string {
+	if eng == "etcd" && etcd != "" {
+		return "etcd://" + etcd + "/sluice"
+	}
+	return eng
 }
