@@ -16,7 +16,7 @@ args() {
 # job sent through the forwarding layer, from Beacon's records (what
 # `sluice sim` replays as the job's I/O: sim/validate_dfra_test.go)
 fwdfig() {
-	"$1" job --json --dir "$2" "$3" | python3 -c '
+	"$1" job show --json --dir "$2" "$3" | python3 -c '
 import json, sys
 rep = json.load(sys.stdin)
 fl = [s for s in rep.get("Servers") or [] if s["Layer"] == 2]
