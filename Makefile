@@ -2,7 +2,7 @@
 GO ?= go
 PKGS_RACE := $(shell $(GO) list ./... | grep -v /test/e2e | grep -v -E "/sim(/bb|/tiers)?$$")
 
-.PHONY: build test lint unit e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke sim sim-smoke sim-live-smoke fuzz-smoke bench bench-smoke streams streams-smoke pipeline demo clean
+.PHONY: build test lint unit sim-validate e2e e2e-race posix dfra dfra-smoke tiers tiers-smoke bbos bbos-smoke placement placement-smoke nodelocal nodelocal-smoke sim sim-smoke sim-live-smoke fuzz-smoke bench bench-smoke streams streams-smoke pipeline demo clean
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -17,7 +17,7 @@ build:
 # (test/timed.sh). pjdfstest, the fuzzers and the simulator's own runs go
 # beside each other (A+B+C): none of them times anything, and pjdfstest
 # leaves a core idle; the tests and benchmarks that measure go alone.
-TEST_TARGETS := lint unit e2e e2e-race posix+fuzz-smoke+sim-smoke bench-smoke streams-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-live-smoke
+TEST_TARGETS := lint unit e2e e2e-race posix+fuzz-smoke+sim-smoke+sim-validate bench-smoke streams-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-live-smoke
 test:
 	@bash test/timed.sh $(TEST_TARGETS)
 
@@ -31,10 +31,14 @@ lint:
 # The simulators (./sim, ./sim/bb, ./sim/tiers) start no goroutine
 # (TestSingleThreaded checks the day simulator), so they run without the
 # race detector, which made their validation replays take 8½ of go test's
-# 10 minutes.
+# 10 minutes; the burst buffer's replays (sim-validate, ~2 min on one
+# core) go beside pjdfstest in make test.
 unit:
 	SLUICE_REQUIRE_ETCD=1 $(GO) test -race -count=1 -timeout 20m $(PKGS_RACE)
-	$(GO) test -count=1 -timeout 20m ./sim ./sim/bb ./sim/tiers
+	$(GO) test -count=1 -timeout 20m ./sim ./sim/tiers
+
+sim-validate:
+	$(GO) test -count=1 -timeout 20m ./sim/bb
 
 fuzz-smoke:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 500000x ./internal/wire

@@ -4,26 +4,40 @@
 # on the CI machine is 35 minutes: README.md, Tests). A+B+C runs targets
 # A, B and C at once (their output printed after, one by one): targets
 # that are not timed and not CPU-bound all the time, beside each other.
+# Beside each target's seconds it prints the CPU seconds (user + system)
+# its processes spent: what decides which targets may go beside others.
 set -u
 total=$(date +%s)
 rows=()
 failed=""
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
+# cpu FILE: the user + system seconds /usr/bin/time wrote to FILE
+cpu() { awk 'END { printf "%.0f", $1 + $2 }' "$1" 2>/dev/null; }
+# timed FILE CMD...: CMD, its CPU seconds into FILE where GNU time is
+timed() {
+	local f=$1
+	shift
+	if [ -x /usr/bin/time ]; then
+		/usr/bin/time -o "$f" -f "%U %S" "$@"
+	else
+		"$@"
+	fi
+}
 for step in "$@"; do
 	start=$(date +%s)
 	IFS=+ read -r -a group <<<"$step"
 	if [ ${#group[@]} -eq 1 ]; then
-		make --no-print-directory "$step"
+		timed "$logs/$step.cpu" make --no-print-directory "$step"
 		rc=$?
-		rows+=("$step $(($(date +%s) - start))")
+		rows+=("$step $(($(date +%s) - start)) $(cpu "$logs/$step.cpu")")
 		[ $rc -ne 0 ] && failed=$step
 	else
 		pids=()
 		for t in "${group[@]}"; do
 			(
 				s=$(date +%s)
-				make --no-print-directory "$t" >"$logs/$t.log" 2>&1
+				timed "$logs/$t.cpu" make --no-print-directory "$t" >"$logs/$t.log" 2>&1
 				rc=$?
 				echo "$(($(date +%s) - s)) $rc" >"$logs/$t.rc"
 			) &
@@ -34,7 +48,7 @@ for step in "$@"; do
 			echo "== $t (beside ${step//+/, })"
 			cat "$logs/$t.log"
 			read -r secs rc <"$logs/$t.rc"
-			rows+=("$t $secs")
+			rows+=("$t $secs $(cpu "$logs/$t.cpu")")
 			[ "$rc" -ne 0 ] && failed="$failed $t"
 		done
 		rows+=("($step) $(($(date +%s) - start))")
@@ -43,8 +57,8 @@ for step in "$@"; do
 		break
 	fi
 done
-echo "== make test: seconds per target"
-printf '%s\n' "${rows[@]}" | awk '{ printf "%-45s %5d\n", $1, $2 }'
+echo "== make test: seconds per target (wall, and CPU of its processes)"
+printf '%s\n' "${rows[@]}" | awk '{ if ($3 != "") printf "%-45s %5d %6d cpu\n", $1, $2, $3; else printf "%-45s %5d\n", $1, $2 }'
 echo "total $(($(date +%s) - total))"
 if [ -n "$failed" ]; then
 	echo "make test: $failed failed"
