@@ -56,17 +56,34 @@ start_passthrough "$WORK/pt" "$SHM/pt"
 # shellcheck disable=SC2086
 "$BIN" cluster up --dir "$WORK/s" --mount "$WORK/sm" --mem 4G --ssd 0 --pfs none $UPFLAGS >/dev/null
 declare -A DIRS=([passthrough]=$WORK/pt [sluice]=$WORK/sm)
+# cpu_of TARGET: CPU seconds (user + system) its processes spent so far
+cpu_of() {
+	python3 - "$1" "$PT" "$WORK/s/cluster.json" <<'PY'
+import json, sys
+sys.path.insert(0, "bench")
+from proc import cpu_seconds
+t, pt, cj = sys.argv[1:4]
+pids = [pt] if t == "passthrough" else [d["Pid"] for d in json.load(open(cj))["Daemons"]]
+print(sum(cpu_seconds(p)[0] for p in pids))
+PY
+}
 PHASES=create,stat,read,unlink,mkdir,rmdir
 for ((r = 1; r <= ROUNDS; r++)); do
 	if ((r % 2)); then ORDER=(passthrough sluice); else ORDER=(sluice passthrough); fi
 	for t in "${ORDER[@]}"; do
+		c0=$(cpu_of "$t")
 		a=$(bin/mdtest -n "$N" -bytes "$BYTES" -phases "$PHASES" "${DIRS[$t]}/r$r")
 		b=$(bin/mdtest -depth 3 -branch 10 -phases tree-create,tree-remove "${DIRS[$t]}/t$r")
+		c1=$(cpu_of "$t")
 		echo "$a $b" | python3 -c '
 import json, sys
 f = sys.stdin.read().split()
-print(json.dumps({"target": sys.argv[1], "round": int(sys.argv[2]), "n": int(sys.argv[3]), "bytes": int(sys.argv[4]),
-                  "rates": {f[i]: float(f[i + 1]) for i in range(0, len(f), 2)}}))' "$t" "$r" "$N" "$BYTES" >> "$OUT/rates.jsonl"
+n = int(sys.argv[3])
+print(json.dumps({"target": sys.argv[1], "round": int(sys.argv[2]), "n": n, "bytes": int(sys.argv[4]),
+                  "rates": {f[i]: float(f[i + 1]) for i in range(0, len(f), 2)},
+                  # CPU of every process of the target (daemons, etcd members, mount;
+                  # or the passthrough) over the six phases of n and the tree of 1,111
+                  "cpu_s": float(sys.argv[6]) - float(sys.argv[5]), "ops": 6 * n + 2 * 1111}))' "$t" "$r" "$N" "$BYTES" "$c0" "$c1" >> "$OUT/rates.jsonl"
 		rm -rf "${DIRS[$t]}/r$r" "${DIRS[$t]}/t$r"
 	done
 done
