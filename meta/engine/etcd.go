@@ -20,6 +20,14 @@ import (
 //
 //	etcd://HOST:PORT,HOST:PORT/PREFIX?max-txn-ops=N&max-request-bytes=N&timeout=D
 //
+// The engine keeps a mirror of every key under its prefix in memory
+// (loaded at open, updated after each committed transaction), and reads
+// only from it: a read is then a map lookup, not a round trip to etcd.
+// That is right for one writer per prefix, which the metadata service is
+// (one active server; `mirror=false` in the URI reads from etcd every
+// time). A transaction that fails, or whose outcome is unknown (a
+// timeout), has its keys read back from etcd into the mirror.
+//
 // The limits are the etcd servers' (--max-txn-ops, 128 by default;
 // --max-request-bytes, 1.5 MiB): a batch beyond them is refused with an
 // error naming the limit, never applied in parts. Compaction and
@@ -49,6 +57,8 @@ type EtcdConfig struct {
 	MaxRequestBytes int
 	// Timeout bounds each request (10 s if 0).
 	Timeout time.Duration
+	// NoMirror reads from etcd every time instead of from the mirror.
+	NoMirror bool
 }
 
 // etcd's own defaults for the servers' limits.
@@ -100,6 +110,12 @@ func ParseEtcd(addr string) (EtcdConfig, error) {
 			} else {
 				c.MaxRequestBytes = n
 			}
+		case "mirror":
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return c, fmt.Errorf("etcd engine: mirror=%q: want true or false", v)
+			}
+			c.NoMirror = !on
 		case "timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -107,7 +123,7 @@ func ParseEtcd(addr string) (EtcdConfig, error) {
 			}
 			c.Timeout = d
 		default:
-			return c, fmt.Errorf("etcd engine: unknown setting %q (have max-txn-ops, max-request-bytes, timeout)", k)
+			return c, fmt.Errorf("etcd engine: unknown setting %q (have max-txn-ops, max-request-bytes, timeout, mirror)", k)
 		}
 	}
 	return c, nil
@@ -119,6 +135,9 @@ type Etcd struct {
 	cfg     EtcdConfig
 	prefix  []byte // cfg.Prefix + "/"
 	timeout time.Duration
+	// mirror holds every key under the prefix (nil with NoMirror); it
+	// has its own lock
+	mirror *Mem
 }
 
 var (
@@ -153,7 +172,33 @@ func OpenEtcd(c EtcdConfig) (*Etcd, error) {
 		cl.Close()
 		return nil, fmt.Errorf("etcd %v: %v", c.Endpoints, err)
 	}
+	if !c.NoMirror {
+		if err := e.load(); err != nil {
+			cl.Close()
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// load fills the mirror with every key under the prefix.
+func (e *Etcd) load() error {
+	m := NewMem()
+	var b Batch
+	err := e.scanEtcd(nil, nil, func(k, v []byte) bool {
+		b.Set(append([]byte(nil), k...), append([]byte(nil), v...))
+		if len(b.Ops) == 4096 {
+			m.Apply(&b, false)
+			b.Ops = b.Ops[:0]
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	m.Apply(&b, false)
+	e.mirror = m
+	return nil
 }
 
 func (e *Etcd) key(k []byte) string {
@@ -166,6 +211,13 @@ func (e *Etcd) ctx() (context.Context, context.CancelFunc) {
 
 // Get returns a copy of the value at key.
 func (e *Etcd) Get(key []byte) ([]byte, error) {
+	if e.mirror != nil {
+		return e.mirror.Get(key)
+	}
+	return e.getEtcd(key)
+}
+
+func (e *Etcd) getEtcd(key []byte) ([]byte, error) {
 	ctx, cancel := e.ctx()
 	defer cancel()
 	r, err := e.c.Get(ctx, e.key(key))
@@ -182,6 +234,13 @@ func (e *Etcd) Get(key []byte) ([]byte, error) {
 // reading them a page at a time at the revision of the first page. No
 // request is outstanding while fn runs.
 func (e *Etcd) Scan(prefix, start []byte, fn func(k, v []byte) bool) error {
+	if e.mirror != nil {
+		return e.mirror.Scan(prefix, start, fn)
+	}
+	return e.scanEtcd(prefix, start, fn)
+}
+
+func (e *Etcd) scanEtcd(prefix, start []byte, fn func(k, v []byte) bool) error {
 	from := prefix
 	if bytes.Compare(start, prefix) > 0 {
 		from = start
@@ -251,9 +310,32 @@ func (e *Etcd) Apply(b *Batch, sync bool) error {
 	ctx, cancel := e.ctx()
 	defer cancel()
 	if _, err := e.c.Txn(ctx).Then(ops...).Commit(); err != nil {
+		if e.mirror != nil {
+			e.resync(b)
+		}
 		return fmt.Errorf("etcd apply: %v", err)
 	}
+	if e.mirror != nil {
+		e.mirror.Apply(b, false) // in order: the last write of a key wins, as in etcd
+	}
 	return nil
+}
+
+// resync reads b's keys back from etcd into the mirror after a
+// transaction that failed or whose outcome is unknown; a key it cannot
+// read leaves the mirror as it was (the next failure reads it again).
+func (e *Etcd) resync(b *Batch) {
+	var fix Batch
+	for _, op := range b.Ops {
+		v, err := e.getEtcd(op.Key)
+		switch err {
+		case nil:
+			fix.Set(op.Key, v)
+		case ErrNotFound:
+			fix.Del(op.Key)
+		}
+	}
+	e.mirror.Apply(&fix, false)
 }
 
 // Sync returns at once: every applied batch is on a quorum's disks.

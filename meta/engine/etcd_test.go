@@ -57,11 +57,28 @@ func TestEtcdLimits(t *testing.T) {
 // order, from start.
 func TestEtcdScanPages(t *testing.T) {
 	spec, dir := enginetest.Spec(t, "etcd")
-	e, err := engine.Open(spec, dir)
+	e, err := engine.Open(spec+"&mirror=false", dir) // etcd's own pages, not the mirror's
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	scanPages(t, e)
+	// a mirror loaded from them holds the same
+	m, err := engine.Open(spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var a, b []string
+	e.Scan(nil, nil, func(k, _ []byte) bool { a = append(a, string(k)); return true })
+	m.Scan(nil, nil, func(k, _ []byte) bool { b = append(b, string(k)); return true })
+	if strings.Join(a, " ") != strings.Join(b, " ") || len(a) != 1302 {
+		t.Fatalf("etcd holds %d keys, the mirror loaded %d", len(a), len(b))
+	}
+}
+
+// scanPages writes 1,302 keys and scans 1,050 of them from a start.
+func scanPages(t *testing.T, e engine.Engine) {
 	const n = 1300
 	for i := 0; i < n; i += 100 {
 		var b engine.Batch
@@ -107,7 +124,10 @@ func TestParseEtcd(t *testing.T) {
 	if c, err := engine.ParseEtcd("h:1"); err != nil || c.Prefix != "sluice" {
 		t.Fatalf("default prefix: %+v %v", c, err)
 	}
-	for _, bad := range []string{"", "/p", "h:1?max-txn-ops=0", "h:1?colour=blue", "h:1?timeout=soon"} {
+	if c, err := engine.ParseEtcd("h:1?mirror=false"); err != nil || !c.NoMirror {
+		t.Fatalf("mirror=false: %+v %v", c, err)
+	}
+	for _, bad := range []string{"", "/p", "h:1?max-txn-ops=0", "h:1?colour=blue", "h:1?timeout=soon", "h:1?mirror=maybe"} {
 		if _, err := engine.ParseEtcd(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
