@@ -3,14 +3,18 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The etcd engine keeps the store in an etcd cluster: key K lives at
@@ -138,6 +142,10 @@ type Etcd struct {
 	// mirror holds every key under the prefix (nil with NoMirror); it
 	// has its own lock
 	mirror *Mem
+	// applyMu serialises transactions, so that the mirror takes them in
+	// etcd's order and a transaction retried after a lost connection is
+	// not overtaken by a later one
+	applyMu sync.Mutex
 }
 
 var (
@@ -307,18 +315,47 @@ func (e *Etcd) Apply(b *Batch, sync bool) error {
 	if size > e.cfg.MaxRequestBytes {
 		return fmt.Errorf("etcd engine: a batch of %d bytes is more than the servers' --max-request-bytes %d", size, e.cfg.MaxRequestBytes)
 	}
-	ctx, cancel := e.ctx()
-	defer cancel()
-	if _, err := e.c.Txn(ctx).Then(ops...).Commit(); err != nil {
-		if e.mirror != nil {
-			e.resync(b)
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	// a member lost with the transaction in flight (its connection
+	// reset, no leader for a moment) is retried on the others: the
+	// writes are puts and deletes of whole keys, so applying them again
+	// is harmless, and nothing else writes meanwhile (applyMu; one
+	// writer per prefix)
+	deadline := time.Now().Add(e.timeout)
+	for {
+		ctx, cancel := e.ctx()
+		_, err := e.c.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if err == nil {
+			break
 		}
-		return fmt.Errorf("etcd apply: %v", err)
+		if !retryable(err) || time.Now().After(deadline) {
+			if e.mirror != nil {
+				e.resync(b)
+			}
+			return fmt.Errorf("etcd apply: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if e.mirror != nil {
 		e.mirror.Apply(b, false) // in order: the last write of a key wins, as in etcd
 	}
 	return nil
+}
+
+// retryable says whether a failed request may succeed on another member
+// or a moment later: etcd unreachable or without a leader, or a timeout.
+func retryable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	code := status.Code(err)
+	var ce interface{ Code() codes.Code } // etcd's own errors (rpctypes.EtcdError: "request timed out", "no leader")
+	if errors.As(err, &ce) {
+		code = ce.Code()
+	}
+	return code == codes.Unavailable || code == codes.DeadlineExceeded
 }
 
 // resync reads b's keys back from etcd into the mirror after a

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-hpc/sluice/meta/engine/etcdserver"
 )
@@ -74,11 +76,27 @@ func TestEtcdEngine(t *testing.T) {
 	}
 	check("before any failure")
 
+	// the member dies while creates are in flight: the transactions on
+	// its connection go to the others, and no acknowledged create is lost
+	done := make(chan struct{})
+	var mu sync.Mutex // guards want while the writer runs
+	go func() {
+		defer close(done)
+		for i := 300; i < 400; i++ {
+			name, data := fmt.Sprintf("small/f%03d", i), pattern(i, 4096)
+			if err := os.WriteFile(c.path(name), data, 0o644); err != nil {
+				t.Errorf("%s while a member dies: %v", name, err)
+				return
+			}
+			mu.Lock()
+			want[name] = data
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
 	c.kill9("etcd0")
-	for i := 300; i < 400; i++ {
-		write(fmt.Sprintf("small/f%03d", i), pattern(i, 4096))
-	}
-	check("with one etcd member killed")
+	<-done
+	check("with one etcd member killed while creates ran")
 	c.restart("etcd0")
 
 	c.kill9("meta")
