@@ -14,14 +14,7 @@ import (
 // error naming the limit, and nothing of it is applied; a batch at the
 // limit goes through.
 func TestEtcdLimits(t *testing.T) {
-	spec, dir := enginetest.Spec(t, "etcd")
-	spec = regexp.MustCompile(`max-txn-ops=\d+`).ReplaceAllString(spec, "max-txn-ops=8")
-	spec = regexp.MustCompile(`max-request-bytes=\d+`).ReplaceAllString(spec, "max-request-bytes=4096")
-	e, err := engine.Open(spec, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEtcdLimited(t, 8, 4096)
 	var b engine.Batch
 	for i := 0; i < 9; i++ {
 		b.Set([]byte(fmt.Sprintf("k%d", i)), []byte("v"))
@@ -155,13 +148,7 @@ func FuzzParseEtcd(f *testing.F) {
 // TestParts: a batch split for a limited engine keeps its order and every
 // write, each part within the limits; an unlimited engine gets it whole.
 func TestParts(t *testing.T) {
-	spec, dir := enginetest.Spec(t, "etcd")
-	spec = regexp.MustCompile(`max-txn-ops=\d+`).ReplaceAllString(spec, "max-txn-ops=7")
-	e, err := engine.Open(spec, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEtcdLimited(t, 7, 8<<20)
 	var b engine.Batch
 	for i := 0; i < 30; i++ {
 		b.Set([]byte(fmt.Sprintf("s/%02d", i)), []byte("v"))
@@ -185,4 +172,19 @@ func TestParts(t *testing.T) {
 	if got := engine.Parts(engine.NewMem(), &b); len(got) != 1 || got[0] != &b {
 		t.Fatalf("an unlimited engine's batch split: %d parts", len(got))
 	}
+}
+
+// openEtcdLimited opens a fresh etcd engine that holds its batches to
+// ops writes and bytes bytes (below the test server's own limits).
+func openEtcdLimited(t *testing.T, ops, bytes int) engine.Engine {
+	t.Helper()
+	spec, dir := enginetest.Spec(t, "etcd")
+	spec = regexp.MustCompile(`max-txn-ops=\d+`).ReplaceAllString(spec, fmt.Sprintf("max-txn-ops=%d", ops))
+	spec = regexp.MustCompile(`max-request-bytes=\d+`).ReplaceAllString(spec, fmt.Sprintf("max-request-bytes=%d", bytes))
+	e, err := engine.Open(spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
