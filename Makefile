@@ -17,7 +17,7 @@ build:
 # (test/timed.sh). pjdfstest, the fuzzers and the simulator's own runs go
 # beside each other (A+B+C): none of them times anything, and pjdfstest
 # leaves a core idle; the tests and benchmarks that measure go alone.
-TEST_TARGETS := lint unit e2e e2e-race posix+fuzz-smoke+sim-smoke+sim-validate bench-smoke streams-smoke smallfiles-smoke dfra-smoke tiers-smoke bbos-smoke placement-smoke nodelocal-smoke sim-live-smoke
+TEST_TARGETS := lint unit e2e e2e-race posix+fuzz-smoke+sim-smoke+sim-validate bench-smoke streams-smoke smallfiles-smoke dfra-smoke+tiers-smoke+bbos-smoke+placement-smoke+nodelocal-smoke sim-live-smoke
 test:
 	@bash test/timed.sh $(TEST_TARGETS)
 
@@ -27,6 +27,8 @@ lint:
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; \
 	elif [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ]; then "$$($(GO) env GOPATH)/bin/staticcheck" ./...; \
 	else echo "staticcheck not installed (.ci/run installs it)"; exit 1; fi
+	@command -v shellcheck >/dev/null || { echo "shellcheck not installed (.ci/run installs it)"; exit 1; }
+	shellcheck -x -S warning .ci/run $$(git ls-files '*.sh')
 
 # The simulators (./sim, ./sim/bb, ./sim/tiers) start no goroutine
 # (TestSingleThreaded checks the day simulator), so they run without the

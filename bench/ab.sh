@@ -14,8 +14,8 @@
 #   COUNT=0 bash bench/ab.sh old=HEAD~1 new=. -- bench/smallfiles/run.sh
 #
 # The script is run with ROUNDS=1 (one round of its own per side and
-# round), SLUICE_BIN (the side's build), UP (its flags) and OUT (a fresh
-# path); its results are the JSON lines it wrote to OUT (a file, or
+# round), SLUICE_BIN (the side's build), SLUICE_BIN_REV (its REV), UP
+# (its flags) and OUT (a fresh path); its results are the JSON lines it wrote to OUT (a file, or
 # OUT/*.jsonl when it made a directory) or, if none, those it printed.
 # Other settings pass through the environment (e.g. STREAMS="1 4").
 set -euo pipefail
@@ -58,7 +58,7 @@ side() { # SIDE ROUND
 	[ "$spec" != "$rev" ] && flags=${spec#*:}
 	out=$WORK/$label-$2
 	echo "ab: round $2, $label ($rev${flags:+ $flags})" >&2
-	ROUNDS=1 SLUICE_BIN=${BIN[$rev]} UP=$flags OUT=$out bash "$SCRIPT" "${ARGS[@]}" >"$out.stdout"
+	ROUNDS=1 SLUICE_BIN=${BIN[$rev]} SLUICE_BIN_REV=$rev UP=$flags OUT=$out bash "$SCRIPT" "${ARGS[@]}" >"$out.stdout"
 	{
 		if [ -f "$out" ]; then
 			cat "$out"

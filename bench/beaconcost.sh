@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Beacon's cost per operation, counted (issue 18, "Measurements you can
 # trust"; docs/benchmarks.md, "Beacon's cost per operation"). The A/B runs
-# (bench/ab.sh on bench/streams.sh, bench/monitor-ab.sh, MONITOR_AB=1 bench/randread.sh)
+# (bench/ab.sh on bench/streams.sh and bench/smallfiles/run.sh, MONITOR_AB=1 bench/randread.sh)
 # cannot resolve 5 % on this VM at 4 KiB; this bounds monitoring's share
 # from its parts instead:
 #   1. what monitoring does per operation and per record, by Go benchmarks
@@ -18,13 +18,14 @@
 #   RUNTIME=5 COUNT=3 bash bench/beaconcost.sh
 #   python3 bench/beaconcost.py bench/results/beaconcost.jsonl   # the table again
 set -euo pipefail
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 RUNTIME=${RUNTIME:-10} COUNT=${COUNT:-5} N=${N:-5000}
 OUT=${OUT:-bench/results/beaconcost.jsonl}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
-go build -o bin/sluice ./cmd/sluice
-go build -o bin/mdtest ./bench/mdtest
+BIN=$(bench_sluice)
+bench_tool mdtest >/dev/null
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
 # 1. the parts, alone (nothing else running)
@@ -34,8 +35,8 @@ go test -run '^$' -bench 'BenchmarkPut' -benchmem -count "$COUNT" ./beacon/store
 	python3 bench/beaconcost.py --bench >>"$OUT"
 # 2. the rows on a cluster
 W=$(mktemp -d /tmp/sluice-beaconcost.XXXXXX)
-trap 'bin/sluice cluster down --dir "$W/s" --purge >/dev/null 2>&1; rm -rf "$W"' EXIT
-bin/sluice cluster up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none >/dev/null
+trap '"$BIN" cluster down --dir "$W/s" --purge >/dev/null 2>&1; rm -rf "$W"' EXIT
+"$BIN" cluster up --dir "$W/s" --mount "$W/m" --mem 4G --ssd 0 --pfs none >/dev/null
 M=$W/m
 mkdir -p "$M/f1" "$M/f4" "$M/md"
 for j in 1 4; do
@@ -54,7 +55,7 @@ row() { # name, then the command; its last line on stdout is its operation count
 	c1=$(cpu)
 	sleep 3 # the run's last window closes and is shipped
 	t1=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-	bin/sluice monitor records --dir "$W/s" --start "$t0" --end "$t1" --json >"$W/recs.jsonl"
+	"$BIN" monitor records --dir "$W/s" --start "$t0" --end "$t1" --json >"$W/recs.jsonl"
 	python3 bench/beaconcost.py --row "$name" "$ops" "$c0" "$c1" "$W/recs.jsonl" >>"$OUT"
 }
 fio_ops() { # fio args... → operations done
@@ -72,4 +73,5 @@ row "randwrite 4k, 1 job, iodepth 1" fio_ops --directory="$M/f1" --filename_form
 row "seq write 1M, 1 job" fio_ops --directory="$M/f1" --filename_format='r.$jobnum.0' --rw=write --bs=1m --size=256m --ioengine=psync
 row "seq read 1M, 1 job" fio_ops --directory="$M/f1" --filename_format='r.$jobnum.0' --rw=read --bs=1m --size=256m --ioengine=psync
 row "mdtest create+stat+unlink" md_ops
+bench_stamp "$OUT"
 python3 bench/beaconcost.py "$OUT"

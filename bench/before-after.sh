@@ -9,6 +9,8 @@
 #   python3 bench/before_after.py STREAMS.jsonl SMALL.jsonl   # the tables again
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OLD=${OLD:?OLD=commit}
 ROUNDS=${ROUNDS:-3}
 DAY=$(date +%Y%m%d)

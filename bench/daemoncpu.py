@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """CPU seconds (user + system) used so far by the daemons of a local
 cluster: bench/daemoncpu.py STATE_DIR/cluster.json. Benchmarks read it
-before and after a phase (bench/ab.sh, bench/monitor-ab.sh): CPU per
+before and after a phase (bench/beaconcost.sh, bench/remote4k.sh): CPU per
 operation is far less disturbed by this VM's noise than rates are.
 With --each, one name=seconds per daemon instead of the total
-(bench/gomaxprocs-ab.sh)."""
+(bench/remote4k.sh)."""
 import sys
 
 from proc import cpu_seconds, daemons

@@ -1,5 +1,6 @@
+# shellcheck shell=bash
 # Sourced by the benchmark scripts (bench/streams.sh, bench/run.sh,
-# bench/memfs.sh): with HOLD_PAGES=1, keep the memory freed during a run
+# bench/remote4k.sh): with HOLD_PAGES=1, keep the memory freed during a run
 # in the guest.
 #
 # On this VM the guest hands freed memory back to the host (free page
@@ -26,7 +27,7 @@ HOLD_PAGES=${HOLD_PAGES:-}
 PREFAULT=${PREFAULT:-10240} # MiB
 PAGES= # "held" once hold_pages has run: the scripts label their results with it
 _HOLD_DIR=/sys/module/page_reporting/parameters
-_HOLD_FREE= _HOLD_WAIT=
+_HOLD_FREE='' _HOLD_WAIT=''
 
 hold_pages() { # dir on tmpfs to prefault in
 	[ -n "$HOLD_PAGES" ] || return 0
@@ -39,6 +40,7 @@ hold_pages() { # dir on tmpfs to prefault in
 	fi
 	dd if=/dev/zero of="$1/prefault" bs=1M count="$PREFAULT" status=none
 	rm -f "$1/prefault"
+	# shellcheck disable=SC2034 # read by the scripts that source this
 	PAGES=held
 }
 
@@ -80,6 +82,6 @@ _bench_exit() {
 	set +e
 	if [ -n "${ON_EXIT:-}" ]; then "$ON_EXIT"; fi
 	release_pages
-	"${BIN:-bin/sluice}" down --dir "$WORK/s" --purge >/dev/null 2>&1
+	"${BIN:-bin/sluice}" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1
 	rm -rf "$WORK" "$SHM"
 }

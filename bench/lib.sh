@@ -5,13 +5,23 @@
 #   bench_bin REV        the sluice binary of commit REV, built once per
 #                        commit into $BENCH_CACHE (default ~/.cache/sluice-bench);
 #                        REV "." is this tree (bin/sluice, built now)
+#   bench_sluice         the build a script measures: $SLUICE_BIN when set
+#                        (bench/ab.sh sets it per side), else this tree's
+#   bench_tool NAME      bench/NAME (a Go helper: mdtest, probe, passthrough,
+#                        sim/slowreplay) built into bin/, printed
+#   bench_stamp FILE [CONFIG]
+#                        every JSON line of FILE (or of stdin to stdout when
+#                        FILE is -) without a "commit" gains
+#                        "commit" (of $SLUICE_BIN_REV, or this tree when
+#                        SLUICE_BIN is unset), "config" (default: $UP) and
+#                        "host" (bench_machine)
 #   bench_commit REV     REV's full commit hash ("." : HEAD, with "+dirty"
 #                        when the tree has changes)
 #   bench_machine        this machine as a JSON object: host, cores, memory,
 #                        kernel, CPU model
 #   bench_tag SIDE REV CONFIG ROUND
 #                        a filter: each JSON line of stdin gains "side",
-#                        "commit", "config", "ab_round" and "machine"
+#                        "commit", "config", "ab_round" and "host"
 #   bench_rotate ROUNDS FN SIDE...
 #                        calls `FN SIDE r` for every side and round
 #                        r = 1..ROUNDS, the order rotated each round, so that
@@ -36,10 +46,17 @@ bench_commit() {
 	fi
 }
 
+# _bench_build OUT PKG: PKG built into OUT by a rename, so that a script
+# running OUT beside another that builds it never runs half a file.
+_bench_build() {
+	mkdir -p "$(dirname "$1")"
+	go build -o "$1.$$" "$2" >&2 && mv -f "$1.$$" "$1"
+}
+
 bench_bin() {
 	local rev=${1:-.}
 	if [ "$rev" = . ]; then
-		go build -o bin/sluice ./cmd/sluice >&2
+		_bench_build bin/sluice ./cmd/sluice || return
 		echo bin/sluice
 		return
 	fi
@@ -82,6 +99,19 @@ exec "\$bin" "\$@"
 WRAP
 }
 
+bench_sluice() {
+	if [ -n "${SLUICE_BIN:-}" ]; then
+		echo "$SLUICE_BIN"
+	else
+		bench_bin .
+	fi
+}
+
+bench_tool() {
+	_bench_build "bin/$(basename "$1")" "./bench/$1" || return
+	echo "bin/$(basename "$1")"
+}
+
 bench_machine() {
 	python3 - <<'PY'
 import json, os, platform
@@ -109,7 +139,7 @@ for line in sys.stdin:
     if not line.startswith("{"):
         continue
     r = json.loads(line)
-    r.update({"side": side, "commit": commit, "config": config, "ab_round": rnd, "machine": machine})
+    r.update({"side": side, "commit": commit, "config": config, "ab_round": rnd, "host": machine})
     print(json.dumps(r))
 ' "$side" "$(bench_commit "$rev")" "$config" "$round" "$(bench_machine)"
 }
@@ -124,4 +154,39 @@ bench_rotate() {
 			"$fn" "${sides[$(((i + r - 1) % n))]}" "$r"
 		done
 	done
+}
+
+_BENCH_STAMP_PY='
+import json, os, sys
+path, commit, config, machine = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+out = []
+for line in (sys.stdin if path == "-" else open(path)):
+    s = line.strip()
+    try:
+        r = json.loads(s) if s.startswith("{") else None
+    except ValueError:
+        r = None
+    if isinstance(r, dict) and "commit" not in r:
+        r.update({"commit": commit, "config": config, "host": machine})
+        line = json.dumps(r) + "\n"
+    if path == "-":
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    else:
+        out.append(line)
+if path != "-":
+    with open(path + ".stamp", "w") as f:
+        f.writelines(out)
+    os.replace(path + ".stamp", path)
+'
+
+bench_stamp() {
+	local file=$1 config=${2-${UP:-}} commit
+	[ "$file" = - ] || [ -s "$file" ] || return 0
+	if [ -n "${SLUICE_BIN_REV:-}" ] || [ -z "${SLUICE_BIN:-}" ]; then
+		commit=$(bench_commit "${SLUICE_BIN_REV:-.}")
+	else
+		commit="unknown: $SLUICE_BIN"
+	fi
+	python3 -c "$_BENCH_STAMP_PY" "$file" "$commit" "$config" "$(bench_machine)"
 }

@@ -17,10 +17,9 @@
 #   HOLD_PAGES=1 SHM_BEFORE=1 bash bench/newchunks.sh
 #   IDLE=10 UP=--mem-keep-freed=-1s bash bench/newchunks.sh   # deleted chunks' pages not kept
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROUNDS=${ROUNDS:-3} STREAMS=${STREAMS:-4} SIZE=${SIZE:-1g}
 SHM_BEFORE=${SHM_BEFORE:-}
 IDLE=${IDLE:-1} UP=${UP:-}
@@ -28,12 +27,12 @@ OUT=${OUT:-bench/results/newchunks.jsonl}
 # shellcheck source=bench/holdpages.sh
 . bench/holdpages.sh
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 bench_dirs newchunks
 mkdir -p "$(dirname "$OUT")"
 hold_pages "$SHM"
 # shellcheck disable=SC2086 # UP is flags
-bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none $UP >/dev/null
+"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 12G --ssd 0 --pfs none $UP >/dev/null
 DATA=$(python3 -c 'import json,sys; print([d["Pid"] for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"] == "data-mem"][0])' "$WORK/s/cluster.json")
 cpu() { python3 -c 'import sys; sys.path.insert(0, "bench"); from proc import cpu_seconds; print(*cpu_seconds(int(sys.argv[1])))' "$DATA"; }
 write() { # dir
@@ -68,3 +67,4 @@ for r in $(seq "$ROUNDS"); do
 	rm -rf "${WORK:?}/m/d/"*
 	sleep "$IDLE" # removals reach the data server (and, the longer, the host takes the pages back)
 done
+bench_stamp "$OUT"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the benchmark scripts: the go-fuse passthrough over tmpfs
 # (bench/passthrough, direct I/O, kernel passthrough off), the baseline
 # they measure sluice against.
@@ -8,7 +9,7 @@
 PT=
 
 start_passthrough() {
-	go build -o bin/passthrough ./bench/passthrough
+	bench_tool passthrough >/dev/null
 	mkdir -p "$1" "$2"
 	bin/passthrough "$1" "$2" &
 	PT=$!

@@ -10,35 +10,34 @@
 #
 # Prints one JSON line per phase and a Markdown summary.
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 SECS=${SECS:-10}
 [ "$SMOKE" = 1 ] && SECS=2
 DATA_MBPS=${DATA_MBPS:-100}
-go build -o bin/sluice ./cmd/sluice
-go build -o bin/probe ./bench/probe
+BIN=$(bench_sluice)
+bench_tool probe >/dev/null
 WORK=$(mktemp -d /tmp/sluice-pipeline.XXXXXX)
 cleanup() {
 	[ -n "${PROBE_PID:-}" ] && kill "$PROBE_PID" 2>/dev/null || true
 	fusermount3 -u "$WORK/mnt2" 2>/dev/null || true
-	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	"$BIN" cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # one forwarding node: both clients go through it; the mem data server is
 # throttled so that bulk writes queue in the forwarding node
-bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 1 --mem 4G --ssd 0 --pfs none \
+"$BIN" cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 1 --mem 4G --ssd 0 --pfs none \
 	--data-max-mbps "$DATA_MBPS" >/dev/null
 META=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["MetaAddr"])' "$WORK/state/cluster.json")
 FWD_PID=$(python3 -c 'import json,sys; print([d["Pid"] for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"]=="fwd-0"][0])' "$WORK/state/cluster.json")
 # the probing client: its own mount, no attribute cache, so every stat
 # reaches the forwarding node
 mkdir -p "$WORK/mnt2"
-bin/sluice mount --meta "$META" --secret-file "$WORK/state/secret" --node probe --attr-timeout 0 --entry-timeout 0 --meta-cache 0 \
+"$BIN" mount --meta "$META" --secret-file "$WORK/state/secret" --node probe --attr-timeout 0 --entry-timeout 0 --meta-cache 0 \
 	--monitor=false "$WORK/mnt2" > "$WORK/probe-mount.log" 2>&1 &
 PROBE_PID=$!
 for _ in $(seq 100); do mountpoint -q "$WORK/mnt2" && break; sleep 0.1; done
@@ -68,7 +67,7 @@ from proc import daemons, status_kib
 print(json.dumps({name: status_kib(pid, "VmHWM") for name, pid in daemons(sys.argv[1]).items()}))
 PY
 
-python3 - "$WORK" "$HWM" <<'PY'
+python3 - "$WORK" "$HWM" <<'PY' | bench_stamp -
 import json, sys
 w, hwm = sys.argv[1], int(sys.argv[2])
 un, lo = json.load(open(f"{w}/unloaded.json")), json.load(open(f"{w}/loaded.json"))

@@ -1,5 +1,5 @@
 """What the benchmark scripts read of a process from /proc: its CPU time
-and its memory. Imported by bench/daemoncpu.py, bench/cpushare.py and the
+and its memory. Imported by bench/daemoncpu.py and the
 Python in bench/streams.sh and bench/randread4.sh (run from the
 repository's root, with bench/ on sys.path)."""
 import json

@@ -10,20 +10,19 @@
 #   bash bench/profile.sh [seqread|seqwrite|randread|create|unlink] [UP FLAGS...]   # default seqread
 #   bash bench/profile.sh unlink --mount-flags=--writeback-unlinks=false   # one round trip each
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 WL=${1:-seqread}
 shift || true
 OUT=${OUT:-/tmp/sluice-profile}
 BASE=${BASE:-$((20000 + RANDOM % 200 * 10))}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 WORK=$(mktemp -d /tmp/sluice-prof.XXXXXX)
-trap 'bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+trap '"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 rm -rf "$OUT" && mkdir -p "$OUT"
-bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" "$@" >/dev/null
+"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 4G --ssd 0 --pfs none --pprof-base "$BASE" "$@" >/dev/null
 FIO=(--filename="$WORK/m/f" --direct=1 --iomem_align=4096 --ioengine=psync --output-format=json)
 case $WL in
 seqread) fio --name=lay "${FIO[@]}" --rw=write --bs=1M --size=2g >/dev/null
@@ -31,8 +30,8 @@ seqread) fio --name=lay "${FIO[@]}" --rw=write --bs=1M --size=2g >/dev/null
 seqwrite) RUN=(--rw=write --bs=1M --size=2g) ;;
 randread) fio --name=lay "${FIO[@]}" --rw=write --bs=1M --size=256m >/dev/null
 	RUN=(--rw=randread --bs=4k --size=256m) ;;
-create) go build -o bin/mdtest ./bench/mdtest ;;
-unlink) go build -o bin/mdtest ./bench/mdtest
+create) bench_tool mdtest >/dev/null ;;
+unlink) bench_tool mdtest >/dev/null
 	for ((i = 0; i < ${FILES:-250000} / 5000; i++)); do bin/mdtest -n 5000 -phases create "$WORK/m/u$i" >/dev/null; done ;;
 *) echo "unknown workload $WL (seqread, seqwrite, randread, create, unlink)" >&2; exit 2 ;;
 esac
@@ -81,7 +80,7 @@ else:
 PY
 for n in $NAMES; do
 	echo "== $n"
-	go tool pprof -top -nodecount=8 bin/sluice "$OUT/$n.pb.gz" 2>/dev/null |
+	go tool pprof -top -nodecount=8 "$BIN" "$OUT/$n.pb.gz" 2>/dev/null |
 		awk '/Total samples/ {for (k = 1; k <= NF; k++) if ($k == "=") {v = $(k + 1); f = (v ~ /ms$/) ? 1000 : 1; sub("m?s$", "", v); printf "CPU: %.2f cores\n", v / f / 10}} /^ *[0-9.]+m?s / {print}'
 done
-echo "profiles: $OUT (go tool pprof -top bin/sluice $OUT/NAME.pb.gz)"
+echo "profiles: $OUT (go tool pprof -top $BIN $OUT/NAME.pb.gz)"

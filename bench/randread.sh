@@ -14,33 +14,32 @@
 #   MONITOR_AB=1 bash bench/randread.sh  # also sluice with Beacon's monitoring off
 #                                        # (sluice-nomon, block cache on): its cost per 4 KiB op
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} SIZE=${SIZE:-256m} RWS=${RWS:-randread randwrite} MONITOR_AB=${MONITOR_AB:-}
 OUT=${OUT:-bench/results/randread.jsonl}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 . bench/passthrough.sh
 WORK=$(mktemp -d /tmp/sluice-randread.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-randread.XXXXXX)
 cleanup() {
 	set +e
-	bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null 2>&1
-	bin/sluice cluster down --dir "$WORK/n" --purge >/dev/null 2>&1
-	bin/sluice cluster down --dir "$WORK/o" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/n" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/o" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
 start_passthrough "$WORK/pt" "$SHM/pt"
-bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/sluice" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 512M" >/dev/null
-bin/sluice cluster up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 0" >/dev/null
+"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/sluice" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 512M" >/dev/null
+"$BIN" cluster up --dir "$WORK/n" --mount "$WORK/nocache" --mem 4G --ssd 0 --pfs none --mount-flags "--read-cache 0" >/dev/null
 declare -A DIR=([passthrough]=$WORK/pt [sluice]=$WORK/sluice [sluice-nocache]=$WORK/nocache)
 TARGETS="passthrough sluice sluice-nocache"
 if [ -n "$MONITOR_AB" ]; then
-	bin/sluice cluster up --dir "$WORK/o" --mount "$WORK/nomon" --mem 4G --ssd 0 --pfs none --monitor=false \
+	"$BIN" cluster up --dir "$WORK/o" --mount "$WORK/nomon" --mem 4G --ssd 0 --pfs none --monitor=false \
 		--mount-flags "--read-cache 512M" >/dev/null
 	DIR[sluice-nomon]=$WORK/nomon
 	TARGETS="$TARGETS sluice-nomon"
@@ -76,6 +75,7 @@ for round in $(seq "$ROUNDS"); do
 		done
 	done
 done
+bench_stamp "$OUT"
 python3 - "$OUT" <<'PY'
 import json, statistics, sys
 from collections import defaultdict

@@ -18,17 +18,15 @@
 #   UPFLAGS=--mount-flags=--read-cache=2G bash bench/randread4.sh   # other `sluice cluster up` flags
 #   SLUICE_BIN=/tmp/sluice-old bash bench/randread4.sh   # another build (e.g. the previous commit's)
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROUNDS=${ROUNDS:-3} RUNTIME=${RUNTIME:-10} PERF=${PERF:-} OUT_DIR=${OUT_DIR:-/tmp/sluice-randread4}
 UPFLAGS=${UPFLAGS:-}
 RANDREPEAT=${RANDREPEAT:-0} # fresh offsets every round (fio's default, 1, replays the same ones)
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 . bench/passthrough.sh
-go build -o bin/sluice ./cmd/sluice
-BIN=${SLUICE_BIN:-bin/sluice}
+BIN=$(bench_sluice)
 WORK=$(mktemp -d /tmp/sluice-rr4.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-rr4.XXXXXX)
 cleanup() {
@@ -80,7 +78,7 @@ for r in $(seq "$ROUNDS"); do
 	# the go-fuse passthrough over tmpfs, the same reads right after
 	fio --name=r --directory="$WORK/pt/j4" --rw=randread --bs=4k --size=256m --numjobs=4 --direct=1 --iomem_align=4096 \
 		--ioengine=psync --time_based --runtime="$RUNTIME" --group_reporting --randrepeat="$RANDREPEAT" --output-format=json > "$WORK/pt.json"
-	python3 - "$WORK/fio.json" "$a" "$b" "$r" "$WORK/pt.json" "$WORK" <<'PY'
+	python3 - "$WORK/fio.json" "$a" "$b" "$r" "$WORK/pt.json" "$WORK" <<'PY' | bench_stamp - "$UPFLAGS"
 import collections, glob, json, sys
 
 

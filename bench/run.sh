@@ -25,8 +25,9 @@ set -euo pipefail
 # a kill of this script, kill -9 too, takes its clusters down and removes
 # their state (sluice cluster up --exit-with, --exit-remove), and the passthrough
 # baseline's mount (bench/passthrough.sh)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then
 	SIZE=${SIZE:-64m}; RSIZE=${RSIZE:-16m}; MDN=${MDN:-500}; CKPT=${CKPT:-32m}; RUNTIME=${RUNTIME:-2}
@@ -42,8 +43,8 @@ GVOL=sluicebench$$
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-bench.XXXXXX)
 [ -z "${HUGE_BASE:-}" ] || huge_tmpfs "$SHM"
-go build -o bin/sluice ./cmd/sluice
-go build -o bin/mdtest ./bench/mdtest
+BIN=$(bench_sluice)
+bench_tool mdtest >/dev/null
 command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"; exit 1; }
 
 # shellcheck source=bench/passthrough.sh
@@ -51,9 +52,9 @@ command -v fio >/dev/null || { echo "fio is not installed (apt-get install fio)"
 cleanup() {
 	set +e
 	release_pages
-	bin/sluice cluster down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
-	bin/sluice cluster down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
-	bin/sluice cluster down --dir "$WORK/nocache-state" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/sluice-state" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/nomon-state" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/nocache-state" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	if [ "$GLUSTER" = 1 ]; then
 		umount -l "$WORK/gluster" 2>/dev/null
@@ -98,17 +99,17 @@ if [ "$GLUSTER" = 1 ]; then
 	DIRS[gluster]=$WORK/gluster
 	TARGETS+=(gluster)
 fi
-bin/sluice cluster up --dir "$WORK/sluice-state" --mount "$WORK/sluice" --mem 8G --ssd 0 --pfs none >/dev/null
+"$BIN" cluster up --dir "$WORK/sluice-state" --mount "$WORK/sluice" --mem 8G --ssd 0 --pfs none >/dev/null
 DIRS[sluice]=$WORK/sluice
 TARGETS+=(sluice)
 # the same with Beacon's per-operation monitoring off, for its overhead
-bin/sluice cluster up --dir "$WORK/nomon-state" --mount "$WORK/nomon" --mem 8G --ssd 0 --pfs none --monitor=false >/dev/null
+"$BIN" cluster up --dir "$WORK/nomon-state" --mount "$WORK/nomon" --mem 8G --ssd 0 --pfs none --monitor=false >/dev/null
 DIRS[sluice-nomon]=$WORK/nomon
 TARGETS+=(sluice-nomon)
 if [ "$CACHE" = 1 ]; then
 	# the same without the mount's block cache for small reads (on by
 	# default since 2026-11-26)
-	bin/sluice cluster up --dir "$WORK/nocache-state" --mount "$WORK/nocache" --mem 8G --ssd 0 --pfs none \
+	"$BIN" cluster up --dir "$WORK/nocache-state" --mount "$WORK/nocache" --mem 8G --ssd 0 --pfs none \
 		--mount-flags=--read-cache=0 >/dev/null
 	DIRS[sluice-nocache]=$WORK/nocache
 	TARGETS+=(sluice-nocache)
@@ -152,4 +153,5 @@ for t in "${TARGETS[@]}"; do
 done
 
 python3 bench/report.py table "$WORK/results.jsonl"
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"

@@ -26,10 +26,9 @@
 #
 # Results: one JSON line per phase in $OUT (default bench/results/streams.jsonl).
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROUNDS=${ROUNDS:-3}
 STREAMS=${STREAMS:-1 2 4}
 SIZE=${SIZE:-1g}
@@ -40,11 +39,10 @@ BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 UP=${UP:-}
 # shellcheck source=bench/holdpages.sh
 . bench/holdpages.sh
-BIN=${SLUICE_BIN:-bin/sluice}
 # what the results are labelled with: the flags, and the build if not this one
 LABEL=$UP${SLUICE_BIN:+ bin=$SLUICE_BIN}${PT_HUGE:+ pt=huge}
 command -v fio >/dev/null || apt-get install -y -qq fio >/dev/null
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 # shellcheck source=bench/passthrough.sh
 . bench/passthrough.sh
 stop_pt() {
@@ -188,6 +186,7 @@ for r in $(seq "$ROUNDS"); do
 		done
 	done
 done
+bench_stamp "$OUT"
 python3 bench/streams.py "$OUT"
-[ -n "$PROFILE" ] && echo "profiles: $PROFDIR (go tool pprof -top bin/sluice FILE)"
+[ -n "$PROFILE" ] && echo "profiles: $PROFDIR (go tool pprof -top $BIN FILE)"
 exit 0

@@ -82,10 +82,9 @@
 #
 # Raw results: bench/bbos/results.jsonl.gz (OUT); tables: report.py.
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FIRST_RUN=${FIRST_RUN:-1} EXPS=${EXPS:-perf bypass restart versions}
 MEM=${MEM:-128} MEM_MBPS=${MEM_MBPS:-160} PFS_MBPS=${PFS_MBPS:-56} RATES=${RATES:-160,105,1,56}
@@ -98,8 +97,8 @@ RPOLICIES=${RPOLICIES:-lru fifo bbos} DEDICATED=${DEDICATED:-1}
 if [ "$SMOKE" = 1 ]; then
 	RUNS=1 MEM=48 SIZE=4M PERIOD=4 PERIODS=2 EXPS=${SMOKE_EXPS:-perf} POLICIES="maxbw bbos"
 fi
-go build -o bin/sluice ./cmd/sluice
-S=bin/sluice
+BIN=$(bench_sluice)
+S=$BIN
 WORK=$(mktemp -d /tmp/sluice-bbos.XXXXXX)
 cleanup() {
 	[ "${KEEP:-0}" = 1 ] && return
@@ -200,5 +199,6 @@ for exp in $EXPS; do
 		;;
 	esac
 done
+bench_stamp "$WORK/results.jsonl"
 gzip -c "$WORK/results.jsonl" > "$OUT"
 python3 bench/bbos/report.py "$OUT"

@@ -18,19 +18,18 @@
 #   bash bench/bbos/setup.sh           # 3 rounds of 10 files each way, ~1 min
 #   python3 bench/bbos/setup.py bench/bbos/setup-results.jsonl
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROUNDS=${ROUNDS:-3} FILES=${FILES:-10} SIZE_MIB=${SIZE_MIB:-8}
 OUT=${OUT:-bench/bbos/setup-results.jsonl}
 # shellcheck source=bench/holdpages.sh
 . bench/holdpages.sh
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 bench_dirs bbsetup
 : > "$OUT"
 for r in $(seq "$ROUNDS"); do
-	bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
+	"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
 		--device-burst 5ms --mount-flags "--write-behind 32M" >/dev/null
 	mkdir -p "$WORK/m/ck"
 	python3 - "$WORK/m/ck" "$SIZE_MIB" "$r" "$FILES" >> "$OUT" <<'PY'
@@ -64,7 +63,8 @@ for i in range(files):
             secs = time.monotonic() - t
         print(json.dumps({"round": r, "way": way, "file": i, "mib": 0 if way == "empty" else mib, "secs": round(secs, 5)}), flush=True)
 PY
-	bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null
+	"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null
 	rm -rf "${WORK:?}/s"
 done
+bench_stamp "$OUT"
 python3 bench/bbos/setup.py "$OUT"

@@ -14,20 +14,19 @@
 #   bash bench/bbos/window.sh            # 3 rounds of 1M, 2M, 4M, 32M, 6 files of 8 MiB: ~3 min
 #   python3 bench/bbos/window.py bench/bbos/window-results.jsonl
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROUNDS=${ROUNDS:-3} WINDOWS=${WINDOWS:-1M 2M 4M 32M} FILES=${FILES:-6} SIZE_MIB=${SIZE_MIB:-8}
 OUT=${OUT:-bench/bbos/window-results.jsonl}
 # shellcheck source=bench/holdpages.sh
 . bench/holdpages.sh
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 bench_dirs bbwindow
 : > "$OUT"
 for r in $(seq "$ROUNDS"); do
 	for w in $WINDOWS; do
-		bin/sluice cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
+		"$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --mem 128M --ssd 0 --fwds 1 --data-max-mbps 160 --pfs-max-mbps 56 \
 			--device-burst 5ms --mount-flags "--write-behind $w" >/dev/null
 		for i in $(seq "$FILES"); do
 			python3 - "$WORK/m/ck$i" "$SIZE_MIB" "$w" "$r" "$i" >> "$OUT" <<'PY'
@@ -48,8 +47,9 @@ print(json.dumps({"round": r, "window": w, "file": i, "mib": mib, "secs": round(
 PY
 		done
 		rm -f "$WORK/m"/ck*
-		bin/sluice cluster down --dir "$WORK/s" --purge >/dev/null
+		"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null
 		rm -rf "${WORK:?}/s"
 	done
 done
+bench_stamp "$OUT"
 python3 bench/bbos/window.py "$OUT"

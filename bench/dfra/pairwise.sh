@@ -16,10 +16,9 @@
 # `sluice sim day --interference FILE --interference-model factors` calibrates
 # from them (sim.FactorsFromDFRA).
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then
 	KINDS=${KINDS:-"nn meta iops"}; SCALE=${SCALE:-1}
@@ -29,11 +28,11 @@ fi
 FWD_MBPS=${FWD_MBPS:-40}
 FWD_IOPS=${FWD_IOPS:-800}
 OUT=${OUT:-bench/dfra/pairwise.jsonl}
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 WORK=$(mktemp -d /tmp/sluice-dfra.XXXXXX)
 cleanup() {
 	fusermount3 -u "$WORK/mnt2" 2>/dev/null || true
-	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
+	"$BIN" cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -42,18 +41,18 @@ trap cleanup EXIT
 . bench/dfra/kinds.sh
 runjob() { # mode kind tag [mount node] → one JSON line (job summary); tags are unique
 	# shellcheck disable=SC2046
-	bin/sluice workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$1-$2-$3" \
+	"$BIN" workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$1-$2-$3" \
 		--nodes "${5:-cn1}" $(args "$2") "${4:-$WORK/mnt}/$1-$2-$3"
 }
 
 : > "$WORK/results.jsonl"
 for mode in ffm dfra; do
-	bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 4 --mem 6G --ssd 0 --pfs none \
+	"$BIN" cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds 4 --mem 6G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" --meta-flags "--dfra-vmin 16M" >/dev/null
 	# the second job of a pair runs on another compute node: its own mount
 	# (cn1 and cn2 share a forwarding node under the fixed mapping)
 	mkdir -p "$WORK/mnt2"
-	bin/sluice mount --meta "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["MetaAddr"])' "$WORK/state/cluster.json")" \
+	"$BIN" mount --meta "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["MetaAddr"])' "$WORK/state/cluster.json")" \
 		--secret-file "$WORK/state/secret" --node cn2 "$WORK/mnt2" > "$WORK/mount2.log" 2>&1 &
 	MOUNT2=$!
 	for _ in $(seq 100); do mountpoint -q "$WORK/mnt2" && break; sleep 0.1; done
@@ -61,10 +60,10 @@ for mode in ffm dfra; do
 		# alone, twice: the first run builds the application's profile
 		j=$(runjob "$mode" "$k" seed)
 		sleep 2.5
-		bin/sluice profile build --dir "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$j")" >/dev/null
+		"$BIN" profile build --dir "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$j")" >/dev/null
 		j=$(runjob "$mode" "$k" alone)
 		sleep 2.5 # the run's last records reach the store
-		fig=$(fwdfig bin/sluice "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$j")")
+		fig=$(fwdfig "$BIN" "$WORK/state" "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$j")")
 		echo "{\"mode\":\"$mode\",\"kind\":\"$k\",\"with\":\"\",\"run\":$j,\"fwd\":$fig,\"fwd_mbps\":$FWD_MBPS,\"fwd_iops\":$FWD_IOPS}" >> "$WORK/results.jsonl"
 	done
 	for a in $KINDS; do
@@ -79,7 +78,8 @@ for mode in ffm dfra; do
 		done
 	done
 	fusermount3 -u "$WORK/mnt2"; wait "$MOUNT2" || true
-	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null
+	"$BIN" cluster down --dir "$WORK/state" --purge >/dev/null
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/dfra/report.py "$OUT"

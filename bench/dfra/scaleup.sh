@@ -15,10 +15,9 @@
 #
 # Prints a Markdown table (docs/experiments/dfra.md).
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then
 	NODES=${NODES:-4}; RUNS=${RUNS:-3}; SIZE=${SIZE:-8M}; FWDS=${FWDS:-4}
@@ -28,21 +27,21 @@ fi
 FWD_MBPS=${FWD_MBPS:-40}
 DATA_MBPS=${DATA_MBPS:-150}
 OUT=${OUT:-bench/dfra/scaleup.jsonl}
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 WORK=$(mktemp -d /tmp/sluice-scaleup.XXXXXX)
-cleanup() { bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { "$BIN" cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 4G --ssd 0 --pfs none \
+"$BIN" cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 4G --ssd 0 --pfs none \
 	--fwd-max-mbps "$FWD_MBPS" --data-max-mbps "$DATA_MBPS" \
 	--meta-flags "--fwd-ratio $NODES --dfra-vmin 16M" >/dev/null
 nodes=$(seq -s, -f 'cn%g' 0 $((NODES - 1)))
 : > "$WORK/results.jsonl"
 for i in $(seq 1 "$RUNS"); do
-	j=$(bin/sluice workload --json --register --state "$WORK/state" --kind nn --app wide --job "wide-$i" \
+	j=$("$BIN" workload --json --register --state "$WORK/state" --kind nn --app wide --job "wide-$i" \
 		--ranks "$NODES" --nodes "$nodes" --size "$SIZE" "$WORK/mnt/wide-$i")
 	sleep 2.5 # the run's last records reach the store
-	rep=$(bin/sluice job show --json --dir "$WORK/state" "wide-$i")
+	rep=$("$BIN" job show --json --dir "$WORK/state" "wide-$i")
 	python3 - "$j" "$rep" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 run, rep = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -51,9 +50,10 @@ fwds = sorted({s["Server"] for s in rep["Servers"] if s["Layer"] == 2 and s["Byt
 print(json.dumps({"job": run["Job"], "bytes": run["Bytes"], "slowest_ns": run["Slowest"], "fwds": fwds,
                   "policy": start[0]["Policy"] if start else "", "reasons": start[0]["Reasons"] if start else []}))
 PY
-	bin/sluice profile build --dir "$WORK/state" "wide-$i" >/dev/null
+	"$BIN" profile build --dir "$WORK/state" "wide-$i" >/dev/null
 done
-bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null
+"$BIN" cluster down --dir "$WORK/state" --purge >/dev/null
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 - "$OUT" "$FWD_MBPS" "$DATA_MBPS" "$RUNS" <<'PY'
 import json, sys

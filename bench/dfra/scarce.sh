@@ -24,10 +24,9 @@
 # before each repeat) and $MACHINE (the cluster as `sluice sim day --machine
 # local` describes it); tables: python3 bench/dfra/scarce.py $OUT
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 if [ "$SMOKE" = 1 ]; then
 	KINDS=${KINDS:-"nn meta iops log"}; SCALE=${SCALE:-1}; FWDS=${FWDS:-2}; REPEATS=${REPEATS:-1}
@@ -41,9 +40,9 @@ STAGGER=${STAGGER:-0.3}
 OUT=${OUT:-bench/dfra/scarce.jsonl}
 PROFILES=${PROFILES:-${OUT%.jsonl}-profiles.jsonl} # the profiles DFRA decided from, before each repeat
 MACHINE=${MACHINE:-${OUT%.jsonl}-machine.json} # the cluster as `sluice sim day --machine local` describes it
-go build -o bin/sluice ./cmd/sluice
+BIN=$(bench_sluice)
 WORK=$(mktemp -d /tmp/sluice-scarce.XXXXXX)
-cleanup() { bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+cleanup() { "$BIN" cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 read -r -a kinds <<< "$KINDS"
@@ -52,13 +51,13 @@ njobs=${#kinds[@]}
 . bench/dfra/kinds.sh
 runjob() { # mode kind id node → the run's JSON (job summary)
 	# shellcheck disable=SC2046
-	bin/sluice workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$3" \
+	"$BIN" workload --json --register --state "$WORK/state" --kind "$2" --app "$2" --job "$3" \
 		--nodes "$4" $(args "$2") "$WORK/mnt/$3"
 }
 record() { # mode repeat kind node run-json → one result line
 	job=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["Job"])' "$5")
-	rep=$(bin/sluice job show --json --dir "$WORK/state" "$job")
-	python3 - "$1" "$2" "$3" "$4" "$5" "$rep" "$(fwdfig bin/sluice "$WORK/state" "$job")" >> "$WORK/results.jsonl" <<'PY'
+	rep=$("$BIN" job show --json --dir "$WORK/state" "$job")
+	python3 - "$1" "$2" "$3" "$4" "$5" "$rep" "$(fwdfig "$BIN" "$WORK/state" "$job")" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
 mode, repeat, kind, node, run, rep, fwd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], json.loads(sys.argv[5]), json.loads(sys.argv[6]), json.loads(sys.argv[7])
 start = [d for d in rep.get("Decisions") or [] if d["Event"] == "start"]
@@ -85,17 +84,17 @@ PY
 : > "$WORK/results.jsonl"
 : > "$WORK/profiles.jsonl"
 for mode in ffm dfra; do
-	bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 6G --ssd 0 --pfs none \
+	"$BIN" cluster up --dir "$WORK/state" --mount "$WORK/mnt" --fwds "$FWDS" --mem 6G --ssd 0 --pfs none \
 		--fwd-max-mbps "$FWD_MBPS" --fwd-max-iops "$FWD_IOPS" --fwd-policy "$mode" \
 		--meta-flags "--fwd-ratio $FWD_RATIO --dfra-vmin 16M" >/dev/null
 	# the simulator's description of this very cluster (the same under
 	# both policies): the replay runs on it, side by side with these runs
-	bin/sluice sim day --machine local --dir "$WORK/state" --print-machine > "$WORK/machine.json"
+	"$BIN" sim day --machine local --dir "$WORK/state" --print-machine > "$WORK/machine.json"
 	for k in "${kinds[@]}"; do
 		# alone, twice, on cn0: the first run builds the application's profile
 		j=$(runjob "$mode" "$k" "$mode-$k-seed" cn0)
 		sleep 2.5 # the run's last records reach the store
-		bin/sluice profile build --dir "$WORK/state" "$mode-$k-seed" >/dev/null
+		"$BIN" profile build --dir "$WORK/state" "$mode-$k-seed" >/dev/null
 		j=$(runjob "$mode" "$k" "$mode-$k-alone" cn0)
 		sleep 2.5
 		record "$mode" 0 "$k" cn0 "$j"
@@ -103,7 +102,7 @@ for mode in ffm dfra; do
 	r=0
 	while read -r -a perm; do
 		r=$((r + 1))
-		bin/sluice profile show --json --dir "$WORK/state" |
+		"$BIN" profile show --json --dir "$WORK/state" |
 			python3 -c 'import json,sys; [print(json.dumps({"mode": sys.argv[1], "repeat": int(sys.argv[2]), "profile": json.loads(l)})) for l in sys.stdin]' "$mode" "$r" >> "$WORK/profiles.jsonl"
 		pids=()
 		for i in "${!kinds[@]}"; do
@@ -118,8 +117,9 @@ for mode in ffm dfra; do
 			record "$mode" "$r" "${kinds[$i]}" "cn${perm[$i]}" "$(cat "$WORK/mix-$i.json")"
 		done
 	done < "$WORK/perms"
-	bin/sluice cluster down --dir "$WORK/state" --purge >/dev/null
+	"$BIN" cluster down --dir "$WORK/state" --purge >/dev/null
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 cp "$WORK/profiles.jsonl" "$PROFILES"
 cp "$WORK/machine.json" "$MACHINE"

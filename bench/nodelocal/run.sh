@@ -30,18 +30,17 @@
 #
 # Raw results: bench/nodelocal/results.jsonl (OUT); table: report.py.
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} RANKS=${RANKS:-16} OPS=${OPS:-200} CAPS=${CAPS:-500 0} SERVERS=${SERVERS:-1 2 4}
 BW=${BW:-128M} OUT=${OUT:-bench/nodelocal/results.jsonl}
 if [ "$SMOKE" = 1 ]; then
 	RUNS=1 OPS=40 CAPS=500 SERVERS="1 4" BW=16M
 fi
-go build -o bin/sluice ./cmd/sluice
-S=bin/sluice
+BIN=$(bench_sluice)
+S=$BIN
 WORK=$(mktemp -d /tmp/sluice-nodelocal.XXXXXX)
 cleanup() {
 	[ "${KEEP:-0}" = 1 ] && return
@@ -88,7 +87,7 @@ EOF
 	tail -1 "$WORK/results.jsonl" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%-10s S=%d cap=%-4g run %d: %7.0f ops/s %7.1f MB/s, %d metadata-service requests' % (r['layout'], r['servers'], r['cap'], r['run'], r['ops_per_s'], r['mbps'], r['meta_ops']))"
 }
 storm() { # layout dir [flags]
-	local layout=$1 dir=$2
+	local dir=$2 # $1, the layout, names the run in record
 	shift 2
 	mkdir -p "$dir"
 	m0=$(metaops)
@@ -140,6 +139,7 @@ done
 if [ "$SMOKE" = 1 ]; then
 	python3 bench/nodelocal/report.py --check "$WORK/results.jsonl"
 else
+	bench_stamp "$WORK/results.jsonl"
 	cat "$WORK/results.jsonl" >> "$OUT"
 	python3 bench/nodelocal/report.py "$OUT"
 fi

@@ -22,10 +22,9 @@
 #
 # Raw results: bench/placement/results.jsonl (OUT); table: report.py.
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} NS=${NS:-8 16 32 64 128} POLICIES=${POLICIES:-perf rr wrandom}
 UNIT=${UNIT:-0.025} TOTAL=${TOTAL:-384} OUT=${OUT:-bench/placement/results.jsonl}
@@ -48,8 +47,8 @@ WB=${WB:-256M}
 if [ "$SMOKE" = 1 ]; then
 	RUNS=1 NS=8 POLICIES="perf rr" TOTAL=96
 fi
-go build -o bin/sluice ./cmd/sluice
-S=bin/sluice
+BIN=$(bench_sluice)
+S=$BIN
 WORK=$(mktemp -d /tmp/sluice-placement.XXXXXX)
 cleanup() {
 	[ "${KEEP:-0}" = 1 ] && return
@@ -66,12 +65,11 @@ for run in $(seq 1 "$RUNS"); do
 		for n in $NS; do
 			mkdir -p "$WORK/mnt/job"
 			per=$((TOTAL * 1024 / n))K
-			[ -n "$CHUNK" ] && $S file stripe --chunk-size "$CHUNK" "$WORK/mnt/job" >/dev/null
+			[ -n "$CHUNK" ] && $S file stripe --dir "$WORK/state" --chunk-size "$CHUNK" "$WORK/mnt/job" >/dev/null
 			$S workload --kind ckpt --bursts 1 --ranks "$n" --size "$per" --json --results "$WORK/mnt/job" > "$WORK/job.json"
 			$S cluster status --dir "$WORK/state" > "$WORK/status.txt"
 			for f in "$WORK"/mnt/job/*; do
-				# (a failure here once said "inode 8 not found": show why if it comes back)
-				$S file stat "$f" || { ls -lai "$WORK/mnt/job" >&2; grep -h 'level=ERROR\|level=WARN' "$WORK"/state/logs/*.log | tail -30 >&2; exit 1; }
+				$S file stat --dir "$WORK/state" "$f"
 			done > "$WORK/stat.txt"
 			python3 - "$WORK" "$pol" "$n" "$run" "$CAPS" >> "$WORK/results.jsonl" <<'EOF'
 import json, re, sys
@@ -114,6 +112,7 @@ done
 if [ "$SMOKE" = 1 ]; then
 	python3 bench/placement/report.py --check "$WORK/results.jsonl"
 else
+	bench_stamp "$WORK/results.jsonl"
 	cat "$WORK/results.jsonl" >> "$OUT"
 	python3 bench/placement/report.py "$OUT"
 fi

@@ -9,14 +9,15 @@
 #   SMOKE=1 bash bench/sim/bb.sh    (one machine, one mix; checked)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OUT=${1:-bench/sim/bb-results.jsonl}
-BIN=$(mktemp -d /tmp/sluice-simbb.XXXXXX)
-trap 'rm -rf "$BIN"' EXIT
-go build -o "$BIN/sluice" ./cmd/sluice
-S="$BIN/sluice"
+TMP=$(mktemp -d /tmp/sluice-simbb.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+S=$(bench_sluice)
 MACHINES=${MACHINES:-bbos-testbed cori-bb} RUNS=${RUNS:-3}
 if [ -n "${SMOKE:-}" ]; then
-	OUT="$BIN/smoke.jsonl"
+	OUT="$TMP/smoke.jsonl"
 	"$S" sim bb --machine bbos-testbed --dwpp 1.0,1.9 --runs 1 --out "$OUT" > /dev/null
 	python3 bench/sim/bb_report.py "$OUT" --check
 	exit
@@ -43,4 +44,5 @@ for m in $MACHINES; do
 	# 3d. restart hits with frequent failures: MTBF up to 20 minutes
 	"$S" sim bb "${q[@]}" --policy bbos,lru,fifo --dwpp 1.9,2.1 --mtbf-max 20m > /dev/null
 done
+bench_stamp "$OUT"
 python3 bench/sim/bb_report.py "$OUT"

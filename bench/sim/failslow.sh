@@ -10,10 +10,12 @@
 #   SMOKE=1 bash bench/sim/failslow.sh (one day; checked)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OUT=${1:-bench/sim/failslow-results.jsonl}
 TMP=$(mktemp -d /tmp/sluice-simfs.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-go build -o "$TMP/sluice" ./cmd/sluice
+cp "$(bench_sluice)" "$TMP/sluice"
 SLOW=${SLOW:-7} FACTOR=${FACTOR:-10}
 DAYS=${DAYS:-168 192 216}
 if [ -n "${SMOKE:-}" ]; then DAYS=168 OUT=$TMP/smoke.jsonl; fi
@@ -40,6 +42,7 @@ PY
 		done
 	done
 done
+bench_stamp "$OUT"
 python3 - "$OUT" ${SMOKE:+--check} <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

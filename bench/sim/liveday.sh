@@ -17,10 +17,9 @@
 # simulated wait and I/O time), the jobs as run beside it (-jobs.jsonl);
 # tables: python3 bench/sim/liveday_report.py $OUT
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 CACHE=${CACHE:-0} # the mount's block cache: the simulator models none
 RUNS=${RUNS:-3} FWD_MBPS=${FWD_MBPS:-40} FROM=${FROM:-186h} FOR=${FOR:-1h} TS=${TS:-0.033} VS=${VS:-3e-4}
@@ -29,8 +28,8 @@ if [ "$SMOKE" = 1 ]; then
 	RUNS=1 FROM=186h30m FOR=20m OUT=${OUT_SMOKE:-/tmp/sluice-liveday-smoke.jsonl}
 fi
 LOG=${SLUICE_SWF:-sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz}
-go build -o bin/sluice ./cmd/sluice
-S=bin/sluice
+BIN=$(bench_sluice)
+S=$BIN
 WORK=$(mktemp -d /tmp/sluice-liveday.XXXXXX)
 cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -84,6 +83,7 @@ PY
 	$S cluster down --dir "$WORK/state" --purge >/dev/null
 	rm -rf "$WORK/state"
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 if [ "$SMOKE" = 1 ]; then
 	python3 bench/sim/liveday_report.py --check "$OUT"

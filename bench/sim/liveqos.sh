@@ -14,10 +14,9 @@
 # Raw results: $OUT (JSON Lines, one per job, case and run: the live I/O
 # time and the simulator's); tables: python3 bench/sim/liveqos_report.py $OUT
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FWD_MBPS=${FWD_MBPS:-40} MIB=${MIB:-96}
 OUT=${OUT:-bench/sim/liveqos-results.jsonl}
@@ -35,8 +34,8 @@ rule() { # case → the rule's words ("" for none)
 	*) echo "unknown case $1" >&2; exit 1 ;;
 	esac
 }
-go build -o bin/sluice ./cmd/sluice
-S=bin/sluice
+BIN=$(bench_sluice)
+S=$BIN
 WORK=$(mktemp -d /tmp/sluice-liveqos.XXXXXX)
 cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -76,6 +75,7 @@ PY
 		rm -rf "$WORK/state" # the rules live in the metadata store, which --purge keeps
 	done
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/sim/liveqos_report.py --check "$OUT"
 python3 bench/sim/liveqos_report.py "$OUT"

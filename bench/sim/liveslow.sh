@@ -28,10 +28,9 @@
 # times, detection times), then a table; fails if the daemons did not
 # flag the slowed server.
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} DATA_MBPS=${DATA_MBPS:-40} FACTOR=${FACTOR:-10} MIB=${MIB:-256}
 OUT=${OUT:-bench/sim/liveslow-results.jsonl}
@@ -40,10 +39,10 @@ if [ "$SMOKE" = 1 ]; then
 fi
 RECORDS=${RECORDS:-}
 UP_FLAGS=${UP_FLAGS:-} # extra `sluice cluster up` flags, e.g. --mem-huge=false
-go build -o bin/sluice ./cmd/sluice
-go build -o bin/slowreplay ./bench/sim/slowreplay
+BIN=$(bench_sluice)
+bench_tool sim/slowreplay >/dev/null
 [ -z "$RECORDS" ] || mkdir -p "$RECORDS"
-S=bin/sluice
+S=$BIN
 WORK=$(mktemp -d /tmp/sluice-liveslow.XXXXXX)
 cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -119,6 +118,7 @@ PY
 	$S cluster down --dir "$WORK/state" --purge >/dev/null
 	rm -rf "$WORK/state"
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 - "$OUT" <<'PY'
 import json, statistics, sys

@@ -16,10 +16,9 @@
 # Raw results: $OUT (JSON Lines, one per case and run: the live I/O time
 # and the simulator's); the table: python3 bench/sim/livetiers_report.py $OUT
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} MEM=${MEM:-64} MEM_MBPS=${MEM_MBPS:-120} SSD_MBPS=${SSD_MBPS:-20}
 FREE=${FREE:-4M,12M,24M}
@@ -28,8 +27,8 @@ if [ "$SMOKE" = 1 ]; then
 	RUNS=1 OUT=${OUT_SMOKE:-/tmp/sluice-livetiers-smoke.jsonl}
 fi
 CASES=${CASES:-"fits|over|spill"}
-go build -o bin/sluice ./cmd/sluice
-S=bin/sluice
+BIN=$(bench_sluice)
+S=$BIN
 WORK=$(mktemp -d /tmp/sluice-livetiers.XXXXXX)
 cleanup() { $S cluster down --dir "$WORK/state" --purge >/dev/null 2>&1 || true; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -68,6 +67,7 @@ PY
 		rm -rf "$WORK/state"
 	done
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/sim/livetiers_report.py --check "$OUT"
 python3 bench/sim/livetiers_report.py "$OUT"

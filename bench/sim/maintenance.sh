@@ -17,10 +17,12 @@
 #   SMOKE=1 bash bench/sim/maintenance.sh (one day, K=40; checked)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OUT=${1:-bench/sim/maintenance-results.jsonl}
 TMP=$(mktemp -d /tmp/sluice-simmaint.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-go build -o "$TMP/sluice" ./cmd/sluice
+cp "$(bench_sluice)" "$TMP/sluice"
 S=$TMP/sluice
 LOG=${SLUICE_SWF:-sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz}
 DAYS=${DAYS:-168 336 504} KS=${KS:-8 40 80} HOURS=${HOURS:-8} TARGETS=${TARGETS:-24}
@@ -70,4 +72,5 @@ for p in ("ffm", "dfra"):
 PY
 	done
 done
+bench_stamp "$OUT"
 python3 bench/sim/maintenance_report.py "$OUT" ${SMOKE:+--check}

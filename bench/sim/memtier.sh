@@ -12,10 +12,12 @@
 #   SMOKE=1 bash bench/sim/memtier.sh (one day, aged, no tier and 64 GiB; checked)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OUT=${1:-bench/sim/memtier-results.jsonl}
 TMP=$(mktemp -d /tmp/sluice-simmem.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-go build -o "$TMP/sluice" ./cmd/sluice
+cp "$(bench_sluice)" "$TMP/sluice"
 DAYS=${DAYS:-168 336 504}
 SPREADS=${SPREADS:-1 5}
 SIZES=${SIZES:-0 64G 256G 1T}
@@ -50,6 +52,7 @@ PY
 		done
 	done
 done
+bench_stamp "$OUT"
 if [ -n "${SMOKE:-}" ]; then
 	python3 bench/sim/memtier_report.py "$OUT" --check
 else

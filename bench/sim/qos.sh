@@ -10,10 +10,12 @@
 #   SMOKE=1 bash bench/sim/qos.sh        (one day, one rate; checked)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OUT=${1:-bench/sim/qos-results.jsonl}
 TMP=$(mktemp -d /tmp/sluice-simqos.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-go build -o "$TMP/sluice" ./cmd/sluice
+cp "$(bench_sluice)" "$TMP/sluice"
 APP=${APP:-app4}
 RATES=${RATES:-none 1G 300M 100M} # none first: the others compare with it
 DAYS=${DAYS:-168 192 216}
@@ -29,4 +31,5 @@ for d in $DAYS; do
 		python3 bench/sim/qos_report.py summarise "$TMP/$d-$r/jobs-ffm.jsonl" "$APP" "$d" "$r" "$TMP/$d-none/jobs-ffm.jsonl" >> "$OUT"
 	done
 done
+bench_stamp "$OUT"
 python3 bench/sim/qos_report.py table "$OUT" ${SMOKE:+--check}

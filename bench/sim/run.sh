@@ -5,10 +5,12 @@
 #   bash bench/sim/run.sh [OUT]     (default: bench/sim/results)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OUT=${1:-bench/sim/results}
 LOG=${SLUICE_SWF:-sim/testdata/NASA-iPSC-1993-3.1-cln.swf.gz} # a copy of ../shared/data/swf (sim/testdata/SOURCES.md)
 mkdir -p "$OUT"
-go build -o "$OUT/sluice" ./cmd/sluice
+cp "$(bench_sluice)" "$OUT/sluice"
 S="$OUT/sluice"
 days="168h 336h 504h" # days 7, 14 and 21 of the log (one weekday, a week apart), each after a week of warm-up
 

@@ -8,21 +8,21 @@
 # grows with the files already made shows up as a trend across rounds.
 #
 #   bash bench/smallfiles/rounds.sh                       # ROUNDS=8 N=10000 BYTES=4096
-#   BIN=/tmp/sluice-old OUT=... bash bench/smallfiles/rounds.sh   # another build
+#   SLUICE_BIN=/tmp/sluice-old OUT=... bash bench/smallfiles/rounds.sh   # another build
 #
 # Raw lines (JSON, one per round) in OUT (default
 # bench/results/smallfiles/rounds.jsonl), labelled with the build.
 set -euo pipefail
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROUNDS=${ROUNDS:-8}
 N=${N:-10000}
 BYTES=${BYTES:-4096}
 OUT=${OUT:-bench/results/smallfiles/rounds.jsonl}
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
-go build -o bin/sluice ./cmd/sluice
-go build -o bin/mdtest ./bench/mdtest
-BIN=${BIN:-bin/sluice}
+BIN=$(bench_sluice)
+bench_tool mdtest >/dev/null
 W=$(mktemp -d /tmp/sluice-rounds.XXXXXX)
 trap '"$BIN" cluster down --dir "$W/s" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
 "$BIN" cluster up --pprof-base "$BASE" --dir "$W/s" --mem 4G --ssd 0 --pfs none --mount "$W/m" >/dev/null
@@ -76,3 +76,4 @@ with open(out, "a") as f:
             r + 1, r * n, rate, " ".join("%s %d" % kv for kv in sorted(cpu.items())), sum(cpu.values()),
             line["requests"].get("fwd:create-batch", 0), " ".join("%s %d" % kv for kv in sorted(line["rss_mib"].items()))))
 PY
+bench_stamp "$OUT"

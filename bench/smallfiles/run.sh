@@ -23,10 +23,9 @@
 # server served, by kind (OUT/counts.json). Rates of that cluster are not
 # used (logging every request slows the mount).
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 N=${N:-3000}
 BYTES=${BYTES:-4096}
 ROUNDS=${ROUNDS:-3}
@@ -35,9 +34,8 @@ OUT=${OUT:-bench/results/smallfiles}
 UPFLAGS=${UPFLAGS:-${UP:-}} # extra `sluice cluster up` flags (UP, as bench/ab.sh sets it)
 BASE=${BASE:-$((21000 + RANDOM % 200 * 10))}
 COUNT=${COUNT:-1}
-go build -o bin/sluice ./cmd/sluice
-BIN=${SLUICE_BIN:-bin/sluice} # the build the rates are of
-go build -o bin/mdtest ./bench/mdtest
+BIN=$(bench_sluice)
+bench_tool mdtest >/dev/null
 WORK=$(mktemp -d /tmp/sluice-small.XXXXXX)
 SHM=$(mktemp -d /dev/shm/sluice-small.XXXXXX)
 # shellcheck source=bench/passthrough.sh
@@ -45,7 +43,7 @@ SHM=$(mktemp -d /dev/shm/sluice-small.XXXXXX)
 cleanup() {
 	set +e
 	"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1
-	bin/sluice cluster down --dir "$WORK/c" --purge >/dev/null 2>&1
+	"$BIN" cluster down --dir "$WORK/c" --purge >/dev/null 2>&1
 	stop_passthrough "$WORK/pt"
 	rm -rf "$WORK" "$SHM"
 }
@@ -93,7 +91,7 @@ mkdir -p "$OUT/logs" && cp "$WORK"/s/logs/*.log "$OUT/logs/" # (kept: a slow rou
 
 # round trips per operation, on a cluster that counts them
 # shellcheck disable=SC2086
-bin/sluice cluster up --dir "$WORK/c" --mount "$WORK/cm" --mem 4G --ssd 0 --pfs none --fwds 1 --pprof-base "$BASE" \
+"$BIN" cluster up --dir "$WORK/c" --mount "$WORK/cm" --mem 4G --ssd 0 --pfs none --fwds 1 --pprof-base "$BASE" \
 	--mount-flags --debug $UPFLAGS >/dev/null
 python3 - "$WORK/c" "$WORK/cm" "$BASE" "$COUNTN" "$BYTES" "$OUT/counts.json" <<'PY'
 import collections, glob, json, os, re, subprocess, sys, time, urllib.request
@@ -139,4 +137,5 @@ for name, phases, extra in steps:
     res[name] = {k: round((c1[k] - c0[k]) / ops, 2) for k in sorted(c1) if c1[k] - c0[k] > 0}
 json.dump(res, open(out, "w"), indent=1)
 PY
+bench_stamp "$OUT/rates.jsonl"
 python3 bench/smallfiles/report.py "$OUT"

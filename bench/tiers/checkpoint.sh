@@ -16,9 +16,6 @@
 #
 # Raw results: bench/tiers/checkpoint.jsonl (OUT).
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} MEM=${MEM:-64} MEM_MBPS=${MEM_MBPS:-600} SSD_MBPS=${SSD_MBPS:-20} PAUSE=${PAUSE:-3}
 FREE_BURST=${FREE_BURST:-4M,12M,52M}
@@ -52,5 +49,6 @@ PY
 		down
 	done
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/tiers/report.py checkpoint "$OUT"

@@ -17,9 +17,6 @@
 #
 # Raw results: bench/tiers/prefetch.jsonl (OUT).
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3} FILES=${FILES:-20} MIB=${MIB:-8}
 HDD_MBPS=${HDD_MBPS:-20} MEM_MBPS=${MEM_MBPS:-300}
@@ -64,5 +61,6 @@ for run in $(seq 1 "$RUNS"); do
 	[ "${KEEP:-0}" = 1 ] && cp -r "$WORK/state/logs" "/tmp/sluice-prefetch-logs-$run"
 	rm -rf "$WORK/state"
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/tiers/report.py prefetch "$OUT"

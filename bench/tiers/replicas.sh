@@ -12,9 +12,6 @@
 #
 # Raw results: bench/tiers/replicas.jsonl (OUT).
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3}
 [ "$SMOKE" = 1 ] && RUNS=1
@@ -50,5 +47,6 @@ PY
 		down
 	done
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/tiers/report.py replicas "$OUT"

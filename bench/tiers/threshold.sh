@@ -22,9 +22,6 @@
 #
 # Raw results: bench/tiers/threshold.jsonl (OUT); summary: report.py threshold.
 set -euo pipefail
-# a kill of this script, kill -9 too, takes its clusters down and removes
-# their state (sluice cluster up --exit-with, --exit-remove)
-export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 SMOKE=${SMOKE:-0}
 RUNS=${RUNS:-3}
 MEM=${MEM:-64}          # MiB
@@ -43,11 +40,11 @@ for run in $(seq "${FIRST_RUN:-1}" $((${FIRST_RUN:-1} + RUNS - 1))); do
 			tiering=auto free=$FREE
 			[ "$mode" = spill ] && tiering=manual
 			[ "$mode" = onfs-burst ] && free=$FREE_BURST
-			bin/sluice cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 4G --pfs none \
+			"$BIN" cluster up --dir "$WORK/state" --mount "$WORK/mnt" --mem "${MEM}M" --ssd 4G --pfs none \
 				--data-max-mbps "$MEM_MBPS" --ssd-max-mbps "$SSD_MBPS" \
 				--meta-flags "--tiering $tiering --tier-free $free" >/dev/null
 			rm -f "$WORK/stop"
-			python3 bench/tiers/sample.py bin/sluice "$WORK/state" 0.25 "$WORK/stop" > "$WORK/timeline.json" &
+			python3 bench/tiers/sample.py "$BIN" "$WORK/state" 0.25 "$WORK/stop" > "$WORK/timeline.json" &
 			SAMPLER=$!
 			burst=$TOTAL
 			[ "$pattern" = bursts ] && burst=$BURST
@@ -57,12 +54,12 @@ for run in $(seq "${FIRST_RUN:-1}" $((${FIRST_RUN:-1} + RUNS - 1))); do
 			wait "$SAMPLER"
 			onmem=0 onssd=0
 			for f in "$WORK"/mnt/f*; do
-				case "$(bin/sluice file stat --dir "$WORK/state" "$f")" in
+				case "$("$BIN" file stat --dir "$WORK/state" "$f")" in
 				*"tier mem"*) onmem=$((onmem + 1)) ;;
 				*) onssd=$((onssd + 1)) ;;
 				esac
 			done
-			migrated=$(bin/sluice cluster status --dir "$WORK/state" | sed -n 's/^TIERING *\([0-9]*\) files.*/\1/p')
+			migrated=$("$BIN" cluster status --dir "$WORK/state" | sed -n 's/^TIERING *\([0-9]*\) files.*/\1/p')
 			python3 - "$mode" "$pattern" "$run" "$onmem" "$onssd" "${migrated:-0}" "$WORK/writer.json" "$WORK/timeline.json" \
 				"$MEM" "$free" "$MEM_MBPS" "$SSD_MBPS" >> "$WORK/results.jsonl" <<'PY'
 import json, sys
@@ -77,5 +74,6 @@ PY
 		done
 	done
 done
+bench_stamp "$WORK/results.jsonl"
 cp "$WORK/results.jsonl" "$OUT"
 python3 bench/tiers/report.py threshold "$OUT"

@@ -125,7 +125,7 @@ var prefetchCmd = spec{use: "prefetch --job J PATH...", short: "promote a job's 
 	example: "sluice file prefetch --job 7001 --list inputs.txt", setup: func(fs *pflag.FlagSet) func([]string) error {
 		job := fs.String("job", "", "the job that will read the files")
 		list := fs.String("list", "", "file holding the paths, one per line, in reading order (besides or instead of PATH arguments)")
-		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error { return prefetch(mc, *job, *list, args) })
+		return withPaths(addConn(fs), func(mc *rpc.Client, args []string) error { return prefetch(mc, *job, *list, args) })
 	}}
 
 func prefetch(mc *rpc.Client, job, list string, paths []string) error {
@@ -162,7 +162,7 @@ var migrateCmd = spec{use: "migrate --tier T PATH...", short: "move files' data 
 	example: "sluice file migrate --tier pfs /mnt/sluice/out/*.h5", setup: func(fs *pflag.FlagSet) func([]string) error {
 		to := fs.String("tier", "", "destination tier: mem, ssd, hdd or pfs")
 		noWait := fs.Bool("no-wait", false, "return at once; the move goes on in the metadata daemon")
-		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+		return withPaths(addConn(fs), func(mc *rpc.Client, args []string) error {
 			if len(args) == 0 || *to == "" {
 				return fmt.Errorf("want --tier and at least one path")
 			}
@@ -267,7 +267,7 @@ func jobActivity(servers []wire.ServerInfo, secret []byte) error {
 
 var statCmd = spec{use: "stat PATH", short: "show a file's layout, migration, activity and coolness",
 	example: "sluice file stat /mnt/sluice/ckpt/rank0", setup: func(fs *pflag.FlagSet) func([]string) error {
-		return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+		return withPaths(addConn(fs), func(mc *rpc.Client, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("want one path")
 			}
@@ -279,6 +279,13 @@ func stat(mc *rpc.Client, path string) error {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
 		return fmt.Errorf("%s: %v", path, err)
+	}
+	// a mount answers creates and closes before the service hears of
+	// them (write-back creates, close-behind): an fsync through it sends
+	// what the file depends on, so the service knows the inode asked for
+	if f, err := os.Open(path); err == nil {
+		f.Sync()
+		f.Close()
 	}
 	ctx := context.Background()
 	a, err := rpc.Do(ctx, mc, ns.Getattr, &ns.InoReq{Ino: st.Ino})
@@ -360,7 +367,7 @@ func setupStripe(fs *pflag.FlagSet) func([]string) error {
 	local := fs.Bool("local", false, "node-local mode: the directory's entries (one private directory per node or rank) and all under them live on the data server each name hashes to, with no metadata-service operation (docs/nodelocal.md)")
 	global := fs.Bool("global", false, "take the directory out of node-local mode")
 	tier := fs.String("tier", "", "with --local: the tier whose data servers keep the entries (default: the fastest with servers)")
-	return withMeta(addConn(fs), func(mc *rpc.Client, args []string) error {
+	return withPaths(addConn(fs), func(mc *rpc.Client, args []string) error {
 		if len(args) != 1 {
 			return fmt.Errorf("want one directory")
 		}

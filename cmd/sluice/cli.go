@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -206,6 +207,43 @@ func withMeta(c *conn, run func(mc *rpc.Client, args []string) error) func(args 
 		defer mc.Close()
 		return run(mc, args)
 	}
+}
+
+// withPaths is withMeta for a command whose arguments are paths in a
+// mount: with no --dir, --meta or $SLUICE_DIR, it refuses paths outside
+// the mount of the cluster `sluice cluster up` started last (its inode
+// numbers would be asked of the wrong cluster).
+func withPaths(c *conn, run func(mc *rpc.Client, args []string) error) func(args []string) error {
+	return func(args []string) error {
+		if *c.dir == "" && *c.meta == "" && os.Getenv("SLUICE_DIR") == "" {
+			if d, err := cluster.Current(); err == nil {
+				if cl, err := cluster.Load(d); err == nil {
+					if err := underMount(cl.Mount, d, args); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return withMeta(c, run)(args)
+	}
+}
+
+// underMount says which of paths, if any, is not under mount, the mount
+// of the cluster with state directory dir.
+func underMount(mount, dir string, paths []string) error {
+	if mount == "" {
+		return nil
+	}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.Rel(mount, abs); err != nil || r == ".." || strings.HasPrefix(r, "../") {
+			return fmt.Errorf("%s is not under %s, the mount of the cluster sluice cluster up started last (%s): name the file's cluster with --dir or --meta", p, mount, dir)
+		}
+	}
+	return nil
 }
 
 // withServers is the body of a command without arguments that needs the

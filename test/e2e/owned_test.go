@@ -580,4 +580,15 @@ func TestWritebackCloses(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(a, "wbc", "g")); err != nil || !bytes.Equal(got, content(3)) {
 		t.Fatalf("g on a after b's fsync: %d bytes (%v)", len(got), err)
 	}
+	// `sluice file stat` through b right after a write-back close finds
+	// the file at the service, its size too (the command's fsync sends
+	// the create and the held-back write first)
+	p = filepath.Join(b, "wbc", "h")
+	if err := os.WriteFile(p, content(4), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.sluice("file", "stat", p)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("size:        %d\n", len(content(4)))) {
+		t.Fatalf("sluice file stat right after b's close: %v\n%s", err, out)
+	}
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""The table of bench/gomaxprocs-ab.sh's results: per variant and phase,
+"""The table of bench/remote4k.sh's results: per side (bench/ab.sh) and phase,
 the median throughput (min-max) over the rounds and the median CPU the
 sluice processes spent, in all and per process: seconds per GB for the
 streams, microseconds per read for the 4 KiB random reader.
 
-    python3 bench/gomaxprocs-ab.py bench/results/gomaxprocs-ab.jsonl
+    python3 bench/remote4k.py bench/results/ab-remote4k-DATE.jsonl
 """
 import json
 import statistics
@@ -21,12 +21,12 @@ def main(path):
         r["cpu_s"] = cpu
     cases = {}
     for r in rows:
-        cases.setdefault((r["phase"], r["variant"]), []).append(r)
+        cases.setdefault((r["phase"], r.get("side", r.get("variant", ""))), []).append(r)
     procs = sorted({p for r in rows for p in r["cpu_s"]})
-    print("| phase | variant | rate | CPU in all | " + " | ".join(procs) + " |")
+    print("| phase | side | rate | CPU in all | " + " | ".join(procs) + " |")
     print("|---" * (4 + len(procs)) + "|")
     for phase in ("new", "overwrite", "read", "randread"):
-        for variant in ("default", "daemons1", "all1", "gomaxprocs1"):
+        for variant in dict.fromkeys(side for _, side in cases):
             rs = cases.get((phase, variant))
             if not rs:
                 continue
