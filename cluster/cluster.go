@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,10 @@ type Options struct {
 	// failure domain of its own (--domain cabN).
 	MemReplicas int
 	Engine      string
+	// MetaStandbys is how many metadata daemons stand by beside the
+	// active one (engine etcd only): named meta-1, meta-2…, each with an
+	// address of its own; every client is given the list (MetaAddr).
+	MetaStandbys int
 	// FwdMBps and FwdIOPS cap each forwarding daemon (emulated link);
 	// FwdMBps is also the manager's B_f. DataMBps and DataIOPS cap each
 	// mem-tier data server (emulated device).
@@ -367,11 +372,19 @@ func (pl *planner) port(name string) (string, error) {
 // every tier configured, the forwarding nodes and the mount.
 func (pl *planner) plan() error {
 	o, c := pl.o, pl.c
-	metaAddr, err := pl.port("meta")
-	if err != nil {
-		return err
+	if o.MetaStandbys > 0 && o.Engine != "etcd" {
+		return fmt.Errorf("metadata standbys need the etcd engine (--engine etcd): the others live in one process's directory")
 	}
-	c.MetaAddr = metaAddr
+	var metaAddrs []string
+	for i := 0; i <= o.MetaStandbys; i++ {
+		a, err := pl.port(metaName(i))
+		if err != nil {
+			return err
+		}
+		metaAddrs = append(metaAddrs, a)
+	}
+	c.MetaAddr = strings.Join(metaAddrs, ",")
+	metaAddr := c.MetaAddr
 	pl.common = []string{"--secret-file", pl.secretFile}
 	if o.NoMonitor {
 		pl.common = append(pl.common, "--monitor=false")
@@ -380,11 +393,12 @@ func (pl *planner) plan() error {
 	pl.listening = []string{"--local-socket=" + strconv.FormatBool(!o.TCPOnly)}
 	eng := o.Engine
 	if eng == "etcd" {
+		var err error
 		if eng, err = pl.etcd(); err != nil {
 			return err
 		}
 	}
-	margsMeta := []string{"meta", "--listen", metaAddr, "--dir", filepath.Join(pl.dir, "meta"), "--engine", eng, pl.to}
+	var margsMeta []string
 	if o.FwdPolicy != "" {
 		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
 	}
@@ -395,7 +409,11 @@ func (pl *planner) plan() error {
 		margsMeta = append(margsMeta, "--mem-replicas", strconv.Itoa(o.MemReplicas))
 	}
 	margsMeta = append(margsMeta, o.MetaFlags...)
-	c.Daemons = append(c.Daemons, Daemon{Name: "meta", Args: append(append(margsMeta, pl.listening...), pl.common...)})
+	for i, a := range metaAddrs {
+		args := slices.Concat([]string{"meta", "--listen", a, "--dir", filepath.Join(pl.dir, metaName(i)), "--engine", eng, pl.to},
+			margsMeta, pl.listening, pl.common)
+		c.Daemons = append(c.Daemons, Daemon{Name: metaName(i), Args: args})
+	}
 	if err := pl.dataServers(); err != nil {
 		return err
 	}
@@ -411,6 +429,15 @@ func (pl *planner) plan() error {
 	margs = append(margs, o.MountFlags...)
 	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, pl.common...), c.Mount)})
 	return nil
+}
+
+// metaName is the name of the i-th metadata daemon: meta, then its
+// standbys meta-1, meta-2…
+func metaName(i int) string {
+	if i == 0 {
+		return "meta"
+	}
+	return fmt.Sprintf("meta-%d", i)
 }
 
 // etcd adds the three members of an etcd cluster for the metadata (those
@@ -597,8 +624,8 @@ func (c *Cluster) startAll(o Options) error {
 				return err
 			}
 		}
-		if d.Name == "meta" {
-			if err := waitListening(c.MetaAddr, 10*time.Second); err != nil {
+		if d.Name == "meta" { // the first is active; the standbys listen only once one of them is
+			if err := waitListening(strings.Split(c.MetaAddr, ",")[0], 10*time.Second); err != nil {
 				c.stop()
 				return fmt.Errorf("metadata service did not start: %v%s", err, c.logTail("meta"))
 			}

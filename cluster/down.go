@@ -69,6 +69,9 @@ func Restart(dir, name string) error {
 			return err
 		}
 		if addr, ok := flagValue(d.Args, "--listen"); ok {
+			if strings.HasPrefix(d.Name, "meta") && strings.Contains(c.MetaAddr, ",") {
+				addr = c.MetaAddr // it may stand by: one of them serves
+			}
 			return waitListening(addr, 10*time.Second)
 		}
 		return nil

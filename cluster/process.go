@@ -66,8 +66,8 @@ func (c *Cluster) start(d *Daemon) error {
 // waitRegistered waits until n daemons are listening (their ports accept).
 func (c *Cluster) waitRegistered(n int, d time.Duration) error {
 	for _, dm := range c.Daemons {
-		if dm.Name == "meta" || dm.Name == "mount" {
-			continue
+		if strings.HasPrefix(dm.Name, "meta") || dm.Name == "mount" {
+			continue // (a standby listens only once it is active)
 		}
 		if addr, ok := flagValue(dm.Args, "--listen"); ok {
 			if err := waitListening(addr, d); err != nil {
@@ -106,13 +106,18 @@ func (c *Cluster) waitRegistered(n int, d time.Duration) error {
 	}
 }
 
+// waitListening waits up to d until addr, or any address of a
+// comma-separated list, accepts connections.
 func waitListening(addr string, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
+		var err error
+		for _, a := range strings.Split(addr, ",") { // a list: any of them
+			var c net.Conn
+			if c, err = net.DialTimeout("tcp", a, time.Second); err == nil {
+				c.Close()
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			return err

@@ -235,7 +235,13 @@ func (s *Service) CreateBatch(client, parent uint64, es []ns.BatchEntry, uid, gi
 			fail(e, err)
 			continue
 		}
-		if _, _, err := s.lookupEntry(parent, e.Name); err == nil || seen[e.Name] {
+		if ino, _, err := s.lookupEntry(parent, e.Name); err == nil || seen[e.Name] {
+			if err == nil && ino == e.Ino && !seen[e.Name] {
+				// made by an earlier send of this batch, whose answer was
+				// lost (the number was this holder's alone)
+				seen[e.Name] = true
+				continue
+			}
 			fail(e, errno(syscall.EEXIST, "%q exists", e.Name))
 			continue
 		}

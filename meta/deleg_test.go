@@ -129,6 +129,26 @@ func TestDelegationRecall(t *testing.T) {
 	if _, err := s.Lookup(RootIno, "z"); err != nil {
 		t.Fatalf("z after a refused removal: %v", err)
 	}
+	// the same batch sent again (its answer lost in a failover): what it
+	// made and removed is taken as made and removed, nothing fails
+	r, err = rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: b}, Parent: RootIno, Entries: []ns.BatchEntry{
+		{Name: "y", Ino: resp.First + 1, Remove: true}, {Name: "y", Ino: resp.First + 4, Mode: 0o600},
+		{Name: "z", Ino: resp.First + 5, Mode: 0o644}}})
+	if err != nil || len(r.Failed) != 0 {
+		t.Fatalf("the batch sent again: %+v %v", r, err)
+	}
+	if a, err := s.Lookup(RootIno, "y"); err != nil || a.Ino != resp.First+4 {
+		t.Fatalf("y after the batch sent again: %+v %v", a, err)
+	}
+	if _, err := s.Getattr(resp.First + 4); err != nil {
+		t.Fatalf("the new y's inode after the batch sent again (the removal of the old y removed it): %v", err)
+	}
+	// but a create of a taken name with another number still fails
+	r, err = rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: b}, Parent: RootIno, Entries: []ns.BatchEntry{
+		{Name: "z", Ino: resp.First + 6, Mode: 0o644}}})
+	if err != nil || len(r.Failed) != 1 || syscall.Errno(r.Failed[0].Errno) != syscall.EEXIST {
+		t.Fatalf("z made again with another number: %+v %v", r, err)
+	}
 }
 
 // TestDelegationLapses: a holder that does not answer a recall loses the

@@ -343,6 +343,13 @@ func (s *Service) createBatch(_ context.Context, q *ns.BatchReq) (*ns.BatchRep, 
 	es := q.Entries
 	for len(es) > 0 {
 		if es[0].Remove {
+			if ino, _, err := s.lookupEntry(q.Parent, es[0].Name); es[0].Ino != 0 && (err != nil || ino != es[0].Ino) {
+				// the name no longer holds the file the holder removed:
+				// an earlier send of this batch, whose answer was lost,
+				// removed it (and the name may have been made again)
+				es = es[1:]
+				continue
+			}
 			if err := s.Remove(q.Parent, es[0].Name, isDir(es[0].Mode)); err != nil {
 				e := es[0]
 				e.Errno = uint32(rpc.Errno(err))

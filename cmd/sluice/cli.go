@@ -133,7 +133,7 @@ type conn struct {
 func addConn(fs *pflag.FlagSet) *conn {
 	return &conn{
 		dir:        fs.String("dir", "", "state directory of a local cluster (default: the one sluice cluster up started last)"),
-		meta:       fs.String("meta", "", "metadata service address (instead of --dir)"),
+		meta:       fs.String("meta", "", "metadata service address, or the comma-separated addresses of its servers, active and standing by (instead of --dir)"),
 		secretFile: fs.String("secret-file", "", "file holding the cluster secret (default: the local cluster's, or $SLUICE_SECRET)"),
 	}
 }

@@ -227,7 +227,7 @@ func setupData(fs *pflag.FlagSet) func([]string) error {
 	kind := fs.String("tier", "", "tier kind: mem, ssd, hdd or pfs")
 	dir := fs.String("dir", "", "directory holding the chunks (tmpfs for mem; the PFS mount for pfs)")
 	capacity := fs.String("capacity", "0", "byte budget (e.g. 2G); 0: the file system's size")
-	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address, or the comma-separated addresses of its servers, active and standing by")
 	mbps := fs.Float64("max-mbps", 0, "bandwidth cap in MB/s (emulates a slower device); 0: none")
 	iops := fs.Float64("max-iops", 0, "IOPS cap; 0: none")
 	qosSlots := fs.Int("qos-slots", 4, "chunk requests in service at once behind the QoS gate (docs/qos.md)")
@@ -276,7 +276,7 @@ var fwdCmd = spec{use: "fwd", short: "run a forwarding daemon",
 
 func setupFwd(fs *pflag.FlagSet) func([]string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:0")
-	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address, or the comma-separated addresses of its servers, active and standing by")
 	mbps := fs.Float64("max-mbps", 0, "link bandwidth cap in MB/s; 0: none")
 	iops := fs.Float64("max-iops", 0, "request rate cap (every operation); 0: none")
 	node := fs.String("node", hostname(), "node name")
@@ -327,7 +327,7 @@ var mountCmd = spec{use: "mount MOUNTPOINT", short: "mount sluice with FUSE on t
 
 func setupMount(fs *pflag.FlagSet) func([]string) error {
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address")
-	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address (to find a forwarding node)")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address, or the comma-separated addresses of its servers, active and standing by (to find a forwarding node)")
 	fwdAddr := fs.String("fwd", "", "forwarding node address (default: chosen by the fixed mapping)")
 	secretFile := fs.String("secret-file", "", "file holding the cluster secret")
 	node := fs.String("node", hostname(), "node name sent with every request")

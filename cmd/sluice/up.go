@@ -29,6 +29,7 @@ func setupUp(fs *pflag.FlagSet) func([]string) error {
 	fs.IntVar(&o.MemServers, "mem-servers", 1, "mem-tier data servers, each with the --mem budget")
 	fs.IntVar(&o.MemReplicas, "mem-replicas", 1, "copies of each mem-tier chunk (2: on two mem servers, each its own failure domain)")
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine: pebble, bolt, mem, or etcd (three etcd members of the cluster's own; needs etcd on PATH)")
+	fs.IntVar(&o.MetaStandbys, "meta-standbys", 0, "metadata daemons standing by to take over from the active one (--engine etcd)")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon, MB/s (also DFRA's B_f)")
 	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
 	dataMBps := fs.String("data-max-mbps", "0", "bandwidth cap of each mem-tier data server, MB/s; or one per server, in order: 50,30,50,...")

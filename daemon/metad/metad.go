@@ -9,6 +9,7 @@ package metad
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -48,7 +49,11 @@ type Config struct {
 	// listens (the address file of `sluice cluster up`).
 	Ready func(addr string) error
 
-	Engine string // metadata engine (meta/engine): pebble, bolt, mem
+	// Engine is the metadata engine (meta/engine): pebble, bolt, mem, or
+	// an etcd URI, which several metadata servers may share: one is
+	// active, the others stand by, not listening, until its term ends
+	// (engine.Elector)
+	Engine string
 	Dir    string // the engine's directory and Beacon's ("" for mem: none)
 
 	Log     *slog.Logger
@@ -132,6 +137,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer e.Close()
+	ctx, err = campaign(ctx, cfg, e)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
 	d := &daemon{cfg: cfg}
 	if d.svc, err = meta.New(meta.Config{Engine: e, Log: cfg.Log, Secret: cfg.Secret, ChunkSize: cfg.ChunkSize, Timeout: cfg.Timeout,
 		MaxOps: cfg.MaxOps, Metrics: cfg.Metrics, Copies: map[string]int{"mem": cfg.MemReplicas}, Placement: cfg.Placement}); err != nil {
@@ -160,7 +169,49 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer d.records.Close()
 	d.managers(e)
-	return d.serve(ctx, ln)
+	if err := d.serve(ctx, ln); err != nil {
+		return err
+	}
+	if err := context.Cause(ctx); errors.Is(err, errTermEnded) {
+		return err
+	}
+	return nil
+}
+
+// errTermEnded is Run's error when another metadata server took over.
+var errTermEnded = errors.New("this metadata server's term ended: another is active (its lease in the engine was lost); stopped serving")
+
+// campaign waits, on an engine several metadata servers share, until
+// this one is the active one (engine.Elector), and returns a context that
+// ends with its term. On another engine it returns ctx.
+func campaign(ctx context.Context, cfg Config, e engine.Engine) (context.Context, error) {
+	el, ok := e.(engine.Elector)
+	if !ok {
+		return ctx, nil
+	}
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s pid %d listen %s", host, os.Getpid(), cfg.Listen)
+	if active, err := el.Active(ctx); err == nil && active != "" {
+		cfg.Log.Info("standing by: another metadata server is active", "active", active)
+	}
+	ended, err := el.Campaign(ctx, id)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx, nil
+		}
+		return ctx, err
+	}
+	cfg.Log.Info("active: this metadata server now serves", "id", id)
+	tctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-ended:
+			cfg.Log.Error(errTermEnded.Error())
+			cancel(errTermEnded)
+		case <-tctx.Done():
+		}
+	}()
+	return tctx, nil
 }
 
 // managers makes the managers and the services they keep on e.

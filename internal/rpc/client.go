@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -43,12 +44,15 @@ type ClientOptions struct {
 // on a 16-core host whatever the number of streams (issue 18).
 const DefaultBulkConns = 4
 
-// Client is a reconnecting, multiplexed connection to one server. Many calls
+// Client is a reconnecting, multiplexed connection to one server (the one
+// of a list that answers). Many calls
 // may be in flight at once; it is safe for concurrent use. Bulk transfers
 // travel on a connection of their own, so megabytes of queued payload never
 // sit in front of a metadata or small request in one TCP stream.
 type Client struct {
 	addr   string
+	addrs  []string     // addr's comma-separated addresses
+	last   atomic.Int64 // index in addrs of the one to dial first
 	secret []byte
 	opt    ClientOptions
 
@@ -107,9 +111,14 @@ type clientConn struct {
 	pending map[uint64]*call
 	nextID  uint64
 	err     error // set once the connection is dead
+	// recv is when the last frame arrived (unix ns); the stall watch
+	// reads it
+	recv atomic.Int64
 }
 
-// NewClient returns a client for addr. It dials lazily.
+// NewClient returns a client for addr, or for the first of a
+// comma-separated list of addresses that answers (a service with a
+// standby: another is tried when a connection fails). It dials lazily.
 func NewClient(addr string, secret []byte, opt ClientOptions) *Client {
 	if opt.Timeout <= 0 {
 		opt.Timeout = 30 * time.Second
@@ -120,7 +129,7 @@ func NewClient(addr string, secret []byte, opt ClientOptions) *Client {
 	if opt.BulkConns <= 0 {
 		opt.BulkConns = DefaultBulkConns
 	}
-	return &Client{addr: addr, secret: secret, opt: opt, cur: make([]*clientConn, 1+opt.BulkConns)}
+	return &Client{addr: addr, addrs: strings.Split(addr, ","), secret: secret, opt: opt, cur: make([]*clientConn, 1+opt.BulkConns)}
 }
 
 // Addr returns the server address.
@@ -164,9 +173,7 @@ func (c *Client) conn(ctx context.Context, lane int) (*clientConn, error) {
 	if cc != nil {
 		return cc, nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	nc, err := Dial(dctx, c.addr)
+	nc, err := c.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +185,11 @@ func (c *Client) conn(ctx context.Context, lane int) (*clientConn, error) {
 		return nil, err
 	}
 	cc = &clientConn{c: nc, pending: map[uint64]*call{}, byRef: c.opt.ByRef}
+	cc.recv.Store(time.Now().UnixNano())
 	go cc.readLoop()
+	if len(c.addrs) > 1 {
+		go c.watch(cc)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -188,6 +199,100 @@ func (c *Client) conn(ctx context.Context, lane int) (*clientConn, error) {
 	c.cur[lane] = cc
 	c.mu.Unlock()
 	return cc, nil
+}
+
+// dial connects to the server: to the address that answered last, else
+// to the others in turn (a list names a service's servers, of which one
+// listens at a time: the active metadata server).
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	per := 5 * time.Second
+	if len(c.addrs) > 1 {
+		per = 2 * time.Second // a host cut off costs this before the next is tried
+	}
+	var errs []error
+	first := int(c.last.Load())
+	for i := range c.addrs {
+		at := (first + i) % len(c.addrs)
+		dctx, cancel := context.WithTimeout(ctx, per)
+		nc, err := Dial(dctx, c.addrs[at])
+		cancel()
+		if err == nil {
+			c.last.Store(int64(at))
+			return nc, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// Stall detection, for a client of several servers (one of which is to
+// be active): a server that is stopped or cut off keeps its connections
+// open, and a call on one waits out its timeout. While calls are
+// pending and nothing has come back for stallProbe, the client sends a
+// probe (an operation no server has: any live server answers it at once,
+// from its read loop); if nothing at all comes back for stallDead after
+// that, the connection is failed, its calls go to the next server, and
+// the next dial starts there.
+var (
+	stallProbe = time.Second
+	stallDead  = 3 * time.Second
+)
+
+// opProbe is the probe's operation number: assigned to nothing, so a
+// server of any version answers ENOSYS.
+const opProbe wire.Op = 0xFFFF
+
+func (c *Client) watch(cc *clientConn) {
+	t := time.NewTicker(stallProbe / 4)
+	defer t.Stop()
+	var probed time.Time // when the probe outstanding went (zero: none)
+	for range t.C {
+		cc.mu.Lock()
+		dead, pending := cc.err != nil, len(cc.pending)
+		cc.mu.Unlock()
+		if dead {
+			return
+		}
+		now := time.Now()
+		quiet := now.Sub(time.Unix(0, cc.recv.Load()))
+		switch {
+		case pending == 0 || quiet < stallProbe:
+			probed = time.Time{}
+		case probed.IsZero():
+			probed = now
+			go cc.probe()
+		case now.Sub(probed) > stallDead:
+			c.last.Store((c.last.Load() + 1) % int64(len(c.addrs)))
+			cc.fail(fmt.Errorf("no answer for %v, not even to a probe: the server is stopped or cut off", quiet.Round(time.Millisecond)))
+			c.drop(cc)
+			return
+		}
+	}
+}
+
+// probe sends the stall watch's probe; its answer, if any, only counts as
+// a frame received.
+func (cc *clientConn) probe() {
+	cl := &call{done: make(chan struct{})}
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return
+	}
+	cc.nextID++
+	id := cc.nextID
+	cc.pending[id] = cl
+	cc.mu.Unlock()
+	cc.wmu.Lock()
+	var err error
+	cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.Header{Kind: wire.KindRequest, Op: opProbe, ReqID: id}, &wire.Empty{}, nil)
+	cc.wmu.Unlock()
+	if err != nil {
+		cc.fail(err)
+	}
 }
 
 func (c *Client) drop(cc *clientConn) {
@@ -441,6 +546,7 @@ func (cc *clientConn) readLoop() {
 	fr := newFrameReader(cc.c)
 	for {
 		h, m, err := fr.next()
+		cc.recv.Store(time.Now().UnixNano())
 		if err == nil && h.Kind != wire.KindResponse {
 			err = fmt.Errorf("%w: request frame from server", wire.ErrMalformed)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -169,6 +170,98 @@ func TestReconnectAfterRestart(t *testing.T) {
 	}()
 	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
 		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// TestStandbyAddresses: a client of a comma-separated list of addresses
+// calls whichever listens; when that one goes away, a call in progress
+// goes on at another that starts listening (a standby that took over),
+// skipping the addresses nothing listens on.
+func TestStandbyAddresses(t *testing.T) {
+	free := func() string { // an address nothing listens on
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	standby := free()
+	s := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go s.Serve(ln)
+	c := NewClient(free()+","+ln.Addr().String()+","+standby, secret, ClientOptions{Timeout: 10 * time.Second})
+	defer c.Close()
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		ln2, err := net.Listen("tcp", standby)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s2 := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		t.Cleanup(s2.Close)
+		s2.Serve(ln2)
+	}()
+	start := time.Now()
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
+		t.Fatalf("after the first went away: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the standby answered after %v", d)
+	}
+	// an unreachable list names every address
+	c2 := NewClient(free()+","+free(), secret, ClientOptions{Timeout: 500 * time.Millisecond})
+	defer c2.Close()
+	if _, _, err := tcall(context.Background(), c2, tPing, &tmsg{}, nil, nil); err == nil || strings.Count(err.Error(), "127.0.0.1:") < 2 {
+		t.Fatalf("no server: %v", err)
+	}
+}
+
+// TestStalledServer: the active server of a list stops (it completed the
+// handshake, then reads and answers nothing, as a process under SIGSTOP
+// or a host cut off, whose connections stay open): a call on it does not
+// wait out its timeout but goes, after the stall watch's probe gets no
+// answer, to the next server, and later calls dial that one first.
+func TestStalledServer(t *testing.T) {
+	stalled, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer stalled.Close()
+	go func() {
+		for {
+			c, err := stalled.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				if _, err := serverHandshake(c, secret); err != nil {
+					c.Close()
+					return
+				}
+				// stopped: nothing is read or answered, the connection stays
+			}()
+		}
+	}()
+	_, live := echoServer(t, echo)
+	c := NewClient(stalled.Addr().String()+","+live, secret, ClientOptions{Timeout: 30 * time.Second})
+	defer c.Close()
+	start := time.Now()
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > stallProbe+stallDead+3*time.Second || d < stallProbe {
+		t.Fatalf("the call was answered after %v: want the stall watch's %v + %v and a dial", d, stallProbe, stallDead)
+	}
+	start = time.Now()
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil || time.Since(start) > time.Second {
+		t.Fatalf("the next call: %v after %v", err, time.Since(start))
+	}
+	// a server that is only slow answers the probe: a long call is not cut
+	_, slow := echoServer(t, echo)
+	c2 := NewClient(slow+","+live, secret, ClientOptions{Timeout: 30 * time.Second})
+	defer c2.Close()
+	if _, _, err := tcall(context.Background(), c2, tFsync, &tmsg{Size: 6000}, nil, nil); err != nil {
+		t.Fatalf("a 6 s call on a live server: %v", err)
 	}
 }
 

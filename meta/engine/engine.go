@@ -6,6 +6,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -137,6 +138,24 @@ func Names() []string {
 	sort.Strings(n)
 	return n
 }
+
+// Elector is an engine several metadata servers share, one of them
+// active at a time (etcd). Campaign blocks while another server is
+// active; once this one is, it fences the engine, so that no batch
+// commits after this server's term ends (its lease lost: killed, stalled
+// or cut off past the lease), and reloads whatever the engine caches. The
+// channel it returns is closed when the term ends: the server must stop
+// serving then. Close ends the term at once (a standby takes over
+// without waiting for the lease).
+type Elector interface {
+	Campaign(ctx context.Context, id string) (ended <-chan struct{}, err error)
+	// Active is the id of the active server ("" if none).
+	Active(ctx context.Context) (string, error)
+}
+
+// ErrFenced is Apply's error once the server's term has ended: another
+// metadata server is, or may be, active, and the batch was not applied.
+var ErrFenced = errors.New("fenced: this metadata server's term ended (another is active); nothing was applied")
 
 // Limited is an engine that refuses batches beyond a size (etcd: its
 // servers' --max-txn-ops and --max-request-bytes).

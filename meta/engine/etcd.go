@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,6 +33,14 @@ import (
 // (one active server; `mirror=false` in the URI reads from etcd every
 // time). A transaction that fails, or whose outcome is unknown (a
 // timeout), has its keys read back from etcd into the mirror.
+//
+// Several metadata servers may share one prefix, one active at a time
+// (Elector): each campaigns for PREFIX.active/ with a lease of
+// `lease=D` (5 s by default), kept alive while it runs; the winner's
+// transactions commit only while its election key is the one it created
+// (an etcd compare on its create revision), so an active server that was
+// stalled or cut off past its lease commits nothing once another has
+// taken over. Its mirror is loaded when it wins.
 //
 // The limits are the etcd servers' (--max-txn-ops, 128 by default;
 // --max-request-bytes, 1.5 MiB): a batch beyond them is refused with an
@@ -63,6 +73,9 @@ type EtcdConfig struct {
 	Timeout time.Duration
 	// NoMirror reads from etcd every time instead of from the mirror.
 	NoMirror bool
+	// Lease is how long an active metadata server's term outlives its
+	// last contact with etcd (5 s if 0; whole seconds).
+	Lease time.Duration
 }
 
 // etcd's own defaults for the servers' limits.
@@ -120,14 +133,18 @@ func ParseEtcd(addr string) (EtcdConfig, error) {
 				return c, fmt.Errorf("etcd engine: mirror=%q: want true or false", v)
 			}
 			c.NoMirror = !on
-		case "timeout":
+		case "timeout", "lease":
 			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return c, fmt.Errorf("etcd engine: timeout=%q: want a duration", v)
+			if err != nil || d <= 0 || k == "lease" && d < time.Second {
+				return c, fmt.Errorf("etcd engine: %s=%q: want a duration (a lease: 1s or more)", k, v)
 			}
-			c.Timeout = d
+			if k == "timeout" {
+				c.Timeout = d
+			} else {
+				c.Lease = d
+			}
 		default:
-			return c, fmt.Errorf("etcd engine: unknown setting %q (have max-txn-ops, max-request-bytes, timeout, mirror)", k)
+			return c, fmt.Errorf("etcd engine: unknown setting %q (have max-txn-ops, max-request-bytes, timeout, mirror, lease)", k)
 		}
 	}
 	return c, nil
@@ -144,13 +161,27 @@ type Etcd struct {
 	mirror *Mem
 	// applyMu serialises transactions, so that the mirror takes them in
 	// etcd's order and a transaction retried after a lost connection is
-	// not overtaken by a later one
+	// not overtaken by a later one; it guards fence
 	applyMu sync.Mutex
+	// fence is the condition every transaction commits under while this
+	// server is active (Campaign): its election key is still its own.
+	// Guarded by applyMu.
+	fence []clientv3.Cmp
+	// sess is the active server's lease (nil until Campaign wins); ended
+	// is closed, once (endOnce), when its term ends
+	sess     *concurrency.Session
+	ended    chan struct{}
+	endOnce  sync.Once
+	campaign *concurrency.Election
+	// deaf is a fault for tests: the server does not notice its lease
+	// ending (as one stalled past it, before it runs again)
+	deaf atomic.Bool
 }
 
 var (
 	_ Engine  = (*Etcd)(nil)
 	_ Limited = (*Etcd)(nil)
+	_ Elector = (*Etcd)(nil)
 )
 
 // BatchLimits are the servers' limits on a transaction.
@@ -168,12 +199,15 @@ func OpenEtcd(c EtcdConfig) (*Etcd, error) {
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
 	}
+	if c.Lease == 0 {
+		c.Lease = 5 * time.Second
+	}
 	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.Timeout, Logger: zap.NewNop(),
 		MaxCallSendMsgSize: c.MaxRequestBytes + 64*1024})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %v", c.Endpoints, err)
 	}
-	e := &Etcd{c: cl, cfg: c, prefix: []byte(c.Prefix + "/"), timeout: c.Timeout}
+	e := &Etcd{c: cl, cfg: c, prefix: []byte(c.Prefix + "/"), timeout: c.Timeout, ended: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	if _, err := cl.Get(ctx, string(e.prefix), clientv3.WithCountOnly()); err != nil {
@@ -317,6 +351,12 @@ func (e *Etcd) Apply(b *Batch, sync bool) error {
 	}
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
+	if e.termEnded() {
+		if e.fence == nil {
+			return errors.New("etcd engine: closed")
+		}
+		return ErrFenced
+	}
 	// a member lost with the transaction in flight (its connection
 	// reset, no leader for a moment) is retried on the others: the
 	// writes are puts and deletes of whole keys, so applying them again
@@ -325,8 +365,13 @@ func (e *Etcd) Apply(b *Batch, sync bool) error {
 	deadline := time.Now().Add(e.timeout)
 	for {
 		ctx, cancel := e.ctx()
-		_, err := e.c.Txn(ctx).Then(ops...).Commit()
+		r, err := e.c.Txn(ctx).If(e.fence...).Then(ops...).Commit()
 		cancel()
+		if err == nil && !r.Succeeded {
+			// another server's term began: nothing of b was applied
+			e.endTerm()
+			return ErrFenced
+		}
 		if err == nil {
 			break
 		}
@@ -378,5 +423,84 @@ func (e *Etcd) resync(b *Batch) {
 // Sync returns at once: every applied batch is on a quorum's disks.
 func (e *Etcd) Sync() error { return nil }
 
-// Close closes the connection.
-func (e *Etcd) Close() error { return e.c.Close() }
+// Campaign waits until no other server is active, then makes this one
+// the active server for as long as its lease lasts (Elector).
+func (e *Etcd) Campaign(ctx context.Context, id string) (<-chan struct{}, error) {
+	sess, err := concurrency.NewSession(e.c, concurrency.WithTTL(int((e.cfg.Lease+time.Second-1)/time.Second)))
+	if err != nil {
+		return nil, fmt.Errorf("etcd: a lease for the election: %v", err)
+	}
+	el := concurrency.NewElection(sess, e.cfg.Prefix+".active/")
+	if err := el.Campaign(ctx, id); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("etcd: election: %v", err)
+	}
+	// the lease may have run out while the campaign waited: the key is
+	// then gone, and so is the term
+	qctx, cancel := e.ctx()
+	r, err := e.c.Get(qctx, el.Key())
+	cancel()
+	if err != nil || len(r.Kvs) == 0 || r.Kvs[0].CreateRevision != el.Rev() {
+		sess.Close()
+		return nil, fmt.Errorf("etcd: election won with a lease that ran out meanwhile (%v)", err)
+	}
+	e.applyMu.Lock()
+	e.fence = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(el.Key()), "=", el.Rev())}
+	e.sess, e.campaign = sess, el
+	e.applyMu.Unlock()
+	// another server wrote until its term ended: read what is there now
+	if !e.cfg.NoMirror {
+		if err := e.load(); err != nil {
+			e.endTerm()
+			return nil, err
+		}
+	}
+	go func() {
+		<-sess.Done()
+		if !e.deaf.Load() {
+			e.endTerm()
+		}
+	}()
+	return e.ended, nil
+}
+
+// Active is the id of the server whose term is on (Elector).
+func (e *Etcd) Active(ctx context.Context) (string, error) {
+	r, err := e.c.Get(ctx, e.cfg.Prefix+".active/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", fmt.Errorf("etcd: %v", err)
+	}
+	if len(r.Kvs) == 0 {
+		return "", nil
+	}
+	return string(r.Kvs[0].Value), nil
+}
+
+// endTerm marks the term ended: Apply refuses every batch from now on.
+func (e *Etcd) endTerm() {
+	e.endOnce.Do(func() { close(e.ended) })
+}
+
+// termEnded says whether the term ended (or the engine was closed).
+// Caller holds applyMu.
+func (e *Etcd) termEnded() bool {
+	select {
+	case <-e.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends the term, if any (its lease revoked: a standby takes over at
+// once), and closes the connection.
+func (e *Etcd) Close() error {
+	e.applyMu.Lock()
+	sess := e.sess
+	e.applyMu.Unlock()
+	if sess != nil {
+		sess.Close()
+	}
+	e.endTerm()
+	return e.c.Close()
+}

@@ -1,10 +1,15 @@
 package engine_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/meta/engine/enginetest"
@@ -187,4 +192,153 @@ func openEtcdLimited(t *testing.T, ops, bytes int) engine.Engine {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// TestEtcdTerms: two servers share a prefix; the second waits while the
+// first is active. When the first's lease ends behind its back (revoked
+// here, as etcd does when a stalled server stops renewing it), the second
+// takes over, and the first, which has not noticed, commits nothing: its
+// batch is refused as fenced and the second does not see it. A server
+// that notices (the usual case) ends its term by itself, and one that
+// closes hands over at once.
+func TestEtcdTerms(t *testing.T) {
+	spec, dir := enginetest.Spec(t, "etcd")
+	spec += "&lease=1s"
+	open := func() *engine.Etcd {
+		e, err := engine.Open(spec, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e.(*engine.Etcd)
+	}
+	set := func(e engine.Engine, k, v string) error {
+		var b engine.Batch
+		b.Set([]byte(k), []byte(v))
+		return e.Apply(&b, true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := open(), open()
+	aEnded, err := a.Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set(a, "k", "from a"); err != nil {
+		t.Fatal(err)
+	}
+	type won struct {
+		ended <-chan struct{}
+		err   error
+	}
+	bWon := make(chan won, 1)
+	go func() {
+		ended, err := b.Campaign(ctx, "b")
+		bWon <- won{ended, err}
+	}()
+	select {
+	case w := <-bWon:
+		t.Fatalf("b became active while a was (%v)", w.err)
+	case <-time.After(2500 * time.Millisecond): // past a's lease: a renews it
+	}
+	if id, err := a.Active(ctx); err != nil || id != "a" {
+		t.Fatalf("active %q, %v; want a", id, err)
+	}
+	// a stalls: its lease ends and it does not notice
+	a.DeafForTest()
+	raw, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(t, spec), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Revoke(ctx, clientv3.LeaseID(a.LeaseForTest())); err != nil {
+		t.Fatal(err)
+	}
+	var w won
+	select {
+	case w = <-bWon:
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not take over within 10 s of a's lease ending")
+	}
+	if v, err := b.Get([]byte("k")); err != nil || string(v) != "from a" {
+		t.Fatalf("b reads k = %q, %v: want what a committed", v, err)
+	}
+	if err := set(a, "k", "from a, stalled"); !errors.Is(err, engine.ErrFenced) {
+		t.Fatalf("a's batch after its term: %v, want fenced", err)
+	}
+	select {
+	case <-aEnded:
+	default:
+		t.Fatal("a's term did not end when a batch of it was refused")
+	}
+	if err := set(b, "k2", "from b"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.Get([]byte("k")); err != nil || string(v) != "from a" {
+		t.Fatalf("k = %q after a's fenced batch, %v", v, err)
+	}
+	r, err := raw.Get(ctx, etcdPrefix(t, spec)+"/k")
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "from a" {
+		t.Fatalf("etcd holds k = %v, %v: a's fenced batch reached it", r.Kvs, err)
+	}
+	// a server that notices: its term ends by itself
+	c := open()
+	cWon := make(chan error, 1)
+	go func() {
+		_, err := c.Campaign(ctx, "c")
+		cWon <- err
+	}()
+	if _, err := raw.Revoke(ctx, clientv3.LeaseID(b.LeaseForTest())); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b did not notice its lease ending")
+	}
+	if err := set(b, "k3", "x"); !errors.Is(err, engine.ErrFenced) {
+		t.Fatalf("b's batch after its term ended: %v", err)
+	}
+	if err := <-cWon; err != nil {
+		t.Fatal(err)
+	}
+	// one that closes hands over at once, without waiting for its lease
+	d := open()
+	dWon := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := d.Campaign(ctx, "d")
+		dWon <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	c.Close()
+	if err := <-dWon; err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 900*time.Millisecond {
+		t.Fatalf("d took over %v after c closed: it waited for the lease", el)
+	}
+	if id, err := d.Active(ctx); err != nil || id != "d" {
+		t.Fatalf("active %q, %v; want d", id, err)
+	}
+}
+
+// etcdEndpoints and etcdPrefix read an etcd engine's spec.
+func etcdEndpoints(t *testing.T, spec string) []string {
+	c, err := engine.ParseEtcd(strings.TrimPrefix(spec, "etcd://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Endpoints
+}
+
+func etcdPrefix(t *testing.T, spec string) string {
+	c, err := engine.ParseEtcd(strings.TrimPrefix(spec, "etcd://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Prefix
 }

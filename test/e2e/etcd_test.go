@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +107,139 @@ func TestEtcdEngine(t *testing.T) {
 	check("written after the restart")
 	if out, err := c.sluice("cluster", "status"); err != nil || !strings.Contains(out, "fwd") {
 		t.Fatalf("status: %v\n%s", err, out)
+	}
+}
+
+// TestMetaFailover: two metadata daemons share the etcd cluster
+// (`sluice cluster up --engine etcd --meta-standbys 1`); meta is active,
+// meta-1 stands by. meta is killed -9 while a writer makes files: meta-1
+// takes over within 10 s (the mount's statfs, which always reaches the
+// service, answers again), the mount finds it by itself, and every file
+// whose create and write were acknowledged reads back whole. Then meta,
+// restarted, stands by; meta-1 is stopped (SIGSTOP) past its lease: meta
+// takes over, and meta-1, continued, commits nothing and stops serving
+// (fenced) while the namespace goes on.
+func TestMetaFailover(t *testing.T) {
+	if !etcdserver.Available("") {
+		if os.Getenv("SLUICE_REQUIRE_ETCD") == "1" {
+			t.Fatal("SLUICE_REQUIRE_ETCD=1 and no etcd on PATH (apt-get install etcd-server)")
+		}
+		t.Skip("no etcd on PATH (apt-get install etcd-server)")
+	}
+	// a request waits out a failover: its timeout is longer than the
+	// lease (5 s) and the takeover
+	c := startCluster(t, "--engine", "etcd", "--meta-standbys", "1", "--timeout", "30s")
+	if err := os.Mkdir(c.path("fo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // guards acked
+	acked := map[string][]byte{}
+	writer := func(from int, stop <-chan struct{}, done chan<- struct{}) {
+		defer close(done)
+		for i := from; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name, data := fmt.Sprintf("fo/f%05d", i), pattern(i, 4096+i%3000)
+			if err := os.WriteFile(c.path(name), data, 0o644); err != nil {
+				t.Errorf("%s during a failover: %v", name, err)
+				return
+			}
+			mu.Lock()
+			acked[name] = data
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for name, data := range acked {
+			if got, err := os.ReadFile(c.path(name)); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%s: acknowledged %s reads back wrong (%d bytes, %v)", when, name, len(got), err)
+			}
+		}
+		if ents, err := os.ReadDir(c.path("fo")); err != nil || len(ents) != len(acked) {
+			t.Fatalf("%s: fo/ lists %d entries (%v), want %d", when, len(ents), err, len(acked))
+		}
+	}
+	// takeover is how long from now until the mount's statfs, which every
+	// time asks the metadata service, answers
+	takeover := func() time.Duration {
+		start := time.Now()
+		for {
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(c.mnt, &st); err == nil {
+				return time.Since(start)
+			}
+			if time.Since(start) > 60*time.Second {
+				t.Fatal("no metadata server answered within 60 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go writer(0, stop, done)
+	time.Sleep(500 * time.Millisecond)
+	c.kill9("meta")
+	// the statfs sent right after the kill: it may meet the dead server's
+	// connection first, then waits for the standby
+	took := takeover()
+	t.Logf("kill -9 of the active metadata server: the standby answered %v later", took.Round(time.Millisecond))
+	if took > 10*time.Second {
+		t.Errorf("takeover took %v, want at most 10 s", took)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	<-done
+	check("after the active metadata server's kill -9")
+	if c.logCount("meta-1", "active: this metadata server now serves") != 1 {
+		t.Fatal("meta-1 does not say it became active")
+	}
+
+	// meta comes back as the standby; meta-1 stalls past its lease
+	c.restart("meta")
+	stop, done = make(chan struct{}), make(chan struct{})
+	go writer(100000, stop, done)
+	time.Sleep(300 * time.Millisecond)
+	stalled := c.pid("meta-1")
+	was := c.logCount("meta", "active: this metadata server now serves") // its first term's line
+	if err := syscall.Kill(stalled, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// (a call on the stopped server's connection waits out its timeout:
+	// its kernel keeps the connection open)
+	start := time.Now()
+	for c.logCount("meta", "active: this metadata server now serves") == was {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("meta did not take over from the stopped meta-1 within 30 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("SIGSTOP of the active metadata server: the standby took over %v later; the mount answered %v later",
+		time.Since(start).Round(time.Millisecond), (time.Since(start) + takeover()).Round(time.Millisecond))
+	if err := syscall.Kill(stalled, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(stalled, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("meta-1, continued after its term ended, still runs")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c.logCount("meta-1", "term ended") == 0 {
+		t.Fatal("meta-1 stopped without saying its term ended")
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	<-done
+	check("after the active metadata server stalled past its lease")
+	mustWrite(t, c.path("after"), pattern(3, 1<<20))
+	if got, err := os.ReadFile(c.path("after")); err != nil || !bytes.Equal(got, pattern(3, 1<<20)) {
+		t.Fatalf("a file written after both failovers: %d bytes, %v", len(got), err)
 	}
 }
