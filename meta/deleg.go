@@ -236,9 +236,7 @@ func (s *Service) CreateBatch(client, parent uint64, es []ns.BatchEntry, uid, gi
 			continue
 		}
 		if ino, _, err := s.lookupEntry(parent, e.Name); err == nil || seen[e.Name] {
-			if err == nil && ino == e.Ino && !seen[e.Name] {
-				// made by an earlier send of this batch, whose answer was
-				// lost (the number was this holder's alone)
+			if !seen[e.Name] && ino == e.Ino { // made by an earlier send whose answer was lost (the number is the holder's alone)
 				seen[e.Name] = true
 				continue
 			}
