@@ -175,7 +175,7 @@ func (v *FS) Follow(ctx context.Context) {
 	seen := v.joined
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, wait+v.cfg.Timeout)
-		resp, err := rpc.Do(cctx, v.mc, ns.Watch, &ns.WatchReq{Client: v.dc.ID(), Seen: seen, Wait: wait})
+		resp, err := rpc.Do(rpc.LongPoll(cctx), v.mc, ns.Watch, &ns.WatchReq{Client: v.dc.ID(), Seen: seen, Wait: wait})
 		cancel()
 		if err != nil {
 			v.wb.DropAll()

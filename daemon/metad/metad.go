@@ -169,6 +169,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer d.records.Close()
 	d.managers(e)
+	if m, ok := e.(engine.Maintainer); ok {
+		go maintain(ctx, m, cfg.Log)
+	}
 	if err := d.serve(ctx, ln); err != nil {
 		return err
 	}
@@ -176,6 +179,30 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return nil
+}
+
+// maintainEvery is how often the active server looks after an engine
+// that needs it (engine.Maintainer: etcd's defragmentation).
+const maintainEvery = time.Hour
+
+// maintain calls m.Maintain every maintainEvery until ctx ends.
+func maintain(ctx context.Context, m engine.Maintainer, log *slog.Logger) {
+	t := time.NewTicker(maintainEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		done, err := m.Maintain(ctx)
+		switch {
+		case err != nil:
+			log.Warn("engine maintenance failed", "err", err)
+		case len(done.Defragmented) > 0:
+			log.Info("engine maintenance: members defragmented", "members", done.Defragmented, "freed", done.Freed)
+		}
+	}
 }
 
 // errTermEnded is Run's error when another metadata server took over.

@@ -72,7 +72,7 @@ func (f *Follower) Fetch(ctx context.Context) error {
 func (f *Follower) Watch(ctx context.Context, hold time.Duration) {
 	for ctx.Err() == nil {
 		cctx, cancel := context.WithTimeout(ctx, hold+10*time.Second)
-		rs, err := rpc.Do(cctx, f.Meta, api.QoSWatch, &api.QoSWatchReq{Have: f.version()})
+		rs, err := rpc.Do(rpc.LongPoll(cctx), f.Meta, api.QoSWatch, &api.QoSWatchReq{Have: f.version()})
 		if err == nil {
 			f.apply(*rs)
 		}

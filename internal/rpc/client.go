@@ -97,6 +97,7 @@ type call struct {
 	resp    []byte // the answer's body, encoded
 	payload []byte
 	kept    bool // the answer said FlagPagesKept
+	long    bool // a long poll (LongPoll): the stall watch does not count it
 	err     error
 	done    chan struct{}
 }
@@ -251,7 +252,12 @@ func (c *Client) watch(cc *clientConn) {
 	var probed time.Time // when the probe outstanding went (zero: none)
 	for range t.C {
 		cc.mu.Lock()
-		dead, pending := cc.err != nil, len(cc.pending)
+		dead, pending := cc.err != nil, 0
+		for _, cl := range cc.pending {
+			if !cl.long {
+				pending++
+			}
+		}
 		cc.mu.Unlock()
 		if dead {
 			return
@@ -384,11 +390,24 @@ func WithRetryLimit(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, retryKey{}, d)
 }
 
+type longKey struct{}
+
+// LongPoll marks calls made with the returned context as ones a server
+// holds until it has something to say (a change feed's watch): the stall
+// watch does not count them, so a connection with only such calls
+// pending is not probed (one probe a second per mount would add up on a
+// metadata server of thousands of mounts). A stall is then found by the
+// next other call.
+func LongPoll(ctx context.Context) context.Context {
+	return context.WithValue(ctx, longKey{}, true)
+}
+
 // call runs one call, retrying on fresh connections; proto carries the
 // call's into or sink.
 func (c *Client) call(ctx context.Context, op wire.Op, req wire.Message, payload []byte, proto *call) (uint8, []byte, []byte, error) {
 	ctx, cancel := withTimeout(ctx, c.opt.Timeout)
 	defer cancel()
+	proto.long, _ = ctx.Value(longKey{}).(bool)
 	backoff := 20 * time.Millisecond
 	lane := c.laneOf(req)
 	var giveUp time.Time
@@ -453,7 +472,7 @@ func (c *Client) call(ctx context.Context, op wire.Op, req wire.Message, payload
 // and something may still read its pages (the call failed, or the answer
 // said wire.FlagPagesKept).
 func (cc *clientConn) do(ctx context.Context, op wire.Op, req wire.Message, payload []byte, proto *call) (flags uint8, resp, p []byte, sent, exposed bool, err error) {
-	cl := &call{into: proto.into, sink: proto.sink, body: proto.body, done: make(chan struct{})}
+	cl := &call{into: proto.into, sink: proto.sink, body: proto.body, long: proto.long, done: make(chan struct{})}
 	cc.mu.Lock()
 	if cc.err != nil {
 		err := cc.err

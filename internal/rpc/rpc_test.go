@@ -265,6 +265,62 @@ func TestStalledServer(t *testing.T) {
 	}
 }
 
+// TestLongPollNotProbed: a call marked LongPoll, which a server may hold
+// until its timeout, does not have the stall watch probe its connection
+// (a mount's feed watch would probe its metadata server every second);
+// another call on the same stalled server does, and goes on elsewhere.
+func TestLongPollNotProbed(t *testing.T) {
+	deaf, _ := net.Listen("tcp", "127.0.0.1:0") // reads requests, answers none
+	defer deaf.Close()
+	var mu sync.Mutex // guards seen
+	seen := map[wire.Op]int{}
+	go func() {
+		for {
+			c, err := deaf.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				if _, err := serverHandshake(c, secret); err != nil {
+					c.Close()
+					return
+				}
+				fr := newFrameReader(c)
+				for {
+					h, _, err := fr.next()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					seen[h.Op]++
+					mu.Unlock()
+				}
+			}()
+		}
+	}()
+	_, live := echoServer(t, echo)
+	c := NewClient(deaf.Addr().String()+","+live, secret, ClientOptions{Timeout: 2500 * time.Millisecond})
+	defer c.Close()
+	if _, _, err := tcall(LongPoll(context.Background()), c, tPing, &tmsg{}, nil, nil); err == nil {
+		t.Fatal("a long poll on a server that answers nothing was answered")
+	}
+	mu.Lock()
+	if seen[opProbe] != 0 || seen[tPing.Op] == 0 {
+		t.Fatalf("with a long poll pending: %v (want the call, no probe)", seen)
+	}
+	mu.Unlock()
+	c2 := NewClient(deaf.Addr().String()+","+live, secret, ClientOptions{Timeout: 30 * time.Second})
+	defer c2.Close()
+	if _, _, err := tcall(context.Background(), c2, tPing, &tmsg{}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[opProbe] == 0 {
+		t.Fatalf("a call on a server that answers nothing went on elsewhere without a probe: %v", seen)
+	}
+}
+
 // BenchmarkPing measures one request/response round trip over loopback
 // TCP: the cost of one hop of the forwarding path.
 func BenchmarkPing(b *testing.B) {

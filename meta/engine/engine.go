@@ -153,6 +153,20 @@ type Elector interface {
 	Active(ctx context.Context) (string, error)
 }
 
+// Maintainer is an engine whose storage needs looking after from time to
+// time (etcd: defragmentation, which gives space that compaction freed
+// back to the file system, one member at a time). The active metadata
+// server calls Maintain now and then.
+type Maintainer interface {
+	Maintain(ctx context.Context) (Maintenance, error)
+}
+
+// Maintenance is what one Maintain did.
+type Maintenance struct {
+	Defragmented []string // the members defragmented
+	Freed        int64    // bytes their backends shrank by
+}
+
 // ErrFenced is Apply's error once the server's term has ended: another
 // metadata server is, or may be, active, and the batch was not applied.
 var ErrFenced = errors.New("fenced: this metadata server's term ended (another is active); nothing was applied")

@@ -44,10 +44,11 @@ import (
 //
 // The limits are the etcd servers' (--max-txn-ops, 128 by default;
 // --max-request-bytes, 1.5 MiB): a batch beyond them is refused with an
-// error naming the limit, never applied in parts. Compaction and
-// defragmentation are the servers' (--auto-compaction-mode and
-// --auto-compaction-retention; `sluice cluster up --engine etcd` sets
-// them on the members it starts).
+// error naming the limit, never applied in parts. Compaction is the
+// servers' (--auto-compaction-mode and --auto-compaction-retention;
+// `sluice cluster up --engine etcd` sets them on the members it starts);
+// defragmentation, which etcd does not do by itself, is Maintain's, which
+// the active metadata server calls.
 
 func init() {
 	RegisterRemote("etcd", func(t Target) (Engine, error) {
@@ -179,9 +180,10 @@ type Etcd struct {
 }
 
 var (
-	_ Engine  = (*Etcd)(nil)
-	_ Limited = (*Etcd)(nil)
-	_ Elector = (*Etcd)(nil)
+	_ Engine     = (*Etcd)(nil)
+	_ Limited    = (*Etcd)(nil)
+	_ Elector    = (*Etcd)(nil)
+	_ Maintainer = (*Etcd)(nil)
 )
 
 // BatchLimits are the servers' limits on a transaction.
@@ -490,6 +492,38 @@ func (e *Etcd) termEnded() bool {
 	default:
 		return false
 	}
+}
+
+// defragWaste is the share of a member's backend that compaction has
+// freed (its size less the size in use) past which Maintain
+// defragments it.
+const defragWaste = 0.5
+
+// Maintain defragments, one at a time, the members whose backends hold
+// more freed space than defragWaste of their size (Maintainer). A member
+// defragmenting does not serve (a fraction of a second for a small
+// backend); the others keep the quorum meanwhile.
+func (e *Etcd) Maintain(ctx context.Context) (Maintenance, error) {
+	var m Maintenance
+	for _, ep := range e.cfg.Endpoints {
+		st, err := e.c.Status(ctx, ep)
+		if err != nil {
+			return m, fmt.Errorf("etcd %s: status: %v", ep, err)
+		}
+		if st.DbSize == 0 || float64(st.DbSize-st.DbSizeInUse) < defragWaste*float64(st.DbSize) {
+			continue
+		}
+		if _, err := e.c.Defragment(ctx, ep); err != nil {
+			return m, fmt.Errorf("etcd %s: defragment: %v", ep, err)
+		}
+		after, err := e.c.Status(ctx, ep)
+		if err != nil {
+			return m, fmt.Errorf("etcd %s: status: %v", ep, err)
+		}
+		m.Defragmented = append(m.Defragmented, ep)
+		m.Freed += st.DbSize - after.DbSize
+	}
+	return m, nil
 }
 
 // Close ends the term, if any (its lease revoked: a standby takes over at

@@ -342,3 +342,60 @@ func etcdPrefix(t *testing.T, spec string) string {
 	}
 	return c.Prefix
 }
+
+// TestEtcdMaintain: after many keys are written and removed and the
+// revisions compacted, Maintain defragments the member, whose backend
+// shrinks; with nothing to give back it leaves the member alone.
+func TestEtcdMaintain(t *testing.T) {
+	spec, dir := enginetest.Spec(t, "etcd")
+	e, err := engine.Open(spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	val := make([]byte, 8<<10)
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 1500; i += 50 {
+			var b engine.Batch
+			for j := i; j < i+50; j++ {
+				b.Set([]byte(fmt.Sprintf("big/%05d", j)), val)
+			}
+			if err := e.Apply(&b, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < 1500; i += 50 {
+			var b engine.Batch
+			for j := i; j < i+50; j++ {
+				b.Del([]byte(fmt.Sprintf("big/%05d", j)))
+			}
+			if err := e.Apply(&b, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+	raw, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(t, spec), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	r, err := raw.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Compact(ctx, r.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.(engine.Maintainer).Maintain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("defragmented %v, freed %d bytes", m.Defragmented, m.Freed)
+	if len(m.Defragmented) != 1 || m.Freed < 10<<20 {
+		t.Fatalf("after 24 MiB written and removed and compacted: %+v, want the member defragmented and 10 MiB or more freed", m)
+	}
+	if m, err = e.(engine.Maintainer).Maintain(ctx); err != nil || len(m.Defragmented) != 0 {
+		t.Fatalf("right after a defragmentation: %+v %v, want nothing done", m, err)
+	}
+}
