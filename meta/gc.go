@@ -27,6 +27,7 @@ func (s *Service) RunGC(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var cursor uint64
+	var swept time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -34,6 +35,12 @@ func (s *Service) RunGC(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			s.CollectGarbage(ctx)
 			cursor = 0
+			if now := s.now(); now.Sub(swept) > replyKeep/10 {
+				if err := s.sweepReplies(); err != nil {
+					s.log.Warn("sweeping old requests' records", "err", err)
+				}
+				swept = now
+			}
 		case <-s.gcKick:
 			if _, next := s.collect(ctx, cursor); next > cursor {
 				cursor = next

@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
+	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
 // The namespace operations a mount's requests become (internal/wire/ns):
@@ -137,12 +138,12 @@ func (s *Service) serveEntries(t *rpc.Table) {
 		})
 	nsOp(s, t, ns.Mknod, inParent,
 		func(_ context.Context, q *ns.MknodReq) (*ns.EntryRep, []ns.Change, error) {
-			return s.makeEntry(q.Parent, q.Name, func() (*wire.Attr, error) {
+			return s.makeEntry(q.Parent, q.Name, q.Header(), true, func(reply *engine.Batch) (*wire.Attr, error) {
 				typ := q.Mode & syscall.S_IFMT
 				if typ == 0 {
 					typ = syscall.S_IFREG
 				}
-				a, err := s.Create(q.Parent, q.Name, typ|q.Mode&0o7777, q.Uid, q.Gid, "", q.Excl || typ != syscall.S_IFREG, q.Rdev)
+				a, err := s.Create(q.Parent, q.Name, typ|q.Mode&0o7777, q.Uid, q.Gid, "", q.Excl || typ != syscall.S_IFREG, q.Rdev, reply)
 				if err == nil && q.Open {
 					a, err = s.Open(a.Ino)
 				}
@@ -151,19 +152,21 @@ func (s *Service) serveEntries(t *rpc.Table) {
 		})
 	nsOp(s, t, ns.Mkdir, inParent,
 		func(_ context.Context, q *ns.MkdirReq) (*ns.EntryRep, []ns.Change, error) {
-			return s.makeEntry(q.Parent, q.Name, func() (*wire.Attr, error) {
-				return s.Create(q.Parent, q.Name, syscall.S_IFDIR|q.Mode&0o7777, q.Uid, q.Gid, "", true, 0)
+			return s.makeEntry(q.Parent, q.Name, q.Header(), true, func(reply *engine.Batch) (*wire.Attr, error) {
+				return s.Create(q.Parent, q.Name, syscall.S_IFDIR|q.Mode&0o7777, q.Uid, q.Gid, "", true, 0, reply)
 			})
 		})
 	nsOp(s, t, ns.Symlink, inParent,
 		func(_ context.Context, q *ns.SymlinkReq) (*ns.EntryRep, []ns.Change, error) {
-			return s.makeEntry(q.Parent, q.Name, func() (*wire.Attr, error) {
-				return s.Create(q.Parent, q.Name, syscall.S_IFLNK, q.Uid, q.Gid, q.Target, true, 0)
+			return s.makeEntry(q.Parent, q.Name, q.Header(), true, func(reply *engine.Batch) (*wire.Attr, error) {
+				return s.Create(q.Parent, q.Name, syscall.S_IFLNK, q.Uid, q.Gid, q.Target, true, 0, reply)
 			})
 		})
 	nsOp(s, t, ns.Unlink, inParent,
 		func(_ context.Context, q *ns.NameReq) (*ns.EntryRep, []ns.Change, error) {
-			return s.makeEntry(q.Parent, q.Name, func() (*wire.Attr, error) { return nil, s.Remove(q.Parent, q.Name, false) })
+			return s.makeEntry(q.Parent, q.Name, q.Header(), false, func(reply *engine.Batch) (*wire.Attr, error) {
+				return nil, s.Remove(q.Parent, q.Name, false, reply)
+			})
 		})
 	nsOp(s, t, ns.Rmdir, func(s *Service, q *ns.NameReq) ([]uint64, uint64) {
 		out := []uint64{q.Parent}
@@ -173,7 +176,9 @@ func (s *Service) serveEntries(t *rpc.Table) {
 		return out, 0
 	},
 		func(_ context.Context, q *ns.NameReq) (*ns.EntryRep, []ns.Change, error) {
-			return s.makeEntry(q.Parent, q.Name, func() (*wire.Attr, error) { return nil, s.Remove(q.Parent, q.Name, true) })
+			return s.makeEntry(q.Parent, q.Name, q.Header(), false, func(reply *engine.Batch) (*wire.Attr, error) {
+				return nil, s.Remove(q.Parent, q.Name, true, reply)
+			})
 		})
 }
 
@@ -200,7 +205,10 @@ func (s *Service) serveDirs(t *rpc.Table) {
 				return nil, nil, errno(syscall.EXDEV, "out of a local-mode directory")
 			}
 		}
-		err := s.Rename(q.Parent, q.Name, q.NewParent, q.NewName, q.Flags)
+		var err error
+		if !s.replied(q.Header()) { // (else made by an earlier send whose answer was lost)
+			err = s.Rename(q.Parent, q.Name, q.NewParent, q.NewName, q.Flags, s.replyBatch(q.Header()))
+		}
 		return &ns.FeedRep{}, []ns.Change{entryChange(q.Parent, q.Name), entryChange(q.NewParent, q.NewName),
 			attrChange(q.Parent), attrChange(q.NewParent)}, err
 	})
@@ -209,7 +217,13 @@ func (s *Service) serveDirs(t *rpc.Table) {
 			if s.local.Tier(q.NewParent) != "" {
 				return nil, nil, errno(syscall.EXDEV, "into a local-mode directory")
 			}
-			a, err := s.Link(q.Ino, q.NewParent, q.NewName)
+			var a *wire.Attr
+			var err error
+			if s.replied(q.Header()) { // made by an earlier send whose answer was lost
+				a, err = s.Getattr(q.Ino)
+			} else {
+				a, err = s.Link(q.Ino, q.NewParent, q.NewName, s.replyBatch(q.Header()))
+			}
 			ch := []ns.Change{entryChange(q.NewParent, q.NewName), attrChange(q.Ino), attrChange(q.NewParent)}
 			if err != nil {
 				return nil, ch, err
@@ -317,11 +331,18 @@ func (s *Service) serveFiles(t *rpc.Table) {
 // makeEntry makes or removes the entry name of directory parent with f,
 // or redirects to where it lives (a local-mode directory's); the reply
 // carries the directory's attributes after the change.
-func (s *Service) makeEntry(parent uint64, name string, f func() (*wire.Attr, error)) (*ns.EntryRep, []ns.Change, error) {
+func (s *Service) makeEntry(parent uint64, name string, h *ns.Head, create bool, f func(reply *engine.Batch) (*wire.Attr, error)) (*ns.EntryRep, []ns.Change, error) {
 	if r, err := s.localEntry(parent, name); r != nil || err != nil {
 		return &ns.EntryRep{Redirect: r}, nil, err
 	}
-	a, err := f()
+	var a *wire.Attr
+	var err error
+	switch {
+	case s.replied(h) && create: // made by an earlier send whose answer was lost
+		a, err = s.Lookup(parent, name)
+	case !s.replied(h):
+		a, err = f(s.replyBatch(h))
+	}
 	ch := []ns.Change{entryChange(parent, name), attrChange(parent)}
 	if err != nil {
 		return nil, ch, err

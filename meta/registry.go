@@ -272,6 +272,9 @@ func (s *Service) BBServer(ctx context.Context, id uint64, set *api.BBControl) (
 
 // callData calls operation d of data server id.
 func callData[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](ctx context.Context, r *registry, id uint64, d wire.Def[Q, R], req PQ) (PR, error) {
+	if h := r.s.cfg.Holds; h != nil && !h() {
+		return nil, errno(syscall.EIO, "this metadata server's term is over (its lease may have run out): nothing sent to data server %d", id)
+	}
 	c, err := r.client(id)
 	if err != nil {
 		return nil, err

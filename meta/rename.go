@@ -10,7 +10,7 @@ import (
 
 // Rename moves parent/name to newParent/newName, atomically replacing an
 // existing target.
-func (s *Service) Rename(parent uint64, name string, newParent uint64, newName string, flags uint32) error {
+func (s *Service) Rename(parent uint64, name string, newParent uint64, newName string, flags uint32, reply ...*engine.Batch) error {
 	if err := validName(newName); err != nil {
 		return err
 	}
@@ -76,6 +76,7 @@ func (s *Service) Rename(parent uint64, name string, newParent uint64, newName s
 	if newParent != parent {
 		r.b.Set(inodeKey(newParent), r.dst.encode())
 	}
+	withReply(&r.b, reply)
 	if err := s.e.Apply(&r.b, false); err != nil {
 		return err
 	}

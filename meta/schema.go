@@ -18,6 +18,7 @@ import (
 //	'T' server ino gen idx → pending trim: keep (8 bytes) + chunk size (4)
 //	'M' ino idx            → chunk migration intent (move.go)
 //	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
+//	'A' client req         → a mutation request committed, and when (replies.go)
 //	'B' job                → a job's burst-buffer grant, JSON (meta/bbgrants)
 //	'Q' 'p' name           → a resource pool, JSON (meta/pools)
 //	'Q' 'd' ino            → the pool a directory is bound to (meta/pools)
@@ -35,6 +36,7 @@ const (
 	pTrim    = 'T'
 	pMove    = 'M'
 	pDrop    = 'R'
+	pReply   = 'A'
 	pPool    = 'Q' // shared by services of the metadata daemon: the second byte says whose
 )
 

@@ -37,6 +37,11 @@ type Config struct {
 	Log    *slog.Logger
 	Now    func() time.Time
 	Secret []byte // to reach data servers
+	// Holds, if set, says whether this server's term is on (an engine
+	// several metadata servers share: engine.Elector); off, it sends
+	// nothing to data servers, so one stopped past its lease that runs
+	// again does not act on them before it stops.
+	Holds func() bool
 	// Defaults for the root directory; new files inherit their parent's.
 	ChunkSize, StripeCnt, StripeUnit uint32
 	// Timeout for calls to data servers (default 30 s).
@@ -292,7 +297,7 @@ func (s *Service) Getattr(ino uint64) (*wire.Attr, error) {
 // Create makes a file, directory, symlink, FIFO, socket or device file
 // (rdev) named name in parent. For a regular file without excl an existing
 // file is returned instead.
-func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, target string, excl bool, rdev uint32) (*wire.Attr, error) {
+func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, target string, excl bool, rdev uint32, reply ...*engine.Batch) (*wire.Attr, error) {
 	if err := validName(name); err != nil {
 		return nil, err
 	}
@@ -347,6 +352,7 @@ func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, targ
 	b.Set(inodeKey(ino), n.encode())
 	b.Set(dentryKey(parent, name), encodeDentry(ino, n.Mode))
 	b.Set(inodeKey(parent), dir.encode())
+	withReply(&b, reply)
 	if err := s.e.Apply(&b, false); err != nil {
 		return nil, err
 	}
@@ -375,8 +381,9 @@ func (s *Service) dropLinkLocked(b *engine.Batch, n *inode, t int64) {
 	b.Set(garbageKey(n.Ino), nil)
 }
 
-// Remove unlinks a file (dir false) or removes an empty directory (dir true).
-func (s *Service) Remove(parent uint64, name string, dir bool) error {
+// Remove unlinks a file (dir false) or removes an empty directory (dir
+// true). reply, if any, is committed with it (replies.go).
+func (s *Service) Remove(parent uint64, name string, dir bool, reply ...*engine.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pd, err := s.getDir(parent)
@@ -410,6 +417,7 @@ func (s *Service) Remove(parent uint64, name string, dir bool) error {
 	pd.Mtime, pd.Ctime = t, t
 	s.dropLinkLocked(&b, n, t)
 	b.Set(inodeKey(parent), pd.encode())
+	withReply(&b, reply)
 	if err := s.e.Apply(&b, false); err != nil {
 		return err
 	}
@@ -430,8 +438,9 @@ func (s *Service) hasEntries(ino uint64) bool {
 	return found
 }
 
-// Link adds newParent/newName as another name of ino.
-func (s *Service) Link(ino, newParent uint64, newName string) (*wire.Attr, error) {
+// Link adds newParent/newName as another name of ino. reply, if any, is
+// committed with it (replies.go).
+func (s *Service) Link(ino, newParent uint64, newName string, reply ...*engine.Batch) (*wire.Attr, error) {
 	if err := validName(newName); err != nil {
 		return nil, err
 	}
@@ -462,6 +471,7 @@ func (s *Service) Link(ino, newParent uint64, newName string) (*wire.Attr, error
 	b.Set(inodeKey(ino), n.encode())
 	b.Set(dentryKey(newParent, newName), encodeDentry(ino, n.Mode))
 	b.Set(inodeKey(newParent), dir.encode())
+	withReply(&b, reply)
 	if err := s.e.Apply(&b, false); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ type FS struct {
 	// (nil with a fixed Fwd)
 	home *rpc.Client
 	mc   *rpc.Client
+	// reqs numbers the requests sent (ns.Head.Req)
+	reqs atomic.Uint64
 
 	rt  *Router
 	st  *Streams
@@ -365,6 +367,9 @@ func send[Q, R any, PQ nsRequest[Q], PR wire.Ptr[R]](v *FS, c Cred, id ident.ID,
 func (v *FS) invoke(c Cred, id ident.ID, op wire.Op, q ns.Request, rep wire.Message, into []byte) ([]byte, error) {
 	head := q.Header()
 	head.Who, head.Client = id, v.dc.ID()
+	if head.Req == 0 { // (sent again, it keeps its number: meta/replies.go)
+		head.Req = v.reqs.Add(1)
+	}
 	v.wb.SettleFor(op, q)
 	// The kernel interrupts a request when the caller gets any signal (Go
 	// programs get SIGURG all the time); the request is still bounded by

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	_ "net/http/pprof"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,11 @@ var statusCmd = spec{use: "status", short: "show servers, tiers, forwarding node
 	}}
 
 func status(mc *rpc.Client, servers []wire.ServerInfo) error {
+	if addrs := strings.Split(mc.Addr(), ","); len(addrs) > 1 { // the one that answered is the active one
+		active := mc.Serving()
+		fmt.Printf("metadata service: %s active; standing by: %s\n\n", active,
+			strings.Join(slices.DeleteFunc(addrs, func(a string) bool { return a == active }), ", "))
+	}
 	sort.SliceStable(servers, func(i, j int) bool { return servers[i].Role < servers[j].Role })
 	// Beacon's fail-slow verdicts (empty when monitoring is off)
 	slow := map[string]float64{}

@@ -120,6 +120,9 @@ type daemon struct {
 	bb      *bbmgr.Manager
 	grants  *bbgrants.Grants
 	fwds    *forwarding.Manager
+	// quietUntil is when the managers may start moving data
+	// (takeoverQuiet; zero: at once)
+	quietUntil time.Time
 }
 
 // Run serves until ctx ends.
@@ -142,8 +145,16 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	d := &daemon{cfg: cfg}
+	var holds func() bool
+	if el, ok := e.(engine.Elector); ok {
+		holds = el.Holds
+		// mounts learn of the new server within a change-feed watch
+		// and send what they held before data moves
+		d.quietUntil = time.Now().Add(takeoverQuiet)
+		cfg.Log.Info("data moves (tiering, burst buffer) start after the term's quiet time", "quiet", takeoverQuiet)
+	}
 	if d.svc, err = meta.New(meta.Config{Engine: e, Log: cfg.Log, Secret: cfg.Secret, ChunkSize: cfg.ChunkSize, Timeout: cfg.Timeout,
-		MaxOps: cfg.MaxOps, Metrics: cfg.Metrics, Copies: map[string]int{"mem": cfg.MemReplicas}, Placement: cfg.Placement}); err != nil {
+		MaxOps: cfg.MaxOps, Metrics: cfg.Metrics, Copies: map[string]int{"mem": cfg.MemReplicas}, Placement: cfg.Placement, Holds: holds}); err != nil {
 		return err
 	}
 	if d.pools, err = pools.Open(pools.Config{Engine: e, NS: d.svc, Servers: d.svc.Servers, Placement: string(cfg.Placement)}); err != nil {
@@ -205,6 +216,12 @@ func maintain(ctx context.Context, m engine.Maintainer, log *slog.Logger) {
 	}
 }
 
+// takeoverQuiet is how long an active metadata server on an engine
+// several share moves no data by its policies after it wins its term:
+// a change-feed watch's length (mounts learn they lost changes and send
+// the bytes and closes they held back) and then some.
+const takeoverQuiet = meta.FeedWait + 10*time.Second
+
 // errTermEnded is Run's error when another metadata server took over.
 var errTermEnded = errors.New("this metadata server's term ended: another is active (its lease in the engine was lost); stopped serving")
 
@@ -247,11 +264,11 @@ func (d *daemon) managers(e engine.Engine) {
 	d.monitor = monitor.New(monitor.Config{Store: d.records, Log: log, Window: cfg.MonitorWindow})
 	// the burst-buffer manager demotes through the tiering manager, which
 	// leaves the checkpoints it manages alone
-	d.tiering = tiering.New(tiering.Config{NS: d.svc, Dirs: tierpolicy.New(e, d.svc), Policy: cfg.Tiering, Auto: cfg.TierAuto,
+	d.tiering = tiering.New(tiering.Config{NS: d.svc, Dirs: tierpolicy.New(e, d.svc), Policy: cfg.Tiering, Auto: cfg.TierAuto, QuietUntil: d.quietUntil,
 		Log: log.With("part", "tiering"), Metrics: cfg.Metrics, DefaultDrain: cfg.DrainDefault, DrainAge: cfg.DrainAge, Decisions: d.records,
 		Managed: func(ino uint64) bool { return d.bb.Managed(ino) }})
 	d.grants = bbgrants.New(bbgrants.Config{Engine: e, Policy: cfg.BBPolicy, Rates: cfg.BBRates, Servers: d.svc.Servers})
-	d.bb = bbmgr.New(bbmgr.Config{NS: d.svc, Grants: d.grants, Mover: d.tiering, Policy: cfg.BBPolicy, Rates: cfg.BBRates,
+	d.bb = bbmgr.New(bbmgr.Config{NS: d.svc, Grants: d.grants, Mover: d.tiering, Policy: cfg.BBPolicy, Rates: cfg.BBRates, QuietUntil: d.quietUntil,
 		NoVersions: !cfg.BBVersions, Bypass: cfg.BBBypass, DefaultMTBF: cfg.BBMTBF, DefaultPeriod: cfg.BBPeriod,
 		Reserve: uint64(cfg.ChunkSize), Gap: cfg.BBGap, MaxWait: cfg.BBMaxWait,
 		Log: log.With("part", "burst-buffer"), Metrics: cfg.Metrics, Decisions: d.records})

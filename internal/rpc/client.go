@@ -136,6 +136,10 @@ func NewClient(addr string, secret []byte, opt ClientOptions) *Client {
 // Addr returns the server address.
 func (c *Client) Addr() string { return c.addr }
 
+// Serving returns the address of the list that answered last (the only
+// one for a client of one server).
+func (c *Client) Serving() string { return c.addrs[c.last.Load()] }
+
 // Name returns the server's name used in errors.
 func (c *Client) Name() string { return c.opt.Name }
 

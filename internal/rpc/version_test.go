@@ -49,8 +49,8 @@ func TestVersionRefused(t *testing.T) {
 		want  string
 	}{
 		"next major": {append(putVersion([]byte(helloMagic), wire.Version{Major: wire.Major + 1, Minor: 4}), nonce...),
-			"the server speaks protocol 3.4, this build 2.0"},
-		"protocol 1": {append([]byte("SLH1"), nonce...), "the server speaks protocol 1.0, this build 2.0"},
+			"the server speaks protocol 3.4, this build " + wire.Ours.String()},
+		"protocol 1": {append([]byte("SLH1"), nonce...), "the server speaks protocol 1.0, this build " + wire.Ours.String()},
 	} {
 		addr, _ := fakeHello(t, tc.hello)
 		c := NewClient(addr, secret, ClientOptions{Timeout: 10 * time.Second})
@@ -117,7 +117,7 @@ func TestUnknownAndMalformed(t *testing.T) {
 	c := NewClient(addr, secret, ClientOptions{})
 	defer c.Close()
 	_, err := c.Invoke(context.Background(), wire.Op(65000), &wire.Empty{}, &wire.Empty{}, []byte("payload"), nil)
-	if !errors.Is(err, syscall.ENOSYS) || !strings.Contains(err.Error(), "operation 65000 unknown to this server (protocol 2.0)") {
+	if !errors.Is(err, syscall.ENOSYS) || !strings.Contains(err.Error(), "operation 65000 unknown to this server (protocol "+wire.Ours.String()+")") {
 		t.Fatalf("unknown operation: %v", err)
 	}
 	_, err = c.Invoke(context.Background(), tGetattr.Op, rawBody{0xff}, &tmsg{}, nil, nil)

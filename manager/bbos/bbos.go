@@ -85,6 +85,9 @@ type DecisionLog interface {
 // Config configures the manager.
 type Config struct {
 	NS Namespace
+	// QuietUntil is when demotions and evictions may start (zero: at
+	// once): tiering.Config.QuietUntil.
+	QuietUntil time.Time
 	// Grants is the jobs' burst-buffer grants (meta/bbgrants).
 	Grants interface {
 		List() ([]api.Grant, error)
@@ -244,11 +247,15 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			m.Tick(ctx)
+			if !m.cfg.Now().Before(m.cfg.QuietUntil) {
+				m.Tick(ctx)
+			}
 		case <-m.kick:
-			m.tickMu.Lock()
-			m.act(ctx)
-			m.tickMu.Unlock()
+			if !m.cfg.Now().Before(m.cfg.QuietUntil) {
+				m.tickMu.Lock()
+				m.act(ctx)
+				m.tickMu.Unlock()
+			}
 		}
 	}
 }

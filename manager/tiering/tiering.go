@@ -86,8 +86,14 @@ type Config struct {
 	Policy pol.Config
 	// Auto runs the policy every tick (false: only OpMigrate moves data).
 	Auto bool
-	Log  *slog.Logger
-	Now  func() time.Time
+	// QuietUntil is when the policy and repairs may start moving data
+	// (zero: at once). A metadata server that took over from another
+	// waits until mounts have learnt of it and sent what they held (the
+	// bytes of files they own, writes closed behind): the old server knew
+	// of those, this one does not.
+	QuietUntil time.Time
+	Log        *slog.Logger
+	Now        func() time.Time
 	// Metrics receives the manager's series (nil: not exported).
 	Metrics prometheus.Registerer
 	// PrefetchHold is how long a prefetched file stays pinned on mem
@@ -189,7 +195,9 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 		case <-tick:
 			m.cfg.NS.FinishMoves(ctx)
 			m.cfg.NS.DeliverDrops(ctx)
-			m.repairTick(ctx)
+			if !m.cfg.Now().Before(m.cfg.QuietUntil) {
+				m.repairTick(ctx)
+			}
 		case <-m.kick:
 			if d := 100*time.Millisecond - time.Since(last); d > 0 {
 				t := time.NewTimer(d)
@@ -202,7 +210,7 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 			}
 		}
 		last = time.Now()
-		if m.cfg.Auto {
+		if m.cfg.Auto && !m.cfg.Now().Before(m.cfg.QuietUntil) {
 			m.Tick(ctx)
 		}
 	}

@@ -151,6 +151,12 @@ type Elector interface {
 	Campaign(ctx context.Context, id string) (ended <-chan struct{}, err error)
 	// Active is the id of the active server ("" if none).
 	Active(ctx context.Context) (string, error)
+	// Holds says whether this server's term is on as far as its own clock
+	// can tell: its lease renewed recently enough that it cannot have run
+	// out. A server stopped past its lease knows at once when it runs
+	// again, before etcd's answer says so; it must then not act on
+	// anything outside the engine (data servers).
+	Holds() bool
 }
 
 // Maintainer is an engine whose storage needs looking after from time to

@@ -177,6 +177,10 @@ type Etcd struct {
 	// deaf is a fault for tests: the server does not notice its lease
 	// ending (as one stalled past it, before it runs again)
 	deaf atomic.Bool
+	// heldMu guards heldUntil: until when the term is surely on, by this
+	// process's clock (each renewal of the lease pushes it on)
+	heldMu    sync.Mutex
+	heldUntil time.Time
 }
 
 var (
@@ -463,7 +467,37 @@ func (e *Etcd) Campaign(ctx context.Context, id string) (<-chan struct{}, error)
 			e.endTerm()
 		}
 	}()
+	e.renewed()
+	if ka, err := e.c.KeepAlive(sess.Ctx(), sess.Lease()); err == nil { // the session's own renewals, seen here too
+		go func() {
+			for range ka {
+				e.renewed()
+			}
+		}()
+	}
 	return e.ended, nil
+}
+
+// renewed notes a renewal of the lease: the term is on for two thirds of
+// the lease from now, at least (etcd counts the lease from when the
+// renewal reached it, which was before now).
+func (e *Etcd) renewed() {
+	e.heldMu.Lock()
+	e.heldUntil = time.Now().Add(e.cfg.Lease * 2 / 3)
+	e.heldMu.Unlock()
+}
+
+// Holds says whether the term is surely on by this process's clock
+// (Elector).
+func (e *Etcd) Holds() bool {
+	select {
+	case <-e.ended:
+		return false
+	default:
+	}
+	e.heldMu.Lock()
+	defer e.heldMu.Unlock()
+	return !e.heldUntil.IsZero() && time.Now().Before(e.heldUntil)
 }
 
 // Active is the id of the server whose term is on (Elector).

@@ -244,6 +244,9 @@ func TestEtcdTerms(t *testing.T) {
 	if id, err := a.Active(ctx); err != nil || id != "a" {
 		t.Fatalf("active %q, %v; want a", id, err)
 	}
+	if !a.Holds() || b.Holds() {
+		t.Fatalf("a holds %v, b %v: want a only", a.Holds(), b.Holds())
+	}
 	// a stalls: its lease ends and it does not notice
 	a.DeafForTest()
 	raw, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(t, spec), DialTimeout: 5 * time.Second})
@@ -265,6 +268,17 @@ func TestEtcdTerms(t *testing.T) {
 	}
 	if v, err := b.Get([]byte("k")); err != nil || string(v) != "from a" {
 		t.Fatalf("b reads k = %q, %v: want what a committed", v, err)
+	}
+	// a, which has not noticed, knows by its own clock that its term may
+	// be over within two thirds of its lease of its last renewal (a lease
+	// runs out a whole lease after it: here it was revoked earlier)
+	for deadline := time.Now().Add(time.Second); a.Holds(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a still holds its term by its clock a lease after its last renewal")
+		}
+	}
+	if !b.Holds() {
+		t.Fatal("b, active, does not hold its term")
 	}
 	if err := set(a, "k", "from a, stalled"); !errors.Is(err, engine.ErrFenced) {
 		t.Fatalf("a's batch after its term: %v, want fenced", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clusterpkg "github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/meta/engine/etcdserver"
 )
 
@@ -159,7 +160,13 @@ func TestMetaFailover(t *testing.T) {
 		defer mu.Unlock()
 		for name, data := range acked {
 			if got, err := os.ReadFile(c.path(name)); err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("%s: acknowledged %s reads back wrong (%d bytes, %v)", when, name, len(got), err)
+				at := 0
+				for at < len(got) && at < len(data) && got[at] == data[at] {
+					at++
+				}
+				st, _ := c.sluice("file", "stat", c.path(name))
+				t.Fatalf("%s: acknowledged %s reads back wrong (%d bytes, %v): from byte %d on, %q…, want %q…\n%s", when, name, len(got), err,
+					at, got[at:min(len(got), at+16)], data[at:min(len(data), at+16)], st)
 			}
 		}
 		if ents, err := os.ReadDir(c.path("fo")); err != nil || len(ents) != len(acked) {
@@ -198,6 +205,14 @@ func TestMetaFailover(t *testing.T) {
 	check("after the active metadata server's kill -9")
 	if c.logCount("meta-1", "active: this metadata server now serves") != 1 {
 		t.Fatal("meta-1 does not say it became active")
+	}
+	cl, err := clusterpkg.Load(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := strings.Split(cl.MetaAddr, ",")
+	if out, err := c.sluice("cluster", "status"); err != nil || !strings.Contains(out, "metadata service: "+addrs[1]+" active; standing by: "+addrs[0]) {
+		t.Fatalf("status after the takeover (%v), want meta-1 (%s) active:\n%s", err, addrs[1], out)
 	}
 
 	// meta comes back as the standby; meta-1 stalls past its lease

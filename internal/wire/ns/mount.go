@@ -18,6 +18,11 @@ type Head struct {
 	Who    wire.Who
 	Client uint64
 	Local  bool
+	// Req numbers the request among its client's (0: not numbered; since
+	// protocol 2.1). Sent again after its answer was lost, a request
+	// keeps its number, and the service answers a mutation it has
+	// committed under that number as made (meta/replies.go).
+	Req uint64
 }
 
 // Fields implements wire.Message.
@@ -25,6 +30,7 @@ func (h *Head) Fields(c *wire.Codec) {
 	wire.Embed(c, 1, &h.Who)
 	c.Uint64(2, &h.Client)
 	c.Bool(3, &h.Local)
+	c.Uint64(4, &h.Req)
 }
 
 // Header returns the request's head (every request type embeds one).
