@@ -286,15 +286,19 @@ func stat(mc *rpc.Client, path string) error {
 	if err := syscall.Stat(path, &st); err != nil {
 		return fmt.Errorf("%s: %v", path, err)
 	}
-	// a mount answers creates and closes before the service hears of
-	// them (write-back creates, close-behind): an fsync through it sends
-	// what the file depends on, so the service knows the inode asked for
-	if f, err := os.Open(path); err == nil {
-		f.Sync()
-		f.Close()
-	}
 	ctx := context.Background()
 	a, err := rpc.Do(ctx, mc, ns.Getattr, &ns.InoReq{Ino: st.Ino})
+	if rpc.Errno(err) == syscall.ENOENT {
+		// a mount answers creates and closes before the service hears of
+		// them (write-back creates, close-behind): an fsync through it
+		// sends what the file depends on. (Only then: the open would count
+		// in the file's activity, which this command shows.)
+		if f, oerr := os.Open(path); oerr == nil {
+			f.Sync()
+			f.Close()
+			a, err = rpc.Do(ctx, mc, ns.Getattr, &ns.InoReq{Ino: st.Ino})
+		}
+	}
 	if err != nil {
 		return err
 	}
