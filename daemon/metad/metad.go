@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer d.records.Close()
 	d.managers(e)
 	if m, ok := e.(engine.Maintainer); ok {
-		go maintain(ctx, m, cfg.Log)
+		every(ctx, maintainEvery, maintain(m, cfg.Log))
 	}
 	if err := d.serve(ctx, ln); err != nil {
 		return err
@@ -196,22 +196,22 @@ func Run(ctx context.Context, cfg Config) error {
 // that needs it (engine.Maintainer: etcd's defragmentation).
 const maintainEvery = time.Hour
 
-// maintain calls m.Maintain every maintainEvery until ctx ends.
-func maintain(ctx context.Context, m engine.Maintainer, log *slog.Logger) {
-	t := time.NewTicker(maintainEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		done, err := m.Maintain(ctx)
-		switch {
-		case err != nil:
-			log.Warn("engine maintenance failed", "err", err)
-		case len(done.Defragmented) > 0:
-			log.Info("engine maintenance: members defragmented", "members", done.Defragmented, "freed", done.Freed)
+// maintain calls m.Maintain on every tick until ctx ends.
+func maintain(m engine.Maintainer, log *slog.Logger) func(context.Context, <-chan time.Time) {
+	return func(ctx context.Context, tick <-chan time.Time) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick:
+			}
+			done, err := m.Maintain(ctx)
+			switch {
+			case err != nil:
+				log.Warn("engine maintenance failed", "err", err)
+			case len(done.Defragmented) > 0:
+				log.Info("engine maintenance: members defragmented", "members", done.Defragmented, "freed", done.Freed)
+			}
 		}
 	}
 }

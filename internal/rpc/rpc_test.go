@@ -157,20 +157,26 @@ func TestReconnectAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+	serveLater(t, addr, 300*time.Millisecond)
+	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// serveLater starts an echo server at addr after delay (a server
+// restarted, or a standby that took over).
+func serveLater(t *testing.T, addr string, delay time.Duration) {
 	go func() {
-		time.Sleep(300 * time.Millisecond)
-		ln2, err := net.Listen("tcp", addr)
+		time.Sleep(delay)
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		s2 := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		t.Cleanup(s2.Close)
-		s2.Serve(ln2)
+		s := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		t.Cleanup(s.Close)
+		s.Serve(ln)
 	}()
-	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
-		t.Fatalf("after restart: %v", err)
-	}
 }
 
 // TestStandbyAddresses: a client of a comma-separated list of addresses
@@ -193,17 +199,7 @@ func TestStandbyAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		ln2, err := net.Listen("tcp", standby)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		s2 := NewServer(secret, echo, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		t.Cleanup(s2.Close)
-		s2.Serve(ln2)
-	}()
+	serveLater(t, standby, 500*time.Millisecond)
 	start := time.Now()
 	if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
 		t.Fatalf("after the first went away: %v", err)

@@ -21,12 +21,7 @@ import (
 // keep the quorum), and neither does its return; the metadata service
 // killed -9 and restarted finds every file on etcd.
 func TestEtcdEngine(t *testing.T) {
-	if !etcdserver.Available("") {
-		if os.Getenv("SLUICE_REQUIRE_ETCD") == "1" {
-			t.Fatal("SLUICE_REQUIRE_ETCD=1 and no etcd on PATH (apt-get install etcd-server)")
-		}
-		t.Skip("no etcd on PATH (apt-get install etcd-server)")
-	}
+	requireEtcd(t)
 	c := startCluster(t, "--engine", "etcd")
 	want := map[string][]byte{}
 	write := func(name string, data []byte) {
@@ -121,12 +116,7 @@ func TestEtcdEngine(t *testing.T) {
 // takes over, and meta-1, continued, commits nothing and stops serving
 // (fenced) while the namespace goes on.
 func TestMetaFailover(t *testing.T) {
-	if !etcdserver.Available("") {
-		if os.Getenv("SLUICE_REQUIRE_ETCD") == "1" {
-			t.Fatal("SLUICE_REQUIRE_ETCD=1 and no etcd on PATH (apt-get install etcd-server)")
-		}
-		t.Skip("no etcd on PATH (apt-get install etcd-server)")
-	}
+	requireEtcd(t)
 	// a request waits out a failover: its timeout is longer than the
 	// lease (5 s) and the takeover
 	c := startCluster(t, "--engine", "etcd", "--meta-standbys", "1", "--timeout", "30s")
@@ -256,5 +246,17 @@ func TestMetaFailover(t *testing.T) {
 	mustWrite(t, c.path("after"), pattern(3, 1<<20))
 	if got, err := os.ReadFile(c.path("after")); err != nil || !bytes.Equal(got, pattern(3, 1<<20)) {
 		t.Fatalf("a file written after both failovers: %d bytes, %v", len(got), err)
+	}
+}
+
+// requireEtcd skips t without an etcd on PATH, or fails it if
+// SLUICE_REQUIRE_ETCD=1 (make test).
+func requireEtcd(t *testing.T) {
+	t.Helper()
+	if !etcdserver.Available("") {
+		if os.Getenv("SLUICE_REQUIRE_ETCD") == "1" {
+			t.Fatal("SLUICE_REQUIRE_ETCD=1 and no etcd on PATH (apt-get install etcd-server)")
+		}
+		t.Skip("no etcd on PATH (apt-get install etcd-server)")
 	}
 }
