@@ -38,7 +38,9 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-bin/sluice cluster up --dir "$state" --mount "$mnt" --mem 1G --ssd 2G >/dev/null
+# UP: more `sluice cluster up` flags (UP="--engine etcd --meta-standbys 1")
+# shellcheck disable=SC2086
+bin/sluice cluster up --dir "$state" --mount "$mnt" --mem 1G --ssd 2G ${UP:-} >/dev/null
 mkdir "$mnt/pjd"
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(tests)
