@@ -91,6 +91,10 @@ type Placement struct {
 	Reasons   []string
 	Version   uint64 // bumped at every change of this job's placement
 	Since     int64  // unix ns
+	// Fallbacks (the fixed mapping only, protocol 2.2) are the other
+	// live forwarding nodes in the order to try them when Fwds' node
+	// cannot be reached: its stand-ins (dfra.StandIns).
+	Fallbacks []Target
 }
 
 // Fields implements wire.Message.
@@ -127,4 +131,5 @@ func (p *Placement) Fields(c *wire.Codec) {
 	c.Strings(5, &p.Reasons)
 	c.Uint64(6, &p.Version)
 	c.Int64(7, &p.Since)
+	wire.List(c, 8, &p.Fallbacks)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -72,8 +73,10 @@ type FS struct {
 
 // Config configures a mount's core.
 type Config struct {
-	// Fwd is the forwarding node address; empty: ask the metadata service
-	// (Meta) and pick by the fixed mapping (hash of the node name).
+	// Fwd is the home forwarding node's address, or a comma-separated
+	// list (the others taken in turn when one cannot be reached); empty:
+	// ask the metadata service (Meta) for the fixed mapping of the node,
+	// with the other live forwarding nodes behind it.
 	Fwd    string
 	Meta   string
 	Secret []byte
@@ -231,8 +234,15 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 			v.mc.Close()
 			return nil, fmt.Errorf("no forwarding node for %s: %v", cfg.Node, err)
 		}
-		addr = pl.Fwds[0].Addr
-		cfg.Log.Info("home forwarding node chosen by fixed mapping", "fwd", pl.Fwds[0].ID, "addr", addr)
+		// the home node's client goes on to its stand-ins, in turn, when
+		// home cannot be reached or stalls (rpc.Client's address list),
+		// and sends the calls in flight again there
+		addrs := []string{pl.Fwds[0].Addr}
+		for _, f := range pl.Fallbacks {
+			addrs = append(addrs, f.Addr)
+		}
+		addr = strings.Join(addrs, ",")
+		cfg.Log.Info("home forwarding node chosen by fixed mapping", "fwd", pl.Fwds[0].ID, "addrs", addr)
 	}
 	dial := func(addr string) Caller { // a PageCaller too
 		return rpc.NewClient(addr, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "forwarding node " + addr, ByRef: &v.Counts.ByRef})

@@ -256,6 +256,9 @@ func (m *Manager) Map(jobID, node string) (fwdmap.Placement, error) {
 	for _, f := range a.Fwds {
 		p.Fwds = append(p.Fwds, fwdmap.Target{ID: f, Addr: addr[f]})
 	}
+	for _, f := range dfra.StandIns(a.Fwds[0], fwds) {
+		p.Fallbacks = append(p.Fallbacks, fwdmap.Target{ID: f, Addr: addr[f]})
+	}
 	return p, nil
 }
 

@@ -153,16 +153,33 @@ func ffmSorted(node string, sorted []Fwd, ratio int) (string, bool) {
 	if own.Usable() {
 		return own.ID, true
 	}
-	best, score := "", uint64(0)
-	for _, f := range sorted {
-		if !f.Usable() {
-			continue
-		}
-		if h := rendezvous(own.ID, f.ID); best == "" || h > score {
-			best, score = f.ID, h
+	if s := StandIns(own.ID, sorted); len(s) > 0 {
+		return s[0], true
+	}
+	return "", false
+}
+
+// StandIns ranks the usable forwarding nodes other than home as its
+// stand-ins, best first (rendezvous hashing): FFM gives home's compute
+// nodes the first once home is unusable, and a mount whose home does not
+// answer tries them in this order before the registry has noticed.
+func StandIns(home string, fwds []Fwd) []string {
+	type ranked struct {
+		id    string
+		score uint64
+	}
+	var rs []ranked
+	for _, f := range fwds {
+		if f.ID != home && f.Usable() {
+			rs = append(rs, ranked{f.ID, rendezvous(home, f.ID)})
 		}
 	}
-	return best, best != ""
+	sort.Slice(rs, func(i, j int) bool { return rs[i].score > rs[j].score })
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.id
+	}
+	return out
 }
 
 // rendezvous is the score of forwarding node fwd as the stand-in for

@@ -428,3 +428,34 @@ func TestFFMStandIns(t *testing.T) {
 		t.Errorf("cn%04d on %s, want its own fwd-40", 40*ratio, f)
 	}
 }
+
+// TestStandInsOrder: a mount whose home does not answer tries the
+// stand-ins in the order FFM would hand its compute nodes to them as
+// nodes go down: the first is FFM's stand-in for home; with that one down
+// too, FFM's next is the second; home and unusable nodes are never listed.
+func TestStandInsOrder(t *testing.T) {
+	fs := fwds(12)
+	fs[5].Slow = true
+	home := fs[0].ID
+	s := StandIns(home, fs)
+	if len(s) != 10 {
+		t.Fatalf("%d stand-ins of 12 nodes, one of them home and one fail-slow: %v", len(s), s)
+	}
+	for _, id := range s {
+		if id == home || id == fs[5].ID {
+			t.Fatalf("%s among the stand-ins %v", id, s)
+		}
+	}
+	fs[0].Alive = false
+	for i := 0; i < 3; i++ {
+		got, _ := FFM("cn0000", fs, 1)
+		if got != s[i] {
+			t.Fatalf("with home and %v down FFM picks %s, the stand-ins' order says %s", s[:i], got, s[i])
+		}
+		for k := range fs {
+			if fs[k].ID == got {
+				fs[k].Alive = false
+			}
+		}
+	}
+}
