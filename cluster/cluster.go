@@ -112,6 +112,12 @@ type Options struct {
 	// ExitRemove has that watcher delete the state directory too, once
 	// the cluster is down.
 	ExitRemove bool
+	// Hosts puts every role on an emulated host of its own, a network
+	// namespace on a bridge (hosts.go; root only); ComputeHosts is how
+	// many compute hosts there are (default 1; the mount is on the
+	// first).
+	Hosts        bool
+	ComputeHosts int
 }
 
 // Daemon is one process of the cluster.
@@ -123,7 +129,9 @@ type Daemon struct {
 	Args []string
 	// Env is added to the environment it starts with (GOMAXPROCS).
 	Env []string `json:",omitempty"`
-	Pid int
+	// Host is the emulated host it runs on ("": this one).
+	Host string `json:",omitempty"`
+	Pid  int
 }
 
 // servers counts the data servers and forwarding nodes, which register
@@ -165,6 +173,9 @@ type Cluster struct {
 	// Watcher is the pid of the process that takes the cluster down
 	// when the one it was tied to ends (Options.ExitWith; 0: none).
 	Watcher int `json:",omitempty"`
+	// Net and Hosts are the emulated network and hosts (Options.Hosts).
+	Net   hostNet `json:",omitempty"`
+	Hosts []Host  `json:",omitempty"`
 }
 
 // SecretFile is where the cluster secret lives.
@@ -317,9 +328,20 @@ func Up(o Options) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Mount: mnt, Exe: o.Exe}
 	pl := &planner{o: o, c: c, dir: dir, secretFile: secretFile, ports: map[string]string{}, picker: newPortPicker()}
 	defer pl.picker.release()
+	old, oldErr := Load(dir)
+	if o.Hosts {
+		moved, err := c.layoutHosts(o, old)
+		if err != nil {
+			return nil, err
+		}
+		if moved {
+			oldErr = errors.New("new addresses") // plan the daemons anew
+		}
+		pl.o.TCPOnly = true // unix sockets would reach across hosts
+	}
 	// ports are fixed at first start so restarted daemons come back at the
 	// same address (and etcd members with the same peers)
-	if old, err := Load(dir); err == nil {
+	if oldErr == nil {
 		for _, d := range old.Daemons {
 			if addr, ok := flagValue(d.Args, "--listen"); ok {
 				pl.ports[d.Name] = addr
@@ -333,7 +355,16 @@ func Up(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	pl.picker.release()
+	if o.Hosts {
+		for i := range c.Daemons {
+			c.Daemons[i].Host = hostOf(c.Daemons[i].Name)
+		}
+		if err := c.makeHosts(); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.startAll(o); err != nil {
+		c.removeHosts()
 		return nil, err
 	}
 	if err := waitMounted(mnt, 20*time.Second, func() bool { return processAlive(c.pid("mount")) }); err != nil {
@@ -357,6 +388,7 @@ type planner struct {
 	common     []string // every daemon's flags
 	listening  []string // the flags of the daemons that listen
 	to         string   // the timeout flag
+	dataIndex  int      // the data server being planned (its port on an emulated host)
 }
 
 // port is daemon name's listening address: its last one, else a free
@@ -364,6 +396,17 @@ type planner struct {
 func (pl *planner) port(name string) (string, error) {
 	if p, ok := pl.ports[name]; ok {
 		return p, nil
+	}
+	if len(pl.c.Hosts) > 0 {
+		h, err := pl.c.host(hostOf(name))
+		if err != nil {
+			return "", err
+		}
+		port := map[string]int{"meta": metaPort, "fwd": fwdPort}[strings.SplitN(h.Name, "-", 2)[0]]
+		if h.Name == "storage" {
+			port = dataPortBase + pl.dataIndex
+		}
+		return fmt.Sprintf("%s:%d", h.Addr, port), nil
 	}
 	return pl.picker.pick()
 }
@@ -423,6 +466,9 @@ func (pl *planner) plan() error {
 		}
 	}
 	margs := []string{"mount", "--meta", metaAddr, pl.to}
+	if len(c.Hosts) > 0 {
+		margs = append(margs, "--node", hostOf("mount"))
+	}
 	if o.JobVar != "" {
 		margs = append(margs, "--jobid-var", o.JobVar)
 	}
@@ -448,6 +494,13 @@ func (pl *planner) etcd() (string, error) {
 		return "", fmt.Errorf("--engine etcd needs etcd on PATH (apt-get install etcd-server)")
 	}
 	cfg := etcdserver.Config{Dir: filepath.Join(pl.dir, "etcd"), Members: 3}
+	for i := 0; i < cfg.Members && len(pl.c.Hosts) > 0; i++ {
+		h, err := pl.c.host(hostOf("etcd" + strconv.Itoa(i)))
+		if err != nil {
+			return "", err
+		}
+		cfg.Hosts = append(cfg.Hosts, h.Addr)
+	}
 	members := pl.old
 	if len(members) == 0 {
 		plan, err := etcdserver.Plan(cfg)
@@ -527,6 +580,7 @@ func (pl *planner) dataServers() error {
 // data adds data server t, the i-th of the tiers' list.
 func (pl *planner) data(i int, t tierd) error {
 	o := pl.o
+	pl.dataIndex = i
 	a, err := pl.port(t.name)
 	if err != nil {
 		return err
@@ -534,6 +588,9 @@ func (pl *planner) data(i int, t tierd) error {
 	args := append([]string{"data", "--tier", t.kind,
 		"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", pl.c.MetaAddr}, append(pl.listening, pl.common...)...)
 	args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "data" || o.ZeroCopy == "all"))
+	if len(pl.c.Hosts) > 0 {
+		args = append(args, "--node", hostOf(t.name))
+	}
 	if o.MemReplicas > 1 && t.domain != "" {
 		args = append(args, "--domain", t.domain)
 	}

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -221,5 +224,93 @@ func TestMemFS(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(mem)); !os.IsNotExist(err) {
 		t.Errorf("%s still there after down --purge (%v; mounted %v)", filepath.Dir(mem), err, isMountPoint(filepath.Dir(mem)))
+	}
+}
+
+// TestHosts: emulated hosts (as root) are namespaces on a bridge that the
+// operator's namespace reaches; a daemon started on one runs there, on
+// its address; a host cut off cannot be reached, and can again once
+// reconnected; removeHosts leaves nothing behind.
+func TestHosts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("emulated hosts need root")
+	}
+	state := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(state, "logs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n, err := pickSubnet(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Dir: state, Exe: "python3"}
+	c.Net, c.Hosts = planHosts(n, 1, 1, 1)
+	t.Cleanup(c.removeHosts)
+	if err := c.makeHosts(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.host("fwd-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(h.Addr, strconv.Itoa(fwdPort))
+	server := fmt.Sprintf(`import socket
+s = socket.socket(); s.bind((%q, %d)); s.listen()
+while True:
+    c, _ = s.accept(); c.send(b"hi"); c.close()`, h.Addr, fwdPort)
+	c.Daemons = []Daemon{{Name: "fwd-0", Host: "fwd-0", Args: []string{"-c", server}}}
+	if err := c.save(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.start(&c.Daemons[0]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopPid(c.Daemons[0].Pid) })
+	greet := func() error {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(time.Second))
+		b := make([]byte, 2)
+		if _, err := io.ReadFull(conn, b); err != nil || string(b) != "hi" {
+			return fmt.Errorf("read %q: %v", b, err)
+		}
+		return nil
+	}
+	if err := waitListening(addr, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := greet(); err != nil {
+		t.Fatalf("the daemon on fwd-0 (%s): %v", addr, err)
+	}
+	if _, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", fwdPort), time.Second); err == nil {
+		t.Fatal("the daemon on fwd-0 answers on this host's loopback: it does not run in its host")
+	}
+	if err := SetLink(state, "fwd-0", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := greet(); err == nil {
+		t.Fatal("fwd-0, cut off, still answers")
+	}
+	if err := SetLink(state, "fwd-0", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := greet(); err != nil {
+		t.Fatalf("fwd-0 reconnected: %v", err)
+	}
+	if err := SetLink(state, "nohost", false); err == nil || !strings.Contains(err.Error(), "have meta-0, storage, fwd-0, compute-0") {
+		t.Fatalf("cut of an unknown host: %v", err)
+	}
+	stopPid(c.Daemons[0].Pid)
+	c.removeHosts()
+	for _, hh := range c.Hosts {
+		if _, err := os.Stat("/run/netns/" + hh.Netns); err == nil {
+			t.Errorf("%s left behind", hh.Netns)
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + c.Net.Root); err == nil {
+		t.Errorf("the operator's link %s left behind", c.Net.Root)
 	}
 }

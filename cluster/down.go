@@ -19,6 +19,7 @@ func Down(dir string, purge bool) error {
 		return err
 	}
 	c.stop()
+	c.removeHosts()
 	var mounted error
 	if Mounted(c.Mount) {
 		mounted = fmt.Errorf("%s is still mounted", c.Mount)

@@ -49,7 +49,15 @@ func (c *Cluster) start(d *Daemon) error {
 	if d.Exe != "" {
 		exe = d.Exe
 	}
-	cmd := exec.Command(exe, d.Args...)
+	args := d.Args
+	if d.Host != "" {
+		h, err := c.host(d.Host)
+		if err != nil {
+			return err
+		}
+		exe, args = inHost(h, exe, args)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if len(d.Env) > 0 {
 		cmd.Env = append(os.Environ(), d.Env...)

@@ -74,7 +74,7 @@ func newRoot() *cobra.Command {
 	}
 	add("roles", leaf(metaCmd), leaf(dataCmd), leaf(fwdCmd), leaf(mountCmd))
 	add("admin",
-		group("cluster", "start, stop and inspect a cluster", leaf(upCmd), leaf(downCmd), leaf(statusCmd), leaf(restartCmd), leaf(faultCmd)),
+		group("cluster", "start, stop and inspect a cluster", leaf(upCmd), leaf(downCmd), leaf(statusCmd), leaf(restartCmd), leaf(faultCmd), leaf(cutCmd), leaf(reconnectCmd)),
 		group("file", "a file's layout and tier", leaf(statCmd), leaf(migrateCmd), leaf(prefetchCmd), leaf(stripeCmd)),
 		group("tier", "tiering policies and budgets", leaf(tierSetCmd), leaf(tierShowCmd), leaf(tierBudgetCmd)),
 		group("job", "jobs: their forwarding nodes, Beacon's analysis, what they did", leaf(jobShowCmd), leaf(jobStartCmd),

@@ -54,6 +54,8 @@ func setupUp(fs *pflag.FlagSet) func([]string) error {
 	exitWith := fs.String("exit-with", "", "take the cluster down (as down --purge) when process `PID` ends, e.g. the script that started it, even if it is killed (default $SLUICE_EXIT_WITH; empty or 0: never)")
 	fs.BoolVar(&o.ExitRemove, "exit-remove", false, "with --exit-with: then delete the state directory too (default: $SLUICE_EXIT_REMOVE is 1)")
 	pipeMax := fs.String("pipe-max-size", "4M", "as root, raise the kernel's fs.pipe-max-size to this if it is lower: pipes then hold a 1 MiB payload and a reply's header, so the mount splices reads into the FUSE device (--splice-reads) and payloads take one pipe (0: leave it)")
+	fs.BoolVar(&o.Hosts, "hosts", false, "run every role on an emulated host of its own: a network namespace on a bridge, with an address of its own (root only; docs/deploy.md)")
+	fs.IntVar(&o.ComputeHosts, "compute-hosts", 1, "with --hosts: compute hosts (the mount on the first, the others for more mounts)")
 	fs.IntVar(&o.Procs, "procs", 0, "GOMAXPROCS of every daemon (not the mount), which share this host's cores (0: the Go default, one per core each)")
 	return func(args []string) error {
 		if err := wantArgs(args, 0, "no arguments"); err != nil {
@@ -93,8 +95,7 @@ func setupUp(fs *pflag.FlagSet) func([]string) error {
 		if len(o.DataMBpsEach) == 1 {
 			o.DataMBpsEach = nil // one cap for every server
 		}
-		o.NoMonitor = !*monitor
-		o.PlainMem = !*memHuge
+		o.NoMonitor, o.PlainMem = !*monitor, !*memHuge
 		o.MetaFlags = fields(*metaFlags)
 		o.MountFlags = fields(*mountFlags)
 		o.FwdFlags = fields(*fwdFlags)
@@ -199,6 +200,29 @@ var restartCmd = spec{use: "restart NAME", short: "restart one daemon of a local
 			return cluster.Restart(d, args[0])
 		}
 	}}
+
+// linkCmd cuts an emulated host off its network or connects it again.
+func linkCmd(use, short string, up bool) spec {
+	return spec{use: use + " HOST", short: short, example: "sluice cluster " + use + " compute-1",
+		setup: func(fs *pflag.FlagSet) func([]string) error {
+			dir := fs.String("dir", "", "state directory (default: the cluster sluice cluster up started last)")
+			return func(args []string) error {
+				d, err := stateDir(*dir)
+				if err != nil {
+					return err
+				}
+				if err := wantArgs(args, 1, "one host name (sluice cluster status lists them)"); err != nil {
+					return err
+				}
+				return cluster.SetLink(d, args[0], up)
+			}
+		}}
+}
+
+var (
+	cutCmd       = linkCmd("cut", "cut an emulated host off the network (cluster up --hosts): its connections stall as a dead host's", false)
+	reconnectCmd = linkCmd("reconnect", "connect an emulated host cut off again", true)
+)
 
 // stateDir resolves --dir, falling back to the cluster `up` started last.
 func stateDir(dir string) (string, error) {

@@ -169,11 +169,18 @@ func TestFsxModel(t *testing.T) {
 func runFsx(t *testing.T, v fsxVariant, seed int64) {
 	t.Logf("variant %s, seed %d (replay: SLUICE_FSX=%s SLUICE_SEED=%d go test -run TestFsxModel ./test/e2e)", v.name, seed, v.name, seed)
 	c := startCluster(t, v.up...)
-	x := &fsxRun{t: t, c: c, r: rand.New(rand.NewSource(seed)), seed: seed, mounts: []string{c.mnt},
-		ops: map[string]int{}, victims: v.victims, pfsView: v.pfsView}
+	mounts := []string{c.mnt}
 	if v.mount2 {
-		x.mounts = append(x.mounts, c.mount2(t, v.flags2...))
+		mounts = append(mounts, c.mount2(t, v.flags2...))
 	}
+	fsxOn(t, c, mounts, v, seed)
+}
+
+// fsxOn runs the model of variant v (its steps, victims, tiering and PFS
+// view; not its cluster flags) on c's mounts.
+func fsxOn(t *testing.T, c *cluster, mounts []string, v fsxVariant, seed int64) {
+	x := &fsxRun{t: t, c: c, r: rand.New(rand.NewSource(seed)), seed: seed, mounts: mounts,
+		ops: map[string]int{}, victims: v.victims, pfsView: v.pfsView}
 	if len(v.tier) > 0 {
 		if out, err := c.sluice(append([]string{"tier", "set", c.mnt}, v.tier...)...); err != nil {
 			t.Fatalf("tier set: %v %s", err, out)

@@ -148,8 +148,15 @@ func (c *cluster) mount2(t *testing.T, flags ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"mount", "--meta", cl.MetaAddr, "--secret-file", cl.SecretFile(), "--timeout", "10s", "--node", "node2"}, flags...)
-	cmd := exec.Command(sluiceBin, append(args, mnt)...)
+	node, timeout := "node2", "10s"
+	var host []string // on a cluster of emulated hosts: the second compute host
+	if h, err := clusterpkg.HostByName(c.dir, "compute-1"); err == nil {
+		node, timeout = h.Name, "30s"
+		host = []string{"nsenter", "--net=/run/netns/" + h.Netns, "--"}
+	}
+	args := append([]string{"mount", "--meta", cl.MetaAddr, "--secret-file", cl.SecretFile(), "--timeout", timeout, "--node", node}, flags...)
+	cmdline := slices.Concat(host, []string{sluiceBin}, args, []string{mnt})
+	cmd := exec.Command(cmdline[0], cmdline[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,9 @@ type Config struct {
 	Members int
 	// Host is the address every member listens on (127.0.0.1 by default).
 	Host string
+	// Hosts, if set, gives each member an address of its own (one per
+	// member; emulated hosts), on etcd's own ports 2379 and 2380.
+	Hosts []string
 	// Binary is the etcd executable ("etcd" on PATH by default).
 	Binary string
 	// MaxTxnOps and MaxRequestBytes are the members' limits on a
@@ -89,14 +92,22 @@ func Plan(cfg Config) ([]Member, error) {
 	cfg = cfg.withDefaults()
 	var ms []*member
 	var initial []string
+	if len(cfg.Hosts) > 0 && len(cfg.Hosts) != cfg.Members {
+		return nil, fmt.Errorf("%d hosts for %d etcd members", len(cfg.Hosts), cfg.Members)
+	}
 	for i := 0; i < cfg.Members; i++ {
-		ports, err := freePorts(cfg.Host, 2)
-		if err != nil {
-			return nil, err
+		host, ports := cfg.Host, []int{2379, 2380}
+		if len(cfg.Hosts) > 0 {
+			host = cfg.Hosts[i]
+		} else {
+			var err error
+			if ports, err = freePorts(cfg.Host, 2); err != nil {
+				return nil, err
+			}
 		}
 		m := &member{name: "etcd" + strconv.Itoa(i), dir: filepath.Join(cfg.Dir, "etcd"+strconv.Itoa(i)),
-			client: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(ports[0])),
-			peer:   "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(ports[1]))}
+			client: "http://" + net.JoinHostPort(host, strconv.Itoa(ports[0])),
+			peer:   "http://" + net.JoinHostPort(host, strconv.Itoa(ports[1]))}
 		ms = append(ms, m)
 		initial = append(initial, m.name+"="+m.peer)
 	}

@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clusterpkg "github.com/sluice-hpc/sluice/cluster"
+)
+
+// TestHosts runs sluice across hosts: `sluice cluster up --hosts` makes
+// every role's host a network namespace of its own on a bridge, with an
+// address of its own (three metadata hosts, each with an etcd member and
+// a metadata daemon, one of them active; a storage host with every data
+// server; two forwarding hosts; two compute hosts, each with a mount),
+// and every hop goes over TCP between them. On that cluster, in turn:
+//
+//   - failover: the active metadata daemon is killed -9 while both compute
+//     hosts make files; a standby serves both mounts within 10 s, and every
+//     file whose write was acknowledged on either host reads back whole on
+//     both;
+//   - compute-cut-off: one compute host is cut off the network for 8 s
+//     while both make files: the other goes on, unhindered; the one cut
+//     off waits (or answers EIO), then carries on once reconnected, and
+//     nothing acknowledged is lost;
+//   - fwd-host-lost: a forwarding host is cut off, and later the other
+//     one's daemon killed -9, each while fio writes and verifies a file on
+//     both compute hosts: the mounts go on through the other forwarding
+//     node and fio's checksums hold;
+//   - fsx: the fsx model on the two compute hosts' mounts, with kill -9
+//     and restart of any metadata daemon (the active one too), forwarding
+//     daemon or the mem tier's data server as crash steps.
+//
+// pjdfstest runs on a compute host's mount of such a cluster in make's
+// posix target (test/pjdfstest/run.sh with UP=--hosts…).
+func TestHosts(t *testing.T) {
+	requireEtcd(t)
+	c := startCluster(t, "--hosts", "--engine", "etcd", "--meta-standbys", "2", "--compute-hosts", "2", "--timeout", "30s")
+	mounts := []string{c.mnt, c.mount2(t)}
+	sub := func(name string, f func(t *testing.T, c *cluster)) {
+		t.Run(name, func(t *testing.T) {
+			cs := *c // Fatal from the subtest's own t
+			cs.t = t
+			f(t, &cs)
+		})
+	}
+	sub("failover", func(t *testing.T, c *cluster) { hostsFailover(t, c, mounts) })
+	sub("compute-cut-off", func(t *testing.T, c *cluster) { hostsComputeCut(t, c, mounts) })
+	sub("fwd-host-lost", func(t *testing.T, c *cluster) { hostsFwdLost(t, c, mounts) })
+	sub("fsx", func(t *testing.T, c *cluster) {
+		seed := time.Now().UnixNano()
+		if s := os.Getenv("SLUICE_SEED"); s != "" {
+			fmt.Sscan(s, &seed)
+		}
+		t.Logf("seed %d (replay: SLUICE_SEED=%d go test -run TestHosts/fsx ./test/e2e)", seed, seed)
+		fsxOn(t, c, mounts, fsxVariant{name: "hosts", steps: 600,
+			victims: []string{"meta", "meta-1", "meta-2", "fwd-0", "fwd-1", "data-mem"}}, seed)
+	})
+}
+
+// hostWriter makes files in dir on one mount until stopped, recording
+// each acknowledged one and how long the longest write took.
+type hostWriter struct {
+	dir, prefix string
+	mu          sync.Mutex // guards the fields below
+	acked       map[string][]byte
+	errs        []error
+	worst       time.Duration
+	stop, done  chan struct{}
+}
+
+func startWriter(dir, prefix string, from int) *hostWriter {
+	w := &hostWriter{dir: dir, prefix: prefix, acked: map[string][]byte{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := from; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			name, data := fmt.Sprintf("%s%05d", prefix, i), pattern(i, 4096+i%5000)
+			start := time.Now()
+			err := os.WriteFile(filepath.Join(dir, name), data, 0o644)
+			took := time.Since(start)
+			w.mu.Lock()
+			w.worst = max(w.worst, took)
+			if err != nil {
+				w.errs = append(w.errs, fmt.Errorf("%s: %v", name, err))
+			} else {
+				w.acked[name] = data
+			}
+			w.mu.Unlock()
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// mark returns the acknowledged count and the longest write so far, and
+// starts the longest write's count again.
+func (w *hostWriter) mark() (int, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, worst := len(w.acked), w.worst
+	w.worst = 0
+	return n, worst
+}
+
+func (w *hostWriter) halt() {
+	close(w.stop)
+	<-w.done
+}
+
+// check reads every acknowledged file back through each of dirs (the
+// same directory on every mount).
+func (w *hostWriter) check(t *testing.T, c *cluster, when string, dirs ...string) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range dirs {
+		for name, data := range w.acked {
+			p := filepath.Join(d, name)
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+				st, _ := c.sluice("file", "stat", p)
+				t.Fatalf("%s: acknowledged %s reads back wrong: %d bytes (%v), want %d\n%s", when, p, len(got), err, len(data), st)
+			}
+		}
+	}
+}
+
+// activeMeta names the metadata daemon that serves now.
+func (c *cluster) activeMeta() string {
+	c.t.Helper()
+	out, err := c.sluice("cluster", "status")
+	m := regexp.MustCompile(`metadata service: (\S+) active`).FindStringSubmatch(out)
+	if err != nil || m == nil {
+		c.t.Fatalf("cluster status: %v\n%s", err, out)
+	}
+	return c.listening(m[1])
+}
+
+// listening names the daemon listening on addr.
+func (c *cluster) listening(addr string) string {
+	c.t.Helper()
+	cl, err := clusterpkg.Load(c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, d := range cl.Daemons {
+		for i, a := range d.Args {
+			if a == "--listen" && i+1 < len(d.Args) && d.Args[i+1] == addr {
+				return d.Name
+			}
+		}
+	}
+	c.t.Fatalf("no daemon listens on %s", addr)
+	return ""
+}
+
+// answers waits until a statfs of mnt, which always asks the metadata
+// service, succeeds, and returns how long that took.
+func answers(t *testing.T, mnt string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(mnt, &st); err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%s: no answer within %v", mnt, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func hostsFailover(t *testing.T, c *cluster, mounts []string) {
+	for _, m := range mounts {
+		if err := os.MkdirAll(filepath.Join(m, "fo"), 0o755); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+	}
+	ws := []*hostWriter{startWriter(filepath.Join(mounts[0], "fo"), "c0-", 0), startWriter(filepath.Join(mounts[1], "fo"), "c1-", 0)}
+	time.Sleep(time.Second)
+	active := c.activeMeta()
+	c.kill9(active)
+	for i, m := range mounts {
+		took := answers(t, m, 60*time.Second)
+		t.Logf("kill -9 of the active metadata daemon (%s): compute-%d's mount answered %v later", active, i, took.Round(time.Millisecond))
+		if took > 10*time.Second {
+			t.Errorf("compute-%d's mount answered %v after the kill, want within 10 s", i, took)
+		}
+	}
+	time.Sleep(time.Second)
+	for _, w := range ws {
+		w.halt()
+		if len(w.errs) > 0 {
+			t.Errorf("writes failed during the failover: %v", w.errs)
+		}
+	}
+	now := c.activeMeta()
+	if now == active {
+		t.Fatalf("%s, killed, still named active", active)
+	}
+	for _, w := range ws {
+		w.check(t, c, "after the failover", filepath.Join(mounts[0], "fo"), filepath.Join(mounts[1], "fo"))
+	}
+	c.restart(active) // it stands by again
+	t.Logf("%d and %d files acknowledged on the two compute hosts; %s serves now", len(ws[0].acked), len(ws[1].acked), now)
+}
+
+func hostsComputeCut(t *testing.T, c *cluster, mounts []string) {
+	dirs := []string{filepath.Join(mounts[0], "cut-a"), filepath.Join(mounts[1], "cut-b")}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := startWriter(dirs[0], "a", 0), startWriter(dirs[1], "b", 0)
+	defer func() {
+		c.sluice("cluster", "reconnect", "compute-1") // (a failure on the way)
+	}()
+	time.Sleep(time.Second)
+	if out, err := c.sluice("cluster", "cut", "compute-1"); err != nil {
+		t.Fatalf("cut: %v %s", err, out)
+	}
+	na0, _ := a.mark()
+	nb0, _ := b.mark()
+	time.Sleep(8 * time.Second)
+	na1, worstA := a.mark()
+	nb1, _ := b.mark()
+	t.Logf("compute-1 cut off for 8 s: compute-0 made %d files, the slowest in %v; compute-1 %d", na1-na0, worstA.Round(time.Millisecond), nb1-nb0)
+	if na1-na0 < 50 || worstA > 3*time.Second {
+		t.Errorf("compute-0 made %d files while compute-1 was cut off, the slowest taking %v: want it unhindered (50 or more, none over 3 s)", na1-na0, worstA)
+	}
+	if out, err := c.sluice("cluster", "reconnect", "compute-1"); err != nil {
+		t.Fatalf("reconnect: %v %s", err, out)
+	}
+	start := time.Now()
+	for {
+		if n, _ := b.mark(); n >= nb1+20 {
+			break
+		}
+		if time.Since(start) > 60*time.Second {
+			b.mu.Lock()
+			t.Fatalf("compute-1 made no progress within 60 s of its reconnection (errors: %v)", b.errs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("compute-1 made 20 files again %v after its reconnection; its writes that failed meanwhile: %d", time.Since(start).Round(time.Millisecond), len(b.errs))
+	for _, err := range b.errs {
+		if !strings.Contains(err.Error(), "input/output error") && !strings.Contains(err.Error(), "timed out") {
+			t.Errorf("a write of compute-1 cut off failed with neither EIO nor a timeout: %v", err)
+		}
+	}
+	a.halt()
+	b.halt()
+	if len(a.errs) > 0 {
+		t.Errorf("compute-0's writes failed while compute-1 was cut off: %v", a.errs)
+	}
+	a.check(t, c, "after compute-1's reconnection", dirs[0], filepath.Join(mounts[1], "cut-a"))
+	b.check(t, c, "after compute-1's reconnection", dirs[1], filepath.Join(mounts[0], "cut-b"))
+}
+
+func hostsFwdLost(t *testing.T, c *cluster, mounts []string) {
+	cl, err := clusterpkg.Load(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// compute-0's home forwarding node: the first of the mount's list
+	b, _ := os.ReadFile(filepath.Join(c.dir, "logs", "mount.log"))
+	m := regexp.MustCompile(`home forwarding node chosen by fixed mapping.* addrs=([^, ]+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("the mount's log does not name its home forwarding node")
+	}
+	home := c.listening(string(m[1]))
+	other := map[string]string{"fwd-0": "fwd-1", "fwd-1": "fwd-0"}[home]
+	h, ok := cl.HostOf(home)
+	if !ok {
+		t.Fatalf("%s is on no emulated host", home)
+	}
+	fio := func(what string, during func()) {
+		t.Helper()
+		var wg sync.WaitGroup
+		outs := make([]string, len(mounts))
+		errs := make([]error, len(mounts))
+		for i, mnt := range mounts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f := filepath.Join(mnt, fmt.Sprintf("fio-%d", i))
+				defer os.Remove(f)
+				outs[i], errs[i] = run(3*time.Minute, "fio", "--name=v", "--filename="+f, "--rw=write", "--bs=1M", "--size=96M",
+					"--rate=16M", "--verify=crc32c", "--iomem_align=4096")
+			}()
+		}
+		time.Sleep(2 * time.Second)
+		during()
+		wg.Wait()
+		for i := range mounts {
+			if errs[i] != nil {
+				t.Fatalf("%s: fio on compute-%d: %v\n%s", what, i, errs[i], tail(outs[i], 20))
+			}
+		}
+	}
+	fio("a forwarding host cut off", func() {
+		if out, err := c.sluice("cluster", "cut", h.Name); err != nil {
+			t.Fatalf("cut %s: %v %s", h.Name, err, out)
+		}
+	})
+	if out, err := c.sluice("cluster", "reconnect", h.Name); err != nil {
+		t.Fatalf("reconnect %s: %v %s", h.Name, err, out)
+	}
+	eventually(t, 20*time.Second, func() bool {
+		out, _ := c.sluice("cluster", "status")
+		return strings.Count(out, " fwd ") == 2 && !regexp.MustCompile(`(?m) fwd .* DOWN$`).MatchString(out)
+	}, h.Name+" back in the registry")
+	fio("the other forwarding daemon killed -9", func() { c.kill9(other) })
+	c.restart(other)
+}
