@@ -11,13 +11,16 @@ build:
 # race detector, short fuzzing of the wire and log decoders (budgets are
 # execution counts: a -fuzztime duration can fail at its deadline with no
 # crasher, golang/go#75804, unfixed in Go 1.26), and the
-# end-to-end tests on a real FUSE mount with real daemons and fio, and
-# pjdfstest on a fresh local cluster. The targets run in this order, the
-# first failure stops the run, and the end says how long each took
-# (test/timed.sh). pjdfstest, the fuzzers and the simulator's own runs go
-# beside each other (A+B+C): none of them times anything, and pjdfstest
-# leaves a core idle; the tests and benchmarks that measure go alone.
-TEST_TARGETS := lint unit e2e e2e-race posix+fuzz-smoke+sim-smoke+sim-validate bench-smoke streams-smoke smallfiles-smoke dfra-smoke+tiers-smoke+bbos-smoke+placement-smoke+nodelocal-smoke sim-live-smoke
+# end-to-end tests on a real FUSE mount with real daemons and fio (one of
+# them on a cluster of emulated hosts), and pjdfstest on a fresh cluster
+# of emulated hosts. The targets run in this order, the first failure
+# stops the run, and the end says how long each took (test/timed.sh).
+# pjdfstest, the fuzzers and the simulator's own runs go beside each other
+# (A+B+C): none of them times anything, and pjdfstest leaves a core idle;
+# so do the smoke runs on emulated devices, whose caps, not the cores,
+# set their pace (together they keep a third of the two cores busy); the
+# other tests and benchmarks that measure go alone.
+TEST_TARGETS := lint unit e2e e2e-race posix+fuzz-smoke+sim-smoke+sim-validate bench-smoke streams-smoke smallfiles-smoke dfra-smoke+tiers-smoke+bbos-smoke+placement-smoke+nodelocal-smoke+sim-live-smoke
 test:
 	@bash test/timed.sh $(TEST_TARGETS)
 

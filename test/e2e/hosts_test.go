@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -218,6 +219,46 @@ func hostsFailover(t *testing.T, c *cluster, mounts []string) {
 	}
 	c.restart(active) // it stands by again
 	t.Logf("%d and %d files acknowledged on the two compute hosts; %s serves now", len(ws[0].acked), len(ws[1].acked), now)
+
+	// fio writing and verifying, then mdtest's phases, on both compute
+	// hosts, each across a kill -9 of the active metadata daemon
+	for _, what := range []string{"fio", "mdtest"} {
+		active := c.activeMeta()
+		during := func() { c.kill9(active) }
+		if what == "fio" {
+			fioAlongside(t, mounts, "fio across a failover", during)
+		} else {
+			alongside(t, mounts, time.Second, "mdtest across a failover", func(i int, mnt string) []string {
+				return []string{mdtestBin(t), "-n", "600", "-bytes", "3000", "-phases", "create,stat,read,unlink,mkdir,rmdir",
+					filepath.Join(mnt, fmt.Sprintf("md-%d", i))}
+			}, during)
+		}
+		if now := c.activeMeta(); now == active {
+			t.Fatalf("%s, killed, still named active", active)
+		}
+		c.restart(active)
+	}
+}
+
+var mdtestOnce struct {
+	sync.Once
+	bin string
+	err error
+}
+
+// mdtestBin builds bench/mdtest once.
+func mdtestBin(t *testing.T) string {
+	mdtestOnce.Do(func() {
+		mdtestOnce.bin = filepath.Join(filepath.Dir(sluiceBin), "mdtest")
+		out, err := exec.Command("go", "build", "-o", mdtestOnce.bin, "../../bench/mdtest").CombinedOutput()
+		if err != nil {
+			mdtestOnce.err = fmt.Errorf("build bench/mdtest: %v\n%s", err, out)
+		}
+	})
+	if mdtestOnce.err != nil {
+		t.Fatal(mdtestOnce.err)
+	}
+	return mdtestOnce.bin
 }
 
 func hostsComputeCut(t *testing.T, c *cluster, mounts []string) {
@@ -273,6 +314,43 @@ func hostsComputeCut(t *testing.T, c *cluster, mounts []string) {
 	b.check(t, c, "after compute-1's reconnection", dirs[1], filepath.Join(mounts[0], "cut-b"))
 }
 
+// alongside runs the command cmd gives for each mount on all of them at
+// once, calls during after delay, and fails t if any of them fails.
+func alongside(t *testing.T, mounts []string, delay time.Duration, what string, cmd func(i int, mnt string) []string, during func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	outs := make([]string, len(mounts))
+	errs := make([]error, len(mounts))
+	for i, mnt := range mounts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := cmd(i, mnt)
+			outs[i], errs[i] = run(3*time.Minute, args[0], args[1:]...)
+		}()
+	}
+	start := time.Now()
+	time.Sleep(delay)
+	during()
+	wg.Wait()
+	for i := range mounts {
+		if errs[i] != nil {
+			t.Fatalf("%s: %s on compute-%d: %v\n%s", what, cmd(i, mounts[i])[0], i, errs[i], tail(outs[i], 20))
+		}
+	}
+	t.Logf("%s: done on every compute host in %v (%s)", what, time.Since(start).Round(time.Millisecond), strings.TrimSpace(tail(outs[0], 1)))
+}
+
+// fioAlongside writes a file with fio on every mount and verifies its
+// checksums, calling during 2 s in.
+func fioAlongside(t *testing.T, mounts []string, what string, during func()) {
+	t.Helper()
+	alongside(t, mounts, 2*time.Second, what, func(i int, mnt string) []string {
+		return []string{"fio", "--name=v", "--filename=" + filepath.Join(mnt, fmt.Sprintf("fio-%d", i)), "--rw=write", "--bs=1M", "--size=96M",
+			"--rate=16M", "--verify=crc32c", "--iomem_align=4096", "--unlink=1"}
+	}, during)
+}
+
 func hostsFwdLost(t *testing.T, c *cluster, mounts []string) {
 	cl, err := clusterpkg.Load(c.dir)
 	if err != nil {
@@ -290,30 +368,7 @@ func hostsFwdLost(t *testing.T, c *cluster, mounts []string) {
 	if !ok {
 		t.Fatalf("%s is on no emulated host", home)
 	}
-	fio := func(what string, during func()) {
-		t.Helper()
-		var wg sync.WaitGroup
-		outs := make([]string, len(mounts))
-		errs := make([]error, len(mounts))
-		for i, mnt := range mounts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				f := filepath.Join(mnt, fmt.Sprintf("fio-%d", i))
-				defer os.Remove(f)
-				outs[i], errs[i] = run(3*time.Minute, "fio", "--name=v", "--filename="+f, "--rw=write", "--bs=1M", "--size=96M",
-					"--rate=16M", "--verify=crc32c", "--iomem_align=4096")
-			}()
-		}
-		time.Sleep(2 * time.Second)
-		during()
-		wg.Wait()
-		for i := range mounts {
-			if errs[i] != nil {
-				t.Fatalf("%s: fio on compute-%d: %v\n%s", what, i, errs[i], tail(outs[i], 20))
-			}
-		}
-	}
+	fio := func(what string, during func()) { fioAlongside(t, mounts, what, during) }
 	fio("a forwarding host cut off", func() {
 		if out, err := c.sluice("cluster", "cut", h.Name); err != nil {
 			t.Fatalf("cut %s: %v %s", h.Name, err, out)
