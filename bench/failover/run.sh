@@ -6,13 +6,15 @@
 # along, each fsynced (bench/failover/writer.py, one JSON line per
 # operation: its start, its time and its error if any). Each trial kills
 # the active metadata daemon with kill -9 (or stops it with SIGSTOP past
-# its lease, KILL=stop) and times how long until the mount's statfs,
+# its lease, KILL=stop; or cuts its host off the network, KILL=cut, on a
+# cluster of emulated hosts: UP=--hosts) and times how long until the mount's statfs,
 # which always reaches the service, answers; the killed daemon is then
 # restarted and stands by for the next trial. At the end every file
 # whose create and fsync were acknowledged is read back.
 #
 #   bash bench/failover/run.sh                # 5 trials, ~2 min
 #   TRIALS=3 KILL=stop bash bench/failover/run.sh
+#   KILL=cut UP=--hosts bash bench/failover/run.sh   # hosts: meta-0…2 (etcd and meta), storage, fwd-0/1, compute-0
 #
 # Results: one JSON line per trial in OUT (bench/results/failover.jsonl)
 # and a summary line (the writer's operations around each trial).
@@ -28,6 +30,7 @@ trap '"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1; rm -rf "$WORK
 "$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --engine etcd --meta-standbys 1 --mem 1G --ssd 0 --pfs none \
 	--timeout 30s ${UP:-} >/dev/null
 pid() { python3 -c 'import json,sys; print([d["Pid"] for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"]==sys.argv[2]][0])' "$WORK/s/cluster.json" "$1"; }
+host() { python3 -c 'import json,sys; print([d.get("Host","") for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"]==sys.argv[2]][0])' "$WORK/s/cluster.json" "$1"; }
 active() { # the metadata daemon that runs and whose address accepts connections
 	python3 - "$WORK/s/cluster.json" <<'PY'
 import json, socket, sys
@@ -59,7 +62,11 @@ for t in $(seq "$TRIALS"); do
 	[ -n "$name" ] || { echo "no active metadata daemon" >&2; exit 1; }
 	p=$(pid "$name")
 	t0=$(date +%s.%N)
-	if [ "$KILL" = stop ]; then kill -STOP "$p"; else kill -9 "$p"; fi
+	case $KILL in
+	stop) kill -STOP "$p" ;;
+	cut) "$BIN" cluster cut --dir "$WORK/s" "$(host "$name")" ;;
+	*) kill -9 "$p" ;;
+	esac
 	python3 -c '
 import os, sys, time
 t0 = float(sys.argv[2])
@@ -68,12 +75,20 @@ while True:
         os.statvfs(sys.argv[1])
         break
     except OSError:
+        if time.time() - t0 > 120:
+            sys.exit("no metadata server answered within 120 s")
         time.sleep(0.02)
 print("%.3f" % (time.time() - t0))' "$WORK/m" "$t0" >"$WORK/took"
 	took=$(cat "$WORK/took")
 	now=$(active)
 	echo "{\"trial\": $t, \"kill\": \"$KILL\", \"killed\": \"$name\", \"active_after\": \"$now\", \"takeover_s\": $took, \"at\": $t0}" | tee -a "$WORK/trials.jsonl"
 	if [ "$KILL" = stop ]; then kill -CONT "$p"; sleep 2; fi
+	if [ "$KILL" = cut ]; then
+		# back on the network, it finds its term over and exits (fenced)
+		"$BIN" cluster reconnect --dir "$WORK/s" "$(host "$name")"
+		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -0 "$p" 2>/dev/null && { echo "$name still runs 10 s after its host was reconnected" >&2; exit 1; }
+	fi
 	"$BIN" cluster restart --dir "$WORK/s" "$name" >/dev/null
 	sleep 3
 done

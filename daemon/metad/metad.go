@@ -238,12 +238,21 @@ func campaign(ctx context.Context, cfg Config, e engine.Engine) (context.Context
 	if active, err := el.Active(ctx); err == nil && active != "" {
 		cfg.Log.Info("standing by: another metadata server is active", "active", active)
 	}
+	// a campaign that fails (the engine's member cut off, a lease that
+	// ran out while it waited) is made again: a standby that gave up
+	// would leave the service with none
 	ended, err := el.Campaign(ctx, id)
-	if err != nil {
+	for err != nil {
 		if ctx.Err() != nil {
 			return ctx, nil
 		}
-		return ctx, err
+		cfg.Log.Warn("campaign for the active role failed: campaigning again", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx, nil
+		case <-time.After(time.Second):
+		}
+		ended, err = el.Campaign(ctx, id)
 	}
 	cfg.Log.Info("active: this metadata server now serves", "id", id)
 	tctx, cancel := context.WithCancelCause(ctx)

@@ -77,6 +77,14 @@ type EtcdConfig struct {
 	// Lease is how long an active metadata server's term outlives its
 	// last contact with etcd (5 s if 0; whole seconds).
 	Lease time.Duration
+	// KeepAlive is how often the client pings each member's connection
+	// (5 s if 0, the least etcd accepts by default); a connection whose
+	// ping gets no answer within a second more is failed and its
+	// streams (the lease's renewals, the election's watch) go on
+	// through another member. Shorter than the lease, it keeps the
+	// active server's term when the member it talks to is lost: the
+	// members must then accept it (--grpc-keepalive-min-time).
+	KeepAlive time.Duration
 }
 
 // etcd's own defaults for the servers' limits.
@@ -134,18 +142,21 @@ func ParseEtcd(addr string) (EtcdConfig, error) {
 				return c, fmt.Errorf("etcd engine: mirror=%q: want true or false", v)
 			}
 			c.NoMirror = !on
-		case "timeout", "lease":
+		case "timeout", "lease", "keepalive":
 			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 || k == "lease" && d < time.Second {
-				return c, fmt.Errorf("etcd engine: %s=%q: want a duration (a lease: 1s or more)", k, v)
+			if err != nil || d <= 0 || k != "timeout" && d < time.Second {
+				return c, fmt.Errorf("etcd engine: %s=%q: want a duration (a lease or keepalive: 1s or more)", k, v)
 			}
-			if k == "timeout" {
+			switch k {
+			case "timeout":
 				c.Timeout = d
-			} else {
+			case "lease":
 				c.Lease = d
+			default:
+				c.KeepAlive = d
 			}
 		default:
-			return c, fmt.Errorf("etcd engine: unknown setting %q (have max-txn-ops, max-request-bytes, timeout, mirror, lease)", k)
+			return c, fmt.Errorf("etcd engine: unknown setting %q (have max-txn-ops, max-request-bytes, timeout, mirror, lease, keepalive)", k)
 		}
 	}
 	return c, nil
@@ -208,8 +219,14 @@ func OpenEtcd(c EtcdConfig) (*Etcd, error) {
 	if c.Lease == 0 {
 		c.Lease = 5 * time.Second
 	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = 5 * time.Second
+	}
+	// gRPC keepalives find a member whose host was cut off (its
+	// connection stays open, silent: EtcdConfig.KeepAlive)
 	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.Timeout, Logger: zap.NewNop(),
-		MaxCallSendMsgSize: c.MaxRequestBytes + 64*1024})
+		MaxCallSendMsgSize: c.MaxRequestBytes + 64*1024,
+		DialKeepAliveTime:  c.KeepAlive, DialKeepAliveTimeout: time.Second, PermitWithoutStream: true})
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %v", c.Endpoints, err)
 	}
@@ -437,7 +454,10 @@ func (e *Etcd) Campaign(ctx context.Context, id string) (<-chan struct{}, error)
 		return nil, fmt.Errorf("etcd: a lease for the election: %v", err)
 	}
 	el := concurrency.NewElection(sess, e.cfg.Prefix+".active/")
-	if err := el.Campaign(ctx, id); err != nil {
+	// a member cut off from the others has no leader: the campaign's
+	// watch then fails instead of waiting for a deletion it would never
+	// see, and the caller campaigns again
+	if err := el.Campaign(clientv3.WithRequireLeader(ctx), id); err != nil {
 		sess.Close()
 		return nil, fmt.Errorf("etcd: election: %v", err)
 	}

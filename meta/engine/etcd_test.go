@@ -125,7 +125,10 @@ func TestParseEtcd(t *testing.T) {
 	if c, err := engine.ParseEtcd("h:1?mirror=false"); err != nil || !c.NoMirror {
 		t.Fatalf("mirror=false: %+v %v", c, err)
 	}
-	for _, bad := range []string{"", "/p", "h:1?max-txn-ops=0", "h:1?colour=blue", "h:1?timeout=soon", "h:1?mirror=maybe"} {
+	if c, err := engine.ParseEtcd("h:1?keepalive=2s&lease=7s"); err != nil || c.KeepAlive != 2*time.Second || c.Lease != 7*time.Second {
+		t.Fatalf("keepalive=2s&lease=7s: %+v %v", c, err)
+	}
+	for _, bad := range []string{"", "/p", "h:1?max-txn-ops=0", "h:1?colour=blue", "h:1?timeout=soon", "h:1?mirror=maybe", "h:1?keepalive=100ms"} {
 		if _, err := engine.ParseEtcd(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

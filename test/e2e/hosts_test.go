@@ -220,24 +220,39 @@ func hostsFailover(t *testing.T, c *cluster, mounts []string) {
 	c.restart(active) // it stands by again
 	t.Logf("%d and %d files acknowledged on the two compute hosts; %s serves now", len(ws[0].acked), len(ws[1].acked), now)
 
-	// fio writing and verifying, then mdtest's phases, on both compute
-	// hosts, each across a kill -9 of the active metadata daemon
-	for _, what := range []string{"fio", "mdtest"} {
-		active := c.activeMeta()
-		during := func() { c.kill9(active) }
-		if what == "fio" {
-			fioAlongside(t, mounts, "fio across a failover", during)
-		} else {
-			alongside(t, mounts, time.Second, "mdtest across a failover", func(i int, mnt string) []string {
-				return []string{mdtestBin(t), "-n", "600", "-bytes", "3000", "-phases", "create,stat,read,unlink,mkdir,rmdir",
-					filepath.Join(mnt, fmt.Sprintf("md-%d", i))}
-			}, during)
-		}
-		if now := c.activeMeta(); now == active {
-			t.Fatalf("%s, killed, still named active", active)
-		}
-		c.restart(active)
+	// fio writing and verifying on both compute hosts across a kill -9
+	// of the active metadata daemon, then mdtest's phases across the loss
+	// of its host: cut off, its etcd member with it; once reconnected, it
+	// finds its term over and exits
+	active = c.activeMeta()
+	fioAlongside(t, mounts, "fio across a failover", func() { c.kill9(active) })
+	if now := c.activeMeta(); now == active {
+		t.Fatalf("%s, killed, still named active", active)
 	}
+	c.restart(active)
+	active = c.activeMeta()
+	cl, err := clusterpkg.Load(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := cl.HostOf(active)
+	pid := c.pid(active)
+	alongside(t, mounts, time.Second, "mdtest across the loss of the active metadata daemon's host", func(i int, mnt string) []string {
+		return []string{mdtestBin(t), "-n", "600", "-bytes", "3000", "-phases", "create,stat,read,unlink,mkdir,rmdir",
+			filepath.Join(mnt, fmt.Sprintf("md-%d", i))}
+	}, func() {
+		if out, err := c.sluice("cluster", "cut", h.Name); err != nil {
+			t.Errorf("cut %s: %v %s", h.Name, err, out)
+		}
+	})
+	if out, err := c.sluice("cluster", "reconnect", h.Name); err != nil {
+		t.Fatalf("reconnect %s: %v %s", h.Name, err, out)
+	}
+	eventually(t, 20*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }, active+", reconnected after its term ended, to exit")
+	if c.logCount(active, "term ended") == 0 {
+		t.Fatalf("%s exited without saying its term ended", active)
+	}
+	c.restart(active)
 }
 
 var mdtestOnce struct {

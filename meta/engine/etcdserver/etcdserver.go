@@ -119,7 +119,14 @@ func Plan(cfg Config) ([]Member, error) {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new", "--initial-cluster-token", "sluice",
 			"--max-txn-ops", strconv.Itoa(cfg.MaxTxnOps), "--max-request-bytes", strconv.Itoa(cfg.MaxRequestBytes),
 			"--auto-compaction-mode", "periodic", "--auto-compaction-retention", cfg.Compaction,
-			"--quota-backend-bytes", strconv.FormatInt(cfg.Quota, 10), "--logger", "zap"}})
+			"--quota-backend-bytes", strconv.FormatInt(cfg.Quota, 10), "--logger", "zap",
+			// clients ping every second (URI: keepalive=1s) to find a
+			// member lost within the metadata server's lease
+			"--grpc-keepalive-min-time", "1s",
+			// a member cut off and reconnected asks before it calls an
+			// election, instead of unseating the leader with its higher
+			// term (the lease renewals stall meanwhile)
+			"--pre-vote"}})
 	}
 	return out, nil
 }
@@ -275,7 +282,7 @@ func URI(endpoints []string, prefix string, cfg Config) string {
 		u, _ := url.Parse(e)
 		hosts = append(hosts, u.Host)
 	}
-	return fmt.Sprintf("etcd://%s/%s?max-txn-ops=%d&max-request-bytes=%d", strings.Join(hosts, ","), prefix,
+	return fmt.Sprintf("etcd://%s/%s?max-txn-ops=%d&max-request-bytes=%d&keepalive=1s", strings.Join(hosts, ","), prefix,
 		cfg.MaxTxnOps, cfg.MaxRequestBytes)
 }
 
