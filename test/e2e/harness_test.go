@@ -348,3 +348,15 @@ func eventually(t *testing.T, d time.Duration, f func() bool, what string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// within reports whether f holds within d (polled as eventually does).
+func within(d time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
