@@ -290,7 +290,8 @@ func Up(o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if old, err := Load(dir); err == nil {
+	old, oldErr := Load(dir)
+	if oldErr == nil {
 		if old.alive() {
 			return nil, fmt.Errorf("a cluster is already running in %s (sluice cluster down --dir %s)", dir, dir)
 		}
@@ -328,7 +329,6 @@ func Up(o Options) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Mount: mnt, Exe: o.Exe}
 	pl := &planner{o: o, c: c, dir: dir, secretFile: secretFile, ports: map[string]string{}, picker: newPortPicker()}
 	defer pl.picker.release()
-	old, oldErr := Load(dir)
 	if o.Hosts {
 		moved, err := c.layoutHosts(o, old)
 		if err != nil {

@@ -29,8 +29,8 @@ trap '"$BIN" cluster down --dir "$WORK/s" --purge >/dev/null 2>&1; rm -rf "$WORK
 # shellcheck disable=SC2086
 "$BIN" cluster up --dir "$WORK/s" --mount "$WORK/m" --engine etcd --meta-standbys 1 --mem 1G --ssd 0 --pfs none \
 	--timeout 30s ${UP:-} >/dev/null
-pid() { python3 -c 'import json,sys; print([d["Pid"] for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"]==sys.argv[2]][0])' "$WORK/s/cluster.json" "$1"; }
-host() { python3 -c 'import json,sys; print([d.get("Host","") for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"]==sys.argv[2]][0])' "$WORK/s/cluster.json" "$1"; }
+# daemon FIELD NAME: a field of daemon NAME in cluster.json (Pid, Host)
+daemon() { python3 -c 'import json,sys; print([d.get(sys.argv[2],"") for d in json.load(open(sys.argv[1]))["Daemons"] if d["Name"]==sys.argv[3]][0])' "$WORK/s/cluster.json" "$1" "$2"; }
 active() { # the metadata daemon that runs and whose address accepts connections
 	python3 - "$WORK/s/cluster.json" <<'PY'
 import json, socket, sys
@@ -60,11 +60,11 @@ sleep 2
 for t in $(seq "$TRIALS"); do
 	name=$(active)
 	[ -n "$name" ] || { echo "no active metadata daemon" >&2; exit 1; }
-	p=$(pid "$name")
+	p=$(daemon Pid "$name")
 	t0=$(date +%s.%N)
 	case $KILL in
 	stop) kill -STOP "$p" ;;
-	cut) "$BIN" cluster cut --dir "$WORK/s" "$(host "$name")" ;;
+	cut) "$BIN" cluster cut --dir "$WORK/s" "$(daemon Host "$name")" ;;
 	*) kill -9 "$p" ;;
 	esac
 	python3 -c '
@@ -85,7 +85,7 @@ print("%.3f" % (time.time() - t0))' "$WORK/m" "$t0" >"$WORK/took"
 	if [ "$KILL" = stop ]; then kill -CONT "$p"; sleep 2; fi
 	if [ "$KILL" = cut ]; then
 		# back on the network, it finds its term over and exits (fenced)
-		"$BIN" cluster reconnect --dir "$WORK/s" "$(host "$name")"
+		"$BIN" cluster reconnect --dir "$WORK/s" "$(daemon Host "$name")"
 		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -0 "$p" 2>/dev/null && { echo "$name still runs 10 s after its host was reconnected" >&2; exit 1; }
 	fi

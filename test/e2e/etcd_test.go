@@ -123,44 +123,20 @@ func TestMetaFailover(t *testing.T) {
 	if err := os.Mkdir(c.path("fo"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex // guards acked
-	acked := map[string][]byte{}
-	writer := func(from int, stop <-chan struct{}, done chan<- struct{}) {
-		defer close(done)
-		for i := from; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			name, data := fmt.Sprintf("fo/f%05d", i), pattern(i, 4096+i%3000)
-			if err := os.WriteFile(c.path(name), data, 0o644); err != nil {
-				t.Errorf("%s during a failover: %v", name, err)
-				return
-			}
-			mu.Lock()
-			acked[name] = data
-			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	// writers, one for each failover, and what they were acknowledged
+	var ws []*hostWriter
 	check := func(when string) {
 		t.Helper()
-		mu.Lock()
-		defer mu.Unlock()
-		for name, data := range acked {
-			if got, err := os.ReadFile(c.path(name)); err != nil || !bytes.Equal(got, data) {
-				at := 0
-				for at < len(got) && at < len(data) && got[at] == data[at] {
-					at++
-				}
-				st, _ := c.sluice("file", "stat", c.path(name))
-				t.Fatalf("%s: acknowledged %s reads back wrong (%d bytes, %v): from byte %d on, %q…, want %q…\n%s", when, name, len(got), err,
-					at, got[at:min(len(got), at+16)], data[at:min(len(data), at+16)], st)
+		listed := 0
+		for _, w := range ws {
+			if len(w.errs) > 0 {
+				t.Fatalf("%s: writes failed: %v", when, w.errs)
 			}
+			w.check(t, c, when, c.path("fo"))
+			listed += len(w.acked)
 		}
-		if ents, err := os.ReadDir(c.path("fo")); err != nil || len(ents) != len(acked) {
-			t.Fatalf("%s: fo/ lists %d entries (%v), want %d", when, len(ents), err, len(acked))
+		if ents, err := os.ReadDir(c.path("fo")); err != nil || len(ents) != listed {
+			t.Fatalf("%s: fo/ lists %d entries (%v), want %d", when, len(ents), err, listed)
 		}
 	}
 	// takeover is how long from now until the mount's statfs, which every
@@ -178,8 +154,7 @@ func TestMetaFailover(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go writer(0, stop, done)
+	ws = append(ws, startWriter(c.path("fo"), "f", 0))
 	time.Sleep(500 * time.Millisecond)
 	c.kill9("meta")
 	// the statfs sent right after the kill: it may meet the dead server's
@@ -190,8 +165,7 @@ func TestMetaFailover(t *testing.T) {
 		t.Errorf("takeover took %v, want at most 10 s", took)
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
+	ws[0].halt()
 	check("after the active metadata server's kill -9")
 	if c.logCount("meta-1", "active: this metadata server now serves") != 1 {
 		t.Fatal("meta-1 does not say it became active")
@@ -207,8 +181,7 @@ func TestMetaFailover(t *testing.T) {
 
 	// meta comes back as the standby; meta-1 stalls past its lease
 	c.restart("meta")
-	stop, done = make(chan struct{}), make(chan struct{})
-	go writer(100000, stop, done)
+	ws = append(ws, startWriter(c.path("fo"), "f", 100000))
 	time.Sleep(300 * time.Millisecond)
 	stalled := c.pid("meta-1")
 	was := c.logCount("meta", "active: this metadata server now serves") // its first term's line
@@ -240,8 +213,7 @@ func TestMetaFailover(t *testing.T) {
 		t.Fatal("meta-1 stopped without saying its term ended")
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
+	ws[1].halt()
 	check("after the active metadata server stalled past its lease")
 	mustWrite(t, c.path("after"), pattern(3, 1<<20))
 	if got, err := os.ReadFile(c.path("after")); err != nil || !bytes.Equal(got, pattern(3, 1<<20)) {
