@@ -91,7 +91,7 @@ func (s *Service) trimActivityLocked() {
 		if drop == 0 {
 			return
 		}
-		if s.opens[ino] == 0 {
+		if s.opens.total[ino] == 0 {
 			delete(s.activity, ino)
 			drop--
 		}
@@ -105,7 +105,7 @@ func (s *Service) Activity(ino uint64) (wire.Activity, error) {
 	if _, err := s.getInode(ino); err != nil {
 		return wire.Activity{}, err
 	}
-	out := wire.Activity{Open: s.opens[ino]}
+	out := wire.Activity{Open: s.opens.total[ino]}
 	if a := s.activity[ino]; a != nil {
 		out.Opened, out.LastOpen, out.LastClose, out.LastAccess = a.opened, a.lastOpen, a.lastClose, a.lastAccess
 		if a.nTco > 0 {

@@ -21,21 +21,21 @@ func TestActivity(t *testing.T) {
 	ino := a.Ino
 	step := func(d time.Duration) { now = now.Add(d) }
 	// two handles over 10 s, closed 60 s, one handle for 20 s, closed 30 s, open
-	s.Open(ino)
+	s.Open(0, ino)
 	step(time.Second)
-	s.Open(ino)
+	s.Open(0, ino)
 	step(9 * time.Second)
-	s.Release(ino)
+	s.Release(0, ino)
 	if act, _ := s.Activity(ino); act.Open != 1 || act.LastClose != 0 {
 		t.Fatalf("one of two handles released: %+v", act)
 	}
-	s.Release(ino)
+	s.Release(0, ino)
 	step(60 * time.Second)
-	s.Open(ino)
+	s.Open(0, ino)
 	step(20 * time.Second)
-	s.Release(ino)
+	s.Release(0, ino)
 	step(30 * time.Second)
-	s.Open(ino)
+	s.Open(0, ino)
 	act, err := s.Activity(ino)
 	if err != nil {
 		t.Fatal(err)

@@ -282,10 +282,9 @@ func (s *Service) CreateBatch(client, parent uint64, es []ns.BatchEntry, uid, gi
 		return nil, err
 	}
 	for _, ino := range opened {
-		if s.opens[ino] == 0 {
+		if s.opens.open(client, ino) {
 			s.openedLocked(ino, time.Unix(0, t))
 		}
-		s.opens[ino]++
 	}
 	if client != 0 && len(dirs)+len(owned) > 0 {
 		// delegated from birth: no other client can name a directory

@@ -87,8 +87,8 @@ func TestDelegationRecall(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if s.opens[resp.First] != 1 || s.opens[resp.First+1] != 0 {
-		t.Fatalf("open counts %v", s.opens)
+	if s.opens.total[resp.First] != 1 || s.opens.total[resp.First+1] != 0 {
+		t.Fatalf("open counts %v", s.opens.total)
 	}
 	es, err := s.Readdir(d.Ino, "", 100)
 	if err != nil || len(es) != 2 {

@@ -22,17 +22,23 @@ func (s *Service) kickGC() {
 // and a scan from the start would step over every marker of a removal
 // storm again at each removal (it was two thirds of the metadata daemon's
 // time during mdtest's unlinks). Every tick makes a full pass, which also
-// retries files whose data servers could not be reached.
+// retries files whose data servers could not be reached; the first tick
+// after the grace period for reclaims removes the files unlinked while
+// open that no mount reclaimed (opens.go).
 func (s *Service) RunGC(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var cursor uint64
 	var swept time.Time
+	orphansSwept := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if !orphansSwept {
+				orphansSwept = s.sweepOrphans()
+			}
 			s.CollectGarbage(ctx)
 			cursor = 0
 			if now := s.now(); now.Sub(swept) > replyKeep/10 {

@@ -145,7 +145,7 @@ func (s *Service) serveEntries(t *rpc.Table) {
 				}
 				a, err := s.Create(q.Parent, q.Name, typ|q.Mode&0o7777, q.Uid, q.Gid, "", q.Excl || typ != syscall.S_IFREG, q.Rdev, reply)
 				if err == nil && q.Open {
-					a, err = s.Open(a.Ino)
+					a, err = s.Open(q.Client, a.Ino)
 				}
 				return a, err
 			})
@@ -299,7 +299,7 @@ func (s *Service) serveFiles(t *rpc.Table) {
 	// sees them (close-to-open)
 	rpc.On(t, ns.Open, func(ctx context.Context, q *ns.OpenReq) (*ns.AttrRep, error) {
 		open := func() (*ns.AttrRep, []ns.Change, error) {
-			a, err := s.Open(q.Ino)
+			a, err := s.Open(q.Client, q.Ino)
 			return &ns.AttrRep{Attr: a}, nil, err
 		}
 		if s.deleg.n.Load() == 0 {
@@ -310,7 +310,17 @@ func (s *Service) serveFiles(t *rpc.Table) {
 		return answer(s, q.Client, open)
 	})
 	rpc.On(t, ns.Release, func(_ context.Context, q *ns.InoReq) (*ns.FeedRep, error) {
-		return answer(s, q.Client, func() (*ns.FeedRep, []ns.Change, error) { return &ns.FeedRep{}, nil, s.Release(q.Ino) })
+		return answer(s, q.Client, func() (*ns.FeedRep, []ns.Change, error) { return &ns.FeedRep{}, nil, s.Release(q.Client, q.Ino) })
+	})
+	rpc.On(t, ns.Reclaim, func(_ context.Context, q *ns.ReclaimReq) (*wire.Empty, error) {
+		if q.Client == 0 {
+			return nil, errno(syscall.EINVAL, "reclaim without a client id")
+		}
+		held := make(map[uint64]int, len(q.Opens))
+		for _, o := range q.Opens {
+			held[o.Ino] += int(o.N)
+		}
+		return &wire.Empty{}, s.Reclaim(q.Client, held)
 	})
 	rpc.On(t, ns.Readlink, func(_ context.Context, q *ns.InoReq) (*ns.ReadlinkRep, error) {
 		return answer(s, q.Client, func() (*ns.ReadlinkRep, []ns.Change, error) {

@@ -61,6 +61,11 @@ type Config struct {
 	// an emulated metadata server's capacity, for experiments that make
 	// it the scarce resource (docs/nodelocal.md).
 	MaxOps float64
+	// ReclaimWait is how long after its start the service waits for
+	// mounts to reclaim their open handles before it removes files
+	// unlinked while open that nobody reclaimed (opens.go; default
+	// ReclaimWait).
+	ReclaimWait time.Duration
 }
 
 // Service implements the metadata operations.
@@ -74,7 +79,14 @@ type Service struct {
 	// keys committed as one batch). Reads go to the engine without it:
 	// batches are atomic, so readers see all of a mutation or none.
 	mu    sync.Mutex
-	opens map[uint64]int // guarded by mu: open handles per inode
+	opens openTable // guarded by mu: open handles per inode and client (opens.go)
+	// grace is the period after the start in which mounts reclaim their
+	// handles (opens.go): until when, for the inodes numbered before the
+	// start. Set in New.
+	grace struct {
+		until   time.Time
+		lastIno uint64
+	}
 	// faults are the pause points crash tests arm (OpFault)
 	faults faultpoint.Points
 	// activity is each file's open/close history (activity.go). Guarded
@@ -134,8 +146,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.HeartbeatTTL == 0 {
 		cfg.HeartbeatTTL = 5 * time.Second
 	}
+	if cfg.ReclaimWait == 0 {
+		cfg.ReclaimWait = ReclaimWait
+	}
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
-		opens: map[uint64]int{}, activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, stalled: map[string]map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
+		activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, stalled: map[string]map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
+	s.opens.init()
 	s.reg.init(s)
 	s.feed.init(s.now())
 	s.deleg.dir, s.deleg.cool = map[uint64]*delegation{}, map[uint64]time.Time{}
@@ -164,22 +180,13 @@ func New(cfg Config) (*Service, error) {
 	if err := s.reg.load(); err != nil {
 		return nil, err
 	}
-	// Orphans were open when the service stopped; their handles died with
-	// the old process's open table, so they are garbage now.
-	var orphans []uint64
-	s.e.Scan([]byte{pOrphan}, nil, func(k, _ []byte) bool {
-		orphans = append(orphans, binary.BigEndian.Uint64(k[1:]))
-		return true
-	})
-	for _, ino := range orphans {
-		var b engine.Batch
-		b.Del(orphanKey(ino))
-		b.Del(inodeKey(ino))
-		b.Set(garbageKey(ino), nil)
-		if err := s.e.Apply(&b, false); err != nil {
-			return nil, err
-		}
+	// the files mounts may hold open from before the start (orphans
+	// among them) wait for the mounts' reclaims (opens.go)
+	v, err := s.e.Get(counterKey("ino"))
+	if err != nil {
+		return nil, err
 	}
+	s.grace.lastIno, s.grace.until = binary.BigEndian.Uint64(v), s.now().Add(cfg.ReclaimWait)
 	s.typed = &rpc.Table{Name: "metadata service", Observe: s.met.observe}
 	s.Serve(s.typed)
 	return s, nil
@@ -372,7 +379,7 @@ func (s *Service) dropLinkLocked(b *engine.Batch, n *inode, t int64) {
 		b.Set(inodeKey(n.Ino), n.encode())
 		return
 	}
-	if s.opens[n.Ino] > 0 {
+	if s.opens.total[n.Ino] > 0 || s.inGraceLocked(n.Ino) {
 		b.Set(inodeKey(n.Ino), n.encode())
 		b.Set(orphanKey(n.Ino), nil)
 		return
@@ -517,46 +524,31 @@ func (s *Service) Readdir(ino uint64, after string, max int) ([]wire.DirEntry, e
 	return out, derr
 }
 
-// Open records an open handle on ino, so an unlink keeps its data until the
-// last Release.
-func (s *Service) Open(ino uint64) (*wire.Attr, error) {
+// Open records an open handle of client (a mount's id, or 0) on ino, so
+// an unlink keeps its data until the last Release.
+func (s *Service) Open(client, ino uint64) (*wire.Attr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, err := s.getInode(ino)
 	if err != nil {
 		return nil, err
 	}
-	if s.opens[ino] == 0 {
+	if s.opens.open(client, ino) {
 		s.openedLocked(ino, s.now())
 	}
-	s.opens[ino]++
 	return &n.Attr, nil
 }
 
-// Release drops an open handle; the last one of an unlinked file frees it.
-func (s *Service) Release(ino uint64) error {
+// Release drops an open handle of client; the last one of an unlinked
+// file frees it.
+func (s *Service) Release(client, ino uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.opens[ino] > 1 {
-		s.opens[ino]--
+	if !s.opens.release(client, ino) {
 		return nil
 	}
-	if s.opens[ino] == 1 {
-		s.closedLocked(ino, s.now())
-	}
-	delete(s.opens, ino)
-	if _, err := s.e.Get(orphanKey(ino)); err != nil {
-		return nil
-	}
-	var b engine.Batch
-	b.Del(orphanKey(ino))
-	b.Del(inodeKey(ino))
-	b.Set(garbageKey(ino), nil)
-	if err := s.e.Apply(&b, false); err != nil {
-		return err
-	}
-	s.kickGC()
-	return nil
+	s.closedLocked(ino, s.now())
+	return s.dropOrphanLocked(ino)
 }
 
 // Sync makes every acknowledged metadata change durable on the medium.

@@ -66,14 +66,14 @@ func TestNamespace(t *testing.T) {
 		}
 		// unlink while open keeps the inode until release
 		s.Remove(RootIno, "hard", false)
-		s.Open(f.Ino)
+		s.Open(0, f.Ino)
 		if err := s.Remove(RootIno, "moved", false); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Getattr(f.Ino); err != nil {
 			t.Fatalf("open unlinked file vanished: %v", err)
 		}
-		s.Release(f.Ino)
+		s.Release(0, f.Ino)
 		if _, err := s.Getattr(f.Ino); !is(err, syscall.ENOENT) {
 			t.Fatalf("released orphan still there: %v", err)
 		}

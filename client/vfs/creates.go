@@ -86,8 +86,11 @@ type CreatesConfig struct {
 	// Owned, if set, receives the files created here as owned files
 	// (owned.go).
 	Owned *Owned
-	Now   Clock
-	Log   *slog.Logger
+	// Handles, if set, counts the files a batch creates open once the
+	// service has acknowledged it (handles.go).
+	Handles *Handles
+	Now     Clock
+	Log     *slog.Logger
 }
 
 // Creates holds the directory delegations of a mount and the creates and
@@ -441,6 +444,9 @@ func (w *Creates) send(dir uint64, batch []*wbEntry, es []ns.BatchEntry, owner *
 	if owner != nil {
 		m.Uid, m.Gid = owner.uid, owner.gid
 	}
+	if h := w.cfg.Handles; h != nil {
+		h.begin()
+	}
 	resp, err := rpc.Do(context.Background(), w.cfg.Route(id, dir), ns.CreateBatch, m)
 	// acknowledged creates are not given up while the service cannot be
 	// reached or did not answer (a metadata failover, a forwarding node
@@ -457,6 +463,20 @@ func (w *Creates) send(dir uint64, batch []*wbEntry, es []ns.BatchEntry, owner *
 	failed := es
 	if err == nil {
 		failed = resp.Failed
+		if h := w.cfg.Handles; h != nil {
+			refused := map[uint64]bool{}
+			for _, e := range failed {
+				refused[e.Ino] = true
+			}
+			for _, e := range es {
+				if e.Open && !e.Remove && e.Mode&syscall.S_IFDIR == 0 && !refused[e.Ino] {
+					h.opened(e.Ino)
+				}
+			}
+		}
+	}
+	if h := w.cfg.Handles; h != nil {
+		h.end()
 	}
 	for _, e := range failed {
 		why := err

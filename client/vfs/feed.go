@@ -210,8 +210,13 @@ func (v *FS) Follow(ctx context.Context) {
 		}
 		wasLive := v.dc.Advance(resp.Feed, lost, resp.Changes)
 		if lost {
-			// a recall may have been among the lost changes
-			go v.wb.DropAll()
+			// a recall may have been among the lost changes; and the
+			// service may have restarted, knowing none of the handles
+			// open here (after the creates that open some)
+			go func() {
+				v.wb.DropAll()
+				v.reclaim(ctx)
+			}()
 		}
 		v.wb.Recall(resp.Changes)
 		for _, e := range resp.Changes {
@@ -232,5 +237,18 @@ func (v *FS) Follow(ctx context.Context) {
 		if !wasLive && !lost {
 			v.log.Info("following the metadata change feed", "cache", v.cfg.MetaCache)
 		}
+	}
+}
+
+// reclaim sends the mount's open handles to the metadata service
+// (Handles.Reclaim), which may have restarted or changed.
+func (v *FS) reclaim(ctx context.Context) {
+	n, err := v.handles.Reclaim(ctx, v.mc, v.dc.ID(), v.cfg.Timeout)
+	if err != nil {
+		v.log.Warn("reclaiming the open handles from the metadata service failed: files unlinked while open here may be removed", "files", n, "err", err)
+		return
+	}
+	if n > 0 {
+		v.log.Info("reclaimed the open handles from the metadata service", "files", n)
 	}
 }

@@ -48,6 +48,9 @@ type FS struct {
 	own *Owned      // nil: off
 	bc  *BlockCache // nil: off
 	app *Appends
+	// handles are the file handles the metadata service knows open,
+	// reclaimed after it restarts (handles.go)
+	handles *Handles
 	// long is what the kernel may cache for the long timeout (feed.go)
 	long longCached
 	// notify drops the kernel's caches (SetNotifier; nil before)
@@ -221,7 +224,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	v := &FS{cfg: cfg, log: cfg.Log, ids: ident.Resolver{JobVar: cfg.JobVar, Node: cfg.Node, Now: cfg.Now},
-		dirs: map[uint64][]wire.DirEntry{}, dc: NewDirCache(cfg.MetaCache > 0), app: NewAppends(), priv: map[uint64]bool{}}
+		dirs: map[uint64][]wire.DirEntry{}, dc: NewDirCache(cfg.MetaCache > 0), app: NewAppends(), priv: map[uint64]bool{}, handles: NewHandles()}
 	addr := cfg.Fwd
 	if addr == "" {
 		v.mc = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
@@ -250,7 +253,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	v.home = dial(addr).(*rpc.Client)
 	rc := RouterConfig{Home: v.home, HomeAddr: addr, Dial: dial, Now: cfg.Now, Log: v.log}
 	cc := CreatesConfig{Creates: cfg.WritebackCreates, Unlinks: cfg.WritebackUnlinks, Flush: cfg.CreateFlush,
-		Timeout: cfg.Timeout, Dir: v.dc, Now: cfg.Now, Log: v.log}
+		Timeout: cfg.Timeout, Dir: v.dc, Handles: v.handles, Now: cfg.Now, Log: v.log}
 	if v.mc != nil {
 		rc.Manager, cc.Meta = v.mc, v.mc
 	}
@@ -387,7 +390,25 @@ func (v *FS) invoke(c Cred, id ident.ID, op wire.Op, q ns.Request, rep wire.Mess
 	ctx := context.Background()
 	start := v.cfg.Now()
 	ino, parent, _ := q.Inodes()
+	// an open or release is counted in the handles the mount reclaims
+	mk, _ := q.(*ns.MknodReq)
+	counted := op == ns.OpOpen || op == ns.OpRelease || mk != nil && mk.Open
+	if counted {
+		v.handles.begin()
+	}
 	p, err := v.rt.Pick(id, ino|parent).Invoke(ctx, op, q, rep, nil, into)
+	if counted {
+		switch {
+		case op == ns.OpRelease:
+			v.handles.released(ino)
+		case err != nil:
+		case op == ns.OpOpen:
+			v.handles.opened(ino)
+		case rep.(*ns.EntryRep).Attr != nil:
+			v.handles.opened(rep.(*ns.EntryRep).Attr.Ino)
+		}
+		v.handles.end()
+	}
 	if op != ns.OpRead && op != ns.OpWrite {
 		v.record(c, id, op, ino, 0, 0, start, err != nil)
 	}

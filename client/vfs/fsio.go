@@ -54,10 +54,13 @@ func (v *FS) promote(ino uint64, tag any) bool {
 	v.wb.SettleFor(ns.OpOpen, m)
 	ctx, cancel := context.WithTimeout(context.Background(), v.cfg.Timeout)
 	defer cancel()
+	v.handles.begin()
+	defer v.handles.end()
 	if _, err := rpc.Do(ctx, v.rt.Pick(t.id, ino), ns.Open, m); err != nil {
 		v.log.Warn("opening at the service a read-only open answered here failed", "ino", ino, "err", err)
 		return false
 	}
+	v.handles.opened(ino)
 	return true
 }
 

@@ -171,6 +171,7 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 	chunk := fs.String("chunk-size", "4M", "default chunk size of the root directory")
 	maxOps := fs.Float64("max-ops", 0, "namespace operations served per second, at most (an emulated metadata server's capacity; 0: none)")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on calls to data servers")
+	reclaimWait := fs.Duration("reclaim-wait", metad.DefaultReclaimWait, "after a start or takeover: how long mounts have to reclaim their open handles (files unlinked while open stay meanwhile) before data moves by policy")
 	return func(args []string) error {
 		secret, err := df.setup()
 		if err != nil {
@@ -210,7 +211,7 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 		return metad.Run(ctx, metad.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
 			Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
 			Engine: engineSpec(*eng, *etcdEPs), Dir: *dir, Log: logger("meta"), Metrics: df.reg,
-			ChunkSize: uint32(chunkBytes), Timeout: *timeout, MaxOps: *maxOps, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
+			ChunkSize: uint32(chunkBytes), Timeout: *timeout, MaxOps: *maxOps, ReclaimWait: *reclaimWait, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
 			BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window,
 			FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
 			Tiering: tpol, TierAuto: *tierMode == "auto", TierEvery: *tierEvery, DrainDefault: *drainDefault, DrainAge: *drainAge,

@@ -8,6 +8,7 @@
 package metad
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,12 @@ type Config struct {
 	ChunkSize   uint32        // the root directory's chunk size
 	Timeout     time.Duration // bound on calls to data servers
 	MaxOps      float64       // namespace operations per second at most (0: none)
+	// ReclaimWait is how long after its start the service waits for
+	// mounts to send what they held (open handles, bytes and closes held
+	// back) before it removes files unlinked while open that nobody
+	// reclaimed and, after a takeover, before its policies move data
+	// (0: DefaultReclaimWait).
+	ReclaimWait time.Duration
 	MemReplicas int           // copies of each mem-tier chunk: 1 or 2
 	Placement   place.Policy  // ranking of servers within a tier
 
@@ -121,7 +128,7 @@ type daemon struct {
 	grants  *bbgrants.Grants
 	fwds    *forwarding.Manager
 	// quietUntil is when the managers may start moving data
-	// (takeoverQuiet; zero: at once)
+	// (Config.ReclaimWait after a takeover; zero: at once)
 	quietUntil time.Time
 }
 
@@ -150,11 +157,12 @@ func Run(ctx context.Context, cfg Config) error {
 		holds = el.Holds
 		// mounts learn of the new server within a change-feed watch
 		// and send what they held before data moves
-		d.quietUntil = time.Now().Add(takeoverQuiet)
-		cfg.Log.Info("data moves (tiering, burst buffer) start after the term's quiet time", "quiet", takeoverQuiet)
+		quiet := cmp.Or(cfg.ReclaimWait, DefaultReclaimWait)
+		d.quietUntil = time.Now().Add(quiet)
+		cfg.Log.Info("data moves (tiering, burst buffer) start after the term's quiet time", "quiet", quiet)
 	}
 	if d.svc, err = meta.New(meta.Config{Engine: e, Log: cfg.Log, Secret: cfg.Secret, ChunkSize: cfg.ChunkSize, Timeout: cfg.Timeout,
-		MaxOps: cfg.MaxOps, Metrics: cfg.Metrics, Copies: map[string]int{"mem": cfg.MemReplicas}, Placement: cfg.Placement, Holds: holds}); err != nil {
+		MaxOps: cfg.MaxOps, ReclaimWait: cfg.ReclaimWait, Metrics: cfg.Metrics, Copies: map[string]int{"mem": cfg.MemReplicas}, Placement: cfg.Placement, Holds: holds}); err != nil {
 		return err
 	}
 	if d.pools, err = pools.Open(pools.Config{Engine: e, NS: d.svc, Servers: d.svc.Servers, Placement: string(cfg.Placement)}); err != nil {
@@ -216,11 +224,9 @@ func maintain(m engine.Maintainer, log *slog.Logger) func(context.Context, <-cha
 	}
 }
 
-// takeoverQuiet is how long an active metadata server on an engine
-// several share moves no data by its policies after it wins its term:
-// a change-feed watch's length (mounts learn they lost changes and send
-// the bytes and closes they held back) and then some.
-const takeoverQuiet = meta.FeedWait + 10*time.Second
+// DefaultReclaimWait is Config.ReclaimWait's default: a change-feed
+// watch, which tells every mount the server changed, and 10 s.
+const DefaultReclaimWait = meta.ReclaimWait
 
 // errTermEnded is Run's error when another metadata server took over.
 var errTermEnded = errors.New("this metadata server's term ended: another is active (its lease in the engine was lost); stopped serving")

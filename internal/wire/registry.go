@@ -12,7 +12,7 @@ import (
 // nothing else: no operation or field changes its number or meaning.
 const (
 	Major = 2
-	Minor = 2 // 2.1: ns.Head.Req; 2.2: fwdmap.Placement.Fallbacks
+	Minor = 3 // 2.1: ns.Head.Req; 2.2: fwdmap.Placement.Fallbacks; 2.3: ns.Reclaim
 )
 
 // Version is a protocol version, as peers exchange it.

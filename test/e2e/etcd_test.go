@@ -3,12 +3,14 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	clusterpkg "github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/meta/engine/etcdserver"
@@ -119,7 +121,7 @@ func TestMetaFailover(t *testing.T) {
 	requireEtcd(t)
 	// a request waits out a failover: its timeout is longer than the
 	// lease (5 s) and the takeover
-	c := startCluster(t, "--engine", "etcd", "--meta-standbys", "1", "--timeout", "30s")
+	c := startCluster(t, "--engine", "etcd", "--meta-standbys", "1", "--timeout", "30s", "--meta-flags", "--reclaim-wait 12s")
 	if err := os.Mkdir(c.path("fo"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +156,10 @@ func TestMetaFailover(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// a file open here and unlinked: the new server must not remove it
+	// while it is open (the mount reclaims its handles)
+	held := openUnlinked(t, c.path("held"), pattern(7, 1<<20))
+	defer held.Close()
 	ws = append(ws, startWriter(c.path("fo"), "f", 0))
 	time.Sleep(500 * time.Millisecond)
 	c.kill9("meta")
@@ -170,6 +176,11 @@ func TestMetaFailover(t *testing.T) {
 	if c.logCount("meta-1", "active: this metadata server now serves") != 1 {
 		t.Fatal("meta-1 does not say it became active")
 	}
+	// past the time to reclaim (12 s) and a pass of the garbage
+	// collector, the open file is whole
+	eventually(t, 30*time.Second, func() bool { return c.logCount("meta-1", "time to reclaim open handles is over") == 1 }, "meta-1's time for reclaims to end")
+	time.Sleep(3 * time.Second)
+	checkOpenUnlinked(t, held, pattern(7, 1<<20))
 	cl, err := clusterpkg.Load(c.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -231,4 +242,48 @@ func requireEtcd(t *testing.T) {
 		}
 		t.Skip("no etcd on PATH (apt-get install etcd-server)")
 	}
+}
+
+// openUnlinked makes file p with data, fsynced, and unlinks it; the
+// returned handle stays open.
+func openUnlinked(t *testing.T, p string, data []byte) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// checkOpenUnlinked opens f's file again through /proc (an open the
+// metadata service answers: the inode must still exist) and reads it
+// with direct I/O (from the data servers, not the page cache).
+func checkOpenUnlinked(t *testing.T, f *os.File, data []byte) {
+	t.Helper()
+	g, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatalf("the file open and unlinked is gone: %v", err)
+	}
+	defer g.Close()
+	buf := alignedBuf(len(data))
+	n, err := io.ReadFull(g, buf)
+	if err != nil || !bytes.Equal(buf[:n], data) {
+		t.Fatalf("the file open and unlinked reads back %d bytes (%v), not what was written", n, err)
+	}
+}
+
+// alignedBuf is n bytes aligned to 4 KiB, as direct I/O wants.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+4096)
+	off := 4096 - int(uintptr(unsafe.Pointer(&b[0]))&4095)
+	return b[off%4096:][:n]
 }

@@ -89,3 +89,30 @@ func (r *DelegateRep) Fields(c *wire.Codec) {
 	c.Uint64(2, &r.Count)
 	c.Uint64(3, &r.Feed)
 }
+
+// ReclaimReq is mount Client's open handles (each file's count), sent
+// whole when the change feed tells it the metadata service restarted or
+// another server took over (meta/opens.go): they replace what the
+// service counted for the mount.
+type ReclaimReq struct {
+	Client uint64
+	Opens  []OpenCount
+}
+
+// Fields implements wire.Message.
+func (r *ReclaimReq) Fields(c *wire.Codec) {
+	c.Uint64(1, &r.Client)
+	wire.List(c, 2, &r.Opens)
+}
+
+// OpenCount is how many handles of file Ino a mount holds.
+type OpenCount struct {
+	Ino uint64
+	N   uint32
+}
+
+// Fields implements wire.Message.
+func (o *OpenCount) Fields(c *wire.Codec) {
+	c.Uint64(1, &o.Ino)
+	c.Uint32(2, &o.N)
+}

@@ -49,6 +49,7 @@ const (
 	OpSetLayout                        // a directory's chunk size and striping, or its local mode
 	OpCreateBatch                      // a delegation holder's creates and removals
 	OpSync                             // commit the metadata service's state durably
+	OpReclaim                          // a mount's open handles, after a restart or takeover (since 2.3)
 )
 
 // The operations, typed.
@@ -90,4 +91,5 @@ var (
 	SetLayout   = wire.Define[SetLayoutReq, SetLayoutRep](OpSetLayout, "setlayout", wire.Namespace)
 	CreateBatch = wire.Define[BatchReq, BatchRep](OpCreateBatch, "create-batch", wire.Namespace)
 	Sync        = wire.Define[wire.Empty, wire.Empty](OpSync, "sync", wire.Namespace)
+	Reclaim     = wire.Define[ReclaimReq, wire.Empty](OpReclaim, "reclaim", wire.Namespace)
 )
