@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
@@ -43,9 +44,15 @@ import (
 // gives the file up before it gives the delegation back. The files go
 // with the delegation.
 //
-// Delegations live in memory: after a restart none is held, and a holder
-// that learns of it from the feed (changes lost) sends what it holds and
-// stops creating by itself.
+// A delegation is kept in the engine too ('E' dir → holder), written in
+// the batch that grants it (with its inode numbers, or the batch that
+// makes the directory) and removed when it ends. A server that starts on
+// the engine (a restart, a standby taking over) takes every delegation it
+// finds as recalled: another client's request that names the directory,
+// or a file in it, waits until the holder — told by the feed that it
+// lost changes — has sent what it holds and given the delegation back,
+// or RecallWait has passed. The owned files of such a delegation are
+// found by their parent directory.
 
 // The protocol's numbers (wire): RecallWait bounds how long a request
 // waits for a recalled delegation, DelegCooldown how long a recalled
@@ -61,11 +68,13 @@ type delegation struct {
 	client   uint64
 	gone     chan struct{} // closed when the delegation ends
 	recalled bool
+	restored bool     // found in the engine at the start (recalled)
 	owned    []uint64 // files created owned under it (delegs.file)
 }
 
 type delegs struct {
-	n atomic.Int64 // delegations held: requests skip the check when 0
+	n        atomic.Int64 // delegations held: requests skip the check when 0
+	restored atomic.Int64 // of them, found in the engine at the start
 	// grantMu orders grants against requests that name directories: such
 	// a request holds it shared from its check of the delegations until
 	// its changes are in the feed; a grant holds it exclusively.
@@ -107,17 +116,23 @@ func (s *Service) Delegate(client, dir uint64) (first, pos uint64, err error) {
 		}
 		delete(d.cool, dir)
 	}
-	if d.dir[dir] == nil {
+	fresh := d.dir[dir] == nil
+	if fresh {
 		d.dir[dir] = &delegation{client: client, gone: make(chan struct{})}
 		d.n.Add(1)
 	}
 	d.mu.Unlock()
-	first, err = s.allocInos(DelegInos)
+	var b engine.Batch
+	if fresh {
+		b.Set(delegKey(dir), binary.BigEndian.AppendUint64(nil, client))
+	}
+	first, err = s.allocInos(DelegInos, &b)
 	return first, pos, err
 }
 
-// allocInos reserves n inode numbers and returns the first.
-func (s *Service) allocInos(n uint64) (uint64, error) {
+// allocInos reserves n inode numbers and returns the first, committing
+// them with b.
+func (s *Service) allocInos(n uint64, b *engine.Batch) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, err := s.e.Get(counterKey("ino"))
@@ -125,9 +140,41 @@ func (s *Service) allocInos(n uint64) (uint64, error) {
 		return 0, err
 	}
 	first := binary.BigEndian.Uint64(v) + 1
-	var b engine.Batch
 	b.Set(counterKey("ino"), binary.BigEndian.AppendUint64(nil, first+n-1))
-	return first, s.e.Apply(&b, false)
+	return first, s.e.Apply(b, false)
+}
+
+// restoreDelegs takes the delegations the engine holds as recalled (New).
+func (s *Service) restoreDelegs() error {
+	d := &s.deleg
+	var gone engine.Batch
+	var err error
+	s.e.Scan([]byte{pDeleg}, nil, func(k, v []byte) bool {
+		dir := binary.BigEndian.Uint64(k[1:])
+		if len(v) != 8 {
+			gone.Del(k)
+			return true
+		}
+		if _, err = s.getDir(dir); err != nil {
+			if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTDIR) {
+				return false
+			}
+			err = nil
+			gone.Del(append([]byte(nil), k...))
+			return true
+		}
+		d.dir[dir] = &delegation{client: binary.BigEndian.Uint64(v), gone: make(chan struct{}), recalled: true, restored: true}
+		d.n.Add(1)
+		d.restored.Add(1)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if n := d.restored.Load(); n > 0 {
+		s.log.Info("directory delegations held before the start: recalled, each waits for its holder to give it back", "delegations", n)
+	}
+	return s.e.Apply(&gone, false)
 }
 
 // dropDeleg ends the delegation of directory dir, removed (by its holder:
@@ -143,6 +190,9 @@ func (s *Service) dropDeleg(dir uint64) {
 		d.forgetLocked(h)
 		delete(d.dir, dir)
 		d.n.Add(-1)
+		if h.restored {
+			d.restored.Add(-1)
+		}
 		close(h.gone)
 	}
 }
@@ -169,6 +219,15 @@ func (s *Service) endDelegLocked(dir uint64, h *delegation) {
 	s.deleg.forgetLocked(h)
 	delete(s.deleg.dir, dir)
 	s.deleg.n.Add(-1)
+	if h.restored {
+		s.deleg.restored.Add(-1)
+	}
+	var b engine.Batch
+	b.Del(delegKey(dir))
+	if err := s.e.Apply(&b, false); err != nil {
+		// the next server takes it as recalled, and its holder gone
+		s.log.Warn("forgetting a delegation in the engine", "dir", dir, "err", err)
+	}
 	close(h.gone)
 	if h.recalled {
 		s.deleg.cool[dir] = s.now().Add(DelegCooldown)
@@ -278,6 +337,11 @@ func (s *Service) CreateBatch(client, parent uint64, es []ns.BatchEntry, uid, gi
 		dir.Mtime, dir.Ctime = t, t
 	}
 	b.Set(inodeKey(parent), dir.encode())
+	if client != 0 {
+		for _, ino := range dirs {
+			b.Set(delegKey(ino), binary.BigEndian.AppendUint64(nil, client))
+		}
+	}
 	if err := s.e.Apply(&b, false); err != nil {
 		return nil, err
 	}

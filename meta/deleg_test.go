@@ -458,3 +458,67 @@ func TestOwnedFileRecall(t *testing.T) {
 		}
 	}
 }
+
+// TestDelegationsAfterTakeover: a server that starts on another's engine
+// holds the delegations that one granted as recalled: another client's
+// request naming a delegated directory, or opening a file made owned in
+// it, waits until the holder has sent its creates and given the
+// delegation back, or, for a holder that never does, RecallWait.
+func TestDelegationsAfterTakeover(t *testing.T) {
+	e := engine.NewMem()
+	open := func() *Service {
+		s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx := context.Background()
+	const a, b = 11, 12
+	old := open()
+	d, err := old.Create(RootIno, "d", syscall.S_IFDIR|0o777, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := rpc.Do(ctx, old, ns.Delegate, &ns.DelegateReq{Client: a, Dir: d.Ino})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, f := g.First, g.First+1
+	if _, err := rpc.Do(ctx, old, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: a}, Parent: d.Ino, Mtime: time.Now().UnixNano(),
+		Entries: []ns.BatchEntry{{Name: "sub", Ino: sub, Mode: syscall.S_IFDIR | 0o777}, {Name: "f", Ino: f, Mode: 0o644, Owned: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	s := open()
+	if n := s.deleg.restored.Load(); n != 2 {
+		t.Fatalf("the new server holds %d delegations from the engine, want 2 (d, and sub made delegated)", n)
+	}
+	// the holder learns of the new server, sends a create it held and
+	// gives d back; sub it never gives back (as if it had died)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		rpc.Do(ctx, s, ns.CreateBatch, &ns.BatchReq{Head: ns.Head{Client: a}, Parent: d.Ino, Mtime: time.Now().UnixNano(),
+			Entries: []ns.BatchEntry{{Name: "late", Ino: g.First + 2, Mode: 0o644}}})
+		rpc.Do(ctx, s, ns.Undelegate, &ns.DelegateReq{Client: a, Dir: d.Ino})
+	}()
+	start := time.Now()
+	if _, err := rpc.Do(ctx, s, ns.Open, &ns.OpenReq{Head: ns.Head{Client: b}, Ino: f, Flags: syscall.O_RDONLY}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("another client opened a file owned under a delegation of the old server after %v, without waiting for its holder", took)
+	}
+	if r, err := rpc.Do(ctx, s, ns.Lookup, &ns.NameReq{Head: ns.Head{Client: b}, Parent: d.Ino, Name: "late"}); err != nil || r.Attr.Ino != g.First+2 {
+		t.Fatalf("the holder's last create is not seen by another client: %+v %v", r, err)
+	}
+	start = time.Now()
+	if _, err := rpc.Do(ctx, s, ns.Lookup, &ns.NameReq{Head: ns.Head{Client: b}, Parent: sub, Name: "x"}); !is(err, syscall.ENOENT) {
+		t.Fatalf("lookup in the directory whose holder is gone: %v", err)
+	}
+	if took := time.Since(start); took < RecallWait-100*time.Millisecond {
+		t.Fatalf("a delegation whose holder is gone was revoked after %v, want RecallWait (%v)", took, RecallWait)
+	}
+	if n := open().deleg.n.Load(); n != 0 {
+		t.Fatalf("%d delegations left in the engine after both ended", n)
+	}
+}

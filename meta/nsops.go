@@ -91,6 +91,14 @@ func (s *Service) heldByOthers(client uint64, reach func() ([]uint64, uint64)) [
 	}
 	dirs, file := reach()
 	d := &s.deleg
+	// a delegation found in the engine at the start has lost its owned
+	// files: a file made in its directory may be one
+	var fileParent uint64
+	if file != 0 && d.restored.Load() > 0 {
+		if n, err := s.getInode(file); err == nil && !isDir(n.Mode) {
+			fileParent = n.Parent
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	held := dirs[:0]
@@ -103,6 +111,8 @@ func (s *Service) heldByOthers(client uint64, reach func() ([]uint64, uint64)) [
 		if h := d.dir[dir]; h != nil && h.client != client {
 			held = append(held, dir)
 		}
+	} else if h := d.dir[fileParent]; h != nil && h.restored && h.client != client {
+		held = append(held, fileParent)
 	}
 	return held
 }

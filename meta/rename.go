@@ -76,6 +76,9 @@ func (s *Service) Rename(parent uint64, name string, newParent uint64, newName s
 	if newParent != parent {
 		r.b.Set(inodeKey(newParent), r.dst.encode())
 	}
+	if exists && flags&ns.RenameExchange == 0 {
+		r.b.Del(delegKey(tino)) // a directory replaced: its delegation ends with it
+	}
 	withReply(&r.b, reply)
 	if err := s.e.Apply(&r.b, false); err != nil {
 		return err

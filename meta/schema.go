@@ -19,6 +19,7 @@ import (
 //	'M' ino idx            → chunk migration intent (move.go)
 //	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
 //	'A' client req         → a mutation request committed, and when (replies.go)
+//	'E' dir                → the client holding the directory's delegation (deleg.go)
 //	'B' job                → a job's burst-buffer grant, JSON (meta/bbgrants)
 //	'Q' 'p' name           → a resource pool, JSON (meta/pools)
 //	'Q' 'd' ino            → the pool a directory is bound to (meta/pools)
@@ -37,6 +38,7 @@ const (
 	pMove    = 'M'
 	pDrop    = 'R'
 	pReply   = 'A'
+	pDeleg   = 'E'
 	pPool    = 'Q' // shared by services of the metadata daemon: the second byte says whose
 )
 
@@ -66,6 +68,7 @@ func orphanKey(ino uint64) []byte { return key1(pOrphan, ino) }
 func garbageKey(ino uint64) []byte {
 	return key1(pGarbage, ino)
 }
+func delegKey(dir uint64) []byte     { return key1(pDeleg, dir) }
 func counterKey(name string) []byte { return append([]byte{pCounter}, name...) }
 
 // inode is the stored record of a file, directory or symlink.

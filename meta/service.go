@@ -173,6 +173,9 @@ func New(cfg Config) (*Service, error) {
 	if s.qos, err = qosrules.Open(s.e); err != nil {
 		return nil, err
 	}
+	if err := s.restoreDelegs(); err != nil {
+		return nil, err
+	}
 	s.local = localdirs.Open(localdirs.Config{Engine: s.e, Dir: s.Dir, Servers: s.Servers})
 	if cfg.MaxOps > 0 {
 		s.ops = throttle.New(cfg.MaxOps, cfg.MaxOps/20, cfg.Now)
@@ -421,6 +424,9 @@ func (s *Service) Remove(parent uint64, name string, dir bool, reply ...*engine.
 	t := s.now().UnixNano()
 	var b engine.Batch
 	b.Del(dentryKey(parent, name))
+	if dir {
+		b.Del(delegKey(ino)) // a delegation of it ends with it
+	}
 	pd.Mtime, pd.Ctime = t, t
 	s.dropLinkLocked(&b, n, t)
 	b.Set(inodeKey(parent), pd.encode())
