@@ -25,6 +25,7 @@ import (
 //	'Q' 'd' ino            → the pool a directory is bound to (meta/pools)
 //	'Q' 'r'                → the QoS rules, JSON (meta/qosrules)
 //	'Q' 'l' ino            → a local-mode directory's tier (meta/localdirs)
+//	'Q' 'j' job            → the pool a job is bound to (meta/pools)
 //	'P' ino                → a directory's tiering policy (meta/tierpolicy)
 const (
 	pInode   = 'I'

@@ -309,7 +309,9 @@ func (d *daemon) managers(e engine.Engine) {
 		},
 		OnEnd: func(job string) {
 			d.tiering.EndPrefetch(job)
-			d.pools.JobEnded(job) // its pool binding lasts the job
+			if err := d.pools.JobEnded(job); err != nil { // its pool binding lasts the job
+				log.Warn("dropping the ended job's pool binding", "job", job, "err", err)
+			}
 		}})
 }
 

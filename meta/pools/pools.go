@@ -3,9 +3,10 @@
 // on from it (max_perf), that a directory or a job is bound to. The
 // metadata service asks it, when it places a file's new chunk, which pool
 // the file's directory or writer is bound to (Of); the placement policy
-// then ranks the pool's servers first. Pools and directories' bindings
-// live under their own keys in the metadata daemon's engine; a job's
-// binding lasts the job and lives in memory (JobEnded drops it). It
+// then ranks the pool's servers first. Pools and directories' and jobs'
+// bindings live under their own keys in the metadata daemon's engine (a
+// job's binding lasts the job: JobEnded drops it), so a restarted server,
+// or a standby taking over, has them all. It
 // answers the administration service's pool operations (api.PoolCreate,
 // PoolRemove, PoolBind, PoolUnbind, PoolLs). It must not place chunks or
 // change the namespace.
@@ -30,13 +31,17 @@ import (
 )
 
 // The pools' engine keys: 'Q' 'p' name → the pool (JSON), 'Q' 'd' ino →
-// the pool the directory is bound to. The metadata daemon's key schema
-// (meta/schema.go) reserves them.
+// the pool the directory is bound to, 'Q' 'j' job → the pool the job is
+// bound to. The metadata daemon's key schema (meta/schema.go) reserves
+// them.
 const (
 	Prefix = 'Q'
 	qPool  = 'p'
 	qDir   = 'd'
+	qJob   = 'j'
 )
+
+func jobKey(job string) []byte { return append([]byte{Prefix, qJob}, job...) }
 
 func poolKey(name string) []byte { return append([]byte{Prefix, qPool}, name...) }
 
@@ -81,6 +86,8 @@ func Open(cfg Config) (*Pools, error) {
 			ps.pools[p.Name] = p
 		case len(k) == 10 && k[1] == qDir:
 			ps.dirs[binary.BigEndian.Uint64(k[2:])] = string(v)
+		case len(k) > 2 && k[1] == qJob:
+			ps.jobs[string(k[2:])] = string(v)
 		}
 		return true
 	})
@@ -164,7 +171,16 @@ func (ps *Pools) Bind(dir uint64, job, name string) error {
 	if _, ok := ps.pools[name]; name != "" && !ok {
 		return rpc.Errorf(syscall.ENOENT, "no pool %q", name)
 	}
+	var b engine.Batch
 	if job != "" {
+		if name == "" {
+			b.Del(jobKey(job))
+		} else {
+			b.Set(jobKey(job), []byte(name))
+		}
+		if err := ps.cfg.Engine.Apply(&b, true); err != nil {
+			return err
+		}
 		if name == "" {
 			delete(ps.jobs, job)
 		} else {
@@ -172,7 +188,6 @@ func (ps *Pools) Bind(dir uint64, job, name string) error {
 		}
 		return nil
 	}
-	var b engine.Batch
 	if name == "" {
 		b.Del(dirKey(dir))
 	} else {
@@ -190,10 +205,19 @@ func (ps *Pools) Bind(dir uint64, job, name string) error {
 }
 
 // JobEnded drops the job's binding.
-func (ps *Pools) JobEnded(job string) {
+func (ps *Pools) JobEnded(job string) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	if _, ok := ps.jobs[job]; !ok {
+		return nil
+	}
+	var b engine.Batch
+	b.Del(jobKey(job))
+	if err := ps.cfg.Engine.Apply(&b, true); err != nil {
+		return err
+	}
 	delete(ps.jobs, job)
+	return nil
 }
 
 // List lists the pools and their bindings.
