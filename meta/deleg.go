@@ -2,8 +2,8 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"syscall"

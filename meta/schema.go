@@ -69,7 +69,7 @@ func orphanKey(ino uint64) []byte { return key1(pOrphan, ino) }
 func garbageKey(ino uint64) []byte {
 	return key1(pGarbage, ino)
 }
-func delegKey(dir uint64) []byte     { return key1(pDeleg, dir) }
+func delegKey(dir uint64) []byte    { return key1(pDeleg, dir) }
 func counterKey(name string) []byte { return append([]byte{pCounter}, name...) }
 
 // inode is the stored record of a file, directory or symlink.
