@@ -48,6 +48,10 @@ type Options struct {
 	// active one (engine etcd only): named meta-1, meta-2…, each with an
 	// address of its own; every client is given the list (MetaAddr).
 	MetaStandbys int
+	// Monitors is how many monitor daemons (`sluice monitor`) keep
+	// Beacon's records, dividing the jobs between them (monitor-0…); 0:
+	// the metadata daemon keeps them.
+	Monitors int
 	// FwdMBps and FwdIOPS cap each forwarding daemon (emulated link);
 	// FwdMBps is also the manager's B_f. DataMBps and DataIOPS cap each
 	// mem-tier data server (emulated device).
@@ -388,6 +392,7 @@ type planner struct {
 	common     []string // every daemon's flags
 	listening  []string // the flags of the daemons that listen
 	to         string   // the timeout flag
+	monitors   []string // the flag naming the monitor daemons (none: the metadata daemon keeps the records)
 	dataIndex  int      // the data server being planned (its port on an emulated host)
 }
 
@@ -403,6 +408,9 @@ func (pl *planner) port(name string) (string, error) {
 			return "", err
 		}
 		port := map[string]int{"meta": metaPort, "fwd": fwdPort}[strings.SplitN(h.Name, "-", 2)[0]]
+		if strings.HasPrefix(name, "monitor-") {
+			port = monitorPort
+		}
 		if h.Name == "storage" {
 			port = dataPortBase + pl.dataIndex
 		}
@@ -442,6 +450,10 @@ func (pl *planner) plan() error {
 		}
 	}
 	var margsMeta []string
+	if err := pl.monitorDaemons(); err != nil {
+		return err
+	}
+	margsMeta = append(margsMeta, pl.monitors...)
 	if o.FwdPolicy != "" {
 		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
 	}
@@ -475,15 +487,6 @@ func (pl *planner) plan() error {
 	margs = append(margs, o.MountFlags...)
 	c.Daemons = append(c.Daemons, Daemon{Name: "mount", Args: append(append(margs, pl.common...), c.Mount)})
 	return nil
-}
-
-// metaName is the name of the i-th metadata daemon: meta, then its
-// standbys meta-1, meta-2…
-func metaName(i int) string {
-	if i == 0 {
-		return "meta"
-	}
-	return fmt.Sprintf("meta-%d", i)
 }
 
 // etcd adds the three members of an etcd cluster for the metadata (those
@@ -586,7 +589,7 @@ func (pl *planner) data(i int, t tierd) error {
 		return err
 	}
 	args := append([]string{"data", "--tier", t.kind,
-		"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", pl.c.MetaAddr}, append(pl.listening, pl.common...)...)
+		"--listen", a, "--dir", t.dir, "--capacity", strconv.FormatInt(t.cap, 10), "--meta", pl.c.MetaAddr}, slices.Concat(pl.listening, pl.common, pl.monitors)...)
 	args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "data" || o.ZeroCopy == "all"))
 	if len(pl.c.Hosts) > 0 {
 		args = append(args, "--node", hostOf(t.name))
@@ -624,7 +627,7 @@ func (pl *planner) fwd(name string) error {
 		return err
 	}
 	args := append([]string{"fwd", "--listen", a, "--meta", pl.c.MetaAddr, "--node", name,
-		"--id-file", filepath.Join(pl.dir, name+".id"), pl.to}, append(pl.listening, pl.common...)...)
+		"--id-file", filepath.Join(pl.dir, name+".id"), pl.to}, slices.Concat(pl.listening, pl.common, pl.monitors)...)
 	args = append(args, "--zero-copy="+strconv.FormatBool(o.ZeroCopy == "fwd" || o.ZeroCopy == "all"))
 	if o.FwdMBps > 0 {
 		args = append(args, "--max-mbps", ftoa(o.FwdMBps))
@@ -652,7 +655,7 @@ func (c *Cluster) startAll(o Options) error {
 	for i := range c.Daemons {
 		d := &c.Daemons[i]
 		if o.PprofBase > 0 && d.Exe == "" {
-			d.Args = append([]string{d.Args[0], "--pprof", fmt.Sprintf("127.0.0.1:%d", o.PprofBase+i)}, d.Args[1:]...)
+			d.Args = withFlag(d.Args, "--pprof", fmt.Sprintf("127.0.0.1:%d", o.PprofBase+i))
 		}
 		if o.Procs > 0 && d.Name != "mount" {
 			d.Env = append(d.Env, "GOMAXPROCS="+strconv.Itoa(o.Procs))

@@ -44,6 +44,7 @@ const (
 	metaPort     = 7100
 	dataPortBase = 7200 // the i-th data server of a host: +i
 	fwdPort      = 7300
+	monitorPort  = 7400
 	// etcd members listen on etcd's own ports, 2379 and 2380
 	// (etcdserver.Config.Hosts)
 )
@@ -129,6 +130,7 @@ func (c *Cluster) layoutHosts(o Options, old *Cluster) (moved bool, err error) {
 	if o.Engine == "etcd" {
 		metas = max(metas, 3) // an etcd member on each of three
 	}
+	metas = max(metas, o.Monitors) // a monitor on each of them
 	c.Net, c.Hosts = planHosts(n, metas, o.Fwds, max(o.ComputeHosts, 1))
 	return want != 0 && n != want, nil
 }
@@ -142,6 +144,8 @@ func hostOf(name string) string {
 		return name
 	case strings.HasPrefix(name, "etcd"):
 		return "meta-" + strings.TrimPrefix(name, "etcd")
+	case strings.HasPrefix(name, "monitor-"): // beside the metadata daemons
+		return "meta-" + strings.TrimPrefix(name, "monitor-")
 	case strings.HasPrefix(name, "data-"):
 		return "storage"
 	}

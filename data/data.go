@@ -72,8 +72,12 @@ type Config struct {
 	// (docs/benchmarks.md, "Streams and CPU per byte").
 	ZeroCopy bool
 	// Monitor records every request for Beacon (nil: monitoring off);
-	// Run ships its windows to the metadata daemon.
+	// Run ships its windows to Monitors, or the metadata daemon.
 	Monitor *beacon.Collector
+	// Monitors, if set, is Beacon's monitor daemons (`sluice monitor`,
+	// beaconrpc.Monitors): the records go to them, not through the
+	// metadata daemon.
+	Monitors rpc.Invoker
 	// MaxPerfMBps is the bandwidth placement may count on from this
 	// server (max_perf, MB/s); 0: measured (perf.go). Probe: measure it
 	// before registering; ProbeEvery: again, when idle, this often (0:
@@ -258,7 +262,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		}
 	}()
 	if s.cfg.Monitor != nil {
-		beaconrpc.Ship(ctx, s.cfg.Monitor, metaC, s.cfg.Log)
+		var to rpc.Invoker = metaC
+		if s.cfg.Monitors != nil {
+			to = s.cfg.Monitors
+		}
+		beaconrpc.Ship(ctx, s.cfg.Monitor, to, s.cfg.Log)
 	}
 	go func() {
 		t := time.NewTicker(time.Second)

@@ -77,8 +77,12 @@ type Config struct {
 	// Metrics receives the daemon's Prometheus series (nil: not exported).
 	Metrics prometheus.Registerer
 	// Monitor records every request for Beacon (nil: monitoring off);
-	// Run ships its windows to the metadata daemon.
+	// Run ships its windows to Monitors, or the metadata daemon.
 	Monitor *beacon.Collector
+	// Monitors, if set, is Beacon's monitor daemons (`sluice monitor`,
+	// beaconrpc.Monitors): the records go to them, not through the
+	// metadata daemon.
+	Monitors rpc.Invoker
 	// ZeroCopy splices a data server's answer to a read into the reply
 	// (zerocopy.Relay) instead of reading it into a buffer first, and
 	// keeps a write's payload in a pipe, spliced on to its data servers
@@ -246,7 +250,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	go s.flushLoop(ctx)
 	go s.syncLoop(ctx)
 	if s.cfg.Monitor != nil {
-		beaconrpc.Ship(ctx, s.cfg.Monitor, s.meta, s.log)
+		var to rpc.Invoker = s.meta
+		if s.cfg.Monitors != nil {
+			to = s.cfg.Monitors
+		}
+		beaconrpc.Ship(ctx, s.cfg.Monitor, to, s.log)
 	}
 	srv := rpc.NewServer(s.cfg.Secret, s, s.log)
 	srv.Now = s.cfg.Now
@@ -467,7 +475,8 @@ func (s *Server) serveRead(ctx context.Context, r *rpc.Request, q *ns.IOReq) {
 // relay sends a typed request of the monitoring or namespace service
 // this daemon does not serve itself (a mount's records, its watch of the
 // change feed or its delegations, when it sends them here) on to the
-// metadata daemon and its answer back; other operations are refused.
+// metadata daemon (a mount's records to the monitors, if set) and its
+// answer back; other operations are refused.
 func (s *Server) relay(r *rpc.Request) {
 	spec := wire.SpecOf(r.Op)
 	if spec == nil || spec.Service != wire.Monitor && spec.Service != wire.Namespace {
@@ -477,7 +486,11 @@ func (s *Server) relay(r *rpc.Request) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
 	defer cancel()
 	rep := spec.NewReply()
-	p, err := s.meta.Invoke(ctx, r.Op, r.Req, rep, r.Payload, nil)
+	var to rpc.Invoker = s.meta
+	if r.Op == beaconrpc.OpPut && s.cfg.Monitors != nil {
+		to = s.cfg.Monitors // a mount's records: to the job's monitor
+	}
+	p, err := to.Invoke(ctx, r.Op, r.Req, rep, r.Payload, nil)
 	r.Answer(rep, err, p)
 	if p != nil {
 		bufpool.Put(p)

@@ -144,6 +144,17 @@ func (s *Service) allocInos(n uint64, b *engine.Batch) (uint64, error) {
 	return first, s.e.Apply(b, false)
 }
 
+// keepDelegs records in b that client holds the delegations of dirs
+// (made delegated to their maker, a client, or 0: none).
+func keepDelegs(b *engine.Batch, client uint64, dirs []uint64) {
+	if client == 0 {
+		return
+	}
+	for _, ino := range dirs {
+		b.Set(delegKey(ino), binary.BigEndian.AppendUint64(nil, client))
+	}
+}
+
 // restoreDelegs takes the delegations the engine holds as recalled (New).
 func (s *Service) restoreDelegs() error {
 	d := &s.deleg
@@ -337,11 +348,7 @@ func (s *Service) CreateBatch(client, parent uint64, es []ns.BatchEntry, uid, gi
 		dir.Mtime, dir.Ctime = t, t
 	}
 	b.Set(inodeKey(parent), dir.encode())
-	if client != 0 {
-		for _, ino := range dirs {
-			b.Set(delegKey(ino), binary.BigEndian.AppendUint64(nil, client))
-		}
-	}
+	keepDelegs(&b, client, dirs)
 	if err := s.e.Apply(&b, false); err != nil {
 		return nil, err
 	}

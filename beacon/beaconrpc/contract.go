@@ -25,6 +25,8 @@ const (
 	OpProfileGet                        // one application's profile
 	OpProfiles                          // every profile
 	OpProfileJob                        // build a job's profile now
+	OpDecisionPut                       // keep a manager's decision about a job (since 2.3)
+	OpDecisions                         // a job's decisions, oldest first (since 2.3)
 )
 
 // The operations, typed.
@@ -38,6 +40,8 @@ var (
 	ProfileGet   = wire.Define[ProfileKey, beacon.Profile](OpProfileGet, "profile-get", wire.Monitor)
 	ProfilesOp   = wire.Define[wire.Empty, ProfilesRep](OpProfiles, "profiles", wire.Monitor)
 	ProfileJob   = wire.Define[JobReq, beacon.Profile](OpProfileJob, "profile-job", wire.Monitor)
+	DecisionPut  = wire.Define[DecisionReq, wire.Empty](OpDecisionPut, "decision-put", wire.Monitor)
+	DecisionsOp  = wire.Define[JobReq, DecisionsRep](OpDecisions, "decisions", wire.Monitor)
 )
 
 // Query is a Filter on the wire (times in unix ns): the records asked for
@@ -107,3 +111,24 @@ type JobReq struct{ Job string }
 
 // Fields implements wire.Message.
 func (r *JobReq) Fields(c *wire.Codec) { c.String(1, &r.Job) }
+
+// DecisionReq is one decision a manager made about job Job at At (unix
+// ns): V, the manager's own encoding.
+type DecisionReq struct {
+	Job string
+	At  int64
+	V   []byte
+}
+
+// Fields implements wire.Message.
+func (r *DecisionReq) Fields(c *wire.Codec) {
+	c.String(1, &r.Job)
+	c.Int64(2, &r.At)
+	c.Bytes(3, &r.V)
+}
+
+// DecisionsRep is a job's decisions, oldest first.
+type DecisionsRep struct{ Decisions []DecisionReq }
+
+// Fields implements wire.Message.
+func (r *DecisionsRep) Fields(c *wire.Codec) { wire.List(c, 1, &r.Decisions) }

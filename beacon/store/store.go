@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +24,12 @@ import (
 // Store keeps record batches in an embedded Pebble database, one value per
 // (window, layer, server, sequence) holding the compressed records, with an
 // index by job. It enforces a retention period and a size bound (oldest
-// windows go first). Monitoring data is not durable state: writes are not
-// synced, so a crash loses at most the last seconds of records.
+// windows go first). Every write is in the kernel's hands when it returns
+// (a write-ahead log sync, which walNoSync makes a write without fsync),
+// so a killed process loses no record it acknowledged; a power cut may
+// lose the last seconds: monitoring data is not durable state. (Written
+// without a sync, Pebble keeps its log in memory until a block of it
+// fills: a killed monitor lost every record of a light load.)
 //
 // Keys:
 //
@@ -66,7 +71,7 @@ func Open(dir string, opt Options) (*Store, error) {
 	if opt.MaxBytes <= 0 {
 		opt.MaxBytes = 1 << 30
 	}
-	o := &pebble.Options{Logger: quiet{}}
+	o := &pebble.Options{Logger: quiet{}, FS: walNoSync{vfs.Default}}
 	if dir == "" {
 		o.FS = vfs.NewMem() // no state directory: keep records in memory
 	}
@@ -180,12 +185,43 @@ func (s *Store) PutRecords(recs []beacon.Record) error {
 		v, _ := json.Marshal(s.jobs[j])
 		b.Set(append([]byte{'J'}, j...), v, nil)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := b.Commit(pebble.Sync); err != nil {
 		return err
 	}
 	s.bytes += added
 	return nil
 }
+
+// walNoSync is the store's file system: the write-ahead log's syncs do
+// nothing, so that a synced write puts the log's records in the kernel's
+// hands without waiting for the disk (a shared disk's fsync at a
+// cluster's start waits behind the data servers' device probes). Tables
+// and the manifest still sync.
+type walNoSync struct{ vfs.FS }
+
+func (f walNoSync) Create(name string) (vfs.File, error) {
+	return noSyncIfWAL(name)(f.FS.Create(name))
+}
+
+func (f walNoSync) ReuseForWrite(oldname, newname string) (vfs.File, error) {
+	return noSyncIfWAL(newname)(f.FS.ReuseForWrite(oldname, newname))
+}
+
+func noSyncIfWAL(name string) func(vfs.File, error) (vfs.File, error) {
+	return func(file vfs.File, err error) (vfs.File, error) {
+		if err != nil || !strings.HasSuffix(name, ".log") {
+			return file, err
+		}
+		return noSyncFile{file}, nil
+	}
+}
+
+// noSyncFile is a write-ahead log whose syncs do nothing.
+type noSyncFile struct{ vfs.File }
+
+func (noSyncFile) Sync() error                { return nil }
+func (noSyncFile) SyncData() error            { return nil }
+func (noSyncFile) SyncTo(int64) (bool, error) { return true, nil }
 
 // MarkProfiled records that the job's windows up to upTo are in its
 // application's profile.
@@ -198,7 +234,7 @@ func (s *Store) MarkProfiled(job string, upTo int64) error {
 	}
 	ji.Profiled = upTo
 	v, _ := json.Marshal(ji)
-	return s.db.Set(append([]byte{'J'}, job...), v, pebble.NoSync)
+	return s.db.Set(append([]byte{'J'}, job...), v, pebble.Sync)
 }
 
 // Query returns the records matching f, oldest window first.
@@ -336,7 +372,7 @@ func (s *Store) Trim(now time.Time) (int, error) {
 		}
 	}
 	jt.Close()
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -399,23 +435,33 @@ func decisionKey(job string, at int64) []byte {
 // so that `sluice job show ID` can show what was decided and why after the job
 // has ended. Decisions are kept for the retention period.
 func (s *Store) PutDecision(job string, at time.Time, v []byte) error {
-	return s.db.Set(decisionKey(job, at.UnixNano()), v, pebble.NoSync)
+	return s.db.Set(decisionKey(job, at.UnixNano()), v, pebble.Sync)
 }
 
 // Decisions returns a job's decisions, oldest first.
 func (s *Store) Decisions(job string) ([][]byte, error) {
+	_, vs, err := s.DecisionsAt(job)
+	return vs, err
+}
+
+// DecisionsAt returns a job's decisions, oldest first, and when each was
+// made (unix ns).
+func (s *Store) DecisionsAt(job string) ([]int64, [][]byte, error) {
 	lo := append(append([]byte{'d'}, job...), 0)
 	hi := append(append([]byte{'d'}, job...), 1)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer it.Close()
+	var ats []int64
 	var out [][]byte
 	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		ats = append(ats, int64(binary.BigEndian.Uint64(k[len(k)-8:])))
 		out = append(out, bytes.Clone(it.Value()))
 	}
-	return out, nil
+	return ats, out, nil
 }
 
 // trimDecisions deletes decisions older than cut (unix ns).
@@ -433,5 +479,5 @@ func (s *Store) trimDecisions(cut int64) error {
 		}
 	}
 	it.Close()
-	return b.Commit(pebble.NoSync)
+	return b.Commit(pebble.Sync)
 }

@@ -55,7 +55,8 @@ func group(name, short string, subs ...*cobra.Command) *cobra.Command {
 func newRoot() *cobra.Command {
 	root := &cobra.Command{Use: "sluice", Short: "application-aware I/O forwarding and tiered burst buffer",
 		Long: "sluice: application-aware I/O forwarding and tiered burst buffer for HPC clusters.\n\n" +
-			"The daemon roles (meta, data, fwd, mount) run one part of a cluster each; `sluice cluster up`\n" +
+			"The daemon roles (meta, data, fwd, mount; and `monitor serve`, Beacon's records) run one part of a\n" +
+			"cluster each; `sluice cluster up`\n" +
 			"starts all of them on this host. The other commands ask a running cluster: by default the one\n" +
 			"`sluice cluster up` started last, else the one --dir or --meta names.",
 		SilenceUsage: true, SilenceErrors: true}
@@ -79,7 +80,7 @@ func newRoot() *cobra.Command {
 		group("tier", "tiering policies and budgets", leaf(tierSetCmd), leaf(tierShowCmd), leaf(tierBudgetCmd)),
 		group("job", "jobs: their forwarding nodes, Beacon's analysis, what they did", leaf(jobShowCmd), leaf(jobStartCmd),
 			leaf(jobEndCmd), leaf(jobListCmd), leaf(jobActivityCmd)),
-		group("monitor", "Beacon's records and a live view", leaf(recordsCmd), leaf(topCmd)),
+		group("monitor", "Beacon's records and a live view; a monitor daemon keeping them", leaf(recordsCmd), leaf(topCmd), leaf(monitorServeCmd)),
 		group("profile", "application I/O profiles", leaf(profileShowCmd), leaf(profileBuildCmd), leaf(profileImportCmd)),
 		group("qos", "QoS rules the forwarding daemons and data servers enforce", leaf(qosAddCmd), leaf(qosRmCmd),
 			leaf(qosListCmd), leaf(qosStatsCmd)),

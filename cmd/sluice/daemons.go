@@ -22,8 +22,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/client"
 	"github.com/sluice-hpc/sluice/daemon/metad"
+	"github.com/sluice-hpc/sluice/daemon/monitord"
 	"github.com/sluice-hpc/sluice/data"
 	"github.com/sluice-hpc/sluice/fwd"
 	"github.com/sluice-hpc/sluice/internal/member"
@@ -44,17 +46,34 @@ type daemonFlags struct {
 	mon monitorFlags
 }
 
-// monitorFlags turn Beacon's per-operation records on or off.
+// monitorFlags turn Beacon's per-operation records on or off, and say
+// where they go.
 type monitorFlags struct {
-	on     *bool
-	window *time.Duration
+	on       *bool
+	window   *time.Duration
+	monitors *string
 }
 
 func addMonitorFlags(fs *pflag.FlagSet) monitorFlags {
 	return monitorFlags{
 		on:     fs.Bool("monitor", true, "record every operation for Beacon (sluice job show, monitor top, profiles)"),
 		window: fs.Duration("monitor-window", beacon.DefaultWindow, "Beacon aggregation window"),
+		monitors: fs.String("monitors", "", "Beacon's monitor daemons (sluice monitor), HOST:PORT,…: the records go to them, "+
+			"each job's to one, instead of to the metadata daemon"),
 	}
+}
+
+// targets returns the monitor daemons to ship records to (nil: none,
+// the records go to the metadata daemon).
+func (m monitorFlags) targets(secret []byte, log *slog.Logger) (rpc.Invoker, error) {
+	if *m.monitors == "" {
+		return nil, nil
+	}
+	mons, err := beaconrpc.NewMonitors(*m.monitors, secret, 10*time.Second, log)
+	if err != nil {
+		return nil, fmt.Errorf("--monitors: %v", err)
+	}
+	return mons, nil
 }
 
 // collector returns the daemon's Beacon collector, or nil when off.
@@ -131,7 +150,7 @@ func runDaemon(d registeredDaemon, addrFile, idFile string) error {
 	return d.Run(ctx, ln, idFile)
 }
 
-var metaCmd = spec{use: "meta", short: "run the metadata service (and Beacon's store and the managers beside it)",
+var metaCmd = spec{use: "meta", short: "run the metadata service (and the managers beside it; Beacon's store too, without --monitors)",
 	example: "sluice meta --listen 10.0.0.1:7100 --dir /var/lib/sluice/meta --secret-file /etc/sluice/secret", setup: setupMeta}
 
 func setupMeta(fs *pflag.FlagSet) func([]string) error {
@@ -212,11 +231,41 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 			Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
 			Engine: engineSpec(*eng, *etcdEPs), Dir: *dir, Log: logger("meta"), Metrics: df.reg,
 			ChunkSize: uint32(chunkBytes), Timeout: *timeout, MaxOps: *maxOps, ReclaimWait: *reclaimWait, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
-			BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window,
+			BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window, Monitors: *df.mon.monitors,
 			FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
 			Tiering: tpol, TierAuto: *tierMode == "auto", TierEvery: *tierEvery, DrainDefault: *drainDefault, DrainAge: *drainAge,
 			BBPolicy: bbp, BBRates: bbr, BBBypass: *bbBypass, BBVersions: *bbVersions, BBMTBF: *bbMTBF, BBPeriod: *bbPeriod,
 			BBEvery: *bbEvery, BBGap: *bbGap, BBMaxWait: *bbMaxWait})
+	}
+}
+
+var monitorServeCmd = spec{use: "serve", short: "run a monitor daemon: Beacon's record store, in a process of its own (a daemon role)",
+	example: "sluice monitor serve --listen 10.0.0.2:7400 --dir /var/lib/sluice/monitor --secret-file /etc/sluice/secret", setup: setupMonitor}
+
+func setupMonitor(fs *pflag.FlagSet) func([]string) error {
+	df := addDaemonFlags(fs, "127.0.0.1:7400")
+	dir := fs.String("dir", "", "directory of the record store (Pebble)")
+	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
+	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
+	fs.MarkHidden("monitor") // a monitor records nothing of its own
+	fs.MarkHidden("monitors")
+	return func(args []string) error {
+		if *dir == "" {
+			return fmt.Errorf("--dir is required")
+		}
+		secret, err := df.setup()
+		if err != nil {
+			return err
+		}
+		maxB, err := size.Parse(*beaconMax)
+		if err != nil {
+			return fmt.Errorf("--beacon-max: %v", err)
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		return monitord.Run(ctx, monitord.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
+			Ready: func(addr string) error { return writeAddr(*df.addrFile, addr) },
+			Dir:   *dir, Retention: *retention, MaxBytes: maxB, Window: *df.mon.window, Log: logger("monitor")})
 	}
 }
 
@@ -261,7 +310,11 @@ func setupData(fs *pflag.FlagSet) func([]string) error {
 		if *kind == "pfs" {
 			idFile, state = filepath.Join(*dir, ".sluice", "id"), filepath.Join(*dir, ".sluice")
 		}
-		srv, err := data.New(data.Config{Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr,
+		mons, err := df.mon.targets(secret, log)
+		if err != nil {
+			return err
+		}
+		srv, err := data.New(data.Config{Monitors: mons, Kind: *kind, Dir: *dir, Capacity: c, Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr,
 			Secret: secret, Node: *node, Domain: *domain, MaxMBps: *mbps, MaxIOPS: *iops, Burst: *burst, Log: log, Metrics: df.reg, ZeroCopy: *zeroCopy, QoSSlots: *qosSlots,
 			MaxPerfMBps: *maxPerf, Probe: true, ProbeEvery: *probeEvery, KeepFreed: *keepFreed,
 			Monitor: df.mon.collector(beacon.LayerData, "data-"+*kind), StateDir: state})
@@ -299,7 +352,11 @@ func setupFwd(fs *pflag.FlagSet) func([]string) error {
 			w[i] = n
 		}
 		log := logger("fwd")
-		srv := fwd.New(fwd.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr, Secret: secret, Node: *node, Log: log, Workers: w,
+		mons, err := df.mon.targets(secret, log)
+		if err != nil {
+			return err
+		}
+		srv := fwd.New(fwd.Config{Monitors: mons, Listen: *df.listen, LocalSocket: *df.localSocket, Meta: *metaAddr, Secret: secret, Node: *node, Log: log, Workers: w,
 			MaxMBps: *mbps, MaxIOPS: *iops, Timeout: *timeout, Metrics: df.reg, ZeroCopy: *zeroCopy,
 			Monitor: df.mon.collector(beacon.LayerFwd, "fwd-"+*node)})
 		return runDaemon(srv, *df.addrFile, *idFile)

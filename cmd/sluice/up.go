@@ -30,6 +30,7 @@ func setupUp(fs *pflag.FlagSet) func([]string) error {
 	fs.IntVar(&o.MemReplicas, "mem-replicas", 1, "copies of each mem-tier chunk (2: on two mem servers, each its own failure domain)")
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine: pebble, bolt, mem, or etcd (three etcd members of the cluster's own; needs etcd on PATH)")
 	fs.IntVar(&o.MetaStandbys, "meta-standbys", 0, "metadata daemons standing by to take over from the active one (--engine etcd)")
+	fs.IntVar(&o.Monitors, "monitor-daemons", 0, "monitor daemons keeping Beacon's records, each job's on one (0: the metadata daemon keeps them)")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon, MB/s (also DFRA's B_f)")
 	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
 	dataMBps := fs.String("data-max-mbps", "0", "bandwidth cap of each mem-tier data server, MB/s; or one per server, in order: 50,30,50,...")
@@ -96,10 +97,7 @@ func setupUp(fs *pflag.FlagSet) func([]string) error {
 			o.DataMBpsEach = nil // one cap for every server
 		}
 		o.NoMonitor, o.PlainMem = !*monitor, !*memHuge
-		o.MetaFlags = fields(*metaFlags)
-		o.MountFlags = fields(*mountFlags)
-		o.FwdFlags = fields(*fwdFlags)
-		o.DataFlags = fields(*dataFlags)
+		o.MetaFlags, o.MountFlags, o.FwdFlags, o.DataFlags = fields(*metaFlags), fields(*mountFlags), fields(*fwdFlags), fields(*dataFlags)
 		var err error
 		if o.MemBytes, err = size.Parse(*mem); err != nil {
 			return fmt.Errorf("--mem: %v", err)

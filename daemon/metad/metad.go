@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/beacon/store"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -60,21 +61,25 @@ type Config struct {
 	Log     *slog.Logger
 	Metrics *prometheus.Registry
 
-	ChunkSize   uint32        // the root directory's chunk size
-	Timeout     time.Duration // bound on calls to data servers
-	MaxOps      float64       // namespace operations per second at most (0: none)
+	ChunkSize uint32        // the root directory's chunk size
+	Timeout   time.Duration // bound on calls to data servers
+	MaxOps    float64       // namespace operations per second at most (0: none)
 	// ReclaimWait is how long after its start the service waits for
 	// mounts to send what they held (open handles, bytes and closes held
 	// back) before it removes files unlinked while open that nobody
 	// reclaimed and, after a takeover, before its policies move data
 	// (0: DefaultReclaimWait).
 	ReclaimWait time.Duration
-	MemReplicas int           // copies of each mem-tier chunk: 1 or 2
-	Placement   place.Policy  // ranking of servers within a tier
+	MemReplicas int          // copies of each mem-tier chunk: 1 or 2
+	Placement   place.Policy // ranking of servers within a tier
 
 	BeaconRetention time.Duration // records kept this long
 	BeaconMaxBytes  int64         // and at most this many bytes, compressed
 	MonitorWindow   time.Duration // Beacon's aggregation window
+	// Monitors, if set, are the monitor daemons that keep Beacon's
+	// records (comma-separated addresses): the daemon keeps none itself
+	// and answers Beacon's operations by asking them (monitor.Front).
+	Monitors string
 
 	FwdMode     string      // forwarding allocation: dfra or ffm
 	FwdCapacity float64     // a forwarding node's bandwidth, bytes/s
@@ -116,13 +121,37 @@ func (c *Config) check() error {
 	return nil
 }
 
+// beaconService answers Beacon's operations and knows the fail-slow
+// servers: monitor.Service on a store here, or monitor.Front.
+type beaconService interface {
+	Serve(t *rpc.Table)
+	Health() []beacon.SlowServer
+	Run(ctx context.Context, tick <-chan time.Time)
+}
+
+var (
+	_ beaconService = (*monitor.Service)(nil)
+	_ beaconService = (*monitor.Front)(nil)
+)
+
+// decisionLog is where the managers' decisions go
+// (forwarding.DecisionLog, which the others' are part of).
+type decisionLog = forwarding.DecisionLog
+
 // daemon is the metadata daemon's parts while it runs.
 type daemon struct {
-	cfg     Config
-	svc     *meta.Service
-	pools   *pools.Pools
+	cfg   Config
+	svc   *meta.Service
+	pools *pools.Pools
+	// records is Beacon's store in this process (nil with Monitors)
 	records *store.Store
-	monitor *monitor.Service
+	// beacon answers Beacon's operations: the service on records, or
+	// the front of the monitor daemons
+	beacon beaconService
+	// decisions keeps the managers' decisions: records, or the monitors
+	decisions decisionLog
+	// profile looks up an application's profile
+	profile func(key string) (beacon.Profile, bool)
 	tiering *tiering.Manager
 	bb      *bbmgr.Manager
 	grants  *bbgrants.Grants
@@ -179,14 +208,10 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	bdir := ""
-	if cfg.Dir != "" {
-		bdir = filepath.Join(cfg.Dir, "beacon")
-	}
-	if d.records, err = store.Open(bdir, store.Options{Retention: cfg.BeaconRetention, MaxBytes: cfg.BeaconMaxBytes}); err != nil {
+	if err := d.openBeacon(); err != nil {
 		return err
 	}
-	defer d.records.Close()
+	defer d.closeBeacon()
 	d.managers(e)
 	if m, ok := e.(engine.Maintainer); ok {
 		every(ctx, maintainEvery, maintain(m, cfg.Log))
@@ -273,31 +298,71 @@ func campaign(ctx context.Context, cfg Config, e engine.Engine) (context.Context
 	return tctx, nil
 }
 
+// openBeacon opens Beacon's store here, or reaches the monitor daemons.
+func (d *daemon) openBeacon() error {
+	cfg := d.cfg
+	if cfg.Monitors != "" {
+		mons, err := beaconrpc.NewMonitors(cfg.Monitors, cfg.Secret, cfg.Timeout, cfg.Log.With("part", "monitors"))
+		if err != nil {
+			return fmt.Errorf("--monitors: %v", err)
+		}
+		d.beacon = &monitor.Front{M: mons, Log: cfg.Log}
+		d.decisions = beaconrpc.DecisionLog{M: mons, Timeout: 5 * time.Second}
+		d.profile = func(key string) (beacon.Profile, bool) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			p, err := beaconrpc.Client{C: mons}.Profile(ctx, key)
+			return p, err == nil
+		}
+		cfg.Log.Info("Beacon's records are kept by the monitors", "monitors", mons.Addrs())
+		return nil
+	}
+	bdir := ""
+	if cfg.Dir != "" {
+		bdir = filepath.Join(cfg.Dir, "beacon")
+	}
+	var err error
+	if d.records, err = store.Open(bdir, store.Options{Retention: cfg.BeaconRetention, MaxBytes: cfg.BeaconMaxBytes}); err != nil {
+		return err
+	}
+	d.beacon = monitor.New(monitor.Config{Store: d.records, Log: cfg.Log, Window: cfg.MonitorWindow})
+	d.decisions = d.records
+	d.profile = func(key string) (beacon.Profile, bool) {
+		p, ok, err := d.records.Profile(key)
+		return p, ok && err == nil
+	}
+	return nil
+}
+
+func (d *daemon) closeBeacon() {
+	if d.records != nil {
+		d.records.Close()
+	}
+	if f, ok := d.beacon.(*monitor.Front); ok {
+		f.M.Close()
+	}
+}
+
 // managers makes the managers and the services they keep on e.
 func (d *daemon) managers(e engine.Engine) {
 	cfg, log := d.cfg, d.cfg.Log
-	d.monitor = monitor.New(monitor.Config{Store: d.records, Log: log, Window: cfg.MonitorWindow})
 	// the burst-buffer manager demotes through the tiering manager, which
 	// leaves the checkpoints it manages alone
 	d.tiering = tiering.New(tiering.Config{NS: d.svc, Dirs: tierpolicy.New(e, d.svc), Policy: cfg.Tiering, Auto: cfg.TierAuto, QuietUntil: d.quietUntil,
-		Log: log.With("part", "tiering"), Metrics: cfg.Metrics, DefaultDrain: cfg.DrainDefault, DrainAge: cfg.DrainAge, Decisions: d.records,
+		Log: log.With("part", "tiering"), Metrics: cfg.Metrics, DefaultDrain: cfg.DrainDefault, DrainAge: cfg.DrainAge, Decisions: d.decisions,
 		Managed: func(ino uint64) bool { return d.bb.Managed(ino) }})
 	d.grants = bbgrants.New(bbgrants.Config{Engine: e, Policy: cfg.BBPolicy, Rates: cfg.BBRates, Servers: d.svc.Servers})
 	d.bb = bbmgr.New(bbmgr.Config{NS: d.svc, Grants: d.grants, Mover: d.tiering, Policy: cfg.BBPolicy, Rates: cfg.BBRates, QuietUntil: d.quietUntil,
 		NoVersions: !cfg.BBVersions, Bypass: cfg.BBBypass, DefaultMTBF: cfg.BBMTBF, DefaultPeriod: cfg.BBPeriod,
 		Reserve: uint64(cfg.ChunkSize), Gap: cfg.BBGap, MaxWait: cfg.BBMaxWait,
-		Log: log.With("part", "burst-buffer"), Metrics: cfg.Metrics, Decisions: d.records})
+		Log: log.With("part", "burst-buffer"), Metrics: cfg.Metrics, Decisions: d.decisions})
 	d.svc.SetStallReserve(func(si wire.ServerInfo) uint64 { return max(d.tiering.StallReserve(si), d.bb.StallReserve(si)) })
 	d.svc.SetPlacementHint(d.bb.Hint)
 	// a writer that stalls has the burst buffer's deleters and the tiering
 	// manager look at once
 	d.svc.SetOnStall(func(string) { d.bb.Kick(); d.tiering.Kick() })
-	d.fwds = forwarding.New(forwarding.Config{Policy: cfg.DFRA, Mode: cfg.FwdMode, FwdCapacity: cfg.FwdCapacity, Decisions: d.records,
-		Servers: d.svc.Servers, Health: d.monitor.Health, Log: log.With("part", "fwdmap"),
-		Profile: func(key string) (beacon.Profile, bool) {
-			p, ok, err := d.records.Profile(key)
-			return p, ok && err == nil
-		},
+	d.fwds = forwarding.New(forwarding.Config{Policy: cfg.DFRA, Mode: cfg.FwdMode, FwdCapacity: cfg.FwdCapacity, Decisions: d.decisions,
+		Servers: d.svc.Servers, Health: d.beacon.Health, Log: log.With("part", "fwdmap"), Profile: d.profile,
 		// history-driven pre-migration: a job of an application whose
 		// runs read the same files gets them promoted before it reads
 		OnStart: func(spec fwdmap.JobSpec, p *beacon.Profile) {
@@ -320,7 +385,7 @@ func (d *daemon) serve(ctx context.Context, ln net.Listener) error {
 	cfg := d.cfg
 	go d.svc.RunGC(ctx, 2*time.Second)
 	go d.svc.RunSettle(ctx)
-	every(ctx, 5*time.Second, d.monitor.Run)
+	every(ctx, 5*time.Second, d.beacon.Run)
 	every(ctx, cfg.TierEvery, d.tiering.Run)
 	every(ctx, cfg.BBEvery, d.bb.Run)
 	every(ctx, 2*time.Second, d.fwds.Run)
@@ -329,7 +394,7 @@ func (d *daemon) serve(ctx context.Context, ln net.Listener) error {
 	// grant or release is answered once the burst-buffer manager's
 	// controls follow it.
 	managers := &rpc.Table{Name: "metadata daemon", Observe: d.svc.Operations().Observe}
-	d.monitor.Serve(managers)
+	d.beacon.Serve(managers)
 	d.fwds.Serve(managers)
 	d.tiering.Serve(managers)
 	d.bb.Serve(managers)

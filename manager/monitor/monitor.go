@@ -131,6 +131,20 @@ func (s *Service) Serve(t *rpc.Table) {
 		}
 		return &beaconrpc.ProfilesRep{Profiles: ps}, nil
 	})
+	rpc.On(t, beaconrpc.DecisionPut, func(_ context.Context, q *beaconrpc.DecisionReq) (*wire.Empty, error) {
+		return &wire.Empty{}, s.cfg.Store.PutDecision(q.Job, time.Unix(0, q.At), q.V)
+	})
+	rpc.On(t, beaconrpc.DecisionsOp, func(_ context.Context, q *beaconrpc.JobReq) (*beaconrpc.DecisionsRep, error) {
+		ats, vs, err := s.cfg.Store.DecisionsAt(q.Job)
+		if err != nil {
+			return nil, err
+		}
+		rep := &beaconrpc.DecisionsRep{Decisions: make([]beaconrpc.DecisionReq, len(vs))}
+		for i := range vs {
+			rep.Decisions[i] = beaconrpc.DecisionReq{Job: q.Job, At: ats[i], V: vs[i]}
+		}
+		return rep, nil
+	})
 	rpc.On(t, beaconrpc.ProfileJob, func(_ context.Context, q *beaconrpc.JobReq) (*beacon.Profile, error) {
 		pr, err := s.ProfileJob(q.Job)
 		if err != nil {
