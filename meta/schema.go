@@ -21,6 +21,7 @@ import (
 //	'A' client req         → a mutation request committed, and when (replies.go)
 //	'E' dir                → the client holding the directory's delegation (deleg.go)
 //	'B' job                → a job's burst-buffer grant, JSON (meta/bbgrants)
+//	'F' job                → a registered job and its forwarding nodes, JSON (meta/fwdjobs)
 //	'Q' 'p' name           → a resource pool, JSON (meta/pools)
 //	'Q' 'd' ino            → the pool a directory is bound to (meta/pools)
 //	'Q' 'r'                → the QoS rules, JSON (meta/qosrules)

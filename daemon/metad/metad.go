@@ -34,6 +34,7 @@ import (
 	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/meta/bbgrants"
 	"github.com/sluice-hpc/sluice/meta/engine"
+	"github.com/sluice-hpc/sluice/meta/fwdjobs"
 	"github.com/sluice-hpc/sluice/meta/pools"
 	"github.com/sluice-hpc/sluice/meta/tierpolicy"
 	"github.com/sluice-hpc/sluice/policy/bbos"
@@ -361,7 +362,7 @@ func (d *daemon) managers(e engine.Engine) {
 	// a writer that stalls has the burst buffer's deleters and the tiering
 	// manager look at once
 	d.svc.SetOnStall(func(string) { d.bb.Kick(); d.tiering.Kick() })
-	d.fwds = forwarding.New(forwarding.Config{Policy: cfg.DFRA, Mode: cfg.FwdMode, FwdCapacity: cfg.FwdCapacity, Decisions: d.decisions,
+	d.fwds = forwarding.New(forwarding.Config{Jobs: fwdjobs.Open(e), Policy: cfg.DFRA, Mode: cfg.FwdMode, FwdCapacity: cfg.FwdCapacity, Decisions: d.decisions,
 		Servers: d.svc.Servers, Health: d.beacon.Health, Log: log.With("part", "fwdmap"), Profile: d.profile,
 		// history-driven pre-migration: a job of an application whose
 		// runs read the same files gets them promoted before it reads

@@ -5,9 +5,10 @@
 // forwarding nodes serve a job on a node. It re-decides jobs whose
 // forwarding nodes turn fail-slow or die.
 //
-// It owns the job table and the current assignments (soft state: after a
-// restart, jobs are registered again or fall back to the fixed mapping).
-// It must not move data or talk to clients on its own: clients poll it.
+// It owns the job table and the current assignments, kept where a
+// successor finds them (Config.Jobs: the metadata daemon's engine), so a
+// restarted or new metadata daemon resumes with the running jobs. It must
+// not move data or talk to clients on its own: clients poll it.
 package forwarding
 
 import (
@@ -38,8 +39,19 @@ type DecisionLog interface {
 
 var _ DecisionLog = (*store.Store)(nil)
 
+// JobStore keeps the registered jobs beyond the manager's process
+// (meta/fwdjobs on the metadata daemon's engine).
+type JobStore interface {
+	SaveJob(job string, v []byte) error
+	DeleteJob(job string) error
+	Jobs() (map[string][]byte, error)
+}
+
 // Config configures the manager.
 type Config struct {
+	// Jobs keeps the registered jobs (nil: in memory only, lost with the
+	// process).
+	Jobs   JobStore
 	Policy dfra.Config
 	// Mode is "dfra" (default) or "ffm": the fixed mapping for every job,
 	// blind to fail-slow nodes, for comparisons.
@@ -69,6 +81,14 @@ type job struct {
 	at   time.Time
 }
 
+// stored is a job as JobStore keeps it.
+type stored struct {
+	Spec       fwdmap.JobSpec
+	Assignment dfra.Assignment
+	Version    uint64
+	Since      int64 // unix ns
+}
+
 // Manager keeps jobs and their forwarding nodes.
 type Manager struct {
 	cfg Config
@@ -90,7 +110,42 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, jobs: map[string]*job{}, mem: map[string][]fwdmap.Decision{}}
+	m := &Manager{cfg: cfg, jobs: map[string]*job{}, mem: map[string][]fwdmap.Decision{}}
+	m.load()
+	return m
+}
+
+// load takes the jobs Config.Jobs kept (a predecessor's).
+func (m *Manager) load() {
+	if m.cfg.Jobs == nil {
+		return
+	}
+	kept, err := m.cfg.Jobs.Jobs()
+	if err != nil {
+		m.cfg.Log.Warn("reading the registered jobs: they fall back to the fixed mapping", "err", err)
+		return
+	}
+	for id, v := range kept {
+		var st stored
+		if err := json.Unmarshal(v, &st); err != nil {
+			m.cfg.Log.Warn("a registered job's record does not decode: left out", "job", id, "err", err)
+			continue
+		}
+		m.jobs[id] = &job{spec: st.Spec, a: st.Assignment, ver: st.Version, at: time.Unix(0, st.Since)}
+		m.ver = max(m.ver, st.Version)
+	}
+	if len(m.jobs) > 0 {
+		m.cfg.Log.Info("registered jobs resumed from the engine", "jobs", len(m.jobs))
+	}
+}
+
+// saveLocked keeps j where a successor finds it. Caller holds mu.
+func (m *Manager) saveLocked(j *job) error {
+	if m.cfg.Jobs == nil {
+		return nil
+	}
+	v, _ := json.Marshal(stored{Spec: j.spec, Assignment: j.a, Version: j.ver, Since: j.at.UnixNano()})
+	return m.cfg.Jobs.SaveJob(j.spec.ID, v)
 }
 
 // recordLocked logs a decision about job j.
@@ -202,6 +257,9 @@ func (m *Manager) Start(spec fwdmap.JobSpec) (fwdmap.Placement, error) {
 	}
 	m.ver++
 	j := &job{spec: spec, a: a, ver: m.ver, at: m.cfg.Now()}
+	if err := m.saveLocked(j); err != nil {
+		return fwdmap.Placement{}, fmt.Errorf("keeping job %s: %w", spec.ID, err)
+	}
 	m.jobs[spec.ID] = j
 	m.recordLocked(spec.ID, "start", a)
 	m.cfg.Log.Info("job placed", "job", spec.ID, "app", spec.App, "nodes", len(spec.Nodes), "fwds", strings.Join(a.Fwds, ","),
@@ -217,6 +275,11 @@ func (m *Manager) End(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.jobs[id]; ok {
+		if m.cfg.Jobs != nil {
+			if err := m.cfg.Jobs.DeleteJob(id); err != nil {
+				m.cfg.Log.Warn("forgetting an ended job in the engine", "job", id, "err", err)
+			}
+		}
 		delete(m.jobs, id)
 		m.recordLocked(id, "end", dfra.Assignment{Reasons: []string{"job ended: its compute nodes are back on the fixed mapping"}})
 		m.cfg.Log.Info("job ended, forwarding nodes released", "job", id)
@@ -291,6 +354,9 @@ func (m *Manager) Check() {
 		j := m.jobs[a.Job]
 		m.ver++
 		j.a, j.ver, j.at = a, m.ver, m.cfg.Now()
+		if err := m.saveLocked(j); err != nil {
+			m.cfg.Log.Warn("keeping a remapped job in the engine", "job", a.Job, "err", err)
+		}
 		m.recordLocked(a.Job, "remap", a)
 		m.cfg.Log.Warn("job remapped", "job", a.Job, "from", strings.Join(placed[i].Fwds, ","), "fwds", strings.Join(a.Fwds, ","))
 	}

@@ -125,3 +125,51 @@ func TestMapShare(t *testing.T) {
 		t.Fatalf("a node outside the job: %+v", got)
 	}
 }
+
+// jobMap is a JobStore in memory, as the engine would keep it.
+type jobMap map[string][]byte
+
+func (j jobMap) SaveJob(job string, v []byte) error { j[job] = append([]byte(nil), v...); return nil }
+func (j jobMap) DeleteJob(job string) error         { delete(j, job); return nil }
+func (j jobMap) Jobs() (map[string][]byte, error)   { return j, nil }
+
+// TestJobsResumed: a manager started on its predecessor's job store (a
+// metadata daemon that restarted, or a standby that took over) serves
+// the running jobs' placements as they were, and versions go on rising.
+func TestJobsResumed(t *testing.T) {
+	servers := []wire.ServerInfo{
+		{ID: 1, Role: "fwd", Addr: "a:1", Alive: true},
+		{ID: 2, Role: "fwd", Addr: "a:2", Alive: true},
+		{ID: 3, Role: "fwd", Addr: "a:3", Alive: true},
+	}
+	kept := jobMap{}
+	var slow []beacon.SlowServer
+	cfg := Config{Jobs: kept, Servers: func() []wire.ServerInfo { return servers }, Health: func() []beacon.SlowServer { return slow },
+		Policy: dfra.Config{Ratio: 1}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	old := New(cfg)
+	p, err := old.Start(fwdmap.JobSpec{ID: "j", App: "a", Nodes: []string{"cn1", "cn2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Start(fwdmap.JobSpec{ID: "gone", Nodes: []string{"cn3"}}); err != nil {
+		t.Fatal(err)
+	}
+	old.End("gone")
+	m := New(cfg)
+	if l := m.List(); len(l) != 1 || l[0].Job != "j" {
+		t.Fatalf("jobs after a restart: %+v, want j alone", l)
+	}
+	got, err := m.Map("j", "cn1")
+	if err != nil || got.Version != p.Version || got.Policy != p.Policy || got.Fwds[0] != p.Fwds[0] {
+		t.Fatalf("job j's placement after a restart: %+v %v, want %+v", got, err, p)
+	}
+	slow = []beacon.SlowServer{{Server: p.Fwds[0].ID}}
+	m.Check()
+	moved, _ := m.Map("j", "cn1")
+	if moved.Version <= p.Version {
+		t.Fatalf("a remap after a restart has version %d, not above %d", moved.Version, p.Version)
+	}
+	if again, _ := New(cfg).Map("j", "cn1"); again.Version != moved.Version || again.Fwds[0] != moved.Fwds[0] {
+		t.Fatalf("the remap is not what a successor finds: %+v, want %+v", again, moved)
+	}
+}
