@@ -2,15 +2,18 @@
 # Failover of the metadata service (docs/metadata.md, "Failover of the
 # metadata service"; docs/benchmarks.md): a local cluster on a
 # three-member etcd with one metadata daemon standing by (`sluice cluster
-# up --engine etcd --meta-standbys 1`). A writer makes 4 KiB files all
-# along, each fsynced (bench/failover/writer.py, one JSON line per
-# operation: its start, its time and its error if any). Each trial kills
+# up --engine etcd --meta-standbys 1`). Writers (WRITERS, 4) make, fsync, stat,
+# rename, list and remove 4 KiB files all along (bench/failover/writer.py,
+# one JSON line per operation: its kind, start, time and error if any). Each trial kills
 # the active metadata daemon with kill -9 (or stops it with SIGSTOP past
 # its lease, KILL=stop; or cuts its host off the network, KILL=cut, on a
 # cluster of emulated hosts: UP=--hosts) and times how long until the mount's statfs,
 # which always reaches the service, answers; the killed daemon is then
 # restarted and stands by for the next trial. At the end every file
-# whose create and fsync were acknowledged is read back.
+# whose create and fsync were acknowledged is read back (under its new
+# name if the rename was acknowledged, gone if its unlink was), and the
+# summary lists every operation in flight from each kill until the
+# service answered again.
 #
 #   bash bench/failover/run.sh                # 5 trials, ~2 min
 #   TRIALS=3 KILL=stop bash bench/failover/run.sh
@@ -52,9 +55,13 @@ for d in c["Daemons"]:
             pass
 PY
 }
-mkdir -p "$WORK/m/w"
-python3 bench/failover/writer.py "$WORK/m/w" >"$WORK/ops.jsonl" &
-WRITER=$!
+# WRITERS writers at once, each in a directory of its own
+WRITERS=${WRITERS:-4} pids=() check=()
+for w in $(seq "$WRITERS"); do
+	mkdir -p "$WORK/m/w$w"
+	python3 bench/failover/writer.py "$WORK/m/w$w" >"$WORK/ops$w.jsonl" &
+	pids+=($!) check+=("$WORK/m/w$w" "$WORK/ops$w.jsonl")
+done
 sleep 2
 : >"$WORK/trials.jsonl"
 for t in $(seq "$TRIALS"); do
@@ -92,9 +99,9 @@ print("%.3f" % (time.time() - t0))' "$WORK/m" "$t0" >"$WORK/took"
 	"$BIN" cluster restart --dir "$WORK/s" "$name" >/dev/null
 	sleep 3
 done
-kill "$WRITER"
-wait "$WRITER" 2>/dev/null || true
-python3 bench/failover/writer.py --check "$WORK/m/w" "$WORK/ops.jsonl" "$WORK/trials.jsonl" | tee "$WORK/summary.json"
+kill "${pids[@]}"
+wait "${pids[@]}" 2>/dev/null || true
+python3 bench/failover/writer.py --check "$WORK/trials.jsonl" "${check[@]}" | tee "$WORK/summary.json"
 cat "$WORK/trials.jsonl" "$WORK/summary.json" >"$WORK/out.jsonl"
 bench_stamp "$WORK/out.jsonl"
 mkdir -p "$(dirname "$OUT")"
