@@ -121,7 +121,8 @@ func TestMetaFailover(t *testing.T) {
 	requireEtcd(t)
 	// a request waits out a failover: its timeout is longer than the
 	// lease (5 s) and the takeover
-	c := startCluster(t, "--engine", "etcd", "--meta-standbys", "1", "--timeout", "30s", "--meta-flags", "--reclaim-wait 12s")
+	c := startCluster(t, "--engine", "etcd", "--meta-standbys", "1", "--timeout", "30s", "--meta-flags", "--reclaim-wait 12s",
+		"--monitor-daemons", "1")
 	if err := os.Mkdir(c.path("fo"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +161,12 @@ func TestMetaFailover(t *testing.T) {
 	// while it is open (the mount reclaims its handles)
 	held := openUnlinked(t, c.path("held"), pattern(7, 1<<20))
 	defer held.Close()
+	// a job's records, kept by the monitor daemon, outlive the server
+	writeAs(t, "4242", c.path("job-file"), pattern(8, 1<<20))
+	eventually(t, 20*time.Second, func() bool {
+		out, err := c.sluice("job", "show", "4242")
+		return err == nil && strings.Contains(out, "job 4242")
+	}, "job 4242's records")
 	ws = append(ws, startWriter(c.path("fo"), "f", 0))
 	time.Sleep(500 * time.Millisecond)
 	c.kill9("meta")
@@ -181,6 +188,9 @@ func TestMetaFailover(t *testing.T) {
 	eventually(t, 30*time.Second, func() bool { return c.logCount("meta-1", "time to reclaim open handles is over") == 1 }, "meta-1's time for reclaims to end")
 	time.Sleep(3 * time.Second)
 	checkOpenUnlinked(t, held, pattern(7, 1<<20))
+	if out, err := c.sluice("job", "show", "4242"); err != nil || !strings.Contains(out, "wrote 1.0 MiB") {
+		t.Fatalf("job 4242 after the takeover: %v\n%s", err, out)
+	}
 	cl, err := clusterpkg.Load(c.dir)
 	if err != nil {
 		t.Fatal(err)
