@@ -19,14 +19,15 @@ import (
 // TestHosts runs sluice across hosts: `sluice cluster up --hosts` makes
 // every role's host a network namespace of its own on a bridge, with an
 // address of its own (three metadata hosts, each with an etcd member and
-// a metadata daemon, one of them active; a storage host with every data
+// a metadata daemon, one of them active, two of them with a monitor
+// daemon keeping Beacon's records; a storage host with every data
 // server; two forwarding hosts; two compute hosts, each with a mount),
 // and every hop goes over TCP between them. On that cluster, in turn:
 //
 //   - failover: the active metadata daemon is killed -9 while both compute
-//     hosts make files; a standby serves both mounts within 10 s, and every
+//     hosts make files; a standby serves both mounts within 10 s, every
 //     file whose write was acknowledged on either host reads back whole on
-//     both;
+//     both, and a job recorded before is shown after;
 //   - compute-cut-off: one compute host is cut off the network for 8 s
 //     while both make files: the other goes on, unhindered; the one cut
 //     off waits (or answers EIO), then carries on once reconnected, and
@@ -43,7 +44,8 @@ import (
 // posix target (test/pjdfstest/run.sh with UP=--hosts…).
 func TestHosts(t *testing.T) {
 	requireEtcd(t)
-	c := startCluster(t, "--hosts", "--engine", "etcd", "--meta-standbys", "2", "--compute-hosts", "2", "--timeout", "30s")
+	c := startCluster(t, "--hosts", "--engine", "etcd", "--meta-standbys", "2", "--compute-hosts", "2", "--timeout", "30s",
+		"--monitor-daemons", "2")
 	mounts := []string{c.mnt, c.mount2(t)}
 	sub := func(name string, f func(t *testing.T, c *cluster)) {
 		t.Run(name, func(t *testing.T) {
@@ -192,6 +194,12 @@ func hostsFailover(t *testing.T, c *cluster, mounts []string) {
 			t.Fatal(err)
 		}
 	}
+	// a job's records, on the monitor daemons, outlive the active server
+	writeAs(t, "4343", filepath.Join(mounts[0], "fo", "job"), pattern(9, 1<<20))
+	eventually(t, 20*time.Second, func() bool {
+		out, err := c.sluice("job", "show", "4343")
+		return err == nil && strings.Contains(out, "wrote 1.0 MiB")
+	}, "job 4343's records")
 	ws := []*hostWriter{startWriter(filepath.Join(mounts[0], "fo"), "c0-", 0), startWriter(filepath.Join(mounts[1], "fo"), "c1-", 0)}
 	time.Sleep(time.Second)
 	active := c.activeMeta()
@@ -213,6 +221,9 @@ func hostsFailover(t *testing.T, c *cluster, mounts []string) {
 	now := c.activeMeta()
 	if now == active {
 		t.Fatalf("%s, killed, still named active", active)
+	}
+	if out, err := c.sluice("job", "show", "4343"); err != nil || !strings.Contains(out, "wrote 1.0 MiB") {
+		t.Fatalf("job 4343 after the takeover: %v\n%s", err, out)
 	}
 	for _, w := range ws {
 		w.check(t, c, "after the failover", filepath.Join(mounts[0], "fo"), filepath.Join(mounts[1], "fo"))
