@@ -27,6 +27,13 @@ func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, er
 		s.mu.Unlock()
 		return nil, err
 	}
+	if s.replied(&m.Head) {
+		// sent again after its answer was lost (replies.go): made
+		// already, and not made twice (a truncate would cut what was
+		// written since)
+		s.mu.Unlock()
+		return &n.Attr, nil
+	}
 	t := s.now().UnixNano()
 	if m.Mask&ns.SetMode != 0 {
 		n.Mode = n.Mode&syscall.S_IFMT | m.Mode&^uint32(syscall.S_IFMT)
@@ -75,6 +82,7 @@ func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, er
 	}
 	n.Ctime = t
 	b.Set(inodeKey(n.Ino), n.encode())
+	withReply(&b, []*engine.Batch{s.replyBatch(&m.Head)})
 	err = s.e.Apply(&b, false)
 	s.mu.Unlock()
 	if err != nil {

@@ -71,6 +71,19 @@ func TestRequestsSentAgain(t *testing.T) {
 	if a, err := s.Getattr(file); err != nil || a.Nlink != 2 {
 		t.Fatalf("f after its link sent again: %+v %v, want 2 links", a, err)
 	}
+	// a truncate sent again after a write extended the file does not
+	// cut the write
+	trunc := head(false)
+	cut, err := rpc.Do(ctx, s, ns.Setattr, &ns.SetattrReq{Head: trunc, Ino: file, Mask: ns.SetSize, Size: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Extend(file, 100, 1, cut.Attr.Trunc); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := rpc.Do(ctx, s, ns.Setattr, &ns.SetattrReq{Head: trunc, Ino: file, Mask: ns.SetSize, Size: 10}); err != nil || a.Attr.Size != 100 {
+		t.Fatalf("truncate sent again: %+v %v, want the file as the write left it (100 bytes)", a, err)
+	}
 	twice("rename", func(h ns.Head) error {
 		_, err := rpc.Do(ctx, s, ns.Rename, &ns.RenameReq{Head: h, Parent: RootIno, Name: "g", NewParent: RootIno, NewName: "h"})
 		return err
@@ -95,11 +108,11 @@ func TestRequestsSentAgain(t *testing.T) {
 		s.e.Scan([]byte{pReply}, nil, func(_, _ []byte) bool { n++; return true })
 		return n
 	}
-	if n := count(); n != 7 {
-		t.Fatalf("%d records, want the 7 mutations made", n)
+	if n := count(); n != 8 {
+		t.Fatalf("%d records, want the 8 mutations made", n)
 	}
 	now = now.Add(replyKeep / 2)
-	if err := s.sweepReplies(); err != nil || count() != 7 {
+	if err := s.sweepReplies(); err != nil || count() != 8 {
 		t.Fatalf("swept before replyKeep: %v, %d left", err, count())
 	}
 	now = now.Add(replyKeep)
