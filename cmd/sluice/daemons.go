@@ -84,6 +84,29 @@ func (m monitorFlags) collector(layer beacon.Layer, server string) *beacon.Colle
 	return beacon.NewCollector(layer, server, *m.window)
 }
 
+// beaconStoreFlags bound Beacon's record store (in the metadata daemon
+// or a monitor daemon).
+type beaconStoreFlags struct {
+	retention *time.Duration
+	max       *string
+}
+
+func addBeaconStoreFlags(fs *pflag.FlagSet) beaconStoreFlags {
+	return beaconStoreFlags{
+		retention: fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long"),
+		max:       fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)"),
+	}
+}
+
+// maxBytes is --beacon-max in bytes.
+func (b beaconStoreFlags) maxBytes() (int64, error) {
+	n, err := size.Parse(*b.max)
+	if err != nil {
+		return 0, fmt.Errorf("--beacon-max: %v", err)
+	}
+	return n, nil
+}
+
 func addDaemonFlags(fs *pflag.FlagSet, listen string) *daemonFlags {
 	return &daemonFlags{
 		mon:    addMonitorFlags(fs),
@@ -156,8 +179,7 @@ var metaCmd = spec{use: "meta", short: "run the metadata service (and the manage
 func setupMeta(fs *pflag.FlagSet) func([]string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:7100")
 	dir := fs.String("dir", "", "directory of the embedded store")
-	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
-	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
+	bf := addBeaconStoreFlags(fs)
 	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
 	tierMode := fs.String("tiering", "auto", "tier migration: auto (the ONFS policy moves data down as space runs short) or manual (only sluice file migrate)")
 	tierEvery := fs.Duration("tiering-every", time.Second, "how often the tiering policy looks at each server")
@@ -204,9 +226,9 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 		if err != nil {
 			return err
 		}
-		maxB, err := size.Parse(*beaconMax)
+		maxB, err := bf.maxBytes()
 		if err != nil {
-			return fmt.Errorf("--beacon-max: %v", err)
+			return err
 		}
 		v, err := size.Parse(*vmin)
 		if err != nil || v <= 0 {
@@ -231,7 +253,7 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 			Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
 			Engine: engineSpec(*eng, *etcdEPs), Dir: *dir, Log: logger("meta"), Metrics: df.reg,
 			ChunkSize: uint32(chunkBytes), Timeout: *timeout, MaxOps: *maxOps, ReclaimWait: *reclaimWait, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
-			BeaconRetention: *retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window, Monitors: *df.mon.monitors,
+			BeaconRetention: *bf.retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window, Monitors: *df.mon.monitors,
 			FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
 			Tiering: tpol, TierAuto: *tierMode == "auto", TierEvery: *tierEvery, DrainDefault: *drainDefault, DrainAge: *drainAge,
 			BBPolicy: bbp, BBRates: bbr, BBBypass: *bbBypass, BBVersions: *bbVersions, BBMTBF: *bbMTBF, BBPeriod: *bbPeriod,
@@ -245,8 +267,7 @@ var monitorServeCmd = spec{use: "serve", short: "run a monitor daemon: Beacon's 
 func setupMonitor(fs *pflag.FlagSet) func([]string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:7400")
 	dir := fs.String("dir", "", "directory of the record store (Pebble)")
-	retention := fs.Duration("beacon-retention", 7*24*time.Hour, "keep monitoring records this long")
-	beaconMax := fs.String("beacon-max", "1G", "bound on the monitoring records kept (compressed)")
+	bf := addBeaconStoreFlags(fs)
 	fs.MarkHidden("monitor") // a monitor records nothing of its own
 	fs.MarkHidden("monitors")
 	return func(args []string) error {
@@ -257,15 +278,15 @@ func setupMonitor(fs *pflag.FlagSet) func([]string) error {
 		if err != nil {
 			return err
 		}
-		maxB, err := size.Parse(*beaconMax)
+		maxB, err := bf.maxBytes()
 		if err != nil {
-			return fmt.Errorf("--beacon-max: %v", err)
+			return err
 		}
 		ctx, stop := signalContext()
 		defer stop()
 		return monitord.Run(ctx, monitord.Config{Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
 			Ready: func(addr string) error { return writeAddr(*df.addrFile, addr) },
-			Dir:   *dir, Retention: *retention, MaxBytes: maxB, Window: *df.mon.window, Log: logger("monitor")})
+			Dir:   *dir, Retention: *bf.retention, MaxBytes: maxB, Window: *df.mon.window, Log: logger("monitor")})
 	}
 }
 

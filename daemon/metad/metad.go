@@ -199,16 +199,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	d.svc.SetPools(d.pools)
-	ln, err := rpc.Listen(cfg.Listen, rpc.ListenOptions{Local: cfg.LocalSocket})
+	ln, err := rpc.Listen(cfg.Listen, rpc.ListenOptions{Local: cfg.LocalSocket, Ready: cfg.Ready})
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	if cfg.Ready != nil {
-		if err := cfg.Ready(ln.Addr().String()); err != nil {
-			return err
-		}
-	}
 	if err := d.openBeacon(); err != nil {
 		return err
 	}

@@ -46,16 +46,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 	svc := monitor.New(monitor.Config{Store: st, Log: cfg.Log, Window: cfg.Window})
-	ln, err := rpc.Listen(cfg.Listen, rpc.ListenOptions{Local: cfg.LocalSocket})
+	ln, err := rpc.Listen(cfg.Listen, rpc.ListenOptions{Local: cfg.LocalSocket, Ready: cfg.Ready})
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	if cfg.Ready != nil {
-		if err := cfg.Ready(ln.Addr().String()); err != nil {
-			return err
-		}
-	}
 	t := time.NewTicker(cfg.Every)
 	defer t.Stop()
 	go svc.Run(ctx, t.C)

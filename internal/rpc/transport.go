@@ -69,12 +69,27 @@ type ListenOptions struct {
 	// Local also listens on the abstract unix socket a client on this
 	// host dials instead of a TCP address (see above).
 	Local bool
+	// Ready, if set, is told the bound address before Listen returns (a
+	// daemon publishes it); its error closes the listener.
+	Ready func(addr string) error
 }
 
 // Listen listens on addr through its transport. The listener's Addr is
 // the TCP (or given) address; with opt.Local it also accepts the local
 // socket's connections.
 func Listen(addr string, opt ListenOptions) (net.Listener, error) {
+	ln, err := listen(addr, opt)
+	if err != nil || opt.Ready == nil {
+		return ln, err
+	}
+	if err := opt.Ready(ln.Addr().String()); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+func listen(addr string, opt ListenOptions) (net.Listener, error) {
 	scheme, rest := SplitAddr(addr)
 	tr := transportOf(scheme)
 	if tr == nil {
