@@ -91,9 +91,9 @@ type Placement struct {
 	Reasons   []string
 	Version   uint64 // bumped at every change of this job's placement
 	Since     int64  // unix ns
-	// Fallbacks (the fixed mapping only, protocol 2.2) are the other
-	// live forwarding nodes in the order to try them when Fwds' node
-	// cannot be reached: its stand-ins (dfra.StandIns).
+	// Fallbacks (protocol 2.2; a registered job's since 2.3) are the
+	// other live forwarding nodes in the order to try them when Fwds'
+	// first node cannot be reached: its stand-ins (dfra.StandIns).
 	Fallbacks []Target
 }
 

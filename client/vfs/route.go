@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"slices"
 
 	"log/slog"
 	"strings"
@@ -133,6 +134,20 @@ func (r *Router) Pick(id ident.ID, ino uint64) Caller {
 	return targets[ino%uint64(len(targets))]
 }
 
+// withStandIns is the address list of a job's forwarding node: its own,
+// then its stand-ins' (the placement's Fallbacks), which its client turns
+// to, in turn, when it cannot be reached or stalls (rpc.Client), before
+// the manager has remapped the job.
+func withStandIns(addr string, standIns []fwdmap.Target) string {
+	addrs := []string{addr}
+	for _, f := range standIns {
+		if f.Addr != "" && !slices.Contains(addrs, f.Addr) {
+			addrs = append(addrs, f.Addr)
+		}
+	}
+	return strings.Join(addrs, ",")
+}
+
 // refresh asks the manager for job's placement on node and installs it.
 func (r *Router) refresh(job, node string, rt *route) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -143,7 +158,7 @@ func (r *Router) refresh(job, node string, rt *route) {
 	if err == nil {
 		for _, t := range pl.Fwds {
 			if t.Addr != "" {
-				targets = append(targets, r.Conn(t.Addr))
+				targets = append(targets, r.Conn(withStandIns(t.Addr, pl.Fallbacks)))
 				ids = append(ids, t.ID)
 			}
 		}

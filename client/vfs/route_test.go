@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/ident"
 )
 
@@ -159,5 +160,19 @@ func TestRouteFirstFetchShared(t *testing.T) {
 	}
 	if n := b.mgr.count(); n != 1 {
 		t.Fatalf("manager asked %d times for one job", n)
+	}
+}
+
+// A job's forwarding node is dialled with its stand-ins behind it (the
+// placement's Fallbacks), which its client turns to when it is lost.
+func TestRouteStandIns(t *testing.T) {
+	b := newRouteBed()
+	var dialled []string
+	b.r.cfg.Dial = func(addr string) Caller { dialled = append(dialled, addr); return b.fwds["f1"] }
+	b.mgr.set(1, "f1")
+	b.mgr.pl.Fallbacks = []fwdmap.Target{{ID: "f2", Addr: "f2"}, {ID: "f1", Addr: "f1"}, {ID: "f3", Addr: "f3"}}
+	b.r.Pick(caller, 0)
+	if len(dialled) != 1 || dialled[0] != "f1,f2,f3" {
+		t.Fatalf("dialled %q, want the job's node then its stand-ins: f1,f2,f3", dialled)
 	}
 }

@@ -308,6 +308,13 @@ func (m *Manager) Map(jobID, node string) (fwdmap.Placement, error) {
 		a.Fwds = dfra.Share(m.cfg.Policy, fwds, j.a, j.spec.Nodes, node)
 		p := m.placement(&job{spec: j.spec, a: a, ver: j.ver, at: j.at}, addr)
 		m.mu.Unlock()
+		// the mount goes on through these, in turn, when its node is
+		// lost, until Check has remapped the job
+		if len(a.Fwds) > 0 {
+			for _, f := range dfra.StandIns(a.Fwds[0], fwds) {
+				p.Fallbacks = append(p.Fallbacks, fwdmap.Target{ID: f, Addr: addr[f]})
+			}
+		}
 		return p, nil
 	}
 	m.mu.Unlock()

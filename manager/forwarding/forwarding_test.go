@@ -39,6 +39,11 @@ func TestManagerStartMapEndRemap(t *testing.T) {
 	if got.Version != p.Version || got.Fwds[0] != p.Fwds[0] {
 		t.Fatalf("map: %+v", got)
 	}
+	// the other live nodes stand in for the job's, in their order
+	if want := dfra.StandIns(p.Fwds[0].ID, []dfra.Fwd{{ID: "fwd-1", Alive: true}, {ID: "fwd-2", Alive: true}, {ID: "fwd-3", Alive: true}}); len(got.Fallbacks) != 2 ||
+		got.Fallbacks[0].ID != want[0] || got.Fallbacks[0].Addr == "" {
+		t.Fatalf("a registered job's stand-ins %+v, want %v with addresses", got.Fallbacks, want)
+	}
 	// an unregistered job gets the fixed mapping of its node
 	if f, err := m.Map("other", "cn9"); err != nil || f.Policy != "ffm" || len(f.Fwds) != 1 {
 		t.Fatalf("unregistered: %+v %v", f, err)
