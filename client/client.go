@@ -119,6 +119,10 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 		// with direct I/O the kernel leaves clearing setuid/setgid on a
 		// write by an unprivileged caller to the file system
 		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+		// the kernel asks security.capability and the POSIX ACLs'
+		// attributes all the time (a write, a permission check):
+		// answered "none" here, not by a round trip (client/xattr.go)
+		IgnoreSecurityLabels: true,
 	}
 	srv, err := fuse.NewServer(fs, fs.cfg.Mountpoint, opts)
 	if err != nil {

@@ -107,6 +107,7 @@ func (s *Service) collect(ctx context.Context, from uint64) (int, uint64) {
 			return true
 		})
 		s.dropTrimsLocked(&b, ino, servers)
+		s.dropXattrs(&b, ino)
 		b.Del(garbageKey(ino))
 		// in parts where the engine limits a batch (a large file's
 		// layout on etcd): the file is unreachable, and its garbage

@@ -133,6 +133,7 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 	s.serveEntries(t)
 	s.serveDirs(t)
 	s.serveFiles(t)
+	s.serveXattrs(t)
 }
 
 // serveEntries adds the operations on a name in a directory: lookups,

@@ -20,6 +20,7 @@ import (
 //	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
 //	'A' client req         → a mutation request committed, and when (replies.go)
 //	'E' dir                → the client holding the directory's delegation (deleg.go)
+//	'X' ino name           → an extended attribute's value (xattr.go)
 //	'B' job                → a job's burst-buffer grant, JSON (meta/bbgrants)
 //	'F' job                → a registered job and its forwarding nodes, JSON (meta/fwdjobs)
 //	'Q' 'p' name           → a resource pool, JSON (meta/pools)
@@ -41,6 +42,7 @@ const (
 	pDrop    = 'R'
 	pReply   = 'A'
 	pDeleg   = 'E'
+	pXattr   = 'X'
 	pPool    = 'Q' // shared by services of the metadata daemon: the second byte says whose
 )
 

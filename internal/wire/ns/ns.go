@@ -50,6 +50,10 @@ const (
 	OpCreateBatch                      // a delegation holder's creates and removals
 	OpSync                             // commit the metadata service's state durably
 	OpReclaim                          // a mount's open handles, after a restart or takeover (since 2.3)
+	OpGetxattr                         // an extended attribute's value (since 2.3)
+	OpSetxattr                         // set an extended attribute (since 2.3)
+	OpListxattr                        // the names of an inode's extended attributes (since 2.3)
+	OpRemovexattr                      // remove an extended attribute (since 2.3)
 )
 
 // The operations, typed.
@@ -92,4 +96,8 @@ var (
 	CreateBatch = wire.Define[BatchReq, BatchRep](OpCreateBatch, "create-batch", wire.Namespace)
 	Sync        = wire.Define[wire.Empty, wire.Empty](OpSync, "sync", wire.Namespace)
 	Reclaim     = wire.Define[ReclaimReq, wire.Empty](OpReclaim, "reclaim", wire.Namespace)
+	Getxattr    = wire.Define[XattrReq, XattrRep](OpGetxattr, "getxattr", wire.Namespace)
+	Setxattr    = wire.Define[XattrReq, XattrRep](OpSetxattr, "setxattr", wire.Namespace)
+	Listxattr   = wire.Define[XattrReq, XattrRep](OpListxattr, "listxattr", wire.Namespace)
+	Removexattr = wire.Define[XattrReq, XattrRep](OpRemovexattr, "removexattr", wire.Namespace)
 )

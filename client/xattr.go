@@ -1,0 +1,58 @@
+package client
+
+import (
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluice-hpc/sluice/internal/rpc"
+)
+
+// xattrStatus is an extended attribute call's answer for the kernel:
+// never ENOSYS, which would turn extended attributes off for the whole
+// mount (a server of an older protocol, or a node-local file's data
+// server, does not know the calls).
+func xattrStatus(err error) fuse.Status {
+	if rpc.Errno(err) == syscall.ENOSYS {
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
+	return status(err)
+}
+
+// GetXAttr implements fuse.RawFileSystem.
+func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	v, err := fs.v.Getxattr(cred(h), h.NodeId, attr)
+	if err != nil {
+		return 0, xattrStatus(err)
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), fuse.ERANGE // (a size query: go-fuse answers the size)
+	}
+	return uint32(copy(dest, v)), fuse.OK
+}
+
+// ListXAttr implements fuse.RawFileSystem.
+func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	names, err := fs.v.Listxattr(cred(h), h.NodeId)
+	if err != nil {
+		return 0, xattrStatus(err)
+	}
+	var list []byte
+	for _, n := range names {
+		list = append(append(list, n...), 0)
+	}
+	if len(dest) < len(list) {
+		return uint32(len(list)), fuse.ERANGE
+	}
+	return uint32(copy(dest, list)), fuse.OK
+}
+
+// SetXAttr implements fuse.RawFileSystem.
+func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	return xattrStatus(fs.v.Setxattr(cred(&in.InHeader), in.NodeId, attr, data, in.Flags))
+}
+
+// RemoveXAttr implements fuse.RawFileSystem.
+func (fs *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	return xattrStatus(fs.v.Removexattr(cred(h), h.NodeId, attr))
+}
