@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/beacon"
+	"github.com/sluice-hpc/sluice/internal/rendezvous"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 )
@@ -88,9 +88,8 @@ func (m *Monitors) Order(key string) []int {
 		h uint64
 	}
 	rs := make([]ranked, len(m.addrs))
-	k := hash64(key)
 	for i, a := range m.addrs {
-		rs[i] = ranked{i, mix64(k ^ mix64(hash64(a)))}
+		rs[i] = ranked{i, rendezvous.Score(key, a)}
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].h > rs[j].h })
 	out := make([]int, len(rs))
@@ -98,23 +97,6 @@ func (m *Monitors) Order(key string) []int {
 		out[i] = r.i
 	}
 	return out
-}
-
-func hash64(s string) uint64 {
-	f := fnv.New64a()
-	f.Write([]byte(s))
-	return f.Sum64()
-}
-
-// mix64 is splitmix64's finalizer: every bit of x moves half the bits of
-// the result, so a key's rank among monitors does not follow the
-// monitors' addresses.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // Owner is the address of the monitor key's records go to now.

@@ -55,7 +55,7 @@ func TestPoliciesArePure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := []string{mod + "policy/", mod + "beacon", mod + "layout", mod + "internal/wire", mod + "internal/varbuf", mod + "internal/size",
+	allowed := []string{mod + "policy/", mod + "beacon", mod + "layout", mod + "internal/wire", mod + "internal/varbuf", mod + "internal/size", mod + "internal/rendezvous",
 		mod + "fwdmap", "github.com/klauspost/compress"}
 	forbiddenStd := []string{"net", "net/http", "os/exec", "database/sql"}
 	for _, p := range strings.Fields(string(out)) {

@@ -37,6 +37,7 @@ package dfra
 
 import (
 	"fmt"
+	"github.com/sluice-hpc/sluice/internal/rendezvous"
 	"hash/fnv"
 	"math"
 	"sort"
@@ -171,7 +172,7 @@ func StandIns(home string, fwds []Fwd) []string {
 	var rs []ranked
 	for _, f := range fwds {
 		if f.ID != home && f.Usable() {
-			rs = append(rs, ranked{f.ID, rendezvous(home, f.ID)})
+			rs = append(rs, ranked{f.ID, rendezvous.Score(home, f.ID)})
 		}
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].score > rs[j].score })
@@ -180,25 +181,6 @@ func StandIns(home string, fwds []Fwd) []string {
 		out[i] = r.id
 	}
 	return out
-}
-
-// rendezvous is the score of forwarding node fwd as the stand-in for
-// forwarding node down: FNV-1a of both names, finished with splitmix64's
-// mixer.
-func rendezvous(down, fwd string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(down); i++ {
-		h = (h ^ uint64(down[i])) * 1099511628211
-	}
-	h = (h ^ 0xff) * 1099511628211
-	for i := 0; i < len(fwd); i++ {
-		h = (h ^ uint64(fwd[i])) * 1099511628211
-	}
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	return h ^ h>>31
 }
 
 // Demand is S = N_io × B_c / B_f for a profile on forwarding nodes of
