@@ -131,13 +131,6 @@ func (m *Monitors) markDown(i int, err error) {
 	}
 }
 
-// unreachable reports whether err says the monitor could not be reached
-// or did not answer (rather than refusing the request).
-func unreachable(err error) bool {
-	var te *rpc.TransportError
-	return errors.As(err, &te) || rpc.Errno(err) == syscall.EIO || errors.Is(err, context.DeadlineExceeded)
-}
-
 // toOwner sends one request for key to its monitor, or the next ones in
 // its order while they cannot be reached.
 func (m *Monitors) toOwner(ctx context.Context, key string, op wire.Op, req, rep wire.Message, payload []byte) ([]byte, error) {
@@ -154,7 +147,7 @@ func (m *Monitors) toOwner(ctx context.Context, key string, op wire.Op, req, rep
 	var err error
 	for _, i := range append(live, downs...) {
 		var p []byte
-		if p, err = m.clients[i].Invoke(ctx, op, req, rep, payload, nil); err == nil || !unreachable(err) {
+		if p, err = m.clients[i].Invoke(ctx, op, req, rep, payload, nil); err == nil || !rpc.Unreached(err) {
 			return p, err
 		}
 		m.markDown(i, err)
@@ -192,7 +185,7 @@ func (m *Monitors) ask(ctx context.Context, op wire.Op, req wire.Message, newRep
 			rep := newRep()
 			p, err := c.Invoke(cctx, op, req, rep, nil, nil)
 			out[i] = answer{rep: rep, payload: p, err: err}
-			if err != nil && unreachable(err) {
+			if err != nil && rpc.Unreached(err) {
 				m.markDown(i, err)
 			}
 		}()
@@ -201,7 +194,7 @@ func (m *Monitors) ask(ctx context.Context, op wire.Op, req wire.Message, newRep
 	var got []answer
 	var missing, errs []string
 	for i, a := range out {
-		if a.err != nil && unreachable(a.err) {
+		if a.err != nil && rpc.Unreached(a.err) {
 			missing = append(missing, m.addrs[i])
 			errs = append(errs, fmt.Sprintf("%s: %v", m.addrs[i], a.err))
 			continue
@@ -270,19 +263,24 @@ func (m *Monitors) put(ctx context.Context, batch []byte) error {
 	for owner, rs := range byOwner {
 		// a monitor that fails on the way is marked down, and the jobs
 		// go to the next one of each job's order
-		if err := m.putTo(ctx, owner, rs); err != nil {
+		enc := batch // the batch as it came when it is all this monitor's
+		if len(byOwner) > 1 {
+			enc = beacon.Encode(rs)
+		}
+		if err := m.putTo(ctx, owner, rs, enc); err != nil {
 			failed = err
 		}
 	}
 	return failed
 }
 
-// putTo sends records to the monitor at owner, or, if it cannot be
-// reached, each job's records to the next monitor of the job's order.
-func (m *Monitors) putTo(ctx context.Context, owner string, rs []beacon.Record) error {
+// putTo sends records rs (encoded: enc) to the monitor at owner, or, if
+// it cannot be reached, each job's records to the next monitor of the
+// job's order.
+func (m *Monitors) putTo(ctx context.Context, owner string, rs []beacon.Record, enc []byte) error {
 	i := slices.Index(m.addrs, owner)
-	_, err := m.clients[i].Invoke(ctx, OpPut, &wire.Empty{}, &wire.Empty{}, beacon.Encode(rs), nil)
-	if err == nil || !unreachable(err) {
+	_, err := m.clients[i].Invoke(ctx, OpPut, &wire.Empty{}, &wire.Empty{}, enc, nil)
+	if err == nil || !rpc.Unreached(err) {
 		return err
 	}
 	m.markDown(i, err)

@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -452,7 +451,7 @@ func (w *Creates) send(dir uint64, batch []*wbEntry, es []ns.BatchEntry, owner *
 	// reached or did not answer (a metadata failover, a forwarding node
 	// restarted): the batch goes again, which the service takes as made
 	// where an earlier send made it
-	for wait, until := 100*time.Millisecond, time.Now().Add(batchRetryFor); err != nil && unreached(err) && time.Now().Before(until); {
+	for wait, until := 100*time.Millisecond, time.Now().Add(batchRetryFor); err != nil && rpc.Unreached(err) && time.Now().Before(until); {
 		w.cfg.Log.Warn("creates not acknowledged by the metadata service: sending them again", "dir", dir, "entries", len(es), "err", err)
 		time.Sleep(wait)
 		wait = min(2*wait, 2*time.Second)
@@ -500,14 +499,6 @@ func (w *Creates) send(dir uint64, batch []*wbEntry, es []ns.BatchEntry, owner *
 // batchRetryFor is how long a batch of acknowledged creates is sent again
 // while the service cannot be reached.
 const batchRetryFor = 2 * time.Minute
-
-// unreached says whether err is a call that did not reach the metadata
-// service or got no answer from it (directly, or as the forwarding
-// node's EIO), rather than a refusal.
-func unreached(err error) bool {
-	var te *rpc.TransportError
-	return errors.As(err, &te) || rpc.Errno(err) == syscall.EIO
-}
 
 // Settle sends the creates and removals that the given inodes depend on: those of a
 // delegated directory among them, and of the directory of a file among

@@ -77,7 +77,7 @@ func (h *Handles) Reclaim(ctx context.Context, mc rpc.Invoker, client uint64, ti
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		_, err := rpc.Do(cctx, mc, ns.Reclaim, q)
 		cancel()
-		if err == nil || !unreached(err) || time.Now().After(until) {
+		if err == nil || !rpc.Unreached(err) || time.Now().After(until) {
 			return len(q.Opens), err
 		}
 		select {

@@ -74,6 +74,15 @@ type TransportError struct {
 
 func (e *TransportError) Error() string { return fmt.Sprintf("server %s: %v", e.Server, e.Err) }
 
+// Unreached reports whether err says the server could not be reached or
+// did not answer (a transport failure, or EIO from a relay that could
+// not reach its own), rather than that it refused the request: a caller
+// may send the request again, or to another server.
+func Unreached(err error) bool {
+	var te *TransportError
+	return errors.As(err, &te) || Errno(err) == syscall.EIO
+}
+
 // Unwrap returns the cause.
 func (e *TransportError) Unwrap() error { return e.Err }
 
