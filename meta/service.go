@@ -382,7 +382,7 @@ func (s *Service) dropLinkLocked(b *engine.Batch, n *inode, t int64) {
 		b.Set(inodeKey(n.Ino), n.encode())
 		return
 	}
-	if s.opens.total[n.Ino] > 0 || s.inGraceLocked(n.Ino) {
+	if s.opens.total[n.Ino] > 0 || !isDir(n.Mode) && s.inGraceLocked(n.Ino) {
 		b.Set(inodeKey(n.Ino), n.encode())
 		b.Set(orphanKey(n.Ino), nil)
 		return
