@@ -11,7 +11,7 @@
 // caller's uid and gid.
 //
 // Files: client.go (set-up), serve.go (a mount served until it ends), ops.go
-// (the go-fuse methods), metrics.go.
+// (the go-fuse methods), locks.go (file locks), xattr.go, metrics.go.
 //
 // It holds no durable state and never talks to data servers.
 package client
@@ -123,6 +123,9 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 		// attributes all the time (a write, a permission check):
 		// answered "none" here, not by a round trip (client/xattr.go)
 		IgnoreSecurityLabels: true,
+		// POSIX, OFD and flock locks are the metadata service's, across
+		// mounts (client/locks.go)
+		EnableLocks: true,
 	}
 	srv, err := fuse.NewServer(fs, fs.cfg.Mountpoint, opts)
 	if err != nil {

@@ -284,6 +284,8 @@ func (fs *FS) WriteOwned(cancel <-chan struct{}, in *fuse.WriteIn, data []byte, 
 
 // Flush implements fuse.RawFileSystem: a close (vfs.FS.Flush).
 func (fs *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	// a process's record locks on the file go at any close of it
+	fs.v.ReleaseLocks(cred(&in.InHeader), in.NodeId, in.Fh, true, in.LockOwner, false)
 	return status(fs.v.Flush(cred(&in.InHeader), in.NodeId, in.Fh))
 }
 
@@ -294,6 +296,8 @@ func (fs *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 // Release implements fuse.RawFileSystem.
 func (fs *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	// the open file's flock and OFD locks go with it
+	fs.v.ReleaseLocks(cred(&in.InHeader), in.NodeId, in.Fh, false, in.LockOwner, in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0)
 	fs.v.Release(cred(&in.InHeader), in.NodeId, in.Fh)
 }
 

@@ -288,7 +288,8 @@ var _ rpc.BodyTaker = (*Server)(nil)
 // workers to the flows in turn (policy/qos: fair between jobs, shares and
 // caps by rule). The other requests of the monitoring and namespace
 // services (a mount's records, its watch of the change feed, its
-// delegations) are relayed to the metadata daemon as they come.
+// delegations) and file-lock requests are relayed to the metadata daemon
+// as they come.
 func (s *Server) Handle(r *rpc.Request) {
 	if s.own.Has(r.Op) {
 		go s.own.Dispatch(s.ctx, r)
@@ -299,9 +300,21 @@ func (s *Server) Handle(r *rpc.Request) {
 		go s.relay(r)
 		return
 	}
+	if lockOp(r.Op) {
+		// a lock request may wait at the service for seconds: it holds
+		// no worker meanwhile
+		go s.serve(s.ctx, r, q)
+		return
+	}
 	c := wire.Classify(q)
 	s.Depth[c].Add(1)
 	go s.queued(c, r, q)
+}
+
+// lockOp reports whether op is a file-lock operation: relayed to the
+// metadata service as it comes, node-local files' too.
+func lockOp(op wire.Op) bool {
+	return op == ns.OpLock || op == ns.OpLockCancel || op == ns.OpLockRenew
 }
 
 // size is the bytes request q moves: a read's length, a write's payload.
@@ -394,10 +407,11 @@ func (s *Server) serve(ctx context.Context, r *rpc.Request, q ns.Request) {
 	default:
 		s.jobs.record(r.Op, q, uint64(r.PayloadLen()))
 	}
-	if id, local, err := localTarget(r.Op, q); err != nil {
+	isLock := lockOp(r.Op)
+	if id, local, err := localTarget(r.Op, q); err != nil && !isLock {
 		r.ReplyErr(err)
 		return
-	} else if local {
+	} else if local && !isLock {
 		s.relayLocal(ctx, r, id, q)
 		return
 	}

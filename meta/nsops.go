@@ -134,6 +134,7 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 	s.serveDirs(t)
 	s.serveFiles(t)
 	s.serveXattrs(t)
+	s.serveLocks(t)
 }
 
 // serveEntries adds the operations on a name in a directory: lookups,

@@ -99,10 +99,10 @@ func (o *openTable) replace(client uint64, held map[uint64]int) (closed []uint64
 	return closed
 }
 
-// inGraceLocked reports whether the server still waits for mounts to
-// reclaim handles on ino: an inode numbered before this process started,
-// within ReclaimWait of the start. Caller holds mu.
-func (s *Service) inGraceLocked(ino uint64) bool {
+// inGrace reports whether the server still waits for mounts to
+// reclaim handles or locks on ino: an inode numbered before this process
+// started, within ReclaimWait of the start (grace is set once, in New).
+func (s *Service) inGrace(ino uint64) bool {
 	return ino <= s.grace.lastIno && s.now().Before(s.grace.until)
 }
 
@@ -139,7 +139,7 @@ func (s *Service) Reclaim(client uint64, held map[uint64]int) error {
 // dropOrphanLocked makes ino garbage if it is an orphan nobody holds,
 // unless mounts may still reclaim it. Caller holds mu.
 func (s *Service) dropOrphanLocked(ino uint64) error {
-	if s.opens.total[ino] > 0 || s.inGraceLocked(ino) {
+	if s.opens.total[ino] > 0 || s.inGrace(ino) {
 		return nil
 	}
 	if _, err := s.e.Get(orphanKey(ino)); err != nil {

@@ -118,6 +118,7 @@ type Service struct {
 	gcKick chan struct{}
 	feed   feed             // changes for mounts' caches (feed.go)
 	deleg  delegs           // directories whose creates a mount makes itself (deleg.go)
+	locks  lockState        // file locks across mounts (locks.go)
 	ops    *throttle.Bucket // MaxOps (nil: none)
 	local  *localdirs.Dirs  // local-mode directories (meta/localdirs)
 }
@@ -152,6 +153,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
 		activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, stalled: map[string]map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
 	s.opens.init()
+	s.locks.init()
 	s.reg.init(s)
 	s.feed.init(s.now())
 	s.deleg.dir, s.deleg.cool = map[uint64]*delegation{}, map[uint64]time.Time{}
@@ -382,7 +384,7 @@ func (s *Service) dropLinkLocked(b *engine.Batch, n *inode, t int64) {
 		b.Set(inodeKey(n.Ino), n.encode())
 		return
 	}
-	if s.opens.total[n.Ino] > 0 || !isDir(n.Mode) && s.inGraceLocked(n.Ino) {
+	if s.opens.total[n.Ino] > 0 || !isDir(n.Mode) && s.inGrace(n.Ino) {
 		b.Set(inodeKey(n.Ino), n.encode())
 		b.Set(orphanKey(n.Ino), nil)
 		return

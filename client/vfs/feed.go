@@ -216,6 +216,7 @@ func (v *FS) Follow(ctx context.Context) {
 			go func() {
 				v.wb.DropAll()
 				v.reclaim(ctx)
+				v.reclaimLocks()
 			}()
 		}
 		v.wb.Recall(resp.Changes)

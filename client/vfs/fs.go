@@ -51,6 +51,8 @@ type FS struct {
 	// handles are the file handles the metadata service knows open,
 	// reclaimed after it restarts (handles.go)
 	handles *Handles
+	// locks are the file locks granted to this mount's processes (locks.go)
+	locks locks
 	// long is what the kernel may cache for the long timeout (feed.go)
 	long longCached
 	// notify drops the kernel's caches (SetNotifier; nil before)

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	clusterpkg "github.com/sluice-hpc/sluice/cluster"
 	"github.com/sluice-hpc/sluice/meta/engine/etcdserver"
 )
@@ -161,6 +163,13 @@ func TestMetaFailover(t *testing.T) {
 	// while it is open (the mount reclaims its handles)
 	held := openUnlinked(t, c.path("held"), pattern(7, 1<<20))
 	defer held.Close()
+	// a record lock held here: the new server has it once the mount
+	// reclaims it, and another process is refused it
+	mustWrite(t, c.path("locked"), []byte("x"))
+	lfd := openRW(t, c.path("locked"))
+	if err := setlk(lfd, unix.F_SETLK, unix.F_WRLCK, 0, 10); err != nil {
+		t.Fatal(err)
+	}
 	// a job's records, kept by the monitor daemon, outlive the server
 	writeAs(t, "4242", c.path("job-file"), pattern(8, 1<<20))
 	eventually(t, 20*time.Second, func() bool {
@@ -188,6 +197,10 @@ func TestMetaFailover(t *testing.T) {
 	eventually(t, 30*time.Second, func() bool { return c.logCount("meta-1", "time to reclaim open handles is over") == 1 }, "meta-1's time for reclaims to end")
 	time.Sleep(3 * time.Second)
 	checkOpenUnlinked(t, held, pattern(7, 1<<20))
+	try := "import fcntl,sys\nf=open(sys.argv[1],'r+')\ntry:\n  fcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 1, 5); print('got')\nexcept BlockingIOError: print('busy')\n"
+	if out, err := run(time.Minute, "/usr/bin/python3", "-c", try, c.path("locked")); strings.TrimSpace(out) != "busy" {
+		t.Fatalf("a lock held across the takeover was granted to another process: %q %v", out, err)
+	}
 	if out, err := c.sluice("job", "show", "4242"); err != nil || !strings.Contains(out, "wrote 1.0 MiB") {
 		t.Fatalf("job 4242 after the takeover: %v\n%s", err, out)
 	}

@@ -139,6 +139,13 @@ func (c *cluster) path(p string) string { return filepath.Join(c.mnt, p) }
 // extra flags, and unmounts it when the test ends.
 func (c *cluster) mount2(t *testing.T, flags ...string) string {
 	t.Helper()
+	mnt, _ := c.mount2Proc(t, flags...)
+	return mnt
+}
+
+// mount2Proc is mount2, also returning the mount's process.
+func (c *cluster) mount2Proc(t *testing.T, flags ...string) (string, *os.Process) {
+	t.Helper()
 	cl, err := clusterpkg.Load(c.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +187,7 @@ func (c *cluster) mount2(t *testing.T, flags ...string) string {
 		}
 	})
 	eventually(t, 10*time.Second, func() bool { return clusterpkg.Mounted(mnt) }, "the second mount")
-	return mnt
+	return mnt, cmd.Process
 }
 
 // sluice runs a sluice subcommand against this cluster.

@@ -54,6 +54,9 @@ const (
 	OpSetxattr                         // set an extended attribute (since 2.3)
 	OpListxattr                        // the names of an inode's extended attributes (since 2.3)
 	OpRemovexattr                      // remove an extended attribute (since 2.3)
+	OpLock                             // take, test or give up a file lock (since 2.4)
+	OpLockCancel                       // give up waiting for a file lock (since 2.4)
+	OpLockRenew                        // extend the lease of a mount's file locks (since 2.4)
 )
 
 // The operations, typed.
@@ -100,4 +103,7 @@ var (
 	Setxattr    = wire.Define[XattrReq, XattrRep](OpSetxattr, "setxattr", wire.Namespace)
 	Listxattr   = wire.Define[XattrReq, XattrRep](OpListxattr, "listxattr", wire.Namespace)
 	Removexattr = wire.Define[XattrReq, XattrRep](OpRemovexattr, "removexattr", wire.Namespace)
+	Lock        = wire.Define[LockReq, LockRep](OpLock, "lock", wire.Namespace)
+	LockCancel  = wire.Define[LockReq, wire.Empty](OpLockCancel, "lock-cancel", wire.Namespace)
+	LockRenew   = wire.Define[LockReq, wire.Empty](OpLockRenew, "lock-renew", wire.Namespace)
 )
