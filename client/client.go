@@ -117,8 +117,10 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 		// names, attributes come from lookups) and no kernel passthrough.
 		DisabledCapabilities: fuse.CAP_READDIRPLUS | fuse.CAP_PASSTHROUGH,
 		// with direct I/O the kernel leaves clearing setuid/setgid on a
-		// write by an unprivileged caller to the file system
-		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+		// write by an unprivileged caller to the file system; mappings of
+		// files opened with direct I/O go through the page cache
+		// (docs/architecture.md "Memory-mapped files")
+		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 		// the kernel asks security.capability and the POSIX ACLs'
 		// attributes all the time (a write, a permission check):
 		// answered "none" here, not by a round trip (client/xattr.go)
@@ -137,6 +139,9 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
 		return nil, err
+	}
+	if !fs.cfg.CacheData && srv.KernelSettings().Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP == 0 {
+		fs.log.Warn("this kernel cannot map files opened with direct I/O (FUSE's DIRECT_IO_ALLOW_MMAP, Linux 6.6): mmap of a file fails with ENODEV; mount with --cache-data to map files")
 	}
 	return srv, nil
 }
