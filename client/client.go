@@ -17,6 +17,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -43,6 +44,13 @@ type Config struct {
 	// Metrics receives the client's Prometheus series (nil: not exported).
 	Metrics prometheus.Registerer
 	Debug   bool
+	// Source is the mount's source as the mount table shows it (its
+	// fsname; default "sluice"): mount(8), findmnt -S and fstab find the
+	// mount by it.
+	Source string
+	// Options are mount options for the kernel: ro, dev, suid, exec and
+	// their negations (default: rw, nodev, nosuid).
+	Options []string
 }
 
 // FS is the FUSE file system.
@@ -103,10 +111,10 @@ var _ vfs.Notifier = kernel{}
 func (fs *FS) Mount() (*fuse.Server, error) {
 	opts := &fuse.MountOptions{
 		AllowOther:    true,
-		Options:       []string{"default_permissions"},
+		Options:       append([]string{"default_permissions"}, fs.cfg.Options...),
 		MaxWrite:      1 << 20,
 		MaxBackground: 64,
-		FsName:        "sluice",
+		FsName:        cmp.Or(fs.cfg.Source, "sluice"),
 		Name:          "sluice",
 		Debug:         fs.cfg.Debug,
 		DirectMount:   true,
@@ -120,11 +128,12 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 		// write by an unprivileged caller to the file system; mappings of
 		// files opened with direct I/O go through the page cache
 		// (docs/architecture.md "Memory-mapped files")
-		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
-		// the kernel asks security.capability and the POSIX ACLs'
-		// attributes all the time (a write, a permission check):
-		// answered "none" here, not by a round trip (client/xattr.go)
-		IgnoreSecurityLabels: true,
+		// (docs/architecture.md "Memory-mapped files"); the umask is
+		// the file system's to apply (a default ACL replaces it)
+		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_DONT_MASK,
+		// POSIX ACLs: the kernel checks permissions against them, the
+		// metadata service keeps them (meta/acl.go)
+		EnableAcl: true,
 		// POSIX, OFD and flock locks are the metadata service's, across
 		// mounts (client/locks.go)
 		EnableLocks: true,

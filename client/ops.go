@@ -18,6 +18,15 @@ import (
 // cred is the caller of a kernel request.
 func cred(h *fuse.InHeader) vfs.Cred { return vfs.Cred{Pid: h.Pid, Uid: h.Uid, Gid: h.Gid} }
 
+// masked is the caller of a create with its umask: the kernel leaves it
+// to the file system (DONT_MASK), which applies it unless the directory
+// has a default ACL (POSIX_ACL; meta/acl.go).
+func masked(h *fuse.InHeader, umask uint32) vfs.Cred {
+	c := cred(h)
+	c.Umask = umask & 0o777
+	return c
+}
+
 // status is the reply's status for err.
 func status(err error) fuse.Status {
 	if err == nil {
@@ -127,13 +136,13 @@ func (fs *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 
 // Mknod implements fuse.RawFileSystem.
 func (fs *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	e, err := fs.v.Mknod(cred(&in.InHeader), in.NodeId, name, in.Mode&syscall.S_IFMT|in.Mode&^in.Umask&0o7777, in.Rdev)
+	e, err := fs.v.Mknod(masked(&in.InHeader, in.Umask), in.NodeId, name, in.Mode&(syscall.S_IFMT|0o7777), in.Rdev)
 	return entryOut(e, err, out)
 }
 
 // Mkdir implements fuse.RawFileSystem.
 func (fs *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	e, err := fs.v.Mkdir(cred(&in.InHeader), in.NodeId, name, in.Mode&^in.Umask&0o7777)
+	e, err := fs.v.Mkdir(masked(&in.InHeader, in.Umask), in.NodeId, name, in.Mode&0o7777)
 	return entryOut(e, err, out)
 }
 
@@ -229,7 +238,7 @@ func (fs *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsO
 
 // Create implements fuse.RawFileSystem.
 func (fs *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	e, fh, err := fs.v.Create(cred(&in.InHeader), in.NodeId, name, in.Mode&^in.Umask, in.Flags&syscall.O_EXCL != 0)
+	e, fh, err := fs.v.Create(masked(&in.InHeader, in.Umask), in.NodeId, name, in.Mode, in.Flags&syscall.O_EXCL != 0)
 	if st := entryOut(e, err, &out.EntryOut); st != fuse.OK {
 		return st
 	}

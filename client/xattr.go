@@ -19,8 +19,13 @@ func xattrStatus(err error) fuse.Status {
 	return status(err)
 }
 
-// GetXAttr implements fuse.RawFileSystem.
+// GetXAttr implements fuse.RawFileSystem. The kernel asks for
+// security.capability at every write: answered "none" here, not by a
+// round trip (file capabilities are not kept).
 func (fs *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	if attr == "security.capability" {
+		return 0, fuse.ENOATTR
+	}
 	v, err := fs.v.Getxattr(cred(h), h.NodeId, attr)
 	if err != nil {
 		return 0, xattrStatus(err)

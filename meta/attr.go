@@ -60,6 +60,13 @@ func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, er
 		n.Mtime = m.Mtime
 	}
 	var b engine.Batch
+	if m.Mask&ns.SetMode != 0 {
+		// an access ACL follows the new mode (acl.go)
+		if err := s.chmodACLLocked(&b, n.Ino, n.Mode); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
 	var trimServers []uint64
 	if m.Mask&ns.SetSize != 0 {
 		if isDir(n.Mode) {

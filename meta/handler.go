@@ -38,6 +38,10 @@ func (s *Service) Serve(t *rpc.Table) {
 			// its creates are its data servers' to make
 			return nil, errno(syscall.EBUSY, "directory %d is in local mode: not delegated", q.Dir)
 		}
+		if s.hasDefaultACL(q.Dir) {
+			// its creates inherit the ACL here (acl.go)
+			return nil, errno(syscall.EBUSY, "directory %d has a default ACL: not delegated", q.Dir)
+		}
 		first, pos, err := s.Delegate(q.Client, q.Dir)
 		if err != nil {
 			return nil, err

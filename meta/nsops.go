@@ -137,6 +137,15 @@ func (s *Service) serveNamespace(t *rpc.Table) {
 	s.serveLocks(t)
 }
 
+// unmasked is the permission bits a create asked for before the caller's
+// umask (a mount of protocol 2.3 sends only mode).
+func unmasked(mode, before uint32) uint32 {
+	if before == 0 {
+		return mode
+	}
+	return before
+}
+
 // serveEntries adds the operations on a name in a directory: lookups,
 // creates and removals.
 func (s *Service) serveEntries(t *rpc.Table) {
@@ -155,7 +164,7 @@ func (s *Service) serveEntries(t *rpc.Table) {
 				if typ == 0 {
 					typ = syscall.S_IFREG
 				}
-				a, err := s.Create(q.Parent, q.Name, typ|q.Mode&0o7777, q.Uid, q.Gid, "", q.Excl || typ != syscall.S_IFREG, q.Rdev, reply)
+				a, err := s.CreateUnmasked(q.Parent, q.Name, typ|q.Mode&0o7777, unmasked(q.Mode, q.Unmasked), q.Uid, q.Gid, "", q.Excl || typ != syscall.S_IFREG, q.Rdev, reply)
 				if err == nil && q.Open {
 					a, err = s.Open(q.Client, a.Ino)
 				}
@@ -165,7 +174,7 @@ func (s *Service) serveEntries(t *rpc.Table) {
 	nsOp(s, t, ns.Mkdir, inParent,
 		func(_ context.Context, q *ns.MkdirReq) (*ns.EntryRep, []ns.Change, error) {
 			return s.makeEntry(q.Parent, q.Name, q.Header(), true, func(reply *engine.Batch) (*wire.Attr, error) {
-				return s.Create(q.Parent, q.Name, syscall.S_IFDIR|q.Mode&0o7777, q.Uid, q.Gid, "", true, 0, reply)
+				return s.CreateUnmasked(q.Parent, q.Name, syscall.S_IFDIR|q.Mode&0o7777, unmasked(q.Mode, q.Unmasked), q.Uid, q.Gid, "", true, 0, reply)
 			})
 		})
 	nsOp(s, t, ns.Symlink, inParent,

@@ -310,6 +310,13 @@ func (s *Service) Getattr(ino uint64) (*wire.Attr, error) {
 // (rdev) named name in parent. For a regular file without excl an existing
 // file is returned instead.
 func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, target string, excl bool, rdev uint32, reply ...*engine.Batch) (*wire.Attr, error) {
+	return s.CreateUnmasked(parent, name, mode, mode, uid, gid, target, excl, rdev, reply...)
+}
+
+// CreateUnmasked is Create with the permission bits asked for before the
+// caller's umask (unmasked): a directory with a default ACL gives its
+// new entries that ACL cut to them instead of mode's (acl.go).
+func (s *Service) CreateUnmasked(parent uint64, name string, mode, unmasked, uid, gid uint32, target string, excl bool, rdev uint32, reply ...*engine.Batch) (*wire.Attr, error) {
 	if err := validName(name); err != nil {
 		return nil, err
 	}
@@ -359,6 +366,9 @@ func (s *Service) Create(parent uint64, name string, mode, uid, gid uint32, targ
 		n.Rdev = rdev
 	default:
 		return nil, errno(syscall.EPERM, "unsupported file type %o", mode&syscall.S_IFMT)
+	}
+	if err := s.inheritACLLocked(&b, parent, n, unmasked); err != nil {
+		return nil, err
 	}
 	dir.Mtime, dir.Ctime = t, t
 	b.Set(inodeKey(ino), n.encode())

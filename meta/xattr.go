@@ -16,8 +16,9 @@ import (
 // and security.; the kernel checks who may read and write each (the
 // mount runs with default_permissions: user. needs the file's read or
 // write permission, trusted. CAP_SYS_ADMIN), and its limits (names of 255
-// bytes, values of 64 KiB). system. (POSIX ACLs) and unknown namespaces
-// are refused with EOPNOTSUPP.
+// bytes, values of 64 KiB). Of system., the POSIX ACLs are kept (acl.go);
+// other system. names and unknown namespaces are refused with
+// EOPNOTSUPP.
 
 // xattrMax bounds the bytes of one inode's attributes, names and values
 // together (ENOSPC beyond), as a file system's inode or block does.
@@ -29,6 +30,9 @@ func xattrKey(ino uint64, name string) []byte { return append(xattrPrefix(ino), 
 
 // xattrName refuses names outside the supported namespaces.
 func xattrName(name string) error {
+	if name == aclAccess || name == aclDefault {
+		return nil
+	}
 	for _, ns := range []string{"user.", "trusted.", "security."} {
 		if strings.HasPrefix(name, ns) && len(name) > len(ns) {
 			if len(name) > 255 {
@@ -37,7 +41,7 @@ func xattrName(name string) error {
 			return nil
 		}
 	}
-	return errno(syscall.EOPNOTSUPP, "attribute %q: the namespaces are user., trusted. and security.", name)
+	return errno(syscall.EOPNOTSUPP, "attribute %q: the namespaces are user., trusted. and security. (and the POSIX ACLs of system.)", name)
 }
 
 // Getxattr returns attribute name of ino (ENODATA if it has none).
@@ -93,6 +97,13 @@ func (s *Service) Setxattr(ino uint64, name string, value []byte, flags uint32, 
 		return errno(syscall.EEXIST, "attribute %q exists", name)
 	}
 	var b engine.Batch
+	if !remove && (name == aclAccess || name == aclDefault) {
+		// an access ACL sets the mode, and is not kept if it says no more
+		if value, err = setACLLocked(n, name, value); err != nil {
+			return err
+		}
+		remove = value == nil
+	}
 	if remove {
 		b.Del(xattrKey(ino, name))
 	} else {
@@ -126,7 +137,14 @@ func (s *Service) dropXattrs(b *engine.Batch, ino uint64) {
 
 // serveXattrs adds the extended attribute operations to t.
 func (s *Service) serveXattrs(t *rpc.Table) {
-	theIno := func(_ *Service, q *ns.XattrReq) ([]uint64, uint64) { return nil, q.Ino }
+	theIno := func(_ *Service, q *ns.XattrReq) ([]uint64, uint64) {
+		if q.Name == aclDefault {
+			// its creates need the inheritance: another mount's
+			// delegation of the directory is recalled first
+			return []uint64{q.Ino}, 0
+		}
+		return nil, q.Ino
+	}
 	nsOp(s, t, ns.Getxattr, theIno, func(_ context.Context, q *ns.XattrReq) (*ns.XattrRep, []ns.Change, error) {
 		v, err := s.Getxattr(q.Ino, q.Name)
 		return &ns.XattrRep{Value: v}, nil, err

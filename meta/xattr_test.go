@@ -70,7 +70,7 @@ func TestXattrs(t *testing.T) {
 	if r, err := do("get", &ns.XattrReq{Name: "trusted.b"}); err != nil || len(r.Value) != 0 {
 		t.Fatalf("an empty value: %q %v", r.Value, err)
 	}
-	for _, bad := range []string{"system.posix_acl_access", "os2.x", "user.", "nope"} {
+	for _, bad := range []string{"system.foo", "os2.x", "user.", "nope"} {
 		_, err = do("set", &ns.XattrReq{Name: bad, Value: []byte("x")})
 		errIs(err, syscall.EOPNOTSUPP, "set of "+bad)
 	}

@@ -631,6 +631,18 @@ func (w *Creates) recalled(dir uint64) {
 	}
 }
 
+// GiveBack gives back the delegation of dir if this mount holds it, its
+// creates sent first (a default ACL set on dir: the service makes its
+// entries from then on, with the ACL's inheritance).
+func (w *Creates) GiveBack(dir uint64) {
+	w.mu.Lock()
+	held := w.held[dir] != nil
+	w.mu.Unlock()
+	if held {
+		w.recalled(dir)
+	}
+}
+
 // Recall handles the feed's recalls addressed to this mount.
 func (w *Creates) Recall(cs []ns.Change) {
 	me := w.cfg.Dir.ID()

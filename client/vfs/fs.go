@@ -160,6 +160,9 @@ type Config struct {
 type Cred struct {
 	Pid      uint32
 	Uid, Gid uint32
+	// Umask is a create's umask: the permission bits it removes, unless
+	// the directory has a default ACL (the metadata service decides)
+	Umask uint32
 }
 
 // Notifier drops entries of the kernel's caches.

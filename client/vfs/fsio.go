@@ -17,12 +17,13 @@ import (
 // (direct I/O) unless CacheData; Streams writes behind and reads ahead.
 
 // Create makes and opens name in parent with permission bits mode (the
-// umask applied); excl: O_EXCL. Answered here in a directory this mount
+// caller's umask, c.Umask, not applied yet); excl: O_EXCL. Answered here in a directory this mount
 // holds the delegation of (write-back, Creates).
 func (v *FS) Create(c Cred, parent uint64, name string, mode uint32, excl bool) (Entry, uint64, error) {
 	start := v.cfg.Now()
 	who := func() ident.ID { return v.ident(c, ns.OpMknod) }
-	if a, ok := v.wb.Create(who, parent, name, mode, c.Uid, c.Gid); ok {
+	// (a delegated directory has no default ACL: the umask applies)
+	if a, ok := v.wb.Create(who, parent, name, mode&^c.Umask&0o7777, c.Uid, c.Gid); ok {
 		v.Counts.WritebackCreates.Add(1)
 		v.answered(c, ns.OpMknod, parent, start, false)
 		e := v.entry(parent, name, a, v.dc.Sent())
@@ -31,7 +32,7 @@ func (v *FS) Create(c Cred, parent uint64, name string, mode uint32, excl bool) 
 		return e, fh, nil
 	}
 	e, err := create(v, c, ns.Mknod, &ns.MknodReq{Parent: parent, Name: name,
-		Mode: mode & 0o7777, Open: true, Excl: excl, Uid: c.Uid, Gid: c.Gid}, parent, name)
+		Mode: mode &^ c.Umask & 0o7777, Unmasked: mode & 0o7777, Open: true, Excl: excl, Uid: c.Uid, Gid: c.Gid}, parent, name)
 	if err != nil {
 		return Entry{}, 0, err
 	}

@@ -184,29 +184,29 @@ func nsCall[Q any, PQ nsRequest[Q]](v *FS, c Cred, d wire.Def[Q, ns.EntryRep], q
 
 // Mknod makes a regular file, FIFO, socket or device file (whose data
 // never reaches sluice: the kernel serves them) with mode (type and
-// permission bits, the umask applied).
+// permission bits; c.Umask not applied yet).
 func (v *FS) Mknod(c Cred, parent uint64, name string, mode, rdev uint32) (Entry, error) {
 	switch mode & syscall.S_IFMT {
 	case 0, syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
 	default:
 		return Entry{}, syscall.EINVAL
 	}
-	return create(v, c, ns.Mknod, &ns.MknodReq{Parent: parent, Name: name, Mode: mode, Rdev: rdev, Excl: true, Uid: c.Uid, Gid: c.Gid},
+	return create(v, c, ns.Mknod, &ns.MknodReq{Parent: parent, Name: name, Mode: mode &^ c.Umask, Unmasked: mode & 0o7777, Rdev: rdev, Excl: true, Uid: c.Uid, Gid: c.Gid},
 		parent, name)
 }
 
-// Mkdir makes a directory with permission bits mode (the umask
-// applied): answered here in a directory this mount holds the delegation
+// Mkdir makes a directory with permission bits mode (c.Umask not applied
+// yet): answered here in a directory this mount holds the delegation
 // of (write-back, Creates).
 func (v *FS) Mkdir(c Cred, parent uint64, name string, mode uint32) (Entry, error) {
 	start := v.cfg.Now()
 	who := func() ident.ID { return v.ident(c, ns.OpMkdir) }
-	if a, ok := v.wb.Mkdir(who, parent, name, mode, c.Uid, c.Gid); ok {
+	if a, ok := v.wb.Mkdir(who, parent, name, mode&^c.Umask, c.Uid, c.Gid); ok {
 		v.Counts.WritebackCreates.Add(1)
 		v.answered(c, ns.OpMkdir, parent, start, false)
 		return v.entry(parent, name, a, v.dc.Sent()), nil
 	}
-	return create(v, c, ns.Mkdir, &ns.MkdirReq{Parent: parent, Name: name, Mode: mode, Uid: c.Uid, Gid: c.Gid}, parent, name)
+	return create(v, c, ns.Mkdir, &ns.MkdirReq{Parent: parent, Name: name, Mode: mode &^ c.Umask, Unmasked: mode, Uid: c.Uid, Gid: c.Gid}, parent, name)
 }
 
 // Symlink makes name in parent a symbolic link to target.

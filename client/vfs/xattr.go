@@ -28,6 +28,9 @@ func (v *FS) Setxattr(c Cred, ino uint64, name string, value []byte, flags uint3
 	if value == nil {
 		value = []byte{}
 	}
+	if name == "system.posix_acl_default" {
+		v.wb.GiveBack(ino)
+	}
 	_, err := call(v, c, ns.Setxattr, &ns.XattrReq{Ino: ino, Name: name, Value: value, Flags: flags})
 	v.dc.ForgetFile(ino) // its ctime changed
 	return err

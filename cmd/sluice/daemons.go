@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -429,10 +430,16 @@ func setupMount(fs *pflag.FlagSet) func([]string) error {
 	feedDelay := fs.Duration("fault-feed-delay", 0, "fault injection: apply each batch of the metadata change feed this much later (a slow metadata service; tests)")
 	wbDelay := fs.Duration("fault-writeback-delay", 0, "fault injection: with --writeback-closes, writes in the background go this much later, and so do the reports of the closes that returned before them (tests)")
 	mon := addMonitorFlags(fs)
+	source := fs.String("source", "", "the mount's source in the mount table (default: the --meta addresses)")
+	options := fs.StringP("options", "o", "", "mount options, comma-separated (as mount(8) and fstab give them, docs/deploy.md): ro, dev, suid, exec and their negations for the kernel (default rw, nodev, nosuid), and any flag of this command as NAME or NAME=VALUE")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics")
 	return func(args []string) error {
 		if len(args) != 1 {
 			return fmt.Errorf("want one mount point, got %d arguments", len(args))
+		}
+		kernelOpts, err := applyMountOptions(fs, *options)
+		if err != nil {
+			return err
 		}
 		wb, err := sizeFlag("write-behind", *writeBehind)
 		if err != nil {
@@ -467,7 +474,7 @@ func setupMount(fs *pflag.FlagSet) func([]string) error {
 		ctx, stop := signalContext()
 		defer stop()
 		cctx, cancel := context.WithTimeout(ctx, *timeout)
-		fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Debug: *debug,
+		fsys, err := client.New(cctx, client.Config{Mountpoint: mnt, Debug: *debug, Source: cmp.Or(*source, *metaAddr), Options: kernelOpts,
 			Monitor: mon.collector(beacon.LayerClient, "client@"+*node), Metrics: reg,
 			Config: vfs.Config{Fwd: *fwdAddr, Meta: *metaAddr, Secret: secret, Node: *node, JobVar: *jobVar, Log: log,
 				Timeout: *timeout, CacheData: *cache, WriteBehind: wb, Readahead: ra, SpliceReads: *spliceReads,

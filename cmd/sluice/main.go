@@ -12,6 +12,7 @@ import (
 	_ "net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -25,6 +26,14 @@ import (
 )
 
 func main() {
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "mount.") {
+		// run by mount(8) as mount.fuse.sluice (mounthelper.go)
+		if err := mountHelper(os.Args[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "mount.fuse.sluice: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	args, note := legacyArgs(os.Args[1:])
 	if note != "" {
 		fmt.Fprintln(os.Stderr, note)

@@ -146,7 +146,9 @@ func (r *SetattrReq) FileIno() uint64 { return r.Ino }
 // type bits 0 or S_IFREG) or a FIFO, socket or device file (Rdev), owned
 // by Uid and Gid. Excl: an entry that exists is an error (else a regular
 // file that exists is opened); Open also opens it (one round trip for
-// open(O_CREAT)).
+// open(O_CREAT)). Mode's permission bits have the caller's umask
+// applied; Unmasked (since 2.4; 0: as Mode) are those asked for before it,
+// which a directory with a default ACL uses instead.
 type MknodReq struct {
 	Head
 	Parent   uint64
@@ -156,6 +158,7 @@ type MknodReq struct {
 	Rdev     uint32
 	Excl     bool
 	Open     bool
+	Unmasked uint32
 }
 
 // Fields implements wire.Message.
@@ -169,19 +172,21 @@ func (r *MknodReq) Fields(c *wire.Codec) {
 	c.Uint32(7, &r.Rdev)
 	c.Bool(8, &r.Excl)
 	c.Bool(9, &r.Open)
+	c.Uint32(10, &r.Unmasked)
 }
 
 // Inodes implements Request.
 func (r *MknodReq) Inodes() (uint64, uint64, uint64) { return 0, r.Parent, 0 }
 
 // MkdirReq makes directory Name in Parent, with permission bits Mode,
-// owned by Uid and Gid.
+// owned by Uid and Gid (Unmasked as MknodReq's).
 type MkdirReq struct {
 	Head
 	Parent   uint64
 	Name     string
 	Mode     uint32
 	Uid, Gid uint32
+	Unmasked uint32
 }
 
 // Fields implements wire.Message.
@@ -192,6 +197,7 @@ func (r *MkdirReq) Fields(c *wire.Codec) {
 	c.Uint32(4, &r.Mode)
 	c.Uint32(5, &r.Uid)
 	c.Uint32(6, &r.Gid)
+	c.Uint32(7, &r.Unmasked)
 }
 
 // Inodes implements Request.
