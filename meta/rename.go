@@ -9,10 +9,15 @@ import (
 )
 
 // Rename moves parent/name to newParent/newName, atomically replacing an
-// existing target.
+// existing target; flags are renameat2's RENAME_NOREPLACE and
+// RENAME_EXCHANGE (RENAME_WHITEOUT, for overlay file systems, is refused
+// with EINVAL, as by file systems without whiteouts).
 func (s *Service) Rename(parent uint64, name string, newParent uint64, newName string, flags uint32, reply ...*engine.Batch) error {
 	if err := validName(newName); err != nil {
 		return err
+	}
+	if flags&^(ns.RenameNoReplace|ns.RenameExchange) != 0 || flags == ns.RenameNoReplace|ns.RenameExchange {
+		return errno(syscall.EINVAL, "rename flags %#x: only RENAME_NOREPLACE or RENAME_EXCHANGE", flags)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

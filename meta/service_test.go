@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/meta/engine/enginetest"
 )
@@ -276,4 +277,21 @@ func TestAllocPrefersFastestTierWithRoom(t *testing.T) {
 	if loc, _, _ := s.Alloc(context.Background(), f.Ino, 0, 0, nil); loc.Servers[0] != mem {
 		t.Fatal("allocation not stable")
 	}
+}
+
+// TestRenameWhiteout: RENAME_WHITEOUT (no whiteouts here) and
+// NOREPLACE with EXCHANGE are refused with EINVAL, and nothing moves.
+func TestRenameWhiteout(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, open func() *Service) {
+		s := open()
+		if _, err := s.Create(RootIno, "a", syscall.S_IFREG|0o644, 0, 0, "", true, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, flags := range []uint32{4, ns.RenameNoReplace | ns.RenameExchange} {
+			if err := s.Rename(RootIno, "a", RootIno, "b", flags); !is(err, syscall.EINVAL) {
+				t.Fatalf("rename flags %#x: %v, want EINVAL", flags, err)
+			}
+		}
+		mustLookup(t, s, RootIno, "a")
+	})
 }

@@ -1,6 +1,8 @@
 package vfs
 
 import (
+	"strings"
+
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
@@ -32,13 +34,23 @@ func (v *FS) Setxattr(c Cred, ino uint64, name string, value []byte, flags uint3
 		v.wb.GiveBack(ino)
 	}
 	_, err := call(v, c, ns.Setxattr, &ns.XattrReq{Ino: ino, Name: name, Value: value, Flags: flags})
-	v.dc.ForgetFile(ino) // its ctime changed
+	v.forgetAttrs(ino, name)
 	return err
 }
 
 // Removexattr removes extended attribute name of ino.
 func (v *FS) Removexattr(c Cred, ino uint64, name string) error {
 	_, err := call(v, c, ns.Removexattr, &ns.XattrReq{Ino: ino, Name: name})
-	v.dc.ForgetFile(ino)
+	v.forgetAttrs(ino, name)
 	return err
+}
+
+// forgetAttrs drops the attributes cached of ino after a change of its
+// attribute name: its ctime changed, and an access ACL changes the mode
+// of a directory too (whose attributes the directory cache keeps).
+func (v *FS) forgetAttrs(ino uint64, name string) {
+	v.dc.ForgetFile(ino)
+	if strings.HasPrefix(name, "system.posix_acl_") {
+		v.dc.ForgetDir(ino)
+	}
 }

@@ -93,6 +93,13 @@ func TestACLs(t *testing.T) {
 	if err := asNobody("echo hi > " + filepath.Join(b, "d", "g")); err != nil {
 		t.Fatalf("nobody writes an inherited rw file through the other mount: %v", err)
 	}
+	// an access ACL set on a directory changes its mode, on both mounts
+	sh("chacl u::rwx,g::-w-,o::--x " + filepath.Join(a, "d", "sub"))
+	for _, m := range []string{a, b} {
+		if st, err := os.Stat(filepath.Join(m, "d", "sub")); err != nil || st.Mode().Perm() != 0o721 {
+			t.Fatalf("a directory after chacl u::rwx,g::-w-,o::--x: %v (%v), want 721", st.Mode().Perm(), err)
+		}
+	}
 
 	// copies that keep ACLs and attributes
 	sh("setfattr -n user.sum -v abc " + filepath.Join(a, "d", "g"))
