@@ -45,7 +45,13 @@ func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, er
 		n.Gid = m.Gid
 	}
 	if m.Mask&(ns.SetUid|ns.SetGid) != 0 && !isDir(n.Mode) && m.Mask&ns.SetMode == 0 {
-		n.Mode &^= syscall.S_ISUID | syscall.S_ISGID
+		// a chown clears set-user-ID, and set-group-ID if group
+		// execution is allowed (without it the bit marks mandatory
+		// locking and stays), as Linux's notify_change does
+		n.Mode &^= syscall.S_ISUID
+		if n.Mode&syscall.S_IXGRP != 0 {
+			n.Mode &^= syscall.S_ISGID
+		}
 	}
 	if m.Mask&ns.SetKillPriv != 0 && !isDir(n.Mode) {
 		n.Mode &^= syscall.S_ISUID

@@ -295,3 +295,24 @@ func TestRenameWhiteout(t *testing.T) {
 		mustLookup(t, s, RootIno, "a")
 	})
 }
+
+// TestChownSetID: a chown clears set-user-ID, and set-group-ID only with
+// group execution (without it the bit marks mandatory locking), as Linux
+// does (xfstests generic/193).
+func TestChownSetID(t *testing.T) {
+	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mode, want := range map[uint32]uint32{0o6644: 0o2644, 0o6654: 0o0654, 0o4755: 0o0755} {
+		name := fmt.Sprintf("f%o", mode)
+		a, err := s.Create(RootIno, name, syscall.S_IFREG|mode, 1000, 1000, "", true, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Setattr(context.Background(), &ns.SetattrReq{Ino: a.Ino, Mask: ns.SetUid, Uid: 0})
+		if err != nil || got.Mode&0o7777 != want {
+			t.Fatalf("chown of a %o file: %o (%v), want %o", mode, got.Mode&0o7777, err, want)
+		}
+	}
+}

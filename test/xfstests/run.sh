@@ -52,6 +52,8 @@ for c in a b; do
 	bin/sluice cluster up --dir "$work/$c" --mount "$work/$c.mnt" --mem 1G --ssd 2G ${UP:-} >/dev/null
 done
 mkdir -p "$work/test" "$work/scratch"
+# dev,suid: the tests make device files and set-id programs (a mount is
+# nodev,nosuid unless told otherwise)
 cat >"$x/local.config" <<CONF
 export TEST_DEV=sluice://$(addr "$work/a")
 export TEST_DIR=$work/test
@@ -59,8 +61,8 @@ export SCRATCH_DEV=sluice://$(addr "$work/b")
 export SCRATCH_MNT=$work/scratch
 export FSTYP=fuse
 export FUSE_SUBTYP=.sluice
-export TEST_FS_MOUNT_OPTS="-osecret-file=$work/a/secret,node=xfs-test,log=$work/a/logs/xfs-mount.log"
-export MOUNT_OPTIONS="-osecret-file=$work/b/secret,node=xfs-scratch,log=$work/b/logs/xfs-mount.log"
+export TEST_FS_MOUNT_OPTS="-odev,suid,secret-file=$work/a/secret,node=xfs-test,log=$work/a/logs/xfs-mount.log"
+export MOUNT_OPTIONS="-odev,suid,secret-file=$work/b/secret,node=xfs-scratch,log=$work/b/logs/xfs-mount.log"
 CONF
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-g quick)
