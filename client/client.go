@@ -130,7 +130,11 @@ func (fs *FS) Mount() (*fuse.Server, error) {
 		// (docs/architecture.md "Memory-mapped files")
 		// (docs/architecture.md "Memory-mapped files"); the umask is
 		// the file system's to apply (a default ACL replaces it)
-		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_DONT_MASK,
+		// (SETXATTR_EXT: the kernel says when an ACL's setting clears
+		// set-group-ID; EXPORT_SUPPORT: file handles, which the kernel
+		// resolves by looking up "." and ".." of an inode number)
+		ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_DONT_MASK | fuse.CAP_SETXATTR_EXT |
+			fuse.CAP_EXPORT_SUPPORT,
 		// POSIX ACLs: the kernel checks permissions against them, the
 		// metadata service keeps them (meta/acl.go)
 		EnableAcl: true,

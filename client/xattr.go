@@ -6,6 +6,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
 
 // xattrStatus is an extended attribute call's answer for the kernel:
@@ -54,7 +55,11 @@ func (fs *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (
 
 // SetXAttr implements fuse.RawFileSystem.
 func (fs *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	return xattrStatus(fs.v.Setxattr(cred(&in.InHeader), in.NodeId, attr, data, in.Flags))
+	flags := in.Flags & (ns.XattrCreate | ns.XattrReplace)
+	if in.SetXAttrFlags&fuse.SETXATTR_ACL_KILL_SGID != 0 {
+		flags |= ns.XattrKillSgid
+	}
+	return xattrStatus(fs.v.Setxattr(cred(&in.InHeader), in.NodeId, attr, data, flags))
 }
 
 // RemoveXAttr implements fuse.RawFileSystem.

@@ -286,6 +286,11 @@ func (s *Service) Lookup(parent uint64, name string) (*wire.Attr, error) {
 	if len(name) > wire.NameMax {
 		return nil, errno(syscall.ENAMETOOLONG, "name too long")
 	}
+	if name == "." || name == ".." {
+		// the kernel asks so for an inode known only by number (a file
+		// handle: open_by_handle_at, an NFS re-export)
+		return s.lookupDots(parent, name)
+	}
 	ino, _, err := s.lookupEntry(parent, name)
 	if err != nil {
 		return nil, err
@@ -295,6 +300,30 @@ func (s *Service) Lookup(parent uint64, name string) (*wire.Attr, error) {
 		return nil, err
 	}
 	return &n.Attr, nil
+}
+
+// lookupDots answers "." (ino itself) and ".." (its parent directory) of
+// directory or file ino.
+func (s *Service) lookupDots(ino uint64, name string) (*wire.Attr, error) {
+	n, err := s.getInode(ino)
+	if err != nil || name == "." {
+		if err != nil {
+			return nil, errno(syscall.ESTALE, "inode %d is gone", ino)
+		}
+		return &n.Attr, nil
+	}
+	if !isDir(n.Mode) {
+		return nil, errno(syscall.ENOTDIR, "inode %d is not a directory", ino)
+	}
+	p := n.Parent
+	if ino == RootIno || p == 0 {
+		p = RootIno
+	}
+	pn, err := s.getInode(p)
+	if err != nil {
+		return nil, errno(syscall.ESTALE, "the parent of inode %d is gone", ino)
+	}
+	return &pn.Attr, nil
 }
 
 // Getattr returns an inode's attributes.

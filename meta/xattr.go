@@ -102,6 +102,9 @@ func (s *Service) Setxattr(ino uint64, name string, value []byte, flags uint32, 
 		if value, err = setACLLocked(n, name, value); err != nil {
 			return err
 		}
+		if name == aclAccess && flags&ns.XattrKillSgid != 0 {
+			n.Mode &^= syscall.S_ISGID
+		}
 		remove = value == nil
 	}
 	if remove {

@@ -66,6 +66,16 @@ func (v *FS) Lookup(c Cred, parent uint64, name string) (Entry, error) {
 	if len(name) > wire.NameMax {
 		return Entry{}, syscall.ENAMETOOLONG // the kernel leaves NAME_MAX to the file system
 	}
+	if name == "." || name == ".." {
+		// an inode known by number only (open_by_handle_at): asked of
+		// the service, not cached as a name
+		resp, err := v.lookup(c, parent, name)
+		if err != nil {
+			return Entry{}, err
+		}
+		v.noteAttr(resp.Attr)
+		return Entry{Attr: *resp.Attr, TTL: TTL{v.cfg.EntryTimeout, v.cfg.AttrTimeout}}, nil
+	}
 	if v.dc.Absent(parent, name) {
 		v.answered(c, ns.OpLookup, parent, v.cfg.Now(), true)
 		return Entry{}, syscall.ENOENT

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -20,7 +21,8 @@ import (
 // `sluice mount` in the background and returns once DIR is mounted. The
 // source is the metadata service's address (or its servers' addresses,
 // comma-separated), shown as the mount's source; the options are the
-// kernel's (ro, rw, dev, suid, exec and their negations) and any flag of
+// kernel's (ro, rw, dev, suid, exec and their negations: dev and suid
+// unless told otherwise, as mount(8) takes them) and any flag of
 // `sluice mount` as NAME or NAME=VALUE (secret-file=/etc/sluice/secret,
 // node=n17, cache-data); log=FILE says where the mount logs.
 
@@ -30,7 +32,7 @@ var kernelOptions = map[string]bool{"ro": true, "rw": true, "dev": true, "nodev"
 
 // ignoredOptions are mount(8)'s and fstab's own, or the kernel's that a
 // FUSE mount takes from the file system (atime updates).
-var ignoredOptions = map[string]bool{"defaults": true, "auto": true, "noauto": true, "nofail": true, "_netdev": true,
+var ignoredOptions = map[string]bool{"defaults": true, "remount": true, "auto": true, "noauto": true, "nofail": true, "_netdev": true,
 	"user": true, "users": true, "nouser": true, "atime": true, "noatime": true, "relatime": true, "strictatime": true,
 	"nodiratime": true, "diratime": true, "lazytime": true, "sync": true, "async": true, "dirsync": true,
 	// a FUSE mount's own, which sluice always sets
@@ -90,12 +92,17 @@ func mountHelper(args []string) error {
 		return errors.New("usage: mount.fuse.sluice SOURCE DIR [-o OPTIONS]")
 	}
 	src, dir := pos[0], pos[1]
-	all := strings.Join(opts, ",")
+	// mount(8) passes nodev and nosuid but not their defaults, dev and
+	// suid, which it takes as given (as for any file system root mounts)
+	all := strings.Join(append([]string{"dev,suid"}, opts...), ",")
 	logPath := filepath.Join("/var/log/sluice", "mount"+strings.ReplaceAll(filepath.Clean(dir), "/", "-")+".log")
 	for _, o := range strings.Split(all, ",") {
 		if v, ok := strings.CutPrefix(o, "log="); ok {
 			logPath = v
 		}
+	}
+	if slices.Contains(strings.Split(all, ","), "remount") {
+		return remount(dir, all)
 	}
 	// the options are checked here, so that mount(8) reports a bad one
 	if _, err := applyMountOptions(mountFlags(), all); err != nil {
@@ -144,4 +151,28 @@ func mountFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("mount", pflag.ContinueOnError)
 	setupMount(fs)
 	return fs
+}
+
+// remount changes a mounted sluice's kernel options (mount -o
+// remount,ro): ro or rw, and nodev, nosuid and noexec as given.
+func remount(dir, opts string) error {
+	flags := uintptr(syscall.MS_REMOUNT)
+	for _, o := range strings.Split(opts, ",") {
+		switch o {
+		case "ro":
+			flags |= syscall.MS_RDONLY
+		case "rw":
+			flags &^= syscall.MS_RDONLY
+		case "nodev":
+			flags |= syscall.MS_NODEV
+		case "nosuid":
+			flags |= syscall.MS_NOSUID
+		case "noexec":
+			flags |= syscall.MS_NOEXEC
+		}
+	}
+	if err := syscall.Mount("", dir, "", flags, ""); err != nil {
+		return fmt.Errorf("remount %s: %v", dir, err)
+	}
+	return nil
 }

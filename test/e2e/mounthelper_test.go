@@ -14,7 +14,8 @@ import (
 // TestMountHelper: the binary run as mount(8)'s helper (mount.fuse.sluice
 // SOURCE DIR -o OPTIONS) returns once DIR is mounted, with SOURCE as the
 // mount's source and the kernel's options applied (ro: a write gets
-// EROFS), the rest given to sluice mount as flags; umount ends it; an
+// EROFS), the rest given to sluice mount as flags; remount,rw makes it
+// writable; umount ends it; an
 // unknown option is refused before anything starts.
 func TestMountHelper(t *testing.T) {
 	c := startCluster(t)
@@ -49,6 +50,13 @@ func TestMountHelper(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644); !errorsIs(err, syscall.EROFS) {
 		t.Fatalf("a create on the ro mount: %v, want EROFS", err)
+	}
+	// mount -o remount,rw runs the helper with remount
+	if out, err := run(time.Minute, helper, src, mnt, "-o", "remount,rw"); err != nil {
+		t.Fatalf("remount,rw: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "new"), nil, 0o644); err != nil {
+		t.Fatalf("a create after remount,rw: %v", err)
 	}
 	if err := syscall.Unmount(mnt, 0); err != nil {
 		t.Fatal(err)

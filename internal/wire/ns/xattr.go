@@ -13,10 +13,14 @@ type XattrReq struct {
 	Flags uint32
 }
 
-// setxattr(2)'s flags.
+// setxattr(2)'s flags, and the kernel's.
 const (
 	XattrCreate  = 1 // fail with EEXIST if the attribute exists
 	XattrReplace = 2 // fail with ENODATA if it does not
+	// XattrKillSgid (since 2.4): setting an access ACL clears the
+	// set-group-ID bit (the caller is not in the file's group and lacks
+	// CAP_FSETID; FUSE's SETXATTR_ACL_KILL_SGID)
+	XattrKillSgid = 1 << 8
 )
 
 // Fields implements wire.Message.
