@@ -216,16 +216,8 @@ func TestLockLease(t *testing.T) {
 // files that existed before, only the locks mounts reclaim until the
 // grace period ends; a new file's locks are granted at once.
 func TestLockGrace(t *testing.T) {
-	e := engine.NewMem()
 	now := time.Unix(1000, 0)
-	open := func() *Service {
-		s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
-			ReclaimWait: 40 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := restartable(t, &now)
 	old := open()
 	a, err := old.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", false, 0)
 	if err != nil {

@@ -11,21 +11,28 @@ import (
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
-// TestReclaimAfterTakeover: a server that starts on another's engine
-// keeps the files unlinked while open until the mounts have reclaimed
-// their handles or the grace period has passed; what a mount reclaims
-// keeps its file, what nobody reclaims goes when the period ends.
-func TestReclaimAfterTakeover(t *testing.T) {
+// restartable returns a function that opens a service on one in-memory
+// engine, at the time *now, with a grace period of 40 s: each call is a
+// restart or a standby taking over.
+func restartable(t *testing.T, now *time.Time) func() *Service {
 	e := engine.NewMem()
-	now := time.Unix(1000, 0)
-	open := func() *Service {
-		s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now },
+	return func() *Service {
+		s, err := New(Config{Engine: e, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return *now },
 			ReclaimWait: 40 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
+}
+
+// TestReclaimAfterTakeover: a server that starts on another's engine
+// keeps the files unlinked while open until the mounts have reclaimed
+// their handles or the grace period has passed; what a mount reclaims
+// keeps its file, what nobody reclaims goes when the period ends.
+func TestReclaimAfterTakeover(t *testing.T) {
+	now := time.Unix(1000, 0)
+	open := restartable(t, &now)
 	const a, b = 7, 8 // two mounts
 	old := open()
 	mk := func(s *Service, name string) uint64 {

@@ -316,3 +316,40 @@ func TestChownSetID(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupDots: "." of an inode is itself and ".." of a directory its
+// parent (how the kernel resolves a file handle: open_by_handle_at); an
+// inode that is gone is ESTALE.
+func TestLookupDots(t *testing.T) {
+	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Create(RootIno, "d", syscall.S_IFDIR|0o755, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Create(d.Ino, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ino  uint64
+		name string
+		want uint64
+	}{{f.Ino, ".", f.Ino}, {d.Ino, "..", RootIno}, {RootIno, "..", RootIno}, {d.Ino, ".", d.Ino}} {
+		a, err := s.Lookup(c.ino, c.name)
+		if err != nil || a.Ino != c.want {
+			t.Fatalf("lookup %q in %d: %v %v, want inode %d", c.name, c.ino, a, err, c.want)
+		}
+	}
+	if _, err := s.Lookup(f.Ino, ".."); !is(err, syscall.ENOTDIR) {
+		t.Fatalf(`".." of a file: %v, want ENOTDIR`, err)
+	}
+	if err := s.Remove(d.Ino, "f", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(f.Ino, "."); !is(err, syscall.ESTALE) {
+		t.Fatalf(`"." of a removed file: %v, want ESTALE`, err)
+	}
+}
