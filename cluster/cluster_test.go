@@ -297,8 +297,15 @@ while True:
 	if err := SetLink(state, "fwd-0", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := greet(); err != nil {
-		t.Fatalf("fwd-0 reconnected: %v", err)
+	// the link comes up a moment after it is set up (the kernel's link
+	// watch fires within a second): a reconnected host answers within
+	// a few seconds, not at once
+	err = greet()
+	for end := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(end); err = greet() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("fwd-0 reconnected, 10 s later: %v", err)
 	}
 	if err := SetLink(state, "nohost", false); err == nil || !strings.Contains(err.Error(), "have meta-0, storage, fwd-0, compute-0") {
 		t.Fatalf("cut of an unknown host: %v", err)
