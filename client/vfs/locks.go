@@ -38,7 +38,8 @@ type locks struct {
 	ofd map[uint64]map[uint64]bool
 }
 
-func (ls *locks) kind(flock bool) locktable.Kind {
+// kindOf is the kind of a flock (true) or record lock.
+func kindOf(flock bool) locktable.Kind {
 	if flock {
 		return locktable.Flock
 	}
@@ -106,7 +107,7 @@ func (v *FS) lockReq(ino, owner uint64, a LockArgs) *ns.LockReq {
 // caller got a signal: EINTR, which the kernel restarts).
 func (v *FS) SetLock(c Cred, ino, fh, owner uint64, a LockArgs, wait bool, cancel <-chan struct{}) error {
 	q := v.lockReq(ino, owner, a)
-	if a.Type == ns.LockUnlock && !v.locks.holds(ino, v.locks.kind(a.Flock), owner, q.Client) {
+	if a.Type == ns.LockUnlock && !v.locks.holds(ino, kindOf(a.Flock), owner, q.Client) {
 		return nil // nothing held: nothing to tell the service
 	}
 	if wait {
@@ -174,6 +175,12 @@ func (v *FS) SetLock(c Cred, ino, fh, owner uint64, a LockArgs, wait bool, cance
 // release of handle fh, its flock lock (flockOwner, if the kernel says
 // the handle had one) and the OFD locks taken through it.
 func (v *FS) ReleaseLocks(c Cred, ino, fh uint64, flush bool, owner uint64, flock bool) {
+	v.locks.mu.Lock()
+	none := v.locks.t.Len() == 0 && len(v.locks.ofd) == 0
+	v.locks.mu.Unlock()
+	if none {
+		return // the common close: this mount holds no lock at all
+	}
 	var owners []uint64
 	if flush {
 		owners = []uint64{owner}
