@@ -52,6 +52,11 @@ type Options struct {
 	// Beacon's records, dividing the jobs between them (monitor-0…); 0:
 	// the metadata daemon keeps them.
 	Monitors int
+	// Managers is how many manager daemons (`sluice manager serve
+	// forwarding`, manager-0…) run the forwarding manager apart from the
+	// metadata daemons, one active by a lease on etcd; 0: it runs in the
+	// active metadata daemon. Needs the etcd engine.
+	Managers int
 	// FwdMBps and FwdIOPS cap each forwarding daemon (emulated link);
 	// FwdMBps is also the manager's B_f. DataMBps and DataIOPS cap each
 	// mem-tier data server (emulated device).
@@ -396,29 +401,6 @@ type planner struct {
 	dataIndex  int      // the data server being planned (its port on an emulated host)
 }
 
-// port is daemon name's listening address: its last one, else a free
-// port.
-func (pl *planner) port(name string) (string, error) {
-	if p, ok := pl.ports[name]; ok {
-		return p, nil
-	}
-	if len(pl.c.Hosts) > 0 {
-		h, err := pl.c.host(hostOf(name))
-		if err != nil {
-			return "", err
-		}
-		port := map[string]int{"meta": metaPort, "fwd": fwdPort}[strings.SplitN(h.Name, "-", 2)[0]]
-		if strings.HasPrefix(name, "monitor-") {
-			port = monitorPort
-		}
-		if h.Name == "storage" {
-			port = dataPortBase + pl.dataIndex
-		}
-		return fmt.Sprintf("%s:%d", h.Addr, port), nil
-	}
-	return pl.picker.pick()
-}
-
 // plan fills c's daemons: the metadata service, the data servers of
 // every tier configured, the forwarding nodes and the mount.
 func (pl *planner) plan() error {
@@ -454,11 +436,20 @@ func (pl *planner) plan() error {
 		return err
 	}
 	margsMeta = append(margsMeta, pl.monitors...)
+	var fwdArgs []string // the forwarding manager's
 	if o.FwdPolicy != "" {
-		margsMeta = append(margsMeta, "--fwd-policy", o.FwdPolicy)
+		fwdArgs = append(fwdArgs, "--fwd-policy", o.FwdPolicy)
 	}
 	if o.FwdMBps > 0 {
-		margsMeta = append(margsMeta, "--fwd-capacity-mbps", ftoa(o.FwdMBps))
+		fwdArgs = append(fwdArgs, "--fwd-capacity-mbps", ftoa(o.FwdMBps))
+	}
+	if o.Managers > 0 {
+		if o.Engine != "etcd" {
+			return fmt.Errorf("manager daemons need the etcd engine (--engine etcd): they hold their lease and keep their state there")
+		}
+		margsMeta = append(margsMeta, "--managers-apart", "forwarding")
+	} else {
+		margsMeta = append(margsMeta, fwdArgs...)
 	}
 	if o.MemReplicas > 1 {
 		margsMeta = append(margsMeta, "--mem-replicas", strconv.Itoa(o.MemReplicas))
@@ -468,6 +459,10 @@ func (pl *planner) plan() error {
 		args := slices.Concat([]string{"meta", "--listen", a, "--dir", filepath.Join(pl.dir, metaName(i)), "--engine", eng, pl.to},
 			margsMeta, pl.listening, pl.common)
 		c.Daemons = append(c.Daemons, Daemon{Name: metaName(i), Args: args})
+	}
+	// after the metadata daemons, which wait for etcd
+	if err := pl.managerDaemons(eng, fwdArgs); err != nil {
+		return err
 	}
 	if err := pl.dataServers(); err != nil {
 		return err

@@ -70,8 +70,11 @@ func Restart(dir, name string) error {
 			return err
 		}
 		if addr, ok := flagValue(d.Args, "--listen"); ok {
-			if strings.HasPrefix(d.Name, "meta") && strings.Contains(c.MetaAddr, ",") {
+			switch {
+			case strings.HasPrefix(d.Name, "meta") && strings.Contains(c.MetaAddr, ","):
 				addr = c.MetaAddr // it may stand by: one of them serves
+			case strings.HasPrefix(d.Name, "manager-"):
+				addr = c.managerAddrs() // likewise
 			}
 			return waitListening(addr, 10*time.Second)
 		}
@@ -82,4 +85,15 @@ func Restart(dir, name string) error {
 		names = append(names, d.Name)
 	}
 	return fmt.Errorf("no daemon %q (have %s)", name, strings.Join(names, ", "))
+}
+
+// managerAddrs is the manager daemons' addresses, comma-separated.
+func (c *Cluster) managerAddrs() string {
+	var addrs []string
+	for _, d := range c.Daemons {
+		if a, ok := flagValue(d.Args, "--listen"); ok && strings.HasPrefix(d.Name, "manager-") {
+			addrs = append(addrs, a)
+		}
+	}
+	return strings.Join(addrs, ",")
 }

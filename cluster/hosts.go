@@ -45,6 +45,7 @@ const (
 	dataPortBase = 7200 // the i-th data server of a host: +i
 	fwdPort      = 7300
 	monitorPort  = 7400
+	managerPort  = 7500
 	// etcd members listen on etcd's own ports, 2379 and 2380
 	// (etcdserver.Config.Hosts)
 )
@@ -130,7 +131,7 @@ func (c *Cluster) layoutHosts(o Options, old *Cluster) (moved bool, err error) {
 	if o.Engine == "etcd" {
 		metas = max(metas, 3) // an etcd member on each of three
 	}
-	metas = max(metas, o.Monitors) // a monitor on each of them
+	metas = max(metas, o.Monitors, o.Managers) // a monitor and a manager on each of them
 	c.Net, c.Hosts = planHosts(n, metas, o.Fwds, max(o.ComputeHosts, 1))
 	return want != 0 && n != want, nil
 }
@@ -146,6 +147,8 @@ func hostOf(name string) string {
 		return "meta-" + strings.TrimPrefix(name, "etcd")
 	case strings.HasPrefix(name, "monitor-"): // beside the metadata daemons
 		return "meta-" + strings.TrimPrefix(name, "monitor-")
+	case strings.HasPrefix(name, "manager-"):
+		return "meta-" + strings.TrimPrefix(name, "manager-")
 	case strings.HasPrefix(name, "data-"):
 		return "storage"
 	}
@@ -258,4 +261,30 @@ func SetLink(dir, name string, up bool) error {
 // inHost returns the command line that runs exe with args on host h.
 func inHost(h Host, exe string, args []string) (string, []string) {
 	return "nsenter", append([]string{"--net=" + filepath.Join("/run/netns", h.Netns), "--", exe}, args...)
+}
+
+// port is daemon name's listening address: its last one, else a free
+// port.
+func (pl *planner) port(name string) (string, error) {
+	if p, ok := pl.ports[name]; ok {
+		return p, nil
+	}
+	if len(pl.c.Hosts) > 0 {
+		h, err := pl.c.host(hostOf(name))
+		if err != nil {
+			return "", err
+		}
+		port := map[string]int{"meta": metaPort, "fwd": fwdPort}[strings.SplitN(h.Name, "-", 2)[0]]
+		switch {
+		case strings.HasPrefix(name, "monitor-"):
+			port = monitorPort
+		case strings.HasPrefix(name, "manager-"):
+			port = managerPort
+		}
+		if h.Name == "storage" {
+			port = dataPortBase + pl.dataIndex
+		}
+		return fmt.Sprintf("%s:%d", h.Addr, port), nil
+	}
+	return pl.picker.pick()
 }

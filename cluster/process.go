@@ -74,7 +74,7 @@ func (c *Cluster) start(d *Daemon) error {
 // waitRegistered waits until n daemons are listening (their ports accept).
 func (c *Cluster) waitRegistered(n int, d time.Duration) error {
 	for _, dm := range c.Daemons {
-		if strings.HasPrefix(dm.Name, "meta") || dm.Name == "mount" {
+		if strings.HasPrefix(dm.Name, "meta") || strings.HasPrefix(dm.Name, "manager-") || dm.Name == "mount" {
 			continue // (a standby listens only once it is active)
 		}
 		if addr, ok := flagValue(dm.Args, "--listen"); ok {

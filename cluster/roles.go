@@ -31,6 +31,23 @@ func (pl *planner) monitorDaemons() error {
 	return nil
 }
 
+// managerDaemons plans the manager daemons (Options.Managers, none by
+// default): the
+// forwarding manager in processes of its own on the etcd engine eng, one
+// active at a time, with the forwarding flags fwdArgs.
+func (pl *planner) managerDaemons(eng string, fwdArgs []string) error {
+	for i := range pl.o.Managers {
+		name := fmt.Sprintf("manager-%d", i)
+		a, err := pl.port(name)
+		if err != nil {
+			return err
+		}
+		pl.c.Daemons = append(pl.c.Daemons, Daemon{Name: name, Args: slices.Concat([]string{"manager", "serve", "forwarding", "--listen", a,
+			"--engine", eng, "--meta", pl.c.MetaAddr}, fwdArgs, pl.listening, pl.common)})
+	}
+	return nil
+}
+
 // withFlag adds a flag and its value to a daemon's arguments, after the
 // command's words ("monitor serve").
 func withFlag(args []string, flag, value string) []string {

@@ -481,9 +481,11 @@ func (m *Monitors) decisions(ctx context.Context, q *JobReq, rep *DecisionsRep) 
 }
 
 // DecisionLog keeps the managers' decisions on the monitors (the
-// managers' DecisionLog): each job's on its monitor.
+// managers' DecisionLog): each job's on its monitor. M is the monitors,
+// or a daemon that answers Beacon's operations (the metadata daemon, for
+// a manager in a process of its own).
 type DecisionLog struct {
-	M       *Monitors
+	M       Caller
 	Timeout time.Duration
 }
 

@@ -81,6 +81,7 @@ func newRoot() *cobra.Command {
 		group("job", "jobs: their forwarding nodes, Beacon's analysis, what they did", leaf(jobShowCmd), leaf(jobStartCmd),
 			leaf(jobEndCmd), leaf(jobListCmd), leaf(jobActivityCmd)),
 		group("monitor", "Beacon's records and a live view; a monitor daemon keeping them", leaf(recordsCmd), leaf(topCmd), leaf(monitorServeCmd)),
+		group("manager", "a cluster-wide manager in a process of its own", leaf(managerServeCmd)),
 		group("profile", "application I/O profiles", leaf(profileShowCmd), leaf(profileBuildCmd), leaf(profileImportCmd)),
 		group("qos", "QoS rules the forwarding daemons and data servers enforce", leaf(qosAddCmd), leaf(qosRmCmd),
 			leaf(qosListCmd), leaf(qosStatsCmd)),

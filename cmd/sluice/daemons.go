@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/client"
+	"github.com/sluice-hpc/sluice/daemon/managerd"
 	"github.com/sluice-hpc/sluice/daemon/metad"
 	"github.com/sluice-hpc/sluice/daemon/monitord"
 	"github.com/sluice-hpc/sluice/data"
@@ -181,7 +182,6 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 	df := addDaemonFlags(fs, "127.0.0.1:7100")
 	dir := fs.String("dir", "", "directory of the embedded store")
 	bf := addBeaconStoreFlags(fs)
-	fwdMode := fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)")
 	tierMode := fs.String("tiering", "auto", "tier migration: auto (the ONFS policy moves data down as space runs short) or manual (only sluice file migrate)")
 	tierEvery := fs.Duration("tiering-every", time.Second, "how often the tiering policy looks at each server")
 	drainDefault := fs.String("drain-default", "cool", "when files of directories without a policy drain to the PFS: cool, on-close, now or never")
@@ -198,16 +198,8 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 	bbGap := fs.Duration("bb-gap", 0, "burst-buffer I/O scheduler: a job's phase ends after this long without a request (0: the servers' 10ms)")
 	bbMaxWait := fs.Duration("bb-max-wait", 0, "burst-buffer I/O scheduler: no job waits longer for its turn (0: the servers' 10s)")
 	placement := fs.String("placement", "perf", "how a new chunk's servers are ranked within a tier (policy/place): perf (max_perf / (open files + 1), Sunway §5), rr (round-robin) or wrandom (random weighted by max_perf)")
-	fwdRatio := fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping")
-	fwdCap := fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s")
-	var pol dfra.Config
-	vmin := fs.String("dfra-vmin", "1G", "DFRA V_min: jobs moving less per run are not scaled up")
-	fs.IntVar(&pol.NMin, "dfra-nmin", 1, "DFRA N_min: jobs with this many I/O nodes or fewer are not scaled up")
-	fs.Float64Var(&pol.WMeta, "dfra-wmeta", 1000, "DFRA W_meta: jobs with this many metadata operations/s or more are not scaled up")
-	fs.Float64Var(&pol.HighBW, "dfra-highbw", 0.5, "DFRA: a job using this fraction of a forwarding node's bandwidth is isolated")
-	fs.IntVar(&pol.MaxFwds, "dfra-max-fwds", 0, "DFRA: at most this many forwarding nodes per job (0: no cap)")
-	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
-	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
+	ff := addForwardingFlags(fs)
+	apart := fs.StringSlice("managers-apart", nil, "managers that run in processes of their own (`sluice manager serve`) instead of here: forwarding (needs --engine etcd)")
 	eng := fs.String("engine", "pebble", "metadata engine: "+strings.Join(metad.Engines(), ", ")+"; a remote one by URI, etcd://HOST:PORT,HOST:PORT/PREFIX (docs/metadata.md)")
 	etcdEPs := fs.String("etcd", "", "with --engine etcd: the etcd cluster's client addresses, HOST:PORT,HOST:PORT (keys under sluice/)")
 	chunk := fs.String("chunk-size", "4M", "default chunk size of the root directory")
@@ -231,13 +223,9 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 		if err != nil {
 			return err
 		}
-		v, err := size.Parse(*vmin)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("--dfra-vmin %q: want a size > 0", *vmin)
-		}
-		pol.VMin, pol.Ratio = uint64(v), *fwdRatio
-		if pol.NMin == 0 {
-			pol.NMin = -1 // any job with an I/O node
+		pol, err := ff.policy()
+		if err != nil {
+			return err
 		}
 		if *tierMode != "auto" && *tierMode != "manual" {
 			return fmt.Errorf("--tiering %q: want auto or manual", *tierMode)
@@ -255,10 +243,87 @@ func setupMeta(fs *pflag.FlagSet) func([]string) error {
 			Engine: engineSpec(*eng, *etcdEPs), Dir: *dir, Log: logger("meta"), Metrics: df.reg,
 			ChunkSize: uint32(chunkBytes), Timeout: *timeout, MaxOps: *maxOps, ReclaimWait: *reclaimWait, MemReplicas: *memReplicas, Placement: place.Policy(*placement),
 			BeaconRetention: *bf.retention, BeaconMaxBytes: maxB, MonitorWindow: *df.mon.window, Monitors: *df.mon.monitors,
-			FwdMode: *fwdMode, FwdCapacity: *fwdCap * 1e6, DFRA: pol,
+			Apart: *apart, FwdMode: *ff.mode, FwdCapacity: *ff.capMBps * 1e6, DFRA: pol,
 			Tiering: tpol, TierAuto: *tierMode == "auto", TierEvery: *tierEvery, DrainDefault: *drainDefault, DrainAge: *drainAge,
 			BBPolicy: bbp, BBRates: bbr, BBBypass: *bbBypass, BBVersions: *bbVersions, BBMTBF: *bbMTBF, BBPeriod: *bbPeriod,
 			BBEvery: *bbEvery, BBGap: *bbGap, BBMaxWait: *bbMaxWait})
+	}
+}
+
+// forwardingFlags are the forwarding manager's flags (DFRA), on the
+// metadata daemon and on a manager daemon running it apart.
+type forwardingFlags struct {
+	mode    *string
+	ratio   *int
+	capMBps *float64
+	vmin    *string
+	pol     dfra.Config
+}
+
+func addForwardingFlags(fs *pflag.FlagSet) *forwardingFlags {
+	f := &forwardingFlags{
+		mode:    fs.String("fwd-policy", "dfra", "forwarding-node allocation of registered jobs: dfra or ffm (fixed mapping)"),
+		ratio:   fs.Int("fwd-ratio", 4, "compute nodes per forwarding node under the fixed mapping"),
+		capMBps: fs.Float64("fwd-capacity-mbps", 1000, "a forwarding node's bandwidth B_f for DFRA, MB/s"),
+		vmin:    fs.String("dfra-vmin", "1G", "DFRA V_min: jobs moving less per run are not scaled up"),
+	}
+	pol := &f.pol
+	fs.IntVar(&pol.NMin, "dfra-nmin", 1, "DFRA N_min: jobs with this many I/O nodes or fewer are not scaled up")
+	fs.Float64Var(&pol.WMeta, "dfra-wmeta", 1000, "DFRA W_meta: jobs with this many metadata operations/s or more are not scaled up")
+	fs.Float64Var(&pol.HighBW, "dfra-highbw", 0.5, "DFRA: a job using this fraction of a forwarding node's bandwidth is isolated")
+	fs.IntVar(&pol.MaxFwds, "dfra-max-fwds", 0, "DFRA: at most this many forwarding nodes per job (0: no cap)")
+	fs.Float64Var(&pol.Saturated, "dfra-saturated", 0.8, "DFRA: a run moving this fraction of its forwarding nodes' capacity was bound by them")
+	fs.BoolVar(&pol.NoSpread, "dfra-no-spread", false, "DFRA: keep well-behaved jobs on shared fixed-mapping nodes even when others are idle (the paper's behaviour)")
+	return f
+}
+
+// policy is DFRA's configuration from the flags.
+func (f *forwardingFlags) policy() (dfra.Config, error) {
+	pol := f.pol
+	v, err := size.Parse(*f.vmin)
+	if err != nil || v <= 0 {
+		return pol, fmt.Errorf("--dfra-vmin %q: want a size > 0", *f.vmin)
+	}
+	pol.VMin, pol.Ratio = uint64(v), *f.ratio
+	if pol.NMin == 0 {
+		pol.NMin = -1 // any job with an I/O node
+	}
+	return pol, nil
+}
+
+var managerServeCmd = spec{use: "serve ROLE", short: "run a manager in a process of its own, one active at a time by a lease on the shared engine (a daemon role; ROLE: forwarding)",
+	example: "sluice manager serve forwarding --listen 10.0.0.2:7500 --engine etcd://10.0.0.1:2379/sluice --meta 10.0.0.1:7100,10.0.0.2:7100 --secret-file /etc/sluice/secret",
+	setup:   setupManager}
+
+func setupManager(fs *pflag.FlagSet) func([]string) error {
+	df := addDaemonFlags(fs, "127.0.0.1:7500")
+	fs.MarkHidden("monitor") // a manager records nothing of its own
+	fs.MarkHidden("monitors")
+	eng := fs.String("engine", "", "the metadata daemons' shared engine, etcd://HOST:PORT,HOST:PORT/PREFIX: the manager keeps its state and holds its lease there")
+	metaAddr := fs.String("meta", "127.0.0.1:7100", "metadata service address, or the comma-separated addresses of its servers, active and standing by")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on calls to the metadata service")
+	ff := addForwardingFlags(fs)
+	return func(args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("name the manager to run: %s", strings.Join(managerd.Roles, ", "))
+		}
+		if strings.HasSuffix(*df.listen, ":0") {
+			return fmt.Errorf("--listen %s: a manager needs a fixed address (the metadata daemons dial the one its lease names)", *df.listen)
+		}
+		secret, err := df.setup()
+		if err != nil {
+			return err
+		}
+		pol, err := ff.policy()
+		if err != nil {
+			return err
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		return managerd.Run(ctx, managerd.Config{Role: args[0], Listen: *df.listen, LocalSocket: *df.localSocket, Secret: secret,
+			Ready:  func(addr string) error { return writeAddr(*df.addrFile, addr) },
+			Engine: *eng, Meta: *metaAddr, Timeout: *timeout, DFRA: pol, FwdMode: *ff.mode, FwdCapacity: *ff.capMBps * 1e6,
+			Log: logger("manager-" + args[0])})
 	}
 }
 

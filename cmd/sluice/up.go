@@ -31,6 +31,7 @@ func setupUp(fs *pflag.FlagSet) func([]string) error {
 	fs.StringVar(&o.Engine, "engine", "pebble", "metadata engine: pebble, bolt, mem, or etcd (three etcd members of the cluster's own; needs etcd on PATH)")
 	fs.IntVar(&o.MetaStandbys, "meta-standbys", 0, "metadata daemons standing by to take over from the active one (--engine etcd)")
 	fs.IntVar(&o.Monitors, "monitor-daemons", 0, "monitor daemons keeping Beacon's records, each job's on one (0: the metadata daemon keeps them)")
+	fs.IntVar(&o.Managers, "manager-daemons", 0, "manager daemons running the forwarding manager apart from the metadata daemons, one active (needs --engine etcd; 0: the active metadata daemon runs it)")
 	fs.Float64Var(&o.FwdMBps, "fwd-max-mbps", 0, "bandwidth cap of each forwarding daemon, MB/s (also DFRA's B_f)")
 	fs.Float64Var(&o.FwdIOPS, "fwd-max-iops", 0, "request rate cap of each forwarding daemon")
 	dataMBps := fs.String("data-max-mbps", "0", "bandwidth cap of each mem-tier data server, MB/s; or one per server, in order: 50,30,50,...")

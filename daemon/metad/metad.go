@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-hpc/sluice/beacon"
 	"github.com/sluice-hpc/sluice/beacon/beaconrpc"
 	"github.com/sluice-hpc/sluice/beacon/store"
+	"github.com/sluice-hpc/sluice/daemon/term"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
@@ -81,6 +82,11 @@ type Config struct {
 	// records (comma-separated addresses): the daemon keeps none itself
 	// and answers Beacon's operations by asking them (monitor.Front).
 	Monitors string
+
+	// Apart names the managers that run in processes of their own
+	// (daemon/managerd: "forwarding"), on a shared engine: this daemon
+	// sends their operations on to the active one.
+	Apart []string
 
 	FwdMode     string      // forwarding allocation: dfra or ffm
 	FwdCapacity float64     // a forwarding node's bandwidth, bytes/s
@@ -156,7 +162,10 @@ type daemon struct {
 	tiering *tiering.Manager
 	bb      *bbmgr.Manager
 	grants  *bbgrants.Grants
-	fwds    *forwarding.Manager
+	// fwds is the forwarding manager here, or nil when it runs apart
+	// (fwdsApart reaches it then)
+	fwds      *forwarding.Manager
+	fwdsApart *relay
 	// quietUntil is when the managers may start moving data
 	// (Config.ReclaimWait after a takeover; zero: at once)
 	quietUntil time.Time
@@ -177,6 +186,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer e.Close()
+	if err := checkApart(cfg.Apart, e); err != nil {
+		return err
+	}
 	ctx, err = campaign(ctx, cfg, e)
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -215,7 +227,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := d.serve(ctx, ln); err != nil {
 		return err
 	}
-	if err := context.Cause(ctx); errors.Is(err, errTermEnded) {
+	if err := context.Cause(ctx); errors.Is(err, term.ErrEnded) {
 		return err
 	}
 	return nil
@@ -249,9 +261,6 @@ func maintain(m engine.Maintainer, log *slog.Logger) func(context.Context, <-cha
 // watch, which tells every mount the server changed, and 10 s.
 const DefaultReclaimWait = meta.ReclaimWait
 
-// errTermEnded is Run's error when another metadata server took over.
-var errTermEnded = errors.New("this metadata server's term ended: another is active (its lease in the engine was lost); stopped serving")
-
 // campaign waits, on an engine several metadata servers share, until
 // this one is the active one (engine.Elector), and returns a context that
 // ends with its term. On another engine it returns ctx.
@@ -261,37 +270,7 @@ func campaign(ctx context.Context, cfg Config, e engine.Engine) (context.Context
 		return ctx, nil
 	}
 	host, _ := os.Hostname()
-	id := fmt.Sprintf("%s pid %d listen %s", host, os.Getpid(), cfg.Listen)
-	if active, err := el.Active(ctx); err == nil && active != "" {
-		cfg.Log.Info("standing by: another metadata server is active", "active", active)
-	}
-	// a campaign that fails (the engine's member cut off, a lease that
-	// ran out while it waited) is made again: a standby that gave up
-	// would leave the service with none
-	ended, err := el.Campaign(ctx, id)
-	for err != nil {
-		if ctx.Err() != nil {
-			return ctx, nil
-		}
-		cfg.Log.Warn("campaign for the active role failed: campaigning again", "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx, nil
-		case <-time.After(time.Second):
-		}
-		ended, err = el.Campaign(ctx, id)
-	}
-	cfg.Log.Info("active: this metadata server now serves", "id", id)
-	tctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		select {
-		case <-ended:
-			cfg.Log.Error(errTermEnded.Error())
-			cancel(errTermEnded)
-		case <-tctx.Done():
-		}
-	}()
-	return tctx, nil
+	return term.Campaign(ctx, el, fmt.Sprintf("%s pid %d listen %s", host, os.Getpid(), cfg.Listen), "metadata server", cfg.Log)
 }
 
 // openBeacon opens Beacon's store here, or reaches the monitor daemons.
@@ -357,23 +336,46 @@ func (d *daemon) managers(e engine.Engine) {
 	// a writer that stalls has the burst buffer's deleters and the tiering
 	// manager look at once
 	d.svc.SetOnStall(func(string) { d.bb.Kick(); d.tiering.Kick() })
+	if slices.Contains(cfg.Apart, "forwarding") {
+		d.fwdsApart = &relay{role: "forwarding", sh: e.(engine.Shared), secret: cfg.Secret}
+		log.Info("the forwarding manager runs in processes of its own: its operations are sent on to the active one")
+		return
+	}
 	d.fwds = forwarding.New(forwarding.Config{Jobs: fwdjobs.Open(e), Policy: cfg.DFRA, Mode: cfg.FwdMode, FwdCapacity: cfg.FwdCapacity, Decisions: d.decisions,
 		Servers: d.svc.Servers, Health: d.beacon.Health, Log: log.With("part", "fwdmap"), Profile: d.profile,
-		// history-driven pre-migration: a job of an application whose
-		// runs read the same files gets them promoted before it reads
-		OnStart: func(spec fwdmap.JobSpec, p *beacon.Profile) {
-			if p != nil && len(p.Inputs) > 0 {
-				log.Info("prefetching the inputs of the application's last run", "job", spec.ID, "app", p.Key,
-					"files", len(p.Inputs), "runs reading them", p.InputRuns)
-				d.tiering.Prefetch(spec.ID, p.Inputs)
-			}
-		},
-		OnEnd: func(job string) {
-			d.tiering.EndPrefetch(job)
-			if err := d.pools.JobEnded(job); err != nil { // its pool binding lasts the job
-				log.Warn("dropping the ended job's pool binding", "job", job, "err", err)
-			}
-		}})
+		OnStart: d.jobStarted, OnEnd: d.jobEnded})
+}
+
+// appProfile is the profile of spec's application, nil if none.
+func (d *daemon) appProfile(spec fwdmap.JobSpec) *beacon.Profile {
+	if spec.App == "" {
+		return nil
+	}
+	if p, ok := d.profile(beacon.AppKey(spec.App, spec.User)); ok {
+		return &p
+	}
+	return nil
+}
+
+// jobStarted follows a job's start, given its application's profile
+// (nil: none): history-driven pre-migration, so that a job of an
+// application whose runs read the same files gets them promoted before
+// it reads. It must not block.
+func (d *daemon) jobStarted(spec fwdmap.JobSpec, p *beacon.Profile) {
+	if p != nil && len(p.Inputs) > 0 {
+		d.cfg.Log.Info("prefetching the inputs of the application's last run", "job", spec.ID, "app", p.Key,
+			"files", len(p.Inputs), "runs reading them", p.InputRuns)
+		d.tiering.Prefetch(spec.ID, p.Inputs)
+	}
+}
+
+// jobEnded follows a job's end: its prefetch and its pool binding (which
+// lasts the job) go. It must not block.
+func (d *daemon) jobEnded(job string) {
+	d.tiering.EndPrefetch(job)
+	if err := d.pools.JobEnded(job); err != nil {
+		d.cfg.Log.Warn("dropping the ended job's pool binding", "job", job, "err", err)
+	}
 }
 
 // serve runs the parts' loops and answers on ln until ctx ends.
@@ -384,14 +386,19 @@ func (d *daemon) serve(ctx context.Context, ln net.Listener) error {
 	every(ctx, 5*time.Second, d.beacon.Run)
 	every(ctx, cfg.TierEvery, d.tiering.Run)
 	every(ctx, cfg.BBEvery, d.bb.Run)
-	every(ctx, 2*time.Second, d.fwds.Run)
 	// the managers' and sibling services' operations, counted with the
 	// namespace's; the namespace's own (svc.Operations) after them. A
 	// grant or release is answered once the burst-buffer manager's
 	// controls follow it.
 	managers := &rpc.Table{Name: "metadata daemon", Observe: d.svc.Operations().Observe}
 	d.beacon.Serve(managers)
-	d.fwds.Serve(managers)
+	if d.fwds != nil {
+		every(ctx, 2*time.Second, d.fwds.Run)
+		d.fwds.Serve(managers)
+	} else {
+		d.serveForwardingApart(managers, d.fwdsApart)
+		defer d.fwdsApart.close()
+	}
 	d.tiering.Serve(managers)
 	d.bb.Serve(managers)
 	d.grants.Serve(managers)

@@ -44,3 +44,29 @@ func TestTable(t *testing.T) {
 	}()
 	On(tb, tPing, func(context.Context, *tmsg) (*tmsg, error) { return nil, nil })
 }
+
+// TestRelay: an operation relayed answers with the far server's reply or
+// error, and with the error of finding it when it cannot be found.
+func TestRelay(t *testing.T) {
+	far := &Table{Name: "far"}
+	On(far, tPing, func(_ context.Context, q *tmsg) (*tmsg, error) { return &tmsg{Ino: q.Ino * 2}, nil })
+	On(far, tUnlink, func(_ context.Context, q *tmsg) (*tmsg, error) {
+		return nil, Errorf(syscall.ENOENT, "far: no %q", q.Name)
+	})
+	var found error
+	near := &Table{Name: "near"}
+	to := func(context.Context) (Invoker, error) { return far, found }
+	Relay(near, tPing, to)
+	Relay(near, tUnlink, to)
+	ctx := context.Background()
+	if r, err := Do(ctx, near, tPing, &tmsg{Ino: 21}); err != nil || r.Ino != 42 {
+		t.Fatalf("ping relayed: %+v %v", r, err)
+	}
+	if _, err := Do(ctx, near, tUnlink, &tmsg{Name: "x"}); Errno(err) != syscall.ENOENT || !strings.Contains(err.Error(), "far") {
+		t.Fatalf("the far server's error: %v", err)
+	}
+	found = Errorf(syscall.EIO, "no far server is active")
+	if _, err := Do(ctx, near, tPing, &tmsg{}); Errno(err) != syscall.EIO || !strings.Contains(err.Error(), "no far server") {
+		t.Fatalf("no far server: %v", err)
+	}
+}

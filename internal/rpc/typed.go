@@ -102,6 +102,19 @@ func On[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](t *Table, d wire.Def[Q, R], f 
 	})
 }
 
+// Relay serves operation d by sending each request on to the server
+// to returns (a role that runs in a process of its own) and answering
+// with its reply or error; an error of to's answers the request.
+func Relay[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](t *Table, d wire.Def[Q, R], to func(ctx context.Context) (Invoker, error)) {
+	On(t, d, func(ctx context.Context, q PQ) (PR, error) {
+		c, err := to(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return Do[Q, R, PQ, PR](ctx, c, d, q)
+	})
+}
+
 // OnRequest serves operation d with f, which answers r itself (a payload
 // in or out, a reply sent from the file: Request.ReplySend).
 func OnRequest[Q, R any, PQ wire.Ptr[Q], PR wire.Ptr[R]](t *Table, d wire.Def[Q, R], f func(ctx context.Context, r *Request, q PQ)) {

@@ -159,6 +159,30 @@ type Elector interface {
 	Holds() bool
 }
 
+// Shared is an engine that the cluster's other roles keep keys of their
+// own on, apart from the metadata service's, each role with an election
+// of its own (etcd): the managers that run in processes of their own
+// (OpenRole). ActiveOf is the id of role's active holder ("" if none).
+type Shared interface {
+	ActiveOf(ctx context.Context, role string) (string, error)
+}
+
+// OpenRole opens the keys and the election of role (a manager run in a
+// process of its own) on the shared engine spec names, apart from the
+// metadata service's keys: etcd's PREFIX.ROLE/ and PREFIX.ROLE.active/.
+func OpenRole(spec, role string) (Engine, error) {
+	name, addr, _ := strings.Cut(spec, "://")
+	if name != "etcd" {
+		return nil, fmt.Errorf("metadata engine %q lives in the metadata daemon's process: a %s manager of its own needs a shared engine (etcd://…)", spec, role)
+	}
+	c, err := ParseEtcd(addr)
+	if err != nil {
+		return nil, err
+	}
+	c.Prefix += "." + role
+	return OpenEtcd(c)
+}
+
 // Maintainer is an engine whose storage needs looking after from time to
 // time (etcd: defragmentation, which gives space that compaction freed
 // back to the file system, one member at a time). The active metadata

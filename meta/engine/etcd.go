@@ -199,6 +199,7 @@ var (
 	_ Limited    = (*Etcd)(nil)
 	_ Elector    = (*Etcd)(nil)
 	_ Maintainer = (*Etcd)(nil)
+	_ Shared     = (*Etcd)(nil)
 )
 
 // BatchLimits are the servers' limits on a transaction.
@@ -522,7 +523,16 @@ func (e *Etcd) Holds() bool {
 
 // Active is the id of the server whose term is on (Elector).
 func (e *Etcd) Active(ctx context.Context) (string, error) {
-	r, err := e.c.Get(ctx, e.cfg.Prefix+".active/", clientv3.WithFirstCreate()...)
+	return e.activeAt(ctx, e.cfg.Prefix)
+}
+
+// ActiveOf is the id of role's active holder (Shared; OpenRole).
+func (e *Etcd) ActiveOf(ctx context.Context, role string) (string, error) {
+	return e.activeAt(ctx, e.cfg.Prefix+"."+role)
+}
+
+func (e *Etcd) activeAt(ctx context.Context, prefix string) (string, error) {
+	r, err := e.c.Get(ctx, prefix+".active/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", fmt.Errorf("etcd: %v", err)
 	}

@@ -416,3 +416,65 @@ func TestEtcdMaintain(t *testing.T) {
 		t.Fatalf("right after a defragmentation: %+v %v, want nothing done", m, err)
 	}
 }
+
+// TestEtcdRoles: a role opened beside the metadata service's keys
+// (OpenRole: a manager in a process of its own) keeps its keys apart —
+// neither side's scan sees the other's — and has an election of its own,
+// whose holder the service's engine names (ActiveOf); an engine that is
+// not shared is refused, naming etcd.
+func TestEtcdRoles(t *testing.T) {
+	spec, dir := enginetest.Spec(t, "etcd")
+	e, err := engine.Open(spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r, err := engine.OpenRole(spec, "forwarding")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for k, eng := range map[string]engine.Engine{"meta-key": e, "role-key": r} {
+		var b engine.Batch
+		b.Set([]byte(k), []byte("v"))
+		if err := eng.Apply(&b, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func(eng engine.Engine) (ks []string) {
+		if err := eng.Scan(nil, nil, func(k, _ []byte) bool { ks = append(ks, string(k)); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	// a role opened again reads etcd, not what its first opening wrote
+	r2, err := engine.OpenRole(spec, "forwarding")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if got := keys(e); len(got) != 1 || got[0] != "meta-key" {
+		t.Fatalf("the service's keys: %q", got)
+	}
+	if got := keys(r2); len(got) != 1 || got[0] != "role-key" {
+		t.Fatalf("the role's keys: %q", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sh := e.(engine.Shared)
+	if id, err := sh.ActiveOf(ctx, "forwarding"); err != nil || id != "" {
+		t.Fatalf("before any campaign, the role's holder is %q, %v", id, err)
+	}
+	if _, err := r.(engine.Elector).Campaign(ctx, "10.0.0.2:7500"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := sh.ActiveOf(ctx, "forwarding"); err != nil || id != "10.0.0.2:7500" {
+		t.Fatalf("the role's holder is %q, %v", id, err)
+	}
+	if id, err := e.(engine.Elector).Active(ctx); err != nil || id != "" {
+		t.Fatalf("the role's campaign made %q (%v) the metadata service's active server", id, err)
+	}
+	if _, err := engine.OpenRole("pebble", "forwarding"); err == nil || !strings.Contains(err.Error(), "etcd") {
+		t.Fatalf("a role on pebble: %v", err)
+	}
+}
