@@ -203,3 +203,36 @@ func (m *ChunkMove) Fields(c *wire.Codec) {
 	c.String(4, &m.To)
 	c.Uint64s(5, &m.Servers)
 }
+
+// RootIno is the namespace's root directory.
+const RootIno = 1
+
+// FileUse is how much of one file one data server holds (what the
+// tiering manager weighs on a server short of space).
+type FileUse struct {
+	Ino   uint64
+	Bytes uint64
+}
+
+// Fields implements wire.Message.
+func (u *FileUse) Fields(c *wire.Codec) {
+	c.Uint64(1, &u.Ino)
+	c.Uint64(2, &u.Bytes)
+}
+
+// ShortChunk is a chunk with fewer copies than its tier keeps (what the
+// tiering manager's repair copies again).
+type ShortChunk struct {
+	Ino uint64
+	Loc wire.ChunkLoc
+	// Lost is a server of the chunk's groups that is down (0: none; the
+	// chunk is short because it never had its second copy or lost it).
+	Lost uint64
+}
+
+// Fields implements wire.Message.
+func (c0 *ShortChunk) Fields(c *wire.Codec) {
+	c.Uint64(1, &c0.Ino)
+	wire.Embed(c, 2, &c0.Loc)
+	c.Uint64(3, &c0.Lost)
+}

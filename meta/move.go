@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
@@ -118,6 +119,19 @@ func (s *Service) Moves() ([]MoveIntent, error) {
 // copying, or decided and not yet acknowledged by every server).
 func (s *Service) MovesOf(ino uint64) ([]MoveIntent, error) {
 	return s.movesUnder(key1(pMove, ino))
+}
+
+// moveStates names the states of a migration in api.ChunkMove.
+var moveStates = map[MoveState]string{MoveCopying: "copying", MoveCommitted: "committed", MoveAborted: "aborted"}
+
+// ChunkMoves is MovesOf as the tiering manager's contract has it.
+func (s *Service) ChunkMoves(ino uint64) ([]api.ChunkMove, error) {
+	mis, err := s.MovesOf(ino)
+	out := make([]api.ChunkMove, 0, len(mis))
+	for _, mi := range mis {
+		out = append(out, api.ChunkMove{Idx: mi.Idx, State: moveStates[mi.State], From: mi.From.Tier, To: mi.To.Tier, Servers: mi.To.Servers})
+	}
+	return out, err
 }
 
 func (s *Service) movesUnder(prefix []byte) ([]MoveIntent, error) {
@@ -522,10 +536,7 @@ func (s *Service) MoveStateOf(server, ino, idx, session uint64) *ns.MoveStateRep
 }
 
 // FileUse is how much of one file one data server holds.
-type FileUse struct {
-	Ino   uint64
-	Bytes uint64
-}
+type FileUse = api.FileUse
 
 // ServerFiles returns, per data server, the files it holds chunks of and
 // an estimate of the bytes (from each file's size and striping: a server

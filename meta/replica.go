@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/meta/engine"
@@ -254,13 +255,7 @@ func (r *registry) chooseReplica(n *inode, loc wire.ChunkLoc, exclude []uint64) 
 }
 
 // ShortChunk is a chunk with fewer copies than its tier keeps.
-type ShortChunk struct {
-	Ino uint64
-	Loc wire.ChunkLoc
-	// Lost is a server of the chunk's groups that is down (0: none; the
-	// chunk is short because it never had its second copy or lost it).
-	Lost uint64
-}
+type ShortChunk = api.ShortChunk
 
 // shortScan bounds the chunk locations one ShortChunks call reads; the
 // next call goes on from where it stopped. A variable for tests.

@@ -27,7 +27,7 @@ import (
 )
 
 // RootIno is the inode number of the root directory.
-const RootIno = 1
+const RootIno = api.RootIno
 
 var errCorrupt = errors.New("meta: corrupt record")
 

@@ -139,6 +139,10 @@ type beaconService interface {
 var (
 	_ beaconService = (*monitor.Service)(nil)
 	_ beaconService = (*monitor.Front)(nil)
+	// the managers reach the namespace through their own contracts
+	_ tiering.Namespace = (*meta.Service)(nil)
+	_ bbmgr.Namespace   = (*meta.Service)(nil)
+	_ bbmgr.Stalls      = (*meta.Service)(nil)
 )
 
 // decisionLog is where the managers' decisions go

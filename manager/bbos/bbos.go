@@ -38,7 +38,6 @@ import (
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 	pol "github.com/sluice-hpc/sluice/policy/bbos"
 )
 
@@ -53,8 +52,6 @@ type Namespace interface {
 	BBServer(ctx context.Context, id uint64, set *api.BBControl) (*api.BBServerState, error)
 }
 
-var _ Namespace = (*meta.Service)(nil)
-
 // Stalls is a Namespace that counts the writers waiting for room on a
 // tier (placement's write-stall); the deleters free room for all of them
 // at once rather than a checkpoint at a time.
@@ -64,8 +61,6 @@ type Stalls interface {
 	// tier.
 	StalledFile(tier string, ino uint64) bool
 }
-
-var _ Stalls = (*meta.Service)(nil)
 
 // Mover demotes and evicts files: the tiering manager.
 type Mover interface {

@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/size"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 	pol "github.com/sluice-hpc/sluice/policy/bbos"
 )
 
@@ -100,7 +99,7 @@ func (m *Manager) resolve(g api.Grant) (ckptSeq, error) {
 		glob = "/.bb/" + g.Job + "/*"
 	}
 	dir, match := path.Split(glob)
-	ino := uint64(meta.RootIno)
+	ino := uint64(api.RootIno)
 	for _, name := range strings.Split(strings.Trim(dir, "/"), "/") {
 		if name == "" {
 			continue

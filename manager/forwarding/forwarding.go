@@ -1,5 +1,6 @@
 // Package forwarding is the forwarding-map manager: it runs inside the
-// metadata daemon, keeps the running jobs (registered at start with their
+// metadata daemon or in a manager daemon of its own (daemon/managerd),
+// keeps the running jobs (registered at start with their
 // compute nodes, unregistered at end), asks the DFRA policy (policy/dfra)
 // where each job's I/O should go, and answers clients asking which
 // forwarding nodes serve a job on a node. It re-decides jobs whose

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 	"github.com/sluice-hpc/sluice/tier"
 )
 
@@ -31,7 +31,7 @@ const drainScan = 10 * time.Second
 
 // drainTick starts the drains that are due. files is the scan of chunk
 // locations if Tick made one (nil: made here when needed).
-func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.ServerInfo, files map[uint64][]meta.FileUse) {
+func (m *Manager) drainTick(ctx context.Context, now time.Time, servers []wire.ServerInfo, files map[uint64][]api.FileUse) {
 	pfsUp := false
 	for _, si := range servers {
 		pfsUp = pfsUp || si.Role == "data" && si.Tier == "pfs" && si.Alive

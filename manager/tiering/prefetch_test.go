@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 	pol "github.com/sluice-hpc/sluice/policy/tiering"
 )
 
@@ -39,10 +39,10 @@ func (f *prefetchNS) Servers() []wire.ServerInfo {
 		{ID: 2, Role: "data", Tier: "hdd", Rank: 2, Capacity: 1 << 30, Alive: true}}
 }
 
-func (f *prefetchNS) ServerFiles() (map[uint64][]meta.FileUse, error) { return nil, nil }
-func (f *prefetchNS) FinishMoves(context.Context) int                 { return 0 }
-func (f *prefetchNS) WakeStalled()                                    {}
-func (f *prefetchNS) MovesOf(uint64) ([]meta.MoveIntent, error)       { return nil, nil }
+func (f *prefetchNS) ServerFiles() (map[uint64][]api.FileUse, error) { return nil, nil }
+func (f *prefetchNS) FinishMoves(context.Context) int                { return 0 }
+func (f *prefetchNS) WakeStalled()                                   {}
+func (f *prefetchNS) ChunkMoves(uint64) ([]api.ChunkMove, error)     { return nil, nil }
 
 func (f *prefetchNS) Getattr(ino uint64) (*wire.Attr, error) {
 	return &wire.Attr{Ino: ino, Size: 4 << 20}, nil

@@ -9,16 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 )
 
 // noReplicas is a namespace whose tiers keep one copy and no drained
 // chunk cached.
 type noReplicas struct{}
 
-func (noReplicas) ShortChunks(int) ([]meta.ShortChunk, error) { return nil, nil }
+func (noReplicas) ShortChunks(int) ([]api.ShortChunk, error) { return nil, nil }
 func (noReplicas) Degrade(context.Context, uint64, uint64, uint64, uint64) (wire.ChunkLoc, error) {
 	return wire.ChunkLoc{}, nil
 }
@@ -36,15 +36,15 @@ func (noReplicas) EvictChunk(context.Context, uint64, uint64) (uint64, error) {
 type repairNS struct {
 	fakeNS
 	mu    sync.Mutex
-	short []meta.ShortChunk
+	short []api.ShortChunk
 	calls []string
 	wait  chan struct{} // Replicate blocks until closed
 }
 
-func (f *repairNS) ShortChunks(max int) ([]meta.ShortChunk, error) {
+func (f *repairNS) ShortChunks(max int) ([]api.ShortChunk, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]meta.ShortChunk(nil), f.short...), nil
+	return append([]api.ShortChunk(nil), f.short...), nil
 }
 
 func (f *repairNS) Degrade(_ context.Context, ino, idx, gen, dead uint64) (wire.ChunkLoc, error) {
@@ -66,7 +66,7 @@ func (f *repairNS) Replicate(_ context.Context, ino, idx uint64) (uint64, error)
 }
 
 func TestRepairTick(t *testing.T) {
-	ns := &repairNS{wait: make(chan struct{}), short: []meta.ShortChunk{
+	ns := &repairNS{wait: make(chan struct{}), short: []api.ShortChunk{
 		{Ino: 7, Loc: wire.ChunkLoc{Idx: 0, Tier: "mem", Servers: []uint64{1}, Replicas: []uint64{2}, Gen: 3}, Lost: 2},
 		{Ino: 8, Loc: wire.ChunkLoc{Idx: 1, Tier: "mem", Servers: []uint64{1}}},
 		{Ino: 9, Loc: wire.ChunkLoc{Idx: 0, Tier: "mem", Servers: []uint64{1}}},
@@ -96,7 +96,7 @@ func TestRepairTick(t *testing.T) {
 		t.Fatalf("calls %q", ns.calls)
 	}
 	ns.short = ns.short[1:] // 7 was given up; 8 copied; 9 failed; 10 waits
-	ns.short = []meta.ShortChunk{ns.short[1], ns.short[2]}
+	ns.short = []api.ShortChunk{ns.short[1], ns.short[2]}
 	ns.calls = nil
 	ns.mu.Unlock()
 	m.repairTick(ctx) // 9 backs off: only 10

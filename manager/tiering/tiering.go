@@ -28,7 +28,6 @@ import (
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 	pol "github.com/sluice-hpc/sluice/policy/tiering"
 	"github.com/sluice-hpc/sluice/tier"
 )
@@ -36,18 +35,19 @@ import (
 // Namespace is what the manager needs of the metadata service.
 type Namespace interface {
 	Servers() []wire.ServerInfo
-	ServerFiles() (map[uint64][]meta.FileUse, error)
+	ServerFiles() (map[uint64][]api.FileUse, error)
 	Activity(ino uint64) (wire.Activity, error)
 	Layout(ino uint64) ([]wire.ChunkLoc, error)
 	MoveChunk(ctx context.Context, ino, idx uint64, tier string, servers []uint64) (uint64, error)
 	FinishMoves(ctx context.Context) int
-	MovesOf(ino uint64) ([]meta.MoveIntent, error)
+	// ChunkMoves is file ino's unfinished chunk migrations.
+	ChunkMoves(ino uint64) ([]api.ChunkMove, error)
 	Getattr(ino uint64) (*wire.Attr, error)
 	// WakeStalled makes writers waiting at Cs-w look again (a reserve
 	// StallReserve gives went to 0).
 	WakeStalled()
 	// Replicas (repair.go).
-	ShortChunks(max int) ([]meta.ShortChunk, error)
+	ShortChunks(max int) ([]api.ShortChunk, error)
 	Degrade(ctx context.Context, ino, idx, gen, dead uint64) (wire.ChunkLoc, error)
 	Replicate(ctx context.Context, ino, idx uint64) (uint64, error)
 	DeliverDrops(ctx context.Context) int
@@ -55,8 +55,6 @@ type Namespace interface {
 	CopyChunk(ctx context.Context, ino, idx uint64, servers []uint64) (uint64, error)
 	EvictChunk(ctx context.Context, ino, idx uint64) (uint64, error)
 }
-
-var _ Namespace = (*meta.Service)(nil)
 
 // Policies is the directories' tiering policies (meta/tierpolicy).
 type Policies interface {
@@ -221,7 +219,7 @@ func (m *Manager) Run(ctx context.Context, tick <-chan time.Time) {
 func (m *Manager) Tick(ctx context.Context) {
 	now := m.cfg.Now()
 	servers := m.cfg.NS.Servers()
-	var files map[uint64][]meta.FileUse
+	var files map[uint64][]api.FileUse
 	for _, si := range servers {
 		if si.Role != "data" || !si.Alive || si.Tier == "pfs" || si.Capacity == 0 {
 			continue
@@ -339,7 +337,7 @@ func (m *Manager) Kick() {
 }
 
 // observe builds the policy's view of data server si holding files.
-func (m *Manager) observe(si wire.ServerInfo, files []meta.FileUse) pol.Server {
+func (m *Manager) observe(si wire.ServerInfo, files []api.FileUse) pol.Server {
 	m.mu.Lock()
 	s := pol.Server{ID: si.ID, Tier: si.Tier, Capacity: si.Capacity, Used: si.Used, WriteBW: float64(si.WriteBW),
 		InFlight: m.inflight[si.ID]}
@@ -641,11 +639,8 @@ func (m *Manager) FileState(ino uint64) (FileState, error) {
 	m.mu.Lock()
 	st := FileState{Migrating: m.migrating[ino]}
 	m.mu.Unlock()
-	mis, err := m.cfg.NS.MovesOf(ino)
-	for _, mi := range mis {
-		state := map[meta.MoveState]string{meta.MoveCopying: "copying", meta.MoveCommitted: "committed", meta.MoveAborted: "aborted"}[mi.State]
-		st.Chunks = append(st.Chunks, ChunkMove{Idx: mi.Idx, State: state, From: mi.From.Tier, To: mi.To.Tier, Servers: mi.To.Servers})
-	}
+	var err error
+	st.Chunks, err = m.cfg.NS.ChunkMoves(ino)
 	return st, err
 }
 

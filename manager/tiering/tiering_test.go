@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/wire"
-	"github.com/sluice-hpc/sluice/meta"
 	pol "github.com/sluice-hpc/sluice/policy/tiering"
 )
 
@@ -39,12 +39,12 @@ func (f *fakeNS) Servers() []wire.ServerInfo {
 	}
 }
 
-func (f *fakeNS) ServerFiles() (map[uint64][]meta.FileUse, error) {
-	var out []meta.FileUse
+func (f *fakeNS) ServerFiles() (map[uint64][]api.FileUse, error) {
+	var out []api.FileUse
 	for ino := uint64(10); ino < 30; ino++ {
-		out = append(out, meta.FileUse{Ino: ino, Bytes: 4 << 20})
+		out = append(out, api.FileUse{Ino: ino, Bytes: 4 << 20})
 	}
-	return map[uint64][]meta.FileUse{1: out}, nil
+	return map[uint64][]api.FileUse{1: out}, nil
 }
 
 func (f *fakeNS) Activity(ino uint64) (wire.Activity, error) {
@@ -94,7 +94,7 @@ func (l *decisionLog) PutDecision(job string, _ time.Time, v []byte) error {
 	return nil
 }
 
-func (f *fakeNS) MovesOf(uint64) ([]meta.MoveIntent, error) { return nil, nil }
+func (f *fakeNS) ChunkMoves(uint64) ([]api.ChunkMove, error) { return nil, nil }
 
 func (f *fakeNS) Getattr(ino uint64) (*wire.Attr, error) {
 	return &wire.Attr{Ino: ino, Size: 4 << 20}, nil
@@ -290,17 +290,17 @@ func (g *gatedNS) MoveChunk(ctx context.Context, ino, idx uint64, tier string, s
 	return n, err
 }
 
-func (g *gatedNS) ServerFiles() (map[uint64][]meta.FileUse, error) {
+func (g *gatedNS) ServerFiles() (map[uint64][]api.FileUse, error) {
 	all, _ := g.fakeNS.ServerFiles()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var left []meta.FileUse
+	var left []api.FileUse
 	for _, f := range all[1] {
 		if !g.moved[f.Ino] {
 			left = append(left, f)
 		}
 	}
-	return map[uint64][]meta.FileUse{1: left}, nil
+	return map[uint64][]api.FileUse{1: left}, nil
 }
 
 // TestNotStuckWhileMovesEnd: a look that finds nothing new to move
