@@ -17,7 +17,9 @@
 // their own keys of the same engine, in packages of their own: the QoS
 // rules (meta/qosrules), resource pools (meta/pools, which placement asks
 // through SetPools), burst-buffer grants (meta/bbgrants), directories'
-// tiering policies (meta/tierpolicy) and which directories are node-local
-// (meta/localdirs). This package must not keep their state; they see the
+// tiering policies (meta/tierpolicy), which directories are node-local
+// (meta/localdirs) and the replica drops owed to data servers
+// (meta/drops, which this package adds to its layout changes' batches and
+// delivers). This package must not keep their state; they see the
 // namespace only through Dir and Parent.
 package meta

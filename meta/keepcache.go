@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta/drops"
 )
 
 // Drained chunks kept as a cache (`sluice tier set DIR --keep-cache`,
@@ -37,7 +38,7 @@ func (s *Service) Dirty(ctx context.Context, ino, idx, gen uint64) (wire.ChunkLo
 	go func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s.deliverDrops(dctx, dropPrefix(ino, idx))
+		s.deliverDrops(dctx, func() []drops.Drop { return s.drops.Of(ino, idx) })
 	}()
 	return loc, nil
 }

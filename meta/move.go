@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/layout"
+	"github.com/sluice-hpc/sluice/meta/drops"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -186,7 +187,7 @@ func (s *Service) beginMove(ino, idx uint64, tier string, servers []uint64, keep
 	case keep && tier != from.Tier && (tier != "pfs" || len(from.Home) > 0):
 		return MoveIntent{}, errno(syscall.EINVAL, "chunk %d of inode %d: a home copy of %v on %s %v", idx, ino, from, tier, servers)
 	}
-	for _, id := range s.pendingDrops(ino, idx) {
+	for _, id := range s.drops.Servers(ino, idx) {
 		if anyIn([]uint64{id}, servers) {
 			// the drop it is owed would delete what the move puts there
 			return MoveIntent{}, errno(syscall.EAGAIN, "chunk %d of inode %d: data server %d still owes a drop of its old copy", idx, ino, id)
@@ -230,7 +231,7 @@ func (s *Service) commitMove(mi MoveIntent) (path string, err error) {
 	if !mi.Keep && !mi.Clean {
 		// a home left behind is stale now: it drops its copy
 		for _, id := range mi.From.Home {
-			b.Set(dropKey(mi.Ino, mi.Idx, id), binary.BigEndian.AppendUint64(nil, mi.To.Gen))
+			s.drops.Add(&b, mi.Ino, mi.Idx, id, mi.To.Gen)
 		}
 	}
 	b.Set(moveKey(mi.Ino, mi.Idx), mi.encode())
@@ -399,7 +400,7 @@ func (s *Service) moveChunkAs(ctx context.Context, ino, idx uint64, tier string,
 		return 0, err
 	}
 	if len(mi.From.Home) > 0 && !mi.Keep && !mi.Clean {
-		s.deliverDrops(ctx, dropPrefix(ino, idx)) // the stale home (or later: DeliverDrops)
+		s.deliverDrops(ctx, func() []drops.Drop { return s.drops.Of(ino, idx) }) // the stale home (or later: DeliverDrops)
 	}
 	if !mi.Keep {
 		s.reg.moved(mi.From.Servers, mi.To.Servers, int64(mi.ChunkSize), int64(mi.StripeUnit))
@@ -417,7 +418,7 @@ func (s *Service) finishMove(ctx context.Context, mi MoveIntent) bool {
 	end := chunk.MoveEndReq{ID: chunk.ID{Ino: mi.Ino, Idx: mi.Idx, ChunkSize: mi.ChunkSize}, Session: mi.Session,
 		Committed: committed, Keep: committed && mi.Keep, Layout: mi.To.Gen}
 	ok := true
-	owed := s.pendingDrops(mi.Ino, mi.Idx)
+	owed := s.drops.Servers(mi.Ino, mi.Idx)
 	send := func(id uint64, role string) {
 		if anyIn([]uint64{id}, owed) {
 			return // its copy was given up: the drop it is owed ends everything there

@@ -59,7 +59,7 @@ func (s *Service) RelocateEmpty(ctx context.Context, ino, idx, gen, refusedBy ui
 		}
 		return cur, false, err // moved meanwhile: write there
 	}
-	if _, moving, merr := s.getMove(ino, idx); merr != nil || moving || len(s.pendingDrops(ino, idx)) > 0 || len(cur.Home) > 0 {
+	if _, moving, merr := s.getMove(ino, idx); merr != nil || moving || len(s.drops.Servers(ino, idx)) > 0 || len(cur.Home) > 0 {
 		s.mu.Unlock()
 		return cur, false, errno(syscall.EAGAIN, "chunk %d of inode %d is migrating: its place cannot change now", idx, ino)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
+	"github.com/sluice-hpc/sluice/meta/drops"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/policy/place"
 )
@@ -29,16 +30,6 @@ import (
 // the migration protocol (move.go) while writes go on; at the commit the
 // source keeps the chunk and fences requests of the old generation, so
 // every writer learns the new location and writes both copies again.
-
-// dropKey: 'R' ino idx server → the generation the server's copy of the
-// chunk was given up at (8 bytes). It goes when the server has dropped it.
-func dropKey(ino, idx, server uint64) []byte {
-	return binary.BigEndian.AppendUint64(dropPrefix(ino, idx), server)
-}
-
-func dropPrefix(ino, idx uint64) []byte {
-	return binary.BigEndian.AppendUint64(key1(pDrop, ino), idx)
-}
 
 // Degrade gives up the copy of chunk idx of ino on server dead, which a
 // writer or reader working with layout generation gen could not reach:
@@ -67,7 +58,7 @@ func (s *Service) Degrade(ctx context.Context, ino, idx, gen, dead uint64) (wire
 	go func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s.deliverDrops(dctx, dropPrefix(ino, idx))
+		s.deliverDrops(dctx, func() []drops.Drop { return s.drops.Of(ino, idx) })
 	}()
 	return loc, nil
 }
@@ -104,7 +95,7 @@ func (s *Service) giveUpLocked(ino uint64, loc *wire.ChunkLoc, dropped []uint64)
 	var b engine.Batch
 	b.Set(layoutKey(ino, loc.Idx), encodeChunk(*loc))
 	for _, id := range dropped {
-		b.Set(dropKey(ino, loc.Idx, id), binary.BigEndian.AppendUint64(nil, loc.Gen))
+		s.drops.Add(&b, ino, loc.Idx, id, loc.Gen)
 	}
 	return s.e.Apply(&b, true)
 }
@@ -123,60 +114,34 @@ func (s *Service) chunkLoc(ino, idx uint64) (wire.ChunkLoc, error) {
 	return loc, err
 }
 
-// pendingDrops lists the servers that still owe chunk idx of ino a drop.
-func (s *Service) pendingDrops(ino, idx uint64) []uint64 {
-	var out []uint64
-	s.e.Scan(dropPrefix(ino, idx), nil, func(k, _ []byte) bool {
-		if len(k) == 25 {
-			out = append(out, binary.BigEndian.Uint64(k[17:]))
-		}
-		return true
-	})
-	return out
-}
-
-// owesDrop reports whether server still owes chunk idx of ino the drop
-// of generation gen.
-func (s *Service) owesDrop(ino, idx, server, gen uint64) bool {
-	v, err := s.e.Get(dropKey(ino, idx, server))
-	return err == nil && len(v) == 8 && binary.BigEndian.Uint64(v) == gen
-}
-
 // DeliverDrops tells the servers whose copies were given up to fence and
 // delete them, and forgets the drops they acknowledge. It returns how
 // many are still owed (their servers are down). The tiering manager
 // calls it with FinishMoves.
 func (s *Service) DeliverDrops(ctx context.Context) int {
-	return s.deliverDrops(ctx, []byte{pDrop})
+	return s.deliverDrops(ctx, s.drops.All)
 }
 
-func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int) {
+// deliverDrops delivers the drops list returns.
+func (s *Service) deliverDrops(ctx context.Context, list func() []drops.Drop) (pending int) {
 	// one deliverer at a time, each drop checked just before it is sent:
 	// a drop sent twice, the second time after its key went and a new copy
 	// of the chunk was made on the server (the drain of a cached chunk
 	// copies to the home it gave up), would delete that copy
 	s.dropMu.Lock()
 	defer s.dropMu.Unlock()
-	type drop struct{ ino, idx, server, gen uint64 }
-	var all []drop
-	s.e.Scan(prefix, nil, func(k, v []byte) bool {
-		if len(k) == 25 && len(v) == 8 {
-			all = append(all, drop{binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:]),
-				binary.BigEndian.Uint64(k[17:]), binary.BigEndian.Uint64(v)})
-		}
-		return true
-	})
+	all := list()
 	for _, d := range all {
-		if !s.owesDrop(d.ino, d.idx, d.server, d.gen) {
+		if !s.drops.Owes(d.Ino, d.Idx, d.Server, d.Gen) {
 			continue // delivered meanwhile (or owed again at another generation: the next pass)
 		}
 		var cs uint32
-		if n, err := s.getInode(d.ino); err == nil {
+		if n, err := s.getInode(d.Ino); err == nil {
 			cs = n.ChunkSize
 		}
-		if cs != 0 && s.reg.alive(d.server) {
-			_, err := callData(ctx, &s.reg, d.server, chunk.MoveEnd, &chunk.MoveEndReq{ID: chunk.ID{Ino: d.ino, Idx: d.idx, ChunkSize: cs},
-				Source: true, Committed: true, Layout: d.gen})
+		if cs != 0 && s.reg.alive(d.Server) {
+			_, err := callData(ctx, &s.reg, d.Server, chunk.MoveEnd, &chunk.MoveEndReq{ID: chunk.ID{Ino: d.Ino, Idx: d.Idx, ChunkSize: cs},
+				Source: true, Committed: true, Layout: d.Gen})
 			if err != nil {
 				pending++
 				continue
@@ -189,9 +154,9 @@ func (s *Service) deliverDrops(ctx context.Context, prefix []byte) (pending int)
 		// copy anyway); a drop owed again meanwhile (giveUpLocked, under
 		// mu) at a newer generation stays
 		s.mu.Lock()
-		if s.owesDrop(d.ino, d.idx, d.server, d.gen) {
+		if s.drops.Owes(d.Ino, d.Idx, d.Server, d.Gen) {
 			var b engine.Batch
-			b.Del(dropKey(d.ino, d.idx, d.server))
+			s.drops.Forget(&b, d.Ino, d.Idx, d.Server)
 			if err := s.e.Apply(&b, false); err != nil {
 				pending++
 			}
@@ -218,7 +183,7 @@ func (s *Service) Replicate(ctx context.Context, ino, idx uint64) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	dst, err := s.reg.chooseReplica(n, loc, s.pendingDrops(ino, idx))
+	dst, err := s.reg.chooseReplica(n, loc, s.drops.Servers(ino, idx))
 	if err != nil {
 		return 0, err
 	}

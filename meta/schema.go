@@ -17,7 +17,7 @@ import (
 //	'C' name               → counter
 //	'T' server ino gen idx → pending trim: keep (8 bytes) + chunk size (4)
 //	'M' ino idx            → chunk migration intent (move.go)
-//	'R' ino idx server     → a given-up copy the server still has to drop (replica.go)
+//	'R' ino idx server     → a given-up copy the server still has to drop (meta/drops)
 //	'A' client req         → a mutation request committed, and when (replies.go)
 //	'E' dir                → the client holding the directory's delegation (deleg.go)
 //	'X' ino name           → an extended attribute's value (xattr.go)
@@ -39,7 +39,6 @@ const (
 	pCounter = 'C'
 	pTrim    = 'T'
 	pMove    = 'M'
-	pDrop    = 'R'
 	pReply   = 'A'
 	pDeleg   = 'E'
 	pXattr   = 'X'

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/layout"
 	"github.com/sluice-hpc/sluice/meta/dirtree"
+	"github.com/sluice-hpc/sluice/meta/drops"
 	"github.com/sluice-hpc/sluice/meta/engine"
 	"github.com/sluice-hpc/sluice/meta/localdirs"
 	"github.com/sluice-hpc/sluice/meta/qosrules"
@@ -106,6 +107,9 @@ type Service struct {
 	stalledMu sync.Mutex
 	stalled   map[string]map[uint64]int
 	onStall   func(tier string)
+	// drops is the replica drops owed to data servers (meta/drops), on
+	// the same engine, committed with the layout changes that owe them
+	drops *drops.Drops
 	// dropMu is held while drops are delivered (replica.go deliverDrops).
 	dropMu sync.Mutex
 	// shortMu guards shortFrom, the chunk location the next ShortChunks
@@ -152,6 +156,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, e: cfg.Engine, log: cfg.Log, now: cfg.Now,
 		activity: map[uint64]*activity{}, moving: map[chunkRef]bool{}, stalled: map[string]map[uint64]int{}, gcKick: make(chan struct{}, 1), met: newServiceMetrics(cfg.Metrics)}
+	s.drops = drops.Open(cfg.Engine)
 	s.opens.init()
 	s.locks.init()
 	s.reg.init(s)

@@ -141,7 +141,7 @@ func (s *Service) mayCutLocked(ino, idx uint64) bool {
 	if _, moving, err := s.getMove(ino, idx); err != nil || moving {
 		return false
 	}
-	return len(s.pendingDrops(ino, idx)) == 0
+	return len(s.drops.Servers(ino, idx)) == 0
 }
 
 // PendingTrims returns server's pending trims (of ino, or of every file
