@@ -70,7 +70,7 @@ E2E_RACE := TestStreaming|TestFioVerify|TestJobIdentity|TestBeaconFailSlow|TestM
 E2E_BOTH := TestOwnedModel|TestFsxModel
 
 e2e:
-	SLUICE_REQUIRE_SLURM=1 SLUICE_REQUIRE_ETCD=1 $(GO) test -count=1 -timeout 30m -skip '^($(E2E_RACE))$$' ./test/e2e
+	SLUICE_REQUIRE_SLURM=1 SLUICE_REQUIRE_ETCD=1 SLUICE_REQUIRE_APPS=1 $(GO) test -count=1 -timeout 30m -skip '^($(E2E_RACE))$$' ./test/e2e
 
 # pjdfstest (all of it; test/pjdfstest/exclude lists what cannot pass on
 # FUSE, with the reason) as root on a fresh `sluice cluster up` mount: in

@@ -18,6 +18,15 @@ import (
 // processes, so that a close sends an unlock only when its owner holds a
 // lock, the locks are renewed while any is held (ns.LockLease), and they
 // are reclaimed from a restarted or new metadata server.
+//
+// A lock orders access to the file's bytes across nodes, as NFS makes it
+// do: before a lock is given up, this mount's writes to the file reach
+// the forwarding node and the size they reached is reported (as a close
+// does); once a lock is granted, what this mount cached of the file (its
+// blocks, readahead and attributes) is dropped, so the holder reads what
+// the last holder wrote. Programs that order their I/O by locks (SQLite's
+// rollback journal, ROMIO's data sieving, HDF5) then see each other's
+// writes on any node.
 
 // LockArgs is a lock as the kernel asks for it.
 type LockArgs struct {
@@ -110,6 +119,11 @@ func (v *FS) SetLock(c Cred, ino, fh, owner uint64, a LockArgs, wait bool, cance
 	if a.Type == ns.LockUnlock && !v.locks.holds(ino, kindOf(a.Flock), owner, q.Client) {
 		return nil // nothing held: nothing to tell the service
 	}
+	if a.Type == ns.LockUnlock {
+		if err := v.publish(c, ino); err != nil {
+			return err
+		}
+	}
 	if wait {
 		q.Wait = int64(ns.LockWaitMax)
 	}
@@ -145,6 +159,9 @@ func (v *FS) SetLock(c Cred, ino, fh, owner uint64, a LockArgs, wait bool, cance
 		}
 		if r.rep.Granted {
 			v.locks.granted(ino, fh, q)
+			if a.Type != ns.LockUnlock {
+				v.revalidate(ino)
+			}
 			return nil
 		}
 		if interrupted {
@@ -167,6 +184,34 @@ func (v *FS) SetLock(c Cred, ino, fh, owner uint64, a LockArgs, wait bool, cance
 		if !wait {
 			return syscall.EAGAIN
 		}
+	}
+}
+
+// publish makes this mount's writes to ino visible to the next holder of
+// a lock on it: they reach the forwarding node, and the size each
+// handle's writes reached is reported, as at a close.
+func (v *FS) publish(c Cred, ino uint64) error {
+	if err := v.st.Drain(ino); err != nil {
+		return err
+	}
+	id := v.ident(c, ns.OpFlush)
+	for _, fh := range v.st.WrittenHandles(ino) {
+		if err := v.flush(c, id, ino, fh, v.dc.FileEpoch()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// revalidate drops what this mount cached of ino's bytes and attributes:
+// a lock was granted on it, and the last holder may have written it on
+// another node.
+func (v *FS) revalidate(ino uint64) {
+	v.bc.Drop(ino)
+	v.st.DropReadahead(ino)
+	v.dc.ForgetFile(ino)
+	if n := v.notify.Load(); n != nil {
+		n.AttrNotify(ino) // the kernel's size (O_APPEND, SEEK_END, stat)
 	}
 }
 

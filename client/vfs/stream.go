@@ -233,6 +233,19 @@ func (s *Streams) ExtentOf(fh uint64) (Extent, bool) {
 	return Extent{}, false
 }
 
+// WrittenHandles lists the handles of ino with writes not yet reported.
+func (s *Streams) WrittenHandles(ino uint64) []uint64 {
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	var out []uint64
+	for fh, e := range s.written {
+		if e.Ino == ino {
+			out = append(out, fh)
+		}
+	}
+	return out
+}
+
 // Flushed forgets handle fh's extent if it is still e (reported).
 func (s *Streams) Flushed(fh uint64, e Extent) {
 	s.emu.Lock()
