@@ -280,6 +280,11 @@ func (fs *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	return n, status(err)
 }
 
+// Fallocate implements fuse.RawFileSystem (vfs.FS.Fallocate).
+func (fs *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	return status(fs.v.Fallocate(cred(&in.InHeader), in.NodeId, in.Fh, in.Offset, in.Length, in.Mode))
+}
+
 var _ fuse.WriteOwner = (*FS)(nil)
 
 // WriteOwned implements fuse.WriteOwner: Write, with data left in
