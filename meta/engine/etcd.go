@@ -405,7 +405,11 @@ func (e *Etcd) Apply(b *Batch, sync bool) error {
 			}
 			return fmt.Errorf("etcd apply: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		if errCode(err) == codes.ResourceExhausted {
+			time.Sleep(200 * time.Millisecond) // let the member's applying catch up
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	if e.mirror != nil {
 		e.mirror.Apply(b, false) // in order: the last write of a key wins, as in etcd
@@ -414,17 +418,30 @@ func (e *Etcd) Apply(b *Batch, sync bool) error {
 }
 
 // retryable says whether a failed request may succeed on another member
-// or a moment later: etcd unreachable or without a leader, or a timeout.
+// or a moment later: etcd unreachable or without a leader, a timeout, or
+// a member whose applying lags its log ("too many requests": refused
+// before it was proposed).
 func retryable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
+	switch errCode(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// errCode is err's gRPC code, etcd's own errors included
+// (rpctypes.EtcdError: "request timed out", "no leader", "too many
+// requests").
+func errCode(err error) codes.Code {
 	code := status.Code(err)
-	var ce interface{ Code() codes.Code } // etcd's own errors (rpctypes.EtcdError: "request timed out", "no leader")
+	var ce interface{ Code() codes.Code }
 	if errors.As(err, &ce) {
 		code = ce.Code()
 	}
-	return code == codes.Unavailable || code == codes.DeadlineExceeded
+	return code
 }
 
 // resync reads b's keys back from etcd into the mirror after a
