@@ -122,19 +122,42 @@ func Run(ctx context.Context, cfg Config) error {
 // daemon: a mount's poll of its job's placement asks for both.
 const cacheFor = time.Second
 
-// cluster is what the manager asks the metadata daemon, each answer
-// kept for cacheFor; an answer that fails leaves the last one.
+// cluster is what the manager asks the metadata daemon.
 type cluster struct {
 	c       *rpc.Client
 	timeout time.Duration
 	log     *slog.Logger
+	srvs    cached[[]wire.ServerInfo]
+	slow    cached[[]beacon.SlowServer]
+}
 
-	mu      sync.Mutex // guards the fields below
-	srvs    []wire.ServerInfo
-	srvsAt  time.Time
-	slow    []beacon.SlowServer
-	slowAt  time.Time
-	warnedS bool // a failure to list the daemons was logged
+// cached is an answer kept for cacheFor; a fetch that fails leaves the
+// last one (and is logged once until one succeeds).
+type cached[T any] struct {
+	mu     sync.Mutex // guards the fields below
+	v      T
+	at     time.Time
+	warned bool
+}
+
+func (k *cached[T]) get(c *cluster, what string, fetch func(context.Context) (T, error)) T {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if time.Since(k.at) < cacheFor {
+		return k.v
+	}
+	ctx, cancel := c.ctx()
+	defer cancel()
+	v, err := fetch(ctx)
+	if err != nil {
+		if !k.warned {
+			c.log.Warn(what+": the last answer serves", "err", err)
+			k.warned = true
+		}
+		return k.v
+	}
+	k.v, k.at, k.warned = v, time.Now(), false
+	return v
 }
 
 func (c *cluster) ctx() (context.Context, context.CancelFunc) {
@@ -143,39 +166,18 @@ func (c *cluster) ctx() (context.Context, context.CancelFunc) {
 
 // servers is the registered daemons.
 func (c *cluster) servers() []wire.ServerInfo {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.srvsAt) < cacheFor {
-		return c.srvs
-	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	r, err := rpc.Do(ctx, c.c, api.Servers, &wire.Empty{})
-	if err != nil {
-		if !c.warnedS {
-			c.log.Warn("listing the daemons: the last list serves", "err", err)
-			c.warnedS = true
+	return c.srvs.get(c, "listing the daemons", func(ctx context.Context) ([]wire.ServerInfo, error) {
+		r, err := rpc.Do(ctx, c.c, api.Servers, &wire.Empty{})
+		if err != nil {
+			return nil, err
 		}
-		return c.srvs
-	}
-	c.warnedS = false
-	c.srvs, c.srvsAt = r.Servers, time.Now()
-	return c.srvs
+		return r.Servers, nil
+	})
 }
 
 // health is the daemons Beacon finds fail-slow.
 func (c *cluster) health() []beacon.SlowServer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.slowAt) < cacheFor {
-		return c.slow
-	}
-	ctx, cancel := c.ctx()
-	defer cancel()
-	if slow, err := (beaconrpc.Client{C: c.c}).Health(ctx); err == nil {
-		c.slow, c.slowAt = slow, time.Now()
-	}
-	return c.slow
+	return c.slow.get(c, "asking Beacon for fail-slow daemons", beaconrpc.Client{C: c.c}.Health)
 }
 
 // profile is an application's profile from Beacon.
