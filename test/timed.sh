@@ -4,6 +4,10 @@
 # on the CI machine is 35 minutes: README.md, Tests). A+B+C runs targets
 # A, B and C at once (their output printed after, one by one): targets
 # that are not timed and not CPU-bound all the time, beside each other.
+# A+~B runs B at the lowest CPU priority (nice 19) beside A: a target that
+# keeps the cores busy but times nothing (fuzzing, the simulator) takes
+# only the CPU that a timed target (the end-to-end tests, mostly waiting on
+# daemons and timeouts) leaves idle.
 # Beside each target's seconds it prints the CPU seconds (user + system)
 # its processes spent: what decides which targets may go beside others.
 set -u
@@ -34,10 +38,17 @@ for step in "$@"; do
 		[ $rc -ne 0 ] && failed=$step
 	else
 		pids=()
-		for t in "${group[@]}"; do
+		for i in "${!group[@]}"; do
+			t=${group[$i]}
+			nice=()
+			if [ "${t:0:1}" = "~" ]; then
+				t=${t:1}
+				group[i]=$t
+				nice=(nice -n 19)
+			fi
 			(
 				s=$(date +%s)
-				timed "$logs/$t.cpu" make --no-print-directory "$t" >"$logs/$t.log" 2>&1
+				timed "$logs/$t.cpu" "${nice[@]}" make --no-print-directory "$t" >"$logs/$t.log" 2>&1
 				rc=$?
 				echo "$(($(date +%s) - s)) $rc" >"$logs/$t.rc"
 			) &
@@ -45,7 +56,7 @@ for step in "$@"; do
 		done
 		wait "${pids[@]}"
 		for t in "${group[@]}"; do
-			echo "== $t (beside ${step//+/, })"
+			echo "== $t (beside ${step//+/, }; ~ at nice 19)"
 			cat "$logs/$t.log"
 			read -r secs rc <"$logs/$t.rc"
 			rows+=("$t $secs $(cpu "$logs/$t.cpu")")
