@@ -37,6 +37,8 @@ const (
 	OpTierSet
 	OpTierGet
 	OpFileMigration
+	// the managers: where each runs (2.5)
+	OpManagers
 )
 
 // The operations, typed.
@@ -70,6 +72,8 @@ var (
 	TierSet       = wire.Define[TierSetReq, wire.Empty](OpTierSet, "tier-set", wire.Admin)
 	TierGet       = wire.Define[FileRef, PolicyView](OpTierGet, "tier-get", wire.Admin)
 	FileMigration = wire.Define[FileRef, FileMigrationState](OpFileMigration, "file-migration", wire.Admin)
+
+	Managers = wire.Define[wire.Empty, ManagersRep](OpManagers, "managers", wire.Admin)
 )
 
 // JobRef names a job.

@@ -8,6 +8,34 @@ type ServersRep struct{ Servers []wire.ServerInfo }
 // Fields implements wire.Message.
 func (r *ServersRep) Fields(c *wire.Codec) { wire.List(c, 1, &r.Servers) }
 
+// ManagersRep says where each manager of the active metadata daemon
+// runs: in its process, or apart (daemon/managerd) with the active
+// instance its election names.
+type ManagersRep struct{ Managers []ManagerInfo }
+
+// Fields implements wire.Message.
+func (r *ManagersRep) Fields(c *wire.Codec) { wire.List(c, 1, &r.Managers) }
+
+// ManagerInfo is one manager: its role ("forwarding", "tiering", "burst
+// buffer"), whether it runs apart, and the address of the instance that
+// answers for it (the metadata daemon's own when not apart; "" when
+// none is active: a takeover, or no manager daemon running); Error says
+// why the active one could not be asked for.
+type ManagerInfo struct {
+	Role   string
+	Apart  bool
+	Active string
+	Error  string
+}
+
+// Fields implements wire.Message.
+func (m *ManagerInfo) Fields(c *wire.Codec) {
+	c.String(1, &m.Role)
+	c.Bool(2, &m.Apart)
+	c.String(3, &m.Active)
+	c.String(4, &m.Error)
+}
+
 // RegisterRep answers a registration or heartbeat (a wire.ServerInfo:
 // ID 0 to be given one): the daemon's id, the version of the QoS rules in
 // force (a daemon running an older one asks for them), and whether

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	_ "net/http/pprof"
 	"os"
@@ -88,7 +89,40 @@ func status(mc *rpc.Client, servers []wire.ServerInfo) error {
 			fmt.Printf("%-5s %-14s %s\n", t, size.Format(v[0]), size.Format(v[1]))
 		}
 	}
+	if err := printManagers(mc); err != nil {
+		return err
+	}
 	return printTiering(mc)
+}
+
+// printManagers shows where each manager runs and which instance answers
+// for it (nothing from a metadata service too old to say: ENOSYS).
+func printManagers(mc *rpc.Client) error {
+	rep, err := rpc.Do(context.Background(), mc, api.Managers, &wire.Empty{})
+	if errors.Is(err, syscall.ENOSYS) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%-13s %-26s %s\n", "MANAGER", "RUNS", "ACTIVE")
+	for _, m := range rep.Managers {
+		runs, active := "in the metadata service", m.Active
+		if m.Apart {
+			runs = "apart"
+			if m.Role != "monitor" {
+				runs = "apart (sluice manager)"
+			}
+		}
+		if active == "" {
+			active = "NONE (a takeover, or no instance running)"
+		}
+		if m.Error != "" {
+			active = "? " + m.Error
+		}
+		fmt.Printf("%-13s %-26s %s\n", m.Role, runs, active)
+	}
+	return nil
 }
 
 // printTiering shows each server's free-space mode against its thresholds

@@ -9,9 +9,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-hpc/sluice/api"
 	"github.com/sluice-hpc/sluice/fwdmap"
 	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/manager/monitor"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
 
@@ -135,4 +137,30 @@ func (d *daemon) serveForwardingApart(t *rpc.Table, r *relay) {
 	rpc.Relay(t, fwdmap.Map, to)
 	rpc.Relay(t, fwdmap.List, to)
 	rpc.Relay(t, fwdmap.History, to)
+}
+
+// serveManagers answers where each manager runs (api.Managers): here, at
+// self, or apart, at the address the role's election names now.
+func (d *daemon) serveManagers(t *rpc.Table, self string) {
+	rpc.On(t, api.Managers, func(ctx context.Context, _ *wire.Empty) (*api.ManagersRep, error) {
+		rep := &api.ManagersRep{}
+		fwd := api.ManagerInfo{Role: "forwarding", Active: self}
+		if r := d.fwdsApart; r != nil {
+			fwd.Apart, fwd.Active = true, ""
+			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			addr, err := r.sh.ActiveOf(ctx, r.role)
+			cancel()
+			if err != nil {
+				fwd.Error = err.Error()
+			}
+			fwd.Active = addr
+		}
+		mon := api.ManagerInfo{Role: "monitor", Active: self}
+		if f, ok := d.beacon.(*monitor.Front); ok {
+			mon.Apart, mon.Active = true, strings.Join(f.M.Addrs(), ",")
+		}
+		rep.Managers = append(rep.Managers, fwd, api.ManagerInfo{Role: "tiering", Active: self},
+			api.ManagerInfo{Role: "burst buffer", Active: self}, mon)
+		return rep, nil
+	})
 }

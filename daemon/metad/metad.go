@@ -403,6 +403,7 @@ func (d *daemon) serve(ctx context.Context, ln net.Listener) error {
 		d.serveForwardingApart(managers, d.fwdsApart)
 		defer d.fwdsApart.close()
 	}
+	d.serveManagers(managers, ln.Addr().String())
 	d.tiering.Serve(managers)
 	d.bb.Serve(managers)
 	d.grants.Serve(managers)

@@ -68,6 +68,29 @@ func TestManagerFailover(t *testing.T) {
 		t.Fatalf("j1 was not placed by %s alone", active)
 	}
 	listed("before any failure", want)
+	// cluster status: the forwarding manager's row names the active
+	// instance's address, the others' the metadata daemon's
+	answering := func(when string) string {
+		t.Helper()
+		out, err := c.sluice("cluster", "status")
+		if err != nil {
+			t.Fatalf("%s: cluster status: %v\n%s", when, err, out)
+		}
+		rows := map[string]string{}
+		for _, l := range strings.Split(out, "\n") {
+			for _, role := range []string{"forwarding", "tiering", "burst buffer"} {
+				if strings.HasPrefix(l, role+" ") {
+					rows[role] = strings.TrimSpace(strings.TrimPrefix(l, role))
+				}
+			}
+		}
+		fwd := strings.Fields(rows["forwarding"])
+		if !strings.HasPrefix(rows["forwarding"], "apart (sluice manager)") || len(fwd) != 4 || !strings.HasPrefix(rows["tiering"], "in the metadata service") {
+			t.Fatalf("%s: cluster status's managers: %q\n%s", when, rows, out)
+		}
+		return fwd[3]
+	}
+	before := answering("before any failure")
 
 	c.kill9(active)
 	t0 := time.Now()
@@ -76,6 +99,9 @@ func TestManagerFailover(t *testing.T) {
 	t.Logf("kill -9 of the active forwarding manager: the job list answered %v later", took.Round(time.Millisecond))
 	if took > 10*time.Second {
 		t.Errorf("takeover took %v, want at most 10 s", took)
+	}
+	if after := answering("after the takeover"); after == before {
+		t.Errorf("cluster status names %s as the active forwarding manager after its kill -9", after)
 	}
 	if terms(standby) != 1 || c.logCount(standby, "registered jobs resumed from the engine", "jobs=2") != 1 {
 		t.Fatalf("%s did not take over with the two registered jobs", standby)

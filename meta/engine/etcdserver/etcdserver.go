@@ -121,8 +121,12 @@ func Plan(cfg Config) ([]Member, error) {
 			"--auto-compaction-mode", "periodic", "--auto-compaction-retention", cfg.Compaction,
 			"--quota-backend-bytes", strconv.FormatInt(cfg.Quota, 10), "--logger", "zap",
 			// clients ping every second (URI: keepalive=1s) to find a
-			// member lost within the metadata server's lease
-			"--grpc-keepalive-min-time", "1s",
+			// member lost within the metadata server's lease; the least
+			// the members accept is half that: at 1 s, a ping that came
+			// a hair early (gRPC's own timers, a busy core) counted as a
+			// strike, and two closed the connection (GOAWAY
+			// too_many_pings, seen in a CI run's member logs under load)
+			"--grpc-keepalive-min-time", "500ms",
 			// a member cut off and reconnected asks before it calls an
 			// election, instead of unseating the leader with its higher
 			// term (the lease renewals stall meanwhile)
