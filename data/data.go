@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -93,12 +94,25 @@ type Config struct {
 
 // Server is a running data server.
 type Server struct {
-	cfg   Config
-	store tier.Store
-	bw    *throttle.Bucket
-	iops  *throttle.Bucket
-	perf  perf // measured max_perf (perf.go)
-	sem   chan struct{}
+	cfg Config
+	// work counts the goroutines Run starts and the requests being
+	// served; Run waits for them before it closes the store, so nothing
+	// of this server touches its directories once Run has returned
+	// (a request's trace record, a fence, a registration's id file).
+	work sync.WaitGroup
+	// workMu guards closing, set once Run stops taking requests (a
+	// request that arrives then is refused: a WaitGroup must not grow
+	// from zero while it is waited for).
+	workMu  sync.Mutex
+	closing bool
+	// runCtx ends when Run returns: the requests being served stop
+	// waiting (for a gate, a peer) then. Set before the server serves.
+	runCtx context.Context
+	store  tier.Store
+	bw     *throttle.Bucket
+	iops   *throttle.Bucket
+	perf   perf // measured max_perf (perf.go)
+	sem    chan struct{}
 	// qos orders chunk reads and writes by the cluster's QoS rules
 	// before the device limits (passes them straight while none).
 	qos *qosgate.Gate
@@ -221,6 +235,9 @@ func (s *Server) Listen() (net.Listener, error) {
 // Run serves on ln, registers with the metadata service and heartbeats
 // until ctx ends.
 func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.runCtx = ctx
 	s.rpc = rpc.NewServer(s.cfg.Secret, s, s.cfg.Log)
 	s.rpc.Now = s.cfg.Now
 	go func() {
@@ -231,9 +248,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 	if s.cfg.Probe && s.cfg.MaxPerfMBps == 0 {
 		s.probe(ctx)
 	}
-	go s.reprobe(ctx)
+	s.work.Go(func() { s.reprobe(ctx) })
 	follow := &qosgate.Follower{Meta: metaC, Gates: []*qosgate.Gate{s.qos}, Log: s.cfg.Log}
-	go follow.Watch(ctx, 20*time.Second)
+	s.work.Go(func() { follow.Watch(ctx, 20*time.Second) })
 	s.mem = &member.Member{Meta: metaC, IDFile: idFile, Log: s.cfg.Log, Info: func() wire.ServerInfo {
 		c, u := s.usage()
 		w, r := s.meter.rates(s.cfg.Now())
@@ -241,11 +258,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 			WriteBW: w, ReadBW: r, Domain: s.cfg.Domain, MaxPerf: s.maxPerf(), Written: s.meter.written.Load()}
 	}, Replied: func(r *api.RegisterRep) {
 		if r.HasTrims {
-			go s.pullTrims(ctx)
+			s.work.Go(func() { s.pullTrims(ctx) })
 		}
 		follow.Seen(r.QoSVersion)
 	}}
-	go func() {
+	s.work.Go(func() {
 		for ctx.Err() == nil {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := s.mem.Register(rctx)
@@ -260,7 +277,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 			}
 			s.cfg.Log.Warn("registration failed, retrying", "err", err)
 		}
-	}()
+	})
 	if s.cfg.Monitor != nil {
 		var to rpc.Invoker = metaC
 		if s.cfg.Monitors != nil {
@@ -268,7 +285,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 		}
 		beaconrpc.Ship(ctx, s.cfg.Monitor, to, s.cfg.Log)
 	}
-	go func() {
+	s.work.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -281,8 +298,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener, idFile string) error 
 				}
 			}
 		}
-	}()
+	})
 	err := s.rpc.Serve(ln)
+	stop()
+	s.workMu.Lock()
+	s.closing = true
+	s.workMu.Unlock()
+	s.work.Wait()
 	s.peers.close()
 	s.store.Close()
 	metaC.Close()
@@ -308,11 +330,26 @@ func (s *Server) usage() (capacity, used int64) {
 
 // Handle implements rpc.Handler: each request in a goroutine of its own.
 func (s *Server) Handle(r *rpc.Request) {
-	go s.serve(r)
+	s.workMu.Lock()
+	if s.closing {
+		s.workMu.Unlock()
+		r.ReplyErr(rpc.Errorf(syscall.ESHUTDOWN, "data server %s is shutting down", s.addr))
+		return
+	}
+	s.work.Add(1)
+	s.workMu.Unlock()
+	go func() {
+		defer s.work.Done()
+		s.serve(r)
+	}()
 }
 
 func (s *Server) serve(r *rpc.Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	base := s.runCtx
+	if base == nil {
+		base = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(base, time.Minute)
 	defer cancel()
 	if d := s.stall.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
