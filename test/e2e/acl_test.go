@@ -97,8 +97,18 @@ func TestACLs(t *testing.T) {
 	// an access ACL set on a directory changes its mode, on both mounts
 	sh("chacl u::rwx,g::-w-,o::--x " + filepath.Join(a, "d", "sub"))
 	for _, m := range []string{a, b} {
-		if st, err := os.Stat(filepath.Join(m, "d", "sub")); err != nil || st.Mode().Perm() != 0o721 {
-			t.Fatalf("a directory after chacl u::rwx,g::-w-,o::--x: %v (%v), want 721", st.Mode().Perm(), err)
+		// the other mount once the change feed has brought the change
+		var st os.FileInfo
+		var err error
+		if !within(2*time.Second, func() bool {
+			st, err = os.Stat(filepath.Join(m, "d", "sub"))
+			return err == nil && st.Mode().Perm() == 0o721
+		}) {
+			mode := "none"
+			if st != nil {
+				mode = st.Mode().Perm().String()
+			}
+			t.Fatalf("a directory after chacl u::rwx,g::-w-,o::--x, through %s: %s (%v) after 2 s, want 721", m, mode, err)
 		}
 	}
 
