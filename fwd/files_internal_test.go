@@ -3,11 +3,56 @@ package fwd
 import (
 	"context"
 	"log/slog"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluice-hpc/sluice/internal/testrig"
 	"github.com/sluice-hpc/sluice/internal/wire"
+	"github.com/sluice-hpc/sluice/meta"
 )
+
+// TestGrowthOfAGoneFileIsDropped: growth the daemon holds for a file the
+// metadata service no longer has (deleted, its last handle closed) is
+// dropped at its report, as a report of a file that exists clears it; it
+// was kept as unreported, and sent again and logged every SizeFlush for
+// as long as the daemon ran. Growth of a file that exists is reported.
+func TestGrowthOfAGoneFileIsDropped(t *testing.T) {
+	svc, addr := testrig.Meta(t, meta.Config{})
+	a, err := svc.Create(meta.RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Meta: addr, Secret: testrig.Secret, Timeout: 5 * time.Second, Log: testrig.Quiet()})
+	defer s.meta.Close()
+	gone := a.Ino + 1000
+	for _, ino := range []uint64{a.Ino, gone} {
+		s.opened(&wire.Attr{Ino: ino, Size: 0})
+		f := s.holdExisting(ino)
+		f.mu.Lock()
+		f.size, f.mtime, f.pending = 4096, 77, true
+		f.mu.Unlock()
+		s.letGo(ino, f)
+	}
+	if err := s.flushSizes(context.Background(), 0, false); err != nil {
+		t.Fatalf("report with a gone file among them: %v", err)
+	}
+	for _, ino := range []uint64{a.Ino, gone} {
+		f := s.lookupFile(ino)
+		if f == nil {
+			t.Fatalf("inode %d: no state", ino)
+		}
+		f.mu.Lock()
+		pending := f.pending
+		f.mu.Unlock()
+		if pending {
+			t.Errorf("inode %d: growth still unreported after the report", ino)
+		}
+	}
+	if got, err := svc.Getattr(a.Ino); err != nil || got.Size != 4096 {
+		t.Fatalf("the existing file's size after the report: %+v %v, want 4096", got, err)
+	}
+}
 
 // TestRetiredStateRaisesLateReplies: attributes the metadata service
 // served before a file's last report reached it, on their way back

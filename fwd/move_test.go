@@ -484,3 +484,83 @@ func loc0Size(svc *meta.Service, ino uint64) uint32 {
 	}
 	return a.ChunkSize
 }
+
+// TestRelocationWaitsForMigration: a chunk whose server refused its
+// first write moves elsewhere (an allocation excluding that server), but
+// not while a migration of the chunk is undecided. It used to move at
+// once, often to the migration's destination; the migration's commit was
+// then refused (the chunk moved meanwhile) and its abort dropped the
+// destination's copy, the bytes written there since with it (a run of
+// TestHosts read an acknowledged file back as zeros). The allocation now
+// answers EAGAIN until the migration ends, and then where it left the
+// chunk; a write through the forwarding daemon meanwhile waits for it
+// and reads back.
+func TestRelocationWaitsForMigration(t *testing.T) {
+	ctx := context.Background()
+	svc, c, dss := tierStack(t, 1, 1)
+	memID, ssdIDs := serversOf(svc, "mem")[0], serversOf(svc, "ssd")
+	ino := create(t, c, "f")
+	loc, _, err := svc.Alloc(ctx, ino, 0, 0, nil)
+	if err != nil || loc.Tier != "mem" {
+		t.Fatalf("alloc: %+v %v", loc, err)
+	}
+	// the mover (the ssd server) holds once the source's session is open
+	sc := rpc.NewClient(dss[1].Addr(), secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+	defer sc.Close()
+	fault := func(kind string) {
+		if _, err := rpc.Do(ctx, sc, api.Fault, &api.FaultReq{Kind: kind, Point: "move-begun"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fault(api.FaultPause)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := svc.MoveChunk(ctx, ino, 0, "ssd", ssdIDs)
+		moved <- err
+	}()
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if mis, _ := svc.MovesOf(ino); len(mis) == 1 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("no migration intent within 5 s")
+		}
+	}
+	if l, placed, err := svc.Alloc(ctx, ino, 0, 0, []uint64{memID}); rpc.Errno(err) != syscall.EAGAIN {
+		t.Fatalf("relocation during a migration: %+v placed %v, %v; want EAGAIN", l, placed, err)
+	}
+	// a write the mem server refuses (it is full) waits for the migration
+	mc := rpc.NewClient(dss[0].Addr(), secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+	defer mc.Close()
+	if _, err := rpc.Do(ctx, mc, api.Fault, &api.FaultReq{Kind: api.FaultFill, Value: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte("sluice!!"), 8192)
+	wrote := make(chan error, 1)
+	go func() {
+		_, _, err := rpc.DoPayload(ctx, c, ns.Write, &ns.IOReq{Ino: ino, Len: uint64(len(p))}, p, nil)
+		wrote <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	fault(api.FaultResume)
+	if err := <-moved; err != nil {
+		t.Fatalf("migration: %v", err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("write during the migration: %v", err)
+	}
+	locs, _ := svc.Layout(ino)
+	if len(locs) != 1 || locs[0].Tier != "ssd" || locs[0].Gen != loc.Gen+1 {
+		t.Fatalf("chunk not where the migration put it: %+v", locs)
+	}
+	if l, placed, err := svc.Alloc(ctx, ino, 0, 0, []uint64{memID}); err != nil || placed || l.Tier != "ssd" {
+		t.Fatalf("relocation after the migration: %+v placed %v, %v; want the migration's place", l, placed, err)
+	}
+	got := make([]byte, len(p))
+	if _, _, err := rpc.DoPayload(ctx, c, ns.Read, &ns.IOReq{Ino: ino, Len: uint64(len(got))}, nil, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, p) {
+		t.Fatal("read back differs")
+	}
+}

@@ -3,6 +3,7 @@ package fwd
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
@@ -248,7 +249,11 @@ func (s *Server) reportSizes(ctx context.Context, ino uint64, sync bool, client 
 		resp, err := rpc.Do(ctx, s.meta, ns.Extend, &ns.ExtendReq{Ino: inos[i], Size: size, Mtime: mtime, Trunc: gen, Sync: sync,
 			Close: closing, Client: client})
 		f.mu.Lock()
-		if err != nil {
+		if rpc.Errno(err) == syscall.ENOENT {
+			// the file is gone (deleted, its last handle closed): its
+			// growth goes with it, or this report was retried for ever
+			err = nil
+		} else if err != nil {
 			if f.gen == gen {
 				f.pending = pending || f.pending
 				f.unclosed = owed || f.unclosed

@@ -82,6 +82,7 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 		releaseWorker(ctx)
 	}
 	var stalled time.Duration // waited for stalled tiers so far
+	tries := 0                // answers EAGAIN: the chunk is migrating
 	for {
 		r := req
 		if r.MayWait {
@@ -90,6 +91,14 @@ func (s *Server) alloc(ctx context.Context, ino uint64, f *file, idx, exclude, g
 			r.Wait = max(s.cfg.StallMax-stalled, time.Millisecond)
 		}
 		resp, err := rpc.Do(ctx, s.meta, ns.Alloc, &r)
+		if exclude != 0 && rpc.Errno(err) == syscall.EAGAIN && tries < againTries {
+			// the chunk is migrating: it stays put until that ends
+			if err = pauseAgain(ctx, tries); err != nil {
+				return wire.ChunkLoc{}, false, err
+			}
+			tries++
+			continue
+		}
 		if err != nil {
 			return wire.ChunkLoc{}, false, err
 		}
@@ -355,13 +364,9 @@ func (s *Server) relocateEmpty(ctx context.Context, ino uint64, f *file, idx uin
 	req := ns.AllocReq{Empty: true, Ino: ino, Idx: idx, Exclude: full.id, Trunc: gen, Job: stallOf(ctx).job()}
 	for try := 0; ; try++ {
 		resp, err := rpc.Do(ctx, s.meta, ns.Alloc, &req)
-		if rpc.Errno(err) == syscall.EAGAIN && try < 20 {
-			t := time.NewTimer(min(50*time.Millisecond<<try, time.Second))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return wire.ChunkLoc{}, ctx.Err()
+		if rpc.Errno(err) == syscall.EAGAIN && try < againTries {
+			if err := pauseAgain(ctx, try); err != nil {
+				return wire.ChunkLoc{}, err
 			}
 			continue
 		}
@@ -381,6 +386,24 @@ func (s *Server) relocateEmpty(ctx context.Context, ino uint64, f *file, idx uin
 			s.log.Info("empty chunk placed elsewhere", "ino", ino, "chunk", idx, "refused by", full.id, "now", loc.All(), "tier", loc.Tier)
 		}
 		return loc, nil
+	}
+}
+
+// againTries bounds how often a chunk's relocation is asked again while
+// the metadata service answers that the chunk is migrating (EAGAIN); with
+// pauseAgain's pauses, about 17 s in all.
+const againTries = 20
+
+// pauseAgain waits before try+1 of a request answered EAGAIN: 50 ms,
+// doubled each try, at most a second.
+func pauseAgain(ctx context.Context, try int) error {
+	t := time.NewTimer(min(50*time.Millisecond<<try, time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -145,6 +146,24 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 		// moved, or placed again after a truncate cut it: a request to
 		// an old place is refused there (a moved fence is below lgen)
 		lgen = cur.Gen + 1
+		if !isCut(cur) {
+			// not while a migration of the chunk is undecided, or its
+			// ends undelivered: its commit would be refused (the chunk
+			// moved meanwhile) and its abort drop the destination's
+			// copy, which may be the place chosen here, bytes written
+			// there since and all. The writer asks again shortly; by
+			// then the chunk is where the migration left it.
+			if _, moving, err := s.getMove(ino, idx); err != nil || moving {
+				s.mu.Unlock()
+				if err == nil {
+					err = errno(syscall.EAGAIN, "chunk %d of inode %d is migrating: its place cannot change now", idx, ino)
+				}
+				return cur, false, nil, err
+			}
+			// nor onto a server that still owes a drop of an old copy
+			// of it (the drop would delete what is written there now)
+			exclude = append(slices.Clone(exclude), s.drops.Servers(ino, idx)...)
+		}
 	}
 	loc, wake, err = s.reg.choose(n, idx, exclude, mayWait, job)
 	if err != nil {
