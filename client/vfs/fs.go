@@ -68,9 +68,14 @@ type FS struct {
 	priv map[uint64]bool
 
 	nextFh atomic.Uint64
-	dmu    sync.Mutex // guards dirs
+	dmu    sync.Mutex // guards dirs and goneDirs
 	// dirs are the listings open directory handles serve (OpenDir)
 	dirs map[uint64][]wire.DirEntry
+	// goneDirs are the attributes (link count 0) of directories removed
+	// or replaced through this mount while it had them open: an fstat
+	// of such a handle answers them, as Linux does, until the last one
+	// is released (the metadata service has no inode left to ask)
+	goneDirs map[uint64]wire.Attr
 
 	// Counts are the operations answered here, for the adapter's metrics.
 	Counts Counts
@@ -229,7 +234,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	v := &FS{cfg: cfg, log: cfg.Log, ids: ident.Resolver{JobVar: cfg.JobVar, Node: cfg.Node, Now: cfg.Now},
-		dirs: map[uint64][]wire.DirEntry{}, dc: NewDirCache(cfg.MetaCache > 0), app: NewAppends(), priv: map[uint64]bool{}, handles: NewHandles()}
+		dirs: map[uint64][]wire.DirEntry{}, goneDirs: map[uint64]wire.Attr{}, dc: NewDirCache(cfg.MetaCache > 0), app: NewAppends(), priv: map[uint64]bool{}, handles: NewHandles()}
 	addr := cfg.Fwd
 	if addr == "" {
 		v.mc = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})

@@ -1,12 +1,14 @@
 package vfs
 
 import (
+	"slices"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-hpc/sluice/internal/ident"
+	"github.com/sluice-hpc/sluice/internal/rpc"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
 )
@@ -118,12 +120,72 @@ func (v *FS) GetAttr(c Cred, ino uint64) (Attr, error) {
 	}
 	v.st.WaitWrites(ino, 0, 0)
 	resp, err := call(v, c, ns.Getattr, &ns.InoReq{Ino: ino})
+	if rpc.Errno(err) == syscall.ENOENT {
+		v.dmu.Lock()
+		gone, ok := v.goneDirs[ino]
+		v.dmu.Unlock()
+		if ok {
+			return Attr{Attr: gone}, nil // no caching: the kernel asks again
+		}
+	}
 	if err != nil {
 		return Attr{}, err
 	}
 	a := v.attr(resp.Attr, resp.Feed)
 	v.dc.NoteAttr(resp.Attr, resp.Feed)
 	return a, nil
+}
+
+// openDirVictim returns the attributes of name in parent if it is a
+// directory this mount has open (about to be removed or replaced: see
+// goneDirs), else false. ino is the name's inode if the directory cache
+// knows it; if not, the service is asked, only while a directory handle
+// other than those of dirs (the directories changed) is open here.
+func (v *FS) openDirVictim(c Cred, parent uint64, name string, ino uint64, dirs ...uint64) (wire.Attr, bool) {
+	if ino != 0 {
+		if !v.dirOpen(func(o uint64) bool { return o == ino }) {
+			return wire.Attr{}, false
+		}
+		a, err := v.GetAttr(c, ino)
+		return a.Attr, err == nil
+	}
+	if !v.dirOpen(func(o uint64) bool { return !slices.Contains(dirs, o) }) {
+		return wire.Attr{}, false
+	}
+	resp, err := v.lookup(c, parent, name)
+	if err != nil || resp.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return wire.Attr{}, false
+	}
+	a := *resp.Attr
+	return a, v.dirOpen(func(o uint64) bool { return o == a.Ino })
+}
+
+// dirOpen says whether a directory handle of an inode that is(ino)
+// holds is open here.
+func (v *FS) dirOpen(is func(ino uint64) bool) bool {
+	v.dmu.Lock()
+	defer v.dmu.Unlock()
+	for _, es := range v.dirs {
+		if is(es[0].Ino) {
+			return true
+		}
+	}
+	return false
+}
+
+// dirGone keeps a, the attributes of an open directory just removed or
+// replaced, with no links, for its handles' fstat.
+func (v *FS) dirGone(a wire.Attr) {
+	a.Nlink = 0
+	a.Ctime = v.cfg.Now().UnixNano()
+	v.dmu.Lock()
+	defer v.dmu.Unlock()
+	for _, es := range v.dirs {
+		if es[0].Ino == a.Ino {
+			v.goneDirs[a.Ino] = a
+			return
+		}
+	}
 }
 
 // SetAttr changes inode ino's attributes (a truncate among them).
@@ -259,15 +321,22 @@ func (v *FS) Unlink(c Cred, parent uint64, name string) error {
 // directory this mount made and holds (Creates).
 func (v *FS) Rmdir(c Cred, parent uint64, name string) error {
 	start := v.cfg.Now()
+	child, _ := v.dc.Present(parent, name)
+	open, isOpen := v.openDirVictim(c, parent, name, child, parent)
 	if v.wb.Rmdir(func() ident.ID { return v.ident(c, ns.OpRmdir) }, parent, name) {
 		v.Counts.WritebackUnlinks.Add(1)
 		v.answered(c, ns.OpRmdir, parent, start, false)
+		if isOpen {
+			v.dirGone(open)
+		}
 		return nil
 	}
-	child, _ := v.dc.Present(parent, name)
 	_, err := nsCall(v, c, ns.Rmdir, &ns.NameReq{Parent: parent, Name: name}, parent, name)
 	if err == nil && child != 0 {
 		v.wb.Removed(child)
+	}
+	if err == nil && isOpen {
+		v.dirGone(open)
 	}
 	return err
 }
@@ -279,6 +348,7 @@ func (v *FS) Rename(c Cred, parent uint64, name string, newParent uint64, newNam
 	v.own.DisownName(parent, name)
 	v.own.DisownName(newParent, newName)
 	replaced, _ := v.dc.Present(newParent, newName)
+	open, isOpen := v.openDirVictim(c, newParent, newName, replaced, parent, newParent)
 	_, err := call(v, c, ns.Rename, &ns.RenameReq{Parent: parent, Name: name, NewParent: newParent, NewName: newName, Flags: flags})
 	if err != nil {
 		v.dc.ForgetDir(parent)
@@ -288,6 +358,9 @@ func (v *FS) Rename(c Cred, parent uint64, name string, newParent uint64, newNam
 	exchange := flags&unix.RENAME_EXCHANGE != 0
 	if replaced != 0 && !exchange && (parent != newParent || name != newName) {
 		v.wb.Removed(replaced) // a directory replaced: its delegation ended with it
+	}
+	if isOpen && !exchange && (parent != newParent || name != newName) {
+		v.dirGone(open)
 	}
 	v.dc.Renamed(parent, name, newParent, newName, exchange)
 	return nil
@@ -337,8 +410,18 @@ func (v *FS) Listing(fh uint64) []wire.DirEntry {
 // ReleaseDir forgets directory handle fh's listing.
 func (v *FS) ReleaseDir(fh uint64) {
 	v.dmu.Lock()
+	defer v.dmu.Unlock()
+	es := v.dirs[fh]
 	delete(v.dirs, fh)
-	v.dmu.Unlock()
+	if es == nil {
+		return
+	}
+	for _, o := range v.dirs {
+		if o[0].Ino == es[0].Ino {
+			return
+		}
+	}
+	delete(v.goneDirs, es[0].Ino)
 }
 
 // FsyncDir makes directory ino's changes durable.

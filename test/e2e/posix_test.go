@@ -208,6 +208,55 @@ func TestPOSIX(t *testing.T) {
 		f.Close()
 	})
 
+	t.Run("open file or directory removed or replaced", func(t *testing.T) {
+		// fstat of a handle whose inode lost its last name answers
+		// nlink 0, as on Linux's own file systems (xfstests generic/035)
+		fstat := func(what string, f *os.File) {
+			t.Helper()
+			var st syscall.Stat_t
+			if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Nlink != 0 {
+				t.Errorf("fstat of %s: nlink %d, %v; want nlink 0", what, st.Nlink, err)
+			}
+			f.Close()
+		}
+		for _, d := range []string{"od-a", "od-b", "od-c"} {
+			if err := os.Mkdir(c.path(d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustWrite(t, c.path("of-a"), []byte("a"))
+		mustWrite(t, c.path("of-b"), []byte("b"))
+		open := func(name string) *os.File {
+			t.Helper()
+			f, err := os.Open(c.path(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		fb, db, dc := open("of-b"), open("od-b"), open("od-c")
+		if err := os.Rename(c.path("of-a"), c.path("of-b")); err != nil {
+			t.Fatal(err)
+		}
+		fstat("a file replaced by a rename", fb)
+		// (syscall.Rename: os.Rename refuses a directory as the target)
+		if err := syscall.Rename(c.path("od-a"), c.path("od-b")); err != nil {
+			t.Fatal(err)
+		}
+		fstat("a directory replaced by a rename", db)
+		if err := syscall.Rmdir(c.path("od-c")); err != nil {
+			t.Fatal(err)
+		}
+		fstat("a removed directory", dc)
+		// the names live on: the new ones are what they were renamed from
+		if st, err := os.Stat(c.path("od-b")); err != nil || !st.IsDir() {
+			t.Fatalf("the directory renamed over another: %v %v", st, err)
+		}
+		if got := string(mustRead(t, c.path("of-b"))); got != "a" {
+			t.Fatalf("the file renamed over another reads %q", got)
+		}
+	})
+
 	t.Run("links", func(t *testing.T) {
 		mustWrite(t, c.path("orig"), []byte("linked"))
 		if err := os.Link(c.path("orig"), c.path("hard")); err != nil {
