@@ -298,7 +298,7 @@ func (cc *clientConn) probe() {
 	cc.mu.Unlock()
 	cc.wmu.Lock()
 	var err error
-	cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.Header{Kind: wire.KindRequest, Op: opProbe, ReqID: id}, &wire.Empty{}, nil)
+	cc.scratch, err = writeFrame(cc.c, cc.scratch, wire.Header{Kind: wire.KindRequest, Op: opProbe, ReqID: id}, &wire.Empty{}, nil, 0)
 	cc.wmu.Unlock()
 	if err != nil {
 		cc.fail(err)
@@ -507,7 +507,7 @@ func (cc *clientConn) do(ctx context.Context, op wire.Op, req wire.Message, payl
 			err = zerocopy.SendPages(cc.c, payload)
 		}
 	default:
-		cc.scratch, err = writeFrame(cc.c, cc.scratch, h, req, payload)
+		cc.scratch, err = writeFrame(cc.c, cc.scratch, h, req, payload, 0)
 	}
 	cc.wmu.Unlock()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -243,16 +244,32 @@ func (f *frameReader) next() (wire.Header, []byte, error) {
 }
 
 // writeFrame sends one frame with a single writev. The caller serialises
-// writes on c.
-func writeFrame(c net.Conn, scratch []byte, h wire.Header, m wire.Message, payload []byte) ([]byte, error) {
+// writes on c. stall is as for writeAll.
+func writeFrame(c net.Conn, scratch []byte, h wire.Header, m wire.Message, payload []byte, stall time.Duration) ([]byte, error) {
 	scratch = frameHead(scratch, h, m, len(payload))
-	if len(payload) == 0 {
-		_, err := c.Write(scratch)
-		return scratch, err
+	bufs := net.Buffers{scratch}
+	if len(payload) > 0 {
+		bufs = append(bufs, payload)
 	}
-	bufs := net.Buffers{scratch, payload}
-	_, err := bufs.WriteTo(c)
-	return scratch, err
+	return scratch, writeAll(c, bufs, stall)
+}
+
+// writeAll writes bufs to c in writevs. With stall > 0 it fails once a
+// write made no progress for stall (a peer that reads no more); with 0 it
+// waits as long as c does.
+func writeAll(c net.Conn, bufs net.Buffers, stall time.Duration) error {
+	if stall <= 0 {
+		_, err := bufs.WriteTo(c)
+		return err
+	}
+	defer c.SetWriteDeadline(time.Time{})
+	for {
+		c.SetWriteDeadline(time.Now().Add(stall))
+		n, err := bufs.WriteTo(c) // consumes what it wrote
+		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+	}
 }
 
 // frameHead encodes the header and body (m, nil: none) of a frame whose

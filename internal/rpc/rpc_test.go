@@ -453,3 +453,51 @@ func TestServerGoneInHandshake(t *testing.T) {
 		t.Fatalf("call after the server dropped two handshakes: %v", err)
 	}
 }
+
+// TestPeerThatStopsReading: a peer that sends requests and reads none of
+// the replies (a host cut off the network) has its connection closed once
+// a reply made no progress for ReplyStall, so the handlers answering it
+// are let go; before, each waited at the connection's write lock for as
+// long as the kernel kept the connection, holding a worker of the server.
+// Another client is answered meanwhile.
+func TestPeerThatStopsReading(t *testing.T) {
+	s, addr := echoServer(t, echo)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := clientHandshake(nc, secret); err != nil {
+		t.Fatal(err)
+	}
+	payload := bytes.Repeat([]byte{7}, 1<<20)
+	go func() {
+		var scratch []byte
+		for i := uint64(1); i <= 64; i++ {
+			var err error
+			scratch, err = writeFrame(nc, scratch, wire.Header{Kind: wire.KindRequest, Op: tWrite.Op, ReqID: i}, &tmsg{Ino: i}, payload, 0)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	c := NewClient(addr, secret, ClientOptions{})
+	defer c.Close()
+	start := time.Now()
+	for {
+		if _, _, err := tcall(context.Background(), c, tPing, &tmsg{}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 1 { // the good client's only
+			break
+		}
+		if time.Since(start) > ReplyStall+5*time.Second {
+			t.Fatalf("the connection of a peer that reads nothing is still open after %v", time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("closed %v after the peer stopped reading", time.Since(start).Round(time.Millisecond))
+}

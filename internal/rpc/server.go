@@ -117,13 +117,17 @@ func (r *Request) ReplySend(resp wire.Message, n int, send func(c net.Conn) erro
 	}
 	sc.wmu.Lock()
 	sc.scratch = frameHead(sc.scratch, wire.Header{Kind: wire.KindResponse, Flags: flags, Op: r.Op, ReqID: r.id}, resp, n)
-	_, err := sc.c.Write(sc.scratch)
+	err := writeAll(sc.c, net.Buffers{sc.scratch}, ReplyStall)
 	if err == nil {
+		// the payload goes in one sendfile or splice: ReplyStall, and
+		// a second per MiB (a peer that reads at 1 MiB/s is not cut off)
+		sc.c.SetWriteDeadline(time.Now().Add(ReplyStall + time.Duration(n>>20)*time.Second))
 		err = send(sc.c)
+		sc.c.SetWriteDeadline(time.Time{})
 	}
 	sc.wmu.Unlock()
 	if err != nil {
-		sc.c.Close()
+		sc.fail()
 	}
 	return err
 }
@@ -370,17 +374,35 @@ func (s *Server) readPayload(fr *frameReader, c net.Conn, req *Request, n int) e
 	return nil
 }
 
+// ReplyStall is how long a reply may make no progress into a peer's
+// connection before the connection is closed. A peer that stopped reading
+// (cut off the network, or hung) otherwise held every worker that answered
+// one of its requests, each waiting its turn at the connection's write
+// lock, and the server's other clients waited for workers: a forwarding
+// daemon's 16 served a compute node cut off while the other compute
+// node's writes waited 7 s. The peer's calls then fail, as they would
+// when the connection breaks, and it dials again.
+const ReplyStall = 2 * time.Second
+
 func (sc *serverConn) reply(h wire.Header, m wire.Message, payload []byte) {
 	if sc.dead.Load() {
 		return
 	}
 	sc.wmu.Lock()
 	var err error
-	sc.scratch, err = writeFrame(sc.c, sc.scratch, h, m, payload)
+	sc.scratch, err = writeFrame(sc.c, sc.scratch, h, m, payload, ReplyStall)
 	sc.wmu.Unlock()
 	if err != nil {
-		sc.c.Close()
+		sc.fail()
 	}
+}
+
+// fail closes the connection after a reply could not be sent whole: the
+// replies after it are dropped at once (the peer reads no more of this
+// connection), rather than each waiting out its own stall.
+func (sc *serverConn) fail() {
+	sc.dead.Store(true)
+	sc.c.Close()
 }
 
 // Mux sends each request to the first of Tables that serves its
