@@ -80,6 +80,7 @@ type hostWriter struct {
 	acked       map[string][]byte
 	errs        []error
 	worst       time.Duration
+	writing     time.Time // when the write under way began (zero: none)
 	stop, done  chan struct{}
 }
 
@@ -95,9 +96,13 @@ func startWriter(dir, prefix string, from int) *hostWriter {
 			}
 			name, data := fmt.Sprintf("%s%05d", prefix, i), pattern(i, 4096+i%5000)
 			start := time.Now()
+			w.mu.Lock()
+			w.writing = start
+			w.mu.Unlock()
 			err := os.WriteFile(filepath.Join(dir, name), data, 0o644)
 			took := time.Since(start)
 			w.mu.Lock()
+			w.writing = time.Time{}
 			w.worst = max(w.worst, took)
 			if err != nil {
 				w.errs = append(w.errs, fmt.Errorf("%s: %v", name, err))
@@ -114,12 +119,16 @@ func startWriter(dir, prefix string, from int) *hostWriter {
 	return w
 }
 
-// mark returns the acknowledged count and the longest write so far, and
-// starts the longest write's count again.
+// mark returns the acknowledged count and the longest write so far (the
+// one under way included, for as long as it has taken yet), and starts
+// the longest write's count again.
 func (w *hostWriter) mark() (int, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n, worst := len(w.acked), w.worst
+	if !w.writing.IsZero() {
+		worst = max(worst, time.Since(w.writing))
+	}
 	w.worst = 0
 	return n, worst
 }
@@ -140,7 +149,18 @@ func (w *hostWriter) check(t *testing.T, c *cluster, when string, dirs ...string
 			p := filepath.Join(d, name)
 			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
 				st, _ := c.sluice("file", "stat", p)
-				t.Fatalf("%s: acknowledged %s reads back wrong: %d bytes (%v), want %d\n%s", when, p, len(got), err, len(data), st)
+				// and what the data servers' directories hold of it
+				// (a mem tier's chunks are in memory: not listed)
+				if m := regexp.MustCompile(`inode:\s+(\d+)`).FindStringSubmatch(st); m != nil {
+					filepath.Walk(c.dir, func(q string, _ os.FileInfo, err error) error {
+						if err == nil && (strings.Contains(q, "/"+m[1]+"/") || strings.HasSuffix(q, "/"+m[1])) {
+							b, _ := os.ReadFile(q)
+							t.Logf("%s: %d bytes, %s", q, len(b), diffAt(b, data))
+						}
+						return nil
+					})
+				}
+				t.Fatalf("%s: acknowledged %s reads back wrong: %d bytes (%v), want %d; %s\n%s", when, p, len(got), err, len(data), diffAt(got, data), st)
 			}
 		}
 	}
@@ -267,7 +287,12 @@ func hostsFailover(t *testing.T, c *cluster, mounts []string) {
 	if c.logCount(active, "term ended") == 0 {
 		t.Fatalf("%s exited without saying its term ended", active)
 	}
+	// it stands by again once it has read every key (the mirror): the
+	// reads slow the etcd members' commits for a second or two, which
+	// the next subtest must not measure
+	n := c.logCount(active, "standing by")
 	c.restart(active)
+	eventually(t, 30*time.Second, func() bool { return c.logCount(active, "standing by") > n }, active+" to stand by again")
 }
 
 var mdtestOnce struct {
@@ -433,4 +458,26 @@ func hostsFwdLost(t *testing.T, c *cluster, mounts []string) {
 	}, h.Name+" back in the registry")
 	fio("the other forwarding daemon killed -9", func() { c.kill9(other) })
 	c.restart(other)
+}
+
+// diffAt says where got first differs from want, how long that lasts,
+// and whether got is zeros from there on (a chunk lost, or never written).
+func diffAt(got, want []byte) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			j := i
+			for j < min(len(got), len(want)) && got[j] != want[j] {
+				j++
+			}
+			zeros := true
+			for _, b := range got[i:] {
+				if b != 0 {
+					zeros = false
+					break
+				}
+			}
+			return fmt.Sprintf("first difference at %d (run to %d), the rest zeros: %v", i, j, zeros)
+		}
+	}
+	return "same prefix"
 }
