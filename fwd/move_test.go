@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -562,5 +563,81 @@ func TestRelocationWaitsForMigration(t *testing.T) {
 	}
 	if !bytes.Equal(got, p) {
 		t.Fatal("read back differs")
+	}
+}
+
+// TestRelocationAfterAbortedMigration: once a migration is decided, a
+// chunk refused for room moves again, even while the migration's ends
+// are not all delivered (a server down), but not onto a server that is
+// still owed one: the abort's end drops the destination's copy there.
+func TestRelocationAfterAbortedMigration(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc, metaAddr := testrig.Meta(t, meta.Config{})
+	memServer(t, ctx, metaAddr, 0, nil)
+	ssd := func(ctx context.Context) (*data.Server, chan struct{}) {
+		dir := t.TempDir()
+		ds, err := data.New(data.Config{Kind: "ssd", Dir: dir, Capacity: 1 << 30, Meta: metaAddr, Secret: secret,
+			Log: quiet(), StateDir: dir + "/.state"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _ := ds.Listen()
+		ran := make(chan struct{})
+		go func() { ds.Run(ctx, ln, ""); close(ran) }()
+		return ds, ran
+	}
+	ssd(ctx)
+	// the migration's destination, which the test stops while the
+	// migration waits on it
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	dst, ran := ssd(dctx)
+	c := startFwd(t, ctx, metaAddr, fwd.Config{})
+	testrig.WaitData(t, svc, 3)
+	var dstID uint64
+	for _, si := range svc.Servers() {
+		if si.Addr == dst.Addr() {
+			dstID = si.ID
+		}
+	}
+	memID := serversOf(svc, "mem")[0]
+	ino := create(t, c, "f")
+	if loc, _, err := svc.Alloc(ctx, ino, 0, 0, nil); err != nil || loc.Tier != "mem" {
+		t.Fatalf("alloc: %+v %v", loc, err)
+	}
+	dc := rpc.NewClient(dst.Addr(), secret, rpc.ClientOptions{Timeout: 5 * time.Second})
+	defer dc.Close()
+	if _, err := rpc.Do(ctx, dc, api.Fault, &api.FaultReq{Kind: api.FaultPause, Point: "move-begun"}); err != nil {
+		t.Fatal(err)
+	}
+	moved := make(chan error, 1)
+	go func() {
+		// (3 s: the call to the stopped destination is retried until
+		// its context ends)
+		mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err := svc.MoveChunk(mctx, ino, 0, "ssd", []uint64{dstID})
+		moved <- err
+	}()
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if mis, _ := svc.MovesOf(ino); len(mis) == 1 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("no migration intent within 5 s")
+		}
+	}
+	stop() // the destination goes down with the mover held in it
+	<-ran
+	if err := <-moved; err == nil {
+		t.Fatal("the migration committed with its destination down")
+	}
+	if mis, _ := svc.MovesOf(ino); len(mis) != 1 || mis[0].State != meta.MoveAborted {
+		t.Fatalf("want an aborted migration whose end the destination still owes: %+v", mis)
+	}
+	l, placed, err := svc.Alloc(ctx, ino, 0, 0, []uint64{memID})
+	if err != nil || !placed || slices.Contains(l.All(), dstID) || slices.Contains(l.All(), memID) {
+		t.Fatalf("relocation after the abort: %+v placed %v, %v; want a place away from %d (owed the abort's drop) and %d", l, placed, err, dstID, memID)
 	}
 }

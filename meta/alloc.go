@@ -147,13 +147,14 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 		// an old place is refused there (a moved fence is below lgen)
 		lgen = cur.Gen + 1
 		if !isCut(cur) {
-			// not while a migration of the chunk is undecided, or its
-			// ends undelivered: its commit would be refused (the chunk
-			// moved meanwhile) and its abort drop the destination's
-			// copy, which may be the place chosen here, bytes written
-			// there since and all. The writer asks again shortly; by
-			// then the chunk is where the migration left it.
-			if _, moving, err := s.getMove(ino, idx); err != nil || moving {
+			// not while a migration of the chunk is undecided: its
+			// commit would be refused (the chunk moved meanwhile) and
+			// its abort drop the destination's copy, which may be the
+			// place chosen here, bytes written there since and all. The
+			// writer asks again shortly; by then the chunk is where the
+			// migration left it.
+			mi, moving, err := s.getMove(ino, idx)
+			if err != nil || moving && mi.State == MoveCopying {
 				s.mu.Unlock()
 				if err == nil {
 					err = errno(syscall.EAGAIN, "chunk %d of inode %d is migrating: its place cannot change now", idx, ino)
@@ -161,8 +162,14 @@ func (s *Service) allocOnce(ctx context.Context, ino, idx, gen uint64, exclude [
 				return cur, false, nil, err
 			}
 			// nor onto a server that still owes a drop of an old copy
-			// of it (the drop would delete what is written there now)
+			// of it, or the end of a decided migration (a fence and a
+			// drop on the sources, a drop on the destinations of an
+			// abort, whichever of them is down): either would delete
+			// what is written there now
 			exclude = append(slices.Clone(exclude), s.drops.Servers(ino, idx)...)
+			if moving {
+				exclude = append(append(exclude, mi.From.All()...), mi.To.Servers...)
+			}
 		}
 	}
 	loc, wake, err = s.reg.choose(n, idx, exclude, mayWait, job)
