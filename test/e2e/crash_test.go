@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,20 @@ func TestErrors(t *testing.T) {
 		mustWrite(t, c.path("wbc/first"), nil)
 		werr, _ := writeMiB(t, c.path("big"), 64)
 		wantErrno(t, werr, syscall.ENOSPC, "filling the tier")
+		// the forwarding nodes hold each request 300 ms, so that the
+		// close comes before the write's refusal (a refusal back first
+		// is the close's own error, as it should be, and leaves the
+		// fsync untested: a CI run under load had it so)
+		out, err := c.sluice("cluster", "status")
+		fwds := regexp.MustCompile(`(?m)^(\d+)\s+fwd\s`).FindAllStringSubmatch(out, -1)
+		if err != nil || len(fwds) == 0 {
+			t.Fatalf("cluster status: %v\n%s", err, out)
+		}
+		for _, m := range fwds {
+			if out, err := c.sluice("cluster", "fault", "--server", m[1], "--stall", "300"); err != nil {
+				t.Fatalf("stall forwarding node %s: %v %s", m[1], err, out)
+			}
+		}
 		// the close returns before its write is placed (write-back close)
 		if err := os.WriteFile(c.path("wbc/small"), pattern(2, 4096), 0o644); err != nil {
 			t.Fatalf("close of a small file on a full tier: %v (a write-back close returns before its write)", err)
