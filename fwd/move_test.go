@@ -519,14 +519,7 @@ func TestRelocationWaitsForMigration(t *testing.T) {
 		_, err := svc.MoveChunk(ctx, ino, 0, "ssd", ssdIDs)
 		moved <- err
 	}()
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		if mis, _ := svc.MovesOf(ino); len(mis) == 1 {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("no migration intent within 5 s")
-		}
-	}
+	waitIntent(t, svc, ino)
 	if l, placed, err := svc.Alloc(ctx, ino, 0, 0, []uint64{memID}); rpc.Errno(err) != syscall.EAGAIN {
 		t.Fatalf("relocation during a migration: %+v placed %v, %v; want EAGAIN", l, placed, err)
 	}
@@ -588,11 +581,10 @@ func TestRelocationAfterAbortedMigration(t *testing.T) {
 		return ds, ran
 	}
 	ssd(ctx)
-	// the migration's destination, which the test stops while the
-	// migration waits on it
-	dctx, stop := context.WithCancel(ctx)
-	defer stop()
-	dst, ran := ssd(dctx)
+	// the migration's destination, which holds the copy until the
+	// migration's call gives up (its context ends: the ends cannot be
+	// sent either, so the destination stays owed one)
+	dst, _ := ssd(ctx)
 	c := startFwd(t, ctx, metaAddr, fwd.Config{})
 	testrig.WaitData(t, svc, 3)
 	var dstID uint64
@@ -613,25 +605,14 @@ func TestRelocationAfterAbortedMigration(t *testing.T) {
 	}
 	moved := make(chan error, 1)
 	go func() {
-		// (3 s: the call to the stopped destination is retried until
-		// its context ends)
 		mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		_, err := svc.MoveChunk(mctx, ino, 0, "ssd", []uint64{dstID})
 		moved <- err
 	}()
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		if mis, _ := svc.MovesOf(ino); len(mis) == 1 {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("no migration intent within 5 s")
-		}
-	}
-	stop() // the destination goes down with the mover held in it
-	<-ran
+	waitIntent(t, svc, ino)
 	if err := <-moved; err == nil {
-		t.Fatal("the migration committed with its destination down")
+		t.Fatal("the migration committed with its copy held")
 	}
 	if mis, _ := svc.MovesOf(ino); len(mis) != 1 || mis[0].State != meta.MoveAborted {
 		t.Fatalf("want an aborted migration whose end the destination still owes: %+v", mis)
@@ -639,5 +620,18 @@ func TestRelocationAfterAbortedMigration(t *testing.T) {
 	l, placed, err := svc.Alloc(ctx, ino, 0, 0, []uint64{memID})
 	if err != nil || !placed || slices.Contains(l.All(), dstID) || slices.Contains(l.All(), memID) {
 		t.Fatalf("relocation after the abort: %+v placed %v, %v; want a place away from %d (owed the abort's drop) and %d", l, placed, err, dstID, memID)
+	}
+}
+
+// waitIntent waits up to 5 s for file ino's migration intent.
+func waitIntent(t *testing.T, svc *meta.Service, ino uint64) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if mis, _ := svc.MovesOf(ino); len(mis) == 1 {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("no migration intent within 5 s")
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/throttle"
 	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/chunk"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
@@ -397,14 +398,7 @@ const againTries = 20
 // pauseAgain waits before try+1 of a request answered EAGAIN: 50 ms,
 // doubled each try, at most a second.
 func pauseAgain(ctx context.Context, try int) error {
-	t := time.NewTimer(min(50*time.Millisecond<<try, time.Second))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return throttle.Sleep(ctx, min(50*time.Millisecond<<try, time.Second))
 }
 
 // fullErr: the data server of a chunk placed earlier has no room for it.
