@@ -76,6 +76,9 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	fs.met = newClientMetrics(cfg.Metrics)
 	core := cfg.Config
 	core.Record = fs.record
+	if core.ReadOnly == nil && cfg.Mountpoint != "" {
+		core.ReadOnly = readOnly(cfg.Mountpoint)
+	}
 	v, err := vfs.New(ctx, core)
 	if err != nil {
 		return nil, err

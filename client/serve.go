@@ -20,6 +20,7 @@ func (fs *FS) Serve(ctx context.Context, announce func(ctx context.Context)) err
 	log.Info("mounted", "mountpoint", mnt)
 	go fs.Follow(ctx, srv)
 	go fs.v.RenewLocks(ctx)
+	go fs.v.SendAtimes(ctx)
 	fs.Ship(ctx)
 	if announce != nil {
 		go announce(ctx)

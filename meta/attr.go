@@ -109,6 +109,43 @@ func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, er
 	return &n.Attr, nil
 }
 
+// Touch moves the access times of inodes a mount read forward to
+// atimes[i] (ns.Touch: the mount applied its atime rule): nothing else
+// changes, not the ctime. Inodes gone since are skipped. It returns the
+// inodes changed, for the change feed.
+func (s *Service) Touch(inos, atimes []uint64) ([]uint64, error) {
+	if len(inos) != len(atimes) {
+		return nil, errno(syscall.EINVAL, "touch: %d inodes, %d access times", len(inos), len(atimes))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := make(map[uint64]*inode, len(inos)) // an inode named twice changes once
+	var changed []uint64
+	for i, ino := range inos {
+		n := got[ino]
+		if n == nil {
+			var err error
+			if n, err = s.getInode(ino); err != nil {
+				continue // removed since it was read
+			}
+		}
+		if at := int64(atimes[i]); at > n.Atime {
+			if got[ino] == nil {
+				changed = append(changed, ino)
+			}
+			n.Atime, got[ino] = at, n
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	var b engine.Batch
+	for _, ino := range changed {
+		b.Set(inodeKey(ino), got[ino].encode())
+	}
+	return changed, s.e.Apply(&b, false)
+}
+
 // Extend raises a file's size to at least size and sets its mtime (the
 // forwarding node reports writes this way). A report made under an older
 // truncation generation than the file's is about writes a truncate came

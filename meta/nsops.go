@@ -333,6 +333,17 @@ func (s *Service) serveFiles(t *rpc.Table) {
 	rpc.On(t, ns.Release, func(_ context.Context, q *ns.InoReq) (*ns.FeedRep, error) {
 		return answer(s, q.Client, func() (*ns.FeedRep, []ns.Change, error) { return &ns.FeedRep{}, nil, s.Release(q.Client, q.Ino) })
 	})
+	rpc.On(t, ns.Touch, func(_ context.Context, q *ns.TouchReq) (*wire.Empty, error) {
+		changed, err := s.Touch(q.Inos, q.Atimes)
+		changes := make([]ns.Change, len(changed))
+		for i, ino := range changed {
+			changes[i] = attrChange(ino)
+		}
+		if len(changes) > 0 {
+			s.feed.add(q.Client, changes...)
+		}
+		return &wire.Empty{}, err
+	})
 	rpc.On(t, ns.Reclaim, func(_ context.Context, q *ns.ReclaimReq) (*wire.Empty, error) {
 		if q.Client == 0 {
 			return nil, errno(syscall.EINVAL, "reclaim without a client id")

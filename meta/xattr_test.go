@@ -102,3 +102,45 @@ func TestXattrs(t *testing.T) {
 		t.Fatalf("%d attributes left after their inode went", n)
 	}
 }
+
+// TestTouch: a mount's access times move an inode's atime forward only,
+// leave its ctime and mtime, skip inodes gone, take the latest of an
+// inode named twice, and go into the change feed for the other mounts.
+func TestTouch(t *testing.T) {
+	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f, err := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := *f
+	start := s.feed.position()
+	touch := func(inos, atimes []uint64) {
+		t.Helper()
+		if _, err := rpc.Do(ctx, s, ns.Touch, &ns.TouchReq{Head: ns.Head{Client: 7}, Inos: inos, Atimes: atimes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch([]uint64{f.Ino}, []uint64{uint64(before.Atime - 5)}) // older: no change
+	touch([]uint64{f.Ino, 999, f.Ino}, []uint64{uint64(before.Atime + 20), 1, uint64(before.Atime + 10)})
+	a, err := s.Getattr(f.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Atime != before.Atime+20 || a.Mtime != before.Mtime || a.Ctime != before.Ctime {
+		t.Fatalf("after touch: atime %d mtime %d ctime %d, want %d %d %d", a.Atime, a.Mtime, a.Ctime,
+			before.Atime+20, before.Mtime, before.Ctime)
+	}
+	if es, _, _ := s.feed.since(start, 8); len(es) != 1 || es[0].Kind != ns.ChangeAttr || es[0].Ino != f.Ino {
+		t.Fatalf("feed for another mount: %+v", es)
+	}
+	if es, _, _ := s.feed.since(start, 7); len(es) != 0 {
+		t.Fatalf("feed echoed to the mount that touched: %+v", es)
+	}
+	if _, err := rpc.Do(ctx, s, ns.Touch, &ns.TouchReq{Inos: []uint64{f.Ino}}); rpc.Errno(err) != syscall.EINVAL {
+		t.Fatalf("inodes without times: %v", err)
+	}
+}

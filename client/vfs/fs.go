@@ -53,6 +53,9 @@ type FS struct {
 	handles *Handles
 	// locks are the file locks granted to this mount's processes (locks.go)
 	locks locks
+	// at applies the atime rule and keeps access times to send (atime.go;
+	// nil: noatime)
+	at *atimes
 	// long is what the kernel may cache for the long timeout (feed.go)
 	long longCached
 	// notify drops the kernel's caches (SetNotifier; nil before)
@@ -156,6 +159,13 @@ type Config struct {
 	// the inode, a read's or write's offset and bytes, when it began and
 	// whether it failed.
 	Record func(c Cred, id ident.ID, op wire.Op, ino, off, size uint64, start time.Time, failed bool)
+	// Atime is when reads update access times (atime.go; "": relatime),
+	// NoDiratime keeps directories' as they are, and ReadOnly, if set,
+	// says whether the mount is read-only now (no access time changes
+	// then).
+	Atime      AtimeRule
+	NoDiratime bool
+	ReadOnly   func() bool
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -235,6 +245,13 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 	}
 	v := &FS{cfg: cfg, log: cfg.Log, ids: ident.Resolver{JobVar: cfg.JobVar, Node: cfg.Node, Now: cfg.Now},
 		dirs: map[uint64][]wire.DirEntry{}, goneDirs: map[uint64]wire.Attr{}, dc: NewDirCache(cfg.MetaCache > 0), app: NewAppends(), priv: map[uint64]bool{}, handles: NewHandles()}
+	rule, err := ParseAtimeRule(string(cfg.Atime))
+	if err != nil {
+		return nil, err
+	}
+	if rule != Noatime {
+		v.at = newAtimes(rule, cfg.NoDiratime, cfg.ReadOnly, cfg.Now)
+	}
 	addr := cfg.Fwd
 	if addr == "" {
 		v.mc = rpc.NewClient(cfg.Meta, cfg.Secret, rpc.ClientOptions{Timeout: cfg.Timeout, Name: "metadata service " + cfg.Meta})
@@ -298,6 +315,11 @@ func (v *FS) Home() *rpc.Client { return v.home }
 func (v *FS) Close() {
 	v.wb.DropAll()
 	v.own.WaitAllClosed() // write-back closes: what DropAll's recalls did not wait for
+	if v.at.pending() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		v.sendAtimes(ctx)
+		cancel()
+	}
 	v.bc.DropAll()
 	v.rt.Close()
 	if v.mc != nil {

@@ -94,6 +94,7 @@ func (v *FS) Open(c Cred, ino uint64, flags uint32) (uint64, error) {
 		v.bc.Drop(ino)
 	}
 	if resp.Attr != nil {
+		v.at.seen(resp.Attr)
 		// blocks kept from before changes this mount has not yet heard
 		// of go (close-to-open)
 		v.bc.Opened(ino, resp.Feed, resp.Attr.Size)
@@ -132,6 +133,7 @@ func (v *FS) Read(c Cred, ino, fh, off uint64, buf []byte) (Read, error) {
 	start := v.cfg.Now()
 	id := v.ident(c, ns.OpRead)
 	size := len(buf)
+	v.at.read(ino, false)
 	done := func(n int, failed bool) { v.record(c, id, ns.OpRead, ino, off, uint64(n), start, failed) }
 	if n, ok := v.own.Read(ino, off, buf); ok {
 		v.Counts.OwnedAnswers.Add(1)
@@ -249,6 +251,7 @@ func (v *FS) Write(c Cred, ino, fh, off uint64, data []byte, killPriv bool, rele
 	v.own.EndWrite(ino, off, data, err == nil)
 	if err == nil {
 		v.app.Wrote(ino, off+uint64(len(data)))
+		v.at.wrote(ino)
 	} else if rpc.Errno(err) == syscall.EIO {
 		v.log.Error("write failed", "ino", ino, "off", off, "err", err)
 	}

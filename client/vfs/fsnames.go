@@ -54,12 +54,14 @@ func (v *FS) noteAttr(a *wire.Attr) {
 // gen.
 func (v *FS) entry(parent uint64, name string, a *wire.Attr, gen uint64) Entry {
 	v.noteAttr(a)
+	v.at.seen(a)
 	return Entry{Attr: *a, TTL: v.entryTTL(gen, parent, name, a.Ino)}
 }
 
 // attr is the answer about inode a as of feed position gen.
 func (v *FS) attr(a *wire.Attr, gen uint64) Attr {
 	v.noteAttr(a)
+	v.at.seen(a)
 	return Attr{Attr: *a, TTL: v.attrTTL(gen, a.Ino)}
 }
 
@@ -76,6 +78,7 @@ func (v *FS) Lookup(c Cred, parent uint64, name string) (Entry, error) {
 			return Entry{}, err
 		}
 		v.noteAttr(resp.Attr)
+		v.at.seen(resp.Attr)
 		return Entry{Attr: *resp.Attr, TTL: TTL{v.cfg.EntryTimeout, v.cfg.AttrTimeout}}, nil
 	}
 	if v.dc.Absent(parent, name) {
@@ -403,8 +406,12 @@ func (v *FS) OpenDir(c Cred, ino uint64) (uint64, error) {
 // Listing is the listing of directory handle fh (".", ".." first).
 func (v *FS) Listing(fh uint64) []wire.DirEntry {
 	v.dmu.Lock()
-	defer v.dmu.Unlock()
-	return v.dirs[fh]
+	es := v.dirs[fh]
+	v.dmu.Unlock()
+	if len(es) > 0 {
+		v.at.read(es[0].Ino, true)
+	}
+	return es
 }
 
 // ReleaseDir forgets directory handle fh's listing.

@@ -488,6 +488,8 @@ func setupMount(fs *pflag.FlagSet) func([]string) error {
 	createFlush := fs.Duration("create-flush", 10*time.Millisecond, "how long a write-back create may wait before it is sent")
 	ownedCache := fs.String("owned-cache", "64M", "with --writeback-creates, bytes kept of small files this mount created, which answer read-only opens and reads here until another node needs them; when full, the files owned longest that nobody holds open go first (0: off)")
 	wbCloses := fs.Int("writeback-closes", 256, "with --owned-cache, closes of files this mount owns that may return before their writes and size reach the service, which they do in the background; the file stays out of other nodes' reach until then (0: every close waits)")
+	atime := fs.String("atime", "relatime", "when reads update access times: relatime (when not after the file's last change, or a day old), strictatime (every read) or noatime; mount(8)'s options of those names set it (docs/metadata.md, \"Access times\")")
+	noDiratime := fs.Bool("nodiratime", false, "listing a directory leaves its access time as it is")
 	debug := fs.Bool("debug", false, "log every FUSE request")
 	attrTO := fs.Duration("attr-timeout", time.Second, "how long the kernel may cache attributes (0: every stat reaches the metadata service)")
 	entryTO := fs.Duration("entry-timeout", time.Second, "how long the kernel may cache name lookups (0: no caching)")
@@ -546,7 +548,7 @@ func setupMount(fs *pflag.FlagSet) func([]string) error {
 				WritebackCreates: *wbCreates, WritebackUnlinks: *wbUnlinks, CreateFlush: *createFlush, OwnedCache: owned,
 				WritebackCloses: negativeIfZero(*wbCloses), ReadCache: rc, AttrTimeout: noCacheIfZero(*attrTO),
 				EntryTimeout: noCacheIfZero(*entryTO), MetaCache: noCacheIfZero(*metaCache), FeedDelay: *feedDelay,
-				WritebackDelay: *wbDelay}})
+				WritebackDelay: *wbDelay, Atime: vfs.AtimeRule(*atime), NoDiratime: *noDiratime}})
 		cancel()
 		if err != nil {
 			return err

@@ -30,11 +30,17 @@ import (
 var kernelOptions = map[string]bool{"ro": true, "rw": true, "dev": true, "nodev": true, "suid": true, "nosuid": true,
 	"exec": true, "noexec": true}
 
+// atimeOptions are mount(8)'s access-time options, which a FUSE mount
+// applies itself: the value of `sluice mount --atime` each sets (atime
+// and norelatime as Linux takes them: the default, and updates at every
+// read).
+var atimeOptions = map[string]string{"relatime": "relatime", "atime": "relatime", "nostrictatime": "relatime",
+	"strictatime": "strictatime", "norelatime": "strictatime", "noatime": "noatime"}
+
 // ignoredOptions are mount(8)'s and fstab's own, or the kernel's that a
-// FUSE mount takes from the file system (atime updates).
+// FUSE mount does not need (access times are written lazily anyway).
 var ignoredOptions = map[string]bool{"defaults": true, "remount": true, "auto": true, "noauto": true, "nofail": true, "_netdev": true,
-	"user": true, "users": true, "nouser": true, "atime": true, "noatime": true, "relatime": true, "strictatime": true,
-	"nodiratime": true, "diratime": true, "lazytime": true, "sync": true, "async": true, "dirsync": true,
+	"user": true, "users": true, "nouser": true, "lazytime": true, "nolazytime": true, "sync": true, "async": true, "dirsync": true,
 	// a FUSE mount's own, which sluice always sets
 	"allow_other": true, "default_permissions": true}
 
@@ -51,6 +57,14 @@ func applyMountOptions(fs *pflag.FlagSet, opts string) ([]string, error) {
 				kernel = append(kernel, name)
 			}
 		case ignoredOptions[name], strings.HasPrefix(name, "x-"), name == "comment", name == "log":
+		case atimeOptions[name] != "" && !hasValue:
+			if err := fs.Set("atime", atimeOptions[name]); err != nil {
+				return nil, err
+			}
+		case name == "diratime" && !hasValue:
+			if err := fs.Set("nodiratime", "false"); err != nil {
+				return nil, err
+			}
 		case fs.Lookup(name) != nil && name != "options" && name != "source":
 			if !hasValue {
 				if fs.Lookup(name).Value.Type() != "bool" {

@@ -12,7 +12,7 @@ import (
 // nothing else: no operation or field changes its number or meaning.
 const (
 	Major = 2
-	Minor = 5 // 2.1: ns.Head.Req; 2.2: fwdmap.Placement.Fallbacks; 2.3: ns.Reclaim; 2.4: ns.Lock; 2.5: api.Managers
+	Minor = 6 // 2.1: ns.Head.Req; 2.2: fwdmap.Placement.Fallbacks; 2.3: ns.Reclaim; 2.4: ns.Lock; 2.5: api.Managers; 2.6: ns.Touch
 )
 
 // Version is a protocol version, as peers exchange it.

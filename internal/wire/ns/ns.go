@@ -57,6 +57,7 @@ const (
 	OpLock                             // take, test or give up a file lock (since 2.4)
 	OpLockCancel                       // give up waiting for a file lock (since 2.4)
 	OpLockRenew                        // extend the lease of a mount's file locks (since 2.4)
+	OpTouch                            // files and directories read: their access times (since 2.6)
 )
 
 // The operations, typed.
@@ -106,4 +107,5 @@ var (
 	Lock        = wire.Define[LockReq, LockRep](OpLock, "lock", wire.Namespace)
 	LockCancel  = wire.Define[LockReq, wire.Empty](OpLockCancel, "lock-cancel", wire.Namespace)
 	LockRenew   = wire.Define[LockReq, wire.Empty](OpLockRenew, "lock-renew", wire.Namespace)
+	Touch       = wire.Define[TouchReq, wire.Empty](OpTouch, "touch", wire.Namespace)
 )
