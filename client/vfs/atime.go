@@ -104,6 +104,31 @@ func (t *atimes) seen(a *wire.Attr) {
 	t.known[a.Ino] = inoTimes{a.Atime, a.Mtime, a.Ctime}
 }
 
+// cached gives a, the attributes of an inode kept by this mount since a
+// reply of the service (DirCache), the access time of this mount's
+// reads since: the service's replies are the times seen (another node's
+// change drops the kept attributes, and the next reply brings it), these
+// are not.
+func (t *atimes) cached(a *wire.Attr) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if at, ok := t.due[a.Ino]; ok && at > a.Atime {
+		a.Atime = at
+	}
+	k, ok := t.known[a.Ino]
+	if !ok {
+		if len(t.known) >= atimeKnownMax {
+			clear(t.known)
+		}
+		t.known[a.Ino] = inoTimes{a.Atime, a.Mtime, a.Ctime}
+		return
+	}
+	a.Atime = max(a.Atime, k.atime)
+}
+
 // wrote notes a write of ino through this mount: its modification time
 // is now, so relatime updates the access time at the next read.
 func (t *atimes) wrote(ino uint64) {

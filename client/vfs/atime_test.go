@@ -50,6 +50,22 @@ func TestAtimeRules(t *testing.T) {
 	if rel.pending() != 0 {
 		t.Fatal("sent access times still pending")
 	}
+	// attributes this mount kept from before the read (its own close's)
+	// answer with the read's access time, sent or not; the service's
+	// replies are taken as they are (another node may have set it back)
+	kept := wire.Attr{Ino: 5, Atime: ns(-time.Second), Mtime: ns(2 * time.Second), Ctime: ns(2 * time.Second)}
+	rel.cached(&kept)
+	if kept.Atime != ns(3*time.Second) {
+		t.Fatalf("kept attributes: atime %d, want the read's %d", kept.Atime, ns(3*time.Second))
+	}
+	step()
+	if rel.read(5, false) {
+		t.Fatal("relatime: kept attributes made a second read change the access time")
+	}
+	rel.seen(&wire.Attr{Ino: 5, Atime: ns(-time.Hour), Mtime: ns(-2 * time.Hour), Ctime: ns(-2 * time.Hour)}) // touch -a -d
+	if rel.read(5, false) {
+		t.Fatal("relatime: an access time set back after the last change is not updated")
+	}
 	// a day-old access time is updated, a recent one after the change is not
 	rel.seen(&wire.Attr{Ino: 6, Atime: ns(-25 * time.Hour), Mtime: ns(-48 * time.Hour), Ctime: ns(-48 * time.Hour)})
 	rel.seen(&wire.Attr{Ino: 7, Atime: ns(-time.Hour), Mtime: ns(-48 * time.Hour), Ctime: ns(-48 * time.Hour)})

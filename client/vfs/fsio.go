@@ -295,8 +295,19 @@ func (v *FS) killPriv(c Cred, ino uint64) error {
 	if !had {
 		return nil
 	}
-	_, err := call(v, c, ns.Setattr, &ns.SetattrReq{Ino: ino, Mask: ns.SetKillPriv})
-	return err
+	resp, err := call(v, c, ns.Setattr, &ns.SetattrReq{Ino: ino, Mask: ns.SetKillPriv})
+	if err != nil {
+		return err
+	}
+	v.noteAttr(resp.Attr) // set-group-ID without group execution stays
+	// the kernel keeps the file's mode: a stat asking for the mode alone
+	// would answer it from before (xfstests generic/355). Safe from
+	// here: without a range the kernel only marks them stale.
+	v.dc.ForgetFile(ino)
+	if n := v.notify.Load(); n != nil {
+		n.AttrNotify(ino)
+	}
+	return nil
 }
 
 // Flush is a close of handle fh of ino: the size its writes reached is

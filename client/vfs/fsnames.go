@@ -58,10 +58,19 @@ func (v *FS) entry(parent uint64, name string, a *wire.Attr, gen uint64) Entry {
 	return Entry{Attr: *a, TTL: v.entryTTL(gen, parent, name, a.Ino)}
 }
 
-// attr is the answer about inode a as of feed position gen.
+// attr is the answer about inode a, a reply of the service, as of feed
+// position gen.
 func (v *FS) attr(a *wire.Attr, gen uint64) Attr {
 	v.noteAttr(a)
 	v.at.seen(a)
+	return Attr{Attr: *a, TTL: v.attrTTL(gen, a.Ino)}
+}
+
+// cachedAttr is the answer about inode a, kept here (DirCache), as of
+// feed position gen: with the access time of this mount's reads since.
+func (v *FS) cachedAttr(a *wire.Attr, gen uint64) Attr {
+	v.noteAttr(a)
+	v.at.cached(a)
 	return Attr{Attr: *a, TTL: v.attrTTL(gen, a.Ino)}
 }
 
@@ -115,11 +124,11 @@ func (v *FS) Forget(ino uint64) { v.bc.Forget(ino) }
 func (v *FS) GetAttr(c Cred, ino uint64) (Attr, error) {
 	if a, ok := v.dc.DirAttr(ino); ok {
 		v.answered(c, ns.OpGetattr, ino, v.cfg.Now(), false)
-		return v.attr(&a, v.dc.Sent()), nil
+		return v.cachedAttr(&a, v.dc.Sent()), nil
 	}
 	if a, ok := v.dc.FileAttr(ino); ok {
 		v.answered(c, ns.OpGetattr, ino, v.cfg.Now(), false)
-		return v.attr(&a, v.dc.Sent()), nil
+		return v.cachedAttr(&a, v.dc.Sent()), nil
 	}
 	v.st.WaitWrites(ino, 0, 0)
 	resp, err := call(v, c, ns.Getattr, &ns.InoReq{Ino: ino})
