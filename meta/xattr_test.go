@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-hpc/sluice/internal/rpc"
+	"github.com/sluice-hpc/sluice/internal/wire"
 	"github.com/sluice-hpc/sluice/internal/wire/ns"
 	"github.com/sluice-hpc/sluice/meta/engine"
 )
@@ -17,15 +18,8 @@ import (
 // namespaces, the per-inode bound, and the attributes going with their
 // inode.
 func TestXattrs(t *testing.T) {
-	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := serviceWithFile(t)
 	ctx := context.Background()
-	f, err := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	do := func(d interface{}, q *ns.XattrReq) (*ns.XattrRep, error) {
 		q.Ino = f.Ino
 		switch d := d.(type) {
@@ -49,7 +43,7 @@ func TestXattrs(t *testing.T) {
 			t.Fatalf("%s: %v, want %v", what, err, want)
 		}
 	}
-	_, err = do("get", &ns.XattrReq{Name: "user.a"})
+	_, err := do("get", &ns.XattrReq{Name: "user.a"})
 	errIs(err, syscall.ENODATA, "get of a missing attribute")
 	_, err = do("set", &ns.XattrReq{Name: "user.a", Value: []byte("1"), Flags: ns.XattrReplace})
 	errIs(err, syscall.ENODATA, "XATTR_REPLACE of a missing attribute")
@@ -107,15 +101,8 @@ func TestXattrs(t *testing.T) {
 // leave its ctime and mtime, skip inodes gone, take the latest of an
 // inode named twice, and go into the change feed for the other mounts.
 func TestTouch(t *testing.T) {
-	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, f := serviceWithFile(t)
 	ctx := context.Background()
-	f, err := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := *f
 	start := s.feed.position()
 	touch := func(inos, atimes []uint64) {
@@ -143,4 +130,19 @@ func TestTouch(t *testing.T) {
 	if _, err := rpc.Do(ctx, s, ns.Touch, &ns.TouchReq{Inos: []uint64{f.Ino}}); rpc.Errno(err) != syscall.EINVAL {
 		t.Fatalf("inodes without times: %v", err)
 	}
+}
+
+// serviceWithFile is a metadata service on the in-memory engine with one
+// regular file, "f" in the root.
+func serviceWithFile(t *testing.T) (*Service, *wire.Attr) {
+	t.Helper()
+	s, err := New(Config{Engine: engine.NewMem(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Create(RootIno, "f", syscall.S_IFREG|0o644, 0, 0, "", true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, f
 }

@@ -29,7 +29,9 @@ if [ ! -x "$pjd/pjdfstest" ]; then
 	tar -xzf "$tarball" -C "$pjd" --strip-components=1
 	(cd "$pjd" && autoreconf -ifs >/dev/null 2>&1 && ./configure >/dev/null && make pjdfstest >/dev/null)
 fi
-go build -o bin/sluice ./cmd/sluice
+# into a file of its own, then renamed: a run beside it (make test) may be
+# starting bin/sluice meanwhile
+go build -o bin/sluice.$$ ./cmd/sluice && mv -f bin/sluice.$$ bin/sluice
 work=$(mktemp -d /tmp/sluice-pjd.XXXXXX)
 state=$work/state mnt=$work/mnt
 cleanup() {

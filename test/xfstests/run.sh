@@ -8,11 +8,12 @@
 # the generic quick group). Results and each failure's diff are kept in
 # $XFSTESTS_RESULTS (default /tmp/sluice-xfstests-results); the summary
 # lines are printed and a failure fails the run. The Debian packages the
-# build needs are listed in ../shared/tools/README.md (.ci/run does not
-# install them: make test does not run xfstests yet).
+# build needs are listed in ../shared/tools/README.md (.ci/run installs
+# them).
 #
-#   bash test/xfstests/run.sh                  the generic quick group
+#   bash test/xfstests/run.sh                  the generic quick group (make xfstests)
 #   bash test/xfstests/run.sh generic/001      one test
+#   make xfstests-quick                        the tests of quick.list (in make test)
 set -euo pipefail
 export SLUICE_EXIT_WITH=$$ SLUICE_EXIT_REMOVE=1
 cd "$(dirname "$0")/../.."
@@ -36,7 +37,9 @@ grep -q 's/fuse.sluice/fuse/' "$x/common/rc" ||
 	sed -i "s|-e 's/fuse.ceph-fuse/ceph-fuse/'|-e 's/fuse.ceph-fuse/ceph-fuse/' -e 's/fuse.sluice/fuse/'|" "$x/common/rc"
 for u in fsgqa fsgqa2 123456-fsgqa; do id "$u" >/dev/null 2>&1 || useradd -m "$u"; done
 getent group fsgqa >/dev/null || groupadd fsgqa
-go build -o bin/sluice ./cmd/sluice
+# into a file of its own, then renamed: a run beside it (make test) may be
+# starting bin/sluice meanwhile
+go build -o bin/sluice.$$ ./cmd/sluice && mv -f bin/sluice.$$ bin/sluice
 ln -sf "$root/bin/sluice" /sbin/mount.fuse.sluice
 work=$(mktemp -d /tmp/sluice-xfs.XXXXXX)
 chmod 755 "$work"
