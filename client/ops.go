@@ -188,8 +188,8 @@ func (fs *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 	return fuse.OK
 }
 
-// OpenDir implements fuse.RawFileSystem: the core snapshots the listing,
-// which ReadDir serves by offset.
+// OpenDir implements fuse.RawFileSystem: the core takes the listing at
+// the first read and at a rewind, and ReadDir serves it by offset.
 func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	fh, err := fs.v.OpenDir(cred(&in.InHeader), in.NodeId)
 	out.Fh = fh
@@ -198,7 +198,10 @@ func (fs *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 
 // ReadDir implements fuse.RawFileSystem.
 func (fs *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	entries := fs.v.Listing(in.Fh)
+	entries, err := fs.v.Listing(cred(&in.InHeader), in.Fh, in.Offset)
+	if err != nil {
+		return status(err)
+	}
 	for i := int(in.Offset); i < len(entries); i++ {
 		e := entries[i]
 		if !out.AddDirEntry(fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode, Off: uint64(i + 1)}) {

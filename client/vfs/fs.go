@@ -71,9 +71,12 @@ type FS struct {
 	priv map[uint64]bool
 
 	nextFh atomic.Uint64
-	dmu    sync.Mutex // guards dirs and goneDirs
-	// dirs are the listings open directory handles serve (OpenDir)
-	dirs map[uint64][]wire.DirEntry
+	dmu    sync.Mutex // guards dirs, listed and goneDirs
+	// dirs are the listings open directory handles serve (OpenDir,
+	// Listing; "." and ".." alone until taken), listed says which were
+	// taken
+	dirs   map[uint64][]wire.DirEntry
+	listed map[uint64]bool
 	// goneDirs are the attributes (link count 0) of directories removed
 	// or replaced through this mount while it had them open: an fstat
 	// of such a handle answers them, as Linux does, until the last one
@@ -244,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*FS, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	v := &FS{cfg: cfg, log: cfg.Log, ids: ident.Resolver{JobVar: cfg.JobVar, Node: cfg.Node, Now: cfg.Now},
-		dirs: map[uint64][]wire.DirEntry{}, goneDirs: map[uint64]wire.Attr{}, dc: NewDirCache(cfg.MetaCache > 0), app: NewAppends(), priv: map[uint64]bool{}, handles: NewHandles()}
+		dirs: map[uint64][]wire.DirEntry{}, listed: map[uint64]bool{}, goneDirs: map[uint64]wire.Attr{}, dc: NewDirCache(cfg.MetaCache > 0), app: NewAppends(), priv: map[uint64]bool{}, handles: NewHandles()}
 	rule, err := ParseAtimeRule(string(cfg.Atime))
 	if err != nil {
 		return nil, err

@@ -378,19 +378,36 @@ func (v *FS) Rename(c Cred, parent uint64, name string, newParent uint64, newNam
 	return nil
 }
 
-// OpenDir snapshots directory ino's listing, which Listing then serves by
-// offset, and returns its handle.
+// OpenDir opens directory ino and returns its handle. Its listing is
+// taken at the handle's first read and at every read from the start
+// again (Listing), so a rewinddir(3) sees the names added since, as POSIX
+// requires.
 func (v *FS) OpenDir(c Cred, ino uint64) (uint64, error) {
-	entries := []wire.DirEntry{{Name: ".", Ino: ino, Mode: syscall.S_IFDIR}, {Name: "..", Ino: 1, Mode: syscall.S_IFDIR}}
+	fh := v.nextFh.Add(1)
+	v.dmu.Lock()
+	v.dirs[fh] = dotEntries(ino)
+	v.dmu.Unlock()
+	return fh, nil
+}
+
+// dotEntries is a listing of directory ino before its names: "." and
+// "..".
+func dotEntries(ino uint64) []wire.DirEntry {
+	return []wire.DirEntry{{Name: ".", Ino: ino, Mode: syscall.S_IFDIR}, {Name: "..", Ino: 1, Mode: syscall.S_IFDIR}}
+}
+
+// list asks for directory ino's listing (".", ".." first).
+func (v *FS) list(c Cred, ino uint64) ([]wire.DirEntry, error) {
+	entries := dotEntries(ino)
 	after := ""
 	first, gen := true, uint64(0) // a listing of one reply is complete as of gen
 	for {
 		resp, err := call(v, c, ns.Readdir, &ns.ReaddirReq{Ino: ino, After: after, Max: 4096})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		if resp.Redirect != nil {
-			return 0, syscall.EIO // a redirect the forwarding daemon did not follow
+			return nil, syscall.EIO // a redirect the forwarding daemon did not follow
 		}
 		entries = append(entries, resp.Entries...)
 		if after == "" {
@@ -405,22 +422,35 @@ func (v *FS) OpenDir(c Cred, ino uint64) (uint64, error) {
 	if first {
 		v.dc.Listed(ino, entries[2:], gen)
 	}
-	fh := v.nextFh.Add(1)
-	v.dmu.Lock()
-	v.dirs[fh] = entries
-	v.dmu.Unlock()
-	return fh, nil
+	return entries, nil
 }
 
-// Listing is the listing of directory handle fh (".", ".." first).
-func (v *FS) Listing(fh uint64) []wire.DirEntry {
+// Listing is the listing of directory handle fh (".", ".." first) for a
+// read at offset off: taken now if off is 0 (the handle's first read,
+// or a rewind) or none was taken yet, else the one the handle's reads
+// from the start took.
+func (v *FS) Listing(c Cred, fh, off uint64) ([]wire.DirEntry, error) {
 	v.dmu.Lock()
-	es := v.dirs[fh]
+	es, taken := v.dirs[fh], v.listed[fh]
 	v.dmu.Unlock()
-	if len(es) > 0 {
-		v.at.read(es[0].Ino, true)
+	if len(es) == 0 {
+		return nil, syscall.EBADF
 	}
-	return es
+	ino := es[0].Ino
+	if off == 0 || !taken {
+		fresh, err := v.list(c, ino)
+		if err != nil {
+			return nil, err
+		}
+		v.dmu.Lock()
+		if _, open := v.dirs[fh]; open {
+			v.dirs[fh], v.listed[fh] = fresh, true
+		}
+		v.dmu.Unlock()
+		es = fresh
+	}
+	v.at.read(ino, true)
+	return es, nil
 }
 
 // ReleaseDir forgets directory handle fh's listing.
@@ -429,6 +459,7 @@ func (v *FS) ReleaseDir(fh uint64) {
 	defer v.dmu.Unlock()
 	es := v.dirs[fh]
 	delete(v.dirs, fh)
+	delete(v.listed, fh)
 	if es == nil {
 		return
 	}

@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,5 +180,46 @@ func TestSetuidClearedOnWrite(t *testing.T) {
 			t.Fatalf("mode %o after root's write: %o", m, st.Mode&0o7777)
 		}
 		os.Remove(p)
+	}
+}
+
+// TestRewinddir: a directory stream rewound (rewinddir(3), a seek to 0)
+// lists the directory as it is then, names added since it was opened or
+// first read included, also names another node added (xfstests
+// generic/471); a stream read on without a rewind keeps its listing.
+func TestRewinddir(t *testing.T) {
+	c := startCluster(t)
+	b := c.mount2(t)
+	d := c.path("rd")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names := func() []string {
+		t.Helper()
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		ns, err := f.Readdirnames(-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(ns)
+		return ns
+	}
+	for i := 0; i < 300; i++ { // after the open, before any read
+		mustWrite(t, filepath.Join(d, fmt.Sprintf("a%03d", i)), nil)
+	}
+	if got := names(); len(got) != 300 || got[0] != "a000" || got[299] != "a299" {
+		t.Fatalf("rewound after creates since the open: %d names (%v...)", len(got), got[:min(3, len(got))])
+	}
+	mustWrite(t, filepath.Join(d, "b"), nil)
+	mustWrite(t, filepath.Join(b, "rd", "c"), nil) // another node's
+	if got := names(); len(got) != 302 || got[300] != "b" || got[301] != "c" {
+		t.Fatalf("rewound after creates since the last read, one by another node: %d names, last %v", len(got), got[max(0, len(got)-2):])
 	}
 }
