@@ -55,7 +55,7 @@ func (s *Service) Setattr(ctx context.Context, m *ns.SetattrReq) (*wire.Attr, er
 	}
 	if m.Mask&ns.SetKillPriv != 0 && !isDir(n.Mode) {
 		n.Mode &^= syscall.S_ISUID
-		if n.Mode&syscall.S_IXGRP != 0 {
+		if n.Mode&syscall.S_IXGRP != 0 || m.Mask&ns.SetKillSgid != 0 {
 			n.Mode &^= syscall.S_ISGID
 		}
 	}

@@ -1,6 +1,14 @@
 package vfs
 
-import "syscall"
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/sluice-hpc/sluice/internal/wire/ns"
+)
 
 // fallocate(2)'s modes (linux/falloc.h).
 const (
@@ -31,6 +39,15 @@ func (v *FS) Fallocate(c Cred, ino, fh, off, n uint64, mode uint32) error {
 	if n == 0 || off+n < off {
 		return syscall.EINVAL
 	}
+	if c.Uid != 0 {
+		// as Linux's file_modified: set-user-ID goes, and set-group-ID
+		// too unless the file is not group-executable and the caller is
+		// in its group (the kernel leaves this to the file system with
+		// HANDLE_KILLPRIV_V2, and sends no flag with an fallocate)
+		if err := v.fallocKillPriv(c, ino); err != nil {
+			return err
+		}
+	}
 	end := off + n
 	if mode&FallocKeepSize != 0 {
 		a, err := v.GetAttr(c, ino)
@@ -51,4 +68,47 @@ func (v *FS) Fallocate(c Cred, ino, fh, off, n uint64, mode uint32) error {
 		o += k
 	}
 	return nil
+}
+
+// fallocKillPriv clears an unprivileged fallocate's caller's file's
+// set-user-ID and set-group-ID bits by Linux's rule, if the file was seen
+// with them.
+func (v *FS) fallocKillPriv(c Cred, ino uint64) error {
+	v.pmu.Lock()
+	had := v.priv[ino]
+	v.pmu.Unlock()
+	if !had {
+		return nil
+	}
+	a, err := v.GetAttr(c, ino)
+	if err != nil {
+		return err
+	}
+	mask := ns.SetKillPriv
+	if !inGroup(c, a.Attr.Gid) {
+		mask |= ns.SetKillSgid
+	}
+	return v.killPriv(c, ino, mask)
+}
+
+// inGroup says whether caller c is in group gid: its group, or one of
+// its process's supplementary groups (/proc/PID/status).
+func inGroup(c Cred, gid uint32) bool {
+	if c.Gid == gid {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+			for _, g := range strings.Fields(rest) {
+				if g == strconv.FormatUint(uint64(gid), 10) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

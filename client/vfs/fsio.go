@@ -230,7 +230,7 @@ func (v *FS) Write(c Cred, ino, fh, off uint64, data []byte, killPriv bool, rele
 		v.wb.Settle(ino)
 	}
 	if killPriv {
-		if err := v.killPriv(c, ino); err != nil {
+		if err := v.killPriv(c, ino, ns.SetKillPriv); err != nil {
 			if release != nil {
 				release()
 			}
@@ -286,8 +286,9 @@ func (v *FS) dropPages(ino uint64) {
 }
 
 // killPriv clears the setuid and setgid bits of a file an unprivileged
-// caller writes, if it was seen with them.
-func (v *FS) killPriv(c Cred, ino uint64) error {
+// caller writes, if it was seen with them (mask: SetKillPriv, with
+// SetKillSgid for an fallocate's rule).
+func (v *FS) killPriv(c Cred, ino uint64, mask uint32) error {
 	v.pmu.Lock()
 	had := v.priv[ino]
 	delete(v.priv, ino)
@@ -295,7 +296,7 @@ func (v *FS) killPriv(c Cred, ino uint64) error {
 	if !had {
 		return nil
 	}
-	resp, err := call(v, c, ns.Setattr, &ns.SetattrReq{Ino: ino, Mask: ns.SetKillPriv})
+	resp, err := call(v, c, ns.Setattr, &ns.SetattrReq{Ino: ino, Mask: mask})
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -88,4 +91,52 @@ func TestFallocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("on the other mount after the close", filepath.Join(b, "f"))
+}
+
+// TestFallocateKillsPriv: an fallocate by an unprivileged caller clears
+// set-user-ID, and set-group-ID unless the file is not group-executable
+// and the caller is in its group, as Linux's file_modified does
+// (xfstests generic/684 and 685); root's keeps both.
+func TestFallocateKillsPriv(t *testing.T) {
+	c := startCluster(t)
+	for d := filepath.Dir(c.mnt); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	p := c.path("f")
+	for _, tc := range []struct {
+		mode, want uint32
+		gid        int
+		uid        uint32
+		mode2      string // fallocate(1)'s mode flag
+	}{
+		{0o6666, 0o666, 0, 65534, "-p"},      // outside the group: both go
+		{0o6676, 0o676, 0, 65534, "-z"},      // group-executable: both go
+		{0o2666, 0o2666, 65534, 65534, "-p"}, // in the group, not executable: kept
+		{0o6766, 0o2766, 65534, 65534, "-z"}, // in the group: set-user-ID only
+		{0o6777, 0o6777, 0, 0, "-p"},         // root: kept
+	} {
+		mustWrite(t, p, pattern(3, 64<<10))
+		if err := os.Chown(p, 0, tc.gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Chmod(p, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); err != nil { // the mode with the bits, cached
+			t.Fatal(err)
+		}
+		cmd := exec.Command("fallocate", tc.mode2, "-o", "0", "-l", "4096", p)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: tc.uid, Gid: tc.uid}}
+		if out, err := runCmd(time.Minute, cmd); err != nil {
+			t.Fatalf("fallocate %s as %d: %v %s", tc.mode2, tc.uid, err, out)
+		}
+		var stx unix.Statx_t
+		if err := unix.Statx(unix.AT_FDCWD, p, 0, unix.STATX_MODE, &stx); err != nil {
+			t.Fatal(err)
+		}
+		if got := uint32(stx.Mode) & 0o7777; got != tc.want {
+			t.Fatalf("mode %o, group %d, fallocate %s as %d: %o, want %o", tc.mode, tc.gid, tc.mode2, tc.uid, got, tc.want)
+		}
+		os.Remove(p)
+	}
 }

@@ -110,6 +110,10 @@ const (
 	// allowed, of a file that is not a directory (a write, truncate or
 	// chown by an unprivileged caller, as Linux does).
 	SetKillPriv
+	// SetKillSgid (since 2.6), with SetKillPriv, clears S_ISGID whatever
+	// the group execution (an unprivileged fallocate by a caller outside
+	// the file's group, as Linux's setattr_should_drop_sgid).
+	SetKillSgid
 )
 
 // SetattrReq changes inode Ino's attributes named by Mask.
