@@ -337,7 +337,7 @@ func (s *Service) serveFiles(t *rpc.Table) {
 		changed, err := s.Touch(q.Inos, q.Atimes)
 		changes := make([]ns.Change, len(changed))
 		for i, ino := range changed {
-			changes[i] = attrChange(ino)
+			changes[i] = ns.Change{Kind: ns.ChangeAtime, Ino: ino}
 		}
 		if len(changes) > 0 {
 			s.feed.add(q.Client, changes...)

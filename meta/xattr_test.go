@@ -121,7 +121,7 @@ func TestTouch(t *testing.T) {
 		t.Fatalf("after touch: atime %d mtime %d ctime %d, want %d %d %d", a.Atime, a.Mtime, a.Ctime,
 			before.Atime+20, before.Mtime, before.Ctime)
 	}
-	if es, _, _ := s.feed.since(start, 8); len(es) != 1 || es[0].Kind != ns.ChangeAttr || es[0].Ino != f.Ino {
+	if es, _, _ := s.feed.since(start, 8); len(es) != 1 || es[0].Kind != ns.ChangeAtime || es[0].Ino != f.Ino {
 		t.Fatalf("feed for another mount: %+v", es)
 	}
 	if es, _, _ := s.feed.since(start, 7); len(es) != 0 {

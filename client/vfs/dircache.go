@@ -100,6 +100,10 @@ func (c *DirCache) Advance(gen uint64, lost bool, es []ns.Change) (wasLive bool)
 		c.resetLocked()
 	}
 	for _, e := range es {
+		if e.Kind == ns.ChangeAtime {
+			c.dropAttrLocked(e.Ino) // a listing stays whole
+			continue
+		}
 		c.dropLocked(e.Ino)
 	}
 	c.mu.Unlock()
@@ -176,6 +180,15 @@ func (c *DirCache) dropLocked(ino uint64) {
 	if d := c.dirs[ino]; d != nil {
 		c.names -= len(d.names)
 		delete(c.dirs, ino)
+	}
+	delete(c.files, ino)
+}
+
+// dropAttrLocked forgets the attributes of inode ino, not its names
+// (another node changed its access time).
+func (c *DirCache) dropAttrLocked(ino uint64) {
+	if d := c.dirs[ino]; d != nil {
+		d.attr = nil
 	}
 	delete(c.files, ino)
 }

@@ -117,6 +117,19 @@ func TestDirCacheListings(t *testing.T) {
 	if !c.Absent(1, "x") {
 		t.Fatal("removed name still present")
 	}
+	// another node's access time: the attributes go, the listing stays
+	if _, ok := c.DirAttr(1); !ok {
+		t.Fatal("no directory attributes after a change in it")
+	}
+	c.Advance(2, false, []ns.Change{{Kind: ns.ChangeAtime, Ino: 1}})
+	if _, ok := c.DirAttr(1); ok || !c.Absent(1, "x") {
+		t.Fatal("an access time change: attributes must go, the listing stay")
+	}
+	c.Advance(3, false, []ns.Change{{Kind: ns.ChangeAttr, Ino: 1}})
+	if c.Absent(1, "x") {
+		t.Fatal("an attribute change left the listing")
+	}
+	c.Listed(1, []wire.DirEntry{{Name: "g", Ino: 20}}, 3)
 	c.ForgetDir(1)
 	if c.Absent(1, "x") {
 		t.Fatal("a forgotten directory still answers")

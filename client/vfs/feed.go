@@ -230,6 +230,8 @@ func (v *FS) Follow(ctx context.Context) {
 				// reported it): bytes fetched ahead or kept may be old
 				v.st.DropReadahead(e.Ino)
 				v.bc.Drop(e.Ino)
+			case ns.ChangeAtime:
+				n.AttrNotify(e.Ino) // its names and bytes are as they were
 			}
 		}
 		v.dc.Applied(resp.Feed)

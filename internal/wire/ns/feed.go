@@ -13,6 +13,7 @@ const (
 	ChangeEntry  uint8 = 1 // a name in directory Ino appeared, went or moved
 	ChangeAttr   uint8 = 2 // inode Ino's attributes changed
 	ChangeRecall uint8 = 3 // the mount Holder is to give its delegation of directory Ino back (flushing its creates there first)
+	ChangeAtime  uint8 = 4 // inode Ino's access time changed (since 2.6): its attributes, not its names or bytes
 )
 
 // Change is one change of the namespace, as the change feed carries it:
