@@ -89,7 +89,17 @@ func newAtimes(rule AtimeRule, noDir bool, readOnly func() bool, now func() time
 
 // seen notes a's times (a reply of the service), and answers this mount's
 // access time of a's inode if it is later and not sent yet.
-func (t *atimes) seen(a *wire.Attr) {
+func (t *atimes) seen(a *wire.Attr) { t.note(a, true) }
+
+// cached gives a, the attributes of an inode kept by this mount since a
+// reply of the service (DirCache), the access time of this mount's
+// reads since: the service's replies are the times seen (another node's
+// change drops the kept attributes, and the next reply brings it), these
+// are not.
+func (t *atimes) cached(a *wire.Attr) { t.note(a, false) }
+
+// note is seen (fresh: a reply of the service) or cached.
+func (t *atimes) note(a *wire.Attr, fresh bool) {
 	if t == nil || a == nil {
 		return
 	}
@@ -98,35 +108,14 @@ func (t *atimes) seen(a *wire.Attr) {
 	if at, ok := t.due[a.Ino]; ok && at > a.Atime {
 		a.Atime = at
 	}
+	if k, ok := t.known[a.Ino]; ok && !fresh {
+		a.Atime = max(a.Atime, k.atime)
+		return
+	}
 	if len(t.known) >= atimeKnownMax {
 		clear(t.known)
 	}
 	t.known[a.Ino] = inoTimes{a.Atime, a.Mtime, a.Ctime}
-}
-
-// cached gives a, the attributes of an inode kept by this mount since a
-// reply of the service (DirCache), the access time of this mount's
-// reads since: the service's replies are the times seen (another node's
-// change drops the kept attributes, and the next reply brings it), these
-// are not.
-func (t *atimes) cached(a *wire.Attr) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if at, ok := t.due[a.Ino]; ok && at > a.Atime {
-		a.Atime = at
-	}
-	k, ok := t.known[a.Ino]
-	if !ok {
-		if len(t.known) >= atimeKnownMax {
-			clear(t.known)
-		}
-		t.known[a.Ino] = inoTimes{a.Atime, a.Mtime, a.Ctime}
-		return
-	}
-	a.Atime = max(a.Atime, k.atime)
 }
 
 // wrote notes a write of ino through this mount: its modification time
